@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the system packages agent-runner uses. Idempotent: installs only what is missing.
+#   bubblewrap  the local sandbox (required)
+#   util-linux  prlimit for rlimits (required; essential on Debian)
+#   golang-go   the go language
+#   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
+# Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
+# `apt-get install rustc`. Without root this only reports what is missing.
+set -euo pipefail
+
+want=()
+need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
+need bwrap bubblewrap
+need prlimit util-linux
+need go golang-go
+need socat socat
+need python3 python3
+need cc gcc
+
+if [ ${#want[@]} -eq 0 ]; then
+  echo "setup-host: all system packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup-host: missing packages: ${want[*]} (run this script as root, or apt-get install them)" >&2
+  exit 1
+fi
+echo "setup-host: installing ${want[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+echo "setup-host: done"

@@ -1,0 +1,15 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { registerExec } from './commands/exec.js';
+import { registerGuest } from './commands/guest.js';
+
+const program = new Command('agent-runner')
+  .description('Runs untrusted code for AI agents in a sandbox.')
+  .showHelpAfterError();
+registerExec(program);
+registerGuest(program);
+
+program.parseAsync().catch((error: Error) => {
+  process.stderr.write(`agent-runner: ${error.message}\n`);
+  process.exit(2);
+});

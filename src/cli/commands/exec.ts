@@ -1,0 +1,84 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { executeSnippet, invalidSnippetResponse } from '../../runner/snippet.js';
+import { RunnerRuntime } from '../../runner/runtime.js';
+import { GuestClient } from '../../guest/client.js';
+import { parseListenAddress } from '../../guest/listen-address.js';
+import { exitAfterFlush, printJson, readStdin } from '../io.js';
+
+interface ExecFlags {
+  lang?: string;
+  code?: string;
+  file?: string;
+  timeout?: string;
+  traceId?: string;
+  guest?: string;
+  listLanguages?: boolean;
+  listBackends?: boolean;
+}
+
+export function registerExec(program: Command): void {
+  program
+    .command('exec')
+    .description('run one snippet in the sandbox: request JSON on stdin, or --lang with --code/--file; prints the response JSON')
+    .option('-l, --lang <lang>', 'language: python, node, go, rust, bash')
+    .option('-c, --code <code>', 'source code')
+    .option('-f, --file <path>', 'read the source code from a file')
+    .option('-t, --timeout <seconds>', 'seconds the program may run')
+    .option('--trace-id <id>', 'trace id to echo')
+    .option('--guest <address>', 'send the request to a guest runner (unix:/path or tcp:HOST:PORT) instead of running it here')
+    .option('--list-languages', 'print the available languages with their toolchain versions')
+    .option('--list-backends', 'print the sandbox backends and how they enforce limits on this host')
+    .addHelpText('after', '\nThe process exits with the snippet\'s exit_code (124 timeout, 127 unsupported language, 2 invalid request).')
+    .action(async (flags: ExecFlags) => {
+      const runtime = RunnerRuntime.shared();
+      if (flags.listLanguages) {
+        printJson({ languages: await runtime.toolchains.describe() });
+        return exitAfterFlush(0);
+      }
+      if (flags.listBackends) {
+        printJson({ backends: [await runtime.backend.status()] });
+        return exitAfterFlush(0);
+      }
+      const request = await buildRequest(flags);
+      const response =
+        'unparseable' in request
+          ? invalidSnippetResponse(undefined, `stdin is not valid JSON: ${request.unparseable}`)
+          : flags.guest
+            ? await viaGuest(flags.guest, request.json)
+            : await executeSnippet(request.json, { runtime });
+      printJson(response);
+      exitAfterFlush(response.exit_code);
+    });
+}
+
+async function buildRequest(flags: ExecFlags): Promise<{ json: unknown } | { unparseable: string }> {
+  if (flags.lang === undefined && flags.code === undefined && flags.file === undefined) {
+    const text = await readStdin();
+    try {
+      return { json: JSON.parse(text) };
+    } catch (error) {
+      return { unparseable: (error as Error).message };
+    }
+  }
+  const code = flags.file !== undefined ? await readFile(flags.file, 'utf8') : flags.code;
+  return {
+    json: {
+      ...(flags.traceId !== undefined ? { trace_id: flags.traceId } : {}),
+      lang: flags.lang,
+      code,
+      ...(flags.timeout !== undefined ? { timeout: Number(flags.timeout) } : {}),
+    },
+  };
+}
+
+async function viaGuest(address: string, request: unknown) {
+  const parsed = parseListenAddress(address);
+  if (parsed.kind === 'vsock') throw new Error('--guest takes unix: or tcp: addresses (vsock is reached from the host through its own bridge)');
+  const client = await GuestClient.connect(parsed);
+  try {
+    return await client.request(request);
+  } finally {
+    client.close();
+  }
+}

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import { startGuestServer, formatListenAddress } from '../../guest/server.js';
+import { parseListenAddress } from '../../guest/listen-address.js';
+
+export function registerGuest(program: Command): void {
+  program
+    .command('guest')
+    .description('serve framed snippet requests (4-byte big-endian length + JSON) on a socket')
+    .requiredOption('--listen <address>', 'unix:/path/to.sock, tcp:HOST:PORT or vsock:PORT')
+    .option('--concurrency <n>', 'jobs running at once across all connections (default: number of cores)')
+    .option('--max-frame-bytes <n>', 'largest frame accepted (default 16 MiB)')
+    .action(async (flags: { listen: string; concurrency?: string; maxFrameBytes?: string }) => {
+      const server = await startGuestServer(parseListenAddress(flags.listen), {
+        ...(flags.concurrency !== undefined ? { concurrency: positiveInteger('--concurrency', flags.concurrency) } : {}),
+        ...(flags.maxFrameBytes !== undefined ? { maxFrameBytes: positiveInteger('--max-frame-bytes', flags.maxFrameBytes) } : {}),
+        onConnectionError: (error) => process.stderr.write(`connection error: ${error.message}\n`),
+      });
+      process.stderr.write(`guest runner listening on ${formatListenAddress(server.address)}\n`);
+      const stop = () => void server.close().then(() => process.exit(0));
+      process.once('SIGTERM', stop);
+      process.once('SIGINT', stop);
+    });
+}
+
+function positiveInteger(flag: string, text: string): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(text)}`);
+  return value;
+}

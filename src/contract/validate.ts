@@ -1,0 +1,91 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { TSchema, Static } from '@sinclair/typebox';
+
+const ajv = new Ajv({ allErrors: false, strict: false });
+const compiled = new WeakMap<TSchema, ValidateFunction>();
+
+export type Validation<T> = { ok: true; value: T } | { ok: false; message: string; field: string; details: ErrorObject[] };
+
+/** Validates against a contract schema; the message names the field and what was expected. */
+export function validate<S extends TSchema>(schema: S, value: unknown): Validation<Static<S>> {
+  let check = compiled.get(schema);
+  if (!check) {
+    check = ajv.compile(schema);
+    compiled.set(schema, check);
+  }
+  if (check(value)) return { ok: true, value: value as Static<S> };
+  const errors = check.errors ?? [];
+  const first = errors[0];
+  return first
+    ? { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors }
+    : { ok: false, message: 'request is invalid', field: '', details: [] };
+}
+
+function fieldOf(error: ErrorObject): string {
+  const path = error.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  if (error.keyword === 'required') {
+    const missing = (error.params as { missingProperty: string }).missingProperty;
+    return path ? `${path}.${missing}` : missing;
+  }
+  if (error.keyword === 'additionalProperties') {
+    const extra = (error.params as { additionalProperty: string }).additionalProperty;
+    return path ? `${path}.${extra}` : extra;
+  }
+  return path;
+}
+
+function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${JSON.stringify(value)}`;
+}
+
+function valueAt(root: unknown, instancePath: string): unknown {
+  let node = root;
+  for (const part of instancePath.split('/').slice(1)) {
+    const key = part.replace(/~1/g, '/').replace(/~0/g, '~');
+    node = node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined;
+  }
+  return node;
+}
+
+function describeError(error: ErrorObject, root: unknown): string {
+  const field = fieldOf(error) || 'request';
+  const got = describeType(valueAt(root, error.instancePath));
+  const params = error.params as Record<string, unknown>;
+  switch (error.keyword) {
+    case 'required':
+      return `${field} is required`;
+    case 'additionalProperties':
+      return `${field} is not a known field`;
+    case 'type':
+      return `${field} must be ${article(String(params.type))}, got ${got}`;
+    case 'exclusiveMinimum':
+      return params.limit === 0 ? `${field} must be a positive number, got ${got}` : `${field} must be > ${params.limit}, got ${got}`;
+    case 'minimum':
+      return `${field} must be >= ${params.limit}, got ${got}`;
+    case 'maximum':
+      return `${field} must be <= ${params.limit}, got ${got}`;
+    case 'minLength':
+      return params.limit === 1 ? `${field} must not be empty` : `${field} must be at least ${params.limit} characters`;
+    case 'maxLength':
+      return `${field} must be at most ${params.limit} characters`;
+    case 'minItems':
+      return `${field} must have at least ${params.limit} item(s)`;
+    case 'maxItems':
+      return `${field} must have at most ${params.limit} items`;
+    case 'pattern':
+      return `${field} must match ${params.pattern}, got ${got}`;
+    case 'enum':
+    case 'const':
+      return `${field} must be one of ${JSON.stringify(params.allowedValues ?? [params.allowedValue])}, got ${got}`;
+    default:
+      return `${field} ${error.message ?? 'is invalid'}`;
+  }
+}
+
+function article(type: string): string {
+  if (type === 'integer') return 'an integer';
+  if (type === 'object' || type === 'array') return `an ${type}`;
+  return `a ${type}`;
+}

@@ -1,0 +1,91 @@
+import { rmSync, lstatSync, mkdtempSync } from 'node:fs';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { executeSnippet } from '../runner/snippet.js';
+import { RunnerRuntime } from '../runner/runtime.js';
+import { Semaphore } from '../runner/semaphore.js';
+import { DEFAULT_MAX_FRAME_BYTES } from '../wire/frame-codec.js';
+import { serveConnection, type ServedConnection } from './connection.js';
+import { formatListenAddress, type ListenAddress } from './listen-address.js';
+import { startVsockBridge } from './vsock-bridge.js';
+
+export interface GuestServerOptions {
+  runtime?: RunnerRuntime;
+  /** Jobs running at once across all connections (default: the runtime's concurrency, the number of cores). */
+  concurrency?: number;
+  maxFrameBytes?: number;
+  onConnectionError?: (error: Error) => void;
+}
+
+export interface GuestServer {
+  /** Where it listens; for tcp port 0 this holds the port the system chose. */
+  address: ListenAddress;
+  running(): number;
+  close(): Promise<void>;
+}
+
+/** The guest runner: framed snippet requests in, framed responses out. */
+export async function startGuestServer(address: ListenAddress, options: GuestServerOptions = {}): Promise<GuestServer> {
+  const runtime = options.runtime ?? RunnerRuntime.shared();
+  const slots = new Semaphore(options.concurrency ?? runtime.config.concurrency);
+  const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  const onError = options.onConnectionError ?? (() => undefined);
+  // Half-open: a client may send its last request and end its side, then read the answers.
+  const connections = new Set<ServedConnection>();
+  const server = createServer({ allowHalfOpen: true }, (socket) => {
+    const connection = serveConnection(socket, (request, signal) => slots.run(() => executeSnippet(request, { runtime, signal })), maxFrameBytes, onError);
+    connections.add(connection);
+    socket.on('close', () => connections.delete(connection));
+  });
+
+  let bridge: ChildProcess | undefined;
+  let bound: ListenAddress;
+  if (address.kind === 'vsock') {
+    const bridgeDir = mkdtempSync(join(tmpdir(), 'agent-runner-vsock-'));
+    const unixPath = join(bridgeDir, 'guest.sock');
+    await listen(server, { path: unixPath });
+    bridge = startVsockBridge(address.port, unixPath);
+    bound = address;
+  } else if (address.kind === 'unix') {
+    removeStaleSocket(address.path);
+    await listen(server, { path: address.path });
+    bound = address;
+  } else {
+    await listen(server, { host: address.host, port: address.port });
+    bound = { ...address, port: (server.address() as AddressInfo).port };
+  }
+
+  return {
+    address: bound,
+    running: () => slots.running,
+    close: () =>
+      new Promise<void>((resolve) => {
+        bridge?.kill();
+        server.close(() => resolve());
+        for (const connection of connections) connection.shutdown();
+      }),
+  };
+}
+
+function listen(server: Server, options: { path: string } | { host: string; port: number }): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** A socket file left by a previous run would make listen fail with EADDRINUSE. */
+function removeStaleSocket(path: string): void {
+  try {
+    if (lstatSync(path).isSocket()) rmSync(path);
+  } catch {
+    // Nothing there.
+  }
+}
+
+export { formatListenAddress };

@@ -1,0 +1,12 @@
+export { executeSnippet, invalidSnippetResponse, type SnippetOptions } from './runner/snippet.js';
+export { RunnerRuntime } from './runner/runtime.js';
+export { loadConfig, DEFAULT_SNIPPET_LIMITS, type RunnerConfig, type SnippetLimits } from './runner/config.js';
+export { SnippetRequestSchema, SnippetResponseSchema, type SnippetRequest, type SnippetResponse } from './contract/snippet.js';
+export { encodeFrame, decodePayload, FrameDecoder, FrameError, DEFAULT_MAX_FRAME_BYTES } from './wire/frame-codec.js';
+export { readFrames, writeFrame } from './wire/framed-socket.js';
+export { startGuestServer, type GuestServer, type GuestServerOptions } from './guest/server.js';
+export { GuestClient } from './guest/client.js';
+export { parseListenAddress, formatListenAddress, type ListenAddress } from './guest/listen-address.js';
+export { BubblewrapBackend } from './sandbox/bubblewrap-backend.js';
+export type { SandboxBackend, SandboxSpec, SandboxOutcome, BackendStatus } from './sandbox/types.js';
+export { LANGUAGES, findLanguage } from './languages/catalog.js';

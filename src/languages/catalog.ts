@@ -1,0 +1,54 @@
+import { bash } from './bash.js';
+import { go } from './go.js';
+import type { LanguageDefinition, ResolveContext } from './language.js';
+import { node } from './node.js';
+import { python } from './python.js';
+import { rust } from './rust.js';
+import { isMissing, type ToolchainResult } from './toolchain.js';
+
+export const LANGUAGES: readonly LanguageDefinition[] = [python, node, go, rust, bash];
+
+const ALIASES: Readonly<Record<string, string>> = {
+  python3: 'python',
+  py: 'python',
+  javascript: 'node',
+  js: 'node',
+  nodejs: 'node',
+  golang: 'go',
+  rs: 'rust',
+};
+
+export function findLanguage(name: string): LanguageDefinition | undefined {
+  const canonical = ALIASES[name] ?? name;
+  return LANGUAGES.find((language) => language.name === canonical);
+}
+
+/** Resolves each toolchain once per process: spawning is the cost, so we look only once. */
+export class ToolchainCache {
+  private readonly resolved = new Map<string, Promise<ToolchainResult>>();
+
+  constructor(private readonly context: ResolveContext) {}
+
+  get(language: LanguageDefinition): Promise<ToolchainResult> {
+    let pending = this.resolved.get(language.name);
+    if (!pending) {
+      pending = language.resolveToolchain(this.context).catch((error: Error) => ({
+        missing: true as const,
+        message: `${language.name} toolchain could not be resolved: ${error.message}`,
+      }));
+      this.resolved.set(language.name, pending);
+    }
+    return pending;
+  }
+
+  async describe(): Promise<Array<{ name: string; available: boolean; version?: string; executable?: string; message?: string }>> {
+    return Promise.all(
+      LANGUAGES.map(async (language) => {
+        const result = await this.get(language);
+        return isMissing(result)
+          ? { name: language.name, available: false, message: result.message }
+          : { name: language.name, available: true, version: result.version, executable: result.hostExecutable };
+      }),
+    );
+  }
+}

@@ -1,0 +1,61 @@
+import { createHash } from 'node:crypto';
+import { constants } from 'node:fs';
+import { mkdir, open, rename, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/**
+ * Compiled programs by content: the same code on the same toolchain skips the compiler.
+ * The key covers the language, the exact toolchain version and the code.
+ */
+export class CompileCache {
+  private readonly inflight = new Map<string, Promise<unknown>>();
+
+  constructor(readonly dir: string) {}
+
+  key(language: string, toolchainVersion: string, code: string): string {
+    return createHash('sha256').update(JSON.stringify([language, toolchainVersion, code])).digest('hex');
+  }
+
+  pathFor(key: string): string {
+    return join(this.dir, key);
+  }
+
+  async lookup(key: string): Promise<string | null> {
+    const path = this.pathFor(key);
+    try {
+      return (await stat(path)).isFile() ? path : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Moves a freshly built program into the cache. It was written by a sandboxed compiler,
+   * so it is opened without following links and must be a regular file; it is then made
+   * root-owned and read-only before it becomes visible under its key.
+   */
+  async adopt(key: string, builtProgram: string): Promise<string> {
+    await mkdir(this.dir, { recursive: true, mode: 0o755 });
+    const handle = await open(builtProgram, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      const info = await handle.stat();
+      if (!info.isFile()) throw new Error('compiler output is not a regular file');
+      if (process.getuid?.() === 0) await handle.chown(0, 0);
+      await handle.chmod(0o555);
+    } finally {
+      await handle.close();
+    }
+    const target = this.pathFor(key);
+    await rename(builtProgram, target);
+    return target;
+  }
+
+  /** Runs `build` once per key at a time, so concurrent identical snippets compile once. */
+  once<T>(key: string, build: () => Promise<T>): Promise<T> {
+    const pending = this.inflight.get(key) as Promise<T> | undefined;
+    if (pending) return pending;
+    const started = build().finally(() => this.inflight.delete(key));
+    this.inflight.set(key, started);
+    return started;
+  }
+}

@@ -1,0 +1,34 @@
+import type { MemoryMechanism } from '../sandbox/types.js';
+import type { SearchContext } from './resolve.js';
+import type { ToolchainResult, Toolchain } from './toolchain.js';
+
+export interface ResolveContext extends SearchContext {
+  stateDir: string;
+}
+
+/** Paths as the sandbox sees them. */
+export interface JobPaths {
+  /** The job's working directory, e.g. /tmp/job-1a2b3c4d. */
+  dir: string;
+  source: string;
+  /** Where a compiled program appears in the run sandbox. */
+  program: string;
+  /** Where the compiler writes its output in the compile sandbox. */
+  compileOutput: string;
+}
+
+export interface Invocation {
+  argv: string[];
+  env: Record<string, string>;
+}
+
+/** How one language is written to disk, compiled and run. */
+export interface LanguageDefinition {
+  name: string;
+  sourceFile: string;
+  memoryMechanism: MemoryMechanism;
+  resolveToolchain(context: ResolveContext): Promise<ToolchainResult>;
+  /** Present for compiled languages: runs in the job dir, writes `paths.compileOutput`. Sources are named relative, so diagnostics read `script.rs:2:18`. */
+  compile?(toolchain: Toolchain, paths: JobPaths): Invocation;
+  run(toolchain: Toolchain, paths: JobPaths, limits: { memoryBytes: number }): Invocation;
+}

@@ -1,0 +1,25 @@
+import type { LanguageDefinition } from './language.js';
+import { placeToolchain } from './place.js';
+import { realpathSync } from 'node:fs';
+import { findNativeExecutable, versionOf } from './resolve.js';
+
+export const node: LanguageDefinition = {
+  name: 'node',
+  sourceFile: 'script.js',
+  // V8 reserves far more address space than it uses: only the cgroup can bound it.
+  memoryMechanism: 'cgroup',
+  async resolveToolchain(context) {
+    const executable = findNativeExecutable(context, [process.execPath, '/usr/bin/node'], ['node']);
+    if (!executable) return { missing: true, message: 'node toolchain not found: install Node.js 20 or later' };
+    const version = executable === realpathSync(process.execPath) ? process.version : await versionOf(executable, ['--version']);
+    return placeToolchain(executable, version, 'node', context.stateDir);
+  },
+  run(toolchain, paths, { memoryBytes }) {
+    // A heap cap under the cgroup limit turns runaway allocation into a JS heap error, not a kill.
+    const heapMiB = Math.max(16, Math.floor((memoryBytes / 1024 / 1024) * 0.75));
+    return {
+      argv: [toolchain.executable, `--max-old-space-size=${heapMiB}`, '--experimental-detect-module', '--disable-warning=ExperimentalWarning', paths.source],
+      env: {},
+    };
+  },
+};

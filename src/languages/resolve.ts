@@ -1,0 +1,111 @@
+import { execFile } from 'node:child_process';
+import { accessSync, constants, existsSync, openSync, readSync, closeSync, realpathSync, statSync, renameSync, mkdirSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { delimiter, dirname, join, sep } from 'node:path';
+import { promisify } from 'node:util';
+import type { Mount } from '../sandbox/types.js';
+
+const run = promisify(execFile);
+
+/** Where to look for toolchains: the well-known install paths, then a PATH-style list. */
+export interface SearchContext {
+  searchPath: string;
+  useWellKnownPaths: boolean;
+}
+
+/** Well-known paths first (so /usr/bin/python3 beats a pyenv shim earlier on PATH), then PATH. */
+export function candidatePaths(context: SearchContext, wellKnown: readonly string[], names: readonly string[]): string[] {
+  const fromPath = context.searchPath
+    .split(delimiter)
+    .filter(Boolean)
+    .flatMap((dir) => names.map((name) => join(dir, name)));
+  return [...(context.useWellKnownPaths ? wellKnown : []), ...fromPath];
+}
+
+/** The first real executable among the candidates, skipping scripts (pyenv and asdf shims are bash scripts). */
+export function findNativeExecutable(context: SearchContext, wellKnown: readonly string[], names: readonly string[]): string | null {
+  for (const candidate of candidatePaths(context, wellKnown, names)) {
+    let real: string;
+    try {
+      real = realpathSync(candidate);
+    } catch {
+      continue;
+    }
+    if (isExecutable(real) && !isScript(real)) return real;
+  }
+  return null;
+}
+
+export function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function isScript(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const head = Buffer.alloc(2);
+    readSync(fd, head, 0, 2, 0);
+    return head.toString('latin1') === '#!';
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export async function versionOf(executable: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
+  const { stdout, stderr } = await run(executable, [...args], { env: { PATH: '/usr/bin:/bin', ...env }, timeout: 15_000 });
+  return (stdout.trim() || stderr.trim()).split('\n')[0]!.trim();
+}
+
+/** True when an unprivileged uid can reach the path (every ancestor searchable by others). */
+export function isWorldReachable(path: string): boolean {
+  const parts = path.split(sep).filter(Boolean);
+  let current = '';
+  for (const part of parts) {
+    current += sep + part;
+    try {
+      const mode = statSync(current).mode;
+      if (current !== path && (mode & 0o001) === 0) return false;
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * A toolchain installed under a private home (rustup in /root) cannot be bind-mounted by the
+ * unprivileged sandbox. Hard-link it once into the state dir (no copy of the bytes), keyed
+ * by its path and version so an upgrade gets a fresh mirror.
+ */
+export async function reachableCopy(root: string, version: string, stateDir: string, name: string): Promise<string> {
+  if (isWorldReachable(root)) return root;
+  const key = createHash('sha256').update(`${root}\0${version}`).digest('hex').slice(0, 16);
+  const mirrors = join(stateDir, 'toolchains');
+  const target = join(mirrors, `${name}-${key}`);
+  if (existsSync(target)) return target;
+  mkdirSync(mirrors, { recursive: true, mode: 0o755 });
+  const staging = `${target}.tmp-${process.pid}`;
+  try {
+    await run('cp', ['-al', root, staging]);
+  } catch {
+    // Hard links cannot cross file systems.
+    await run('rm', ['-rf', staging]);
+    await run('cp', ['-a', root, staging]);
+  }
+  renameSync(staging, target);
+  return target;
+}
+
+/** Mount for a toolchain root that lives outside /usr, relocated under /opt/toolchains. */
+export function relocatedMount(hostRoot: string, name: string): Mount {
+  return { host: hostRoot, sandbox: `/opt/toolchains/${name}`, writable: false };
+}
+
+export function installRoot(executable: string): string {
+  return dirname(dirname(executable));
+}

@@ -1,0 +1,69 @@
+import { availableParallelism, homedir } from 'node:os';
+import { join } from 'node:path';
+
+const MiB = 1024 * 1024;
+
+/** Every default and ceiling in one place; README "Configuration" mirrors this file. */
+export interface RunnerConfig {
+  /** Compile cache, toolchain mirrors, job staging. Must be reachable by unprivileged uids. */
+  stateDir: string;
+  snippet: SnippetLimits;
+  /** Jobs run at once by a guest runner or the service (default: number of cores). */
+  concurrency: number;
+}
+
+export interface SnippetLimits {
+  defaultTimeoutSeconds: number;
+  maxTimeoutSeconds: number;
+  compileTimeoutSeconds: number;
+  memoryBytes: number;
+  compileMemoryBytes: number;
+  maxProcesses: number;
+  compileMaxProcesses: number;
+  maxOpenFiles: number;
+  maxFileBytes: number;
+  maxStdoutBytes: number;
+  maxStderrBytes: number;
+}
+
+export const DEFAULT_SNIPPET_LIMITS: SnippetLimits = {
+  defaultTimeoutSeconds: 10,
+  maxTimeoutSeconds: 300,
+  compileTimeoutSeconds: 60,
+  memoryBytes: 512 * MiB,
+  compileMemoryBytes: 1024 * MiB,
+  maxProcesses: 64,
+  // The go tool and rustc are heavily threaded; threads count against pids.
+  compileMaxProcesses: 256,
+  maxOpenFiles: 256,
+  maxFileBytes: 10 * MiB,
+  maxStdoutBytes: 1 * MiB,
+  maxStderrBytes: 1 * MiB,
+};
+
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.AGENT_RUNNER_STATE_DIR) return env.AGENT_RUNNER_STATE_DIR;
+  if (process.getuid?.() === 0) return '/var/lib/agent-runner';
+  return join(env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'agent-runner');
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<RunnerConfig> = {}): RunnerConfig {
+  const number = (name: string, fallback: number) => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got ${JSON.stringify(raw)}`);
+    return value;
+  };
+  return {
+    stateDir: defaultStateDir(env),
+    concurrency: number('AGENT_RUNNER_CONCURRENCY', availableParallelism()),
+    ...overrides,
+    snippet: {
+      ...DEFAULT_SNIPPET_LIMITS,
+      memoryBytes: number('AGENT_RUNNER_MEMORY_MB', DEFAULT_SNIPPET_LIMITS.memoryBytes / MiB) * MiB,
+      maxTimeoutSeconds: number('AGENT_RUNNER_MAX_TIMEOUT_SECONDS', DEFAULT_SNIPPET_LIMITS.maxTimeoutSeconds),
+      ...overrides.snippet,
+    },
+  };
+}

@@ -1,0 +1,36 @@
+import { join } from 'node:path';
+import { CompileCache } from '../languages/compile-cache.js';
+import { ToolchainCache } from '../languages/catalog.js';
+import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
+import type { SearchContext } from '../languages/resolve.js';
+import type { SandboxBackend } from '../sandbox/types.js';
+import { loadConfig, type RunnerConfig } from './config.js';
+
+/** What every job shares: the backend, resolved toolchains, the compile cache. Built once. */
+export class RunnerRuntime {
+  readonly backend: SandboxBackend;
+  readonly toolchains: ToolchainCache;
+  readonly compileCache: CompileCache;
+  readonly stagingDir: string;
+
+  constructor(
+    readonly config: RunnerConfig,
+    parts: { backend?: SandboxBackend; toolchainSearch?: SearchContext } = {},
+  ) {
+    this.backend = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime') });
+    this.toolchains = new ToolchainCache({
+      stateDir: config.stateDir,
+      ...(parts.toolchainSearch ?? { searchPath: process.env.PATH ?? '', useWellKnownPaths: true }),
+    });
+    this.compileCache = new CompileCache(join(config.stateDir, 'cache', 'bin'));
+    this.stagingDir = join(config.stateDir, 'jobs');
+  }
+
+  private static sharedRuntime: RunnerRuntime | undefined;
+
+  /** The process-wide runtime on the configuration from the environment. */
+  static shared(): RunnerRuntime {
+    RunnerRuntime.sharedRuntime ??= new RunnerRuntime(loadConfig());
+    return RunnerRuntime.sharedRuntime;
+  }
+}

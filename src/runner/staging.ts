@@ -1,0 +1,40 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/**
+ * A job's host-side directory: the source file (mounted read-only into the sandbox) and,
+ * for compiled languages, the compiler's output directory. Readable by the unprivileged
+ * sandbox uid, removed when the job ends.
+ */
+export class JobStaging {
+  private constructor(
+    readonly id: string,
+    readonly dir: string,
+  ) {}
+
+  static async create(stagingRoot: string): Promise<JobStaging> {
+    await mkdir(stagingRoot, { recursive: true, mode: 0o755 });
+    const id = randomBytes(6).toString('hex');
+    const dir = join(stagingRoot, id);
+    await mkdir(dir, { mode: 0o755 });
+    return new JobStaging(id, dir);
+  }
+
+  async writeFile(name: string, content: string): Promise<string> {
+    const path = join(this.dir, name);
+    await writeFile(path, content, { mode: 0o644, flag: 'wx' });
+    return path;
+  }
+
+  async makeDir(name: string): Promise<string> {
+    const path = join(this.dir, name);
+    await mkdir(path, { mode: 0o755 });
+    return path;
+  }
+
+  /** rm never follows symlinks, so links a job planted are removed, not their targets. */
+  async dispose(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,72 @@
+import type { HostLayout } from './host-layout.js';
+import type { Mount } from './types.js';
+
+/** The uid/gid the job sees inside its user namespace; the host side is an unprivileged uid. */
+export const SANDBOX_UID = 1000;
+export const SANDBOX_GID = 1000;
+export const SANDBOX_HOSTNAME = 'sandbox';
+
+export interface BwrapPlan {
+  layout: HostLayout;
+  /** passwd/group files naming the sandbox user, so tools that look it up do not fail. */
+  identityFiles: { passwd: string; group: string };
+  /** A /proc/meminfo that reports the job's memory limit, so `free` and runtimes size themselves to it. */
+  meminfo: string;
+  argv: readonly string[];
+  cwd: string;
+  env: Readonly<Record<string, string>>;
+  mounts: readonly Mount[];
+  network: 'none' | 'host';
+  tmpBytes: number;
+  shmBytes: number;
+}
+
+/**
+ * Every isolation flag in one place, readable top to bottom (and printable by a test).
+ * Mount order matters: later mounts land inside earlier ones (the job dir inside /tmp).
+ */
+export function buildBwrapArgs(plan: BwrapPlan): string[] {
+  const args: string[] = [
+    // Namespaces: user, pid, ipc, uts, cgroup, mount, and net unless the policy allows it.
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup',
+    ...(plan.network === 'none' ? ['--unshare-net'] : []),
+    '--uid', String(SANDBOX_UID),
+    '--gid', String(SANDBOX_GID),
+    '--hostname', SANDBOX_HOSTNAME,
+    // No nested user namespaces: they are the usual first step of a kernel exploit.
+    '--disable-userns',
+    // Lifetime: the job dies with its supervisor and cannot reach our terminal (TIOCSTI).
+    '--die-with-parent',
+    '--new-session',
+    '--cap-drop', 'ALL',
+    // Environment: exactly what the caller listed.
+    '--clearenv',
+  ];
+  for (const [key, value] of Object.entries(plan.env)) args.push('--setenv', key, value);
+
+  // Read-only system: /usr and the merged-/usr links, a hand-picked /etc.
+  for (const dir of plan.layout.directories) args.push('--ro-bind', dir, dir);
+  for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
+  for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
+  if (plan.network === 'host') for (const path of plan.layout.etcNetwork) args.push('--ro-bind', path, path);
+  args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
+
+  // Fresh kernel views: procfs of the job's PID namespace, a minimal /dev, no /sys.
+  args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo', '--dev', '/dev');
+
+  // Writable space is size-limited tmpfs only, gone when the job ends.
+  args.push('--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
+  args.push('--size', String(plan.shmBytes), '--tmpfs', '/dev/shm');
+  args.push('--dir', plan.cwd);
+
+  for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);
+  // The root bwrap builds is a tmpfs of mount points; freeze it so / and /etc take no writes.
+  args.push('--remount-ro', '/');
+
+  args.push('--chdir', plan.cwd, '--', ...plan.argv);
+  return args;
+}

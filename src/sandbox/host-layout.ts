@@ -1,0 +1,50 @@
+import { existsSync, lstatSync, readlinkSync } from 'node:fs';
+
+/** Top-level system directories: on merged-/usr hosts they are symlinks into /usr. */
+const SYSTEM_ROOTS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+
+/**
+ * The parts of /etc that programs need to start and behave (dynamic loader cache,
+ * alternatives symlinks such as awk, time zone, TLS roots); nothing with secrets.
+ */
+const ETC_ENTRIES = [
+  '/etc/alternatives',
+  '/etc/ld.so.cache',
+  '/etc/ld.so.conf',
+  '/etc/ld.so.conf.d',
+  '/etc/localtime',
+  '/etc/nsswitch.conf',
+  '/etc/ssl/certs',
+  '/etc/ca-certificates',
+];
+
+/** Only meaningful when the job may use the network. */
+const ETC_NETWORK_ENTRIES = ['/etc/resolv.conf', '/etc/hosts', '/etc/gai.conf'];
+
+export interface HostLayout {
+  symlinks: ReadonlyArray<{ path: string; target: string }>;
+  directories: readonly string[];
+  etc: readonly string[];
+  etcNetwork: readonly string[];
+}
+
+export function readHostLayout(): HostLayout {
+  const symlinks: Array<{ path: string; target: string }> = [];
+  const directories: string[] = ['/usr'];
+  for (const path of SYSTEM_ROOTS) {
+    let stat;
+    try {
+      stat = lstatSync(path);
+    } catch {
+      continue;
+    }
+    if (stat.isSymbolicLink()) symlinks.push({ path, target: readlinkSync(path) });
+    else if (stat.isDirectory()) directories.push(path);
+  }
+  return {
+    symlinks,
+    directories,
+    etc: ETC_ENTRIES.filter((path) => existsSync(path)),
+    etcNetwork: ETC_NETWORK_ENTRIES.filter((path) => existsSync(path)),
+  };
+}

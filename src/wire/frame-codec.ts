@@ -1,0 +1,120 @@
+/**
+ * The one framing used everywhere (guest runner, code tasks, microVM): a 4-byte big-endian
+ * unsigned length, then that many bytes of UTF-8 JSON.
+ */
+export const FRAME_HEADER_BYTES = 4;
+export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
+const MAX_UINT32 = 0xffff_ffff;
+
+export type FrameErrorCode = 'frame.too_large' | 'frame.empty' | 'frame.invalid_utf8' | 'frame.invalid_json' | 'frame.truncated';
+
+export class FrameError extends Error {
+  constructor(
+    readonly code: FrameErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'FrameError';
+  }
+}
+
+export function encodeFrame(value: unknown, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): Buffer {
+  const payload = Buffer.from(JSON.stringify(value), 'utf8');
+  const limit = Math.min(maxFrameBytes, MAX_UINT32);
+  if (payload.length > limit) {
+    throw new FrameError('frame.too_large', `frame of ${payload.length} bytes exceeds the maximum of ${limit} bytes`);
+  }
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
+  frame.writeUInt32BE(payload.length, 0);
+  payload.copy(frame, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Parses one complete frame payload. */
+export function decodePayload(payload: Uint8Array): unknown {
+  if (payload.length === 0) throw new FrameError('frame.empty', 'zero-length frame: expected a JSON document');
+  let text: string;
+  try {
+    text = strictUtf8.decode(payload);
+  } catch {
+    throw new FrameError('frame.invalid_utf8', 'frame payload is not valid UTF-8');
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new FrameError('frame.invalid_json', `frame payload is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Streaming decoder: feed it chunks as they arrive (split or pipelined frames alike).
+ * The declared length is checked against the maximum before any payload buffer exists,
+ * so a hostile header cannot make us allocate.
+ */
+export class FrameDecoder {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private expected: number | null = null;
+
+  constructor(private readonly maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {}
+
+  /**
+   * Feeds bytes; each complete message goes to `onMessage` in order. A bad frame throws
+   * FrameError after the good frames before it were delivered.
+   */
+  push(chunk: Buffer, onMessage: (message: unknown) => void): void {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    for (;;) {
+      if (this.expected === null) {
+        if (this.buffered < FRAME_HEADER_BYTES) return;
+        const length = this.take(FRAME_HEADER_BYTES).readUInt32BE(0);
+        if (length > this.maxFrameBytes) {
+          throw new FrameError('frame.too_large', `frame of ${length} bytes exceeds the maximum of ${this.maxFrameBytes} bytes`);
+        }
+        this.expected = length;
+      }
+      if (this.buffered < this.expected) return;
+      const payload = this.take(this.expected);
+      this.expected = null;
+      onMessage(decodePayload(payload));
+    }
+  }
+
+  /** Call at end of stream: a partial frame left over is a truncation. */
+  end(): void {
+    if (this.expected !== null || this.buffered > 0) {
+      const declared = this.expected === null ? 'a partial header' : `${this.buffered} of ${this.expected} payload bytes`;
+      throw new FrameError('frame.truncated', `stream ended inside a frame (${declared})`);
+    }
+  }
+
+  get pendingBytes(): number {
+    return this.buffered;
+  }
+
+  private take(count: number): Buffer {
+    const first = this.chunks[0];
+    let out: Buffer;
+    if (first && first.length >= count) {
+      out = first.subarray(0, count);
+      if (first.length === count) this.chunks.shift();
+      else this.chunks[0] = first.subarray(count);
+    } else {
+      out = Buffer.allocUnsafe(count);
+      let filled = 0;
+      while (filled < count) {
+        const head = this.chunks[0]!;
+        const used = Math.min(head.length, count - filled);
+        head.copy(out, filled, 0, used);
+        filled += used;
+        if (used === head.length) this.chunks.shift();
+        else this.chunks[0] = head.subarray(used);
+      }
+    }
+    this.buffered -= count;
+    return out;
+  }
+}
