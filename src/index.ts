@@ -8,5 +8,5 @@ export { startGuestServer, type GuestServer, type GuestServerOptions } from './g
 export { GuestClient } from './guest/client.js';
 export { parseListenAddress, formatListenAddress, type ListenAddress } from './guest/listen-address.js';
 export { BubblewrapBackend } from './sandbox/bubblewrap-backend.js';
-export type { SandboxBackend, SandboxSpec, SandboxOutcome, BackendStatus } from './sandbox/types.js';
+export type { SandboxBackend, SandboxTemplate, PreparedSandbox, SandboxOutcome, BackendStatus } from './sandbox/types.js';
 export { LANGUAGES, findLanguage } from './languages/catalog.js';

@@ -26,6 +26,11 @@ export class RunnerRuntime {
     this.stagingDir = join(config.stateDir, 'jobs');
   }
 
+  /** Stops pre-started sandboxes; jobs already running finish. */
+  dispose(): Promise<void> {
+    return this.backend.dispose();
+  }
+
   private static sharedRuntime: RunnerRuntime | undefined;
 
   /** The process-wide runtime on the configuration from the environment. */

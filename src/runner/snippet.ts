@@ -7,7 +7,7 @@ import { findLanguage } from '../languages/catalog.js';
 import type { Invocation, JobPaths, LanguageDefinition } from '../languages/language.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
-import { SandboxUnavailableError, type Mount, type SandboxLimits, type SandboxOutcome } from '../sandbox/types.js';
+import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxOutcome, type StagedFile } from '../sandbox/types.js';
 import { RunnerRuntime } from './runtime.js';
 import { JobStaging } from './staging.js';
 
@@ -20,6 +20,9 @@ export interface SnippetOptions {
 /** The runner itself could not run the job (no sandbox here): distinct from the program failing. */
 const EXIT_SANDBOX_UNAVAILABLE = 126;
 const TIMEOUT_NOTE = '\nExecution timed out';
+/** Every sandbox has its own /tmp, so one fixed job dir serves all (and lets sandboxes be pre-started). */
+const JOB_DIR = '/tmp/job';
+const PATHS: JobPaths = { dir: JOB_DIR, source: '', program: join(JOB_DIR, 'program'), compileOutput: join(JOB_DIR, 'out', 'program') };
 
 /**
  * Runs one snippet request in the sandbox. Never throws: every failure is a response.
@@ -42,20 +45,19 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   const toolchain = await runtime.toolchains.get(language);
   if (isMissing(toolchain)) return failure(traceId, SNIPPET_EXIT.unsupported, toolchain.message);
 
-  let staging: JobStaging | undefined;
   try {
-    staging = await JobStaging.create(runtime.stagingDir);
-    const job = new SnippetJob(runtime, language, toolchain, staging, options.signal);
+    const job = new SnippetJob(runtime, language, toolchain, options.signal);
     return { trace_id: traceId, ...(await job.run(code, timeoutSeconds * 1000)) };
   } catch (error) {
     if (error instanceof SandboxUnavailableError) return failure(traceId, EXIT_SANDBOX_UNAVAILABLE, `sandbox unavailable: ${error.message}`);
     return failure(traceId, 1, `internal error: ${(error as Error).message}`);
-  } finally {
-    await staging?.dispose();
   }
 }
 
 type Outcome = Omit<SnippetResponse, 'trace_id'>;
+
+/** A file put into the sandbox for this job: text we hold, or a host file (a cached program). */
+type JobFile = StagedFile & ({ content: string } | { hostSource: string });
 
 class SnippetJob {
   private readonly paths: JobPaths;
@@ -64,27 +66,24 @@ class SnippetJob {
     private readonly runtime: RunnerRuntime,
     private readonly language: LanguageDefinition,
     private readonly toolchain: Toolchain,
-    private readonly staging: JobStaging,
     private readonly signal: AbortSignal | undefined,
   ) {
-    const dir = `/tmp/job-${staging.id}`;
-    this.paths = { dir, source: join(dir, language.sourceFile), program: join(dir, 'program'), compileOutput: join(dir, 'out', 'program') };
+    this.paths = { ...PATHS, source: join(JOB_DIR, language.sourceFile) };
   }
 
   async run(code: string, timeoutMs: number): Promise<Outcome> {
-    const sourceMount: Mount = { host: await this.staging.writeFile(this.language.sourceFile, code), sandbox: this.paths.source, writable: false };
-    const mounts = [...this.toolchain.mounts, sourceMount];
+    const source: JobFile = { name: this.language.sourceFile, sandboxPath: this.paths.source, executable: false, content: code };
+    const files: JobFile[] = [source];
     if (this.language.compile) {
-      const built = await this.compiled(code, this.language.compile(this.toolchain, this.paths), mounts);
+      const built = await this.compiled(code, this.language.compile(this.toolchain, this.paths), source);
       if ('failed' in built) return built.failed;
-      mounts.push({ host: built.program, sandbox: this.paths.program, writable: false });
+      files.push({ name: 'program', sandboxPath: this.paths.program, executable: true, hostSource: built.program });
     }
     const limits = this.runtime.config.snippet;
     const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes: limits.memoryBytes });
     const stdout = new CappedCapture(limits.maxStdoutBytes);
     const stderr = new CappedCapture(limits.maxStderrBytes);
-    const outcome = await this.sandboxed(invocation, mounts, stdout, stderr, {
-      timeoutMs,
+    const outcome = await this.sandboxed(invocation, [], files, stdout, stderr, timeoutMs, {
       memoryBytes: limits.memoryBytes,
       memoryMechanism: this.language.memoryMechanism,
       maxProcesses: limits.maxProcesses,
@@ -93,48 +92,63 @@ class SnippetJob {
   }
 
   /** Compiles unless the cache has this exact program; compiler output goes to stderr on failure. */
-  private async compiled(code: string, invocation: Invocation, mounts: Mount[]): Promise<{ program: string } | { failed: Outcome }> {
+  private async compiled(code: string, invocation: Invocation, source: JobFile): Promise<{ program: string } | { failed: Outcome }> {
     const cache = this.runtime.compileCache;
     const key = cache.key(this.language.name, this.toolchain.version, code);
     const hit = await cache.lookup(key);
     if (hit) return { program: hit };
     return cache.once(key, async () => {
       const limits = this.runtime.config.snippet;
-      const outDir = await this.staging.makeDir('out');
-      const output = new CappedCapture(limits.maxStderrBytes);
-      const outcome = await this.sandboxed(invocation, [...mounts, { host: outDir, sandbox: join(this.paths.dir, 'out'), writable: true }], output, output, {
-        timeoutMs: limits.compileTimeoutSeconds * 1000,
-        memoryBytes: limits.compileMemoryBytes,
-        memoryMechanism: 'cgroup',
-        maxProcesses: limits.compileMaxProcesses,
-      });
-      if (outcome.timedOut || outcome.aborted || outcome.exitCode !== 0) {
-        const reason = outcome.timedOut ? `\ncompilation timed out after ${limits.compileTimeoutSeconds} s` : outcome.oomKilled ? '\ncompilation ran out of memory' : '';
-        return { failed: { stdout: '', stderr: output.text() + reason, exit_code: outcome.timedOut ? SNIPPET_EXIT.timedOut : 1, error: 'compilation failed' } };
+      const staging = await JobStaging.create(this.runtime.stagingDir);
+      try {
+        const outDir = await staging.makeDir('out');
+        const output = new CappedCapture(limits.maxStderrBytes);
+        const outMount: Mount = { host: outDir, sandbox: join(JOB_DIR, 'out'), writable: true };
+        const outcome = await this.sandboxed(invocation, [outMount], [source], output, output, limits.compileTimeoutSeconds * 1000, {
+          memoryBytes: limits.compileMemoryBytes,
+          memoryMechanism: 'cgroup',
+          maxProcesses: limits.compileMaxProcesses,
+        });
+        if (outcome.timedOut || outcome.aborted || outcome.exitCode !== 0) {
+          const reason = outcome.timedOut ? `\ncompilation timed out after ${limits.compileTimeoutSeconds} s` : outcome.oomKilled ? '\ncompilation ran out of memory' : '';
+          return { failed: { stdout: '', stderr: output.text() + reason, exit_code: outcome.timedOut ? SNIPPET_EXIT.timedOut : 1, error: 'compilation failed' } };
+        }
+        return { program: await cache.adopt(key, join(outDir, 'program')) };
+      } finally {
+        await staging.dispose();
       }
-      return { program: await cache.adopt(key, join(outDir, 'program')) };
     });
   }
 
-  private sandboxed(
+  private async sandboxed(
     invocation: Invocation,
-    mounts: Mount[],
+    extraMounts: Mount[],
+    files: JobFile[],
     stdout: CappedCapture,
     stderr: CappedCapture,
-    limits: Pick<SandboxLimits, 'timeoutMs' | 'memoryBytes' | 'memoryMechanism' | 'maxProcesses'>,
+    timeoutMs: number,
+    limits: Pick<ResourceLimits, 'memoryBytes' | 'memoryMechanism' | 'maxProcesses'>,
   ): Promise<SandboxOutcome> {
     const config = this.runtime.config.snippet;
-    return this.runtime.backend.run({
+    const sandbox = await this.runtime.backend.prepare({
       argv: invocation.argv,
-      cwd: this.paths.dir,
+      cwd: JOB_DIR,
       env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8', ...invocation.env },
-      mounts,
+      mounts: [...this.toolchain.mounts, ...extraMounts],
+      files: files.map(({ name, sandboxPath, executable }) => ({ name, sandboxPath, executable })),
       network: 'none',
       limits: { ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
-      stdout,
-      stderr,
-      ...(this.signal ? { signal: this.signal } : {}),
     });
+    try {
+      for (const file of files) {
+        if ('content' in file) await sandbox.writeFile(file.name, file.content);
+        else await sandbox.copyFile(file.name, file.hostSource);
+      }
+    } catch (error) {
+      sandbox.discard();
+      throw error;
+    }
+    return sandbox.start({ timeoutMs, stdout, stderr, ...(this.signal ? { signal: this.signal } : {}) });
   }
 
   private describe(outcome: SandboxOutcome, stdout: CappedCapture, stderr: CappedCapture, memoryBytes: number): Outcome {

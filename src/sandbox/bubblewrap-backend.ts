@@ -1,18 +1,19 @@
-import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { lchown } from 'node:fs/promises';
+import { lchown, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs, SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
-import { signalGroup } from './process-tree.js';
+import { LaunchedSandbox, RELEASE_FD } from './launched-sandbox.js';
 import { UidPool } from './uid-pool.js';
-import { SandboxUnavailableError, type BackendStatus, type SandboxBackend, type SandboxOutcome, type SandboxSpec } from './types.js';
+import { WarmPool } from './warm-pool.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
 
 export interface BubblewrapOptions {
   bwrapPath?: string;
   prlimitPath?: string;
-  /** Host directory for this backend's own small files (passwd/group for the sandbox). */
+  /** Host directory for this backend's own files (passwd/group, meminfo, per-job staging). */
   runtimeDir: string;
   /** First of the unprivileged host uids handed to jobs when running as root. */
   uidBase?: number;
@@ -21,6 +22,9 @@ export interface BubblewrapOptions {
   requireCgroups?: boolean;
   tmpBytes?: number;
   shmBytes?: number;
+  /** Pre-started sandboxes kept per template (0 disables), for the most recent `warmTemplates` templates. */
+  warmPerTemplate?: number;
+  warmTemplates?: number;
 }
 
 const DEFAULTS = {
@@ -31,13 +35,13 @@ const DEFAULTS = {
   uidCount: 256,
   tmpBytes: 256 * 1024 * 1024,
   shmBytes: 64 * 1024 * 1024,
+  warmPerTemplate: 2,
+  warmTemplates: 8,
+  requireCgroups: false,
 };
 
 /** Moves the launcher into the job's cgroups, then becomes the rest of argv (prlimit, bwrap). */
 const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
-
-/** After a kill, how long to wait for pipes to close before giving up on them. */
-const KILL_GRACE_MS = 2000;
 
 interface Ready {
   layout: HostLayout;
@@ -46,23 +50,28 @@ interface Ready {
 }
 
 /**
- * The `local` backend: bubblewrap namespaces, rlimits through prlimit, per-job cgroups
- * when the host has them. As root, jobs run under a pooled unprivileged uid.
+ * The `local` backend: bubblewrap namespaces, rlimits through prlimit, per-job cgroups when
+ * the host has them. As root, jobs run under a pooled unprivileged uid. Sandboxes for recent
+ * templates are started ahead of need and wait, fully set up, for their job.
  */
 export class BubblewrapBackend implements SandboxBackend {
   readonly name = 'local';
-  private readonly options: Required<Omit<BubblewrapOptions, 'requireCgroups'>> & { requireCgroups: boolean };
+  private readonly options: Required<BubblewrapOptions>;
   private readonly uids: UidPool | null;
+  private readonly warm: WarmPool<LaunchedSandbox>;
+  private readonly refilling = new Set<string>();
   private ready: Promise<Ready> | undefined;
+  private disposed = false;
 
   constructor(options: BubblewrapOptions) {
-    this.options = { ...DEFAULTS, requireCgroups: false, ...options };
+    this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount) : null;
+    this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
   }
 
   async status(): Promise<BackendStatus> {
     try {
-      const ready = await this.prepare();
+      const ready = await this.prepareHost();
       const notes = ready.cgroups
         ? [`per-job cgroups (${ready.cgroups.version}) bound memory and processes`]
         : ['no writable cgroup hierarchy: memory and process limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC)'];
@@ -72,7 +81,24 @@ export class BubblewrapBackend implements SandboxBackend {
     }
   }
 
-  private prepare(): Promise<Ready> {
+  async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
+    const ready = await this.prepareHost();
+    // A compiler's writable output dir belongs to one job: such templates are never pre-started.
+    const key = template.mounts.some((mount) => mount.writable) || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
+    let sandbox = key === null ? undefined : this.warm.take(key);
+    if (sandbox && !sandbox.alive) sandbox = undefined;
+    // The replacement is started once this job is over, so its setup does not compete with
+    // the job for CPU (and the event loop) while the caller waits.
+    const refill = key === null ? undefined : () => void this.refill(key, template, ready);
+    return sandbox ?? this.launch(template, ready, await this.acquireUid(true), { onFinished: refill });
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    this.warm.drain();
+  }
+
+  private prepareHost(): Promise<Ready> {
     this.ready ??= this.initialise();
     // A failed probe is retried next time: the admin may have installed bwrap meanwhile.
     this.ready.catch(() => (this.ready = undefined));
@@ -93,7 +119,7 @@ export class BubblewrapBackend implements SandboxBackend {
     const cgroups = await detectCgroups();
     if (!cgroups && this.options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
     if (cgroups) await reapStaleCgroups(cgroups);
-    mkdirSync(this.options.runtimeDir, { recursive: true, mode: 0o755 });
+    mkdirSync(join(this.options.runtimeDir, 'jobs'), { recursive: true, mode: 0o755 });
     const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
     writeFileSync(identityFiles.passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`, { mode: 0o644 });
     writeFileSync(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`, { mode: 0o644 });
@@ -104,46 +130,133 @@ export class BubblewrapBackend implements SandboxBackend {
 
   /** Fails closed: if namespaces cannot be created here, no job runs at all. */
   private async probeNamespaces(ready: Ready): Promise<void> {
-    const spec: SandboxSpec = {
+    const template: SandboxTemplate = {
       argv: ['/usr/bin/true'],
-      cwd: '/tmp/probe',
+      cwd: '/tmp',
       env: {},
       mounts: [],
+      files: [],
       network: 'none',
-      limits: { timeoutMs: 10_000, memoryBytes: 64 * 1024 * 1024, memoryMechanism: 'cgroup', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1024 * 1024 },
-      stdout: { write: () => undefined },
-      stderr: { write: (chunk) => errors.push(chunk) },
+      limits: { memoryBytes: 64 * 1024 * 1024, memoryMechanism: 'cgroup', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1024 * 1024 },
     };
     const errors: Buffer[] = [];
-    const outcome = await this.launch(spec, ready);
+    const sandbox = await this.launch(template, ready, await this.acquireUid(true));
+    let outcome;
+    try {
+      outcome = await sandbox.start({ timeoutMs: 10_000, stdout: { write: () => undefined }, stderr: { write: (chunk) => errors.push(chunk) } });
+    } catch (error) {
+      throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${(error as Error).message}); user namespaces may be disabled`);
+    }
     if (outcome.exitCode !== 0) {
       const reason = Buffer.concat(errors).toString('utf8').trim() || `exit code ${outcome.exitCode}`;
       throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${reason}); user namespaces may be disabled`);
     }
   }
 
-  async run(spec: SandboxSpec): Promise<SandboxOutcome> {
-    return this.launch(spec, await this.prepare());
+  /** Keeps `warmPerTemplate` sandboxes of this template waiting; skipped when uids run short. */
+  private async refill(key: string, template: SandboxTemplate, ready: Ready): Promise<void> {
+    if (this.refilling.has(key)) return;
+    this.refilling.add(key);
+    try {
+      while (!this.disposed && this.warm.shortfall(key) > 0) {
+        const uid = await this.acquireUid(false);
+        if (uid === undefined) return;
+        let sandbox: LaunchedSandbox | undefined;
+        sandbox = await this.launch(template, ready, uid, {
+          onIdleDeath: () => sandbox && this.warm.remove(key, sandbox),
+          onFinished: () => void this.refill(key, template, ready),
+        });
+        this.warm.add(key, sandbox);
+      }
+    } catch {
+      // Warming is an optimisation: a failure here shows up, with its reason, on the cold path.
+    } finally {
+      this.refilling.delete(key);
+    }
   }
 
-  private async launch(spec: SandboxSpec, ready: Ready): Promise<SandboxOutcome> {
-    const uid = this.uids ? await this.uids.acquire() : null;
+  /** `wait`: block until a uid is free (a job); otherwise give up at once (warming). */
+  private async acquireUid(wait: true): Promise<number | null>;
+  private async acquireUid(wait: false): Promise<number | null | undefined>;
+  private async acquireUid(wait: boolean): Promise<number | null | undefined> {
+    if (!this.uids) return null;
+    return wait ? this.uids.acquire() : this.uids.tryAcquire();
+  }
+
+  private async launch(
+    template: SandboxTemplate,
+    ready: Ready,
+    uid: number | null,
+    hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
+  ): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
+    const release = () => {
+      if (uid !== null) this.uids!.release(uid);
+    };
     try {
+      const { limits } = template;
       if (ready.cgroups) {
         // Under RLIMIT_AS the program fails its own allocations first; the cgroup is the
         // backstop for the sum over all its processes.
-        const memoryBytes = spec.limits.memoryMechanism === 'address-space' ? Math.ceil(spec.limits.memoryBytes * 1.25) : spec.limits.memoryBytes;
-        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: spec.limits.maxProcesses }, uid);
+        const memoryBytes = limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes;
+        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses }, uid);
       }
       // Writable mounts belong to the job's uid for the job's lifetime.
-      if (uid !== null) for (const mount of spec.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
-      return await this.spawnAndWait(spec, ready, uid, cgroup);
-    } finally {
-      await cgroup?.killAll();
+      if (uid !== null) for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
+      const stagingDir = join(this.options.runtimeDir, 'jobs', randomBytes(8).toString('hex'));
+      await mkdir(stagingDir, { mode: 0o755 });
+      const files = new Map<string, string>();
+      const fileMounts: Mount[] = [];
+      for (const file of template.files) {
+        const host = join(stagingDir, file.name);
+        await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
+        files.set(file.name, host);
+        fileMounts.push({ host, sandbox: file.sandboxPath, writable: false });
+      }
+      return new LaunchedSandbox({
+        argv: this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup),
+        uid,
+        cgroup,
+        stagingDir,
+        files,
+        onFinished: () => {
+          release();
+          hooks.onFinished?.();
+        },
+        ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
+      });
+    } catch (error) {
       await cgroup?.dispose();
-      if (uid !== null) this.uids!.release(uid);
+      release();
+      throw error;
     }
+  }
+
+  /** The launcher chain, outermost first: [sh join-cgroups] -> prlimit -> bwrap -> job. */
+  private launcherArgv(template: SandboxTemplate, mounts: readonly Mount[], ready: Ready, cgroup: JobCgroup | null): string[] {
+    const { limits } = template;
+    const rlimits = [
+      `--nofile=${limits.maxOpenFiles}`,
+      `--fsize=${limits.maxFileBytes}`,
+      '--core=0',
+      `--nproc=${limits.maxProcesses}`,
+      ...(limits.memoryMechanism === 'address-space' ? [`--as=${limits.memoryBytes}`] : []),
+    ];
+    const bwrapArgs = buildBwrapArgs({
+      layout: ready.layout,
+      identityFiles: ready.identityFiles,
+      meminfo: this.meminfoFor(limits.memoryBytes),
+      argv: template.argv,
+      cwd: template.cwd,
+      env: template.env,
+      mounts,
+      network: template.network,
+      tmpBytes: this.options.tmpBytes,
+      shmBytes: this.options.shmBytes,
+      blockFd: RELEASE_FD,
+    });
+    const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, ...bwrapArgs];
+    return cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;
   }
 
   private meminfoFor(memoryBytes: number): string {
@@ -156,94 +269,5 @@ export class BubblewrapBackend implements SandboxBackend {
       renameSync(tmp, path);
     }
     return path;
-  }
-
-  /** The launcher chain, outermost first: [sh join-cgroups] -> prlimit -> bwrap -> job. */
-  private launcherArgv(spec: SandboxSpec, ready: Ready, cgroup: JobCgroup | null): string[] {
-    const { limits } = spec;
-    const rlimits = [
-      `--nofile=${limits.maxOpenFiles}`,
-      `--fsize=${limits.maxFileBytes}`,
-      '--core=0',
-      `--nproc=${limits.maxProcesses}`,
-      ...(limits.memoryMechanism === 'address-space' ? [`--as=${limits.memoryBytes}`] : []),
-    ];
-    const bwrapArgs = buildBwrapArgs({
-      layout: ready.layout,
-      identityFiles: ready.identityFiles,
-      meminfo: this.meminfoFor(limits.memoryBytes),
-      argv: spec.argv,
-      cwd: spec.cwd,
-      env: spec.env,
-      mounts: spec.mounts,
-      network: spec.network,
-      tmpBytes: this.options.tmpBytes,
-      shmBytes: this.options.shmBytes,
-    });
-    const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, ...bwrapArgs];
-    return cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;
-  }
-
-  private spawnAndWait(spec: SandboxSpec, ready: Ready, uid: number | null, cgroup: JobCgroup | null): Promise<SandboxOutcome> {
-    const [command, ...args] = this.launcherArgv(spec, ready, cgroup);
-    const started = performance.now();
-    return new Promise<SandboxOutcome>((resolve, reject) => {
-      const child = spawn(command!, args, {
-        detached: true,
-        env: {},
-        stdio: [spec.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-        ...(uid !== null ? { uid, gid: uid } : {}),
-      });
-      let timedOut = false;
-      let aborted = false;
-      let settled = false;
-      let graceTimer: NodeJS.Timeout | undefined;
-
-      const killTree = () => {
-        if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
-        void cgroup?.killAll();
-        // Pipes normally close as the tree dies; if a writer somehow survives, stop reading.
-        graceTimer ??= setTimeout(() => {
-          child.stdout?.destroy();
-          child.stderr?.destroy();
-        }, KILL_GRACE_MS);
-      };
-      const timer = setTimeout(() => {
-        timedOut = true;
-        killTree();
-      }, spec.limits.timeoutMs);
-      const onAbort = () => {
-        aborted = true;
-        killTree();
-      };
-      if (spec.signal?.aborted) onAbort();
-      spec.signal?.addEventListener('abort', onAbort, { once: true });
-
-      child.stdout!.on('data', (chunk: Buffer) => spec.stdout.write(chunk));
-      child.stderr!.on('data', (chunk: Buffer) => spec.stderr.write(chunk));
-      if (child.stdin) {
-        // A job that exits without reading its stdin closes the pipe under us: not our error.
-        child.stdin.on('error', () => undefined);
-        child.stdin.end(spec.stdin);
-      }
-
-      const finish = (outcome: SandboxOutcome | Error) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        clearTimeout(graceTimer);
-        spec.signal?.removeEventListener('abort', onAbort);
-        if (outcome instanceof Error) reject(outcome);
-        else resolve(outcome);
-      };
-      child.on('error', (error) => finish(new SandboxUnavailableError(`could not start the sandbox: ${error.message}`)));
-      child.on('close', (code, signal) => {
-        const durationMs = performance.now() - started;
-        void (async () => {
-          const oomKilled = (await cgroup?.oomKilled()) ?? false;
-          finish({ exitCode: code, signal, timedOut, aborted, oomKilled, durationMs });
-        })();
-      });
-    });
   }
 }

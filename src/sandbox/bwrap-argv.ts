@@ -19,6 +19,8 @@ export interface BwrapPlan {
   network: 'none' | 'host';
   tmpBytes: number;
   shmBytes: number;
+  /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
+  blockFd?: number;
 }
 
 /**
@@ -27,6 +29,7 @@ export interface BwrapPlan {
  */
 export function buildBwrapArgs(plan: BwrapPlan): string[] {
   const args: string[] = [
+    ...(plan.blockFd !== undefined ? ['--block-fd', String(plan.blockFd)] : []),
     // Namespaces: user, pid, ipc, uts, cgroup, mount, and net unless the policy allows it.
     '--unshare-user',
     '--unshare-pid',

@@ -1,23 +1,29 @@
-/** What a sandbox backend is asked to run. Paths in argv/cwd are paths inside the sandbox. */
-export interface SandboxSpec {
+/**
+ * What a sandbox is made of, fixed before it starts. Paths in argv/cwd are sandbox paths.
+ * Two templates that serialise alike can share warm, pre-started sandboxes.
+ */
+export interface SandboxTemplate {
   argv: readonly string[];
   cwd: string;
   env: Readonly<Record<string, string>>;
-  /** Host paths made visible inside the sandbox. */
+  /** Host paths made visible inside the sandbox (toolchains, a compiler's output dir). */
   mounts: readonly Mount[];
-  limits: SandboxLimits;
+  /** Per-job files, created empty and mounted read-only; their content is written just before start. */
+  files: readonly StagedFile[];
+  limits: ResourceLimits;
   network: 'none' | 'host';
-  stdin?: Buffer | string;
-  stdout: OutputSink;
-  stderr: OutputSink;
-  /** Aborting kills the whole process tree, as a timeout does. */
-  signal?: AbortSignal;
 }
 
 export interface Mount {
   host: string;
   sandbox: string;
   writable: boolean;
+}
+
+export interface StagedFile {
+  name: string;
+  sandboxPath: string;
+  executable: boolean;
 }
 
 /**
@@ -27,8 +33,7 @@ export interface Mount {
  */
 export type MemoryMechanism = 'address-space' | 'cgroup';
 
-export interface SandboxLimits {
-  timeoutMs: number;
+export interface ResourceLimits {
   memoryBytes: number;
   memoryMechanism: MemoryMechanism;
   maxProcesses: number;
@@ -41,6 +46,15 @@ export interface OutputSink {
   write(chunk: Buffer): void;
 }
 
+export interface SandboxIO {
+  timeoutMs: number;
+  stdout: OutputSink;
+  stderr: OutputSink;
+  stdin?: Buffer | string;
+  /** Aborting kills the whole process tree, as a timeout does. */
+  signal?: AbortSignal;
+}
+
 export interface SandboxOutcome {
   exitCode: number | null;
   signal: NodeJS.Signals | null;
@@ -48,7 +62,18 @@ export interface SandboxOutcome {
   aborted: boolean;
   /** The kernel's OOM killer acted inside the job's memory cgroup. */
   oomKilled: boolean;
+  /** From start (release) to exit. */
   durationMs: number;
+}
+
+/** A sandbox whose namespaces and mounts exist, waiting for its files and the go-ahead. */
+export interface PreparedSandbox {
+  writeFile(name: string, content: string | Buffer): Promise<void>;
+  copyFile(name: string, hostSource: string): Promise<void>;
+  /** Runs the job to completion; never leaves a process behind. */
+  start(io: SandboxIO): Promise<SandboxOutcome>;
+  /** Gives the sandbox up without running it. */
+  discard(): void;
 }
 
 export interface BackendStatus {
@@ -63,8 +88,10 @@ export interface BackendStatus {
 export interface SandboxBackend {
   readonly name: string;
   status(): Promise<BackendStatus>;
-  /** Runs one job to completion; never leaves a process behind. Rejects only if the sandbox could not start. */
-  run(spec: SandboxSpec): Promise<SandboxOutcome>;
+  /** Rejects with SandboxUnavailableError when no sandbox can be made here. */
+  prepare(template: SandboxTemplate): Promise<PreparedSandbox>;
+  /** Kills warm sandboxes; running jobs finish. */
+  dispose(): Promise<void>;
 }
 
 export class SandboxUnavailableError extends Error {

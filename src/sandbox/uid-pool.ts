@@ -17,6 +17,11 @@ export class UidPool {
     return new Promise((resolve) => this.waiting.push(resolve));
   }
 
+  /** A uid if one is free now, without waiting. */
+  tryAcquire(): number | undefined {
+    return this.free.shift();
+  }
+
   release(uid: number): void {
     const next = this.waiting.shift();
     if (next) next(uid);

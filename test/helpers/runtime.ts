@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig, type RunnerConfig } from '../../src/runner/config.js';
 import { RunnerRuntime } from '../../src/runner/runtime.js';
-import type { SandboxBackend, SandboxOutcome, SandboxSpec } from '../../src/sandbox/types.js';
+import type { PreparedSandbox, SandboxBackend, SandboxTemplate } from '../../src/sandbox/types.js';
 
 /**
  * One state dir for the whole suite: the rust toolchain mirror and compile cache survive
@@ -16,10 +16,10 @@ export function testRuntime(overrides: Partial<RunnerConfig> = {}, parts: Constr
   return new RunnerRuntime(loadConfig(process.env, { stateDir: TEST_STATE_DIR, ...overrides }), parts);
 }
 
-/** The real backend, with a count of the sandboxes it started (to see the compile cache work). */
+/** The real backend, with a record of the sandboxes it prepared (to see the compile cache work). */
 export class CountingBackend implements SandboxBackend {
   readonly name: string;
-  runs: SandboxSpec[] = [];
+  runs: SandboxTemplate[] = [];
 
   constructor(private readonly inner: SandboxBackend) {
     this.name = inner.name;
@@ -29,8 +29,12 @@ export class CountingBackend implements SandboxBackend {
     return this.inner.status();
   }
 
-  run(spec: SandboxSpec): Promise<SandboxOutcome> {
-    this.runs.push(spec);
-    return this.inner.run(spec);
+  prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
+    this.runs.push(template);
+    return this.inner.prepare(template);
+  }
+
+  dispose(): Promise<void> {
+    return this.inner.dispose();
   }
 }

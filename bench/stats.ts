@@ -1,0 +1,25 @@
+/** Small statistics shared by the benchmarks: they report ratios, never an absolute time alone. */
+export function percentile(samples: readonly number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index]!;
+}
+
+export const median = (samples: readonly number[]) => percentile(samples, 50);
+
+/** Sequential runs; `paceMs` leaves a gap before each, as an agent thinking between calls does. */
+export async function timeRuns(iterations: number, warmup: number, run: () => Promise<unknown>, paceMs = 0): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await run();
+  const samples: number[] = [];
+  for (let i = 0; i < iterations; i++) {
+    if (paceMs > 0) await new Promise((resolve) => setTimeout(resolve, paceMs));
+    const started = performance.now();
+    await run();
+    samples.push(performance.now() - started);
+  }
+  return samples;
+}
+
+export function formatMs(value: number): string {
+  return `${value.toFixed(1)} ms`;
+}

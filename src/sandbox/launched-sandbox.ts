@@ -1,0 +1,171 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { constants } from 'node:fs';
+import { copyFile, open, rm } from 'node:fs/promises';
+import type { Writable } from 'node:stream';
+import type { JobCgroup } from './cgroups.js';
+import { signalGroup } from './process-tree.js';
+import { SandboxUnavailableError, type OutputSink, type PreparedSandbox, type SandboxIO, type SandboxOutcome } from './types.js';
+
+/** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
+export const RELEASE_FD = 3;
+
+/** After a kill, how long to wait for pipes to close before giving up on them. */
+const KILL_GRACE_MS = 2000;
+/** What a sandbox says while setting up is kept for the error if it dies before its job. */
+const SETUP_OUTPUT_LIMIT = 16 * 1024;
+
+export interface LaunchParts {
+  argv: readonly string[];
+  uid: number | null;
+  cgroup: JobCgroup | null;
+  stagingDir: string;
+  files: ReadonlyMap<string, string>;
+  /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
+  onFinished: () => void;
+  /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
+  onIdleDeath?: () => void;
+}
+
+type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean };
+
+/**
+ * One bubblewrap process tree: launched ahead of its job, blocked before exec, then released.
+ * It runs at most one job and cleans up after itself (cgroup, staging dir, uid) when it ends.
+ */
+export class LaunchedSandbox implements PreparedSandbox {
+  private readonly child: ChildProcess;
+  /** Resolves once the tree is gone, with what the cgroup saw, before any cleanup. */
+  private readonly ended: Promise<Exit>;
+  private sinks: { stdout: OutputSink; stderr: OutputSink };
+  private readonly setupOutput: Buffer[] = [];
+  private started = false;
+  private exit: Exit | null = null;
+
+  constructor(private readonly parts: LaunchParts) {
+    const [command, ...args] = parts.argv;
+    const keepSetupOutput: OutputSink = {
+      write: (chunk) => {
+        if (Buffer.concat(this.setupOutput).length < SETUP_OUTPUT_LIMIT) this.setupOutput.push(Buffer.from(chunk));
+      },
+    };
+    this.sinks = { stdout: keepSetupOutput, stderr: keepSetupOutput };
+    this.child = spawn(command!, args, {
+      // Its own process group: a timeout kills the group, the PID namespace takes the rest.
+      detached: true,
+      env: {},
+      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
+      ...(parts.uid !== null ? { uid: parts.uid, gid: parts.uid } : {}),
+    });
+    this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
+    this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
+    // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
+    for (const stream of [this.child.stdin, this.child.stdio[RELEASE_FD]]) (stream as Writable).on('error', () => undefined);
+    this.ended = new Promise<Omit<Exit, 'oomKilled'>>((resolve) => {
+      this.child.on('error', () => resolve({ code: null, signal: null }));
+      this.child.on('close', (code, signal) => resolve({ code, signal }));
+    }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false }));
+    void this.ended.then(async (exit) => {
+      this.exit = exit;
+      if (!this.started) this.parts.onIdleDeath?.();
+      await this.cleanUp();
+    });
+    this.setIdle(true);
+  }
+
+  get alive(): boolean {
+    return this.exit === null;
+  }
+
+  // The staged inode is what is bind-mounted into the sandbox: both writers fill it in place
+  // (O_TRUNC, copy_file_range), never replace it.
+  async writeFile(name: string, content: string | Buffer): Promise<void> {
+    const handle = await open(this.stagedPath(name), constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW);
+    try {
+      await handle.writeFile(content);
+    } finally {
+      await handle.close();
+    }
+  }
+
+  async copyFile(name: string, hostSource: string): Promise<void> {
+    await copyFile(hostSource, this.stagedPath(name));
+  }
+
+  private stagedPath(name: string): string {
+    const path = this.parts.files.get(name);
+    if (!path) throw new Error(`no staged file named ${name}`);
+    return path;
+  }
+
+  async start(io: SandboxIO): Promise<SandboxOutcome> {
+    if (this.started) throw new Error('a sandbox runs exactly one job');
+    this.started = true;
+    if (!this.alive) {
+      const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
+      throw new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
+    }
+    this.setIdle(false);
+    this.sinks = { stdout: io.stdout, stderr: io.stderr };
+    let timedOut = false;
+    let aborted = false;
+    let graceTimer: NodeJS.Timeout | undefined;
+    const killTree = () => {
+      this.kill();
+      // Pipes normally close as the tree dies; if a writer somehow survives, stop reading.
+      graceTimer ??= setTimeout(() => {
+        this.child.stdout?.destroy();
+        this.child.stderr?.destroy();
+      }, KILL_GRACE_MS);
+    };
+    const onAbort = () => {
+      aborted = true;
+      killTree();
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killTree();
+    }, io.timeoutMs);
+    if (io.signal?.aborted) onAbort();
+    io.signal?.addEventListener('abort', onAbort, { once: true });
+
+    const startedAt = performance.now();
+    this.child.stdin!.end(io.stdin);
+    (this.child.stdio[RELEASE_FD] as Writable).end('go');
+    const exit = await this.ended;
+    const durationMs = performance.now() - startedAt;
+    clearTimeout(timer);
+    clearTimeout(graceTimer);
+    io.signal?.removeEventListener('abort', onAbort);
+    return { exitCode: exit.code, signal: exit.signal, timedOut, aborted, oomKilled: exit.oomKilled, durationMs };
+  }
+
+  discard(): void {
+    this.started = true;
+    this.kill();
+  }
+
+  private kill(): void {
+    if (this.child.pid !== undefined && this.alive) signalGroup(this.child.pid, 'SIGKILL');
+    void this.parts.cgroup?.killAll();
+  }
+
+  /** An idle sandbox must not keep the host process alive on its own. */
+  private setIdle(idle: boolean): void {
+    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.child.stdio[RELEASE_FD]] as Array<{ ref?(): void; unref?(): void } | null>;
+    for (const handle of handles) {
+      if (idle) handle?.unref?.();
+      else handle?.ref?.();
+    }
+  }
+
+  private async cleanUp(): Promise<void> {
+    try {
+      await this.parts.cgroup?.killAll();
+      await this.parts.cgroup?.dispose();
+      // rm never follows symlinks; the job could not write here anyway (read-only mounts).
+      await rm(this.parts.stagingDir, { recursive: true, force: true });
+    } finally {
+      this.parts.onFinished();
+    }
+  }
+}
