@@ -10,3 +10,8 @@ export { parseListenAddress, formatListenAddress, type ListenAddress } from './g
 export { BubblewrapBackend } from './sandbox/bubblewrap-backend.js';
 export type { SandboxBackend, SandboxTemplate, PreparedSandbox, SandboxOutcome, BackendStatus } from './sandbox/types.js';
 export { LANGUAGES, findLanguage } from './languages/catalog.js';
+export { runJob, type RunJobOptions } from './runner/run-job.js';
+export { RunJobRequestSchema, RunJobResultSchema, type RunJobRequest, type RunJobResult } from './contract/run-job.js';
+export { ERROR_CODES, type ErrorCode, type ContractError } from './contract/errors.js';
+export { CONTRACT_SCHEMAS, jsonSchemaOf } from './contract/catalog.js';
+export { snapshotWorkspace, type SnapshotReport } from './workspace/snapshot.js';

@@ -2,12 +2,16 @@
 import { Command } from 'commander';
 import { registerExec } from './commands/exec.js';
 import { registerGuest } from './commands/guest.js';
+import { registerRun } from './commands/run.js';
+import { registerSchema } from './commands/schema.js';
 
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
   .showHelpAfterError();
 registerExec(program);
+registerRun(program);
 registerGuest(program);
+registerSchema(program);
 
 program.parseAsync().catch((error: Error) => {
   process.stderr.write(`agent-runner: ${error.message}\n`);

@@ -8,6 +8,7 @@ export interface RunnerConfig {
   /** Compile cache, toolchain mirrors, job staging. Must be reachable by unprivileged uids. */
   stateDir: string;
   snippet: SnippetLimits;
+  runJob: RunJobConfig;
   /** Jobs run at once by a guest runner or the service (default: number of cores). */
   concurrency: number;
 }
@@ -41,6 +42,60 @@ export const DEFAULT_SNIPPET_LIMITS: SnippetLimits = {
   maxStderrBytes: 1 * MiB,
 };
 
+/** Each run-job limit: its default, and the ceiling a request may not exceed. */
+export interface RunJobConfig {
+  defaults: RunJobLimitValues;
+  ceilings: RunJobLimitValues;
+  maxWorkspaceFiles: number;
+  maxWorkspaceBytes: number;
+  /** Full stdout/stderr logs on disk stop growing here (counting and hashing go on). */
+  maxLogBytes: number;
+  /** Whether a request may ask for `network: "allow"`. */
+  allowNetwork: boolean;
+  maxOpenFiles: number;
+  maxFileBytes: number;
+}
+
+export interface RunJobLimitValues {
+  timeout_ms: number;
+  max_stdout_bytes: number;
+  max_stderr_bytes: number;
+  max_artifact_bytes: number;
+  max_artifacts: number;
+  max_record_bytes: number;
+  memory_bytes: number;
+  max_processes: number;
+}
+
+export const DEFAULT_RUN_JOB_CONFIG: RunJobConfig = {
+  defaults: {
+    timeout_ms: 60_000,
+    max_stdout_bytes: 1 * MiB,
+    max_stderr_bytes: 1 * MiB,
+    max_artifact_bytes: 100 * MiB,
+    max_artifacts: 100,
+    max_record_bytes: 4 * MiB,
+    memory_bytes: 1024 * MiB,
+    max_processes: 256,
+  },
+  ceilings: {
+    timeout_ms: 30 * 60_000,
+    max_stdout_bytes: 64 * MiB,
+    max_stderr_bytes: 64 * MiB,
+    max_artifact_bytes: 1024 * MiB,
+    max_artifacts: 10_000,
+    max_record_bytes: 256 * MiB,
+    memory_bytes: 8192 * MiB,
+    max_processes: 4096,
+  },
+  maxWorkspaceFiles: 200_000,
+  maxWorkspaceBytes: 2048 * MiB,
+  maxLogBytes: 256 * MiB,
+  allowNetwork: true,
+  maxOpenFiles: 4096,
+  maxFileBytes: 1024 * MiB,
+};
+
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   if (env.AGENT_RUNNER_STATE_DIR) return env.AGENT_RUNNER_STATE_DIR;
   if (process.getuid?.() === 0) return '/var/lib/agent-runner';
@@ -59,6 +114,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     stateDir: defaultStateDir(env),
     concurrency: number('AGENT_RUNNER_CONCURRENCY', availableParallelism()),
     ...overrides,
+    runJob: { ...DEFAULT_RUN_JOB_CONFIG, ...overrides.runJob },
     snippet: {
       ...DEFAULT_SNIPPET_LIMITS,
       memoryBytes: number('AGENT_RUNNER_MEMORY_MB', DEFAULT_SNIPPET_LIMITS.memoryBytes / MiB) * MiB,

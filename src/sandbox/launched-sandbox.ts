@@ -72,6 +72,10 @@ export class LaunchedSandbox implements PreparedSandbox {
     this.setIdle(true);
   }
 
+  get ownerUid(): number | null {
+    return this.parts.uid;
+  }
+
   get alive(): boolean {
     return this.exit === null;
   }

@@ -68,6 +68,8 @@ export interface SandboxOutcome {
 
 /** A sandbox whose namespaces and mounts exist, waiting for its files and the go-ahead. */
 export interface PreparedSandbox {
+  /** The host uid the job runs as and that owns its writable mounts (null: ours). */
+  readonly ownerUid: number | null;
   writeFile(name: string, content: string | Buffer): Promise<void>;
   copyFile(name: string, hostSource: string): Promise<void>;
   /** Runs the job to completion; never leaves a process behind. */

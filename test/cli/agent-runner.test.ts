@@ -7,12 +7,13 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { runCli } from '../helpers/cli.js';
 import { TEST_STATE_DIR } from '../helpers/runtime.js';
+import { makeWorkspace } from '../helpers/workspace.js';
 
 describe('agent-runner CLI', () => {
   it('lists every command in --help', async () => {
     const { code, stdout } = await runCli('agent-runner', ['--help']);
     assert.equal(code, 0);
-    for (const command of ['exec', 'guest']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+    for (const command of ['exec', 'run', 'guest', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
   });
 
   it('exec reads a request on stdin and prints the response', async () => {
@@ -69,6 +70,39 @@ describe('agent-runner CLI', () => {
     }
     const exitCode = await new Promise((resolve) => guest.on('exit', resolve));
     assert.equal(exitCode, 0);
+  });
+
+  it('run takes a workspace and argv after --, prints the result, and exits 0 only when completed', async () => {
+    const workspace = makeWorkspace({ 'hello.py': 'print("from run")\n' });
+    const ok = await runCli('agent-runner', ['run', '--workspace', workspace, '--', 'python3', 'hello.py']);
+    assert.equal(ok.code, 0, ok.stderr);
+    const result = JSON.parse(ok.stdout) as { status: string; stdout: { text: string } };
+    assert.equal(result.status, 'completed');
+    assert.equal(result.stdout.text, 'from run\n');
+    const denied = await runCli('agent-runner', ['run', '--', 'bash', '-c', 'id']);
+    assert.equal(denied.code, 1);
+    assert.equal((JSON.parse(denied.stdout) as { error: { code: string } }).error.code, 'policy.shell_denied');
+  });
+
+  it('run reads a RunJobRequest on stdin', async () => {
+    const { code, stdout } = await runCli('agent-runner', ['run'], { stdin: JSON.stringify({ job_id: 'cli-stdin-job', command: { argv: ['echo', 'stdin request'] } }) });
+    assert.equal(code, 0);
+    const result = JSON.parse(stdout) as { job_id: string; stdout: { text: string } };
+    assert.equal(result.job_id, 'cli-stdin-job');
+    assert.equal(result.stdout.text, 'stdin request\n');
+  });
+
+  it('schema prints each contract shape as JSON Schema', async () => {
+    for (const [name, title] of [['run-request', 'Run job request'], ['run-result', 'Run job result'], ['snippet-request', 'Snippet job request'], ['snippet-response', 'Snippet job response']]) {
+      const { code, stdout } = await runCli('agent-runner', ['schema', name!]);
+      assert.equal(code, 0);
+      const schema = JSON.parse(stdout) as { title: string; $schema: string };
+      assert.equal(schema.title, title);
+      assert.equal(schema.$schema, 'http://json-schema.org/draft-07/schema#');
+    }
+    const unknown = await runCli('agent-runner', ['schema', 'nope']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /unknown schema "nope"/);
   });
 
   it('agent-exec schema prints the shipped response schema', async () => {

@@ -1,0 +1,106 @@
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { runJob } from '../../runner/run-job.js';
+import { RunnerRuntime } from '../../runner/runtime.js';
+import { exitAfterFlush, printJson, readStdin } from '../io.js';
+
+interface RunFlags {
+  request?: string;
+  workspace?: string;
+  jobId?: string;
+  cwd?: string;
+  env: string[];
+  allowEnv: string[];
+  allowCommand: string[];
+  allowShell?: boolean;
+  network?: string;
+  timeoutMs?: string;
+  memoryMb?: string;
+  artifact: string[];
+  include: string[];
+  exclude: string[];
+}
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+export function registerRun(program: Command): void {
+  program
+    .command('run')
+    .description('run one RunJobRequest (--request FILE, or JSON on stdin, or the flags below with -- argv) and print the RunJobResult')
+    .argument('[argv...]', 'the command, after --')
+    .option('-r, --request <file>', 'read the RunJobRequest from a file ("-" for stdin)')
+    .option('-w, --workspace <dir>', 'snapshot this directory as the work dir')
+    .option('--job-id <id>', 'job id (default job_<uuid>)')
+    .option('--cwd <dir>', 'working directory inside the snapshot')
+    .option('-e, --env <KEY=VALUE>', 'environment addition (repeatable; also allowed by policy)', collect, [])
+    .option('--allow-env <KEY>', 'allow a request env key (repeatable)', collect, [])
+    .option('--allow-command <name>', 'restrict argv[0] to these basenames (repeatable)', collect, [])
+    .option('--allow-shell', 'allow shells and inline interpreter code')
+    .option('--network <mode>', 'none (default) or allow')
+    .option('--timeout-ms <n>', 'wall-clock limit')
+    .option('--memory-mb <n>', 'memory limit of the process tree')
+    .option('-a, --artifact <glob>', 'collect matching files after the run (repeatable)', collect, [])
+    .option('--include <glob>', 'snapshot only matching files (repeatable)', collect, [])
+    .option('--exclude <glob>', 'leave matching files out of the snapshot (repeatable)', collect, [])
+    .addHelpText('after', '\nExit status: 0 when the result is completed, 1 otherwise.\nExample: agent-runner run --workspace . --artifact "dist/**" -- python3 build.py')
+    .action(async (argv: string[], flags: RunFlags) => {
+      const request = flags.request !== undefined || argv.length === 0 ? await requestFrom(flags.request) : requestFromFlags(argv, flags);
+      const runtime = RunnerRuntime.shared();
+      const result = await runJob(request, { runtime });
+      await runtime.dispose();
+      printJson(result);
+      exitAfterFlush(result.status === 'completed' ? 0 : 1);
+    });
+}
+
+async function requestFrom(file: string | undefined): Promise<unknown> {
+  const text = file === undefined || file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new Error(`the request is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+function requestFromFlags(argv: string[], flags: RunFlags): unknown {
+  const env = Object.fromEntries(
+    flags.env.map((pair) => {
+      const equals = pair.indexOf('=');
+      if (equals <= 0) throw new Error(`--env takes KEY=VALUE, got ${JSON.stringify(pair)}`);
+      return [pair.slice(0, equals), pair.slice(equals + 1)];
+    }),
+  );
+  const number = (flag: string, text: string | undefined) => {
+    if (text === undefined) return undefined;
+    const value = Number(text);
+    if (!Number.isInteger(value) || value < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(text)}`);
+    return value;
+  };
+  const memoryMb = number('--memory-mb', flags.memoryMb);
+  return {
+    ...(flags.jobId ? { job_id: flags.jobId } : {}),
+    ...(flags.workspace
+      ? {
+          workspace: {
+            source: 'local_path',
+            path: resolve(flags.workspace),
+            ...(flags.include.length ? { include: flags.include } : {}),
+            ...(flags.exclude.length ? { exclude: flags.exclude } : {}),
+          },
+        }
+      : {}),
+    command: { argv, ...(flags.cwd ? { cwd: flags.cwd } : {}), ...(Object.keys(env).length ? { env } : {}) },
+    policy: {
+      ...(flags.allowCommand.length ? { allowed_commands: flags.allowCommand } : {}),
+      allowed_env: [...new Set([...flags.allowEnv, ...Object.keys(env)])],
+      allow_shell: flags.allowShell ?? false,
+      network: flags.network ?? 'none',
+    },
+    limits: {
+      ...(flags.timeoutMs ? { timeout_ms: number('--timeout-ms', flags.timeoutMs) } : {}),
+      ...(memoryMb ? { memory_bytes: memoryMb * 1024 * 1024 } : {}),
+    },
+    ...(flags.artifact.length ? { artifacts: flags.artifact } : {}),
+  };
+}

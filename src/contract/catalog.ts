@@ -1,0 +1,16 @@
+import type { TSchema } from '@sinclair/typebox';
+import { RunJobRequestSchema, RunJobResultSchema } from './run-job.js';
+import { SnippetRequestSchema, SnippetResponseSchema } from './snippet.js';
+
+/** Every published shape by name: the CLI `schema` command and the OpenAPI document read this. */
+export const CONTRACT_SCHEMAS: Readonly<Record<string, TSchema>> = {
+  'run-request': RunJobRequestSchema,
+  'run-result': RunJobResultSchema,
+  'snippet-request': SnippetRequestSchema,
+  'snippet-response': SnippetResponseSchema,
+};
+
+/** Plain JSON Schema (TypeBox's symbols dropped). */
+export function jsonSchemaOf(schema: TSchema): Record<string, unknown> {
+  return { $schema: 'http://json-schema.org/draft-07/schema#', ...(JSON.parse(JSON.stringify(schema)) as Record<string, unknown>) };
+}

@@ -1,0 +1,38 @@
+/**
+ * The stable error codes of the run-job contract, in one table. Every error that crosses a
+ * boundary (library result, CLI, HTTP) carries one of these codes.
+ */
+export const ERROR_CODES = {
+  'validation.invalid_request': { http: 422, description: 'the request does not match the schema or exceeds a server ceiling' },
+  'validation.path_escape': { http: 422, description: 'a path (cwd, workspace entry) would leave its root' },
+  'job.not_found': { http: 404, description: 'no job with that id' },
+  'job.duplicate': { http: 409, description: 'a job with that id already exists' },
+  'queue.full': { http: 503, description: 'the queue is at capacity; retry later' },
+  'queue.closed': { http: 503, description: 'the service is shutting down' },
+  'policy.command_denied': { http: 200, description: 'argv[0] is not allowed, or a pinned binary differs' },
+  'policy.shell_denied': { http: 200, description: 'a shell or inline interpreter code without allow_shell' },
+  'policy.env_denied': { http: 200, description: 'a request env key not listed in allowed_env' },
+  'policy.artifact_denied': { http: 200, description: 'artifacts over max_artifacts / max_artifact_bytes were not collected' },
+  'backend.unavailable': { http: 200, description: 'the requested sandbox backend cannot run here' },
+  'backend.setup_failed': { http: 200, description: 'the sandbox or workspace snapshot could not be set up' },
+  'run.timed_out': { http: 200, description: 'the command exceeded timeout_ms; its whole process tree was killed' },
+  'run.out_of_memory': { http: 200, description: 'the command exceeded its memory limit and was killed' },
+  'run.spawn_failed': { http: 200, description: 'the command could not be started (not found, not executable)' },
+  'run.io_failed': { http: 200, description: 'reading output or writing the run record failed' },
+  'run.artifact_collection_failed': { http: 200, description: 'artifacts could not be read or stored' },
+  'run.exit_nonzero': { http: 200, description: 'the command exited with a non-zero status' },
+  'run.canceled': { http: 200, description: 'the job was canceled' },
+  'run.interrupted': { http: 200, description: 'the service stopped while the job was running' },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export interface ContractError {
+  code: ErrorCode;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+export function contractError(code: ErrorCode, message: string, details?: Record<string, unknown>): ContractError {
+  return details === undefined ? { code, message } : { code, message, details };
+}

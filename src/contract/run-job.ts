@@ -1,0 +1,166 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ERROR_CODES } from './errors.js';
+
+/** The run-job contract of ../shared/spec/run-job-contract.md, defined once. */
+
+export const JOB_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$';
+
+const PositiveInteger = (description: string) => Type.Integer({ minimum: 1, description });
+
+export const TraceSchema = Type.Object(
+  {
+    trace_id: Type.Optional(Type.String()),
+    task_id: Type.Optional(Type.String()),
+    agent_id: Type.Optional(Type.String()),
+    workspace_id: Type.Optional(Type.String()),
+  },
+  { additionalProperties: true, description: 'Free-form metadata, echoed in the result.' },
+);
+
+export const WorkspaceSchema = Type.Object(
+  {
+    source: Type.Literal('local_path'),
+    path: Type.String({ minLength: 1, description: 'Host directory to snapshot.' }),
+    include: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs of files to copy (default: everything).' })),
+    exclude: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs to leave out, on top of the default exclusions.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const CommandSchema = Type.Object(
+  {
+    argv: Type.Array(Type.String(), { minItems: 1, description: 'Never joined into a shell string.' }),
+    cwd: Type.Optional(Type.String({ description: 'Relative path inside the snapshot.' })),
+    env: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), Type.String(), { description: 'Additions to the empty child environment.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const CommandRuleSchema = Type.Union([
+  Type.String({ minLength: 1, description: 'An allowed basename of argv[0].' }),
+  Type.Object(
+    {
+      basename: Type.String({ minLength: 1 }),
+      path: Type.Optional(Type.String({ pattern: '^/', description: 'argv[0] must resolve to this absolute path.' })),
+      sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$', description: 'The resolved binary must have this digest.' })),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+export const PolicySchema = Type.Object(
+  {
+    allowed_commands: Type.Optional(Type.Array(CommandRuleSchema, { description: 'Omitted: any command (subject to allow_shell). Given: only these.' })),
+    allowed_env: Type.Optional(Type.Array(Type.String(), { description: 'Request env keys allowed; omitted or empty denies all.' })),
+    allow_shell: Type.Optional(Type.Boolean({ default: false })),
+    network: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('allow')], { default: 'none' })),
+  },
+  { additionalProperties: false },
+);
+
+export const LimitsSchema = Type.Object(
+  {
+    timeout_ms: Type.Optional(PositiveInteger('Wall-clock limit; the whole process tree is killed.')),
+    max_stdout_bytes: Type.Optional(PositiveInteger('stdout kept in the result; the rest is counted and hashed.')),
+    max_stderr_bytes: Type.Optional(PositiveInteger('stderr kept in the result.')),
+    max_artifact_bytes: Type.Optional(PositiveInteger('Total bytes of collected artifacts.')),
+    max_artifacts: Type.Optional(Type.Integer({ minimum: 0, description: 'Number of artifacts collected.' })),
+    max_record_bytes: Type.Optional(PositiveInteger('Size cap of the stored result record.')),
+    memory_bytes: Type.Optional(PositiveInteger('Memory of the whole process tree.')),
+    max_processes: Type.Optional(PositiveInteger('Processes and threads.')),
+  },
+  { additionalProperties: false },
+);
+
+export const BackendKindSchema = Type.Union([Type.Literal('local_process'), Type.Literal('firecracker')]);
+
+export const RunJobRequestSchema = Type.Object(
+  {
+    job_id: Type.Optional(Type.String({ pattern: JOB_ID_PATTERN, description: 'Assigned as job_<uuid> when omitted.' })),
+    trace: Type.Optional(TraceSchema),
+    workspace: Type.Optional(WorkspaceSchema),
+    command: CommandSchema,
+    policy: Type.Optional(PolicySchema),
+    limits: Type.Optional(LimitsSchema),
+    artifacts: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs of files to collect from the work dir after the run.' })),
+    backend: Type.Optional(Type.Object({ kind: BackendKindSchema }, { additionalProperties: false })),
+  },
+  { $id: 'RunJobRequest', additionalProperties: false, title: 'Run job request' },
+);
+export type RunJobRequest = Static<typeof RunJobRequestSchema>;
+export type CommandRule = Static<typeof CommandRuleSchema>;
+export type RunJobLimits = Static<typeof LimitsSchema>;
+
+export const TERMINAL_STATUSES = ['completed', 'failed', 'timed_out', 'policy_denied', 'setup_failed', 'backend_unavailable', 'canceled'] as const;
+export const JobStatusSchema = Type.Union([...TERMINAL_STATUSES, 'queued', 'running'].map((status) => Type.Literal(status)));
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+
+export const CapturedStreamSchema = Type.Object(
+  {
+    text: Type.String({ description: 'The first bytes, lossy UTF-8.' }),
+    truncated: Type.Boolean(),
+    observed_bytes: Type.Integer({ minimum: 0 }),
+    sha256: Type.String({ description: 'Of the full stream, dropped bytes included.' }),
+  },
+  { additionalProperties: false },
+);
+
+export const ArtifactSchema = Type.Object(
+  {
+    path: Type.String({ description: 'Relative to the work dir.' }),
+    size: Type.Integer({ minimum: 0 }),
+    sha256: Type.String(),
+    uri: Type.String({ description: 'Where the stored copy lives.' }),
+  },
+  { additionalProperties: false },
+);
+
+export const ErrorSchema = Type.Object(
+  {
+    code: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code))),
+    message: Type.String(),
+    details: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  },
+  { additionalProperties: false },
+);
+
+export const SkippedEntrySchema = Type.Object({ path: Type.String(), reason: Type.String() }, { additionalProperties: false });
+
+export const RunJobResultSchema = Type.Object(
+  {
+    job_id: Type.String(),
+    trace: TraceSchema,
+    status: Type.Union(TERMINAL_STATUSES.map((status) => Type.Literal(status))),
+    backend: Type.Object({ kind: BackendKindSchema }),
+    command: Type.Object({ argv: Type.Array(Type.String()), cwd: Type.String() }),
+    exit_code: Type.Union([Type.Integer(), Type.Null()]),
+    signal: Type.Union([Type.String(), Type.Null()]),
+    stdout: CapturedStreamSchema,
+    stderr: CapturedStreamSchema,
+    artifacts: Type.Array(ArtifactSchema),
+    workspace: Type.Object({
+      files: Type.Integer({ minimum: 0 }),
+      bytes: Type.Integer({ minimum: 0 }),
+      skipped: Type.Array(SkippedEntrySchema, { description: 'Entries left out: symlinks leaving the root, special files, hard links.' }),
+    }),
+    replay: Type.Object({
+      request_sha256: Type.String({ description: 'Canonical JSON of the normalised request (job_id and trace excluded).' }),
+      workspace_sha256: Type.String({ description: 'Merkle-style hash of the snapshot: sorted paths, modes, contents.' }),
+      result_sha256: Type.String({ description: 'Canonical JSON of the deterministic part of the result.' }),
+    }),
+    policy: Type.Object({
+      decision: Type.Union([Type.Literal('allowed'), Type.Literal('denied')]),
+      rule: Type.String({ description: 'The rule that decided.' }),
+      policy_version: Type.String({ description: 'sha256 of the effective policy.' }),
+    }),
+    error: Type.Optional(ErrorSchema),
+    started_at: Type.String({ format: 'date-time' }),
+    finished_at: Type.String({ format: 'date-time' }),
+    duration_ms: Type.Integer({ minimum: 0 }),
+  },
+  { $id: 'RunJobResult', additionalProperties: false, title: 'Run job result' },
+);
+export type RunJobResult = Static<typeof RunJobResultSchema>;
+export type CapturedStream = Static<typeof CapturedStreamSchema>;
+export type Artifact = Static<typeof ArtifactSchema>;
+export type SkippedEntry = Static<typeof SkippedEntrySchema>;

@@ -1,0 +1,359 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { canonicalHash } from '../contract/canonical-json.js';
+import { contractError, type ContractError } from '../contract/errors.js';
+import { JOB_ID_PATTERN, RunJobRequestSchema, type Artifact, type CommandRule, type CapturedStream, type RunJobRequest, type RunJobResult, type SkippedEntry, type TerminalStatus } from '../contract/run-job.js';
+import { validate } from '../contract/validate.js';
+import { checkCommand, resolveCommand } from '../policy/command.js';
+import { findShellUse } from '../policy/shell-rule.js';
+import { LogFile, teeSinks } from '../sandbox/log-file.js';
+import { CappedCapture } from '../sandbox/output-capture.js';
+import { SandboxUnavailableError, type PreparedSandbox, type SandboxOutcome } from '../sandbox/types.js';
+import { collectArtifacts } from '../workspace/artifacts.js';
+import { snapshotWorkspace, SnapshotError } from '../workspace/snapshot.js';
+import { treeHash } from '../workspace/tree-hash.js';
+import type { RunJobLimitValues } from './config.js';
+import { RunnerRuntime } from './runtime.js';
+import { JobStaging } from './staging.js';
+
+export interface RunJobOptions {
+  runtime?: RunnerRuntime;
+  /** Aborting cancels: the whole tree is killed and the status is `canceled`. */
+  signal?: AbortSignal;
+  /** Where this run's logs and artifacts are kept (default: <stateDir>/runs/<job_id>). */
+  runDir?: string;
+  /** Called when the command is about to start (after policy and snapshot). */
+  onRunning?: () => void;
+}
+
+const WORK_DIR = '/workspace';
+const SANDBOX_PATH = ['/usr/local/bin', '/usr/bin', '/bin'];
+const EMPTY_STREAM_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
+/** The effective request: defaults applied, ceilings checked. What replay hashes cover. */
+interface NormalisedJob {
+  jobId: string;
+  trace: Record<string, unknown>;
+  request: RunJobRequest;
+  cwd: string;
+  env: Record<string, string>;
+  limits: RunJobLimitValues;
+  policy: { allowed_commands: CommandRule[] | null; allowed_env: string[]; allow_shell: boolean; network: 'none' | 'allow' };
+  backendKind: 'local_process' | 'firecracker';
+}
+
+/**
+ * Runs one RunJobRequest to a RunJobResult. Never throws: a bad request, a denial or a broken
+ * sandbox is a result with a status and a stable error code.
+ */
+export async function runJob(request: unknown, options: RunJobOptions = {}): Promise<RunJobResult> {
+  const runtime = options.runtime ?? RunnerRuntime.shared();
+  const startedAt = new Date();
+  const builder = new ResultBuilder(startedAt, idOf(request), traceOf(request));
+  const normalised = normalise(request, runtime);
+  if ('error' in normalised) return builder.finish('failed', normalised.error);
+  builder.adopt(normalised);
+  return new RunJobExecution(runtime, normalised, builder, options).run();
+}
+
+function normalise(request: unknown, runtime: RunnerRuntime): NormalisedJob | { error: ContractError } {
+  const checked = validate(RunJobRequestSchema, request);
+  if (!checked.ok) return { error: contractError('validation.invalid_request', checked.message, { field: checked.field }) };
+  const value = checked.value;
+  const config = runtime.config.runJob;
+  const limits = { ...config.defaults, ...value.limits };
+  for (const [name, ceiling] of Object.entries(config.ceilings) as Array<[keyof RunJobLimitValues, number]>) {
+    if (limits[name] > ceiling) {
+      return { error: contractError('validation.invalid_request', `limits.${name} must be at most ${ceiling}, got ${limits[name]}`, { field: `limits.${name}` }) };
+    }
+  }
+  const cwd = posix.normalize(value.command.cwd ?? '.');
+  if (posix.isAbsolute(cwd) || cwd === '..' || cwd.startsWith('../')) {
+    return { error: contractError('validation.path_escape', `command.cwd ${JSON.stringify(value.command.cwd)} leaves the workspace`, { field: 'command.cwd' }) };
+  }
+  const network = value.policy?.network ?? 'none';
+  if (network === 'allow' && !config.allowNetwork) {
+    return { error: contractError('validation.invalid_request', 'policy.network "allow" is disabled on this runner', { field: 'policy.network' }) };
+  }
+  return {
+    jobId: value.job_id ?? `job_${randomUUID()}`,
+    trace: value.trace ?? {},
+    request: value,
+    cwd,
+    env: value.command.env ?? {},
+    limits,
+    policy: {
+      allowed_commands: value.policy?.allowed_commands ?? null,
+      allowed_env: value.policy?.allowed_env ?? [],
+      allow_shell: value.policy?.allow_shell ?? false,
+      network,
+    },
+    backendKind: value.backend?.kind ?? 'local_process',
+  };
+}
+
+class RunJobExecution {
+  constructor(
+    private readonly runtime: RunnerRuntime,
+    private readonly job: NormalisedJob,
+    private readonly builder: ResultBuilder,
+    private readonly options: RunJobOptions,
+  ) {}
+
+  async run(): Promise<RunJobResult> {
+    const { job, builder } = this;
+    if (job.backendKind === 'firecracker') {
+      return builder.finish('backend_unavailable', contractError('backend.unavailable', 'the firecracker backend is not available on this host; use backend.kind "local_process"'));
+    }
+    const denied = this.staticPolicy();
+    if (denied) return builder.finish('policy_denied', denied);
+
+    const runDir = this.options.runDir ?? join(this.runtime.config.stateDir, 'runs', job.jobId);
+    let staging: JobStaging | undefined;
+    let sandbox: PreparedSandbox | undefined;
+    try {
+      await mkdir(runDir, { recursive: true, mode: 0o755 });
+      staging = await JobStaging.create(this.runtime.stagingDir);
+      const workDir = await staging.makeDir('workspace');
+      sandbox = await this.prepareSandbox(workDir);
+      const snapshot = await this.snapshot(workDir, sandbox.ownerUid);
+      if ('error' in snapshot) return builder.finish('setup_failed', snapshot.error);
+      builder.workspace = snapshot;
+
+      const argv0 = job.request.command.argv[0]!;
+      const cwdSandbox = posix.join(WORK_DIR, job.cwd);
+      const resolved = await resolveCommand(argv0, { searchPath: SANDBOX_PATH, workDirSandbox: WORK_DIR, workDirHost: workDir, cwdSandbox });
+      const decision = await checkCommand(argv0, job.policy.allowed_commands ?? undefined, resolved);
+      builder.policyRule = decision.rule;
+      if (!decision.allowed) return builder.finish('policy_denied', contractError('policy.command_denied', decision.message, decision.details));
+      if (!resolved) return builder.finish('failed', contractError('run.spawn_failed', `command not found or not executable: ${argv0}`, { argv0 }));
+
+      const outcome = await this.execute(sandbox, runDir);
+      sandbox = undefined;
+      const collected = await this.collect(workDir, runDir);
+      return builder.finish(...statusOf(outcome, collected));
+    } catch (error) {
+      sandbox?.discard();
+      if (error instanceof SandboxUnavailableError) return builder.finish('backend_unavailable', contractError('backend.unavailable', error.message));
+      return builder.finish('setup_failed', contractError('backend.setup_failed', (error as Error).message));
+    } finally {
+      await staging?.dispose();
+    }
+  }
+
+  /** Checks that need nothing but the request: env keys, shells. */
+  private staticPolicy(): ContractError | null {
+    const { job, builder } = this;
+    const deniedKeys = Object.keys(job.env).filter((key) => !job.policy.allowed_env.includes(key));
+    if (deniedKeys.length > 0) {
+      builder.deny('allowed_env');
+      return contractError('policy.env_denied', `env keys not allowed by policy: ${deniedKeys.join(', ')}`, { keys: deniedKeys });
+    }
+    const shell = job.policy.allow_shell ? null : findShellUse(job.request.command.argv);
+    if (shell) {
+      builder.deny('allow_shell');
+      return contractError('policy.shell_denied', `${shell.reason}; set policy.allow_shell to permit it`, { argv0: job.request.command.argv[0], program: shell.program });
+    }
+    return null;
+  }
+
+  private prepareSandbox(workDir: string): Promise<PreparedSandbox> {
+    const { job } = this;
+    const config = this.runtime.config.runJob;
+    return this.runtime.backend.prepare({
+      argv: job.request.command.argv,
+      cwd: posix.join(WORK_DIR, job.cwd),
+      env: { PATH: SANDBOX_PATH.join(':'), HOME: '/tmp', LANG: 'C.UTF-8', ...job.env },
+      mounts: [{ host: workDir, sandbox: WORK_DIR, writable: true }],
+      files: [],
+      network: job.policy.network === 'allow' ? 'host' : 'none',
+      limits: {
+        memoryBytes: job.limits.memory_bytes,
+        memoryMechanism: 'cgroup',
+        maxProcesses: job.limits.max_processes,
+        maxOpenFiles: config.maxOpenFiles,
+        maxFileBytes: config.maxFileBytes,
+      },
+    });
+  }
+
+  private async snapshot(workDir: string, ownerUid: number | null): Promise<RunJobResult['workspace'] & { sha256: string } | { error: ContractError }> {
+    const { workspace } = this.job.request;
+    const cwdHost = join(workDir, this.job.cwd);
+    if (!workspace) {
+      await mkdir(cwdHost, { recursive: true });
+      return { files: 0, bytes: 0, skipped: [], sha256: treeHash([]) };
+    }
+    try {
+      const config = this.runtime.config.runJob;
+      const report = await snapshotWorkspace(workspace.path, workDir, {
+        ...(workspace.include ? { include: workspace.include } : {}),
+        ...(workspace.exclude ? { exclude: workspace.exclude } : {}),
+        maxFiles: config.maxWorkspaceFiles,
+        maxBytes: config.maxWorkspaceBytes,
+        ownerUid,
+      });
+      return report;
+    } catch (error) {
+      if (error instanceof SnapshotError) return { error: contractError('backend.setup_failed', error.message) };
+      throw error;
+    }
+  }
+
+  private async execute(sandbox: PreparedSandbox, runDir: string): Promise<SandboxOutcome & { stdout: CapturedStream; stderr: CapturedStream; ioError: Error | null }> {
+    const { limits } = this.job;
+    const maxLog = this.runtime.config.runJob.maxLogBytes;
+    const stdout = new CappedCapture(limits.max_stdout_bytes, { sha256: true });
+    const stderr = new CappedCapture(limits.max_stderr_bytes, { sha256: true });
+    const stdoutLog = new LogFile(join(runDir, 'stdout.log'), maxLog);
+    const stderrLog = new LogFile(join(runDir, 'stderr.log'), maxLog);
+    this.options.onRunning?.();
+    const outcome = await sandbox.start({
+      timeoutMs: limits.timeout_ms,
+      stdout: teeSinks(stdout, stdoutLog),
+      stderr: teeSinks(stderr, stderrLog),
+      ...(this.options.signal ? { signal: this.options.signal } : {}),
+    });
+    const ioError = await Promise.all([stdoutLog.close(), stderrLog.close()]).then(
+      () => null,
+      (error: Error) => error,
+    );
+    return { ...outcome, stdout: describeStream(stdout), stderr: describeStream(stderr), ioError };
+  }
+
+  private async collect(workDir: string, runDir: string): Promise<{ artifacts: Artifact[]; error: ContractError | null }> {
+    const patterns = this.job.request.artifacts ?? [];
+    const storeDir = join(runDir, 'artifacts');
+    try {
+      await rm(storeDir, { recursive: true, force: true });
+      await mkdir(storeDir, { mode: 0o755 });
+      const { artifacts, denied } = await collectArtifacts(workDir, patterns, storeDir, {
+        maxArtifacts: this.job.limits.max_artifacts,
+        maxArtifactBytes: this.job.limits.max_artifact_bytes,
+        maxEntriesVisited: this.runtime.config.runJob.maxWorkspaceFiles,
+      });
+      this.builder.artifacts = artifacts;
+      const error = denied.length === 0 ? null : contractError('policy.artifact_denied', `${denied.length} matching artifact(s) not collected: limits reached`, { denied });
+      return { artifacts, error };
+    } catch (error) {
+      return { artifacts: [], error: contractError('run.artifact_collection_failed', (error as Error).message) };
+    }
+  }
+}
+
+function describeStream(capture: CappedCapture): CapturedStream {
+  return { text: capture.text(), truncated: capture.truncated, observed_bytes: capture.observedBytes, sha256: capture.sha256() };
+}
+
+type Executed = SandboxOutcome & { stdout: CapturedStream; stderr: CapturedStream; ioError: Error | null };
+
+/**
+ * The command decides the status; an artifact shortfall is reported alongside (status stays
+ * `completed`, error `policy.artifact_denied`), a failed artifact read makes the run `failed`.
+ */
+function statusOf(outcome: Executed, collected: { error: ContractError | null }): [TerminalStatus, ContractError | null, Executed] {
+  if (outcome.aborted) return ['canceled', contractError('run.canceled', 'the job was canceled; its process tree was killed'), outcome];
+  if (outcome.timedOut) return ['timed_out', contractError('run.timed_out', 'the command exceeded timeout_ms; its process tree was killed'), outcome];
+  if (outcome.oomKilled) return ['failed', contractError('run.out_of_memory', 'the command exceeded its memory limit and was killed'), outcome];
+  if (outcome.ioError) return ['failed', contractError('run.io_failed', `writing the output logs failed: ${outcome.ioError.message}`), outcome];
+  if (outcome.exitCode !== 0) return ['failed', contractError('run.exit_nonzero', `the command exited with status ${outcome.exitCode ?? outcome.signal}`, { exit_code: outcome.exitCode }), outcome];
+  if (collected.error?.code === 'run.artifact_collection_failed') return ['failed', collected.error, outcome];
+  return ['completed', collected.error, outcome];
+}
+
+/** Assembles the result as the run progresses, so any early exit still returns a whole record. */
+class ResultBuilder {
+  job: NormalisedJob | null = null;
+  workspace: RunJobResult['workspace'] & { sha256: string } = { files: 0, bytes: 0, skipped: [] as SkippedEntry[], sha256: treeHash([]) };
+  artifacts: Artifact[] = [];
+  policyRule = 'not evaluated';
+  private decision: 'allowed' | 'denied' = 'allowed';
+
+  constructor(
+    private readonly startedAt: Date,
+    private jobId: string,
+    private readonly trace: Record<string, unknown>,
+  ) {}
+
+  adopt(job: NormalisedJob): void {
+    this.job = job;
+    this.jobId = job.jobId;
+  }
+
+  deny(rule: string): void {
+    this.decision = 'denied';
+    this.policyRule = rule;
+  }
+
+  finish(status: TerminalStatus, error: ContractError | null, executed?: Executed): RunJobResult {
+    if (status === 'policy_denied') this.decision = 'denied';
+    const finishedAt = new Date();
+    const empty: CapturedStream = { text: '', truncated: false, observed_bytes: 0, sha256: EMPTY_STREAM_SHA256 };
+    const job = this.job;
+    const result: RunJobResult = {
+      job_id: this.jobId,
+      trace: this.trace,
+      status,
+      backend: { kind: job?.backendKind ?? 'local_process' },
+      command: { argv: job?.request.command.argv ?? [], cwd: job?.cwd ?? '.' },
+      exit_code: executed?.exitCode ?? null,
+      signal: executed?.timedOut || executed?.aborted ? 'SIGKILL' : (executed?.signal ?? null),
+      stdout: executed?.stdout ?? empty,
+      stderr: executed?.stderr ?? empty,
+      artifacts: this.artifacts,
+      workspace: { files: this.workspace.files, bytes: this.workspace.bytes, skipped: this.workspace.skipped },
+      replay: {
+        request_sha256: job ? canonicalHash(replayableRequest(job)) : '',
+        workspace_sha256: this.workspace.sha256,
+        result_sha256: '',
+      },
+      policy: {
+        decision: this.decision,
+        rule: this.policyRule,
+        policy_version: job ? canonicalHash(job.policy) : '',
+      },
+      ...(error ? { error } : {}),
+      started_at: this.startedAt.toISOString(),
+      finished_at: finishedAt.toISOString(),
+      duration_ms: Math.max(0, finishedAt.getTime() - this.startedAt.getTime()),
+    };
+    result.replay.result_sha256 = canonicalHash({
+      status: result.status,
+      exit_code: result.exit_code,
+      stdout: { sha256: result.stdout.sha256, observed_bytes: result.stdout.observed_bytes },
+      stderr: { sha256: result.stderr.sha256, observed_bytes: result.stderr.observed_bytes },
+      artifacts: result.artifacts.map(({ path, size, sha256 }) => ({ path, size, sha256 })),
+      error_code: result.error?.code ?? null,
+    });
+    return fitRecord(result, job?.limits.max_record_bytes ?? Number.POSITIVE_INFINITY);
+  }
+}
+
+/** What makes two runs the same request: everything but the job's identity and metadata. */
+function replayableRequest(job: NormalisedJob): unknown {
+  const { job_id: _id, trace: _trace, ...rest } = job.request;
+  return { ...rest, command: { ...rest.command, cwd: job.cwd, env: job.env }, limits: job.limits, policy: job.policy, backend: { kind: job.backendKind } };
+}
+
+/** Shrinks the kept output (never the hashes or counts) until the record fits its cap. */
+function fitRecord(result: RunJobResult, maxRecordBytes: number): RunJobResult {
+  let size = Buffer.byteLength(JSON.stringify(result));
+  while (size > maxRecordBytes && (result.stdout.text.length > 0 || result.stderr.text.length > 0)) {
+    const longer = result.stdout.text.length >= result.stderr.text.length ? result.stdout : result.stderr;
+    longer.text = longer.text.slice(0, Math.floor(longer.text.length / 2));
+    longer.truncated = true;
+    size = Buffer.byteLength(JSON.stringify(result));
+  }
+  return result;
+}
+
+function idOf(request: unknown): string {
+  const given = request !== null && typeof request === 'object' ? (request as Record<string, unknown>).job_id : undefined;
+  return typeof given === 'string' && new RegExp(JOB_ID_PATTERN).test(given) ? given : `job_${randomUUID()}`;
+}
+
+function traceOf(request: unknown): Record<string, unknown> {
+  const trace = request !== null && typeof request === 'object' ? (request as Record<string, unknown>).trace : undefined;
+  return trace !== null && typeof trace === 'object' && !Array.isArray(trace) ? (trace as Record<string, unknown>) : {};
+}
