@@ -4,12 +4,14 @@ import { registerExec } from './commands/exec.js';
 import { registerGuest } from './commands/guest.js';
 import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
+import { registerServe } from './commands/serve.js';
 
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
   .showHelpAfterError();
 registerExec(program);
 registerRun(program);
+registerServe(program);
 registerGuest(program);
 registerSchema(program);
 

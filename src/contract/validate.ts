@@ -1,17 +1,20 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TSchema, Static } from '@sinclair/typebox';
 
-const ajv = new Ajv({ allErrors: false, strict: false });
-const compiled = new WeakMap<TSchema, ValidateFunction>();
+const strictAjv = new Ajv({ allErrors: false, strict: false });
+// URL query strings and path params arrive as text: "5" may stand for the integer 5.
+const coercingAjv = new Ajv({ allErrors: false, strict: false, coerceTypes: true });
+const compiled = { strict: new WeakMap<TSchema, ValidateFunction>(), coercing: new WeakMap<TSchema, ValidateFunction>() };
 
 export type Validation<T> = { ok: true; value: T } | { ok: false; message: string; field: string; details: ErrorObject[] };
 
 /** Validates against a contract schema; the message names the field and what was expected. */
-export function validate<S extends TSchema>(schema: S, value: unknown): Validation<Static<S>> {
-  let check = compiled.get(schema);
+export function validate<S extends TSchema>(schema: S, value: unknown, options: { coerceTypes?: boolean } = {}): Validation<Static<S>> {
+  const cache = options.coerceTypes ? compiled.coercing : compiled.strict;
+  let check = cache.get(schema);
   if (!check) {
-    check = ajv.compile(schema);
-    compiled.set(schema, check);
+    check = (options.coerceTypes ? coercingAjv : strictAjv).compile(schema);
+    cache.set(schema, check);
   }
   if (check(value)) return { ok: true, value: value as Static<S> };
   const errors = check.errors ?? [];

@@ -57,6 +57,25 @@ export async function runJob(request: unknown, options: RunJobOptions = {}): Pro
   return new RunJobExecution(runtime, normalised, builder, options).run();
 }
 
+/**
+ * Checks a request as runJob would before running it (schema, ceilings, cwd, network), for a
+ * front door that must answer 422 at once. Returns the job id it would run under.
+ */
+export function admitRunJob(request: unknown, runtime: RunnerRuntime = RunnerRuntime.shared()): { jobId: string; traceId: string | undefined } | { error: ContractError } {
+  const normalised = normalise(request, runtime);
+  if ('error' in normalised) return normalised;
+  const traceId = normalised.trace.trace_id;
+  return { jobId: normalised.jobId, traceId: typeof traceId === 'string' ? traceId : undefined };
+}
+
+/** A whole result for a job that never ran (canceled while queued, interrupted by a restart). */
+export function unrunResult(request: unknown, status: TerminalStatus, error: ContractError, runtime: RunnerRuntime = RunnerRuntime.shared()): RunJobResult {
+  const builder = new ResultBuilder(new Date(), idOf(request), traceOf(request));
+  const normalised = normalise(request, runtime);
+  if (!('error' in normalised)) builder.adopt(normalised);
+  return builder.finish(status, error);
+}
+
 function normalise(request: unknown, runtime: RunnerRuntime): NormalisedJob | { error: ContractError } {
   const checked = validate(RunJobRequestSchema, request);
   if (!checked.ok) return { error: contractError('validation.invalid_request', checked.message, { field: checked.field }) };

@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { ownedName, reapDeadOwners } from '../sandbox/owned-dirs.js';
 
 /**
  * A job's host-side directory: the source file (mounted read-only into the sandbox) and,
@@ -15,7 +15,7 @@ export class JobStaging {
 
   static async create(stagingRoot: string): Promise<JobStaging> {
     await mkdir(stagingRoot, { recursive: true, mode: 0o755 });
-    const id = randomBytes(6).toString('hex');
+    const id = ownedName();
     const dir = join(stagingRoot, id);
     await mkdir(dir, { mode: 0o755 });
     return new JobStaging(id, dir);
@@ -31,6 +31,11 @@ export class JobStaging {
     const path = join(this.dir, name);
     await mkdir(path, { mode: 0o755 });
     return path;
+  }
+
+  /** Removes staging left by processes that died (crash, SIGKILL). */
+  static reapOrphans(stagingRoot: string): Promise<number> {
+    return reapDeadOwners(stagingRoot);
   }
 
   /** rm never follows symlinks, so links a job planted are removed, not their targets. */

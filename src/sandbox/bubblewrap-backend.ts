@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { accessSync, constants, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { lchown, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -6,6 +5,7 @@ import { buildBwrapArgs, SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
 import { LaunchedSandbox, RELEASE_FD } from './launched-sandbox.js';
+import { ownedName, reapDeadOwners } from './owned-dirs.js';
 import { UidPool } from './uid-pool.js';
 import { WarmPool } from './warm-pool.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
@@ -120,6 +120,7 @@ export class BubblewrapBackend implements SandboxBackend {
     if (!cgroups && this.options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
     if (cgroups) await reapStaleCgroups(cgroups);
     mkdirSync(join(this.options.runtimeDir, 'jobs'), { recursive: true, mode: 0o755 });
+    await reapDeadOwners(join(this.options.runtimeDir, 'jobs'));
     const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
     writeFileSync(identityFiles.passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`, { mode: 0o644 });
     writeFileSync(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`, { mode: 0o644 });
@@ -203,7 +204,7 @@ export class BubblewrapBackend implements SandboxBackend {
       }
       // Writable mounts belong to the job's uid for the job's lifetime.
       if (uid !== null) for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
-      const stagingDir = join(this.options.runtimeDir, 'jobs', randomBytes(8).toString('hex'));
+      const stagingDir = join(this.options.runtimeDir, 'jobs', ownedName());
       await mkdir(stagingDir, { mode: 0o755 });
       const files = new Map<string, string>();
       const fileMounts: Mount[] = [];

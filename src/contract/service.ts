@@ -1,0 +1,47 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ERROR_CODES } from './errors.js';
+import { JobStatusSchema, RunJobResultSchema } from './run-job.js';
+
+/** Shapes of the HTTP service around the run-job contract. */
+export type JobStatus = Static<typeof JobStatusSchema>;
+
+export const ErrorBodySchema = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code))),
+      message: Type.String(),
+      details: Type.Optional(Type.Unknown()),
+    }),
+  },
+  { $id: 'ErrorBody', title: 'Error' },
+);
+
+export const JobAcceptedSchema = Type.Object({ job_id: Type.String(), status: Type.Literal('queued') }, { $id: 'JobAccepted' });
+
+export const JobStateSchema = Type.Object(
+  {
+    job_id: Type.String(),
+    status: JobStatusSchema,
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+    result: Type.Optional(RunJobResultSchema),
+  },
+  { $id: 'JobState', title: 'Job state' },
+);
+
+export const JobPageSchema = Type.Object(
+  {
+    jobs: Type.Array(Type.Object({ job_id: Type.String(), status: JobStatusSchema, created_at: Type.String(), updated_at: Type.String() })),
+    next_cursor: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: 'JobPage' },
+);
+
+export const HealthSchema = Type.Object(
+  {
+    status: Type.Literal('ok'),
+    queue: Type.Object({ depth: Type.Integer(), capacity: Type.Integer(), running: Type.Integer(), concurrency: Type.Integer(), accepting: Type.Boolean() }),
+    backend: Type.Object({ name: Type.String(), available: Type.Boolean(), resourceControl: Type.String(), notes: Type.Array(Type.String()) }),
+  },
+  { $id: 'Health' },
+);

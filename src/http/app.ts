@@ -1,0 +1,53 @@
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { validate } from '../contract/validate.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
+import type { JobService } from '../service/job-service.js';
+import { installBearerAuth } from './auth.js';
+import { installErrorHandler } from './errors.js';
+import { execRoutes } from './routes/exec.js';
+import { healthRoutes } from './routes/health.js';
+import { jobRoutes } from './routes/jobs.js';
+
+export interface AppOptions {
+  runtime: RunnerRuntime;
+  service: JobService;
+  token: string | null;
+  bodyLimitBytes: number;
+  execConcurrency: number;
+  logger: Logger;
+}
+
+/** The HTTP face: one plugin per route group, schemas from contract/, errors from the code table. */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    bodyLimit: options.bodyLimitBytes,
+    // Typed as Fastify's base logger so the instance keeps its default generic parameters.
+    loggerInstance: options.logger as FastifyBaseLogger,
+    // Job ids, not request counters, are what an operator greps for; keep Fastify's reqId short.
+    genReqId: () => Math.random().toString(36).slice(2, 10),
+  });
+  // Our validator, so a 422 names the field exactly as the library and CLI do.
+  app.setValidatorCompiler(({ schema, httpPart }) => (data: unknown) => {
+    const checked = validate(schema as never, data, { coerceTypes: httpPart === 'querystring' || httpPart === 'params' });
+    return checked.ok ? { value: data } : { error: Object.assign(new Error(checked.message), { validation: checked.details, field: checked.field }) };
+  });
+  // Plain JSON.stringify: schemas document responses, they do not reshape them.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  installErrorHandler(app);
+  if (options.token) installBearerAuth(app, options.token);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: { title: 'agent-runner', version: '0.1.0', description: 'Run jobs and snippets in a sandbox.' },
+      components: options.token ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } } : {},
+      ...(options.token ? { security: [{ bearer: [] }] } : {}),
+    },
+  });
+  await app.register(healthRoutes(options.service, options.runtime.backend));
+  await app.register(jobRoutes(options.service));
+  await app.register(execRoutes(options.runtime, options.execConcurrency));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  return app;
+}

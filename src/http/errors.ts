@@ -1,0 +1,35 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
+import { ServiceError } from '../service/job-service.js';
+
+export function sendError(reply: import('fastify').FastifyReply, error: ContractError, extra: Record<string, unknown> = {}) {
+  return reply.code(ERROR_CODES[error.code].http).send({ error, ...extra });
+}
+
+/**
+ * Every failure becomes `{error: {code, message, details}}` with the status of the code table:
+ * schema failures 422, body over the limit 413, unknown job 404, queue full 503 with
+ * Retry-After. Anything unexpected is a 500 for that request only.
+ */
+export function installErrorHandler(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof ServiceError) {
+      const retryAfter = error.extra.retry_after_seconds;
+      if (typeof retryAfter === 'number') void reply.header('Retry-After', String(retryAfter));
+      return sendError(reply, error.error, error.extra);
+    }
+    if (error.validation) {
+      const field = (error as FastifyError & { field?: string }).field;
+      return sendError(reply, contractError('validation.invalid_request', error.message, { in: error.validationContext, field }));
+    }
+    if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+      return sendError(reply, contractError('request.too_large', `the request body is over the limit of ${app.initialConfig.bodyLimit} bytes`));
+    }
+    if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
+      return sendError(reply, contractError('validation.invalid_request', error.message));
+    }
+    request.log.error({ err: error }, 'unhandled error');
+    return sendError(reply, contractError('internal.error', 'internal error'));
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, contractError('job.not_found', `no route ${request.method} ${request.url}`)));
+}

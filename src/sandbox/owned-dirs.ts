@@ -1,0 +1,24 @@
+import { randomBytes } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isAlive } from './process-tree.js';
+
+/**
+ * Scratch directories are named after the process that made them, so that after a crash the
+ * next process can tell an orphan (owner gone) from a live job's directory.
+ */
+export function ownedName(): string {
+  return `${process.pid}-${randomBytes(6).toString('hex')}`;
+}
+
+/** Removes directories under `root` whose owning process no longer exists; returns how many. */
+export async function reapDeadOwners(root: string): Promise<number> {
+  let reaped = 0;
+  for (const entry of await readdir(root, { withFileTypes: true }).catch(() => [])) {
+    const owner = Number(entry.name.split('-')[0]);
+    if (!entry.isDirectory() || !Number.isInteger(owner) || owner <= 0 || isAlive(owner)) continue;
+    await rm(join(root, entry.name), { recursive: true, force: true });
+    reaped += 1;
+  }
+  return reaped;
+}

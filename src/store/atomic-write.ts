@@ -1,0 +1,26 @@
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { open, rename } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+
+/**
+ * Writes a file so that readers, and a crash at any instant, see either the old content or
+ * the new, never a torn one: write a temp file beside it, fsync it, rename over, fsync the dir.
+ */
+export async function writeFileAtomic(path: string, content: string | Buffer): Promise<void> {
+  const temp = join(dirname(path), `.${randomBytes(6).toString('hex')}.tmp`);
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await handle.writeFile(content);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, path);
+  const dir = await open(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
+}

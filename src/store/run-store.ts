@@ -1,0 +1,103 @@
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { JobStatus } from '../contract/service.js';
+import { TERMINAL_STATUSES, type RunJobResult } from '../contract/run-job.js';
+import { writeFileAtomic } from './atomic-write.js';
+
+/** What status.json holds, and what the in-memory index keeps per job. */
+export interface StatusRecord {
+  job_id: string;
+  status: JobStatus;
+  created_at: string;
+  updated_at: string;
+  trace_id?: string;
+}
+
+export class DuplicateJobError extends Error {
+  constructor(readonly jobId: string) {
+    super(`a job with id ${jobId} already exists`);
+  }
+}
+
+export function isTerminal(status: JobStatus): boolean {
+  return (TERMINAL_STATUSES as readonly string[]).includes(status);
+}
+
+/**
+ * The durable run store: runs/<job_id>/{request.json,status.json,result.json,stdout.log,
+ * stderr.log,artifacts/}. Every JSON write is atomic, so a SIGKILL at any moment leaves each
+ * file whole. The directory is the truth; the service's index is rebuilt from it on start.
+ */
+export class RunStore {
+  readonly runsDir: string;
+
+  constructor(root: string) {
+    this.runsDir = join(root, 'runs');
+  }
+
+  async open(): Promise<void> {
+    await mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+  }
+
+  runDir(jobId: string): string {
+    return join(this.runsDir, jobId);
+  }
+
+  /** Creates the job's directory with its request and a `queued` status; a taken id throws. */
+  async create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord> {
+    try {
+      await mkdir(this.runDir(jobId), { mode: 0o755 });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new DuplicateJobError(jobId);
+      throw error;
+    }
+    const now = new Date().toISOString();
+    const record: StatusRecord = { job_id: jobId, status: 'queued', created_at: now, updated_at: now, ...(traceId ? { trace_id: traceId } : {}) };
+    await writeFileAtomic(join(this.runDir(jobId), 'request.json'), JSON.stringify(request));
+    await writeFileAtomic(join(this.runDir(jobId), 'status.json'), JSON.stringify(record));
+    return record;
+  }
+
+  async setStatus(record: StatusRecord, status: JobStatus): Promise<StatusRecord> {
+    const next = { ...record, status, updated_at: new Date().toISOString() };
+    await writeFileAtomic(join(this.runDir(record.job_id), 'status.json'), JSON.stringify(next));
+    return next;
+  }
+
+  /** The result first, then the terminal status: a status never claims a result that is not there. */
+  async finish(record: StatusRecord, result: RunJobResult): Promise<StatusRecord> {
+    await writeFileAtomic(join(this.runDir(record.job_id), 'result.json'), JSON.stringify(result));
+    return this.setStatus(record, result.status);
+  }
+
+  async readRequest(jobId: string): Promise<unknown> {
+    return JSON.parse(await readFile(join(this.runDir(jobId), 'request.json'), 'utf8'));
+  }
+
+  async readResult(jobId: string): Promise<RunJobResult | null> {
+    try {
+      return JSON.parse(await readFile(join(this.runDir(jobId), 'result.json'), 'utf8')) as RunJobResult;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Every job on disk; directories without a readable status.json are reported, not trusted. */
+  async load(): Promise<{ records: StatusRecord[]; unreadable: string[] }> {
+    const records: StatusRecord[] = [];
+    const unreadable: string[] = [];
+    for (const entry of await readdir(this.runsDir, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue;
+      try {
+        records.push(JSON.parse(await readFile(join(this.runsDir, entry.name, 'status.json'), 'utf8')) as StatusRecord);
+      } catch {
+        unreadable.push(entry.name);
+      }
+    }
+    return { records, unreadable };
+  }
+
+  async remove(jobId: string): Promise<void> {
+    await rm(this.runDir(jobId), { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { api, startServer } from '../helpers/server.js';
+
+function hostProcessesMatching(marker: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-f', marker], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+async function waitForStatus(base: string, jobId: string, status: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if ((await api(base, 'GET', `/v1/jobs/${jobId}`)).json?.status === status) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${jobId} never became ${status}`);
+}
+
+describe('restart survival and draining', () => {
+  it('survives SIGKILL with jobs in every state: results kept, running marked interrupted, queued run', async () => {
+    const marker = `restart-${randomUUID().slice(0, 8)}`;
+    const first = await startServer(['--concurrency', '1']);
+    const done = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'finished before the crash'] } });
+    await api(first.url, 'GET', `/v1/jobs/${done.json.job_id}?wait=30`);
+    const running = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['bash', '-c', `exec -a ${marker} sleep 120`] }, policy: { allow_shell: true } });
+    await waitForStatus(first.url, running.json.job_id, 'running');
+    const queued = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'ran after the restart'] } });
+    assert.equal((await api(first.url, 'GET', `/v1/jobs/${queued.json.job_id}`)).json.status, 'queued');
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // The sandbox dies with its supervisor (PDEATHSIG), even though no one cleaned up.
+    for (let i = 0; i < 50 && hostProcessesMatching(marker).length > 0; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(hostProcessesMatching(marker), []);
+
+    const second = await startServer(['--concurrency', '1'], { storeDir: first.storeDir });
+    try {
+      const kept = await api(second.url, 'GET', `/v1/jobs/${done.json.job_id}`);
+      assert.equal(kept.json.status, 'completed');
+      assert.equal(kept.json.result.stdout.text, 'finished before the crash\n');
+      const interrupted = await api(second.url, 'GET', `/v1/jobs/${running.json.job_id}`);
+      assert.equal(interrupted.json.status, 'failed');
+      assert.equal(interrupted.json.result.error.code, 'run.interrupted');
+      const resumed = await api(second.url, 'GET', `/v1/jobs/${queued.json.job_id}?wait=30`);
+      assert.equal(resumed.json.status, 'completed');
+      assert.equal(resumed.json.result.stdout.text, 'ran after the restart\n');
+      const status = JSON.parse(readFileSync(join(first.storeDir, 'runs', queued.json.job_id, 'status.json'), 'utf8'));
+      assert.equal(status.status, 'completed');
+      assert.ok(existsSync(join(first.storeDir, 'runs', queued.json.job_id, 'result.json')));
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('drains on SIGTERM: refuses new jobs with queue.closed, finishes running ones, exits 0', async () => {
+    const server = await startServer(['--concurrency', '1', '--grace-ms', '10000']);
+    const running = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['sleep', '1.5'] } });
+    await waitForStatus(server.url, running.json.job_id, 'running');
+    server.child.kill('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const refused = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } });
+    assert.equal(refused.status, 503);
+    assert.equal(refused.json.error.code, 'queue.closed');
+    assert.equal(await server.exited, 0);
+    const status = JSON.parse(readFileSync(join(server.storeDir, 'runs', running.json.job_id, 'status.json'), 'utf8'));
+    assert.equal(status.status, 'completed');
+  });
+
+  it('cancels what is still running when the grace period ends', async () => {
+    const server = await startServer(['--concurrency', '1', '--grace-ms', '300']);
+    const running = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['sleep', '60'] } });
+    await waitForStatus(server.url, running.json.job_id, 'running');
+    server.child.kill('SIGTERM');
+    assert.equal(await server.exited, 0);
+    const result = JSON.parse(readFileSync(join(server.storeDir, 'runs', running.json.job_id, 'result.json'), 'utf8'));
+    assert.equal(result.status, 'canceled');
+  });
+});
