@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, rm } from 'node:fs/promises';
+import { lchown, mkdir, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { canonicalHash } from '../contract/canonical-json.js';
 import { contractError, type ContractError } from '../contract/errors.js';
@@ -15,7 +15,6 @@ import { snapshotWorkspace, SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
 import type { RunJobLimitValues } from './config.js';
 import { RunnerRuntime } from './runtime.js';
-import { JobStaging } from './staging.js';
 
 export interface RunJobOptions {
   runtime?: RunnerRuntime;
@@ -129,13 +128,13 @@ class RunJobExecution {
     if (denied) return builder.finish('policy_denied', denied);
 
     const runDir = this.options.runDir ?? join(this.runtime.config.stateDir, 'runs', job.jobId);
-    let staging: JobStaging | undefined;
     let sandbox: PreparedSandbox | undefined;
+    let started = false;
     try {
       await mkdir(runDir, { recursive: true, mode: 0o755 });
-      staging = await JobStaging.create(this.runtime.stagingDir);
-      const workDir = await staging.makeDir('workspace');
-      sandbox = await this.prepareSandbox(workDir);
+      // The sandbox (perhaps pre-started) comes first: the snapshot is copied into its work dir.
+      sandbox = await this.prepareSandbox();
+      const workDir = sandbox.workDirHost!;
       const snapshot = await this.snapshot(workDir, sandbox.ownerUid);
       if ('error' in snapshot) return builder.finish('setup_failed', snapshot.error);
       builder.workspace = snapshot;
@@ -148,16 +147,16 @@ class RunJobExecution {
       if (!decision.allowed) return builder.finish('policy_denied', contractError('policy.command_denied', decision.message, decision.details));
       if (!resolved) return builder.finish('failed', contractError('run.spawn_failed', `command not found or not executable: ${argv0}`, { argv0 }));
 
+      started = true;
       const outcome = await this.execute(sandbox, runDir);
-      sandbox = undefined;
       const collected = await this.collect(workDir, runDir);
       return builder.finish(...statusOf(outcome, collected));
     } catch (error) {
-      sandbox?.discard();
       if (error instanceof SandboxUnavailableError) return builder.finish('backend_unavailable', contractError('backend.unavailable', error.message));
       return builder.finish('setup_failed', contractError('backend.setup_failed', (error as Error).message));
     } finally {
-      await staging?.dispose();
+      if (started) sandbox?.release();
+      else sandbox?.discard();
     }
   }
 
@@ -177,15 +176,16 @@ class RunJobExecution {
     return null;
   }
 
-  private prepareSandbox(workDir: string): Promise<PreparedSandbox> {
+  private prepareSandbox(): Promise<PreparedSandbox> {
     const { job } = this;
     const config = this.runtime.config.runJob;
     return this.runtime.backend.prepare({
       argv: job.request.command.argv,
       cwd: posix.join(WORK_DIR, job.cwd),
       env: { PATH: SANDBOX_PATH.join(':'), HOME: '/tmp', LANG: 'C.UTF-8', ...job.env },
-      mounts: [{ host: workDir, sandbox: WORK_DIR, writable: true }],
+      mounts: [],
       files: [],
+      workDir: WORK_DIR,
       network: job.policy.network === 'allow' ? 'host' : 'none',
       limits: {
         memoryBytes: job.limits.memory_bytes,
@@ -199,9 +199,8 @@ class RunJobExecution {
 
   private async snapshot(workDir: string, ownerUid: number | null): Promise<RunJobResult['workspace'] & { sha256: string } | { error: ContractError }> {
     const { workspace } = this.job.request;
-    const cwdHost = join(workDir, this.job.cwd);
     if (!workspace) {
-      await mkdir(cwdHost, { recursive: true });
+      await this.makeCwd(workDir, ownerUid);
       return { files: 0, bytes: 0, skipped: [], sha256: treeHash([]) };
     }
     try {
@@ -213,10 +212,25 @@ class RunJobExecution {
         maxBytes: config.maxWorkspaceBytes,
         ownerUid,
       });
+      await this.makeCwd(workDir, ownerUid);
       return report;
     } catch (error) {
       if (error instanceof SnapshotError) return { error: contractError('backend.setup_failed', error.message) };
       throw error;
+    }
+  }
+
+  /** A cwd the snapshot lacks is created (empty), as `mkdir -p` would, owned by the job. */
+  private async makeCwd(workDir: string, ownerUid: number | null): Promise<void> {
+    let path = workDir;
+    for (const part of this.job.cwd.split('/').filter((segment) => segment !== '.')) {
+      path = join(path, part);
+      try {
+        await mkdir(path, { mode: 0o755 });
+        if (ownerUid !== null) await lchown(path, ownerUid, ownerUid);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
     }
   }
 

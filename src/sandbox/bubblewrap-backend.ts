@@ -88,8 +88,9 @@ export class BubblewrapBackend implements SandboxBackend {
     let sandbox = key === null ? undefined : this.warm.take(key);
     if (sandbox && !sandbox.alive) sandbox = undefined;
     // The replacement is started once this job is over, so its setup does not compete with
-    // the job for CPU (and the event loop) while the caller waits.
-    const refill = key === null ? undefined : () => void this.refill(key, template, ready);
+    // the job for CPU (and the event loop) while the caller waits; and only for a template
+    // seen before, so one-off commands do not pay for a sandbox no one will use.
+    const refill = key === null || !this.warm.noteUse(key) ? undefined : () => void this.refill(key, template, ready);
     return sandbox ?? this.launch(template, ready, await this.acquireUid(true), { onFinished: refill });
   }
 
@@ -208,6 +209,13 @@ export class BubblewrapBackend implements SandboxBackend {
       await mkdir(stagingDir, { mode: 0o755 });
       const files = new Map<string, string>();
       const fileMounts: Mount[] = [];
+      let workDir: string | null = null;
+      if (template.workDir !== undefined) {
+        workDir = join(stagingDir, 'work');
+        await mkdir(workDir, { mode: 0o755 });
+        if (uid !== null) await lchown(workDir, uid, uid);
+        fileMounts.push({ host: workDir, sandbox: template.workDir, writable: true });
+      }
       for (const file of template.files) {
         const host = join(stagingDir, file.name);
         await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
@@ -220,6 +228,7 @@ export class BubblewrapBackend implements SandboxBackend {
         cgroup,
         stagingDir,
         files,
+        workDir,
         onFinished: () => {
           release();
           hooks.onFinished?.();

@@ -20,6 +20,8 @@ export interface LaunchParts {
   cgroup: JobCgroup | null;
   stagingDir: string;
   files: ReadonlyMap<string, string>;
+  /** The writable work directory inside stagingDir, if the template asked for one. */
+  workDir: string | null;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
   onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
@@ -40,6 +42,9 @@ export class LaunchedSandbox implements PreparedSandbox {
   private readonly setupOutput: Buffer[] = [];
   private started = false;
   private exit: Exit | null = null;
+  private releaseWorkDir!: () => void;
+  /** Cleanup must not delete the work dir while the caller still reads it. */
+  private readonly workDirReleased = new Promise<void>((resolve) => (this.releaseWorkDir = resolve));
 
   constructor(private readonly parts: LaunchParts) {
     const [command, ...args] = parts.argv;
@@ -66,7 +71,12 @@ export class LaunchedSandbox implements PreparedSandbox {
     }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false }));
     void this.ended.then(async (exit) => {
       this.exit = exit;
-      if (!this.started) this.parts.onIdleDeath?.();
+      if (!this.started) {
+        this.parts.onIdleDeath?.();
+        this.release();
+      }
+      if (this.parts.workDir === null) this.release();
+      await this.workDirReleased;
       await this.cleanUp();
     });
     this.setIdle(true);
@@ -74,6 +84,14 @@ export class LaunchedSandbox implements PreparedSandbox {
 
   get ownerUid(): number | null {
     return this.parts.uid;
+  }
+
+  get workDirHost(): string | null {
+    return this.parts.workDir;
+  }
+
+  release(): void {
+    this.releaseWorkDir();
   }
 
   get alive(): boolean {
@@ -145,6 +163,7 @@ export class LaunchedSandbox implements PreparedSandbox {
 
   discard(): void {
     this.started = true;
+    this.release();
     this.kill();
   }
 

@@ -10,6 +10,11 @@ export interface SandboxTemplate {
   mounts: readonly Mount[];
   /** Per-job files, created empty and mounted read-only; their content is written just before start. */
   files: readonly StagedFile[];
+  /**
+   * Sandbox path of a writable work directory the backend creates empty for each sandbox,
+   * owned by the job's uid; the caller fills it before start and reads it after.
+   */
+  workDir?: string;
   limits: ResourceLimits;
   network: 'none' | 'host';
 }
@@ -70,12 +75,16 @@ export interface SandboxOutcome {
 export interface PreparedSandbox {
   /** The host uid the job runs as and that owns its writable mounts (null: ours). */
   readonly ownerUid: number | null;
+  /** Host path of the template's work directory, or null when it has none. */
+  readonly workDirHost: string | null;
   writeFile(name: string, content: string | Buffer): Promise<void>;
   copyFile(name: string, hostSource: string): Promise<void>;
   /** Runs the job to completion; never leaves a process behind. */
   start(io: SandboxIO): Promise<SandboxOutcome>;
   /** Gives the sandbox up without running it. */
   discard(): void;
+  /** The caller is done with the work directory (artifacts read); it may now be deleted. */
+  release(): void;
 }
 
 export interface BackendStatus {

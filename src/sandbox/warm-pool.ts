@@ -4,11 +4,21 @@
  */
 export class WarmPool<T extends { discard(): void }> {
   private readonly idle = new Map<string, T[]>();
+  /** Keys used lately, oldest first: only a template used twice is worth keeping warm. */
+  private readonly seen = new Set<string>();
 
   constructor(
     private readonly perKey: number,
     private readonly maxKeys: number,
   ) {}
+
+  /** Records a use; true when the key was used before (and so is likely to be used again). */
+  noteUse(key: string): boolean {
+    const repeated = this.seen.delete(key);
+    this.seen.add(key);
+    if (this.seen.size > this.maxKeys * 8) this.seen.delete(this.seen.values().next().value as string);
+    return repeated;
+  }
 
   take(key: string): T | undefined {
     const list = this.idle.get(key);

@@ -46,6 +46,10 @@ export class JobService {
   private readonly index = new Map<string, StatusRecord>();
   private readonly events = new EventEmitter().setMaxListeners(0);
   private readonly queue: JobQueue;
+  /** Requests of jobs not yet started, so a worker need not read them back from disk. */
+  private readonly pending = new Map<string, unknown>();
+  /** Results being written after their worker slot was freed; drain waits for them. */
+  private readonly recording = new Set<Promise<void>>();
   private retentionTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -80,7 +84,10 @@ export class JobService {
         requeue.push(record);
       }
     }
-    for (const record of requeue) this.queue.push(record.job_id, true);
+    for (const record of requeue) {
+      this.pending.set(record.job_id, await this.store.readRequest(record.job_id));
+      this.queue.push(record.job_id, true);
+    }
     if (unreadable.length > 0) this.options.log.warn({ unreadable }, 'run store entries without a readable status.json were skipped');
     await this.applyRetention();
     this.retentionTimer = setInterval(() => void this.applyRetention(), RETENTION_INTERVAL_MS).unref();
@@ -105,6 +112,7 @@ export class JobService {
       throw error;
     }
     this.index.set(record.job_id, record);
+    this.pending.set(record.job_id, stored);
     this.queue.push(record.job_id, true);
     this.options.log.info({ job_id: record.job_id, trace_id: record.trace_id }, 'job queued');
     return record;
@@ -133,7 +141,8 @@ export class JobService {
     if (isTerminal(record.status)) return record;
     const outcome = this.queue.cancel(jobId);
     if (outcome === 'dequeued') {
-      const request = await this.store.readRequest(jobId);
+      const request = this.pending.get(jobId) ?? (await this.store.readRequest(jobId));
+      this.pending.delete(jobId);
       await this.complete(record, unrunResult(request, 'canceled', contractError('run.canceled', 'canceled while queued; it never ran'), this.runtime));
     } else if (outcome === 'aborted') {
       await once(this.events, `terminal:${jobId}`);
@@ -178,6 +187,7 @@ export class JobService {
     const left = this.queue.close();
     if (left.length > 0) this.options.log.info({ jobs: left }, 'left queued in the store for the next start');
     await this.queue.drain(graceMs);
+    await Promise.all(this.recording);
     clearInterval(this.retentionTimer);
   }
 
@@ -187,13 +197,19 @@ export class JobService {
     return record;
   }
 
+  /**
+   * A worker slot covers the run itself; writing the result happens after the slot is freed,
+   * so the next job does not wait on our fsyncs.
+   */
   private async execute(jobId: string, signal: AbortSignal): Promise<void> {
     const record = this.require(jobId);
     const log = { job_id: jobId, trace_id: record.trace_id };
     let running: Promise<void> = Promise.resolve();
+    let result: RunJobResult;
     try {
-      const request = await this.store.readRequest(jobId);
-      const result = await runJob(request, {
+      const request = this.pending.get(jobId) ?? (await this.store.readRequest(jobId));
+      this.pending.delete(jobId);
+      result = await runJob(request, {
         runtime: this.runtime,
         signal,
         runDir: this.store.runDir(jobId),
@@ -201,16 +217,22 @@ export class JobService {
           running = this.store.setStatus(record, 'running').then((next) => void this.index.set(jobId, next));
         },
       });
-      await running;
-      await this.complete(this.require(jobId), result);
-      this.options.log.info({ ...log, status: result.status, error_code: result.error?.code, duration_ms: result.duration_ms }, 'job finished');
     } catch (error) {
-      // The run store itself failed (disk full, ...): the job is failed, the service goes on.
-      this.options.log.error({ ...log, err: error }, 'job could not be recorded');
-      const failed = unrunResult({ job_id: jobId }, 'failed', contractError('run.io_failed', `the run store could not be written: ${(error as Error).message}`), this.runtime);
-      this.index.set(jobId, { ...this.require(jobId), status: 'failed', updated_at: failed.finished_at });
-      this.events.emit(`terminal:${jobId}`);
+      result = unrunResult({ job_id: jobId }, 'failed', contractError('run.io_failed', `the job could not be read or run: ${(error as Error).message}`), this.runtime);
     }
+    const recorded = running
+      .then(() => this.complete(this.require(jobId), result))
+      .then(
+        () => this.options.log.info({ ...log, status: result.status, error_code: result.error?.code, duration_ms: result.duration_ms }, 'job finished'),
+        (error: Error) => {
+          // The run store itself failed (disk full, ...): the job is failed in memory, the service goes on.
+          this.options.log.error({ ...log, err: error }, 'job could not be recorded');
+          this.index.set(jobId, { ...this.require(jobId), status: 'failed', updated_at: new Date().toISOString() });
+          this.events.emit(`terminal:${jobId}`);
+        },
+      )
+      .finally(() => this.recording.delete(recorded));
+    this.recording.add(recorded);
   }
 
   private async complete(record: StatusRecord, result: RunJobResult): Promise<void> {

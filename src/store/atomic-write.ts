@@ -6,8 +6,10 @@ import { dirname, join } from 'node:path';
 /**
  * Writes a file so that readers, and a crash at any instant, see either the old content or
  * the new, never a torn one: write a temp file beside it, fsync it, rename over, fsync the dir.
+ * Several files renamed into one directory can share the last one's directory fsync
+ * (`syncDir: false` before it): the journal commits renames in order.
  */
-export async function writeFileAtomic(path: string, content: string | Buffer): Promise<void> {
+export async function writeFileAtomic(path: string, content: string | Buffer, options: { syncDir?: boolean } = {}): Promise<void> {
   const temp = join(dirname(path), `.${randomBytes(6).toString('hex')}.tmp`);
   const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
   try {
@@ -17,6 +19,7 @@ export async function writeFileAtomic(path: string, content: string | Buffer): P
     await handle.close();
   }
   await rename(temp, path);
+  if (options.syncDir === false) return;
   const dir = await open(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
   try {
     await dir.sync();

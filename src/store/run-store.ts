@@ -53,7 +53,7 @@ export class RunStore {
     }
     const now = new Date().toISOString();
     const record: StatusRecord = { job_id: jobId, status: 'queued', created_at: now, updated_at: now, ...(traceId ? { trace_id: traceId } : {}) };
-    await writeFileAtomic(join(this.runDir(jobId), 'request.json'), JSON.stringify(request));
+    await writeFileAtomic(join(this.runDir(jobId), 'request.json'), JSON.stringify(request), { syncDir: false });
     await writeFileAtomic(join(this.runDir(jobId), 'status.json'), JSON.stringify(record));
     return record;
   }
@@ -66,7 +66,7 @@ export class RunStore {
 
   /** The result first, then the terminal status: a status never claims a result that is not there. */
   async finish(record: StatusRecord, result: RunJobResult): Promise<StatusRecord> {
-    await writeFileAtomic(join(this.runDir(record.job_id), 'result.json'), JSON.stringify(result));
+    await writeFileAtomic(join(this.runDir(record.job_id), 'result.json'), JSON.stringify(result), { syncDir: false });
     return this.setStatus(record, result.status);
   }
 

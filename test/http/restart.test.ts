@@ -1,18 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { api, startServer } from '../helpers/server.js';
+import { hostProcessesMatching } from '../helpers/processes.js';
 
-function hostProcessesMatching(marker: string): string[] {
-  try {
-    return execFileSync('pgrep', ['-f', marker], { encoding: 'utf8' }).split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-}
 
 async function waitForStatus(base: string, jobId: string, status: string): Promise<void> {
   for (let i = 0; i < 200; i++) {

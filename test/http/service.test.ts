@@ -1,17 +1,10 @@
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { api, startServer, type ServerProcess } from '../helpers/server.js';
 import { makeWorkspace } from '../helpers/workspace.js';
+import { hostProcessesMatching } from '../helpers/processes.js';
 
-function hostProcessesMatching(marker: string): string[] {
-  try {
-    return execFileSync('pgrep', ['-f', marker], { encoding: 'utf8' }).split('\n').filter(Boolean);
-  } catch {
-    return [];
-  }
-}
 
 async function waitTerminal(base: string, jobId: string) {
   const response = await api(base, 'GET', `/v1/jobs/${jobId}?wait=30`);

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -7,17 +6,11 @@ import { after, before, describe, it } from 'node:test';
 import { executeSnippet } from '../../src/runner/snippet.js';
 import { BubblewrapBackend } from '../../src/sandbox/bubblewrap-backend.js';
 import { TEST_STATE_DIR, testRuntime } from '../helpers/runtime.js';
+import { hostProcessesMatching } from '../helpers/processes.js';
 
 const runtime = testRuntime();
 const run = (lang: string, code: string, timeout = 10) => executeSnippet({ lang, code, timeout }, { runtime });
 
-function hostProcessesMatching(marker: string): string[] {
-  try {
-    return execFileSync('pgrep', ['-af', marker], { encoding: 'utf8' }).split('\n').filter((line) => line && !line.includes('pgrep'));
-  } catch {
-    return [];
-  }
-}
 
 describe('sandbox isolation', () => {
   const secret = `agent-runner-secret-${randomUUID()}`;
