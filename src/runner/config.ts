@@ -25,6 +25,8 @@ export interface SnippetLimits {
   maxFileBytes: number;
   maxStdoutBytes: number;
   maxStderrBytes: number;
+  /** CPU bandwidth of a snippet, in cores (compilers get every core). */
+  cpuCores: number;
 }
 
 export const DEFAULT_SNIPPET_LIMITS: SnippetLimits = {
@@ -40,6 +42,7 @@ export const DEFAULT_SNIPPET_LIMITS: SnippetLimits = {
   maxFileBytes: 10 * MiB,
   maxStdoutBytes: 1 * MiB,
   maxStderrBytes: 1 * MiB,
+  cpuCores: 1,
 };
 
 /** Each run-job limit: its default, and the ceiling a request may not exceed. */
@@ -48,12 +51,16 @@ export interface RunJobConfig {
   ceilings: RunJobLimitValues;
   maxWorkspaceFiles: number;
   maxWorkspaceBytes: number;
+  /** Size of a job's work dir (a tmpfs when running as root): snapshot plus what the job writes. */
+  workDirBytes: number;
   /** Full stdout/stderr logs on disk stop growing here (counting and hashing go on). */
   maxLogBytes: number;
   /** Whether a request may ask for `network: "allow"`. */
   allowNetwork: boolean;
   maxOpenFiles: number;
   maxFileBytes: number;
+  /** CPU bandwidth of a run job, in cores. */
+  cpuCores: number;
 }
 
 export interface RunJobLimitValues {
@@ -90,10 +97,12 @@ export const DEFAULT_RUN_JOB_CONFIG: RunJobConfig = {
   },
   maxWorkspaceFiles: 200_000,
   maxWorkspaceBytes: 2048 * MiB,
+  workDirBytes: 4096 * MiB,
   maxLogBytes: 256 * MiB,
   allowNetwork: true,
   maxOpenFiles: 4096,
   maxFileBytes: 1024 * MiB,
+  cpuCores: availableParallelism(),
 };
 
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {

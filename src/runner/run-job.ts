@@ -186,6 +186,7 @@ class RunJobExecution {
       mounts: [],
       files: [],
       workDir: WORK_DIR,
+      workDirBytes: config.workDirBytes,
       network: job.policy.network === 'allow' ? 'host' : 'none',
       limits: {
         memoryBytes: job.limits.memory_bytes,
@@ -193,6 +194,7 @@ class RunJobExecution {
         maxProcesses: job.limits.max_processes,
         maxOpenFiles: config.maxOpenFiles,
         maxFileBytes: config.maxFileBytes,
+        cpuCores: config.cpuCores,
       },
     });
   }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { constants as osConstants } from 'node:os';
+import { availableParallelism, constants as osConstants } from 'node:os';
 import { join } from 'node:path';
 import { SNIPPET_EXIT, SnippetRequestSchema, type SnippetResponse } from '../contract/snippet.js';
 import { validate } from '../contract/validate.js';
@@ -108,6 +108,7 @@ class SnippetJob {
           memoryBytes: limits.compileMemoryBytes,
           memoryMechanism: 'cgroup',
           maxProcesses: limits.compileMaxProcesses,
+          cpuCores: availableParallelism(),
         });
         if (outcome.timedOut || outcome.aborted || outcome.exitCode !== 0) {
           const reason = outcome.timedOut ? `\ncompilation timed out after ${limits.compileTimeoutSeconds} s` : outcome.oomKilled ? '\ncompilation ran out of memory' : '';
@@ -127,7 +128,7 @@ class SnippetJob {
     stdout: CappedCapture,
     stderr: CappedCapture,
     timeoutMs: number,
-    limits: Pick<ResourceLimits, 'memoryBytes' | 'memoryMechanism' | 'maxProcesses'>,
+    limits: Pick<ResourceLimits, 'memoryBytes' | 'memoryMechanism' | 'maxProcesses' | 'cpuCores'>,
   ): Promise<SandboxOutcome> {
     const config = this.runtime.config.snippet;
     const sandbox = await this.runtime.backend.prepare({
@@ -137,7 +138,7 @@ class SnippetJob {
       mounts: [...this.toolchain.mounts, ...extraMounts],
       files: files.map(({ name, sandboxPath, executable }) => ({ name, sandboxPath, executable })),
       network: 'none',
-      limits: { ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
+      limits: { cpuCores: config.cpuCores, ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
     });
     try {
       for (const file of files) {

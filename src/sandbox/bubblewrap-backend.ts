@@ -4,8 +4,11 @@ import { join } from 'node:path';
 import { buildBwrapArgs, SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
-import { LaunchedSandbox, RELEASE_FD } from './launched-sandbox.js';
+import { LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
+import { isAlive } from './process-tree.js';
+import { mountTmpfs, unmountOrphans, unmountTmpfs } from './tmpfs.js';
 import { UidPool } from './uid-pool.js';
 import { WarmPool } from './warm-pool.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
@@ -22,10 +25,14 @@ export interface BubblewrapOptions {
   requireCgroups?: boolean;
   tmpBytes?: number;
   shmBytes?: number;
+  /** Apply the syscall filter (seccomp.ts); where it cannot be applied the backend is unavailable. */
+  seccomp?: boolean;
   /** Pre-started sandboxes kept per template (0 disables), for the most recent `warmTemplates` templates. */
   warmPerTemplate?: number;
   warmTemplates?: number;
 }
+
+const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
 
 const DEFAULTS = {
   bwrapPath: '/usr/bin/bwrap',
@@ -38,12 +45,18 @@ const DEFAULTS = {
   warmPerTemplate: 2,
   warmTemplates: 8,
   requireCgroups: false,
+  seccomp: true,
 };
 
-/** Moves the launcher into the job's cgroups, then becomes the rest of argv (prlimit, bwrap). */
-const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+/**
+ * Moves the launcher into the job's cgroups, then becomes the rest of argv (prlimit, bwrap).
+ * The shell exports PWD; unset, so bwrap's own environment (visible as the sandbox's
+ * /proc/1/environ) stays empty.
+ */
+const JOIN_CGROUPS = 'unset PWD OLDPWD; while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
 interface Ready {
+  seccompFile: string | null;
   layout: HostLayout;
   identityFiles: { passwd: string; group: string };
   cgroups: CgroupHost | null;
@@ -72,9 +85,12 @@ export class BubblewrapBackend implements SandboxBackend {
   async status(): Promise<BackendStatus> {
     try {
       const ready = await this.prepareHost();
-      const notes = ready.cgroups
-        ? [`per-job cgroups (${ready.cgroups.version}) bound memory and processes`]
-        : ['no writable cgroup hierarchy: memory and process limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC)'];
+      const notes = [
+        ready.cgroups
+          ? `per-job cgroups (${ready.cgroups.version}) bound memory and processes`
+          : 'no writable cgroup hierarchy: memory and process limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC)',
+        ready.seccompFile ? 'seccomp syscall filter applied' : 'seccomp syscall filter disabled by configuration',
+      ];
       return { name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
       return { name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
@@ -121,11 +137,18 @@ export class BubblewrapBackend implements SandboxBackend {
     if (!cgroups && this.options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
     if (cgroups) await reapStaleCgroups(cgroups);
     mkdirSync(join(this.options.runtimeDir, 'jobs'), { recursive: true, mode: 0o755 });
+    await unmountOrphans(join(this.options.runtimeDir, 'jobs'), isAlive);
     await reapDeadOwners(join(this.options.runtimeDir, 'jobs'));
     const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
     writeFileSync(identityFiles.passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`, { mode: 0o644 });
     writeFileSync(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`, { mode: 0o644 });
-    const ready: Ready = { layout: readHostLayout(), identityFiles, cgroups };
+    let seccompFile: string | null = null;
+    if (this.options.seccomp) {
+      if (!seccompSupported()) throw new SandboxUnavailableError(`the seccomp filter is written for x86_64; this host is ${process.arch} (set seccomp: false to run without it)`);
+      seccompFile = join(this.options.runtimeDir, 'seccomp-x86_64.bpf');
+      writeFileSync(seccompFile, encodeFilter(buildFilter()), { mode: 0o644 });
+    }
+    const ready: Ready = { layout: readHostLayout(), identityFiles, cgroups, seccompFile };
     await this.probeNamespaces(ready);
     return ready;
   }
@@ -192,6 +215,8 @@ export class BubblewrapBackend implements SandboxBackend {
     hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
   ): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
+    let workDirMounted = false;
+    let mountedAt: string | null = null;
     const release = () => {
       if (uid !== null) this.uids!.release(uid);
     };
@@ -201,7 +226,7 @@ export class BubblewrapBackend implements SandboxBackend {
         // Under RLIMIT_AS the program fails its own allocations first; the cgroup is the
         // backstop for the sum over all its processes.
         const memoryBytes = limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes;
-        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses }, uid);
+        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses, cpuCores: limits.cpuCores ?? null }, uid);
       }
       // Writable mounts belong to the job's uid for the job's lifetime.
       if (uid !== null) for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
@@ -213,7 +238,13 @@ export class BubblewrapBackend implements SandboxBackend {
       if (template.workDir !== undefined) {
         workDir = join(stagingDir, 'work');
         await mkdir(workDir, { mode: 0o755 });
-        if (uid !== null) await lchown(workDir, uid, uid);
+        if (uid !== null) {
+          // Root can give the work dir its own size-limited file system; otherwise only
+          // RLIMIT_FSIZE bounds a single file.
+          await mountTmpfs(workDir, template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid);
+          workDirMounted = true;
+          mountedAt = workDir;
+        }
         fileMounts.push({ host: workDir, sandbox: template.workDir, writable: true });
       }
       for (const file of template.files) {
@@ -224,11 +255,13 @@ export class BubblewrapBackend implements SandboxBackend {
       }
       return new LaunchedSandbox({
         argv: this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup),
+        seccompFile: ready.seccompFile,
         uid,
         cgroup,
         stagingDir,
         files,
         workDir,
+        workDirMounted,
         onFinished: () => {
           release();
           hooks.onFinished?.();
@@ -237,6 +270,7 @@ export class BubblewrapBackend implements SandboxBackend {
       });
     } catch (error) {
       await cgroup?.dispose();
+      if (workDirMounted && mountedAt) await unmountTmpfs(mountedAt).catch(() => undefined);
       release();
       throw error;
     }
@@ -264,6 +298,7 @@ export class BubblewrapBackend implements SandboxBackend {
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,
+      ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),
     });
     const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, ...bwrapArgs];
     return cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;

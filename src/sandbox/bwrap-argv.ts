@@ -6,6 +6,15 @@ export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
 export const SANDBOX_HOSTNAME = 'sandbox';
 
+const DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom'];
+const DEV_LINKS = [
+  ['/dev/fd', '/proc/self/fd'],
+  ['/dev/stdin', '/proc/self/fd/0'],
+  ['/dev/stdout', '/proc/self/fd/1'],
+  ['/dev/stderr', '/proc/self/fd/2'],
+] as const;
+const DEV_TMPFS_BYTES = 64 * 1024;
+
 export interface BwrapPlan {
   layout: HostLayout;
   /** passwd/group files naming the sandbox user, so tools that look it up do not fail. */
@@ -21,6 +30,8 @@ export interface BwrapPlan {
   shmBytes: number;
   /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
   blockFd?: number;
+  /** fd holding the BPF syscall filter (seccomp.ts), applied just before exec. */
+  seccompFd?: number;
 }
 
 /**
@@ -46,6 +57,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
     '--die-with-parent',
     '--new-session',
     '--cap-drop', 'ALL',
+    ...(plan.seccompFd !== undefined ? ['--seccomp', String(plan.seccompFd)] : []),
     // Environment: exactly what the caller listed.
     '--clearenv',
   ];
@@ -58,12 +70,16 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   if (plan.network === 'host') for (const path of plan.layout.etcNetwork) args.push('--ro-bind', path, path);
   args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
 
-  // Fresh kernel views: procfs of the job's PID namespace, a minimal /dev, no /sys.
-  args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo', '--dev', '/dev');
+  // Fresh kernel views: procfs of the job's PID namespace, no /sys, and a /dev of five
+  // harmless devices (no tty, no pts, no kvm), read-only but for its /dev/shm.
+  args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo');
+  args.push('--size', String(DEV_TMPFS_BYTES), '--tmpfs', '/dev');
+  for (const device of DEVICES) args.push('--dev-bind', device, device);
+  for (const [link, target] of DEV_LINKS) args.push('--symlink', target, link);
+  args.push('--size', String(plan.shmBytes), '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
 
   // Writable space is size-limited tmpfs only, gone when the job ends.
   args.push('--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
-  args.push('--size', String(plan.shmBytes), '--tmpfs', '/dev/shm');
   args.push('--dir', plan.cwd);
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);

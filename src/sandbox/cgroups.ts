@@ -13,14 +13,18 @@ export type CgroupVersion = 'v1' | 'v2';
 
 export interface CgroupHost {
   version: CgroupVersion;
-  /** Directory under which this process creates its job groups, per controller for v1. */
-  parents: { memory: string; pids: string };
+  /** Directory under which this process creates its job groups, per controller for v1 (cpu is optional). */
+  parents: { memory: string; pids: string; cpu: string | null };
 }
 
 export interface CgroupLimits {
   memoryBytes: number | null;
   maxProcesses: number;
+  /** CPU bandwidth in cores (1.5 = one and a half); null leaves it unbounded. */
+  cpuCores: number | null;
 }
+
+const CPU_PERIOD_US = 100_000;
 
 const ROOT = '/sys/fs/cgroup';
 const GROUP_PREFIX = 'agent-runner';
@@ -39,11 +43,12 @@ async function probe(): Promise<CgroupHost | null> {
     const controllers = readFileSync(v2Controllers, 'utf8').split(/\s+/);
     if (!controllers.includes('memory') || !controllers.includes('pids')) return null;
     const parent = join(ROOT, GROUP_PREFIX);
+    const wanted = controllers.includes('cpu') ? '+memory +pids +cpu' : '+memory +pids';
     try {
       await mkdir(parent, { recursive: true });
-      await writeFile(join(ROOT, 'cgroup.subtree_control'), '+memory +pids');
-      await writeFile(join(parent, 'cgroup.subtree_control'), '+memory +pids');
-      return { version: 'v2', parents: { memory: parent, pids: parent } };
+      await writeFile(join(ROOT, 'cgroup.subtree_control'), wanted);
+      await writeFile(join(parent, 'cgroup.subtree_control'), wanted);
+      return { version: 'v2', parents: { memory: parent, pids: parent, cpu: controllers.includes('cpu') ? parent : null } };
     } catch {
       return null;
     }
@@ -57,7 +62,20 @@ async function probe(): Promise<CgroupHost | null> {
     await mkdir(pids, { recursive: true });
     await access(memory, constants.W_OK);
     await access(pids, constants.W_OK);
-    return { version: 'v1', parents: { memory, pids } };
+    return { version: 'v1', parents: { memory, pids, cpu: await optionalV1Parent('cpu', 'cpu.cfs_quota_us') } };
+  } catch {
+    return null;
+  }
+}
+
+/** A v1 controller that improves limits but is not required (cpu bandwidth). */
+async function optionalV1Parent(controller: string, probeFile: string): Promise<string | null> {
+  const parent = join(ROOT, controller, GROUP_PREFIX);
+  try {
+    await access(join(ROOT, controller, probeFile), constants.R_OK);
+    await mkdir(parent, { recursive: true });
+    await access(parent, constants.W_OK);
+    return parent;
   } catch {
     return null;
   }
@@ -65,11 +83,22 @@ async function probe(): Promise<CgroupHost | null> {
 
 let sequence = 0;
 
+interface JobDirs {
+  memory: string;
+  pids: string;
+  cpu: string | null;
+}
+
 export class JobCgroup {
   private constructor(
     private readonly host: CgroupHost,
-    readonly dirs: readonly string[],
+    private readonly dirs: JobDirs,
   ) {}
+
+  /** Each group directory once (v2 has one for all controllers). */
+  private get unique(): string[] {
+    return [...new Set([this.dirs.memory, this.dirs.pids, ...(this.dirs.cpu ? [this.dirs.cpu] : [])])];
+  }
 
   /**
    * Creates the job's groups with their limits. `ownerUid` may then move itself in, so the
@@ -77,9 +106,10 @@ export class JobCgroup {
    */
   static async create(host: CgroupHost, limits: CgroupLimits, ownerUid: number | null): Promise<JobCgroup> {
     const name = `${process.pid}-${++sequence}-${Date.now().toString(36)}`;
-    const dirs = host.version === 'v2' ? [join(host.parents.memory, name)] : [join(host.parents.memory, name), join(host.parents.pids, name)];
-    for (const dir of dirs) await mkdir(dir);
+    const useCpu = host.parents.cpu !== null && limits.cpuCores !== null;
+    const dirs: JobDirs = { memory: join(host.parents.memory, name), pids: join(host.parents.pids, name), cpu: useCpu ? join(host.parents.cpu!, name) : null };
     const group = new JobCgroup(host, dirs);
+    for (const dir of group.unique) await mkdir(dir);
     try {
       await group.applyLimits(limits);
       if (ownerUid !== null) for (const file of group.procsFiles()) await chown(file, ownerUid, ownerUid);
@@ -91,25 +121,33 @@ export class JobCgroup {
   }
 
   private async applyLimits(limits: CgroupLimits): Promise<void> {
-    const [memoryDir, pidsDir = memoryDir] = this.dirs as [string, string?];
-    await writeFile(join(pidsDir, 'pids.max'), String(limits.maxProcesses));
+    const { memory, pids, cpu } = this.dirs;
+    await writeFile(join(pids, 'pids.max'), String(limits.maxProcesses));
+    if (cpu && limits.cpuCores !== null) {
+      const quota = String(Math.max(1000, Math.round(limits.cpuCores * CPU_PERIOD_US)));
+      if (this.host.version === 'v2') await writeFile(join(cpu, 'cpu.max'), `${quota} ${CPU_PERIOD_US}`);
+      else {
+        await writeFile(join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
+        await writeFile(join(cpu, 'cpu.cfs_quota_us'), quota);
+      }
+    }
     if (limits.memoryBytes === null) return;
     if (this.host.version === 'v2') {
-      await writeFile(join(memoryDir, 'memory.max'), String(limits.memoryBytes));
-      await writeFile(join(memoryDir, 'memory.swap.max'), '0').catch(() => undefined);
+      await writeFile(join(memory, 'memory.max'), String(limits.memoryBytes));
+      await writeFile(join(memory, 'memory.swap.max'), '0').catch(() => undefined);
       return;
     }
-    await writeFile(join(memoryDir, 'memory.limit_in_bytes'), String(limits.memoryBytes));
+    await writeFile(join(memory, 'memory.limit_in_bytes'), String(limits.memoryBytes));
     // memsw exists only with swap accounting; without it there is no swap to bound.
-    await writeFile(join(memoryDir, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined);
+    await writeFile(join(memory, 'memory.memsw.limit_in_bytes'), String(limits.memoryBytes)).catch(() => undefined);
   }
 
   procsFiles(): string[] {
-    return this.dirs.map((dir) => join(dir, 'cgroup.procs'));
+    return this.unique.map((dir) => join(dir, 'cgroup.procs'));
   }
 
   async oomKilled(): Promise<boolean> {
-    const memoryDir = this.dirs[0]!;
+    const memoryDir = this.dirs.memory;
     const file = this.host.version === 'v2' ? 'memory.events' : 'memory.oom_control';
     const text = await readFile(join(memoryDir, file), 'utf8').catch(() => '');
     const match = /^oom_kill (\d+)$/m.exec(text);
@@ -118,7 +156,7 @@ export class JobCgroup {
 
   /** SIGKILLs every process still in the group: the backstop behind the PID namespace teardown. */
   async killAll(): Promise<void> {
-    const procs = this.procsFiles().at(-1)!;
+    const procs = join(this.dirs.pids, 'cgroup.procs');
     for (let round = 0; round < 50; round++) {
       const pids = await listPids(procs);
       if (pids.length === 0) return;
@@ -128,7 +166,7 @@ export class JobCgroup {
   }
 
   async dispose(): Promise<void> {
-    for (const dir of this.dirs) await removeGroup(dir);
+    for (const dir of this.unique) await removeGroup(dir);
   }
 }
 
@@ -158,7 +196,7 @@ async function removeGroup(dir: string): Promise<void> {
 /** Removes groups left by agent-runner processes that no longer exist (after a crash). */
 export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
   let reaped = 0;
-  for (const parent of new Set([host.parents.memory, host.parents.pids])) {
+  for (const parent of new Set([host.parents.memory, host.parents.pids, ...(host.parents.cpu ? [host.parents.cpu] : [])])) {
     const names = await readdir(parent, { withFileTypes: true }).catch(() => []);
     for (const entry of names) {
       if (!entry.isDirectory()) continue;

@@ -1,13 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { constants } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import { copyFile, open, rm } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import type { JobCgroup } from './cgroups.js';
+import { leakableFds } from './fd-hygiene.js';
 import { signalGroup } from './process-tree.js';
+import { unmountTmpfs } from './tmpfs.js';
 import { SandboxUnavailableError, type OutputSink, type PreparedSandbox, type SandboxIO, type SandboxOutcome } from './types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
 export const RELEASE_FD = 3;
+/** The launcher reads the seccomp filter from this fd (bwrap --seccomp). */
+export const SECCOMP_FD = 4;
 
 /** After a kill, how long to wait for pipes to close before giving up on them. */
 const KILL_GRACE_MS = 2000;
@@ -16,12 +20,16 @@ const SETUP_OUTPUT_LIMIT = 16 * 1024;
 
 export interface LaunchParts {
   argv: readonly string[];
+  /** Host file holding the encoded seccomp filter, passed as fd SECCOMP_FD. */
+  seccompFile: string | null;
   uid: number | null;
   cgroup: JobCgroup | null;
   stagingDir: string;
   files: ReadonlyMap<string, string>;
   /** The writable work directory inside stagingDir, if the template asked for one. */
   workDir: string | null;
+  /** The work dir is a tmpfs of its own, to unmount before the staging dir is removed. */
+  workDirMounted: boolean;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
   onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
@@ -54,13 +62,26 @@ export class LaunchedSandbox implements PreparedSandbox {
       },
     };
     this.sinks = { stdout: keepSetupOutput, stderr: keepSetupOutput };
-    this.child = spawn(command!, args, {
-      // Its own process group: a timeout kills the group, the PID namespace takes the rest.
-      detached: true,
-      env: {},
-      stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
-      ...(parts.uid !== null ? { uid: parts.uid, gid: parts.uid } : {}),
-    });
+    const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
+    const devNull = openSync('/dev/null', 'r');
+    try {
+      const stdio: Array<'pipe' | 'ignore' | number> = ['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore'];
+      for (const fd of leakableFds()) {
+        while (stdio.length < fd) stdio.push('ignore');
+        stdio[fd] = devNull;
+      }
+      this.child = spawn(command!, args, {
+        // Its own process group: a timeout kills the group, the PID namespace takes the rest.
+        detached: true,
+        env: {},
+        cwd: '/',
+        stdio,
+        ...(parts.uid !== null ? { uid: parts.uid, gid: parts.uid } : {}),
+      });
+    } finally {
+      if (filter !== null) closeSync(filter);
+      closeSync(devNull);
+    }
     this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
     this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
@@ -185,7 +206,8 @@ export class LaunchedSandbox implements PreparedSandbox {
     try {
       await this.parts.cgroup?.killAll();
       await this.parts.cgroup?.dispose();
-      // rm never follows symlinks; the job could not write here anyway (read-only mounts).
+      if (this.parts.workDirMounted && this.parts.workDir) await unmountTmpfs(this.parts.workDir);
+      // rm never follows symlinks, so links the job planted in its work dir are removed, not followed.
       await rm(this.parts.stagingDir, { recursive: true, force: true });
     } finally {
       this.parts.onFinished();

@@ -15,6 +15,8 @@ export interface SandboxTemplate {
    * owned by the job's uid; the caller fills it before start and reads it after.
    */
   workDir?: string;
+  /** Size of the work directory: as root it is a tmpfs of this size, so filling it fails in the job only. */
+  workDirBytes?: number;
   limits: ResourceLimits;
   network: 'none' | 'host';
 }
@@ -44,6 +46,8 @@ export interface ResourceLimits {
   maxProcesses: number;
   maxOpenFiles: number;
   maxFileBytes: number;
+  /** CPU bandwidth in cores, enforced by the cgroup cpu controller where the host has one. */
+  cpuCores?: number;
 }
 
 /** Receives a stream's bytes as they arrive; decides itself what to keep. */

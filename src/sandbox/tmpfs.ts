@@ -1,0 +1,26 @@
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** A size-limited tmpfs owned by `uid` (root only): a job filling it fills nothing else. */
+export async function mountTmpfs(path: string, bytes: number, uid: number): Promise<void> {
+  await run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,uid=${uid},gid=${uid},nosuid,nodev`, 'agent-runner-work', path]);
+}
+
+/** Lazy: the job's processes are gone, but a reader of ours may still hold an fd inside. */
+export async function unmountTmpfs(path: string): Promise<void> {
+  await run('/usr/bin/umount', ['--lazy', path]);
+}
+
+/** Unmounts work-dir tmpfs left under `root` by processes that died (their dirs are then reaped). */
+export async function unmountOrphans(root: string, isOwnerAlive: (pid: number) => boolean): Promise<void> {
+  const mounts = await readFile('/proc/self/mounts', 'utf8').catch(() => '');
+  for (const line of mounts.split('\n')) {
+    const mountPoint = line.split(' ')[1]?.replace(/\\040/g, ' ');
+    if (!mountPoint?.startsWith(`${root}/`)) continue;
+    const owner = Number(mountPoint.slice(root.length + 1).split('-')[0]);
+    if (Number.isInteger(owner) && owner > 0 && !isOwnerAlive(owner)) await unmountTmpfs(mountPoint).catch(() => undefined);
+  }
+}
