@@ -5,7 +5,6 @@
  * in the gap), "back-to-back" gives it none (refilling competes with the next job for 2 cores).
  *   node --import tsx bench/snippet.bench.ts [--iterations N]
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,21 +15,9 @@ import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
 import { isMissing } from '../src/languages/toolchain.js';
 import { findLanguage } from '../src/languages/catalog.js';
-import { formatMs, median, percentile, timeRuns } from './stats.js';
+import { formatMs, median, percentile, timeRuns, spawnBare } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 40;
-const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8' };
-
-function spawnBare(argv: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(argv[0]!, argv.slice(1), { env: CLEAN_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.resume();
-    child.stderr.resume();
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${argv.join(' ')} exited ${code}`))));
-  });
-}
-
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir: join(tmpdir(), 'agent-runner-bench-state') }));
 const socketPath = join(mkdtempSync(join(tmpdir(), 'bench-guest-')), 'guest.sock');
 const guest = await startGuestServer({ kind: 'unix', path: socketPath }, { runtime, concurrency: 1 });

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+
 /** Small statistics shared by the benchmarks: they report ratios, never an absolute time alone. */
 export function percentile(samples: readonly number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -22,4 +24,17 @@ export async function timeRuns(iterations: number, warmup: number, run: () => Pr
 
 export function formatMs(value: number): string {
   return `${value.toFixed(1)} ms`;
+}
+
+/** The baseline of every benchmark: the same program spawned directly, with the sandbox's clean env. */
+export const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8' };
+
+export function spawnBare(argv: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0]!, argv.slice(1), { env: CLEAN_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.resume();
+    child.stderr.resume();
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${argv.join(' ')} exited ${code}`))));
+  });
 }

@@ -15,3 +15,5 @@ export { RunJobRequestSchema, RunJobResultSchema, type RunJobRequest, type RunJo
 export { ERROR_CODES, type ErrorCode, type ContractError } from './contract/errors.js';
 export { CONTRACT_SCHEMAS, jsonSchemaOf } from './contract/catalog.js';
 export { snapshotWorkspace, type SnapshotReport } from './workspace/snapshot.js';
+export { runTask, type TaskOptions } from './tasks/run-task.js';
+export { TaskRequestSchema, TaskResponseSchema, type TaskRequest, type TaskResponse } from './tasks/contract.js';

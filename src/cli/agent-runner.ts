@@ -5,12 +5,14 @@ import { registerGuest } from './commands/guest.js';
 import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
 import { registerServe } from './commands/serve.js';
+import { registerTask } from './commands/task.js';
 
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
   .showHelpAfterError();
 registerExec(program);
 registerRun(program);
+registerTask(program);
 registerServe(program);
 registerGuest(program);
 registerSchema(program);

@@ -1,6 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { RunJobRequestSchema, RunJobResultSchema } from './run-job.js';
 import { SnippetRequestSchema, SnippetResponseSchema } from './snippet.js';
+import { TaskRequestSchema, TaskResponseSchema } from '../tasks/contract.js';
 
 /** Every published shape by name: the CLI `schema` command and the OpenAPI document read this. */
 export const CONTRACT_SCHEMAS: Readonly<Record<string, TSchema>> = {
@@ -8,6 +9,8 @@ export const CONTRACT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   'run-result': RunJobResultSchema,
   'snippet-request': SnippetRequestSchema,
   'snippet-response': SnippetResponseSchema,
+  'task-request': TaskRequestSchema,
+  'task-response': TaskResponseSchema,
 };
 
 /** Plain JSON Schema (TypeBox's symbols dropped). */

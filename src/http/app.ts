@@ -9,6 +9,8 @@ import { installErrorHandler } from './errors.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
+import { taskRoutes } from './routes/tasks.js';
+import { Semaphore } from '../runner/semaphore.js';
 
 export interface AppOptions {
   runtime: RunnerRuntime;
@@ -47,7 +49,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(healthRoutes(options.service, options.runtime.backend));
   await app.register(jobRoutes(options.service));
-  await app.register(execRoutes(options.runtime, options.execConcurrency));
+  // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
+  const synchronousSlots = new Semaphore(options.execConcurrency);
+  await app.register(execRoutes(options.runtime, synchronousSlots));
+  await app.register(taskRoutes(options.runtime, synchronousSlots));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -13,7 +13,7 @@ describe('agent-runner CLI', () => {
   it('lists every command in --help', async () => {
     const { code, stdout } = await runCli('agent-runner', ['--help']);
     assert.equal(code, 0);
-    for (const command of ['exec', 'run', 'guest', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+    for (const command of ['exec', 'run', 'task', 'serve', 'guest', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
   });
 
   it('exec reads a request on stdin and prints the response', async () => {
@@ -92,8 +92,17 @@ describe('agent-runner CLI', () => {
     assert.equal(result.stdout.text, 'stdin request\n');
   });
 
+  it('task reads a task request and prints its response', async () => {
+    const request = { lang: 'node', mode: 'all_items', code: 'console.log("n", items.length); return items.map((item) => ({ seen: item.json.v }));', items: [{ json: { v: 'a' } }] };
+    const { code, stdout } = await runCli('agent-runner', ['task'], { stdin: JSON.stringify(request) });
+    assert.equal(code, 0);
+    const response = JSON.parse(stdout) as { result: unknown[]; print_args: string[][] };
+    assert.deepEqual(response.result, [{ json: { seen: 'a' } }]);
+    assert.deepEqual(response.print_args, [['n', '1']]);
+  });
+
   it('schema prints each contract shape as JSON Schema', async () => {
-    for (const [name, title] of [['run-request', 'Run job request'], ['run-result', 'Run job result'], ['snippet-request', 'Snippet job request'], ['snippet-response', 'Snippet job response']]) {
+    for (const [name, title] of [['run-request', 'Run job request'], ['run-result', 'Run job result'], ['snippet-request', 'Snippet job request'], ['snippet-response', 'Snippet job response'], ['task-response', 'Code task response']]) {
       const { code, stdout } = await runCli('agent-runner', ['schema', name!]);
       assert.equal(code, 0);
       const schema = JSON.parse(stdout) as { title: string; $schema: string };

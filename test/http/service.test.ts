@@ -119,11 +119,27 @@ describe('HTTP service', () => {
     assert.match(invalid.json.error, /timeout must be a positive number/);
   });
 
+  it('runs code tasks synchronously on /v1/tasks, 422 for an invalid one', async () => {
+    const ok = await api(server.url, 'POST', '/v1/tasks', { task_id: 't-http', lang: 'python', mode: 'per_item', code: 'print("seen", _item["json"]["n"])\nreturn {"double": _item["json"]["n"] * 2}', items: [{ json: { n: 1 } }, { json: { n: 2 } }] });
+    assert.equal(ok.status, 200);
+    assert.deepEqual(ok.json, {
+      task_id: 't-http',
+      result: [
+        { json: { double: 2 }, pairedItem: { item: 0 } },
+        { json: { double: 4 }, pairedItem: { item: 1 } },
+      ],
+      print_args: [['seen', '1'], ['seen', '2']],
+    });
+    const invalid = await api(server.url, 'POST', '/v1/tasks', { lang: 'ruby', mode: 'all_items', code: '', items: [] });
+    assert.equal(invalid.status, 422);
+    assert.equal(invalid.json.error.code, 'validation.invalid_request');
+  });
+
   it('serves an OpenAPI document generated from the schemas', async () => {
     const { status, json } = await api(server.url, 'GET', '/openapi.json');
     assert.equal(status, 200);
     assert.match(json.openapi, /^3\./);
-    for (const path of ['/health', '/v1/jobs', '/v1/jobs/{job_id}', '/v1/jobs/{job_id}/cancel', '/v1/exec']) assert.ok(json.paths[path], path);
+    for (const path of ['/health', '/v1/jobs', '/v1/jobs/{job_id}', '/v1/jobs/{job_id}/cancel', '/v1/exec', '/v1/tasks']) assert.ok(json.paths[path], path);
     assert.ok(json.paths['/v1/jobs'].post.requestBody.content['application/json'].schema.properties.command);
   });
 

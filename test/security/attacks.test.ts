@@ -8,6 +8,7 @@ import { after, describe, it } from 'node:test';
 import type { RunJobResult } from '../../src/contract/run-job.js';
 import { runJob } from '../../src/runner/run-job.js';
 import { executeSnippet } from '../../src/runner/snippet.js';
+import { runTask } from '../../src/tasks/run-task.js';
 import { hostProcessesMatching } from '../helpers/processes.js';
 import { testRuntime } from '../helpers/runtime.js';
 import { makeWorkspace } from '../helpers/workspace.js';
@@ -229,6 +230,24 @@ describe('attack suite', () => {
         ),
       );
       assert.deepEqual(results.map((result) => result.stdout.text), ids.map((id) => `${id}\n`));
+      await nextJobRunsNormally();
+    });
+  });
+
+  describe('the code-task face', () => {
+    it('a task can neither read host secrets nor fork-bomb the host', async () => {
+      const response = await runTask(
+        {
+          lang: 'python',
+          mode: 'all_items',
+          code: 'import os\nseen = [os.path.exists(p) for p in ("/etc/shadow", "/root", "/home")]\nleak = any("' + secret + '" in v for v in os.environ.values())\nn = 0\ntry:\n    for i in range(500):\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        n += 1\nexcept OSError:\n    pass\nreturn [{"seen": seen, "leak": leak, "forks_capped": n < 500}]',
+          items: [],
+          timeout_ms: 5000,
+        },
+        { runtime },
+      );
+      assert.ok('result' in response, JSON.stringify(response));
+      assert.deepEqual(response.result, [{ json: { seen: [false, false, false], leak: false, forks_capped: true } }]);
       await nextJobRunsNormally();
     });
   });

@@ -1,9 +1,9 @@
-import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { runJob } from '../../runner/run-job.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
-import { exitAfterFlush, printJson, readStdin } from '../io.js';
+import { exitAfterFlush, printJson } from '../io.js';
+import { readRequestJson } from '../request-input.js';
 
 interface RunFlags {
   request?: string;
@@ -45,22 +45,13 @@ export function registerRun(program: Command): void {
     .option('--exclude <glob>', 'leave matching files out of the snapshot (repeatable)', collect, [])
     .addHelpText('after', '\nExit status: 0 when the result is completed, 1 otherwise.\nExample: agent-runner run --workspace . --artifact "dist/**" -- python3 build.py')
     .action(async (argv: string[], flags: RunFlags) => {
-      const request = flags.request !== undefined || argv.length === 0 ? await requestFrom(flags.request) : requestFromFlags(argv, flags);
+      const request = flags.request !== undefined || argv.length === 0 ? await readRequestJson(flags.request) : requestFromFlags(argv, flags);
       const runtime = RunnerRuntime.shared();
       const result = await runJob(request, { runtime });
       await runtime.dispose();
       printJson(result);
       exitAfterFlush(result.status === 'completed' ? 0 : 1);
     });
-}
-
-async function requestFrom(file: string | undefined): Promise<unknown> {
-  const text = file === undefined || file === '-' ? await readStdin() : await readFile(file, 'utf8');
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new Error(`the request is not valid JSON: ${(error as Error).message}`);
-  }
 }
 
 function requestFromFlags(argv: string[], flags: RunFlags): unknown {

@@ -9,8 +9,7 @@ import { routeSchema } from '../route-schema.js';
  * The snippet contract, synchronously. An invalid snippet is answered as the snippet documents
  * say (200, exit_code 2, the field named), so the body schema here documents, it does not gate.
  */
-export function execRoutes(runtime: RunnerRuntime, concurrency: number) {
-  const slots = new Semaphore(concurrency);
+export function execRoutes(runtime: RunnerRuntime, slots: Semaphore) {
   return async (app: FastifyInstance) => {
     app.post(
       '/v1/exec',

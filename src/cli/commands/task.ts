@@ -1,0 +1,20 @@
+import type { Command } from 'commander';
+import { RunnerRuntime } from '../../runner/runtime.js';
+import { runTask } from '../../tasks/run-task.js';
+import { exitAfterFlush, printJson } from '../io.js';
+import { readRequestJson } from '../request-input.js';
+
+export function registerTask(program: Command): void {
+  program
+    .command('task')
+    .description('run one code task (items in, items out, captured prints) and print its response')
+    .option('-r, --request <file>', 'read the task request from a file ("-" or omitted: stdin)')
+    .addHelpText('after', '\nExit status: 0 when the task returned a result, 1 when it answered with an error.')
+    .action(async (flags: { request?: string }) => {
+      const runtime = RunnerRuntime.shared();
+      const response = await runTask(await readRequestJson(flags.request), { runtime });
+      await runtime.dispose();
+      printJson(response);
+      exitAfterFlush('result' in response ? 0 : 1);
+    });
+}

@@ -1,0 +1,104 @@
+import { randomUUID } from 'node:crypto';
+import { validate } from '../contract/validate.js';
+import { findLanguage } from '../languages/catalog.js';
+import { isMissing } from '../languages/toolchain.js';
+import { RunnerRuntime } from '../runner/runtime.js';
+import { CappedCapture } from '../sandbox/output-capture.js';
+import { SandboxUnavailableError, type SandboxOutcome } from '../sandbox/types.js';
+import { TaskRequestSchema, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from './contract.js';
+import { taskSandbox } from './launch.js';
+import { TASK_LIMITS } from './limits.js';
+import { ResultChannel, type ChannelReading } from './result-channel.js';
+
+export interface TaskOptions {
+  runtime?: RunnerRuntime;
+  /** Aborting kills the task as a timeout would. */
+  signal?: AbortSignal;
+}
+
+type Answer = Omit<TaskResultResponse, 'task_id'> | Omit<TaskErrorResponse, 'task_id'>;
+
+/**
+ * Runs one code task in the sandbox: the items go in, the result items, the captured prints
+ * and any error come back. Never throws: a bad request, a sandbox that cannot start and a
+ * task that fails are all responses.
+ */
+export async function runTask(request: unknown, options: TaskOptions = {}): Promise<TaskResponse> {
+  const runtime = options.runtime ?? RunnerRuntime.shared();
+  return { task_id: taskIdOf(request), ...(await respond(runtime, request, options.signal)) };
+}
+
+async function respond(runtime: RunnerRuntime, request: unknown, signal: AbortSignal | undefined): Promise<Answer> {
+  const checked = validate(TaskRequestSchema, request);
+  if (!checked.ok) return invalid(checked.message);
+  const maxTimeoutMs = runtime.config.snippet.maxTimeoutSeconds * 1000;
+  const timeoutMs = checked.value.timeout_ms ?? runtime.config.snippet.defaultTimeoutSeconds * 1000;
+  if (timeoutMs > maxTimeoutMs) return invalid(`timeout_ms must be at most ${maxTimeoutMs}, got ${timeoutMs}`);
+  try {
+    return await execute(runtime, checked.value, timeoutMs, signal);
+  } catch (error) {
+    if (error instanceof SandboxUnavailableError) return failure('backend.unavailable', `sandbox unavailable: ${error.message}`);
+    return failure('internal.error', `internal error: ${(error as Error).message}`);
+  }
+}
+
+async function execute(runtime: RunnerRuntime, task: TaskRequest, timeoutMs: number, signal: AbortSignal | undefined): Promise<Answer> {
+  const config = runtime.config.snippet;
+  // The schema admits only languages the catalog has.
+  const language = findLanguage(task.lang)!;
+  const toolchain = await runtime.toolchains.get(language);
+  if (isMissing(toolchain)) return failure('backend.unavailable', toolchain.message);
+
+  const memoryBytes = task.limits?.memory_bytes ?? config.memoryBytes;
+  const maxResultBytes = task.limits?.max_result_bytes ?? TASK_LIMITS.defaultMaxResultBytes;
+  const input = JSON.stringify({
+    mode: task.mode,
+    items: task.items,
+    max_result_bytes: maxResultBytes,
+    max_print_calls: TASK_LIMITS.maxPrintCalls,
+    max_print_bytes: TASK_LIMITS.maxPrintBytes,
+  });
+  const plan = taskSandbox(task.lang, language, toolchain, memoryBytes, config);
+  const sandbox = await runtime.backend.prepare(plan.template);
+  try {
+    await plan.stage(sandbox, task.code, input);
+  } catch (error) {
+    sandbox.discard();
+    throw error;
+  }
+  const channel = new ResultChannel(maxResultBytes + TASK_LIMITS.maxPrintBytes + TASK_LIMITS.messageOverheadBytes);
+  const stderr = new CappedCapture(config.maxStderrBytes);
+  const outcome = await sandbox.start({ timeoutMs, stdout: channel, stderr, ...(signal ? { signal } : {}) });
+  if (stderr.truncated) stderr.appendNote(`\n[stderr truncated: ${stderr.observedBytes} bytes written, the first ${config.maxStderrBytes} kept]`);
+  return answer(channel.read(), outcome, stderr.text(), { timeoutMs, memoryBytes });
+}
+
+/**
+ * The task's own message when it sent exactly one; otherwise what the sandbox saw. A kill
+ * (cancel, timeout, memory) explains a missing or cut-off message better than the pipe does.
+ */
+function answer(reading: ChannelReading, outcome: SandboxOutcome, stderr: string, limits: { timeoutMs: number; memoryBytes: number }): Answer {
+  if ('message' in reading) {
+    const { message } = reading;
+    return 'result' in message ? message : { error_code: 'task.failed', error: { ...message.error, stderr }, print_args: message.print_args };
+  }
+  if (outcome.aborted) return failure('run.canceled', 'the task was canceled', stderr);
+  if (outcome.timedOut) return failure('run.timed_out', `timed out after ${limits.timeoutMs} ms`, stderr);
+  if (outcome.oomKilled) return failure('run.out_of_memory', `killed after exceeding the memory limit of ${Math.round(limits.memoryBytes / 1024 / 1024)} MiB`, stderr);
+  if ('protocolError' in reading) return failure('task.protocol_error', reading.protocolError, stderr);
+  const ending = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${outcome.exitCode}`;
+  return failure('task.crashed', `the interpreter ${ending} before sending a result`, stderr);
+}
+
+function invalid(message: string): Answer {
+  return failure('validation.invalid_request', `invalid request: ${message}`);
+}
+
+function failure(code: TaskErrorCode, message: string, stderr = ''): Answer {
+  return { error_code: code, error: { message, description: '', stack: '', stderr }, print_args: [] };
+}
+
+function taskIdOf(request: unknown): string {
+  const given = request !== null && typeof request === 'object' ? (request as Record<string, unknown>).task_id : undefined;
+  return typeof given === 'string' && given.length > 0 && given.length <= 256 ? given : `task-${randomUUID()}`;
+}
