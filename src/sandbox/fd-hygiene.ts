@@ -1,26 +1,40 @@
 import { readdirSync, readFileSync } from 'node:fs';
 
 const O_CLOEXEC = 0o2000000;
-/** fds the launcher is given on purpose (stdio, release pipe, seccomp filter). */
-const FIRST_UNMANAGED_FD = 5;
+const FIRST_NON_STDIO_FD = 3;
 
 /**
- * fds this process holds without close-on-exec. Node opens its own with O_CLOEXEC, so these
- * were inherited (from a shell, a supervisor, a CI harness) and a child would inherit them
- * in turn: bubblewrap does not close them, so they would reach the job. The launcher's stdio
- * array overwrites each with /dev/null.
+ * fds above stdio that this process holds without close-on-exec. Node opens its own with
+ * O_CLOEXEC, so these came from whoever started us (a shell, an agent's tool harness, a CI
+ * runner), and a child inherits them in turn: bubblewrap does not close them, so they would
+ * reach the job, which could read them or hold the caller's pipe open for as long as it runs.
+ * Launchers overwrite each with /dev/null in their stdio array.
  */
-export function leakableFds(): number[] {
-  const leaks: number[] = [];
+export function inheritedFds(): number[] {
+  const fds: number[] = [];
   for (const name of readdirSync('/proc/self/fd')) {
     const fd = Number(name);
-    if (fd < FIRST_UNMANAGED_FD) continue;
+    if (fd < FIRST_NON_STDIO_FD) continue;
     try {
       const flags = /^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
-      if (flags && (parseInt(flags[1]!, 8) & O_CLOEXEC) === 0) leaks.push(fd);
+      if (flags && (parseInt(flags[1]!, 8) & O_CLOEXEC) === 0) fds.push(fd);
     } catch {
-      // Closed while we looked (the readdir's own fd, for one).
+      // Closed while we looked (the directory listing's own fd, for one).
     }
   }
-  return leaks;
+  return fds;
+}
+
+/**
+ * A spawn stdio array: `wanted` in its first slots, every inherited fd not given a meaning
+ * there overwritten with `devNull`, and gaps filled with 'ignore' (Node compacts holes).
+ */
+export function stdioWithoutLeaks<T>(wanted: ReadonlyArray<T | 'ignore'>, devNull: number): Array<T | 'ignore' | number> {
+  const stdio: Array<T | 'ignore' | number> = [...wanted];
+  for (const fd of inheritedFds()) {
+    if (fd < stdio.length && stdio[fd] !== 'ignore') continue;
+    while (stdio.length <= fd) stdio.push('ignore');
+    stdio[fd] = devNull;
+  }
+  return stdio;
 }

@@ -3,7 +3,7 @@ import { closeSync, constants, openSync } from 'node:fs';
 import { copyFile, open, rm } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import type { JobCgroup } from './cgroups.js';
-import { leakableFds } from './fd-hygiene.js';
+import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { signalGroup } from './process-tree.js';
 import { unmountTmpfs } from './tmpfs.js';
 import { SandboxUnavailableError, type OutputSink, type PreparedSandbox, type SandboxIO, type SandboxOutcome } from './types.js';
@@ -65,11 +65,7 @@ export class LaunchedSandbox implements PreparedSandbox {
     const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
     const devNull = openSync('/dev/null', 'r');
     try {
-      const stdio: Array<'pipe' | 'ignore' | number> = ['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore'];
-      for (const fd of leakableFds()) {
-        while (stdio.length < fd) stdio.push('ignore');
-        stdio[fd] = devNull;
-      }
+      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore'], devNull);
       this.child = spawn(command!, args, {
         // Its own process group: a timeout kills the group, the PID namespace takes the rest.
         detached: true,

@@ -9,6 +9,7 @@ import type { RunJobResult } from '../../src/contract/run-job.js';
 import { runJob } from '../../src/runner/run-job.js';
 import { executeSnippet } from '../../src/runner/snippet.js';
 import { runTask } from '../../src/tasks/run-task.js';
+import { runCli } from '../helpers/cli.js';
 import { hostProcessesMatching } from '../helpers/processes.js';
 import { testRuntime } from '../helpers/runtime.js';
 import { makeWorkspace } from '../helpers/workspace.js';
@@ -249,6 +250,24 @@ describe('attack suite', () => {
       assert.ok('result' in response, JSON.stringify(response));
       assert.deepEqual(response.result, [{ json: { seen: [false, false, false], leak: false, forks_capped: true } }]);
       await nextJobRunsNormally();
+    });
+  });
+
+  describe('the agent-exec face (--sandbox workspace, the default)', () => {
+    // agent-exec passes the caller's environment on by design (it runs the agent's own commands);
+    // --no-inherit-env is the switch that must hold.
+    it('hides host secrets and homes, refuses writes outside the cwd, honours --no-inherit-env, kills daemons on timeout', async () => {
+      const root = mkdtempSync(join(tmpdir(), 'agent-exec-root-'));
+      const cwd = mkdtempSync(join(tmpdir(), 'agent-exec-cwd-'));
+      const marker = `ae-daemon-${randomUUID().slice(0, 8)}`;
+      const script = `cat /etc/shadow 2>/dev/null && echo "read shadow"; ls /root 2>/dev/null | head -1; touch /usr/x /etc/x ${tmpdir()}/outside-${marker} 2>/dev/null && echo "wrote outside"; env | grep -c ${secret}; touch inside && echo "wrote inside"; setsid bash -c 'exec -a ${marker} sleep 300' & sleep 300`;
+      const { stdout } = await runCli('agent-exec', ['run', '--root', root, '--cwd', cwd, '--no-inherit-env', '--timeout', '2', '--kill-after', '1', '--forever', '--', 'bash', '-c', script], { env: { AGENT_RUNNER_ATTACK_SECRET: secret } });
+      const response = JSON.parse(stdout) as { state: string; stdout: string };
+      assert.equal(response.stdout, '0\nwrote inside\n');
+      assert.notEqual(response.state, 'running');
+      assert.ok(existsSync(join(cwd, 'inside')));
+      assert.ok(!existsSync(join(tmpdir(), `outside-${marker}`)));
+      assert.deepEqual(hostProcessesMatching(marker), []);
     });
   });
 

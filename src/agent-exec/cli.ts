@@ -1,0 +1,38 @@
+import { Command, CommanderError } from 'commander';
+import { exitAfterFlush, printJson } from '../cli/io.js';
+import { registerKill } from './commands/kill.js';
+import { registerList } from './commands/list.js';
+import { registerRestart } from './commands/restart.js';
+import { registerRun } from './commands/run.js';
+import { registerSchema } from './commands/schema.js';
+import { registerStatus } from './commands/status.js';
+import { registerTail } from './commands/tail.js';
+import { registerWait } from './commands/wait.js';
+import { usageError } from './errors.js';
+import { errorResponse } from './responses.js';
+
+/** Parses the command line and runs one command: every outcome is one JSON object on stdout. */
+export async function runCli(): Promise<void> {
+  const program = new Command('agent-exec')
+    .description('Background jobs for agents; every stdout response is one JSON object valid against `agent-exec schema`.')
+    // Parse errors come back here (not process.exit) to be answered as JSON; commander's own
+    // message still goes to stderr.
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+    .showHelpAfterError('(add --help for usage)');
+  for (const register of [registerRun, registerStatus, registerTail, registerWait, registerKill, registerRestart, registerList, registerSchema]) register(program);
+
+  try {
+    await program.parseAsync();
+  } catch (error) {
+    if (!(error instanceof CommanderError)) {
+      printJson(errorResponse(error));
+      return exitAfterFlush(1);
+    }
+    // --help asked for help; anything else is a malformed request (no command at all included).
+    if (error.code === 'commander.helpDisplayed') return exitAfterFlush(0);
+    const message = error.code === 'commander.help' ? 'a command is required (see --help)' : error.message.replace(/^error: /, '');
+    printJson(errorResponse(usageError(message)));
+    exitAfterFlush(2);
+  }
+}

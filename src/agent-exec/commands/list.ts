@@ -1,0 +1,43 @@
+import { Option, type Command } from 'commander';
+import { listJobIds } from '../job-store.js';
+import { summaryFields } from '../job-fields.js';
+import { readJob, type JobState, type JobView } from '../job-view.js';
+import { addRootOption, count, rootOf, type RootFlags } from '../options.js';
+import { respond } from '../respond.js';
+import { success } from '../responses.js';
+
+const STATES: JobState[] = ['running', 'exited', 'killed', 'failed', 'unknown'];
+const DEFAULT_LIMIT = 50;
+
+interface ListFlags extends RootFlags {
+  state?: JobState;
+  limit: number;
+}
+
+export function registerList(program: Command): void {
+  addRootOption(program.command('list').description('jobs, newest first'))
+    .addOption(new Option('--state <state>', 'only jobs in this state').choices(STATES))
+    .addOption(new Option('--limit <n>', 'at most this many jobs').argParser(count).default(DEFAULT_LIMIT))
+    .action(
+      respond(async (flags: ListFlags) => {
+        const root = rootOf(flags);
+        const jobs: JobView[] = [];
+        let skipped = 0;
+        for (const id of await listJobIds(root)) {
+          try {
+            jobs.push(await readJob(root, id));
+          } catch {
+            skipped++;
+          }
+        }
+        const matching = jobs.filter((job) => flags.state === undefined || job.state === flags.state);
+        matching.sort((a, b) => b.record.started_at.localeCompare(a.record.started_at) || a.id.localeCompare(b.id));
+        return success('list', {
+          root,
+          jobs: matching.slice(0, flags.limit).map(summaryFields),
+          truncated: matching.length > flags.limit,
+          skipped,
+        });
+      }),
+    );
+}

@@ -1,0 +1,127 @@
+import { createWriteStream, realpathSync } from 'node:fs';
+import { copyFile, rm, stat, writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Option, type Command } from 'commander';
+import { resolveExecutable } from '../command-path.js';
+import { AgentExecError, usageError } from '../errors.js';
+import { parseEnvPairs, readEnvFile } from '../job-env.js';
+import { newJobId } from '../job-id.js';
+import { createJobDir, ensureRoot, resetLogs, writeDefinition, type JobDefinition, type JobPaths, type NetworkMode, type SandboxMode } from '../job-store.js';
+import { launchSupervisor } from '../launch.js';
+import { addObserveOptions, rootOf, seconds, type ObserveFlags } from '../options.js';
+import { respond } from '../respond.js';
+import { observeJob } from '../run-response.js';
+import { checkSandboxAvailable } from '../sandbox-check.js';
+import { locateBwrap, readHiddenPaths, visibleInSandbox } from '../workspace-sandbox.js';
+
+interface RunFlags extends ObserveFlags {
+  cwd?: string;
+  env: string[];
+  envFile: string[];
+  inheritEnv: boolean;
+  mask: string[];
+  stdin?: string;
+  stdinFile?: string;
+  timeout?: number;
+  killAfter: number;
+  sandbox: SandboxMode;
+  network: NetworkMode;
+}
+
+const DEFAULT_KILL_AFTER_S = 5;
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+export function registerRun(program: Command): void {
+  const command = program
+    .command('run')
+    .description('start a background job from argv (never a shell string), watch it for a while, and report its state and output')
+    .argument('<argv...>', 'the command and its arguments, after --')
+    .option('--cwd <dir>', 'working directory (default: the current one); the only place a workspace-sandboxed job can write')
+    .option('--env <KEY=VALUE>', 'set a variable (repeatable)', collect, [])
+    .option('--env-file <file>', 'set the KEY=VALUE lines of a file (repeatable; --env wins)', collect, [])
+    .option('--no-inherit-env', 'start from an empty environment instead of this one')
+    .option('--mask <KEY>', "show this variable's value as *** in responses (repeatable)", collect, [])
+    .addOption(new Option('--stdin <value>', "the job's stdin: this text, or - to pass on this command's stdin").conflicts('stdinFile'))
+    .option('--stdin-file <file>', "the job's stdin: a copy of this file")
+    .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
+    .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))
+    .addOption(new Option('--sandbox <mode>', 'workspace: bubblewrap, host read-only but cwd, homes and secrets hidden; none: as is').choices(['workspace', 'none']).default('workspace'))
+    .addOption(new Option('--network <mode>', 'host, or none (needs --sandbox workspace)').choices(['host', 'none']).default('host'));
+  addObserveOptions(command)
+    .addHelpText('after', '\nExample: agent-exec run --timeout 600 -- npm test\nThe job keeps running after this command answers; pass its job_id to status, tail, wait, kill or restart.')
+    .action(
+      respond(async (argv: string[], flags: RunFlags) => {
+        const root = await ensureRoot(rootOf(flags));
+        const definition = await defineJob(argv, flags, root);
+        const paths = await createJob(root, definition, flags);
+        return observeJob('run', await launchSupervisor(root, paths), flags);
+      }),
+    );
+}
+
+async function defineJob(argv: string[], flags: RunFlags, root: string): Promise<Omit<JobDefinition, 'id'>> {
+  const given = resolve(flags.cwd ?? process.cwd());
+  if (!(await stat(given).catch(() => null))?.isDirectory()) throw usageError(`--cwd ${given} is not a directory`);
+  const cwd = realpathSync(given);
+  const fromFiles = await Promise.all(flags.envFile.map(readEnvFile));
+  const env: Record<string, string> = Object.assign({}, ...fromFiles, parseEnvPairs(flags.env, '--env'));
+  if (flags.network === 'none' && flags.sandbox === 'none') throw usageError('--network none is enforced by the sandbox: it needs --sandbox workspace');
+  const sandboxed = flags.sandbox === 'workspace';
+  const bwrap = sandboxed ? checkSandboxAvailable(locateBwrap(process.env), cwd, root) : null;
+  const hidden = sandboxed ? readHiddenPaths() : null;
+  const visible = (path: string) => hidden === null || visibleInSandbox(path, { cwd, hidden, stateRoot: root });
+  // Without PATH of its own the job would search glibc's default; ours finds what the caller meant.
+  const executable = resolveExecutable(argv[0]!, env.PATH ?? process.env.PATH, cwd, visible);
+  if (executable === null) {
+    const hint = sandboxed ? ' where the workspace sandbox can see it (it hides /root, /home and /tmp: use a system-wide install, one under --cwd, or --sandbox none)' : '';
+    throw new AgentExecError('command_not_found', `${argv[0]} was not found as an executable file${hint}`);
+  }
+  return {
+    argv,
+    executable,
+    cwd,
+    env,
+    inherit_env: flags.inheritEnv,
+    masked: flags.mask,
+    has_stdin: flags.stdin !== undefined || flags.stdinFile !== undefined,
+    timeout_s: flags.timeout ?? null,
+    kill_after_s: flags.killAfter,
+    sandbox: flags.sandbox,
+    bwrap_path: bwrap,
+    network: flags.network,
+    created_at: new Date().toISOString(),
+  };
+}
+
+/** A job directory that has a definition has everything else too, stdin included. */
+async function createJob(root: string, fields: Omit<JobDefinition, 'id'>, flags: RunFlags): Promise<JobPaths> {
+  let paths: JobPaths | null = null;
+  let id = '';
+  while (paths === null) {
+    id = newJobId();
+    paths = await createJobDir(root, id);
+  }
+  try {
+    await storeStdin(paths, flags);
+    await resetLogs(paths);
+    await writeDefinition(paths, { id, ...fields });
+  } catch (error) {
+    await rm(paths.dir, { recursive: true, force: true });
+    throw error;
+  }
+  return paths;
+}
+
+/** The job's stdin is kept in its directory, so a restart feeds it the same bytes. */
+async function storeStdin(paths: JobPaths, flags: RunFlags): Promise<void> {
+  if (flags.stdinFile !== undefined) {
+    await copyFile(flags.stdinFile, paths.stdin).catch((error: Error) => {
+      throw usageError(`--stdin-file ${flags.stdinFile}: ${error.message}`);
+    });
+  } else if (flags.stdin === '-') {
+    await pipeline(process.stdin, createWriteStream(paths.stdin, { mode: 0o600 }));
+  } else if (flags.stdin !== undefined) {
+    await writeFile(paths.stdin, flags.stdin, { mode: 0o600 });
+  }
+}

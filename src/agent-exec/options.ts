@@ -1,0 +1,86 @@
+import { resolve } from 'node:path';
+import { constants } from 'node:os';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { COMPRESSION_MODES, type CompressionMode } from '../compress/types.js';
+import { defaultRoot } from './job-store.js';
+
+/** Node's timers hold at most 2^31-1 ms. */
+const MAX_SECONDS = 2_147_483;
+const DEFAULT_UNTIL_S = 10;
+const DEFAULT_MAX_BYTES = 65_536;
+const DEFAULT_TAIL_LINES = 20;
+
+/** Command-line parsers: a bad value becomes a usage error naming the option. */
+export function seconds(text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0 || value > MAX_SECONDS) {
+    throw new InvalidArgumentError(`expected seconds between 0 and ${MAX_SECONDS}`);
+  }
+  return value;
+}
+
+export function count(text: string): number {
+  const value = Number(text);
+  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) throw new InvalidArgumentError('expected a whole number, 0 or more');
+  return value;
+}
+
+/** TERM, SIGTERM, term or 15 all name SIGTERM. */
+export function signalName(text: string): NodeJS.Signals {
+  const upper = text.trim().toUpperCase();
+  const byNumber = Object.entries(constants.signals).find(([, number]) => String(number) === upper)?.[0];
+  const name = byNumber ?? (upper.startsWith('SIG') ? upper : `SIG${upper}`);
+  if (!(name in constants.signals)) throw new InvalidArgumentError('expected a signal name such as TERM, KILL, INT or HUP');
+  return name as NodeJS.Signals;
+}
+
+export interface RootFlags {
+  root?: string;
+}
+
+export function addRootOption(command: Command): Command {
+  return command.option('--root <dir>', 'where jobs are kept (default: $AGENT_EXEC_ROOT, else $XDG_DATA_HOME/agent-exec, else ~/.local/share/agent-exec)');
+}
+
+export function rootOf(flags: RootFlags): string {
+  return flags.root !== undefined ? resolve(flags.root) : defaultRoot(process.env);
+}
+
+/** How run and restart look at the job before answering. */
+export interface ObserveFlags extends RootFlags {
+  until: number;
+  wait: boolean;
+  forever?: boolean;
+  maxBytes: number;
+  tailLines: number;
+  compress: CompressionMode;
+}
+
+export function addObserveOptions(command: Command): Command {
+  return addRootOption(command)
+    .addOption(untilOption())
+    .addOption(new Option('--no-wait', 'answer as soon as the job has started').conflicts(['until', 'forever']))
+    .addOption(foreverOption())
+    .addOption(maxBytesOption())
+    .addOption(new Option('--tail-lines <n>', 'lines of each stream in the snapshot').argParser(count).default(DEFAULT_TAIL_LINES))
+    .addOption(new Option('--compress <mode>', 'compress the excerpts for an agent as well (the raw excerpts stay)').choices(COMPRESSION_MODES).default('route'));
+}
+
+export function untilOption(): Option {
+  return new Option('--until <seconds>', 'wait at most this long for the job to end').argParser(seconds).default(DEFAULT_UNTIL_S);
+}
+
+export function foreverOption(): Option {
+  return new Option('--forever', 'wait until the job ends, however long').conflicts(['until']);
+}
+
+export function maxBytesOption(): Option {
+  return new Option('--max-bytes <n>', 'bytes of each stream to include').argParser(count).default(DEFAULT_MAX_BYTES);
+}
+
+/** The wait, in ms, that --until/--forever/--no-wait ask for (null: no deadline). */
+export function waitMs(flags: { until: number; wait?: boolean; forever?: boolean }): number | null {
+  if (flags.wait === false) return 0;
+  if (flags.forever) return null;
+  return Math.round(flags.until * 1000);
+}

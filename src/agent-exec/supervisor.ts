@@ -1,0 +1,232 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { realpathSync } from 'node:fs';
+import { open, readFile } from 'node:fs/promises';
+import { constants } from 'node:os';
+import { resolve } from 'node:path';
+import type { Readable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import { jobEnvironment } from './job-env.js';
+import { pathsIn, readDefinition, readRecord, writeRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
+import { descendantsOf, killUntilGone, markerOf, processesWithMarker, signalAll } from './job-tree.js';
+import { readExcerpt } from './log-ranges.js';
+import { LogWriter, type StreamName } from './log-writer.js';
+import { readHiddenPaths, workspaceSandboxArgs } from './workspace-sandbox.js';
+
+/** bwrap's --json-status-fd, as the job's fd 3 is seen from bwrap. */
+const STATUS_FD = 3;
+/** After the job's exit, how long a process that escaped every kill may hold its pipes open. */
+const DRAIN_AFTER_EXIT_MS = 2000;
+/** How long SIGKILL rounds may take to empty the job's process list. */
+const KILL_ROUNDS_MS = 5000;
+const SETUP_ERROR_BYTES = 1024;
+
+/** `agent-exec __supervise <dir>`: hidden, started only by the CLI, and speaking only through the job's files. */
+export const SUPERVISE_ARG = '__supervise';
+
+/**
+ * The supervisor, started detached (its own session) by the CLI that launched or restarted
+ * the job, so it outlives that CLI. It owns the job: spawns it, streams its output into the
+ * logs, enforces the timeout, carries out kill requests, takes the whole tree down, and
+ * records each state change atomically in state.json. Its stderr is the job's supervisor.log.
+ */
+export async function superviseAndExit(dir: string): Promise<never> {
+  try {
+    await released();
+    const paths = pathsIn(dir);
+    const [definition, launched] = await Promise.all([readDefinition(paths), readRecord(paths)]);
+    await new Supervisor(paths, definition, launched).run();
+    process.exit(0);
+  } catch (error) {
+    process.stderr.write(`agent-exec supervisor: ${(error as Error).stack ?? String(error)}\n`);
+    process.exit(1);
+  }
+}
+
+/** The launcher holds our stdin open until it has recorded our pid: its end (or death) says go. */
+async function released(): Promise<void> {
+  await finished(process.stdin.resume()).catch(() => undefined);
+  process.stdin.destroy();
+}
+
+interface Termination {
+  reason: 'timeout' | 'kill';
+  signal: NodeJS.Signals;
+}
+
+class Supervisor {
+  private readonly sandboxed: boolean;
+  private readonly marker: string;
+  private child: ChildProcess | undefined;
+  private exited = false;
+  /** Pid 1 of the sandbox's PID namespace, once bwrap has set the sandbox up. */
+  private sandboxInit: number | null = null;
+  private termination: Termination | null = null;
+  private escalation: NodeJS.Timeout | undefined;
+  private logFailure: Error | null = null;
+
+  constructor(
+    private readonly paths: JobPaths,
+    private readonly definition: JobDefinition,
+    private record: JobRecord,
+  ) {
+    this.sandboxed = definition.sandbox === 'workspace';
+    this.marker = markerOf(definition.id);
+  }
+
+  async run(): Promise<void> {
+    const logs = await LogWriter.open(this.paths);
+    const stdin = this.definition.has_stdin ? await open(this.paths.stdin, 'r') : null;
+    const [file, args] = this.command();
+    const child = spawn(file, args, {
+      cwd: this.definition.cwd,
+      env: jobEnvironment(this.definition, process.env),
+      stdio: [stdin?.fd ?? 'ignore', 'pipe', 'pipe', ...(this.sandboxed ? (['pipe'] as const) : [])],
+    });
+    this.child = child;
+    const exit = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, signal) => resolve([code, signal])));
+    const spawnError = await new Promise<Error | null>((resolve) => child.once('spawn', () => resolve(null)).once('error', resolve));
+    await stdin?.close();
+    if (spawnError) {
+      await logs.close();
+      return this.finish({ state: 'failed', pid: null, error: `cannot start ${file}: ${spawnError.message}` });
+    }
+    // Signalling a process that is already gone is not an error worth dying for.
+    child.on('error', () => undefined);
+
+    const pumps = [this.pump(child.stdout!, 'stdout', logs), this.pump(child.stderr!, 'stderr', logs)];
+    if (this.sandboxed) pumps.push(this.readSandboxStatus(child.stdio[STATUS_FD] as Readable));
+    // Kill requests wait for the pid in the record, so they find their handler in place.
+    this.watchForKills();
+    const now = new Date().toISOString();
+    await this.write({ state: 'running', supervisor_pid: process.pid, pid: child.pid!, started_at: now, updated_at: now });
+
+    const [code, signal] = await exit;
+    this.exited = true;
+    clearTimeout(this.escalation);
+    // The job is its main process: what it leaves behind goes with it, as in the sandbox's namespace.
+    await killUntilGone(() => processesWithMarker(this.marker), KILL_ROUNDS_MS);
+    const drainLimit = setTimeout(() => [child.stdout, child.stderr].forEach((stream) => stream?.destroy()), DRAIN_AFTER_EXIT_MS);
+    await Promise.all(pumps);
+    clearTimeout(drainLimit);
+    await logs.close();
+
+    if (this.termination) {
+      return this.finish({ state: 'killed', exit_code: code, signal, reason: this.termination.reason, error: this.logError() });
+    }
+    if (this.sandboxed && this.sandboxInit === null) {
+      return this.finish({ state: 'failed', exit_code: code, signal, error: `the sandbox could not be set up: ${await this.setupError()}` });
+    }
+    return this.finish({ state: 'exited', exit_code: code, signal, error: this.logError() });
+  }
+
+  /** What to spawn: the job itself, or bwrap with the job at the end of its argv. */
+  private command(): [string, string[]] {
+    const { definition } = this;
+    if (!this.sandboxed) return [definition.executable, definition.argv.slice(1)];
+    const args = workspaceSandboxArgs({
+      argv: [definition.executable, ...definition.argv.slice(1)],
+      cwd: realpathSync(definition.cwd),
+      network: definition.network,
+      hidden: readHiddenPaths(),
+      stateRoot: realpathSync(resolve(this.paths.dir, '..', '..')),
+      statusFd: STATUS_FD,
+    });
+    return [definition.bwrap_path!, args];
+  }
+
+  private watchForKills(): void {
+    if (this.definition.timeout_s !== null) {
+      setTimeout(() => this.terminate({ reason: 'timeout', signal: 'SIGTERM' }), this.definition.timeout_s * 1000).unref();
+    }
+    process.on('SIGUSR1', () => void this.readKillRequest().then((signal) => this.terminate({ reason: 'kill', signal })));
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => this.terminate({ reason: 'kill', signal: 'SIGTERM' }));
+  }
+
+  /** kill.json names the signal `agent-exec kill` asked for; SIGUSR1 says it is there. */
+  private async readKillRequest(): Promise<NodeJS.Signals> {
+    try {
+      const { signal } = JSON.parse(await readFile(this.paths.killRequest, 'utf8')) as { signal: string };
+      if (signal in constants.signals) return signal as NodeJS.Signals;
+    } catch {
+      // Unreadable: fall back to the default below.
+    }
+    return 'SIGTERM';
+  }
+
+  /**
+   * The polite signal to every job process now, SIGKILL to all of them after the grace
+   * period. The first termination names the reason; later ones can only hasten it.
+   */
+  private terminate(request: Termination): void {
+    if (this.exited) return;
+    this.termination ??= request;
+    if (request.signal === 'SIGKILL' || (this.sandboxed && this.sandboxInit === null)) return void this.killAll();
+    signalAll(this.politeTargets(), request.signal);
+    this.escalation ??= setTimeout(() => void this.killAll(), this.definition.kill_after_s * 1000);
+  }
+
+  private killAll(): Promise<boolean> {
+    return killUntilGone(() => this.members(), KILL_ROUNDS_MS);
+  }
+
+  /** Every process of the job: the spawned tree while it lives, and anything carrying the marker. */
+  private members(): number[] {
+    const root = this.child!.pid!;
+    const tree = this.exited ? [] : [root, ...descendantsOf(root)];
+    return [...new Set([...tree, ...processesWithMarker(this.marker)])];
+  }
+
+  /** bwrap itself must not get the polite signal: it would die and SIGKILL the job at once. */
+  private politeTargets(): number[] {
+    return this.sandboxed ? descendantsOf(this.sandboxInit!) : this.members();
+  }
+
+  /** Reads to the end, writing as it goes; a failed write drops output but never blocks the job. */
+  private async pump(source: Readable, stream: StreamName, logs: LogWriter): Promise<void> {
+    try {
+      for await (const chunk of source) {
+        if (this.logFailure) continue;
+        try {
+          await logs.append(stream, chunk as Buffer);
+        } catch (error) {
+          this.logFailure = error as Error;
+        }
+      }
+    } catch {
+      // Destroyed after the job's exit: an escaped process held the pipe.
+    }
+  }
+
+  /** bwrap writes {"child-pid": N} once the sandbox is set up; without it, setup failed. */
+  private async readSandboxStatus(source: Readable): Promise<void> {
+    let text = '';
+    try {
+      for await (const chunk of source) {
+        text += (chunk as Buffer).toString('utf8');
+        const match = /"child-pid":\s*(\d+)/.exec(text);
+        if (match && this.sandboxInit === null) this.sandboxInit = Number(match[1]);
+      }
+    } catch {
+      // Closed with bwrap: whatever it wrote has been read.
+    }
+  }
+
+  private async setupError(): Promise<string> {
+    const { bytes } = await readExcerpt(this.paths.stderr, { offset: null, maxBytes: SETUP_ERROR_BYTES, settled: true });
+    return bytes.toString('utf8').trim().split('\n').pop() || 'bwrap reported nothing';
+  }
+
+  private logError(): string | null {
+    return this.logFailure ? `the logs are incomplete: ${this.logFailure.message}` : null;
+  }
+
+  private async finish(outcome: Partial<JobRecord> & Pick<JobRecord, 'state'>): Promise<void> {
+    const now = new Date().toISOString();
+    await this.write({ exit_code: null, signal: null, reason: null, error: null, ...outcome, finished_at: now, updated_at: now });
+  }
+
+  private async write(change: Partial<JobRecord>): Promise<void> {
+    this.record = { ...this.record, ...change };
+    await writeRecord(this.paths, this.record);
+  }
+}

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Ajv } from 'ajv';
+import { runCli } from '../helpers/cli.js';
+
+const SCHEMA = JSON.parse(readFileSync(new URL('../../schemas/agent-exec-response.schema.json', import.meta.url), 'utf8')) as object;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
+
+// ajv-formats is not installed: date-time is checked by hand, so timestamps are still validated.
+const ajv = new Ajv({ strict: false, allErrors: true });
+ajv.addFormat('date-time', (text: string) => RFC3339.test(text) && !Number.isNaN(Date.parse(text)));
+const validate = ajv.compile(SCHEMA);
+
+/** The response fields tests read; anything else stays reachable through the index signature. */
+export interface Response {
+  ok: boolean;
+  type: string;
+  job_id: string;
+  state: string;
+  exit_code: number | null;
+  exit_signal: string | null;
+  reason: string | null;
+  error: { code: string; message: string; retryable: boolean };
+  stdout: string;
+  stderr: string;
+  stdout_range: [number, number];
+  stderr_range: [number, number];
+  stdout_total_bytes: number;
+  stderr_total_bytes: number;
+  encoding: string;
+  [field: string]: unknown;
+}
+
+export interface Answer {
+  code: number | null;
+  response: Response;
+  stderr: string;
+}
+
+/** Runs the built agent-exec and checks its answer against the contract. */
+export async function agentExec(root: string, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Answer> {
+  const { code, stdout, stderr } = await runCli('agent-exec', args, { stdin: options.stdin, env: { AGENT_EXEC_ROOT: root, ...options.env } });
+  return { code, response: checkResponse(args, stdout, stderr), stderr };
+}
+
+/** The contract itself: stdout is exactly one JSON object, valid against the shipped schema. */
+export function checkResponse(args: readonly string[], stdout: string, stderr: string): Response {
+  let response: Response;
+  try {
+    response = JSON.parse(stdout) as Response;
+  } catch {
+    throw new assert.AssertionError({ message: `stdout of agent-exec ${args.join(' ')} is not one JSON object:\n${stdout}\nstderr:\n${stderr}` });
+  }
+  assert.ok(validate(response), `agent-exec ${args.join(' ')} answered outside the schema: ${ajv.errorsText(validate.errors)}\n${stdout}`);
+  return response;
+}
+
+/** agent-exec that must succeed. */
+export async function ok(root: string, args: string[], options: Parameters<typeof agentExec>[2] = {}): Promise<Response> {
+  const answer = await agentExec(root, args, options);
+  assert.equal(answer.code, 0, `agent-exec ${args.join(' ')} failed: ${JSON.stringify(answer.response.error)}\n${answer.stderr}`);
+  assert.equal(answer.response.ok, true);
+  return answer.response;
+}
+
+export function tempDir(prefix: string): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function removeDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** Kills whatever a failed test left running in `root`, then removes it. */
+export async function disposeRoot(root: string): Promise<void> {
+  const { response } = await agentExec(root, ['list', '--state', 'running']);
+  for (const job of (response.jobs as Array<{ job_id: string }> | undefined) ?? []) await agentExec(root, ['kill', job.job_id, '--signal', 'KILL']);
+  removeDir(root);
+}
+
+/** Job directories made by hand: ids with a shared prefix, a finished job, an unreadable one. */
+export function rootWithFixtures(): string {
+  const root = tempDir('agent-exec-fixtures-');
+  cpSync(new URL('../fixtures/agent-exec/jobs', import.meta.url), join(root, 'jobs'), { recursive: true });
+  return root;
+}
+
+/** Processes whose command line matches, as pgrep -f sees them (pgrep exits 1 for none). */
+export function pgrep(pattern: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-af', pattern], { encoding: 'utf8' }).trim().split('\n').filter((line) => !line.includes('pgrep'));
+  } catch {
+    return [];
+  }
+}
