@@ -26,6 +26,13 @@ const concurrency = availableParallelism();
 const stateDir = join(tmpdir(), 'agent-runner-bench-state');
 const request = { command: { argv: ['true'] } };
 
+/** CPU time (user + system) the process has used, in ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks * 1000) / 100;
+}
+
 function rssKiB(pid: number): number {
   const match = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(match?.[1] ?? 0);
@@ -81,6 +88,7 @@ const url = await new Promise<string>((resolve) => {
   server.stdout!.on('data', onData);
 });
 const rssBefore = rssKiB(server.pid!);
+const cpuBefore = cpuMs(server.pid!);
 const service = await measure('service', async () => {
   const submitted = await fetch(`${url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
   if (submitted.status !== 202) return false;
@@ -89,9 +97,11 @@ const service = await measure('service', async () => {
   return state.status === 'completed';
 });
 const rssAfter = rssKiB(server.pid!);
+const serverCpuPerJob = (cpuMs(server.pid!) - cpuBefore) / jobs;
 server.kill('SIGTERM');
 
 const overheadP50 = median(service.latencies) - median(library.latencies);
 const overheadPerJob = (service.wallMs - library.wallMs) / jobs;
 console.log(`service overhead: p50 latency +${overheadP50.toFixed(1)} ms, wall time per job +${overheadPerJob.toFixed(2)} ms (target < 5 ms at p50); ratio ${(service.wallMs / library.wallMs).toFixed(2)}x`);
+console.log(`server process CPU per job ${serverCpuPerJob.toFixed(2)} ms (HTTP, validation, run store, and the sandbox launches it makes); on 2 cores this CPU competes with the jobs`);
 console.log(`server RSS before ${(rssBefore / 1024).toFixed(1)} MiB, after ${(rssAfter / 1024).toFixed(1)} MiB`);

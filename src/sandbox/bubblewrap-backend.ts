@@ -7,6 +7,7 @@ import { readHostLayout, type HostLayout } from './host-layout.js';
 import { LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
 import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
+import { forkWhenQuiet } from './fork-gate.js';
 import { isAlive } from './process-tree.js';
 import { mountTmpfs, unmountOrphans, unmountTmpfs } from './tmpfs.js';
 import { UidPool } from './uid-pool.js';
@@ -253,8 +254,9 @@ export class BubblewrapBackend implements SandboxBackend {
         files.set(file.name, host);
         fileMounts.push({ host, sandbox: file.sandboxPath, writable: false });
       }
-      return new LaunchedSandbox({
-        argv: this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup),
+      const argv = this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup);
+      return await forkWhenQuiet(() => new LaunchedSandbox({
+        argv,
         seccompFile: ready.seccompFile,
         uid,
         cgroup,
@@ -267,7 +269,7 @@ export class BubblewrapBackend implements SandboxBackend {
           hooks.onFinished?.();
         },
         ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
-      });
+      }));
     } catch (error) {
       await cgroup?.dispose();
       if (workDirMounted && mountedAt) await unmountTmpfs(mountedAt).catch(() => undefined);

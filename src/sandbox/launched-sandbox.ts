@@ -4,6 +4,7 @@ import { copyFile, open, rm } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
+import { whileWriting } from './fork-gate.js';
 import { signalGroup } from './process-tree.js';
 import { unmountTmpfs } from './tmpfs.js';
 import { SandboxUnavailableError, type OutputSink, type PreparedSandbox, type SandboxIO, type SandboxOutcome } from './types.js';
@@ -40,6 +41,7 @@ type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boo
 
 /**
  * One bubblewrap process tree: launched ahead of its job, blocked before exec, then released.
+ * Construct it only when no staged write is in flight (fork-gate.ts): the constructor forks.
  * It runs at most one job and cleans up after itself (cgroup, staging dir, uid) when it ends.
  */
 export class LaunchedSandbox implements PreparedSandbox {
@@ -117,17 +119,19 @@ export class LaunchedSandbox implements PreparedSandbox {
 
   // The staged inode is what is bind-mounted into the sandbox: both writers fill it in place
   // (O_TRUNC, copy_file_range), never replace it.
-  async writeFile(name: string, content: string | Buffer): Promise<void> {
-    const handle = await open(this.stagedPath(name), constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW);
-    try {
-      await handle.writeFile(content);
-    } finally {
-      await handle.close();
-    }
+  writeFile(name: string, content: string | Buffer): Promise<void> {
+    return whileWriting(async () => {
+      const handle = await open(this.stagedPath(name), constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW);
+      try {
+        await handle.writeFile(content);
+      } finally {
+        await handle.close();
+      }
+    });
   }
 
-  async copyFile(name: string, hostSource: string): Promise<void> {
-    await copyFile(hostSource, this.stagedPath(name));
+  copyFile(name: string, hostSource: string): Promise<void> {
+    return whileWriting(() => copyFile(hostSource, this.stagedPath(name)));
   }
 
   private stagedPath(name: string): string {

@@ -1,17 +1,18 @@
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
+import { forkWhenQuiet } from './fork-gate.js';
 
 const run = promisify(execFile);
 
 /** A size-limited tmpfs owned by `uid` (root only): a job filling it fills nothing else. */
 export async function mountTmpfs(path: string, bytes: number, uid: number): Promise<void> {
-  await run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,uid=${uid},gid=${uid},nosuid,nodev`, 'agent-runner-work', path]);
+  await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,uid=${uid},gid=${uid},nosuid,nodev`, 'agent-runner-work', path]));
 }
 
 /** Lazy: the job's processes are gone, but a reader of ours may still hold an fd inside. */
 export async function unmountTmpfs(path: string): Promise<void> {
-  await run('/usr/bin/umount', ['--lazy', path]);
+  await forkWhenQuiet(() => run('/usr/bin/umount', ['--lazy', path]));
 }
 
 /** Unmounts work-dir tmpfs left under `root` by processes that died (their dirs are then reaped). */

@@ -1,0 +1,25 @@
+/**
+ * Keeps forks away from files being written for a job. A program staged for exec is written
+ * through an fd; a fork while that fd is open gives the child a copy until it execs, and the
+ * job's execve then fails with ETXTBSY ("Text file busy"), the race every runtime that writes
+ * and runs binaries meets. Staged writes run inside `whileWriting`; every fork goes through
+ * `forkWhenQuiet`, which forks in the same synchronous step as its last check.
+ */
+let writes = 0;
+const waiters: Array<() => void> = [];
+
+export async function whileWriting<T>(write: () => Promise<T>): Promise<T> {
+  writes += 1;
+  try {
+    return await write();
+  } finally {
+    writes -= 1;
+    if (writes === 0) for (const resolve of waiters.splice(0)) resolve();
+  }
+}
+
+/** Calls `fork` (which must fork synchronously, as spawn and execFile do) once no staged write is open. */
+export async function forkWhenQuiet<T>(fork: () => T): Promise<T> {
+  while (writes > 0) await new Promise<void>((resolve) => waiters.push(resolve));
+  return fork();
+}
