@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { encodingOf, lastLines, readExcerpt } from '../../src/agent-exec/log-ranges.js';
-import { disposeRoot, ok, removeDir, tempDir } from './helpers.js';
+import { ok, removeDir, tempDir, jobDirs } from './helpers.js';
 
 describe('log ranges', () => {
   const dir = tempDir('agent-exec-ranges-');
@@ -52,12 +52,7 @@ describe('log ranges', () => {
 });
 
 describe('agent-exec output that is not UTF-8', () => {
-  const root = tempDir('agent-exec-bytes-');
-  const cwd = tempDir('agent-exec-bytes-cwd-');
-  after(async () => {
-    await disposeRoot(root);
-    removeDir(cwd);
-  });
+  const { root, cwd } = jobDirs('agent-exec-bytes');
 
   it('is decoded with U+FFFD, flagged utf-8-lossy, and the response stays valid JSON', async () => {
     const response = await ok(root, ['run', '--cwd', cwd, '--', 'printf', 'ok \\377\\376 bytes\\n']);

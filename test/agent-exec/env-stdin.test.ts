@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
-import { agentExec, disposeRoot, ok, removeDir, tempDir } from './helpers.js';
+import { describe, it } from 'node:test';
+import { agentExec, ok, jobDirs } from './helpers.js';
 
 /** Variables a sandboxed process always has: the job marker, and PWD from bwrap's --chdir. */
 const ALWAYS = new Set(['AGENT_EXEC_JOB_ID', 'PWD']);
@@ -17,12 +17,7 @@ function variables(envOutput: string): Map<string, string> {
 }
 
 describe('agent-exec environment and stdin', () => {
-  const root = tempDir('agent-exec-env-');
-  const cwd = tempDir('agent-exec-env-cwd-');
-  after(async () => {
-    await disposeRoot(root);
-    removeDir(cwd);
-  });
+  const { root, cwd } = jobDirs('agent-exec-env');
 
   it('--mask shows the value as *** in env_vars while the job gets the real one', async () => {
     const response = await ok(root, ['run', '--cwd', cwd, '--env', 'TOKEN=hunter2', '--env', 'PLAIN=visible', '--mask', 'TOKEN', '--', 'printenv', 'TOKEN']);

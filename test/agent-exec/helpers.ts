@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { after } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -79,6 +80,20 @@ export async function disposeRoot(root: string): Promise<void> {
   const { response } = await agentExec(root, ['list', '--state', 'running']);
   for (const job of (response.jobs as Array<{ job_id: string }> | undefined) ?? []) await agentExec(root, ['kill', job.job_id, '--signal', 'KILL']);
   removeDir(root);
+}
+
+/**
+ * A job root and a cwd for one describe block, removed (and any job still running there
+ * killed) after it. Call it inside the describe.
+ */
+export function jobDirs(prefix: string): { root: string; cwd: string } {
+  const root = tempDir(`${prefix}-`);
+  const cwd = tempDir(`${prefix}-cwd-`);
+  after(async () => {
+    await disposeRoot(root);
+    removeDir(cwd);
+  });
+  return { root, cwd };
 }
 
 /** Job directories made by hand: ids with a shared prefix, a finished job, an unreadable one. */

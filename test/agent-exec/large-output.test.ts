@@ -3,9 +3,9 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { checkResponse, disposeRoot, ok, removeDir, tempDir, type Response } from './helpers.js';
+import { checkResponse, ok, type Response, jobDirs } from './helpers.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/agent-exec.js', import.meta.url));
 const TIME = '/usr/bin/time';
@@ -59,12 +59,7 @@ async function supervisorPeakKb(root: string, done: Promise<unknown>): Promise<n
 }
 
 describe('agent-exec with a job that prints 200 MiB', { skip: !existsSync(TIME) && `${TIME} is not installed` }, () => {
-  const root = tempDir('agent-exec-big-');
-  const cwd = tempDir('agent-exec-big-cwd-');
-  after(async () => {
-    await disposeRoot(root);
-    removeDir(cwd);
-  });
+  const { root, cwd } = jobDirs('agent-exec-big');
 
   it('keeps the CLI and the supervisor flat, and tail pages through the log by range', async (t) => {
     // Every measured CLI call is one whose process tree is the CLI alone: a `run` that waited

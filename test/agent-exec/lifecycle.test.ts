@@ -2,21 +2,16 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { agentExec, disposeRoot, ok, pgrep, removeDir, tempDir } from './helpers.js';
+import { agentExec, ok, pgrep, jobDirs } from './helpers.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/agent-exec.js', import.meta.url));
 /** Prints "line 0".."line 49", one every 0.1 s: a job that is still running when run answers. */
 const SLOW = ['sh', '-c', 'i=0; while [ $i -lt 50 ]; do echo "line $i"; i=$((i+1)); sleep 0.1; done # slow-lifecycle-job'];
 
 describe('agent-exec lifecycle with real processes', () => {
-  const root = tempDir('agent-exec-life-');
-  const cwd = tempDir('agent-exec-life-cwd-');
-  after(async () => {
-    await disposeRoot(root);
-    removeDir(cwd);
-  });
+  const { root, cwd } = jobDirs('agent-exec-life');
 
   it('run watches a quick job to its end: state, exit code, both streams, logs, compression, snapshot', async () => {
     const response = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', 'echo out; echo err >&2; exit 3']);

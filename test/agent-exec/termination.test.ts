@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, describe, it } from 'node:test';
-import { disposeRoot, ok, pgrep, removeDir, tempDir } from './helpers.js';
+import { describe, it } from 'node:test';
+import { ok, pgrep, jobDirs } from './helpers.js';
 
 /**
  * A tree that resists: the shell ignores SIGTERM (and its children inherit that), one child
@@ -23,12 +23,7 @@ async function assertNothingLeft(tag: string): Promise<void> {
 }
 
 describe('agent-exec takes down whole process trees', () => {
-  const root = tempDir('agent-exec-kill-');
-  const cwd = tempDir('agent-exec-kill-cwd-');
-  after(async () => {
-    await disposeRoot(root);
-    removeDir(cwd);
-  });
+  const { root, cwd } = jobDirs('agent-exec-kill');
 
   for (const sandbox of ['none', 'workspace'] as const) {
     it(`--timeout then --kill-after: a SIGTERM-proof tree and its daemonised grandchild are gone (--sandbox ${sandbox})`, async () => {
