@@ -9,7 +9,8 @@ import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
 import { forkWhenQuiet } from './fork-gate.js';
 import { isAlive } from './process-tree.js';
-import { mountTmpfs, unmountOrphans, unmountTmpfs } from './tmpfs.js';
+import { unmountOrphans } from './tmpfs.js';
+import { WorkDirPool, type WorkDirLease } from './work-dir-pool.js';
 import { UidPool } from './uid-pool.js';
 import { WarmPool } from './warm-pool.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
@@ -74,6 +75,7 @@ export class BubblewrapBackend implements SandboxBackend {
   private readonly uids: UidPool | null;
   private readonly warm: WarmPool<LaunchedSandbox>;
   private readonly refilling = new Set<string>();
+  private readonly workDirs: WorkDirPool;
   private ready: Promise<Ready> | undefined;
   private disposed = false;
 
@@ -81,6 +83,7 @@ export class BubblewrapBackend implements SandboxBackend {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount) : null;
     this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
+    this.workDirs = new WorkDirPool(join(this.options.runtimeDir, 'workdirs'));
   }
 
   async status(): Promise<BackendStatus> {
@@ -114,6 +117,7 @@ export class BubblewrapBackend implements SandboxBackend {
   async dispose(): Promise<void> {
     this.disposed = true;
     this.warm.drain();
+    await this.workDirs.dispose();
   }
 
   private prepareHost(): Promise<Ready> {
@@ -138,8 +142,10 @@ export class BubblewrapBackend implements SandboxBackend {
     if (!cgroups && this.options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
     if (cgroups) await reapStaleCgroups(cgroups);
     mkdirSync(join(this.options.runtimeDir, 'jobs'), { recursive: true, mode: 0o755 });
-    await unmountOrphans(join(this.options.runtimeDir, 'jobs'), isAlive);
-    await reapDeadOwners(join(this.options.runtimeDir, 'jobs'));
+    for (const dir of ['jobs', 'workdirs'].map((name) => join(this.options.runtimeDir, name))) {
+      await unmountOrphans(dir, isAlive);
+      await reapDeadOwners(dir);
+    }
     const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
     writeFileSync(identityFiles.passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`, { mode: 0o644 });
     writeFileSync(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`, { mode: 0o644 });
@@ -216,8 +222,7 @@ export class BubblewrapBackend implements SandboxBackend {
     hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
   ): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
-    let workDirMounted = false;
-    let mountedAt: string | null = null;
+    let lease: WorkDirLease | null = null;
     const release = () => {
       if (uid !== null) this.uids!.release(uid);
     };
@@ -237,14 +242,14 @@ export class BubblewrapBackend implements SandboxBackend {
       const fileMounts: Mount[] = [];
       let workDir: string | null = null;
       if (template.workDir !== undefined) {
-        workDir = join(stagingDir, 'work');
-        await mkdir(workDir, { mode: 0o755 });
         if (uid !== null) {
           // Root can give the work dir its own size-limited file system; otherwise only
           // RLIMIT_FSIZE bounds a single file.
-          await mountTmpfs(workDir, template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid);
-          workDirMounted = true;
-          mountedAt = workDir;
+          lease = await this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid);
+          workDir = lease.path;
+        } else {
+          workDir = join(stagingDir, 'work');
+          await mkdir(workDir, { mode: 0o755 });
         }
         fileMounts.push({ host: workDir, sandbox: template.workDir, writable: true });
       }
@@ -263,7 +268,7 @@ export class BubblewrapBackend implements SandboxBackend {
         stagingDir,
         files,
         workDir,
-        workDirMounted,
+        releaseWorkDir: lease ? lease.release : null,
         onFinished: () => {
           release();
           hooks.onFinished?.();
@@ -272,7 +277,7 @@ export class BubblewrapBackend implements SandboxBackend {
       }));
     } catch (error) {
       await cgroup?.dispose();
-      if (workDirMounted && mountedAt) await unmountTmpfs(mountedAt).catch(() => undefined);
+      await lease?.release();
       release();
       throw error;
     }

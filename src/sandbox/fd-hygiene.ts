@@ -26,12 +26,21 @@ export function inheritedFds(): number[] {
 }
 
 /**
+ * Read once: inherited fds are there from the start and Node never adds one without
+ * close-on-exec, while a busy service holds hundreds of fds whose fdinfo is not worth
+ * re-reading at every spawn. (If an inherited number is later closed and reused by one of our
+ * own close-on-exec fds, the child gets /dev/null there instead: harmless.)
+ */
+let inheritedAtStart: number[] | undefined;
+
+/**
  * A spawn stdio array: `wanted` in its first slots, every inherited fd not given a meaning
  * there overwritten with `devNull`, and gaps filled with 'ignore' (Node compacts holes).
  */
 export function stdioWithoutLeaks<T>(wanted: ReadonlyArray<T | 'ignore'>, devNull: number): Array<T | 'ignore' | number> {
+  inheritedAtStart ??= inheritedFds();
   const stdio: Array<T | 'ignore' | number> = [...wanted];
-  for (const fd of inheritedFds()) {
+  for (const fd of inheritedAtStart) {
     if (fd < stdio.length && stdio[fd] !== 'ignore') continue;
     while (stdio.length <= fd) stdio.push('ignore');
     stdio[fd] = devNull;

@@ -6,7 +6,6 @@ import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { whileWriting } from './fork-gate.js';
 import { signalGroup } from './process-tree.js';
-import { unmountTmpfs } from './tmpfs.js';
 import { SandboxUnavailableError, type OutputSink, type PreparedSandbox, type SandboxIO, type SandboxOutcome } from './types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
@@ -29,8 +28,8 @@ export interface LaunchParts {
   files: ReadonlyMap<string, string>;
   /** The writable work directory inside stagingDir, if the template asked for one. */
   workDir: string | null;
-  /** The work dir is a tmpfs of its own, to unmount before the staging dir is removed. */
-  workDirMounted: boolean;
+  /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
+  releaseWorkDir: (() => Promise<void>) | null;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
   onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
@@ -206,8 +205,8 @@ export class LaunchedSandbox implements PreparedSandbox {
     try {
       await this.parts.cgroup?.killAll();
       await this.parts.cgroup?.dispose();
-      if (this.parts.workDirMounted && this.parts.workDir) await unmountTmpfs(this.parts.workDir);
-      // rm never follows symlinks, so links the job planted in its work dir are removed, not followed.
+      await this.parts.releaseWorkDir?.();
+      // rm never follows symlinks, so links the job planted are removed, not followed.
       await rm(this.parts.stagingDir, { recursive: true, force: true });
     } finally {
       this.parts.onFinished();

@@ -5,9 +5,9 @@ import { forkWhenQuiet } from './fork-gate.js';
 
 const run = promisify(execFile);
 
-/** A size-limited tmpfs owned by `uid` (root only): a job filling it fills nothing else. */
-export async function mountTmpfs(path: string, bytes: number, uid: number): Promise<void> {
-  await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,uid=${uid},gid=${uid},nosuid,nodev`, 'agent-runner-work', path]));
+/** A size-limited tmpfs (root only): a job filling it fills nothing else. */
+export async function mountTmpfs(path: string, bytes: number): Promise<void> {
+  await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,nosuid,nodev`, 'agent-runner-work', path]));
 }
 
 /** Lazy: the job's processes are gone, but a reader of ours may still hold an fd inside. */

@@ -274,7 +274,8 @@ describe('attack suite', () => {
   it('leaves no work-dir mounts or stray sandboxes behind', async () => {
     await new Promise((resolve) => setTimeout(resolve, 500));
     const mounts = readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((line) => line.startsWith('agent-runner-work ')).length;
-    assert.ok(mounts <= 2 * 8, `at most the warm pool's work dirs stay mounted, found ${mounts}`);
+    // Idle work-dir mounts are kept for reuse (at most 32 per size), each emptied: a bound, not a leak.
+    assert.ok(mounts <= 32 + 2 * 8, `at most the idle work-dir pool plus the warm sandboxes' mounts, found ${mounts}`);
     assert.ok(existsSync('/proc/self'));
   });
 });
