@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { visibleInSandbox, workspaceSandboxArgs, type WorkspacePlan } from '../../src/agent-exec/workspace-sandbox.js';
 import { agentExec, disposeRoot, ok, removeDir, tempDir } from './helpers.js';
+import { bwrapFlags } from '../helpers/bwrap-flags.js';
 
 const plan: WorkspacePlan = {
   argv: ['/usr/bin/make', 'test'],
@@ -15,16 +16,11 @@ const plan: WorkspacePlan = {
   statusFd: 3,
 };
 
-/** Pairs each flag with its operands so the list reads as a table. */
-function flags(args: string[]): string[] {
-  return args.slice(0, args.indexOf('--')).join(' ').split(/ (?=--)/);
-}
-
 describe('workspace sandbox flags', () => {
   it('are one readable list: namespaces, lifetime, read-only host, hidden secrets, fresh kernel views, writable cwd', (t) => {
     const args = workspaceSandboxArgs(plan);
     t.diagnostic(`bwrap ${args.join(' ')}`);
-    assert.deepEqual(flags(args), [
+    assert.deepEqual(bwrapFlags(args), [
       '--unshare-user', '--unshare-pid', '--unshare-ipc', '--disable-userns', '--cap-drop ALL',
       '--die-with-parent', '--new-session', '--json-status-fd 3',
       '--ro-bind / /',
@@ -39,12 +35,12 @@ describe('workspace sandbox flags', () => {
 
   it('--network none adds a network namespace; a state root already hidden is not mounted twice', () => {
     const args = workspaceSandboxArgs({ ...plan, network: 'none', stateRoot: '/root/.local/share/agent-exec' });
-    assert.ok(flags(args).includes('--unshare-net'));
+    assert.ok(bwrapFlags(args).includes('--unshare-net'));
     assert.ok(!args.includes('/root/.local/share/agent-exec'));
   });
 
   it('the state root is hidden even inside cwd, after cwd is bound', () => {
-    const args = flags(workspaceSandboxArgs({ ...plan, stateRoot: '/srv/project/.agent-exec' }));
+    const args = bwrapFlags(workspaceSandboxArgs({ ...plan, stateRoot: '/srv/project/.agent-exec' }));
     assert.ok(args.indexOf('--tmpfs /srv/project/.agent-exec') > args.indexOf('--bind /srv/project /srv/project'));
   });
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { buildBwrapArgs, type BwrapPlan } from '../../src/sandbox/bwrap-argv.js';
+import { bwrapFlags } from '../helpers/bwrap-flags.js';
 
 const plan: BwrapPlan = {
   layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'], etcNetwork: ['/etc/resolv.conf'] },
@@ -15,15 +16,10 @@ const plan: BwrapPlan = {
   shmBytes: 512,
 };
 
-/** Pairs each flag with its operands so order and values can be read as a table. */
-function flags(args: string[]): string[] {
-  return args.slice(0, args.indexOf('--')).join(' ').split(/ (?=--)/);
-}
-
 describe('bubblewrap argv', () => {
   it('is one readable list: namespaces, identity, environment, read-only system, scratch, job', () => {
     const args = buildBwrapArgs(plan);
-    assert.deepEqual(flags(args), [
+    assert.deepEqual(bwrapFlags(args), [
       '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup', '--unshare-net',
       '--uid 1000', '--gid 1000', '--hostname sandbox', '--disable-userns', '--die-with-parent', '--new-session', '--cap-drop ALL',
       '--clearenv', '--setenv PATH /usr/bin', '--setenv HOME /tmp',
