@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { startGuestServer, formatListenAddress } from '../../guest/server.js';
 import { parseListenAddress } from '../../guest/listen-address.js';
+import { positiveOption } from '../flag-values.js';
 
 export function registerGuest(program: Command): void {
   program
@@ -11,8 +12,8 @@ export function registerGuest(program: Command): void {
     .option('--max-frame-bytes <n>', 'largest frame accepted (default 16 MiB)')
     .action(async (flags: { listen: string; concurrency?: string; maxFrameBytes?: string }) => {
       const server = await startGuestServer(parseListenAddress(flags.listen), {
-        ...(flags.concurrency !== undefined ? { concurrency: positiveInteger('--concurrency', flags.concurrency) } : {}),
-        ...(flags.maxFrameBytes !== undefined ? { maxFrameBytes: positiveInteger('--max-frame-bytes', flags.maxFrameBytes) } : {}),
+        ...(flags.concurrency !== undefined ? { concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true })! } : {}),
+        ...(flags.maxFrameBytes !== undefined ? { maxFrameBytes: positiveOption('--max-frame-bytes', flags.maxFrameBytes, { integer: true })! } : {}),
         onConnectionError: (error) => process.stderr.write(`connection error: ${error.message}\n`),
       });
       process.stderr.write(`guest runner listening on ${formatListenAddress(server.address)}\n`);
@@ -20,10 +21,4 @@ export function registerGuest(program: Command): void {
       process.once('SIGTERM', stop);
       process.once('SIGINT', stop);
     });
-}
-
-function positiveInteger(flag: string, text: string): number {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
 }

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { runJob } from '../../runner/run-job.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { exitAfterFlush, printJson } from '../io.js';
+import { positiveOption } from '../flag-values.js';
 import { readRequestJson } from '../request-input.js';
 
 interface RunFlags {
@@ -62,12 +63,7 @@ function requestFromFlags(argv: string[], flags: RunFlags): unknown {
       return [pair.slice(0, equals), pair.slice(equals + 1)];
     }),
   );
-  const number = (flag: string, text: string | undefined) => {
-    if (text === undefined) return undefined;
-    const value = Number(text);
-    if (!Number.isInteger(value) || value < 1) throw new Error(`${flag} must be a positive integer, got ${JSON.stringify(text)}`);
-    return value;
-  };
+  const number = (flag: string, text: string | undefined) => positiveOption(flag, text, { integer: true });
   const memoryMb = number('--memory-mb', flags.memoryMb);
   return {
     ...(flags.jobId ? { job_id: flags.jobId } : {}),

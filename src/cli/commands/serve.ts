@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { pino } from 'pino';
 import { parseHttpAddress } from '../../http/listen-address.js';
+import { positiveOption } from '../flag-values.js';
 import { SERVICE_DEFAULTS, startService } from '../../http/service.js';
 
 interface ServeFlags {
@@ -32,12 +33,7 @@ export function registerServe(program: Command): void {
     .option('--retention-count <n>', 'keep at most this many runs (oldest terminal ones go first)')
     .option('--log-level <level>', 'pino level: fatal, error, warn, info, debug', 'info')
     .action(async (flags: ServeFlags) => {
-      const number = (flag: string, text: string | undefined): number | null => {
-        if (text === undefined) return null;
-        const value = Number(text);
-        if (!Number.isFinite(value) || value <= 0) throw new Error(`${flag} must be a positive number, got ${JSON.stringify(text)}`);
-        return value;
-      };
+      const number = (flag: string, text: string | undefined) => positiveOption(flag, text, { integer: false }) ?? null;
       const grace = number('--grace-ms', flags.graceMs) ?? SERVICE_DEFAULTS.graceMs;
       const retentionDays = number('--retention-days', flags.retentionDays);
       const logger = pino({ level: flags.logLevel, redact: ['req.headers.authorization'] });

@@ -1,0 +1,11 @@
+/**
+ * A numeric option: undefined when it was not given, else a positive number (an integer when
+ * `integer`), or an error that names the flag and quotes what came.
+ */
+export function positiveOption(flag: string, text: string | undefined, options: { integer: boolean }): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  const valid = options.integer ? Number.isInteger(value) && value >= 1 : Number.isFinite(value) && value > 0;
+  if (!valid) throw new Error(`${flag} must be a positive ${options.integer ? 'integer' : 'number'}, got ${JSON.stringify(text)}`);
+  return value;
+}
