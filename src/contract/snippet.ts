@@ -35,5 +35,3 @@ export const SNIPPET_EXIT = {
   timedOut: 124,
   unsupported: 127,
 } as const;
-
-export const DEFAULT_SNIPPET_TIMEOUT_SECONDS = 10;

@@ -1,30 +1,19 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ownedName, reapDeadOwners } from '../sandbox/owned-dirs.js';
 
 /**
- * A job's host-side directory: the source file (mounted read-only into the sandbox) and,
- * for compiled languages, the compiler's output directory. Readable by the unprivileged
- * sandbox uid, removed when the job ends.
+ * A job's host-side scratch directory (the compiler's output directory), readable by the
+ * unprivileged sandbox uid, removed when the job ends.
  */
 export class JobStaging {
-  private constructor(
-    readonly id: string,
-    readonly dir: string,
-  ) {}
+  private constructor(readonly dir: string) {}
 
   static async create(stagingRoot: string): Promise<JobStaging> {
     await mkdir(stagingRoot, { recursive: true, mode: 0o755 });
-    const id = ownedName();
-    const dir = join(stagingRoot, id);
+    const dir = join(stagingRoot, ownedName());
     await mkdir(dir, { mode: 0o755 });
-    return new JobStaging(id, dir);
-  }
-
-  async writeFile(name: string, content: string): Promise<string> {
-    const path = join(this.dir, name);
-    await writeFile(path, content, { mode: 0o644, flag: 'wx' });
-    return path;
+    return new JobStaging(dir);
   }
 
   async makeDir(name: string): Promise<string> {
