@@ -1,5 +1,7 @@
 #!/usr/bin/env node
+import { resolve } from 'node:path';
 import { Command } from 'commander';
+import { registerConfig } from './commands/config.js';
 import { registerExec } from './commands/exec.js';
 import { registerGuest } from './commands/guest.js';
 import { registerRun } from './commands/run.js';
@@ -9,13 +11,20 @@ import { registerTask } from './commands/task.js';
 
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
-  .showHelpAfterError();
+  .option('--config <file>', 'JSON configuration file (same as AGENT_RUNNER_CONFIG); AGENT_RUNNER_* variables and flags override it')
+  .showHelpAfterError()
+  // Through the environment, every command's loading sees the file, the shared runtime included.
+  .hook('preAction', (command) => {
+    const { config } = command.opts<{ config?: string }>();
+    if (config !== undefined) process.env.AGENT_RUNNER_CONFIG = resolve(config);
+  });
 registerExec(program);
 registerRun(program);
 registerTask(program);
 registerServe(program);
 registerGuest(program);
 registerSchema(program);
+registerConfig(program);
 
 program.parseAsync().catch((error: Error) => {
   process.stderr.write(`agent-runner: ${error.message}\n`);

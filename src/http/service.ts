@@ -1,4 +1,3 @@
-import { availableParallelism } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
 import { RunnerRuntime } from '../runner/runtime.js';
@@ -7,6 +6,7 @@ import { RunStore } from '../store/run-store.js';
 import { buildApp } from './app.js';
 import { isLoopback, type HttpAddress } from './listen-address.js';
 
+/** What the service runs on, as `agent-runner serve` derives it from the configuration (src/config/). */
 export interface ServiceConfig {
   address: HttpAddress;
   storeDir: string;
@@ -20,13 +20,6 @@ export interface ServiceConfig {
   logger: Logger | false;
   runtime?: RunnerRuntime;
 }
-
-export const SERVICE_DEFAULTS = {
-  queueCapacity: 1000,
-  concurrency: availableParallelism(),
-  bodyLimitBytes: 10 * 1024 * 1024,
-  graceMs: 30_000,
-};
 
 export interface RunningService {
   app: FastifyInstance;

@@ -7,7 +7,6 @@ import { CappedCapture } from '../sandbox/output-capture.js';
 import { SandboxUnavailableError, type SandboxOutcome } from '../sandbox/types.js';
 import { TaskRequestSchema, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from './contract.js';
 import { taskSandbox } from './launch.js';
-import { TASK_LIMITS } from './limits.js';
 import { ResultChannel, type ChannelReading } from './result-channel.js';
 
 export interface TaskOptions {
@@ -34,6 +33,12 @@ async function respond(runtime: RunnerRuntime, request: unknown, signal: AbortSi
   const maxTimeoutMs = runtime.config.snippet.maxTimeoutSeconds * 1000;
   const timeoutMs = checked.value.timeout_ms ?? runtime.config.snippet.defaultTimeoutSeconds * 1000;
   if (timeoutMs > maxTimeoutMs) return invalid(`timeout_ms must be at most ${maxTimeoutMs}, got ${timeoutMs}`);
+  // The request schema states the default bounds; a configuration may draw them tighter.
+  const bounds = runtime.config.tasks;
+  const { memory_bytes: memory, max_result_bytes: resultBytes } = checked.value.limits ?? {};
+  if (memory !== undefined && memory < bounds.minMemoryBytes) return invalid(`limits.memory_bytes must be >= ${bounds.minMemoryBytes}, got ${memory}`);
+  if (memory !== undefined && memory > bounds.maxMemoryBytes) return invalid(`limits.memory_bytes must be <= ${bounds.maxMemoryBytes}, got ${memory}`);
+  if (resultBytes !== undefined && resultBytes > bounds.maxResultBytesCeiling) return invalid(`limits.max_result_bytes must be <= ${bounds.maxResultBytesCeiling}, got ${resultBytes}`);
   try {
     return await execute(runtime, checked.value, timeoutMs, signal);
   } catch (error) {
@@ -44,19 +49,20 @@ async function respond(runtime: RunnerRuntime, request: unknown, signal: AbortSi
 
 async function execute(runtime: RunnerRuntime, task: TaskRequest, timeoutMs: number, signal: AbortSignal | undefined): Promise<Answer> {
   const config = runtime.config.snippet;
+  const tasks = runtime.config.tasks;
   // The schema admits only languages the catalog has.
   const language = findLanguage(task.lang)!;
   const toolchain = await runtime.toolchains.get(language);
   if (isMissing(toolchain)) return failure('backend.unavailable', toolchain.message);
 
   const memoryBytes = task.limits?.memory_bytes ?? config.memoryBytes;
-  const maxResultBytes = task.limits?.max_result_bytes ?? TASK_LIMITS.defaultMaxResultBytes;
+  const maxResultBytes = task.limits?.max_result_bytes ?? tasks.defaultMaxResultBytes;
   const input = JSON.stringify({
     mode: task.mode,
     items: task.items,
     max_result_bytes: maxResultBytes,
-    max_print_calls: TASK_LIMITS.maxPrintCalls,
-    max_print_bytes: TASK_LIMITS.maxPrintBytes,
+    max_print_calls: tasks.maxPrintCalls,
+    max_print_bytes: tasks.maxPrintBytes,
   });
   const plan = taskSandbox(task.lang, language, toolchain, memoryBytes, config);
   const sandbox = await runtime.backend.prepare(plan.template);
@@ -66,7 +72,7 @@ async function execute(runtime: RunnerRuntime, task: TaskRequest, timeoutMs: num
     sandbox.discard();
     throw error;
   }
-  const channel = new ResultChannel(maxResultBytes + TASK_LIMITS.maxPrintBytes + TASK_LIMITS.messageOverheadBytes);
+  const channel = new ResultChannel(maxResultBytes + tasks.maxPrintBytes + tasks.messageOverheadBytes);
   const stderr = new CappedCapture(config.maxStderrBytes);
   const outcome = await sandbox.start({ timeoutMs, stdout: channel, stderr, ...(signal ? { signal } : {}) });
   if (stderr.truncated) stderr.appendNote(`\n[stderr truncated: ${stderr.observedBytes} bytes written, the first ${config.maxStderrBytes} kept]`);

@@ -1,0 +1,25 @@
+import type { Command } from 'commander';
+import { loadConfig } from '../../config/load.js';
+import type { RunnerConfig } from '../../config/schema.js';
+import { printJson } from '../io.js';
+import { positiveOption } from '../flag-values.js';
+
+export function registerConfig(program: Command): void {
+  program
+    .command('config')
+    .description('print the effective configuration as JSON: defaults < --config file < AGENT_RUNNER_* variables < flags')
+    .option('--state-dir <dir>', 'compile cache, toolchain mirrors, job staging')
+    .option('--concurrency <n>', 'jobs running at once')
+    .action((flags: { stateDir?: string; concurrency?: string }) => {
+      const config = loadConfig(process.env, {
+        stateDir: flags.stateDir,
+        concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true }),
+      });
+      printJson(masked(config));
+    });
+}
+
+/** The output is meant to be pasted into issues and logs: secrets stay out. */
+function masked(config: RunnerConfig): RunnerConfig {
+  return { ...config, service: { ...config.service, token: config.service.token === null ? null : '***' } };
+}

@@ -1,0 +1,169 @@
+import { availableParallelism, homedir } from 'node:os';
+import { join } from 'node:path';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+/**
+ * The whole configuration, defined once: every setting, its type and its default. Loading
+ * (src/config/load.ts) layers a file, the environment and flags over these defaults; README
+ * "Configuration" describes the layers.
+ */
+
+const MiB = 1024 * 1024;
+
+const PositiveInteger = (fallback: number, description?: string) => Type.Integer({ minimum: 1, default: fallback, ...(description ? { description } : {}) });
+const PositiveNumber = (fallback: number, description?: string) => Type.Number({ exclusiveMinimum: 0, default: fallback, ...(description ? { description } : {}) });
+const Nullable = <S extends TSchema>(schema: S, description: string) => Type.Union([schema, Type.Null()], { default: null, description });
+
+/** A plain string enum: a wrong value then reads `field must be one of [...]`, not a union's first branch. */
+function StringEnum<const T extends readonly string[]>(values: T, fallback: T[number], description: string) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: values, default: fallback, description });
+}
+
+/** A section left out of every layer is all defaults; the empty default lets defaulting descend into it. */
+const Section = <P extends Parameters<typeof Type.Object>[0]>(properties: P, description?: string) =>
+  Type.Object(properties, { additionalProperties: false, default: {}, ...(description ? { description } : {}) });
+
+export const SnippetLimitsSchema = Section({
+  defaultTimeoutSeconds: PositiveNumber(10),
+  maxTimeoutSeconds: PositiveNumber(300),
+  compileTimeoutSeconds: PositiveNumber(60),
+  memoryBytes: PositiveInteger(512 * MiB),
+  compileMemoryBytes: PositiveInteger(1024 * MiB),
+  maxProcesses: PositiveInteger(64),
+  compileMaxProcesses: PositiveInteger(256, 'The go tool and rustc are heavily threaded; threads count against pids.'),
+  maxOpenFiles: PositiveInteger(256),
+  maxFileBytes: PositiveInteger(10 * MiB),
+  maxStdoutBytes: PositiveInteger(1 * MiB),
+  maxStderrBytes: PositiveInteger(1 * MiB),
+  cpuCores: PositiveNumber(1, 'CPU bandwidth of a snippet, in cores (compilers get every core).'),
+});
+export type SnippetLimits = Static<typeof SnippetLimitsSchema>;
+
+/** Defaults and ceilings share one shape; only their values differ. */
+function runJobLimitValues(values: {
+  timeout_ms: number;
+  max_stdout_bytes: number;
+  max_stderr_bytes: number;
+  max_artifact_bytes: number;
+  max_artifacts: number;
+  max_record_bytes: number;
+  memory_bytes: number;
+  max_processes: number;
+}, description: string) {
+  return Section(
+    {
+      timeout_ms: PositiveInteger(values.timeout_ms),
+      max_stdout_bytes: PositiveInteger(values.max_stdout_bytes),
+      max_stderr_bytes: PositiveInteger(values.max_stderr_bytes),
+      max_artifact_bytes: PositiveInteger(values.max_artifact_bytes),
+      max_artifacts: Type.Integer({ minimum: 0, default: values.max_artifacts }),
+      max_record_bytes: PositiveInteger(values.max_record_bytes),
+      memory_bytes: PositiveInteger(values.memory_bytes),
+      max_processes: PositiveInteger(values.max_processes),
+    },
+    description,
+  );
+}
+
+export const RunJobConfigSchema = Section({
+  defaults: runJobLimitValues(
+    {
+      timeout_ms: 60_000,
+      max_stdout_bytes: 1 * MiB,
+      max_stderr_bytes: 1 * MiB,
+      max_artifact_bytes: 100 * MiB,
+      max_artifacts: 100,
+      max_record_bytes: 4 * MiB,
+      memory_bytes: 1024 * MiB,
+      max_processes: 256,
+    },
+    'Each limit a request leaves out.',
+  ),
+  ceilings: runJobLimitValues(
+    {
+      timeout_ms: 30 * 60_000,
+      max_stdout_bytes: 64 * MiB,
+      max_stderr_bytes: 64 * MiB,
+      max_artifact_bytes: 1024 * MiB,
+      max_artifacts: 10_000,
+      max_record_bytes: 256 * MiB,
+      memory_bytes: 8192 * MiB,
+      max_processes: 4096,
+    },
+    'The most a request may ask for.',
+  ),
+  maxWorkspaceFiles: PositiveInteger(200_000),
+  maxWorkspaceBytes: PositiveInteger(2048 * MiB),
+  workDirBytes: PositiveInteger(4096 * MiB, "Size of a job's work dir (a tmpfs when running as root): snapshot plus what the job writes."),
+  maxLogBytes: PositiveInteger(256 * MiB, 'Full stdout/stderr logs on disk stop growing here (counting and hashing go on).'),
+  allowNetwork: Type.Boolean({ default: true, description: 'Whether a request may ask for `network: "allow"`.' }),
+  maxOpenFiles: PositiveInteger(4096),
+  maxFileBytes: PositiveInteger(1024 * MiB),
+  cpuCores: PositiveNumber(availableParallelism(), 'CPU bandwidth of a run job, in cores (default: every core).'),
+});
+export type RunJobConfig = Static<typeof RunJobConfigSchema>;
+export type RunJobLimitValues = RunJobConfig['defaults'];
+
+/**
+ * What a code task adds to the snippet limits (timeouts, default memory, processes and files
+ * come from `snippet`: a task is a snippet with items).
+ */
+export const TaskLimitsSchema = Section({
+  defaultMaxResultBytes: PositiveInteger(16 * MiB),
+  maxResultBytesCeiling: PositiveInteger(256 * MiB),
+  minMemoryBytes: PositiveInteger(64 * MiB, 'Below this neither interpreter starts reliably.'),
+  maxMemoryBytes: PositiveInteger(8192 * MiB),
+  maxPrintCalls: PositiveInteger(100),
+  maxPrintBytes: PositiveInteger(1 * MiB, 'print_args stop growing here too, so the parent can bound the message it reads.'),
+  messageOverheadBytes: PositiveInteger(1 * MiB, "Room in a task's message for everything but the result and print_args (an error's message and stack)."),
+});
+export type TaskLimits = Static<typeof TaskLimitsSchema>;
+
+export const BackendsSchema = Section({
+  default: StringEnum(['local_process', 'bubblewrap', 'gvisor', 'microvm', 'firecracker'], 'local_process', 'The backend kind a job runs on when its request names none.'),
+});
+
+export const ServiceSettingsSchema = Section({
+  addr: Type.String({ minLength: 1, default: '127.0.0.1:3000', description: 'HOST:PORT to listen on; anything but loopback needs a token.' }),
+  storeDir: Type.String({ minLength: 1, default: './agent-runner-runs', description: 'Run store directory (relative: to the working directory).' }),
+  token: Nullable(Type.String({ minLength: 1 }), 'API token for Authorization: Bearer.'),
+  queueCapacity: PositiveInteger(1000, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
+  bodyLimitBytes: PositiveInteger(10 * MiB, 'Largest request body; 413 beyond.'),
+  graceMs: Type.Integer({ minimum: 0, default: 30_000, description: 'On SIGTERM, how long running jobs may finish before they are canceled.' }),
+  retention: Section({
+    maxAgeDays: Nullable(Type.Number({ exclusiveMinimum: 0 }), 'Terminal runs older than this are deleted (null: kept).'),
+    maxCount: Nullable(Type.Integer({ minimum: 1 }), 'At most this many runs are kept, oldest terminal ones going first (null: no cap).'),
+  }),
+  logLevel: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),
+});
+export type ServiceSettings = Static<typeof ServiceSettingsSchema>;
+
+export const RunnerConfigSchema = Type.Object(
+  {
+    stateDir: Type.String({ minLength: 1, description: 'Compile cache, toolchain mirrors, job staging. Must be reachable by unprivileged uids. Default: see defaultStateDir.' }),
+    concurrency: PositiveInteger(availableParallelism(), 'Jobs run at once by the service or a guest runner (default: the number of cores).'),
+    snippet: SnippetLimitsSchema,
+    runJob: RunJobConfigSchema,
+    tasks: TaskLimitsSchema,
+    backends: BackendsSchema,
+    service: ServiceSettingsSchema,
+  },
+  { additionalProperties: false, title: 'agent-runner configuration' },
+);
+export type RunnerConfig = Static<typeof RunnerConfigSchema>;
+
+/** The one default that depends on who runs and where: root shares a system dir, others use XDG. */
+export function defaultStateDir(env: NodeJS.ProcessEnv): string {
+  if (process.getuid?.() === 0) return '/var/lib/agent-runner';
+  return join(env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'agent-runner');
+}
+
+export function configDefaults(env: NodeJS.ProcessEnv): RunnerConfig {
+  return Value.Default(RunnerConfigSchema, { stateDir: defaultStateDir(env) }) as RunnerConfig;
+}
+
+export const DEFAULT_SNIPPET_LIMITS = Value.Default(SnippetLimitsSchema, {}) as SnippetLimits;
+export const DEFAULT_RUN_JOB_CONFIG = Value.Default(RunJobConfigSchema, {}) as RunJobConfig;
+export const DEFAULT_TASK_LIMITS = Value.Default(TaskLimitsSchema, {}) as TaskLimits;
+export const DEFAULT_SERVICE_SETTINGS = Value.Default(ServiceSettingsSchema, {}) as ServiceSettings;
