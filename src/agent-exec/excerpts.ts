@@ -2,6 +2,9 @@ import type { CompressionMode } from '../compress/types.js';
 import { logPathFields } from './job-fields.js';
 import { isSettled, type JobView } from './job-view.js';
 import { encodingOf, readExcerpt, type Excerpt } from './log-ranges.js';
+import type { ResponseBody } from './responses.js';
+
+type ExcerptFields = Omit<ResponseBody<'tail'>, 'job_id' | 'state'>;
 
 export interface ExcerptRequest {
   maxBytes: number;
@@ -26,7 +29,7 @@ export async function readStreams(view: JobView, request: ExcerptRequest): Promi
  * The excerpt fields shared by run, restart and tail: the raw text with its byte ranges and
  * the logs' sizes (always), and the compressed view of that same text when asked for.
  */
-export async function excerptFields(view: JobView, excerpts: StreamExcerpts, compress: CompressionMode | undefined): Promise<Record<string, unknown>> {
+export async function excerptFields(view: JobView, excerpts: StreamExcerpts, compress: CompressionMode | undefined): Promise<ExcerptFields> {
   const stdout = excerpts.stdout.bytes.toString('utf8');
   const stderr = excerpts.stderr.bytes.toString('utf8');
   // Loaded only when used: every command that does not compress starts that much sooner.

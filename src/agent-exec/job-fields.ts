@@ -1,7 +1,13 @@
+import type { JobSummary } from '../contract/agent-exec.js';
 import { elapsedMs, type JobView } from './job-view.js';
+import type { ResponseBody } from './responses.js';
+
+type Outcome = Pick<ResponseBody<'wait'>, 'job_id' | 'state' | 'exit_code' | 'exit_signal' | 'reason' | 'error'>;
+type Timing = Pick<ResponseBody<'status'>, 'started_at' | 'finished_at' | 'elapsed_ms'>;
+type LogPaths = Pick<ResponseBody<'tail'>, 'stdout_log_path' | 'stderr_log_path' | 'full_log_path'>;
 
 /** How the job stands: what status, wait, kill, run and restart all say first. */
-export function outcomeFields(view: JobView): Record<string, unknown> {
+export function outcomeFields(view: JobView): Outcome {
   const { record } = view;
   return {
     job_id: view.id,
@@ -13,8 +19,8 @@ export function outcomeFields(view: JobView): Record<string, unknown> {
   };
 }
 
-/** One job in a list (the schema's JobSummary), with its command to tell jobs apart. */
-export function summaryFields(view: JobView): Record<string, unknown> {
+/** One job in a list, with its command to tell jobs apart. */
+export function summaryFields(view: JobView): JobSummary {
   const { record } = view;
   return {
     job_id: view.id,
@@ -27,10 +33,10 @@ export function summaryFields(view: JobView): Record<string, unknown> {
   };
 }
 
-export function timingFields(view: JobView): Record<string, unknown> {
+export function timingFields(view: JobView): Timing {
   return { started_at: view.record.started_at, finished_at: view.record.finished_at, elapsed_ms: elapsedMs(view.record) };
 }
 
-export function logPathFields(view: JobView): Record<string, string> {
+export function logPathFields(view: JobView): LogPaths {
   return { stdout_log_path: view.paths.stdout, stderr_log_path: view.paths.stderr, full_log_path: view.paths.full };
 }

@@ -1,12 +1,10 @@
 import { readFileSync, statSync } from 'node:fs';
+import type { JobState } from '../contract/agent-exec.js';
 import { isAlive } from '../sandbox/process-tree.js';
 import { AgentExecError } from './errors.js';
 import { resolveJobId } from './job-id.js';
 import { jobPaths, readDefinition, readRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
 import { SUPERVISE_ARG } from './supervisor.js';
-
-/** The states of the response schema: `unknown` is a running record whose supervisor is gone. */
-export type JobState = 'running' | 'exited' | 'killed' | 'failed' | 'unknown';
 
 export interface JobView {
   root: string;

@@ -1,27 +1,25 @@
-import { AgentExecError, type ErrorCode } from './errors.js';
+import type { AgentExecResponse, ErrorResponse } from '../contract/agent-exec.js';
+import { AGENT_EXEC_SCHEMA_RELEASE } from '../contract/agent-exec-version.js';
+import { AgentExecError } from './errors.js';
 
-/** The response schema version every stdout object carries (schemas/agent-exec-response.schema.json). */
-const SCHEMA_VERSION = '0.1';
+export type SuccessResponse = Exclude<AgentExecResponse, ErrorResponse>;
+type ResponseType = SuccessResponse['type'];
 
-export type ResponseType = 'run' | 'restart' | 'status' | 'tail' | 'wait' | 'kill' | 'list' | 'schema';
+/** The response whose `type` admits T: run and restart share one shape. */
+type Admitting<R, T> = R extends { type: infer Admitted } ? (T extends Admitted ? R : never) : never;
+type ResponseOf<T extends ResponseType> = Admitting<SuccessResponse, T>;
 
-export interface ErrorResponse {
-  schema_version: typeof SCHEMA_VERSION;
-  ok: false;
-  type: 'error';
-  error: { code: ErrorCode; message: string; retryable: boolean };
-}
+/** What a command fills in: everything but the envelope. */
+export type ResponseBody<T extends ResponseType> = Omit<ResponseOf<T>, 'schema_version' | 'ok' | 'type'>;
 
-export type SuccessResponse = { schema_version: typeof SCHEMA_VERSION; ok: true; type: ResponseType } & Record<string, unknown>;
-
-export function success(type: ResponseType, body: Record<string, unknown>): SuccessResponse {
-  return { schema_version: SCHEMA_VERSION, ok: true, type, ...body };
+export function success<T extends ResponseType>(type: T, body: ResponseBody<T>): ResponseOf<T> {
+  return { schema_version: AGENT_EXEC_SCHEMA_RELEASE.version, ok: true, type, ...body } as ResponseOf<T>;
 }
 
 export function errorResponse(error: unknown): ErrorResponse {
   const known = error instanceof AgentExecError;
   return {
-    schema_version: SCHEMA_VERSION,
+    schema_version: AGENT_EXEC_SCHEMA_RELEASE.version,
     ok: false,
     type: 'error',
     error: {

@@ -1,3 +1,4 @@
+import type { RunLikeResponse, Snapshot } from '../contract/agent-exec.js';
 import { describeEnv } from './job-env.js';
 import { excerptFields, readStreams, type StreamExcerpts } from './excerpts.js';
 import { outcomeFields } from './job-fields.js';
@@ -5,13 +6,13 @@ import { elapsedMs, isSettled, type JobView } from './job-view.js';
 import { watchJob } from './job-watch.js';
 import { encodingOf, lastLines } from './log-ranges.js';
 import { waitMs, type ObserveFlags } from './options.js';
-import { success, type SuccessResponse } from './responses.js';
+import { success } from './responses.js';
 
 /**
  * The answer to run and restart: the job watched for as long as the caller allowed, then
  * its state, the tail of each stream (raw and compressed) and a few-lines snapshot.
  */
-export async function observeJob(type: 'run' | 'restart', launched: JobView, flags: ObserveFlags): Promise<SuccessResponse> {
+export async function observeJob(type: 'run' | 'restart', launched: JobView, flags: ObserveFlags): Promise<RunLikeResponse> {
   const started = Date.now();
   const view = await watchJob(launched, (job) => isSettled(job.state), waitMs(flags));
   const waited = Date.now() - started;
@@ -26,7 +27,7 @@ export async function observeJob(type: 'run' | 'restart', launched: JobView, fla
   });
 }
 
-function snapshot(excerpts: StreamExcerpts, tailLines: number): Record<string, unknown> {
+function snapshot(excerpts: StreamExcerpts, tailLines: number): Snapshot {
   const stdout = lastLines(excerpts.stdout.bytes, tailLines);
   const stderr = lastLines(excerpts.stderr.bytes, tailLines);
   return {

@@ -1,7 +1,8 @@
 import { Option, type Command } from 'commander';
+import type { JobState } from '../../contract/agent-exec.js';
 import { listJobIds } from '../job-store.js';
 import { summaryFields } from '../job-fields.js';
-import { readJob, type JobState, type JobView } from '../job-view.js';
+import { readJob, type JobView } from '../job-view.js';
 import { addRootOption, count, rootOf, type RootFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { success } from '../responses.js';
