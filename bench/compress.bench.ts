@@ -6,7 +6,7 @@
 //    String.split('\n') pass over the same text, at two sizes to show the cost stays linear.
 import { performance } from 'node:perf_hooks';
 import { compressOutput, type CompressionMode } from '../src/compress/index.js';
-import { loadCorpus } from '../test/compress/corpus.js';
+import { loadCorpus } from '../test/helpers/compress-corpus.js';
 
 const MIB = 1024 * 1024;
 const largeMib = Number(process.argv[process.argv.indexOf('--mib') + 1] ?? '') || 50;

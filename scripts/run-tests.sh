@@ -1,9 +1,40 @@
 #!/usr/bin/env bash
-# Runs every test file under test/ with node's own test runner (TypeScript through tsx).
-# Node 20's --test does not expand globs itself, hence the shell's globstar.
+# Runs the tests with node's own test runner (TypeScript through tsx), in two sets:
+#   test/unit/         pure logic, no process spawned: seconds
+#   test/integration/  real sandboxes, CLIs, servers and interpreters (needs `npm run build`)
+#
+#   scripts/run-tests.sh              unit, then integration
+#   scripts/run-tests.sh unit         only the unit tests
+#   scripts/run-tests.sh integration  only the integration tests
+#
+# Both sets run even when the unit tests fail, so one run shows every failure; the script
+# then exits non-zero. Node 20's --test does not expand globs itself, hence the shell's globstar.
 set -euo pipefail
 shopt -s globstar nullglob
 cd "$(dirname "$0")/.."
-files=(test/**/*.test.ts)
-if [ ${#files[@]} -eq 0 ]; then echo "no test files found" >&2; exit 1; fi
-exec node --import tsx --test --test-reporter=spec "${files[@]}"
+
+case "${1:-all}" in
+  all) sets=(unit integration) ;;
+  unit | integration) sets=("$1") ;;
+  *)
+    echo "usage: $0 [unit|integration]" >&2
+    exit 2
+    ;;
+esac
+
+failed=()
+for set in "${sets[@]}"; do
+  files=(test/"$set"/**/*.test.ts)
+  if [ ${#files[@]} -eq 0 ]; then
+    echo "no test files under test/$set" >&2
+    failed+=("$set")
+    continue
+  fi
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "# the ${failed[*]} tests failed (above); running the $set tests anyway" >&2
+  fi
+  echo "# $set tests: ${#files[@]} files under test/$set"
+  node --import tsx --test --test-reporter=spec "${files[@]}" || failed+=("$set")
+done
+
+[ ${#failed[@]} -eq 0 ]

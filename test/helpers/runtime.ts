@@ -16,25 +16,22 @@ export function testRuntime(overrides: Partial<RunnerConfig> = {}, parts: Constr
   return new RunnerRuntime(loadConfig(process.env, { stateDir: TEST_STATE_DIR, ...overrides }), parts);
 }
 
-/** The real backend, with a record of the sandboxes it prepared (to see the compile cache work). */
-export class CountingBackend implements SandboxBackend {
-  readonly name: string;
-  runs: SandboxTemplate[] = [];
-
-  constructor(private readonly inner: SandboxBackend) {
-    this.name = inner.name;
-  }
-
-  status() {
-    return this.inner.status();
-  }
-
-  prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
-    this.runs.push(template);
-    return this.inner.prepare(template);
-  }
-
-  dispose(): Promise<void> {
-    return this.inner.dispose();
-  }
+/**
+ * The real backend, with a record of the sandboxes it prepared (to see the compile cache work).
+ * Everything but prepare() goes straight to the wrapped backend, whatever the interface holds.
+ */
+export function countingBackend(inner: SandboxBackend): SandboxBackend & { readonly runs: SandboxTemplate[] } {
+  const runs: SandboxTemplate[] = [];
+  const prepare = (template: SandboxTemplate): Promise<PreparedSandbox> => {
+    runs.push(template);
+    return inner.prepare(template);
+  };
+  return new Proxy(inner as SandboxBackend & { readonly runs: SandboxTemplate[] }, {
+    get(target, key) {
+      if (key === 'runs') return runs;
+      if (key === 'prepare') return prepare;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }

@@ -1,9 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { request } from 'node:http';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TEST_STATE_DIR } from './runtime.js';
+import { waitUntil } from './wait.js';
+import { makeWorkspace } from './workspace.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/agent-runner.js', import.meta.url));
 
@@ -69,4 +73,73 @@ export async function api(base: string, method: string, path: string, body?: unk
     json = undefined;
   }
   return { status: response.status, headers: response.headers, json, text };
+}
+
+/**
+ * Sends a request line and headers only, never a body, and reads the answer. For a server that
+ * must refuse from the headers alone (a Content-Length over its body limit): nothing is written
+ * after the headers, so its answer-and-close cannot race a client still writing (EPIPE).
+ */
+export function apiHeadersOnly(base: string, method: string, path: string, headers: Record<string, string>) {
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; json: any; text: string }>((resolve, reject) => {
+    const outgoing = request(new URL(path, base), { method, headers });
+    outgoing.on('error', reject);
+    // Only a server that waits for the promised body would leave us here; fail rather than hang.
+    outgoing.setTimeout(60_000, () => outgoing.destroy(new Error(`no answer to ${method} ${path} from its headers: the server waits for the body`)));
+    outgoing.on('response', (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.on('error', reject);
+      response.on('end', () => {
+        outgoing.destroy();
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: any;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: response.statusCode!, headers: response.headers, json, text });
+      });
+    });
+    outgoing.flushHeaders();
+  });
+}
+
+/** Polls a job until it has `status` (see waitUntil). */
+export async function waitForStatus(base: string, jobId: string, status: string): Promise<void> {
+  await waitUntil(async () => (await api(base, 'GET', `/v1/jobs/${jobId}`)).json?.status === status, `${jobId} is ${status}`);
+}
+
+export interface JobGate {
+  /** What a run job submits to block on the gate: it needs `policy.network: "allow"`. */
+  job: { workspace: { source: 'local_path'; path: string }; command: { argv: string[] }; policy: { network: 'allow' } };
+  /** Lets every job waiting on the gate (and any that connects later) finish, with exit 0. */
+  release(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * A job that ends when the test says so, not after a sleep that a loaded machine may outlast:
+ * it connects to a listener of ours on the host loopback and waits for the connection to close.
+ */
+export async function jobGate(): Promise<JobGate> {
+  const held: Socket[] = [];
+  let released = false;
+  const listener = createServer((socket) => {
+    socket.on('error', () => undefined); // a job killed mid-test just goes away
+    if (released) socket.end();
+    else held.push(socket);
+  });
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  const { port } = listener.address() as AddressInfo;
+  const script = 'import socket, sys\nwith socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as gate:\n    gate.recv(1)\nprint("released")\n';
+  return {
+    job: { workspace: { source: 'local_path', path: makeWorkspace({ 'gate.py': script }) }, command: { argv: ['python3', 'gate.py', String(port)] }, policy: { network: 'allow' } },
+    release() {
+      released = true;
+      for (const socket of held.splice(0)) socket.end();
+    },
+    close: () => new Promise<void>((resolve) => listener.close(() => resolve())),
+  };
 }

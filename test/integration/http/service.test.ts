@@ -1,0 +1,203 @@
+import assert from 'node:assert/strict';
+import { createHash, randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { api, apiHeadersOnly, startServer, waitForStatus, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { makeWorkspace } from '../../helpers/workspace.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
+
+async function waitTerminal(base: string, jobId: string) {
+  const response = await api(base, 'GET', `/v1/jobs/${jobId}?wait=30`);
+  assert.equal(response.status, 200);
+  return response.json;
+}
+
+describe('HTTP service', () => {
+  let server: ServerProcess;
+  before(async () => {
+    server = await startServer(['--concurrency', '2', '--body-limit-mb', '1']);
+  });
+  after(() => server.stop());
+
+  it('answers /health with queue depth and running count', async () => {
+    const { status, json } = await api(server.url, 'GET', '/health');
+    assert.equal(status, 200);
+    assert.equal(json.status, 'ok');
+    assert.deepEqual(Object.keys(json.queue).sort(), ['accepting', 'capacity', 'concurrency', 'depth', 'running']);
+  });
+
+  it('queues a job (202), long-polls it to its terminal result, and lists it', async () => {
+    const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'via http'] }, trace: { trace_id: 'tr-http-1' } });
+    assert.equal(submitted.status, 202);
+    assert.equal(submitted.json.status, 'queued');
+    const state = await waitTerminal(server.url, submitted.json.job_id);
+    assert.equal(state.status, 'completed');
+    assert.equal(state.result.stdout.text, 'via http\n');
+    assert.equal(state.result.trace.trace_id, 'tr-http-1');
+    const list = await api(server.url, 'GET', '/v1/jobs?limit=100');
+    assert.ok(list.json.jobs.some((job: { job_id: string }) => job.job_id === submitted.json.job_id));
+    // The log line is written after the job turned terminal, through another pipe than the answer.
+    const finished = (entry: string) => entry.includes(submitted.json.job_id) && entry.includes('job finished');
+    await waitUntil(() => server.logs.some(finished), 'the server logged the job as finished');
+    const line = server.logs.find(finished);
+    assert.ok(line && JSON.parse(line).trace_id === 'tr-http-1', 'log lines carry job and trace ids');
+  });
+
+  it('answers a duplicate job_id with 409 and the existing status', async () => {
+    const jobId = `dup-${randomUUID()}`;
+    assert.equal((await api(server.url, 'POST', '/v1/jobs', { job_id: jobId, command: { argv: ['true'] } })).status, 202);
+    const again = await api(server.url, 'POST', '/v1/jobs', { job_id: jobId, command: { argv: ['true'] } });
+    assert.equal(again.status, 409);
+    assert.equal(again.json.error.code, 'job.duplicate');
+    assert.equal(again.json.job_id, jobId);
+    assert.ok(['queued', 'running', 'completed'].includes(again.json.status));
+  });
+
+  it('answers 422 naming the field, 404 for unknown jobs, 413 over the body limit', async () => {
+    const invalid = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'], cwd: 7 } });
+    assert.equal(invalid.status, 422);
+    assert.equal(invalid.json.error.code, 'validation.invalid_request');
+    assert.match(invalid.json.error.message, /command\.cwd must be a string/);
+    assert.equal(invalid.json.error.details.field, 'command.cwd');
+    const escape = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'], cwd: '../..' } });
+    assert.equal(escape.status, 422);
+    assert.equal(escape.json.error.code, 'validation.path_escape');
+    const notJson = await api(server.url, 'POST', '/v1/jobs', '{nope');
+    assert.equal(notJson.status, 422);
+    const missing = await api(server.url, 'GET', '/v1/jobs/job_does_not_exist');
+    assert.equal(missing.status, 404);
+    assert.equal(missing.json.error.code, 'job.not_found');
+    // 2 MiB announced against the 1 MiB limit. The body is never sent: the server must refuse
+    // from the header, and a client still writing a body it refuses would race its close.
+    const huge = await apiHeadersOnly(server.url, 'POST', '/v1/jobs', { 'content-type': 'application/json', 'content-length': String(2 * 1024 * 1024) });
+    assert.equal(huge.status, 413);
+    assert.equal(huge.json.error.code, 'request.too_large');
+  });
+
+  it('reports a policy denial as a terminal result, not an HTTP error', async () => {
+    const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['bash', '-c', 'id'] } });
+    assert.equal(submitted.status, 202);
+    const state = await waitTerminal(server.url, submitted.json.job_id);
+    assert.equal(state.status, 'policy_denied');
+    assert.equal(state.result.error.code, 'policy.shell_denied');
+  });
+
+  it('lists artifacts of a terminal job and serves their bytes', async () => {
+    const workspace = makeWorkspace({ 'make.py': 'open("report.txt", "w").write("artifact body")\n' });
+    const submitted = await api(server.url, 'POST', '/v1/jobs', { workspace: { source: 'local_path', path: workspace }, command: { argv: ['python3', 'make.py'] }, artifacts: ['*.txt'] });
+    await waitTerminal(server.url, submitted.json.job_id);
+    const listed = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}/artifacts`);
+    assert.equal(listed.status, 200);
+    assert.deepEqual(listed.json.artifacts.map((artifact: { path: string }) => artifact.path), ['report.txt']);
+    const download = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}/artifacts/report.txt`);
+    assert.equal(download.status, 200);
+    assert.equal(download.text, 'artifact body');
+    assert.equal(download.headers.get('x-artifact-sha256'), createHash('sha256').update('artifact body').digest('hex'));
+    const traversal = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}/artifacts/..%2F..%2Frequest.json`);
+    assert.equal(traversal.status, 404);
+  });
+
+  it('cancels a running job (whole tree killed) and a queued one', async () => {
+    const marker = `cancel-${randomUUID().slice(0, 8)}`;
+    const running = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['bash', '-c', `exec -a ${marker} sleep 60`] }, policy: { allow_shell: true } });
+    // Fill both workers, so the next one waits in the queue (the filler outlasts the test: it
+    // is canceled at the end, so the queued job cannot start however slow the machine is).
+    const filler = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['sleep', '60'] } });
+    const queued = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'never'] } });
+    await waitForStatus(server.url, running.json.job_id, 'running');
+    const canceledQueued = await api(server.url, 'POST', `/v1/jobs/${queued.json.job_id}/cancel`);
+    assert.equal(canceledQueued.json.status, 'canceled');
+    const canceledRunning = await api(server.url, 'POST', `/v1/jobs/${running.json.job_id}/cancel`);
+    assert.equal(canceledRunning.json.status, 'canceled');
+    assert.deepEqual(hostProcessesMatching(marker), []);
+    const queuedState = await waitTerminal(server.url, queued.json.job_id);
+    assert.equal(queuedState.result.error.code, 'run.canceled');
+    assert.equal(queuedState.result.exit_code, null);
+    await api(server.url, 'POST', `/v1/jobs/${filler.json.job_id}/cancel`);
+    await waitTerminal(server.url, filler.json.job_id);
+  });
+
+  it('runs the snippet contract synchronously on /v1/exec', async () => {
+    const ok = await api(server.url, 'POST', '/v1/exec', { trace_id: 'tr-exec', lang: 'python', code: 'print(6 * 7)', timeout: 10 });
+    assert.equal(ok.status, 200);
+    assert.deepEqual(ok.json, { trace_id: 'tr-exec', stdout: '42\n', stderr: '', exit_code: 0, error: '' });
+    const invalid = await api(server.url, 'POST', '/v1/exec', { lang: 'python', code: 'x', timeout: -1 });
+    assert.equal(invalid.json.exit_code, 2);
+    assert.match(invalid.json.error, /timeout must be a positive number/);
+  });
+
+  it('runs code tasks synchronously on /v1/tasks, 422 for an invalid one', async () => {
+    const ok = await api(server.url, 'POST', '/v1/tasks', { task_id: 't-http', lang: 'python', mode: 'per_item', code: 'print("seen", _item["json"]["n"])\nreturn {"double": _item["json"]["n"] * 2}', items: [{ json: { n: 1 } }, { json: { n: 2 } }] });
+    assert.equal(ok.status, 200);
+    assert.deepEqual(ok.json, {
+      task_id: 't-http',
+      result: [
+        { json: { double: 2 }, pairedItem: { item: 0 } },
+        { json: { double: 4 }, pairedItem: { item: 1 } },
+      ],
+      print_args: [['seen', '1'], ['seen', '2']],
+    });
+    const invalid = await api(server.url, 'POST', '/v1/tasks', { lang: 'ruby', mode: 'all_items', code: '', items: [] });
+    assert.equal(invalid.status, 422);
+    assert.equal(invalid.json.error.code, 'validation.invalid_request');
+  });
+
+  it('serves an OpenAPI document generated from the schemas', async () => {
+    const { status, json } = await api(server.url, 'GET', '/openapi.json');
+    assert.equal(status, 200);
+    assert.match(json.openapi, /^3\./);
+    for (const path of ['/health', '/v1/jobs', '/v1/jobs/{job_id}', '/v1/jobs/{job_id}/cancel', '/v1/exec', '/v1/tasks']) assert.ok(json.paths[path], path);
+    assert.ok(json.paths['/v1/jobs'].post.requestBody.content['application/json'].schema.properties.command);
+  });
+
+  it('pages through jobs newest first with a cursor', async () => {
+    for (let i = 0; i < 3; i++) await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } });
+    const first = await api(server.url, 'GET', '/v1/jobs?limit=2');
+    assert.equal(first.json.jobs.length, 2);
+    assert.ok(first.json.next_cursor);
+    const second = await api(server.url, 'GET', `/v1/jobs?limit=2&cursor=${first.json.next_cursor}`);
+    assert.equal(second.json.jobs.length, 2);
+    assert.ok(first.json.jobs[1].created_at >= second.json.jobs[0].created_at);
+    assert.notEqual(first.json.jobs[1].job_id, second.json.jobs[0].job_id);
+  });
+});
+
+describe('HTTP service queue limits and security', () => {
+  it('answers 503 queue.full with Retry-After when the queue is at capacity', async () => {
+    const server = await startServer(['--concurrency', '1', '--queue-capacity', '1']);
+    try {
+      // The first job takes the only worker (and keeps it until the server is stopped), so the
+      // queue's one place is free for the next and the third finds it full.
+      const busy = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['sleep', '300'] } });
+      await waitForStatus(server.url, busy.json.job_id, 'running');
+      assert.equal((await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } })).status, 202);
+      const full = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } });
+      assert.equal(full.status, 503);
+      assert.equal(full.json.error.code, 'queue.full');
+      assert.equal(full.headers.get('retry-after'), '1');
+      assert.equal((await api(server.url, 'GET', '/health')).status, 200);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('requires the bearer token on every route but /health', async () => {
+    const token = randomUUID();
+    const server = await startServer(['--token', token]);
+    try {
+      assert.equal((await api(server.url, 'GET', '/health')).status, 200);
+      const denied = await api(server.url, 'GET', '/v1/jobs');
+      assert.equal(denied.status, 401);
+      assert.equal(denied.json.error.code, 'auth.unauthorized');
+      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: 'Bearer wrong' })).status, 401);
+      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: `Bearer ${token}` })).status, 200);
+      assert.ok(!server.logs.some((line) => line.includes(token)), 'the token never reaches the logs');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('refuses to listen beyond loopback without a token', async () => {
+    await assert.rejects(startServer(['--addr', '0.0.0.0:0']), /refusing to listen on 0\.0\.0\.0 without an API token/);
+  });
+});

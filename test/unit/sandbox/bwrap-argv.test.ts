@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { buildBwrapArgs, type BwrapPlan } from '../../../src/sandbox/bwrap-argv.js';
+import { bwrapFlags } from '../../helpers/bwrap-flags.js';
+
+const plan: BwrapPlan = {
+  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'], etcNetwork: ['/etc/resolv.conf'] },
+  identityFiles: { passwd: '/state/passwd', group: '/state/group' },
+  meminfo: '/state/meminfo',
+  argv: ['/usr/bin/python3', 'script.py'],
+  cwd: '/tmp/job-1',
+  env: { PATH: '/usr/bin', HOME: '/tmp' },
+  mounts: [{ host: '/state/jobs/1/script.py', sandbox: '/tmp/job-1/script.py', writable: false }],
+  network: 'none',
+  tmpBytes: 1024,
+  shmBytes: 512,
+};
+
+describe('bubblewrap argv', () => {
+  it('is one readable list: namespaces, identity, environment, read-only system, scratch, job', () => {
+    const args = buildBwrapArgs(plan);
+    assert.deepEqual(bwrapFlags(args), [
+      '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup', '--unshare-net',
+      '--uid 1000', '--gid 1000', '--hostname sandbox', '--disable-userns', '--die-with-parent', '--new-session', '--cap-drop ALL',
+      '--clearenv', '--setenv PATH /usr/bin', '--setenv HOME /tmp',
+      '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
+      '--ro-bind /state/passwd /etc/passwd', '--ro-bind /state/group /etc/group',
+      '--proc /proc', '--ro-bind /state/meminfo /proc/meminfo',
+      '--size 65536', '--tmpfs /dev',
+      '--dev-bind /dev/null /dev/null', '--dev-bind /dev/zero /dev/zero', '--dev-bind /dev/full /dev/full',
+      '--dev-bind /dev/random /dev/random', '--dev-bind /dev/urandom /dev/urandom',
+      '--symlink /proc/self/fd /dev/fd', '--symlink /proc/self/fd/0 /dev/stdin',
+      '--symlink /proc/self/fd/1 /dev/stdout', '--symlink /proc/self/fd/2 /dev/stderr',
+      '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev',
+      '--size 1024', '--tmpfs /tmp', '--dir /tmp/job-1',
+      '--ro-bind /state/jobs/1/script.py /tmp/job-1/script.py',
+      '--remount-ro /',
+      '--chdir /tmp/job-1',
+    ]);
+    assert.deepEqual(args.slice(args.indexOf('--') + 1), ['/usr/bin/python3', 'script.py']);
+  });
+
+  it('shares the network, with resolver files, only when the policy allows it', () => {
+    const args = buildBwrapArgs({ ...plan, network: 'host' });
+    assert.ok(!args.includes('--unshare-net'));
+    assert.ok(args.join(' ').includes('--ro-bind /etc/resolv.conf /etc/resolv.conf'));
+  });
+
+  it('passes argv through literally, never as shell text', () => {
+    const hostile = ['--bind', '/', '/', '; id', '$(id)', 'a\nb'];
+    const args = buildBwrapArgs({ ...plan, argv: hostile });
+    assert.deepEqual(args.slice(args.indexOf('--') + 1), hostile);
+  });
+});
