@@ -2,7 +2,8 @@
  * Service load: N short jobs (`true`) submitted over HTTP by C concurrent clients, each
  * waiting (long-poll) for its job's terminal state; then the same jobs through the library
  * (runJob) with the same concurrency, in the same run. Reports jobs/s, p50/p99 submit-to-
- * terminal latency, the service's overhead per job, lost jobs, and the server's RSS.
+ * terminal latency, the service's overhead per job, lost jobs, the CPU of the front door and of
+ * its worker process, and the front door's RSS.
  *   npm run build && node --import tsx bench/service.bench.ts [--jobs N] [--clients C]
  */
 import { spawn } from 'node:child_process';
@@ -13,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../src/runner/config.js';
 import { runJob } from '../src/runner/run-job.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
-import { Semaphore } from '../src/runner/semaphore.js';
+import { Semaphore } from '../src/util/semaphore.js';
 import { median, percentile } from './stats.js';
 
 const arg = (name: string, fallback: number) => {
@@ -31,6 +32,14 @@ function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1000) / 100;
+}
+
+/** The worker process the front door forks at start (its only node child). */
+function workerPid(frontDoor: number): number {
+  const children = readFileSync(`/proc/${frontDoor}/task/${frontDoor}/children`, 'utf8').trim().split(/\s+/).map(Number);
+  const worker = children.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('worker-main'));
+  if (worker === undefined) throw new Error('the service has no worker process');
+  return worker;
 }
 
 function rssKiB(pid: number): number {
@@ -87,8 +96,10 @@ const url = await new Promise<string>((resolve) => {
   };
   server.stdout!.on('data', onData);
 });
+const worker = workerPid(server.pid!);
 const rssBefore = rssKiB(server.pid!);
 const cpuBefore = cpuMs(server.pid!);
+const workerCpuBefore = cpuMs(worker);
 const service = await measure('service', async () => {
   const submitted = await fetch(`${url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
   if (submitted.status !== 202) return false;
@@ -98,10 +109,11 @@ const service = await measure('service', async () => {
 });
 const rssAfter = rssKiB(server.pid!);
 const serverCpuPerJob = (cpuMs(server.pid!) - cpuBefore) / jobs;
+const workerCpuPerJob = (cpuMs(worker) - workerCpuBefore) / jobs;
 server.kill('SIGTERM');
 
 const overheadP50 = median(service.latencies) - median(library.latencies);
 const overheadPerJob = (service.wallMs - library.wallMs) / jobs;
 console.log(`service overhead: p50 latency +${overheadP50.toFixed(1)} ms, wall time per job +${overheadPerJob.toFixed(2)} ms (target < 5 ms at p50); ratio ${(service.wallMs / library.wallMs).toFixed(2)}x`);
-console.log(`server process CPU per job ${serverCpuPerJob.toFixed(2)} ms (HTTP, validation, run store, and the sandbox launches it makes); on 2 cores this CPU competes with the jobs`);
+console.log(`front door CPU per job ${serverCpuPerJob.toFixed(2)} ms (HTTP, admission, run store; it never forks); worker process ${workerCpuPerJob.toFixed(2)} ms (leases, sandbox launches); on 2 cores both compete with the jobs`);
 console.log(`server RSS before ${(rssBefore / 1024).toFixed(1)} MiB, after ${(rssAfter / 1024).toFixed(1)} MiB`);

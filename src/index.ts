@@ -16,4 +16,4 @@ export { ERROR_CODES, type ErrorCode, type ContractError } from './contract/erro
 export { CONTRACT_SCHEMAS, jsonSchemaOf } from './contract/catalog.js';
 export { snapshotWorkspace, type SnapshotReport } from './workspace/snapshot.js';
 export { runTask, type TaskOptions } from './tasks/run-task.js';
-export { TaskRequestSchema, TaskResponseSchema, type TaskRequest, type TaskResponse } from './tasks/contract.js';
+export { TaskRequestSchema, TaskResponseSchema, type TaskRequest, type TaskResponse } from './contract/task.js';

@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { exitAfterFlush, printJson } from '../cli/io.js';
+import { exitAfterFlush, printJson } from '../util/stdio.js';
 import { registerKill } from './commands/kill.js';
 import { registerList } from './commands/list.js';
 import { registerRestart } from './commands/restart.js';

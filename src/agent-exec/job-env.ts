@@ -1,9 +1,18 @@
 import { readFile } from 'node:fs/promises';
 import { usageError } from './errors.js';
 import type { JobDefinition } from './job-store.js';
-import { MARKER_VARIABLE } from './job-tree.js';
 
 const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Every job process inherits this variable: it finds the processes that left the job's tree
+ * (setsid, double fork) when the job's supervisor is gone.
+ */
+export const MARKER_VARIABLE = 'AGENT_EXEC_JOB_ID';
+
+export function markerOf(jobId: string): string {
+  return `${MARKER_VARIABLE}=${jobId}`;
+}
 const MASK = '***';
 
 /** KEY=VALUE pairs (as --env gives them); later keys override earlier ones. */

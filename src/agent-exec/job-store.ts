@@ -1,6 +1,8 @@
 import { mkdir, open, readdir, readFile, realpath } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
+import type { BackendKind } from '../contract/backend-kinds.js';
+import type { NetworkMode } from '../sandbox/workspace-profile.js';
 import { writeFileAtomic } from '../store/atomic-write.js';
 
 /**
@@ -10,7 +12,7 @@ import { writeFileAtomic } from '../store/atomic-write.js';
  */
 
 export type SandboxMode = 'workspace' | 'none';
-export type NetworkMode = 'host' | 'none';
+export type { NetworkMode } from '../sandbox/workspace-profile.js';
 
 /** What to run; restart runs exactly this again. */
 export interface JobDefinition {
@@ -27,6 +29,8 @@ export interface JobDefinition {
   timeout_s: number | null;
   kill_after_s: number;
   sandbox: SandboxMode;
+  /** The backend kind of a sandboxed job (absent in jobs made before backends had kinds). */
+  backend?: BackendKind | null;
   bwrap_path: string | null;
   network: NetworkMode;
   created_at: string;

@@ -1,4 +1,4 @@
-import { exitAfterFlush, printJson } from '../cli/io.js';
+import { exitAfterFlush, printJson } from '../util/stdio.js';
 import { AgentExecError } from './errors.js';
 import { errorResponse, exitCodeFor, type SuccessResponse } from './responses.js';
 

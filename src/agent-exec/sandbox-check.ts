@@ -1,6 +1,22 @@
-import { resolveExecutable } from './command-path.js';
+import { canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
+import { resolveExecutable } from '../sandbox/command-path.js';
+import { declaredBackends } from '../sandbox/registry.js';
+import { within } from '../sandbox/workspace-profile.js';
 import { AgentExecError, usageError } from './errors.js';
-import { within } from './workspace-sandbox.js';
+
+/**
+ * The backend kind a job asked for, by the names every face shares. Only local_process builds
+ * the workspace profile; any other kind is refused with its own probe's reason, never run
+ * elsewhere. (The local backend's own checks follow in checkSandboxAvailable.)
+ */
+export async function checkBackend(requested: string): Promise<BackendKind> {
+  const kind = canonicalKind(requested);
+  if (kind === null) throw usageError(`--backend ${JSON.stringify(requested)} is not a backend kind: local_process (bubblewrap), gvisor or microvm (firecracker)`);
+  if (kind === 'local_process') return kind;
+  const backend = declaredBackends().find((candidate) => candidate.kind === kind)!;
+  const { notes } = await backend.status();
+  throw new AgentExecError('sandbox_unavailable', `the ${kind} backend cannot run agent-exec jobs here: ${notes.join('; ')}. The job was not run.`);
+}
 
 /**
  * Fails closed: a job asked to run in the workspace sandbox runs there or not at all.

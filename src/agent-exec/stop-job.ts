@@ -1,6 +1,6 @@
 import { writeFileAtomic } from '../store/atomic-write.js';
-import { signalQuietly } from '../sandbox/process-tree.js';
-import { killUntilGone, markerOf, processesWithMarker } from './job-tree.js';
+import { killUntilGone, processesWithMarker, signalQuietly } from '../sandbox/process-tree.js';
+import { markerOf } from './job-env.js';
 import { isSettled, type JobView } from './job-view.js';
 import { watchJob } from './job-watch.js';
 

@@ -5,12 +5,13 @@ import { constants } from 'node:os';
 import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { jobEnvironment } from './job-env.js';
+import { jobEnvironment, markerOf } from './job-env.js';
 import { pathsIn, readDefinition, readRecord, writeRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
-import { descendantsOf, killUntilGone, markerOf, processesWithMarker, signalAll } from './job-tree.js';
+import { descendantsOf, killUntilGone, processesWithMarker, signalAll } from '../sandbox/process-tree.js';
 import { readExcerpt } from './log-ranges.js';
 import { LogWriter, type StreamName } from './log-writer.js';
-import { readHiddenPaths, workspaceSandboxArgs } from './workspace-sandbox.js';
+import { workspaceSandboxArgs } from '../sandbox/bwrap-argv.js';
+import { readHiddenPaths } from '../sandbox/workspace-profile.js';
 
 /** bwrap's --json-status-fd, as the job's fd 3 is seen from bwrap. */
 const STATUS_FD = 3;

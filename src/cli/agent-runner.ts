@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { resolve } from 'node:path';
 import { Command } from 'commander';
+import { registerBackends } from './commands/backends.js';
 import { registerConfig } from './commands/config.js';
 import { registerExec } from './commands/exec.js';
 import { registerGuest } from './commands/guest.js';
@@ -25,6 +26,7 @@ registerServe(program);
 registerGuest(program);
 registerSchema(program);
 registerConfig(program);
+registerBackends(program);
 
 program.parseAsync().catch((error: Error) => {
   process.stderr.write(`agent-runner: ${error.message}\n`);

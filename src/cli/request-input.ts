@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { readStdin } from './io.js';
+import { readStdin } from '../util/stdio.js';
 
 /** A request document from a file, or stdin when the file is omitted or "-". */
 export async function readRequestJson(file: string | undefined): Promise<unknown> {

@@ -2,6 +2,8 @@ import { availableParallelism, homedir } from 'node:os';
 import { join } from 'node:path';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import { BACKEND_KIND_NAMES } from '../contract/backend-kinds.js';
+import { TASK_BOUNDS } from '../contract/task.js';
 
 /**
  * The whole configuration, defined once: every setting, its type and its default. Loading
@@ -110,10 +112,10 @@ export type RunJobLimitValues = RunJobConfig['defaults'];
  * come from `snippet`: a task is a snippet with items).
  */
 export const TaskLimitsSchema = Section({
-  defaultMaxResultBytes: PositiveInteger(16 * MiB),
-  maxResultBytesCeiling: PositiveInteger(256 * MiB),
-  minMemoryBytes: PositiveInteger(64 * MiB, 'Below this neither interpreter starts reliably.'),
-  maxMemoryBytes: PositiveInteger(8192 * MiB),
+  defaultMaxResultBytes: PositiveInteger(TASK_BOUNDS.defaultMaxResultBytes),
+  maxResultBytesCeiling: PositiveInteger(TASK_BOUNDS.maxResultBytesCeiling),
+  minMemoryBytes: PositiveInteger(TASK_BOUNDS.minMemoryBytes, 'Below this neither interpreter starts reliably.'),
+  maxMemoryBytes: PositiveInteger(TASK_BOUNDS.maxMemoryBytes),
   maxPrintCalls: PositiveInteger(100),
   maxPrintBytes: PositiveInteger(1 * MiB, 'print_args stop growing here too, so the parent can bound the message it reads.'),
   messageOverheadBytes: PositiveInteger(1 * MiB, "Room in a task's message for everything but the result and print_args (an error's message and stack)."),
@@ -121,7 +123,7 @@ export const TaskLimitsSchema = Section({
 export type TaskLimits = Static<typeof TaskLimitsSchema>;
 
 export const BackendsSchema = Section({
-  default: StringEnum(['local_process', 'bubblewrap', 'gvisor', 'microvm', 'firecracker'], 'local_process', 'The backend kind a job runs on when its request names none.'),
+  default: StringEnum(BACKEND_KIND_NAMES, 'local_process', 'The backend kind a job runs on when its request names none.'),
 });
 
 export const ServiceSettingsSchema = Section({

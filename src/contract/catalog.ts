@@ -1,7 +1,7 @@
 import type { TSchema } from '@sinclair/typebox';
 import { RunJobRequestSchema, RunJobResultSchema } from './run-job.js';
 import { SnippetRequestSchema, SnippetResponseSchema } from './snippet.js';
-import { TaskRequestSchema, TaskResponseSchema } from '../tasks/contract.js';
+import { TaskRequestSchema, TaskResponseSchema } from './task.js';
 
 /** Every published shape by name: the CLI `schema` command and the OpenAPI document read this. */
 export const CONTRACT_SCHEMAS: Readonly<Record<string, TSchema>> = {

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { BackendChoiceSchema, BackendKindSchema } from './backend.js';
 import { ERROR_CODES } from './errors.js';
 
 /** The run-job contract of ../shared/spec/run-job-contract.md, defined once. */
@@ -72,7 +73,6 @@ export const LimitsSchema = Type.Object(
   { additionalProperties: false },
 );
 
-export const BackendKindSchema = Type.Union([Type.Literal('local_process'), Type.Literal('firecracker')]);
 
 export const RunJobRequestSchema = Type.Object(
   {
@@ -83,7 +83,7 @@ export const RunJobRequestSchema = Type.Object(
     policy: Type.Optional(PolicySchema),
     limits: Type.Optional(LimitsSchema),
     artifacts: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs of files to collect from the work dir after the run.' })),
-    backend: Type.Optional(Type.Object({ kind: BackendKindSchema }, { additionalProperties: false })),
+    backend: Type.Optional(BackendChoiceSchema),
   },
   { $id: 'RunJobRequest', additionalProperties: false, title: 'Run job request' },
 );
@@ -131,7 +131,7 @@ export const RunJobResultSchema = Type.Object(
     job_id: Type.String(),
     trace: TraceSchema,
     status: Type.Union(TERMINAL_STATUSES.map((status) => Type.Literal(status))),
-    backend: Type.Object({ kind: BackendKindSchema }),
+    backend: Type.Object({ kind: BackendKindSchema }, { description: 'The canonical kind that ran (or would have run) the job.' }),
     command: Type.Object({ argv: Type.Array(Type.String()), cwd: Type.String() }),
     exit_code: Type.Union([Type.Integer(), Type.Null()]),
     signal: Type.Union([Type.String(), Type.Null()]),

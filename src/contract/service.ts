@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { BackendDescriptionSchema } from './backend.js';
 import { ERROR_CODES } from './errors.js';
 import { JobStatusSchema, RunJobResultSchema } from './run-job.js';
 
@@ -41,7 +42,7 @@ export const HealthSchema = Type.Object(
   {
     status: Type.Literal('ok'),
     queue: Type.Object({ depth: Type.Integer(), capacity: Type.Integer(), running: Type.Integer(), concurrency: Type.Integer(), accepting: Type.Boolean() }),
-    backend: Type.Object({ name: Type.String(), available: Type.Boolean(), resourceControl: Type.String(), notes: Type.Array(Type.String()) }),
+    backend: BackendDescriptionSchema,
   },
   { $id: 'Health' },
 );

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { BackendChoiceSchema } from './backend.js';
 
 /**
  * The snippet contract of ../shared/spec/snippet-job-{request,response}.md, defined once.
@@ -13,6 +14,7 @@ export const SnippetRequestSchema = Type.Object(
     timeout: Type.Optional(
       Type.Number({ exclusiveMinimum: 0, description: 'Seconds the program may run (compilation has its own budget). Default 10.' }),
     ),
+    backend: Type.Optional(BackendChoiceSchema),
   },
   { $id: 'SnippetRequest', additionalProperties: false, title: 'Snippet job request' },
 );

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { executeSnippet } from '../runner/snippet.js';
 import { RunnerRuntime } from '../runner/runtime.js';
-import { Semaphore } from '../runner/semaphore.js';
+import { Semaphore } from '../util/semaphore.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../wire/frame-codec.js';
 import { serveConnection, type ServedConnection } from './connection.js';
 import { formatListenAddress, type ListenAddress } from './listen-address.js';

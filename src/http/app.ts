@@ -2,19 +2,22 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { validate } from '../contract/validate.js';
-import type { RunnerRuntime } from '../runner/runtime.js';
-import type { JobService } from '../service/job-service.js';
+import type { FrontDoor } from '../service/front-door.js';
+import type { WorkerProcess } from '../service/worker-process.js';
 import { installBearerAuth } from './auth.js';
 import { installErrorHandler } from './errors.js';
+import { backendRoutes } from './routes/backends.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
 import { taskRoutes } from './routes/tasks.js';
-import { Semaphore } from '../runner/semaphore.js';
+import { Semaphore } from '../util/semaphore.js';
 
 export interface AppOptions {
-  runtime: RunnerRuntime;
-  service: JobService;
+  frontDoor: FrontDoor;
+  worker: WorkerProcess;
+  /** The backend kind jobs run on when they name none, for /health. */
+  defaultBackend: string;
   token: string | null;
   bodyLimitBytes: number;
   execConcurrency: number;
@@ -47,12 +50,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       ...(options.token ? { security: [{ bearer: [] }] } : {}),
     },
   });
-  await app.register(healthRoutes(options.service, options.runtime.backend));
-  await app.register(jobRoutes(options.service));
+  await app.register(healthRoutes(options.frontDoor, options.worker, options.defaultBackend, options.execConcurrency));
+  await app.register(jobRoutes(options.frontDoor));
+  await app.register(backendRoutes(options.worker));
   // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
   const synchronousSlots = new Semaphore(options.execConcurrency);
-  await app.register(execRoutes(options.runtime, synchronousSlots));
-  await app.register(taskRoutes(options.runtime, synchronousSlots));
+  await app.register(execRoutes(options.worker, synchronousSlots));
+  await app.register(taskRoutes(options.worker, synchronousSlots));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

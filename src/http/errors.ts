@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
-import { ServiceError } from '../service/job-service.js';
+import { ServiceError } from '../service/front-door.js';
 
 export function sendError(reply: import('fastify').FastifyReply, error: ContractError, extra: Record<string, unknown> = {}) {
   return reply.code(ERROR_CODES[error.code].http).send({ error, ...extra });

@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { RunnerRuntime } from '../runner/runtime.js';
-import { JobService } from '../service/job-service.js';
-import { RunStore } from '../store/run-store.js';
+import { MemoryQueue } from '../queue/memory-queue.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
+import { LocalJobEvents } from '../service/events.js';
+import { FrontDoor } from '../service/front-door.js';
+import { WorkerProcess } from '../service/worker-process.js';
+import { DiskRunStore } from '../store/disk-store.js';
 import { buildApp } from './app.js';
 import { isLoopback, type HttpAddress } from './listen-address.js';
 
@@ -18,42 +21,56 @@ export interface ServiceConfig {
   retention: { maxAgeMs: number | null; maxCount: number | null };
   /** A pino logger; `false` logs nothing. */
   logger: Logger | false;
-  runtime?: RunnerRuntime;
+  /** Admission reads its limits and backend kinds; the worker process runs on its configuration. */
+  runtime: RunnerRuntime;
 }
 
 export interface RunningService {
   app: FastifyInstance;
-  service: JobService;
+  frontDoor: FrontDoor;
   url: string;
   /** SIGTERM behaviour: stop accepting (503 queue.closed), finish or cancel running jobs, close. */
   shutdown(graceMs: number): Promise<void>;
 }
 
-/** Builds the service on its store (recovering what a previous process left) and listens. */
+/**
+ * The embedded service: a front door (HTTP, admission, the in-process queue, the on-disk run
+ * store) and one worker process beside it that runs what the queue hands out, plus snippets
+ * and tasks. Recovers what a previous process left, then listens.
+ */
 export async function startService(config: ServiceConfig): Promise<RunningService> {
   if (!isLoopback(config.address.host) && !config.token) {
     throw new Error(`refusing to listen on ${config.address.host} without an API token: pass --token or set AGENT_RUNNER_TOKEN`);
   }
-  const runtime = config.runtime ?? RunnerRuntime.shared();
+  const { runtime } = config;
   const logger = config.logger || pino({ level: 'silent' });
-  const service = new JobService(runtime, new RunStore(config.storeDir), {
-    capacity: config.queueCapacity,
-    concurrency: config.concurrency,
-    retention: config.retention,
+  const frontDoor = new FrontDoor(
+    runtime,
+    { queue: new MemoryQueue(config.queueCapacity), store: new DiskRunStore(config.storeDir), events: new LocalJobEvents() },
+    { retention: config.retention, log: logger },
+  );
+  const recovery = await frontDoor.start();
+  logger.info(recovery, 'run store loaded');
+  const worker = await WorkerProcess.start({
+    config: runtime.config,
+    slots: config.concurrency,
+    ports: frontDoor.workerPorts(),
+    onLost: (jobIds) => frontDoor.workerLost(jobIds),
     log: logger,
   });
-  const recovery = await service.start();
-  logger.info(recovery, 'run store loaded');
-  const app = await buildApp({ runtime, service, token: config.token, bodyLimitBytes: config.bodyLimitBytes, execConcurrency: config.concurrency, logger });
+  const app = await buildApp({ frontDoor, worker, defaultBackend: runtime.backends.defaultKind, token: config.token, bodyLimitBytes: config.bodyLimitBytes, execConcurrency: config.concurrency, logger });
   const url = await app.listen({ host: config.address.host, port: config.address.port });
   return {
     app,
-    service,
+    frontDoor,
     url,
     async shutdown(graceMs: number) {
-      await service.drain(graceMs);
+      await frontDoor.close();
+      const graceOver = setTimeout(() => worker.cancelAll(), graceMs);
+      await frontDoor.idle();
+      clearTimeout(graceOver);
+      await worker.stop();
       await app.close();
-      await runtime.dispose();
     },
   };
 }

@@ -1,8 +1,9 @@
 import { execFile } from 'node:child_process';
-import { accessSync, constants, existsSync, openSync, readSync, closeSync, realpathSync, statSync, renameSync, mkdirSync } from 'node:fs';
+import { existsSync, openSync, readSync, closeSync, realpathSync, statSync, renameSync, mkdirSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { delimiter, dirname, join, sep } from 'node:path';
 import { promisify } from 'node:util';
+import { isExecutableFile } from '../sandbox/command-path.js';
 import type { Mount } from '../sandbox/types.js';
 
 const run = promisify(execFile);
@@ -31,18 +32,9 @@ export function findNativeExecutable(context: SearchContext, wellKnown: readonly
     } catch {
       continue;
     }
-    if (isExecutable(real) && !isScript(real)) return real;
+    if (isExecutableFile(real) && !isScript(real)) return real;
   }
   return null;
-}
-
-export function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
 }
 
 function isScript(path: string): boolean {

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
-import { candidatePaths, isExecutable, versionOf } from './resolve.js';
+import { isExecutableFile } from '../sandbox/command-path.js';
+import { candidatePaths, versionOf } from './resolve.js';
 
 const run = promisify(execFile);
 
@@ -15,7 +16,7 @@ export const rust: LanguageDefinition = {
   async resolveToolchain(context) {
     const cargoBin = join(process.env.CARGO_HOME ?? join(homedir(), '.cargo'), 'bin');
     // Not realpath'd: a rustup proxy is a link to rustup and dispatches on its own name.
-    const launcher = candidatePaths(context, ['/usr/bin/rustc', join(cargoBin, 'rustc')], ['rustc']).find(isExecutable);
+    const launcher = candidatePaths(context, ['/usr/bin/rustc', join(cargoBin, 'rustc')], ['rustc']).find(isExecutableFile);
     if (!launcher) return { missing: true, message: 'rust toolchain not found: rustc is not installed (apt-get install rustc, or rustup)' };
     // rustup installs a proxy; the real compiler lives in the active toolchain's sysroot.
     const { stdout } = await run(launcher, ['--print', 'sysroot'], { env: { ...process.env, PATH: `${cargoBin}:/usr/bin:/bin` } });

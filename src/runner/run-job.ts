@@ -1,19 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { lchown, mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { canonicalHash } from '../contract/canonical-json.js';
 import { contractError, type ContractError } from '../contract/errors.js';
 import { JOB_ID_PATTERN, RunJobRequestSchema, type Artifact, type CommandRule, type CapturedStream, type RunJobRequest, type RunJobResult, type SkippedEntry, type TerminalStatus } from '../contract/run-job.js';
 import { validate } from '../contract/validate.js';
-import { checkCommand, resolveCommand } from '../policy/command.js';
+import { checkCommand } from '../policy/command.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { LogFile, teeSinks } from '../sandbox/log-file.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
-import { SandboxUnavailableError, type PreparedSandbox, type SandboxOutcome } from '../sandbox/types.js';
-import { collectArtifacts } from '../workspace/artifacts.js';
-import { snapshotWorkspace, SnapshotError } from '../workspace/snapshot.js';
+import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
+import type { PreparedSandbox, SandboxOutcome } from '../sandbox/types.js';
+import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
+import type { BackendKind } from '../contract/backend-kinds.js';
 import type { RunJobLimitValues } from './config.js';
+import { interruptionError, interruptionOf, interruptionStatus, setupFailure, type Interruption } from './outcome.js';
 import { RunnerRuntime } from './runtime.js';
 
 export interface RunJobOptions {
@@ -27,7 +29,6 @@ export interface RunJobOptions {
 }
 
 const WORK_DIR = '/workspace';
-const SANDBOX_PATH = ['/usr/local/bin', '/usr/bin', '/bin'];
 const EMPTY_STREAM_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
 /** The effective request: defaults applied, ceilings checked. What replay hashes cover. */
@@ -39,7 +40,7 @@ interface NormalisedJob {
   env: Record<string, string>;
   limits: RunJobLimitValues;
   policy: { allowed_commands: CommandRule[] | null; allowed_env: string[]; allow_shell: boolean; network: 'none' | 'allow' };
-  backendKind: 'local_process' | 'firecracker';
+  backendKind: BackendKind;
 }
 
 /**
@@ -107,7 +108,7 @@ function normalise(request: unknown, runtime: RunnerRuntime): NormalisedJob | { 
       allow_shell: value.policy?.allow_shell ?? false,
       network,
     },
-    backendKind: value.backend?.kind ?? 'local_process',
+    backendKind: runtime.backends.kindOf(value.backend?.kind) ?? runtime.backends.defaultKind,
   };
 }
 
@@ -121,9 +122,6 @@ class RunJobExecution {
 
   async run(): Promise<RunJobResult> {
     const { job, builder } = this;
-    if (job.backendKind === 'firecracker') {
-      return builder.finish('backend_unavailable', contractError('backend.unavailable', 'the firecracker backend is not available on this host; use backend.kind "local_process"'));
-    }
     const denied = this.staticPolicy();
     if (denied) return builder.finish('policy_denied', denied);
 
@@ -134,14 +132,12 @@ class RunJobExecution {
       await mkdir(runDir, { recursive: true, mode: 0o755 });
       // The sandbox (perhaps pre-started) comes first: the snapshot is copied into its work dir.
       sandbox = await this.prepareSandbox();
-      const workDir = sandbox.workDirHost!;
-      const snapshot = await this.snapshot(workDir, sandbox.ownerUid);
+      const snapshot = await this.importWorkspace(sandbox);
       if ('error' in snapshot) return builder.finish('setup_failed', snapshot.error);
       builder.workspace = snapshot;
 
       const argv0 = job.request.command.argv[0]!;
-      const cwdSandbox = posix.join(WORK_DIR, job.cwd);
-      const resolved = await resolveCommand(argv0, { searchPath: SANDBOX_PATH, workDirSandbox: WORK_DIR, workDirHost: workDir, cwdSandbox });
+      const resolved = await sandbox.resolveCommand(argv0, { searchPath: SANDBOX_SEARCH_PATH, cwd: posix.join(WORK_DIR, job.cwd) });
       const decision = await checkCommand(argv0, job.policy.allowed_commands ?? undefined, resolved);
       builder.policyRule = decision.rule;
       if (!decision.allowed) return builder.finish('policy_denied', contractError('policy.command_denied', decision.message, decision.details));
@@ -149,11 +145,11 @@ class RunJobExecution {
 
       started = true;
       const outcome = await this.execute(sandbox, runDir);
-      const collected = await this.collect(workDir, runDir);
+      const collected = await this.collect(sandbox, runDir);
       return builder.finish(...statusOf(outcome, collected));
     } catch (error) {
-      if (error instanceof SandboxUnavailableError) return builder.finish('backend_unavailable', contractError('backend.unavailable', error.message));
-      return builder.finish('setup_failed', contractError('backend.setup_failed', (error as Error).message));
+      const failure = setupFailure(error);
+      return builder.finish(failure.status, failure.error);
     } finally {
       if (started) sandbox?.release();
       else sandbox?.discard();
@@ -179,10 +175,11 @@ class RunJobExecution {
   private prepareSandbox(): Promise<PreparedSandbox> {
     const { job } = this;
     const config = this.runtime.config.runJob;
-    return this.runtime.backend.prepare({
+    return this.runtime.backends.get(job.backendKind).prepare({
+      profile: 'run-job',
       argv: job.request.command.argv,
       cwd: posix.join(WORK_DIR, job.cwd),
-      env: { PATH: SANDBOX_PATH.join(':'), HOME: '/tmp', LANG: 'C.UTF-8', ...job.env },
+      env: job.env,
       mounts: [],
       files: [],
       workDir: WORK_DIR,
@@ -199,41 +196,27 @@ class RunJobExecution {
     });
   }
 
-  private async snapshot(workDir: string, ownerUid: number | null): Promise<RunJobResult['workspace'] & { sha256: string } | { error: ContractError }> {
+  /** The snapshot, then the cwd: one the snapshot lacks is created empty, as `mkdir -p` would. */
+  private async importWorkspace(sandbox: PreparedSandbox): Promise<(RunJobResult['workspace'] & { sha256: string }) | { error: ContractError }> {
     const { workspace } = this.job.request;
-    if (!workspace) {
-      await this.makeCwd(workDir, ownerUid);
-      return { files: 0, bytes: 0, skipped: [], sha256: treeHash([]) };
-    }
-    try {
+    let report: RunJobResult['workspace'] & { sha256: string } = { files: 0, bytes: 0, skipped: [], sha256: treeHash([]) };
+    if (workspace) {
       const config = this.runtime.config.runJob;
-      const report = await snapshotWorkspace(workspace.path, workDir, {
-        ...(workspace.include ? { include: workspace.include } : {}),
-        ...(workspace.exclude ? { exclude: workspace.exclude } : {}),
-        maxFiles: config.maxWorkspaceFiles,
-        maxBytes: config.maxWorkspaceBytes,
-        ownerUid,
-      });
-      await this.makeCwd(workDir, ownerUid);
-      return report;
-    } catch (error) {
-      if (error instanceof SnapshotError) return { error: contractError('backend.setup_failed', error.message) };
-      throw error;
-    }
-  }
-
-  /** A cwd the snapshot lacks is created (empty), as `mkdir -p` would, owned by the job. */
-  private async makeCwd(workDir: string, ownerUid: number | null): Promise<void> {
-    let path = workDir;
-    for (const part of this.job.cwd.split('/').filter((segment) => segment !== '.')) {
-      path = join(path, part);
       try {
-        await mkdir(path, { mode: 0o755 });
-        if (ownerUid !== null) await lchown(path, ownerUid, ownerUid);
+        report = await sandbox.importWorkspace({
+          hostPath: workspace.path,
+          ...(workspace.include ? { include: workspace.include } : {}),
+          ...(workspace.exclude ? { exclude: workspace.exclude } : {}),
+          maxFiles: config.maxWorkspaceFiles,
+          maxBytes: config.maxWorkspaceBytes,
+        });
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+        if (error instanceof SnapshotError) return { error: contractError('backend.setup_failed', error.message) };
+        throw error;
       }
     }
+    await sandbox.makeWorkDir(this.job.cwd);
+    return report;
   }
 
   private async execute(sandbox: PreparedSandbox, runDir: string): Promise<SandboxOutcome & { stdout: CapturedStream; stderr: CapturedStream; ioError: Error | null }> {
@@ -257,13 +240,15 @@ class RunJobExecution {
     return { ...outcome, stdout: describeStream(stdout), stderr: describeStream(stderr), ioError };
   }
 
-  private async collect(workDir: string, runDir: string): Promise<{ artifacts: Artifact[]; error: ContractError | null }> {
+  private async collect(sandbox: PreparedSandbox, runDir: string): Promise<{ artifacts: Artifact[]; error: ContractError | null }> {
     const patterns = this.job.request.artifacts ?? [];
     const storeDir = join(runDir, 'artifacts');
     try {
       await rm(storeDir, { recursive: true, force: true });
       await mkdir(storeDir, { mode: 0o755 });
-      const { artifacts, denied } = await collectArtifacts(workDir, patterns, storeDir, {
+      const { artifacts, denied } = await sandbox.collectArtifacts({
+        patterns,
+        storeDir,
         maxArtifacts: this.job.limits.max_artifacts,
         maxArtifactBytes: this.job.limits.max_artifact_bytes,
         maxEntriesVisited: this.runtime.config.runJob.maxWorkspaceFiles,
@@ -287,10 +272,15 @@ type Executed = SandboxOutcome & { stdout: CapturedStream; stderr: CapturedStrea
  * The command decides the status; an artifact shortfall is reported alongside (status stays
  * `completed`, error `policy.artifact_denied`), a failed artifact read makes the run `failed`.
  */
+const INTERRUPTION_MESSAGES: Readonly<Record<Interruption, string>> = {
+  canceled: 'the job was canceled; its process tree was killed',
+  timed_out: 'the command exceeded timeout_ms; its process tree was killed',
+  out_of_memory: 'the command exceeded its memory limit and was killed',
+};
+
 function statusOf(outcome: Executed, collected: { error: ContractError | null }): [TerminalStatus, ContractError | null, Executed] {
-  if (outcome.aborted) return ['canceled', contractError('run.canceled', 'the job was canceled; its process tree was killed'), outcome];
-  if (outcome.timedOut) return ['timed_out', contractError('run.timed_out', 'the command exceeded timeout_ms; its process tree was killed'), outcome];
-  if (outcome.oomKilled) return ['failed', contractError('run.out_of_memory', 'the command exceeded its memory limit and was killed'), outcome];
+  const interruption = interruptionOf(outcome);
+  if (interruption) return [interruptionStatus(interruption), interruptionError(interruption, INTERRUPTION_MESSAGES[interruption]), outcome];
   if (outcome.ioError) return ['failed', contractError('run.io_failed', `writing the output logs failed: ${outcome.ioError.message}`), outcome];
   if (outcome.exitCode !== 0) return ['failed', contractError('run.exit_nonzero', `the command exited with status ${outcome.exitCode ?? outcome.signal}`, { exit_code: outcome.exitCode }), outcome];
   if (collected.error?.code === 'run.artifact_collection_failed') return ['failed', collected.error, outcome];

@@ -2,13 +2,15 @@ import { join } from 'node:path';
 import { CompileCache } from '../languages/compile-cache.js';
 import { ToolchainCache } from '../languages/catalog.js';
 import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
+import { BackendRegistry } from '../sandbox/registry.js';
+import { canonicalKind } from '../contract/backend-kinds.js';
 import type { SearchContext } from '../languages/resolve.js';
 import type { SandboxBackend } from '../sandbox/types.js';
 import { loadConfig, type RunnerConfig } from './config.js';
 
-/** What every job shares: the backend, resolved toolchains, the compile cache. Built once. */
+/** What every job shares: the backends, resolved toolchains, the compile cache. Built once. */
 export class RunnerRuntime {
-  readonly backend: SandboxBackend;
+  readonly backends: BackendRegistry;
   readonly toolchains: ToolchainCache;
   readonly compileCache: CompileCache;
   readonly stagingDir: string;
@@ -17,7 +19,8 @@ export class RunnerRuntime {
     readonly config: RunnerConfig,
     parts: { backend?: SandboxBackend; toolchainSearch?: SearchContext } = {},
   ) {
-    this.backend = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime') });
+    const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime') });
+    this.backends = BackendRegistry.withDeclaredKinds(local, canonicalKind(config.backends.default) ?? 'local_process');
     this.toolchains = new ToolchainCache({
       stateDir: config.stateDir,
       ...(parts.toolchainSearch ?? { searchPath: process.env.PATH ?? '', useWellKnownPaths: true }),
@@ -26,9 +29,14 @@ export class RunnerRuntime {
     this.stagingDir = join(config.stateDir, 'jobs');
   }
 
+  /** The default backend. */
+  get backend(): SandboxBackend {
+    return this.backends.get();
+  }
+
   /** Stops pre-started sandboxes; jobs already running finish. */
   dispose(): Promise<void> {
-    return this.backend.dispose();
+    return this.backends.dispose();
   }
 
   private static sharedRuntime: RunnerRuntime | undefined;

@@ -7,8 +7,10 @@ import { findLanguage } from '../languages/catalog.js';
 import type { Invocation, JobPaths, LanguageDefinition } from '../languages/language.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
-import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxOutcome, type StagedFile } from '../sandbox/types.js';
+import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxOutcome } from '../sandbox/types.js';
 import { RunnerRuntime } from './runtime.js';
+import { interruptionOf } from './outcome.js';
+import { runStaged, type JobFile } from './staged-run.js';
 import { JobStaging } from './staging.js';
 
 export interface SnippetOptions {
@@ -35,6 +37,12 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   const checked = validate(SnippetRequestSchema, request);
   if (!checked.ok) return invalidSnippetResponse(traceId, checked.message);
   const { lang, code } = checked.value;
+  let backend: SandboxBackend;
+  try {
+    backend = runtime.backends.get(checked.value.backend?.kind);
+  } catch (error) {
+    return failure(traceId, EXIT_SANDBOX_UNAVAILABLE, `sandbox unavailable: ${(error as Error).message}`);
+  }
   const timeoutSeconds = checked.value.timeout ?? limits.defaultTimeoutSeconds;
   if (timeoutSeconds > limits.maxTimeoutSeconds) {
     return invalidSnippetResponse(traceId, `timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`);
@@ -46,7 +54,7 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   if (isMissing(toolchain)) return failure(traceId, SNIPPET_EXIT.unsupported, toolchain.message);
 
   try {
-    const job = new SnippetJob(runtime, language, toolchain, options.signal);
+    const job = new SnippetJob(runtime, backend, language, toolchain, options.signal);
     return { trace_id: traceId, ...(await job.run(code, timeoutSeconds * 1000)) };
   } catch (error) {
     if (error instanceof SandboxUnavailableError) return failure(traceId, EXIT_SANDBOX_UNAVAILABLE, `sandbox unavailable: ${error.message}`);
@@ -56,14 +64,12 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
 
 type Outcome = Omit<SnippetResponse, 'trace_id'>;
 
-/** A file put into the sandbox for this job: text we hold, or a host file (a cached program). */
-type JobFile = StagedFile & ({ content: string } | { hostSource: string });
-
 class SnippetJob {
   private readonly paths: JobPaths;
 
   constructor(
     private readonly runtime: RunnerRuntime,
+    private readonly backend: SandboxBackend,
     private readonly language: LanguageDefinition,
     private readonly toolchain: Toolchain,
     private readonly signal: AbortSignal | undefined,
@@ -121,7 +127,7 @@ class SnippetJob {
     });
   }
 
-  private async sandboxed(
+  private sandboxed(
     invocation: Invocation,
     extraMounts: Mount[],
     files: JobFile[],
@@ -131,36 +137,29 @@ class SnippetJob {
     limits: Pick<ResourceLimits, 'memoryBytes' | 'memoryMechanism' | 'maxProcesses' | 'cpuCores'>,
   ): Promise<SandboxOutcome> {
     const config = this.runtime.config.snippet;
-    const sandbox = await this.runtime.backend.prepare({
+    const template = {
+      profile: 'snippet',
       argv: invocation.argv,
       cwd: JOB_DIR,
-      env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8', ...invocation.env },
+      env: invocation.env,
       mounts: [...this.toolchain.mounts, ...extraMounts],
-      files: files.map(({ name, sandboxPath, executable }) => ({ name, sandboxPath, executable })),
       network: 'none',
       limits: { cpuCores: config.cpuCores, ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
-    });
-    try {
-      for (const file of files) {
-        if ('content' in file) await sandbox.writeFile(file.name, file.content);
-        else await sandbox.copyFile(file.name, file.hostSource);
-      }
-    } catch (error) {
-      sandbox.discard();
-      throw error;
-    }
-    return sandbox.start({ timeoutMs, stdout, stderr, ...(this.signal ? { signal: this.signal } : {}) });
+    } as const;
+    return runStaged(this.backend, template, files, { timeoutMs, stdout, stderr, ...(this.signal ? { signal: this.signal } : {}) });
   }
 
   private describe(outcome: SandboxOutcome, stdout: CappedCapture, stderr: CappedCapture, memoryBytes: number): Outcome {
     for (const [stream, name] of [[stdout, 'stdout'], [stderr, 'stderr']] as const) {
       if (stream.truncated) stream.appendNote(`\n[${name} truncated: ${stream.observedBytes} bytes written, the first ${stream.bytes().length} kept]`);
     }
-    if (outcome.timedOut || outcome.aborted) {
-      stderr.appendNote(outcome.timedOut ? TIMEOUT_NOTE : '\nExecution canceled');
+    // The snippet contract has one code for a run that was stopped: 124, as timeout(1) says.
+    const interruption = interruptionOf(outcome);
+    if (interruption === 'timed_out' || interruption === 'canceled') {
+      stderr.appendNote(interruption === 'timed_out' ? TIMEOUT_NOTE : '\nExecution canceled');
       return { stdout: stdout.text(), stderr: stderr.text(), exit_code: SNIPPET_EXIT.timedOut, error: '' };
     }
-    if (outcome.oomKilled) stderr.appendNote(`\nMemoryError: killed after exceeding the sandbox memory limit of ${Math.round(memoryBytes / 1024 / 1024)} MiB`);
+    if (interruption === 'out_of_memory') stderr.appendNote(`\nMemoryError: killed after exceeding the sandbox memory limit of ${Math.round(memoryBytes / 1024 / 1024)} MiB`);
     const exitCode = outcome.exitCode ?? 128 + signalNumber(outcome.signal);
     return { stdout: stdout.text(), stderr: stderr.text(), exit_code: exitCode, error: '' };
   }

@@ -4,7 +4,10 @@ import { join } from 'node:path';
 import { buildBwrapArgs, SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
-import { LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import type { BackendCapabilities } from '../contract/backend.js';
+import { HostWorkDir } from './host-work-dir.js';
+import { baseEnvironment } from './profiles.js';
+import { ARGS_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
 import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
 import { forkWhenQuiet } from './fork-gate.js';
@@ -70,7 +73,15 @@ interface Ready {
  * templates are started ahead of need and wait, fully set up, for their job.
  */
 export class BubblewrapBackend implements SandboxBackend {
+  readonly kind = 'local_process';
   readonly name = 'local';
+  readonly capabilities: BackendCapabilities = {
+    network: ['none', 'host'],
+    memory: ['cgroup', 'address-space'],
+    snapshot: false,
+    host_work_dir: true,
+    profiles: ['snippet', 'task', 'run-job', 'workspace'],
+  };
   private readonly options: Required<BubblewrapOptions>;
   private readonly uids: UidPool | null;
   private readonly warm: WarmPool<LaunchedSandbox>;
@@ -95,9 +106,9 @@ export class BubblewrapBackend implements SandboxBackend {
           : 'no writable cgroup hierarchy: memory and process limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC)',
         ready.seccompFile ? 'seccomp syscall filter applied' : 'seccomp syscall filter disabled by configuration',
       ];
-      return { name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
+      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
-      return { name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
+      return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
     }
   }
 
@@ -163,6 +174,7 @@ export class BubblewrapBackend implements SandboxBackend {
   /** Fails closed: if namespaces cannot be created here, no job runs at all. */
   private async probeNamespaces(ready: Ready): Promise<void> {
     const template: SandboxTemplate = {
+      profile: 'snippet',
       argv: ['/usr/bin/true'],
       cwd: '/tmp',
       env: {},
@@ -238,7 +250,7 @@ export class BubblewrapBackend implements SandboxBackend {
       if (uid !== null) for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
       const stagingDir = join(this.options.runtimeDir, 'jobs', ownedName());
       await mkdir(stagingDir, { mode: 0o755 });
-      const files = new Map<string, string>();
+      const stagedFiles = new Map<string, string>();
       const fileMounts: Mount[] = [];
       let workDir: string | null = null;
       if (template.workDir !== undefined) {
@@ -256,18 +268,20 @@ export class BubblewrapBackend implements SandboxBackend {
       for (const file of template.files) {
         const host = join(stagingDir, file.name);
         await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
-        files.set(file.name, host);
+        stagedFiles.set(file.name, host);
         fileMounts.push({ host, sandbox: file.sandboxPath, writable: false });
       }
-      const argv = this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup);
+      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup);
       return await forkWhenQuiet(() => new LaunchedSandbox({
         argv,
+        bwrapOptions,
         seccompFile: ready.seccompFile,
         uid,
         cgroup,
         stagingDir,
-        files,
+        stagedFiles,
         workDir,
+        files: new HostWorkDir(workDir, template.workDir ?? null, uid),
         releaseWorkDir: lease ? lease.release : null,
         onFinished: () => {
           release();
@@ -283,8 +297,11 @@ export class BubblewrapBackend implements SandboxBackend {
     }
   }
 
-  /** The launcher chain, outermost first: [sh join-cgroups] -> prlimit -> bwrap -> job. */
-  private launcherArgv(template: SandboxTemplate, mounts: readonly Mount[], ready: Ready, cgroup: JobCgroup | null): string[] {
+  /**
+   * The launcher chain, outermost first: [sh join-cgroups] -> prlimit -> bwrap -> job. bwrap's
+   * options travel through a pipe (ARGS_FD), only the job's argv stays on the command line.
+   */
+  private launcherArgv(template: SandboxTemplate, mounts: readonly Mount[], ready: Ready, cgroup: JobCgroup | null): { argv: string[]; bwrapOptions: string[] } {
     const { limits } = template;
     const rlimits = [
       `--nofile=${limits.maxOpenFiles}`,
@@ -299,7 +316,7 @@ export class BubblewrapBackend implements SandboxBackend {
       meminfo: this.meminfoFor(limits.memoryBytes),
       argv: template.argv,
       cwd: template.cwd,
-      env: template.env,
+      env: { ...baseEnvironment(template.profile), ...template.env },
       mounts,
       network: template.network,
       tmpBytes: this.options.tmpBytes,
@@ -307,8 +324,10 @@ export class BubblewrapBackend implements SandboxBackend {
       blockFd: RELEASE_FD,
       ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),
     });
-    const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, ...bwrapArgs];
-    return cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;
+    const split = bwrapArgs.indexOf('--');
+    const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, '--args', String(ARGS_FD), ...bwrapArgs.slice(split)];
+    const argv = cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;
+    return { argv, bwrapOptions: bwrapArgs.slice(0, split) };
   }
 
   private meminfoFor(memoryBytes: number): string {

@@ -1,5 +1,6 @@
 import type { HostLayout } from './host-layout.js';
 import type { Mount } from './types.js';
+import { coveredInSandbox, FRESH_VIEWS, within, type WorkspacePlan } from './workspace-profile.js';
 
 /** The uid/gid the job sees inside its user namespace; the host side is an unprivileged uid. */
 export const SANDBOX_UID = 1000;
@@ -88,4 +89,38 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
 
   args.push('--chdir', plan.cwd, '--', ...plan.argv);
   return args;
+}
+
+/**
+ * Every flag of the `workspace` profile, in order (later mounts land on top of earlier ones).
+ * The job's environment reaches it through bwrap's own environment, never argv, so values
+ * stay out of /proc/<pid>/cmdline.
+ */
+export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
+  return [
+    // Its own user namespace keeps the host's mounts locked read-only for the job; its own PID
+    // namespace makes the whole tree, double forks included, die with it.
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    ...(plan.network === 'none' ? ['--unshare-net'] : []),
+    '--disable-userns',
+    '--cap-drop', 'ALL',
+    // It dies with its supervisor and cannot reach a terminal (TIOCSTI).
+    '--die-with-parent',
+    '--new-session',
+    '--json-status-fd', String(plan.statusFd),
+    '--ro-bind', '/', '/',
+    ...plan.hidden.dirs.flatMap((dir) => ['--tmpfs', dir]),
+    ...plan.hidden.files.flatMap((file) => ['--ro-bind', '/dev/null', file]),
+    '--proc', FRESH_VIEWS.proc,
+    '--dev', FRESH_VIEWS.dev,
+    // Private scratch: tools need a writable /tmp, and the host's must not see their files.
+    '--tmpfs', FRESH_VIEWS.tmp,
+    '--bind', plan.cwd, plan.cwd,
+    ...(within(plan.stateRoot, plan.cwd) || !coveredInSandbox(plan.stateRoot, plan) ? ['--tmpfs', plan.stateRoot] : []),
+    '--chdir', plan.cwd,
+    '--',
+    ...plan.argv,
+  ];
 }

@@ -6,12 +6,20 @@ import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { whileWriting } from './fork-gate.js';
 import { signalGroup } from './process-tree.js';
-import { SandboxUnavailableError, type OutputSink, type PreparedSandbox, type SandboxIO, type SandboxOutcome } from './types.js';
+import type { CollectedArtifacts } from '../workspace/artifacts.js';
+import type { SnapshotReport } from '../workspace/snapshot.js';
+import type { HostWorkDir } from './host-work-dir.js';
+import { SandboxUnavailableError, type ArtifactRequest, type OutputSink, type PreparedSandbox, type ResolvedCommand, type SandboxIO, type SandboxOutcome, type WorkspaceImport } from './types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
 export const RELEASE_FD = 3;
 /** The launcher reads the seccomp filter from this fd (bwrap --seccomp). */
 export const SECCOMP_FD = 4;
+/**
+ * bwrap reads its options from this fd (--args), so what they carry (the job's environment
+ * values above all) never shows in any /proc/<pid>/cmdline on the host.
+ */
+export const ARGS_FD = 5;
 
 /** After a kill, how long to wait for pipes to close before giving up on them. */
 const KILL_GRACE_MS = 2000;
@@ -20,14 +28,19 @@ const SETUP_OUTPUT_LIMIT = 16 * 1024;
 
 export interface LaunchParts {
   argv: readonly string[];
+  /** bwrap's options, written NUL-separated to ARGS_FD. */
+  bwrapOptions: readonly string[];
   /** Host file holding the encoded seccomp filter, passed as fd SECCOMP_FD. */
   seccompFile: string | null;
   uid: number | null;
   cgroup: JobCgroup | null;
   stagingDir: string;
-  files: ReadonlyMap<string, string>;
-  /** The writable work directory inside stagingDir, if the template asked for one. */
+  /** Staged file name -> host path of the inode bind-mounted into the sandbox. */
+  stagedFiles: ReadonlyMap<string, string>;
+  /** The writable work directory (host side), if the template asked for one. */
   workDir: string | null;
+  /** The job's files: the work dir as the runner may touch it. */
+  files: HostWorkDir;
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
@@ -66,7 +79,7 @@ export class LaunchedSandbox implements PreparedSandbox {
     const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
     const devNull = openSync('/dev/null', 'r');
     try {
-      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore'], devNull);
+      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe'], devNull);
       this.child = spawn(command!, args, {
         // Its own process group: a timeout kills the group, the PID namespace takes the rest.
         detached: true,
@@ -82,7 +95,8 @@ export class LaunchedSandbox implements PreparedSandbox {
     this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
     this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
-    for (const stream of [this.child.stdin, this.child.stdio[RELEASE_FD]]) (stream as Writable).on('error', () => undefined);
+    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD)]) (stream as Writable).on('error', () => undefined);
+    this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
     this.ended = new Promise<Omit<Exit, 'oomKilled'>>((resolve) => {
       this.child.on('error', () => resolve({ code: null, signal: null }));
       this.child.on('close', (code, signal) => resolve({ code, signal }));
@@ -100,12 +114,20 @@ export class LaunchedSandbox implements PreparedSandbox {
     this.setIdle(true);
   }
 
-  get ownerUid(): number | null {
-    return this.parts.uid;
+  importWorkspace(source: WorkspaceImport): Promise<SnapshotReport> {
+    return this.parts.files.importWorkspace(source);
   }
 
-  get workDirHost(): string | null {
-    return this.parts.workDir;
+  makeWorkDir(relativePath: string): Promise<void> {
+    return this.parts.files.makeDir(relativePath);
+  }
+
+  resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
+    return this.parts.files.resolveCommand(argv0, lookup);
+  }
+
+  collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts> {
+    return this.parts.files.collectArtifacts(request);
   }
 
   release(): void {
@@ -134,7 +156,7 @@ export class LaunchedSandbox implements PreparedSandbox {
   }
 
   private stagedPath(name: string): string {
-    const path = this.parts.files.get(name);
+    const path = this.parts.stagedFiles.get(name);
     if (!path) throw new Error(`no staged file named ${name}`);
     return path;
   }
@@ -172,7 +194,7 @@ export class LaunchedSandbox implements PreparedSandbox {
 
     const startedAt = performance.now();
     this.child.stdin!.end(io.stdin);
-    (this.child.stdio[RELEASE_FD] as Writable).end('go');
+    this.pipe(RELEASE_FD).end('go');
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;
     clearTimeout(timer);
@@ -192,9 +214,14 @@ export class LaunchedSandbox implements PreparedSandbox {
     void this.parts.cgroup?.killAll();
   }
 
+  /** The extra pipes (release, options): Node types stdio as a tuple of the first five. */
+  private pipe(fd: number): Writable {
+    return (this.child.stdio as ReadonlyArray<unknown>)[fd] as Writable;
+  }
+
   /** An idle sandbox must not keep the host process alive on its own. */
   private setIdle(idle: boolean): void {
-    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.child.stdio[RELEASE_FD]] as Array<{ ref?(): void; unref?(): void } | null>;
+    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD)] as Array<{ ref?(): void; unref?(): void } | null>;
     for (const handle of handles) {
       if (idle) handle?.unref?.();
       else handle?.ref?.();

@@ -1,3 +1,14 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * The one place processes are found and killed. A sandbox launched by the service is its own
+ * process group (signalGroup); a long-lived agent-exec job is found from /proc, by its tree of
+ * parent links and, for processes that left the tree (setsid, double fork, nohup), by a marker
+ * variable every job process inherits. Both are backed by the sandbox's PID namespace, which
+ * takes every process of the job down with its init.
+ */
+
 /** Sends a signal, ignoring processes that are already gone. */
 export function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
@@ -7,9 +18,13 @@ export function signalQuietly(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/** Signals a whole process group (the launcher is spawned detached, so its pid is the group id). */
+/** Signals a whole process group (a launcher spawned detached is its own group). */
 export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   signalQuietly(-pgid, signal);
+}
+
+export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void {
+  for (const pid of pids) signalQuietly(pid, signal);
 }
 
 export function isAlive(pid: number): boolean {
@@ -18,5 +33,73 @@ export function isAlive(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+interface ProcessEntry {
+  pid: number;
+  ppid: number;
+}
+
+/** Live processes; zombies are left out (they are dead, and signals cannot reach them). */
+function liveProcesses(): ProcessEntry[] {
+  const entries: ProcessEntry[] = [];
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid <= 0) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (state !== 'Z' && state !== 'X') entries.push({ pid, ppid: Number(ppid) });
+    } catch {
+      // It exited while we looked.
+    }
+  }
+  return entries;
+}
+
+/** Every live descendant of `root`, deepest last. */
+export function descendantsOf(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const { pid, ppid } of liveProcesses()) {
+    const siblings = children.get(ppid);
+    if (siblings) siblings.push(pid);
+    else children.set(ppid, [pid]);
+  }
+  const found: number[] = [];
+  const queue = [root];
+  while (queue.length > 0) {
+    for (const child of children.get(queue.shift()!) ?? []) {
+      found.push(child);
+      queue.push(child);
+    }
+  }
+  return found;
+}
+
+/** Live processes whose environment holds `marker` ("KEY=VALUE"), this one excepted. */
+export function processesWithMarker(marker: string): number[] {
+  const found: number[] = [];
+  for (const { pid } of liveProcesses()) {
+    if (pid === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/environ`).toString('latin1').split('\0').includes(marker)) found.push(pid);
+    } catch {
+      // Exited, or not ours to read.
+    }
+  }
+  return found;
+}
+
+/** SIGKILLs whatever `find` reports until it reports nothing (new forks included); false on timeout. */
+export async function killUntilGone(find: () => number[], timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const pids = find();
+    if (pids.length === 0) return true;
+    if (Date.now() > deadline) return false;
+    signalAll(pids, 'SIGKILL');
+    await sleep(20);
   }
 }

@@ -1,8 +1,22 @@
+import type { BackendCapabilities } from '../contract/backend.js';
+import type { BackendKind } from '../contract/backend-kinds.js';
+import type { CollectedArtifacts } from '../workspace/artifacts.js';
+import type { SnapshotReport } from '../workspace/snapshot.js';
+
+/**
+ * The named shapes of sandbox the faces ask for. snippet, task and run-job see a minimal
+ * system (/usr, a few /etc files) and a private /tmp; run-job adds a work directory that holds
+ * the workspace snapshot. workspace (agent-exec) sees the host read-only with its secrets
+ * hidden and writes only its cwd.
+ */
+export type SandboxProfile = 'snippet' | 'task' | 'run-job' | 'workspace';
+
 /**
  * What a sandbox is made of, fixed before it starts. Paths in argv/cwd are sandbox paths.
  * Two templates that serialise alike can share warm, pre-started sandboxes.
  */
 export interface SandboxTemplate {
+  profile: Exclude<SandboxProfile, 'workspace'>;
   argv: readonly string[];
   cwd: string;
   env: Readonly<Record<string, string>>;
@@ -75,14 +89,50 @@ export interface SandboxOutcome {
   durationMs: number;
 }
 
-/** A sandbox whose namespaces and mounts exist, waiting for its files and the go-ahead. */
+/** Copies a host directory into the work dir (see workspace/snapshot.ts for what is left out). */
+export interface WorkspaceImport {
+  hostPath: string;
+  include?: readonly string[];
+  exclude?: readonly string[];
+  maxFiles: number;
+  maxBytes: number;
+}
+
+/** argv[0] as the sandbox would execute it. */
+export interface ResolvedCommand {
+  /** The path the sandbox execs. */
+  sandboxPath: string;
+  /** Links resolved, as the sandbox sees the file (a pinned path matches either). */
+  realPath: string;
+  /** Digest of the file that would run, for sha256 pins. */
+  sha256(): Promise<string>;
+}
+
+export interface ArtifactRequest {
+  patterns: readonly string[];
+  /** Host directory the collected copies go to (the run store's). */
+  storeDir: string;
+  maxArtifacts: number;
+  maxArtifactBytes: number;
+  maxEntriesVisited: number;
+}
+
+/**
+ * A sandbox whose namespaces and mounts exist, waiting for its files and the go-ahead. Every
+ * operation on the job's files goes through it, so a backend whose files live inside a VM
+ * implements them over its own channel; callers never see a host path of the work dir.
+ */
 export interface PreparedSandbox {
-  /** The host uid the job runs as and that owns its writable mounts (null: ours). */
-  readonly ownerUid: number | null;
-  /** Host path of the template's work directory, or null when it has none. */
-  readonly workDirHost: string | null;
   writeFile(name: string, content: string | Buffer): Promise<void>;
   copyFile(name: string, hostSource: string): Promise<void>;
+  /** Fills the empty work dir from a host directory; rejects with SnapshotError when it cannot. */
+  importWorkspace(source: WorkspaceImport): Promise<SnapshotReport>;
+  /** Creates a directory (and its parents) under the work dir, as `mkdir -p`, owned by the job. */
+  makeWorkDir(relativePath: string): Promise<void>;
+  /** Where argv[0] would be executed from, or null when the sandbox would not find it. */
+  resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null>;
+  /** After the run: copies work-dir files matching the patterns out, never following links. */
+  collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts>;
   /** Runs the job to completion; never leaves a process behind. */
   start(io: SandboxIO): Promise<SandboxOutcome>;
   /** Gives the sandbox up without running it. */
@@ -92,6 +142,8 @@ export interface PreparedSandbox {
 }
 
 export interface BackendStatus {
+  kind: BackendKind;
+  /** The implementation's own name (`local` for bubblewrap). */
   name: string;
   available: boolean;
   /** Why it is unavailable, or what it degrades to (e.g. rlimits without cgroups). */
@@ -101,7 +153,10 @@ export interface BackendStatus {
 }
 
 export interface SandboxBackend {
+  readonly kind: BackendKind;
   readonly name: string;
+  readonly capabilities: BackendCapabilities;
+  /** Probes the host: what is missing, or how limits are enforced. */
   status(): Promise<BackendStatus>;
   /** Rejects with SandboxUnavailableError when no sandbox can be made here. */
   prepare(template: SandboxTemplate): Promise<PreparedSandbox>;
@@ -115,3 +170,4 @@ export class SandboxUnavailableError extends Error {
     this.name = 'SandboxUnavailableError';
   }
 }
+

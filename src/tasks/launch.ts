@@ -2,8 +2,9 @@ import { join } from 'node:path';
 import type { SnippetLimits } from '../runner/config.js';
 import type { LanguageDefinition } from '../languages/language.js';
 import type { Toolchain } from '../languages/toolchain.js';
-import type { PreparedSandbox, SandboxTemplate } from '../sandbox/types.js';
-import type { TaskRequest } from './contract.js';
+import type { SandboxTemplate } from '../sandbox/types.js';
+import type { JobFile } from '../runner/staged-run.js';
+import type { TaskRequest } from '../contract/task.js';
 import { NODE_HARNESS } from './node-harness.js';
 import { PYTHON_HARNESS } from './python-harness.js';
 
@@ -26,23 +27,23 @@ const HARNESSES: Readonly<Record<TaskRequest['lang'], { harness: string; code: s
 const INPUT_FILE = 'task-input.json';
 
 export interface TaskSandbox {
-  /** The same for every task of one language and memory limit. */
-  template: SandboxTemplate;
-  /** Fills the staged files of a prepared sandbox: the harness, the code, the items. */
-  stage(sandbox: PreparedSandbox, code: string, input: string): Promise<void>;
+  /** The same for every task of one language and memory limit, so pre-started sandboxes serve it. */
+  template: Omit<SandboxTemplate, 'files'>;
+  /** The harness, the code, the items. */
+  files: JobFile[];
 }
 
-export function taskSandbox(lang: TaskRequest['lang'], language: LanguageDefinition, toolchain: Toolchain, memoryBytes: number, config: SnippetLimits): TaskSandbox {
+export function taskSandbox(lang: TaskRequest['lang'], language: LanguageDefinition, toolchain: Toolchain, memoryBytes: number, config: SnippetLimits, job: { code: string; input: string }): TaskSandbox {
   const files = HARNESSES[lang];
   const path = (name: string) => join(TASK_DIR, name);
   // Interpreted: there is no compiled program.
   const invocation = language.run(toolchain, { dir: TASK_DIR, source: path(files.harness), program: '', compileOutput: '' }, { memoryBytes });
-  const template: SandboxTemplate = {
+  const template: Omit<SandboxTemplate, 'files'> = {
+    profile: 'task',
     argv: [...LAUNCHER, ...invocation.argv, path(files.code), path(INPUT_FILE)],
     cwd: TASK_DIR,
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8', ...invocation.env },
+    env: invocation.env,
     mounts: toolchain.mounts,
-    files: [files.harness, files.code, INPUT_FILE].map((name) => ({ name, sandboxPath: path(name), executable: false })),
     network: 'none',
     limits: {
       memoryBytes,
@@ -52,12 +53,6 @@ export function taskSandbox(lang: TaskRequest['lang'], language: LanguageDefinit
       maxFileBytes: config.maxFileBytes,
     },
   };
-  return {
-    template,
-    async stage(sandbox, code, input) {
-      await sandbox.writeFile(files.harness, files.source);
-      await sandbox.writeFile(files.code, code);
-      await sandbox.writeFile(INPUT_FILE, input);
-    },
-  };
+  const staged = (name: string, content: string): JobFile => ({ name, sandboxPath: path(name), executable: false, content });
+  return { template, files: [staged(files.harness, files.source), staged(files.code, job.code), staged(INPUT_FILE, job.input)] };
 }

@@ -1,7 +1,7 @@
 import { validate } from '../contract/validate.js';
 import type { OutputSink } from '../sandbox/types.js';
 import { FrameDecoder, FrameError } from '../wire/frame-codec.js';
-import { PipeErrorMessageSchema, PipeResultMessageSchema, type PipeMessage } from './contract.js';
+import { PipeErrorMessageSchema, PipeResultMessageSchema, type PipeMessage } from '../contract/task.js';
 
 export type ChannelReading = { message: PipeMessage } | { protocolError: string } | { silent: true };
 

@@ -4,8 +4,10 @@ import { findLanguage } from '../languages/catalog.js';
 import { isMissing } from '../languages/toolchain.js';
 import { RunnerRuntime } from '../runner/runtime.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
-import { SandboxUnavailableError, type SandboxOutcome } from '../sandbox/types.js';
-import { TaskRequestSchema, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from './contract.js';
+import type { SandboxOutcome } from '../sandbox/types.js';
+import { interruptionError, interruptionOf, setupFailure } from '../runner/outcome.js';
+import { runStaged } from '../runner/staged-run.js';
+import { TaskRequestSchema, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from '../contract/task.js';
 import { taskSandbox } from './launch.js';
 import { ResultChannel, type ChannelReading } from './result-channel.js';
 
@@ -42,7 +44,8 @@ async function respond(runtime: RunnerRuntime, request: unknown, signal: AbortSi
   try {
     return await execute(runtime, checked.value, timeoutMs, signal);
   } catch (error) {
-    if (error instanceof SandboxUnavailableError) return failure('backend.unavailable', `sandbox unavailable: ${error.message}`);
+    const setup = setupFailure(error);
+    if (setup.status === 'backend_unavailable') return failure('backend.unavailable', `sandbox unavailable: ${setup.error.message}`);
     return failure('internal.error', `internal error: ${(error as Error).message}`);
   }
 }
@@ -64,17 +67,11 @@ async function execute(runtime: RunnerRuntime, task: TaskRequest, timeoutMs: num
     max_print_calls: tasks.maxPrintCalls,
     max_print_bytes: tasks.maxPrintBytes,
   });
-  const plan = taskSandbox(task.lang, language, toolchain, memoryBytes, config);
-  const sandbox = await runtime.backend.prepare(plan.template);
-  try {
-    await plan.stage(sandbox, task.code, input);
-  } catch (error) {
-    sandbox.discard();
-    throw error;
-  }
+  const backend = runtime.backends.get(task.backend?.kind);
+  const plan = taskSandbox(task.lang, language, toolchain, memoryBytes, config, { code: task.code, input });
   const channel = new ResultChannel(maxResultBytes + tasks.maxPrintBytes + tasks.messageOverheadBytes);
   const stderr = new CappedCapture(config.maxStderrBytes);
-  const outcome = await sandbox.start({ timeoutMs, stdout: channel, stderr, ...(signal ? { signal } : {}) });
+  const outcome = await runStaged(backend, plan.template, plan.files, { timeoutMs, stdout: channel, stderr, ...(signal ? { signal } : {}) });
   if (stderr.truncated) stderr.appendNote(`\n[stderr truncated: ${stderr.observedBytes} bytes written, the first ${config.maxStderrBytes} kept]`);
   return answer(channel.read(), outcome, stderr.text(), { timeoutMs, memoryBytes });
 }
@@ -88,9 +85,16 @@ function answer(reading: ChannelReading, outcome: SandboxOutcome, stderr: string
     const { message } = reading;
     return 'result' in message ? message : { error_code: 'task.failed', error: { ...message.error, stderr }, print_args: message.print_args };
   }
-  if (outcome.aborted) return failure('run.canceled', 'the task was canceled', stderr);
-  if (outcome.timedOut) return failure('run.timed_out', `timed out after ${limits.timeoutMs} ms`, stderr);
-  if (outcome.oomKilled) return failure('run.out_of_memory', `killed after exceeding the memory limit of ${Math.round(limits.memoryBytes / 1024 / 1024)} MiB`, stderr);
+  const interruption = interruptionOf(outcome);
+  if (interruption) {
+    const messages = {
+      canceled: 'the task was canceled',
+      timed_out: `timed out after ${limits.timeoutMs} ms`,
+      out_of_memory: `killed after exceeding the memory limit of ${Math.round(limits.memoryBytes / 1024 / 1024)} MiB`,
+    };
+    const { code, message } = interruptionError(interruption, messages[interruption]);
+    return failure(code as TaskErrorCode, message, stderr);
+  }
   if ('protocolError' in reading) return failure('task.protocol_error', reading.protocolError, stderr);
   const ending = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${outcome.exitCode}`;
   return failure('task.crashed', `the interpreter ${ending} before sending a result`, stderr);

@@ -3,7 +3,7 @@ import { constants } from 'node:fs';
 import { lchown, mkdir, open, readlink, realpath, stat, symlink } from 'node:fs/promises';
 import { isAbsolute, join, posix, relative } from 'node:path';
 import type { SkippedEntry } from '../contract/run-job.js';
-import { Semaphore } from '../runner/semaphore.js';
+import { Semaphore } from '../util/semaphore.js';
 import { isExcludedDirectoryName, isExcludedFileName, PathFilter, VIRTUALENV_MARKER } from './exclusions.js';
 import { SafeDir } from './safe-fs.js';
 import { treeHash, type TreeEntry } from './tree-hash.js';

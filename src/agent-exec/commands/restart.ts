@@ -7,7 +7,7 @@ import { launchSupervisor } from '../launch.js';
 import { addObserveOptions, rootOf, type ObserveFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
-import { checkSandboxAvailable } from '../sandbox-check.js';
+import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
 import { stopJob, stopTimeoutMs } from '../stop-job.js';
 
 export function registerRestart(program: Command): void {
@@ -21,7 +21,10 @@ export function registerRestart(program: Command): void {
       const root = rootOf(flags);
       const view = await loadJob(root, query);
       const { definition } = view;
-      if (definition.sandbox === 'workspace') checkSandboxAvailable(definition.bwrap_path, definition.cwd, root);
+      if (definition.sandbox === 'workspace') {
+        await checkBackend(definition.backend ?? 'local_process');
+        checkSandboxAvailable(definition.bwrap_path, definition.cwd, root);
+      }
       await endPrevious(view);
       await resetLogs(view.paths);
       return observeJob('restart', await launchSupervisor(root, view.paths), flags);

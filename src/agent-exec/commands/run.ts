@@ -3,7 +3,7 @@ import { copyFile, rm, stat, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Option, type Command } from 'commander';
-import { resolveExecutable } from '../command-path.js';
+import { resolveExecutable } from '../../sandbox/command-path.js';
 import { AgentExecError, usageError } from '../errors.js';
 import { parseEnvPairs, readEnvFile } from '../job-env.js';
 import { newJobId } from '../job-id.js';
@@ -12,8 +12,8 @@ import { launchSupervisor } from '../launch.js';
 import { addObserveOptions, rootOf, seconds, type ObserveFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
-import { checkSandboxAvailable } from '../sandbox-check.js';
-import { locateBwrap, readHiddenPaths, visibleInSandbox } from '../workspace-sandbox.js';
+import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
+import { locateBwrap, readHiddenPaths, visibleInSandbox } from '../../sandbox/workspace-profile.js';
 
 interface RunFlags extends ObserveFlags {
   cwd?: string;
@@ -27,6 +27,7 @@ interface RunFlags extends ObserveFlags {
   killAfter: number;
   sandbox: SandboxMode;
   network: NetworkMode;
+  backend: string;
 }
 
 const DEFAULT_KILL_AFTER_S = 5;
@@ -47,7 +48,8 @@ export function registerRun(program: Command): void {
     .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
     .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))
     .addOption(new Option('--sandbox <mode>', 'workspace: bubblewrap, host read-only but cwd, homes and secrets hidden; none: as is').choices(['workspace', 'none']).default('workspace'))
-    .addOption(new Option('--network <mode>', 'host, or none (needs --sandbox workspace)').choices(['host', 'none']).default('host'));
+    .addOption(new Option('--network <mode>', 'host, or none (needs --sandbox workspace)').choices(['host', 'none']).default('host'))
+    .addOption(new Option('--backend <kind>', 'sandbox backend kind for --sandbox workspace: local_process (alias bubblewrap), gvisor, microvm').default('local_process'));
   addObserveOptions(command)
     .addHelpText('after', '\nExample: agent-exec run --timeout 600 -- npm test\nThe job keeps running after this command answers; pass its job_id to status, tail, wait, kill or restart.')
     .action(
@@ -68,11 +70,12 @@ async function defineJob(argv: string[], flags: RunFlags, root: string): Promise
   const env: Record<string, string> = Object.assign({}, ...fromFiles, parseEnvPairs(flags.env, '--env'));
   if (flags.network === 'none' && flags.sandbox === 'none') throw usageError('--network none is enforced by the sandbox: it needs --sandbox workspace');
   const sandboxed = flags.sandbox === 'workspace';
+  const backend = sandboxed ? await checkBackend(flags.backend) : null;
   const bwrap = sandboxed ? checkSandboxAvailable(locateBwrap(process.env), cwd, root) : null;
   const hidden = sandboxed ? readHiddenPaths() : null;
   const visible = (path: string) => hidden === null || visibleInSandbox(path, { cwd, hidden, stateRoot: root });
   // Without PATH of its own the job would search glibc's default; ours finds what the caller meant.
-  const executable = resolveExecutable(argv[0]!, env.PATH ?? process.env.PATH, cwd, visible);
+  const executable = resolveExecutable(argv[0]!, (env.PATH ?? process.env.PATH)?.split(':'), cwd, visible);
   if (executable === null) {
     const hint = sandboxed ? ' where the workspace sandbox can see it (it hides /root, /home and /tmp: use a system-wide install, one under --cwd, or --sandbox none)' : '';
     throw new AgentExecError('command_not_found', `${argv[0]} was not found as an executable file${hint}`);
@@ -88,6 +91,7 @@ async function defineJob(argv: string[], flags: RunFlags, root: string): Promise
     timeout_s: flags.timeout ?? null,
     kill_after_s: flags.killAfter,
     sandbox: flags.sandbox,
+    backend,
     bwrap_path: bwrap,
     network: flags.network,
     created_at: new Date().toISOString(),

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../config/load.js';
 import type { RunnerConfig } from '../../config/schema.js';
-import { printJson } from '../io.js';
+import { printJson } from '../../util/stdio.js';
 import { positiveOption } from '../flag-values.js';
 
 export function registerConfig(program: Command): void {

@@ -4,7 +4,8 @@ import { executeSnippet, invalidSnippetResponse } from '../../runner/snippet.js'
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { GuestClient } from '../../guest/client.js';
 import { parseListenAddress } from '../../guest/listen-address.js';
-import { exitAfterFlush, printJson, readStdin } from '../io.js';
+import { backendOption, withBackend } from '../backend-option.js';
+import { exitAfterFlush, printJson, readStdin } from '../../util/stdio.js';
 
 interface ExecFlags {
   lang?: string;
@@ -15,6 +16,7 @@ interface ExecFlags {
   guest?: string;
   listLanguages?: boolean;
   listBackends?: boolean;
+  backend?: string;
 }
 
 export function registerExec(program: Command): void {
@@ -28,7 +30,8 @@ export function registerExec(program: Command): void {
     .option('--trace-id <id>', 'trace id to echo')
     .option('--guest <address>', 'send the request to a guest runner (unix:/path or tcp:HOST:PORT) instead of running it here')
     .option('--list-languages', 'print the available languages with their toolchain versions')
-    .option('--list-backends', 'print the sandbox backends and how they enforce limits on this host')
+    .option('--list-backends', 'print the default backend and how it enforces limits on this host (see `agent-runner backends` for every kind)')
+    .addOption(backendOption())
     .addHelpText('after', '\nThe process exits with the snippet\'s exit_code (124 timeout, 127 unsupported language, 2 invalid request).')
     .action(async (flags: ExecFlags) => {
       const runtime = RunnerRuntime.shared();
@@ -41,12 +44,13 @@ export function registerExec(program: Command): void {
         return exitAfterFlush(0);
       }
       const request = await buildRequest(flags);
+      const json = 'unparseable' in request ? null : withBackend(request.json, flags.backend);
       const response =
         'unparseable' in request
           ? invalidSnippetResponse(undefined, `stdin is not valid JSON: ${request.unparseable}`)
           : flags.guest
-            ? await viaGuest(flags.guest, request.json)
-            : await executeSnippet(request.json, { runtime });
+            ? await viaGuest(flags.guest, json)
+            : await executeSnippet(json, { runtime });
       printJson(response);
       exitAfterFlush(response.exit_code);
     });

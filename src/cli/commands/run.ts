@@ -2,7 +2,8 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { runJob } from '../../runner/run-job.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
-import { exitAfterFlush, printJson } from '../io.js';
+import { exitAfterFlush, printJson } from '../../util/stdio.js';
+import { backendOption, withBackend } from '../backend-option.js';
 import { positiveOption } from '../flag-values.js';
 import { readRequestJson } from '../request-input.js';
 
@@ -21,6 +22,7 @@ interface RunFlags {
   artifact: string[];
   include: string[];
   exclude: string[];
+  backend?: string;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -44,9 +46,10 @@ export function registerRun(program: Command): void {
     .option('-a, --artifact <glob>', 'collect matching files after the run (repeatable)', collect, [])
     .option('--include <glob>', 'snapshot only matching files (repeatable)', collect, [])
     .option('--exclude <glob>', 'leave matching files out of the snapshot (repeatable)', collect, [])
+    .addOption(backendOption())
     .addHelpText('after', '\nExit status: 0 when the result is completed, 1 otherwise.\nExample: agent-runner run --workspace . --artifact "dist/**" -- python3 build.py')
     .action(async (argv: string[], flags: RunFlags) => {
-      const request = flags.request !== undefined || argv.length === 0 ? await readRequestJson(flags.request) : requestFromFlags(argv, flags);
+      const request = withBackend(flags.request !== undefined || argv.length === 0 ? await readRequestJson(flags.request) : requestFromFlags(argv, flags), flags.backend);
       const runtime = RunnerRuntime.shared();
       const result = await runJob(request, { runtime });
       await runtime.dispose();

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { CONTRACT_SCHEMAS, jsonSchemaOf } from '../../contract/catalog.js';
-import { exitAfterFlush, printJson } from '../io.js';
+import { exitAfterFlush, printJson } from '../../util/stdio.js';
 
 export function registerSchema(program: Command): void {
   program

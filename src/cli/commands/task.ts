@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { runTask } from '../../tasks/run-task.js';
-import { exitAfterFlush, printJson } from '../io.js';
+import { backendOption, withBackend } from '../backend-option.js';
+import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { readRequestJson } from '../request-input.js';
 
 export function registerTask(program: Command): void {
@@ -9,10 +10,11 @@ export function registerTask(program: Command): void {
     .command('task')
     .description('run one code task (items in, items out, captured prints) and print its response')
     .option('-r, --request <file>', 'read the task request from a file ("-" or omitted: stdin)')
+    .addOption(backendOption())
     .addHelpText('after', '\nExit status: 0 when the task returned a result, 1 when it answered with an error.')
-    .action(async (flags: { request?: string }) => {
+    .action(async (flags: { request?: string; backend?: string }) => {
       const runtime = RunnerRuntime.shared();
-      const response = await runTask(await readRequestJson(flags.request), { runtime });
+      const response = await runTask(withBackend(await readRequestJson(flags.request), flags.backend), { runtime });
       await runtime.dispose();
       printJson(response);
       exitAfterFlush('result' in response ? 0 : 1);

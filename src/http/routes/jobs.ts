@@ -2,14 +2,14 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { ArtifactSchema, RunJobRequestSchema } from '../../contract/run-job.js';
 import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema } from '../../contract/service.js';
-import type { JobService } from '../../service/job-service.js';
+import type { FrontDoor } from '../../service/front-door.js';
 import { routeSchema } from '../route-schema.js';
 
 const MAX_WAIT_SECONDS = 300;
 const JobIdParams = routeSchema(Type.Object({ job_id: Type.String() }));
 const errors = { 404: routeSchema(ErrorBodySchema), 409: routeSchema(ErrorBodySchema), 422: routeSchema(ErrorBodySchema), 503: routeSchema(ErrorBodySchema) };
 
-export function jobRoutes(service: JobService) {
+export function jobRoutes(service: FrontDoor) {
   return async (app: FastifyInstance) => {
     app.post(
       '/v1/jobs',

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import type { TaskErrorResponse, TaskResponse, TaskResultResponse } from '../../../src/tasks/contract.js';
+import type { TaskErrorResponse, TaskResponse, TaskResultResponse } from '../../../src/contract/task.js';
 import { runTask } from '../../../src/tasks/run-task.js';
 import { testRuntime } from '../../helpers/runtime.js';
 

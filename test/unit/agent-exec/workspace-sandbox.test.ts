@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { visibleInSandbox, workspaceSandboxArgs, type WorkspacePlan } from '../../../src/agent-exec/workspace-sandbox.js';
+import { workspaceSandboxArgs } from '../../../src/sandbox/bwrap-argv.js';
+import { visibleInSandbox, type WorkspacePlan } from '../../../src/sandbox/workspace-profile.js';
 import { removeDir, tempDir } from '../../helpers/agent-exec.js';
 import { bwrapFlags } from '../../helpers/bwrap-flags.js';
 

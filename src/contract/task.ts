@@ -1,5 +1,19 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { TASK_LIMITS } from './limits.js';
+import { BackendChoiceSchema } from './backend.js';
+
+const MiB = 1024 * 1024;
+
+/**
+ * The bounds the published request schema states. They are also the configuration's defaults
+ * (config/schema.ts); a configuration may tighten them, and a run checks its own.
+ */
+export const TASK_BOUNDS = {
+  /** Below this neither interpreter starts reliably. */
+  minMemoryBytes: 64 * MiB,
+  maxMemoryBytes: 8192 * MiB,
+  defaultMaxResultBytes: 16 * MiB,
+  maxResultBytesCeiling: 256 * MiB,
+} as const;
 
 /**
  * The code-task contract, defined once: the request, the two messages a task sends back over
@@ -33,14 +47,15 @@ export const TaskRequestSchema = Type.Object(
     }),
     items: Type.Array(TaskItemSchema),
     timeout_ms: Type.Optional(Type.Integer({ minimum: 1, description: 'Wall-clock limit for the whole task. Default: the snippet default timeout.' })),
+    backend: Type.Optional(BackendChoiceSchema),
     limits: Type.Optional(
       Type.Object(
         {
           memory_bytes: Type.Optional(
-            Type.Integer({ minimum: TASK_LIMITS.minMemoryBytes, maximum: TASK_LIMITS.maxMemoryBytes, description: 'Memory of the interpreter. Default: the snippet memory limit.' }),
+            Type.Integer({ minimum: TASK_BOUNDS.minMemoryBytes, maximum: TASK_BOUNDS.maxMemoryBytes, description: 'Memory of the interpreter. Default: the snippet memory limit.' }),
           ),
           max_result_bytes: Type.Optional(
-            Type.Integer({ minimum: 1, maximum: TASK_LIMITS.maxResultBytesCeiling, description: `Size of the result as JSON. Default ${TASK_LIMITS.defaultMaxResultBytes}.` }),
+            Type.Integer({ minimum: 1, maximum: TASK_BOUNDS.maxResultBytesCeiling, description: `Size of the result as JSON. Default ${TASK_BOUNDS.defaultMaxResultBytes}.` }),
           ),
         },
         { additionalProperties: false },

@@ -1,12 +1,12 @@
 import { readdirSync, realpathSync } from 'node:fs';
 import { isAbsolute, join, relative } from 'node:path';
 import { resolveExecutable } from './command-path.js';
-import type { NetworkMode } from './job-store.js';
 
 /**
- * The `workspace` sandbox: the job sees the host read-only, writes only its cwd, and finds
- * credentials gone. Unlike the snippet sandbox it hides little (an agent's build needs the
- * host's toolchains); it stops the job from changing or reading what is not its business.
+ * The `workspace` profile (agent-exec): the job sees the host read-only, writes only its cwd,
+ * and finds credentials gone. Unlike the snippet profile it hides little (an agent's build
+ * needs the host's toolchains); it stops the job from changing or reading what is not its
+ * business. The flags themselves are built in bwrap-argv.ts.
  */
 
 /** Directories that hold credentials and personal files: each becomes an empty tmpfs. */
@@ -15,7 +15,9 @@ const SECRET_DIRS = ['/root', '/home', '/run/secrets', '/var/run/secrets', '/etc
 const SECRET_FILES = ['/etc/shadow', '/etc/shadow-', '/etc/gshadow', '/etc/gshadow-'];
 const SSH_HOST_KEY = /^ssh_host_.*_key$/;
 /** Replaced by fresh ones that show the job nothing of the host's. */
-const FRESH = { proc: '/proc', dev: '/dev', tmp: '/tmp' };
+export const FRESH_VIEWS = { proc: '/proc', dev: '/dev', tmp: '/tmp' };
+
+export type NetworkMode = 'host' | 'none';
 
 export interface HiddenPaths {
   dirs: string[];
@@ -34,40 +36,6 @@ export interface WorkspacePlan {
   statusFd: number;
 }
 
-/**
- * Every flag of the workspace sandbox, in order (later mounts land on top of earlier ones).
- * The job's environment reaches it through bwrap's own environment, never argv, so values
- * stay out of /proc/<pid>/cmdline.
- */
-export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
-  return [
-    // Its own user namespace keeps the host's mounts locked read-only for the job; its own PID
-    // namespace makes the whole tree, double forks included, die with it.
-    '--unshare-user',
-    '--unshare-pid',
-    '--unshare-ipc',
-    ...(plan.network === 'none' ? ['--unshare-net'] : []),
-    '--disable-userns',
-    '--cap-drop', 'ALL',
-    // It dies with its supervisor and cannot reach a terminal (TIOCSTI).
-    '--die-with-parent',
-    '--new-session',
-    '--json-status-fd', String(plan.statusFd),
-    '--ro-bind', '/', '/',
-    ...plan.hidden.dirs.flatMap((dir) => ['--tmpfs', dir]),
-    ...plan.hidden.files.flatMap((file) => ['--ro-bind', '/dev/null', file]),
-    '--proc', FRESH.proc,
-    '--dev', FRESH.dev,
-    // Private scratch: tools need a writable /tmp, and the host's must not see their files.
-    '--tmpfs', FRESH.tmp,
-    '--bind', plan.cwd, plan.cwd,
-    ...(within(plan.stateRoot, plan.cwd) || !covered(plan.stateRoot, plan) ? ['--tmpfs', plan.stateRoot] : []),
-    '--chdir', plan.cwd,
-    '--',
-    ...plan.argv,
-  ];
-}
-
 /** Whether `path` shows inside the sandbox as it is on the host (the job's executable must). */
 export function visibleInSandbox(path: string, plan: Pick<WorkspacePlan, 'cwd' | 'hidden' | 'stateRoot'>): boolean {
   let real: string;
@@ -77,12 +45,12 @@ export function visibleInSandbox(path: string, plan: Pick<WorkspacePlan, 'cwd' |
     return false;
   }
   if (within(real, plan.stateRoot)) return false;
-  return within(real, plan.cwd) || !covered(real, plan);
+  return within(real, plan.cwd) || !coveredInSandbox(real, plan);
 }
 
 /** Under a mount that replaces the host's view (before cwd is bound back on top). */
-function covered(path: string, plan: Pick<WorkspacePlan, 'hidden'>): boolean {
-  return [...plan.hidden.dirs, ...plan.hidden.files, ...Object.values(FRESH)].some((cover) => within(path, cover));
+export function coveredInSandbox(path: string, plan: Pick<WorkspacePlan, 'hidden'>): boolean {
+  return [...plan.hidden.dirs, ...plan.hidden.files, ...Object.values(FRESH_VIEWS)].some((cover) => within(path, cover));
 }
 
 /** The secret paths this host has, by their real paths (a mount lands on the real one). */
@@ -99,7 +67,7 @@ export function readHiddenPaths(): HiddenPaths {
 
 /** bwrap from AGENT_EXEC_BWRAP, else from PATH; null when there is none (and no job may run). */
 export function locateBwrap(env: NodeJS.ProcessEnv): string | null {
-  return resolveExecutable(env.AGENT_EXEC_BWRAP ?? 'bwrap', env.PATH, '/', () => true);
+  return resolveExecutable(env.AGENT_EXEC_BWRAP ?? 'bwrap', env.PATH?.split(':'), '/', () => true);
 }
 
 function realPathOrNone(path: string): string[] {

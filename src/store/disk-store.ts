@@ -1,34 +1,17 @@
-import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { RunJobResult } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
-import { TERMINAL_STATUSES, type RunJobResult } from '../contract/run-job.js';
 import { writeFileAtomic } from './atomic-write.js';
-
-/** What status.json holds, and what the in-memory index keeps per job. */
-export interface StatusRecord {
-  job_id: string;
-  status: JobStatus;
-  created_at: string;
-  updated_at: string;
-  trace_id?: string;
-}
-
-export class DuplicateJobError extends Error {
-  constructor(readonly jobId: string) {
-    super(`a job with id ${jobId} already exists`);
-  }
-}
-
-export function isTerminal(status: JobStatus): boolean {
-  return (TERMINAL_STATUSES as readonly string[]).includes(status);
-}
+import { DuplicateJobError, type RunStore, type StatusRecord } from './port.js';
 
 /**
  * The durable run store: runs/<job_id>/{request.json,status.json,result.json,stdout.log,
  * stderr.log,artifacts/}. Every JSON write is atomic, so a SIGKILL at any moment leaves each
  * file whole. The directory is the truth; the service's index is rebuilt from it on start.
  */
-export class RunStore {
+export class DiskRunStore implements RunStore {
   readonly runsDir: string;
 
   constructor(root: string) {
@@ -95,6 +78,10 @@ export class RunStore {
       }
     }
     return { records, unreadable };
+  }
+
+  openArtifact(jobId: string, path: string): Promise<FileHandle> {
+    return open(join(this.runDir(jobId), 'artifacts', ...path.split('/')), constants.O_RDONLY | constants.O_NOFOLLOW);
   }
 
   async remove(jobId: string): Promise<void> {

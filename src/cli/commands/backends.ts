@@ -1,0 +1,15 @@
+import type { Command } from 'commander';
+import { RunnerRuntime } from '../../runner/runtime.js';
+import { exitAfterFlush, printJson } from '../../util/stdio.js';
+
+export function registerBackends(program: Command): void {
+  program
+    .command('backends')
+    .description('print the sandbox backends as a JSON array: kind, whether it is available here and why, capabilities')
+    .action(async () => {
+      const runtime = RunnerRuntime.shared();
+      printJson(await runtime.backends.describe());
+      await runtime.dispose();
+      exitAfterFlush(0);
+    });
+}

@@ -1,0 +1,36 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { BACKEND_KIND_NAMES, BACKEND_KINDS } from './backend-kinds.js';
+
+export const BackendKindSchema = Type.Union(BACKEND_KIND_NAMES.map((kind) => Type.Literal(kind)), {
+  description: 'local_process (alias bubblewrap), gvisor, or microvm (alias firecracker).',
+});
+export type BackendKindName = Static<typeof BackendKindSchema>;
+
+export const BackendChoiceSchema = Type.Object({ kind: BackendKindSchema }, { additionalProperties: false, description: 'Which sandbox backend runs the job (default: the service default).' });
+export type BackendChoice = Static<typeof BackendChoiceSchema>;
+
+
+export const BackendCapabilitiesSchema = Type.Object(
+  {
+    network: Type.Array(Type.Union([Type.Literal('none'), Type.Literal('host')]), { description: 'Network modes it can give a job.' }),
+    memory: Type.Array(Type.Union([Type.Literal('cgroup'), Type.Literal('address-space'), Type.Literal('vm')]), { description: 'How it bounds memory.' }),
+    snapshot: Type.Boolean({ description: 'Whether it can snapshot and restore a started sandbox.' }),
+    host_work_dir: Type.Boolean({ description: 'Whether the job work dir is a host directory (false: it lives inside the sandbox).' }),
+    profiles: Type.Array(Type.String(), { description: 'Sandbox profiles it can build (snippet, run-job, task, workspace).' }),
+  },
+  { additionalProperties: false },
+);
+export type BackendCapabilities = Static<typeof BackendCapabilitiesSchema>;
+
+export const BackendDescriptionSchema = Type.Object(
+  {
+    kind: Type.Union(BACKEND_KINDS.map((kind) => Type.Literal(kind))),
+    aliases: Type.Array(Type.String()),
+    available: Type.Boolean(),
+    notes: Type.Array(Type.String(), { description: 'Why it is unavailable, or how it enforces limits here.' }),
+    capabilities: BackendCapabilitiesSchema,
+  },
+  { additionalProperties: false },
+);
+export const BackendListSchema = Type.Array(BackendDescriptionSchema, { $id: 'BackendList', title: 'Sandbox backends' });
+export type BackendDescription = Static<typeof BackendDescriptionSchema>;

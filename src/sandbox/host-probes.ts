@@ -1,0 +1,30 @@
+import { access, constants, readdir } from 'node:fs/promises';
+import type { HostProbe } from './probed-backend.js';
+
+async function executable(path: string): Promise<boolean> {
+  return access(path, constants.X_OK).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** gVisor: Debian's `runsc` package. */
+export const gvisorProbe: HostProbe = {
+  async missing() {
+    return (await executable('/usr/bin/runsc')) ? [] : ['runsc (gVisor) is not installed: apt-get install runsc'];
+  },
+};
+
+/** The microVM: QEMU's `-M microvm` machine and a kernel to boot. */
+export const microvmProbe: HostProbe = {
+  async missing() {
+    const missing: string[] = [];
+    if (!(await executable('/usr/bin/qemu-system-x86_64'))) missing.push('qemu-system-x86_64 is not installed: apt-get install qemu-system-x86');
+    const kernels = await readdir('/boot').then(
+      (names) => names.filter((name) => name.startsWith('vmlinuz-')),
+      () => [],
+    );
+    if (kernels.length === 0) missing.push('no guest kernel in /boot: apt-get install linux-image-amd64');
+    return missing;
+  },
+};

@@ -1,0 +1,77 @@
+import { BACKEND_ALIASES, BACKEND_KINDS, canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
+import type { BackendDescription } from '../contract/backend.js';
+import { gvisorProbe, microvmProbe } from './host-probes.js';
+import { ProbedBackend } from './probed-backend.js';
+import { SandboxUnavailableError, type SandboxBackend } from './types.js';
+
+/** The kinds this build declares and probes but cannot run jobs on yet (see probed-backend.ts). */
+export function declaredBackends(): SandboxBackend[] {
+  return [
+    new ProbedBackend(
+      'gvisor',
+      { network: ['none'], memory: ['cgroup'], snapshot: true, host_work_dir: true, profiles: [] },
+      gvisorProbe,
+      'this version of agent-runner has no gvisor runner yet',
+    ),
+    new ProbedBackend(
+      'microvm',
+      { network: ['none'], memory: ['vm'], snapshot: true, host_work_dir: false, profiles: [] },
+      microvmProbe,
+      'this version of agent-runner has no microvm runner yet',
+    ),
+  ];
+}
+
+/**
+ * Every sandbox backend by kind. Faces name a kind (or nothing, for the configured default);
+ * the registry answers with the backend, or with SandboxUnavailableError naming why not, which
+ * every face reports as `backend.unavailable`. A job never falls back to another kind.
+ */
+export class BackendRegistry {
+  private readonly backends = new Map<BackendKind, SandboxBackend>();
+
+  constructor(
+    backends: readonly SandboxBackend[],
+    readonly defaultKind: BackendKind,
+  ) {
+    for (const backend of backends) this.backends.set(backend.kind, backend);
+  }
+
+  /** The local backend plus the kinds this build declares but cannot run yet. */
+  static withDeclaredKinds(local: SandboxBackend, defaultKind: BackendKind): BackendRegistry {
+    return new BackendRegistry([local, ...declaredBackends()], defaultKind);
+  }
+
+  /** The backend for a requested kind or alias (undefined: the default). */
+  get(requested?: string): SandboxBackend {
+    const kind = requested === undefined ? this.defaultKind : canonicalKind(requested);
+    if (kind === null) throw new SandboxUnavailableError(`unknown backend kind ${JSON.stringify(requested)}; known kinds: ${BACKEND_KINDS.join(', ')}`);
+    const backend = this.backends.get(kind);
+    if (!backend) throw new SandboxUnavailableError(`no ${kind} backend is registered in this process`);
+    return backend;
+  }
+
+  /** The kind a request would run on (aliases resolved), or null when it names none known. */
+  kindOf(requested?: string): BackendKind | null {
+    return requested === undefined ? this.defaultKind : canonicalKind(requested);
+  }
+
+  async describe(): Promise<BackendDescription[]> {
+    return Promise.all(
+      [...this.backends.values()].map(async (backend) => {
+        const status = await backend.status();
+        return {
+          kind: backend.kind,
+          aliases: Object.entries(BACKEND_ALIASES).filter(([, kind]) => kind === backend.kind).map(([alias]) => alias),
+          available: status.available,
+          notes: status.notes,
+          capabilities: backend.capabilities,
+        };
+      }),
+    );
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all([...this.backends.values()].map((backend) => backend.dispose()));
+  }
+}

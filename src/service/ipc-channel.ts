@@ -1,0 +1,98 @@
+/**
+ * Calls and notices over a Node IPC channel (a forked child's `process.send`), both ways.
+ * The front door and its worker process speak nothing else: every call has an id and one
+ * reply, so a worker's death fails what was pending instead of leaving it hanging.
+ */
+export interface IpcEndpoint {
+  send(message: unknown): boolean;
+  on(event: 'message', listener: (message: unknown) => void): unknown;
+}
+
+type Message =
+  | { kind: 'call'; id: number; method: string; args: unknown[] }
+  | { kind: 'reply'; id: number; ok: true; value: unknown }
+  | { kind: 'reply'; id: number; ok: false; error: string }
+  | { kind: 'notice'; name: string; payload: unknown };
+
+export class IpcClosedError extends Error {
+  constructor(reason: string) {
+    super(`the worker process is gone: ${reason}`);
+  }
+}
+
+export class IpcChannel {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private readonly handlers = new Map<string, (...args: never[]) => unknown>();
+  private readonly noticeHandlers = new Map<string, (payload: never) => void>();
+  private closed: string | null = null;
+
+  constructor(private readonly endpoint: IpcEndpoint) {
+    endpoint.on('message', (message) => this.receive(message as Message));
+  }
+
+  call<T>(method: string, ...args: unknown[]): Promise<T> {
+    if (this.closed !== null) return Promise.reject(new IpcClosedError(this.closed));
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.post({ kind: 'call', id, method, args });
+    });
+  }
+
+  notify(name: string, payload: unknown): void {
+    if (this.closed === null) this.post({ kind: 'notice', name, payload });
+  }
+
+  handle<A extends unknown[], R>(method: string, handler: (...args: A) => R | Promise<R>): void {
+    this.handlers.set(method, handler as (...args: never[]) => unknown);
+  }
+
+  onNotice<P>(name: string, handler: (payload: P) => void): void {
+    this.noticeHandlers.set(name, handler as (payload: never) => void);
+  }
+
+  /** The other side is gone: every call still waiting fails. */
+  close(reason: string): void {
+    this.closed = reason;
+    for (const { reject } of this.pending.values()) reject(new IpcClosedError(reason));
+    this.pending.clear();
+  }
+
+  private post(message: Message): void {
+    try {
+      this.endpoint.send(message);
+    } catch (error) {
+      this.close((error as Error).message);
+    }
+  }
+
+  private receive(message: Message): void {
+    switch (message.kind) {
+      case 'call':
+        void this.answer(message);
+        return;
+      case 'reply': {
+        const waiter = this.pending.get(message.id);
+        this.pending.delete(message.id);
+        if (message.ok) waiter?.resolve(message.value);
+        else waiter?.reject(new Error(message.error));
+        return;
+      }
+      case 'notice':
+        this.noticeHandlers.get(message.name)?.(message.payload as never);
+    }
+  }
+
+  private async answer(call: Extract<Message, { kind: 'call' }>): Promise<void> {
+    const handler = this.handlers.get(call.method);
+    try {
+      if (!handler) throw new Error(`no handler for ${call.method}`);
+      // undefined does not survive JSON: null stands for "no value".
+      const value = (await handler(...(call.args as never[]))) ?? null;
+      this.post({ kind: 'reply', id: call.id, ok: true, value });
+    } catch (error) {
+      this.post({ kind: 'reply', id: call.id, ok: false, error: (error as Error).message });
+    }
+  }
+}

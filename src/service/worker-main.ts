@@ -1,0 +1,61 @@
+import type { RunnerConfig } from '../runner/config.js';
+import { RunnerRuntime } from '../runner/runtime.js';
+import { executeSnippet } from '../runner/snippet.js';
+import { JobStaging } from '../runner/staging.js';
+import { runTask } from '../tasks/run-task.js';
+import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
+import { WorkerLoop } from './worker-loop.js';
+import type { WorkerPorts } from './worker-ports.js';
+
+/**
+ * The worker process (see worker-process.ts): its ports are calls to the front door that
+ * forked it. It has no stdout of its own (the front door's is its log); what it logs goes
+ * to the front door's logger.
+ */
+const channel = new IpcChannel(process as IpcEndpoint);
+// The front door is gone (even SIGKILLed): so are we, and our sandboxes with us (PDEATHSIG).
+process.on('disconnect', () => process.exit(0));
+
+const log = (level: 'info' | 'warn' | 'error') => (obj: object, msg: string) => channel.notify('log', { level, obj, msg });
+const cancelListeners: Array<(jobId: string) => void> = [];
+const ports: WorkerPorts = {
+  queue: {
+    lease: () => channel.call('lease'),
+    complete: (jobId) => channel.call('complete', jobId),
+    fail: (jobId) => channel.call('fail', jobId),
+  },
+  runs: {
+    claim: (jobId) => channel.call('claim', jobId),
+    markRunning: (jobId) => channel.call('markRunning', jobId),
+    finish: (jobId, result) => channel.call('finish', jobId, result),
+  },
+  events: { onCancel: (listener) => void cancelListeners.push(listener) },
+};
+channel.onNotice('cancel', (jobId: string) => cancelListeners.forEach((listener) => listener(jobId)));
+
+/** Snippets and tasks in flight, by the caller's token, so a hung-up client stops its job. */
+const calls = new Map<number, AbortController>();
+channel.onNotice('abort', (token: number) => calls.get(token)?.abort());
+function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  calls.set(token, controller);
+  return work(controller.signal).finally(() => calls.delete(token));
+}
+
+let runtime: RunnerRuntime;
+let loop: WorkerLoop;
+channel.handle('init', async (config: RunnerConfig, slots: number) => {
+  runtime = new RunnerRuntime(config);
+  const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
+  if (orphans > 0) log('info')({ orphans }, 'removed work dirs left by a previous process');
+  loop = new WorkerLoop(ports, runtime, slots, { info: log('info'), error: log('error') });
+  loop.start();
+});
+channel.handle('exec', (token: number, request: unknown) => abortable(token, (signal) => executeSnippet(request, { runtime, signal })));
+channel.handle('task', (token: number, request: unknown) => abortable(token, (signal) => runTask(request, { runtime, signal })));
+channel.handle('backends', () => runtime.backends.describe());
+channel.onNotice('cancelAll', () => loop.cancelAll());
+channel.handle('stop', async () => {
+  await loop.stopped();
+  await runtime.dispose();
+});

@@ -1,0 +1,138 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { BackendDescription } from '../contract/backend.js';
+import type { SnippetResponse } from '../contract/snippet.js';
+import type { TaskResponse } from '../contract/task.js';
+import type { RunnerConfig } from '../runner/config.js';
+import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
+import type { WorkerPorts } from './worker-ports.js';
+
+const WORKER_MAIN = fileURLToPath(new URL('./worker-main.js', import.meta.url));
+
+export interface LogSink {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface WorkerProcessOptions {
+  config: RunnerConfig;
+  /** Jobs it runs at once. */
+  slots: number;
+  ports: WorkerPorts;
+  /** The process died with these jobs leased. */
+  onLost(jobIds: string[]): Promise<void>;
+  log: LogSink;
+}
+
+/**
+ * The worker beside a front door, in a process of its own: it leases and runs jobs, snippets
+ * and tasks, and every fork a sandbox needs happens there, never in the front door's event
+ * loop. It is forked once, at start (and again if it dies: its leased jobs are failed as
+ * interrupted, never silently lost); it dies with the front door.
+ */
+export class WorkerProcess {
+  private child!: ChildProcess;
+  private channel!: IpcChannel;
+  private readonly leased = new Set<string>();
+  private nextCall = 1;
+  private stopping = false;
+  private exited!: Promise<void>;
+
+  private constructor(private readonly options: WorkerProcessOptions) {}
+
+  static async start(options: WorkerProcessOptions): Promise<WorkerProcess> {
+    const worker = new WorkerProcess(options);
+    await worker.spawn();
+    return worker;
+  }
+
+  exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {
+    return this.cancellable('exec', request, signal);
+  }
+
+  task(request: unknown, signal: AbortSignal): Promise<TaskResponse> {
+    return this.cancellable('task', request, signal);
+  }
+
+  backends(): Promise<BackendDescription[]> {
+    return this.channel.call('backends');
+  }
+
+  /** Every job the worker still runs is stopped (they end `canceled`, and are recorded). */
+  cancelAll(): void {
+    this.channel.notify('cancelAll', null);
+  }
+
+  /** After the queue closed and its jobs ended: the worker records what it holds and exits. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.channel.call('stop').catch(() => undefined);
+    this.child.disconnect();
+    await this.exited;
+  }
+
+  private async spawn(): Promise<void> {
+    const child = fork(WORKER_MAIN, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced' });
+    const channel = new IpcChannel(child as IpcEndpoint);
+    const gone = new AbortController();
+    this.child = child;
+    this.channel = channel;
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        gone.abort();
+        resolve(this.lost(channel, code ?? signal));
+      }),
+    );
+    this.serve(channel, gone.signal);
+    await channel.call('init', this.options.config, this.options.slots);
+  }
+
+  private serve(channel: IpcChannel, gone: AbortSignal): void {
+    const { queue, runs } = this.options.ports;
+    channel.handle('lease', async () => {
+      const lease = await queue.lease(gone);
+      if (!lease) return null;
+      // Handed out as the worker died: it counts among the jobs the dead worker held.
+      if (gone.aborted) await this.options.onLost([lease.jobId]);
+      else this.leased.add(lease.jobId);
+      return lease;
+    });
+    channel.handle('complete', async (jobId: string) => {
+      this.leased.delete(jobId);
+      await queue.complete(jobId);
+    });
+    channel.handle('fail', async (jobId: string) => {
+      this.leased.delete(jobId);
+      await queue.fail(jobId);
+    });
+    channel.handle('claim', (jobId: string) => runs.claim(jobId));
+    channel.handle('markRunning', (jobId: string) => runs.markRunning(jobId));
+    channel.handle('finish', (jobId: string, result: Parameters<typeof runs.finish>[1]) => runs.finish(jobId, result));
+    channel.onNotice('log', ({ level, obj, msg }: { level: 'info' | 'warn' | 'error'; obj: object; msg: string }) => this.options.log[level](obj, msg));
+    this.options.ports.events.onCancel((jobId) => {
+      if (this.leased.has(jobId)) channel.notify('cancel', jobId);
+    });
+  }
+
+  private async cancellable<T>(method: string, request: unknown, signal: AbortSignal): Promise<T> {
+    const token = this.nextCall++;
+    const abort = () => this.channel.notify('abort', token);
+    signal.addEventListener('abort', abort, { once: true });
+    try {
+      return await this.channel.call<T>(method, token, request);
+    } finally {
+      signal.removeEventListener('abort', abort);
+    }
+  }
+
+  private async lost(channel: IpcChannel, how: number | string | null): Promise<void> {
+    channel.close(`exited (${how})`);
+    if (this.stopping) return;
+    const jobs = [...this.leased];
+    this.leased.clear();
+    this.options.log.error({ exit: how, jobs }, 'the worker process died; its jobs are failed as interrupted and a new worker starts');
+    await this.options.onLost(jobs);
+    await this.spawn();
+  }
+}

@@ -1,0 +1,49 @@
+import type { FileHandle } from 'node:fs/promises';
+import type { RunJobResult } from '../contract/run-job.js';
+import { TERMINAL_STATUSES } from '../contract/run-job.js';
+import type { JobStatus } from '../contract/service.js';
+
+/** What the store keeps per job besides its request and result, and what listings show. */
+export interface StatusRecord {
+  job_id: string;
+  status: JobStatus;
+  created_at: string;
+  updated_at: string;
+  trace_id?: string;
+}
+
+export class DuplicateJobError extends Error {
+  constructor(readonly jobId: string) {
+    super(`a job with id ${jobId} already exists`);
+  }
+}
+
+export function isTerminal(status: JobStatus): boolean {
+  return (TERMINAL_STATUSES as readonly string[]).includes(status);
+}
+
+/** What a worker writes: that the job runs, then its one result. */
+export interface ResultSink {
+  setStatus(record: StatusRecord, status: JobStatus): Promise<StatusRecord>;
+  /** The result first, then the terminal status: a status never claims a result that is not there. */
+  finish(record: StatusRecord, result: RunJobResult): Promise<StatusRecord>;
+  /** Where the job's full logs and collected artifacts go. */
+  runDir(jobId: string): string;
+}
+
+/**
+ * The run store port: the durable record of every job. The embedded default is a directory
+ * (disk-store.ts); every write is atomic, so a crash at any moment leaves each record whole.
+ */
+export interface RunStore extends ResultSink {
+  open(): Promise<void>;
+  /** Records the request and a `queued` status; a taken id throws DuplicateJobError. */
+  create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord>;
+  readRequest(jobId: string): Promise<unknown>;
+  readResult(jobId: string): Promise<RunJobResult | null>;
+  /** Every job kept; entries without a readable status are reported, not trusted. */
+  load(): Promise<{ records: StatusRecord[]; unreadable: string[] }>;
+  /** A collected artifact by the path its result lists, opened without following links. */
+  openArtifact(jobId: string, path: string): Promise<FileHandle>;
+  remove(jobId: string): Promise<void>;
+}
