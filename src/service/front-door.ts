@@ -33,6 +33,9 @@ export interface JobState extends StatusRecord {
 }
 
 const RETENTION_INTERVAL_MS = 60_000;
+/** Recent results kept in memory, so the long poll that follows a job's end reads no file. */
+const RECENT_RESULTS = 256;
+const RECENT_RESULT_BYTES = 64 * 1024;
 
 /**
  * The job system as callers see it: admit -> store (queued) -> queue; status, long-poll,
@@ -44,6 +47,9 @@ export class FrontDoor {
   private readonly index = new Map<string, StatusRecord>();
   /** Requests of jobs not yet leased, so a worker need not read them back from disk. */
   private readonly pending = new Map<string, unknown>();
+  /** `running` writes in flight: a job's result is recorded after its running status, never before. */
+  private readonly runningWrites = new Map<string, Promise<void>>();
+  private readonly recentResults = new Map<string, RunJobResult>();
   private retentionTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -107,7 +113,7 @@ export class FrontDoor {
   async get(jobId: string): Promise<JobState> {
     const record = this.require(jobId);
     if (!isTerminal(record.status)) return record;
-    const result = await this.ports.store.readResult(jobId);
+    const result = this.recentResults.get(jobId) ?? (await this.ports.store.readResult(jobId));
     return result ? { ...record, result } : record;
   }
 
@@ -180,9 +186,16 @@ export class FrontDoor {
           this.pending.delete(jobId);
           return { request, runDir: store.runDir(jobId) };
         },
-        markRunning: async (jobId) => {
+        markRunning: (jobId) => {
           const record = this.index.get(jobId);
-          if (record && !isTerminal(record.status)) this.index.set(jobId, await store.setStatus(record, 'running'));
+          if (!record || isTerminal(record.status)) return Promise.resolve();
+          const written = store.setStatus(record, 'running').then((next) => {
+            if (!isTerminal(this.require(jobId).status)) this.index.set(jobId, next);
+          });
+          const settled = written.catch((error: Error) => this.options.log.error({ job_id: jobId, err: error }, 'the running status could not be recorded'));
+          this.runningWrites.set(jobId, settled);
+          void settled.finally(() => this.runningWrites.get(jobId) === settled && this.runningWrites.delete(jobId));
+          return written;
         },
         finish: (jobId, result) => this.record(jobId, result),
       },
@@ -216,9 +229,11 @@ export class FrontDoor {
 
   /** The job's one result: stored, indexed, announced; a store failure still ends the job. */
   private async record(jobId: string, result: RunJobResult): Promise<void> {
+    await this.runningWrites.get(jobId);
     const record = this.require(jobId);
     try {
       this.index.set(jobId, await this.ports.store.finish(record, result));
+      this.remember(jobId, result);
     } catch (error) {
       // The run store itself failed (disk full, ...): the job is failed in memory, the service goes on.
       this.options.log.error({ job_id: jobId, err: error }, 'job could not be recorded');
@@ -227,6 +242,12 @@ export class FrontDoor {
     this.ports.events.terminal(jobId);
     const { maxCount } = this.options.retention;
     if (maxCount !== null && this.index.size > maxCount) await this.applyRetention();
+  }
+
+  private remember(jobId: string, result: RunJobResult): void {
+    if (JSON.stringify(result).length > RECENT_RESULT_BYTES) return;
+    this.recentResults.set(jobId, result);
+    if (this.recentResults.size > RECENT_RESULTS) this.recentResults.delete(this.recentResults.keys().next().value as string);
   }
 
   private require(jobId: string): StatusRecord {
@@ -244,6 +265,7 @@ export class FrontDoor {
     const doomed = terminal.filter((record, position) => position < overCount || (cutoff !== null && Date.parse(record.updated_at) < cutoff));
     for (const record of doomed) {
       this.index.delete(record.job_id);
+      this.recentResults.delete(record.job_id);
       await this.ports.store.remove(record.job_id);
     }
   }

@@ -18,15 +18,27 @@ process.on('disconnect', () => process.exit(0));
 
 const log = (level: 'info' | 'warn' | 'error') => (obj: object, msg: string) => channel.notify('log', { level, obj, msg });
 const cancelListeners: Array<(jobId: string) => void> = [];
+/** A lease arrives with its claim (one round trip); claim() then reads it here. */
+const claims = new Map<string, { request: unknown; runDir: string }>();
 const ports: WorkerPorts = {
   queue: {
-    lease: () => channel.call('lease'),
-    complete: (jobId) => channel.call('complete', jobId),
-    fail: (jobId) => channel.call('fail', jobId),
+    lease: async () => {
+      const leased = await channel.call<{ jobId: string; request: unknown; runDir: string } | null>('lease');
+      if (!leased) return null;
+      claims.set(leased.jobId, { request: leased.request, runDir: leased.runDir });
+      return { jobId: leased.jobId };
+    },
+    complete: async (jobId) => channel.notify('complete', jobId),
+    fail: async (jobId) => channel.notify('fail', jobId),
   },
   runs: {
-    claim: (jobId) => channel.call('claim', jobId),
-    markRunning: (jobId) => channel.call('markRunning', jobId),
+    claim: async (jobId) => {
+      const claim = claims.get(jobId);
+      if (!claim) throw new Error(`job ${jobId} was not leased to this worker`);
+      claims.delete(jobId);
+      return claim;
+    },
+    markRunning: async (jobId) => channel.notify('running', jobId),
     finish: (jobId, result) => channel.call('finish', jobId, result),
   },
   events: { onCancel: (listener) => void cancelListeners.push(listener) },

@@ -90,24 +90,28 @@ export class WorkerProcess {
 
   private serve(channel: IpcChannel, gone: AbortSignal): void {
     const { queue, runs } = this.options.ports;
+    // One round trip hands out a job with what the worker needs to run it (lease and claim).
     channel.handle('lease', async () => {
       const lease = await queue.lease(gone);
       if (!lease) return null;
       // Handed out as the worker died: it counts among the jobs the dead worker held.
-      if (gone.aborted) await this.options.onLost([lease.jobId]);
-      else this.leased.add(lease.jobId);
-      return lease;
+      if (gone.aborted) {
+        await this.options.onLost([lease.jobId]);
+        return null;
+      }
+      this.leased.add(lease.jobId);
+      return { ...lease, ...(await runs.claim(lease.jobId)) };
     });
-    channel.handle('complete', async (jobId: string) => {
+    // Notices, not calls: the worker needs no answer, and the channel keeps them in order.
+    channel.onNotice('running', (jobId: string) => void runs.markRunning(jobId).catch(() => undefined));
+    channel.onNotice('complete', (jobId: string) => {
       this.leased.delete(jobId);
-      await queue.complete(jobId);
+      void queue.complete(jobId);
     });
-    channel.handle('fail', async (jobId: string) => {
+    channel.onNotice('fail', (jobId: string) => {
       this.leased.delete(jobId);
-      await queue.fail(jobId);
+      void queue.fail(jobId);
     });
-    channel.handle('claim', (jobId: string) => runs.claim(jobId));
-    channel.handle('markRunning', (jobId: string) => runs.markRunning(jobId));
     channel.handle('finish', (jobId: string, result: Parameters<typeof runs.finish>[1]) => runs.finish(jobId, result));
     channel.onNotice('log', ({ level, obj, msg }: { level: 'info' | 'warn' | 'error'; obj: object; msg: string }) => this.options.log[level](obj, msg));
     this.options.ports.events.onCancel((jobId) => {

@@ -41,7 +41,8 @@ export function registerServe(program: Command): void {
     .action(async (flags: ServeFlags) => {
       const config = loadConfig(process.env, overrides(flags));
       const settings = config.service;
-      const logger = pino({ level: settings.logLevel, redact: ['req.headers.authorization'] });
+      // Asynchronous: a log line must not block the event loop that answers every client.
+      const logger = pino({ level: settings.logLevel, redact: ['req.headers.authorization'] }, pino.destination({ sync: false }));
       const running = await startService({
         address: parseHttpAddress(settings.addr),
         storeDir: resolve(settings.storeDir),
@@ -55,15 +56,16 @@ export function registerServe(program: Command): void {
       });
       logger.info({ url: running.url }, 'agent-runner serving');
       let stopping = false;
+      const exit = (code: number) => logger.flush(() => process.exit(code));
       const stop = (signal: string) => {
         if (stopping) return;
         stopping = true;
         logger.info({ signal, grace_ms: settings.graceMs }, 'draining');
         void running.shutdown(settings.graceMs).then(
-          () => process.exit(0),
+          () => exit(0),
           (error: Error) => {
             logger.error({ err: error }, 'shutdown failed');
-            process.exit(1);
+            exit(1);
           },
         );
       };
