@@ -35,10 +35,13 @@ async function runAndWait(sandbox: 'none' | 'workspace'): Promise<void> {
 
 const cases: Array<[string, () => Promise<unknown>]> = [
   ['true, spawned directly', () => spawnChecked('/usr/bin/true', [])],
-  ['node -e 0, twice', async () => {
-    await spawnChecked(process.execPath, ['-e', '0']);
-    await spawnChecked(process.execPath, ['-e', '0']);
-  }],
+  [
+    'node -e 0, twice',
+    async () => {
+      await spawnChecked(process.execPath, ['-e', '0']);
+      await spawnChecked(process.execPath, ['-e', '0']);
+    },
+  ],
   ['agent-exec run+wait, --sandbox none', () => runAndWait('none')],
   ['agent-exec run+wait, --sandbox workspace', () => runAndWait('workspace')],
 ];

@@ -15,7 +15,11 @@ function table(headers: string[], rows: (string | number)[][]): string {
   const cells = [headers, ...rows.map((r) => r.map(String))];
   const widths = headers.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
   // Numbers right-aligned, words left-aligned.
-  const line = (r: string[]) => r.map((v, c) => (/^[\d.]+%?$/.test(v) ? v.padStart(widths[c]!) : v.padEnd(widths[c]!))).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((v, c) => (/^[\d.]+%?$/.test(v) ? v.padStart(widths[c]!) : v.padEnd(widths[c]!)))
+      .join('  ')
+      .trimEnd();
   return [line(cells[0]!), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.slice(1).map(line)].join('\n');
 }
 
@@ -100,7 +104,15 @@ function throughput(): void {
   console.log(`\n## Throughput on a synthetic service log (median of 3-5 runs)\n`);
   console.log(table(['input', 'mode', 'kind', 'MiB/s', "split('\\n') MiB/s", 'time ÷ split time', 'reduction'], rows));
   console.log('\n## Linearity: time per MiB at the large size ÷ time per MiB at the small size (1.0 = linear)\n');
-  console.log(table(['mode', 'ratio'], modes.map((m) => { const [small, large] = perMibMs.get(m)!; return [m, (large! / small!).toFixed(2)]; })));
+  console.log(
+    table(
+      ['mode', 'ratio'],
+      modes.map((m) => {
+        const [small, large] = perMibMs.get(m)!;
+        return [m, (large! / small!).toFixed(2)];
+      }),
+    ),
+  );
 }
 
 corpusTable();

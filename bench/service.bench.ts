@@ -47,7 +47,6 @@ function rssKiB(pid: number): number {
   return Number(match?.[1] ?? 0);
 }
 
-
 async function measure(label: string, submit: () => Promise<boolean>): Promise<{ latencies: number[]; wallMs: number; lost: number }> {
   const latencies: number[] = [];
   let next = 0;
@@ -78,10 +77,27 @@ const library = await measure('library', async () => (await workers.run(() => ru
 await runtime.dispose();
 
 const cli = fileURLToPath(new URL('../dist/cli/agent-runner.js', import.meta.url));
-const server = spawn(process.execPath, [cli, 'serve', '--addr', '127.0.0.1:0', '--store-dir', mkdtempSync(join(tmpdir(), 'bench-store-')), '--log-level', 'info', '--queue-capacity', String(jobs), '--concurrency', String(concurrency)], {
-  env: { ...process.env, AGENT_RUNNER_STATE_DIR: stateDir },
-  stdio: ['ignore', 'pipe', 'inherit'],
-});
+const server = spawn(
+  process.execPath,
+  [
+    cli,
+    'serve',
+    '--addr',
+    '127.0.0.1:0',
+    '--store-dir',
+    mkdtempSync(join(tmpdir(), 'bench-store-')),
+    '--log-level',
+    'info',
+    '--queue-capacity',
+    String(jobs),
+    '--concurrency',
+    String(concurrency),
+  ],
+  {
+    env: { ...process.env, AGENT_RUNNER_STATE_DIR: stateDir },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  },
+);
 const url = await new Promise<string>((resolve) => {
   let buffered = '';
   const onData = (chunk: Buffer) => {
@@ -114,6 +130,10 @@ server.kill('SIGTERM');
 
 const overheadP50 = median(service.latencies) - median(library.latencies);
 const overheadPerJob = (service.wallMs - library.wallMs) / jobs;
-console.log(`service overhead: p50 latency +${overheadP50.toFixed(1)} ms, wall time per job +${overheadPerJob.toFixed(2)} ms (target < 5 ms at p50); ratio ${(service.wallMs / library.wallMs).toFixed(2)}x`);
-console.log(`front door CPU per job ${serverCpuPerJob.toFixed(2)} ms (HTTP, admission, run store; it never forks); worker process ${workerCpuPerJob.toFixed(2)} ms (leases, sandbox launches); on 2 cores both compete with the jobs`);
+console.log(
+  `service overhead: p50 latency +${overheadP50.toFixed(1)} ms, wall time per job +${overheadPerJob.toFixed(2)} ms (target < 5 ms at p50); ratio ${(service.wallMs / library.wallMs).toFixed(2)}x`,
+);
+console.log(
+  `front door CPU per job ${serverCpuPerJob.toFixed(2)} ms (HTTP, admission, run store; it never forks); worker process ${workerCpuPerJob.toFixed(2)} ms (leases, sandbox launches); on 2 cores both compete with the jobs`,
+);
 console.log(`server RSS before ${(rssBefore / 1024).toFixed(1)} MiB, after ${(rssAfter / 1024).toFixed(1)} MiB`);

@@ -54,7 +54,10 @@ const cases: Case[] = [
 ];
 
 console.log(`snippet overhead, ${iterations} sequential runs each (median / p90); bare = same program spawned directly with the same clean env`);
-for (const [regime, paceMs] of [['paced 50 ms', 50], ['back-to-back', 0]] as const) {
+for (const [regime, paceMs] of [
+  ['paced 50 ms', 50],
+  ['back-to-back', 0],
+] as const) {
   console.log(`\n${regime}`);
   console.log('lang    bare                  executeSnippet        guest connection      median overhead   ratio');
   for (const { lang, code, bare } of cases) {

@@ -52,7 +52,10 @@ const perSecond = (samples: number[]) => (1000 / median(samples)).toFixed(1).pad
 const cell = (samples: number[]) => `${perSecond(samples)}/s  ${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(30);
 
 console.log(`code tasks, ${iterations} sequential runs each (rate from the median; median / p90); bare = the interpreter spawned directly with the same clean env`);
-for (const [regime, paceMs] of [['paced 50 ms', 50], ['back-to-back', 0]] as const) {
+for (const [regime, paceMs] of [
+  ['paced 50 ms', 50],
+  ['back-to-back', 0],
+] as const) {
   console.log(`\n${regime}`);
   console.log('lang    bare                          executeSnippet                runTask                       runTask/bare  snippet/bare');
   for (const { lang, request, program, bare } of cases) {

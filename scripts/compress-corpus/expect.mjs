@@ -48,7 +48,4 @@ for (let i = 0; i < rest.length; i += 2) {
   }
 }
 
-writeFileSync(
-  join(dir, 'expect.json'),
-  `${JSON.stringify({ mode, kind, exit_code: Number(exitCode), must_keep: [...mustKeep] }, null, 2)}\n`,
-);
+writeFileSync(join(dir, 'expect.json'), `${JSON.stringify({ mode, kind, exit_code: Number(exitCode), must_keep: [...mustKeep] }, null, 2)}\n`);

@@ -25,7 +25,18 @@ export async function launchSupervisor(root: string, paths: JobPaths): Promise<J
     pid = await new Promise<number>((resolve, reject) => child.once('spawn', () => resolve(child.pid!)).once('error', reject));
     // The record names the supervisor before it can write one itself: its stdin is the gate.
     const now = new Date().toISOString();
-    await writeRecord(paths, { state: 'running', supervisor_pid: pid, pid: null, started_at: now, finished_at: null, updated_at: now, exit_code: null, signal: null, reason: null, error: null });
+    await writeRecord(paths, {
+      state: 'running',
+      supervisor_pid: pid,
+      pid: null,
+      started_at: now,
+      finished_at: null,
+      updated_at: now,
+      exit_code: null,
+      signal: null,
+      reason: null,
+      error: null,
+    });
     child.stdin!.end();
     child.unref();
   } catch (error) {

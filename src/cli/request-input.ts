@@ -7,6 +7,6 @@ export async function readRequestJson(file: string | undefined): Promise<unknown
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw new Error(`the request is not valid JSON: ${(error as Error).message}`);
+    throw new Error(`the request is not valid JSON: ${(error as Error).message}`, { cause: error });
   }
 }

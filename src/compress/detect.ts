@@ -94,9 +94,7 @@ function commands(argv: readonly string[], depth = 0): string[][] {
   if (words.length === 0) return [];
   const program = programName(words[0]!);
   if (SHELLS.has(program) && words[1] === '-c' && words[2] !== undefined && depth < 2) {
-    return words[2]
-      .split(/&&|\|\||[;|\n]/)
-      .flatMap((part) => commands(part.trim().split(/\s+/).filter(Boolean), depth + 1));
+    return words[2].split(/&&|\|\||[;|\n]/).flatMap((part) => commands(part.trim().split(/\s+/).filter(Boolean), depth + 1));
   }
   return [[program, ...words.slice(1)]];
 }
@@ -127,9 +125,7 @@ function commandKind([program, ...args]: readonly string[]): Kind | undefined {
       return sub !== undefined && ['build', 'vet', 'run', 'install'].includes(sub) ? { family: 'errors', tool: 'go' } : undefined;
     case 'cargo':
       if (sub === 'test' || sub === 'nextest' || sub === 't') return { family: 'tests', tool: 'cargo' };
-      return sub !== undefined && ['build', 'b', 'check', 'c', 'clippy', 'run', 'r'].includes(sub)
-        ? { family: 'errors', tool: 'rustc' }
-        : undefined;
+      return sub !== undefined && ['build', 'b', 'check', 'c', 'clippy', 'run', 'r'].includes(sub) ? { family: 'errors', tool: 'rustc' } : undefined;
     case 'rustc':
       return { family: 'errors', tool: 'rustc' };
     case 'tsc':
@@ -143,9 +139,7 @@ function commandKind([program, ...args]: readonly string[]): Kind | undefined {
     case 'pnpm':
     case 'yarn':
     case 'bun':
-      return sub === undefined || ['install', 'i', 'ci', 'add', 'update', 'upgrade'].includes(sub)
-        ? { family: 'logs', tool: 'npm' }
-        : undefined;
+      return sub === undefined || ['install', 'i', 'ci', 'add', 'update', 'upgrade'].includes(sub) ? { family: 'logs', tool: 'npm' } : undefined;
     case 'jq':
       return { family: 'json' };
     default:

@@ -43,7 +43,10 @@ function plural(n: number, word: string): string {
 function closedContainer(value: Json[] | { [key: string]: Json }): string {
   if (Array.isArray(value)) return `[… ${plural(value.length, 'item')}]`;
   const keys = Object.keys(value);
-  const shown = keys.slice(0, 8).map((k) => JSON.stringify(k)).join(', ');
+  const shown = keys
+    .slice(0, 8)
+    .map((k) => JSON.stringify(k))
+    .join(', ');
   return `{… ${plural(keys.length, 'key')}: ${shown}${keys.length > 8 ? ', …' : ''}}`;
 }
 
@@ -80,7 +83,10 @@ function render(value: Json, depth: number, indent: string, prefix: string, out:
   out.keep(`${indent}${prefix}{  // ${plural(keys.length, 'key')}`);
   for (const key of keys.slice(0, MAX_KEYS)) render(container[key]!, depth + 1, inner, `${JSON.stringify(key)}: `, out);
   if (keys.length > MAX_KEYS) {
-    const rest = keys.slice(MAX_KEYS, MAX_KEYS + 10).map((k) => JSON.stringify(k)).join(', ');
+    const rest = keys
+      .slice(MAX_KEYS, MAX_KEYS + 10)
+      .map((k) => JSON.stringify(k))
+      .join(', ');
     out.keep(`${inner}… ${keys.length - MAX_KEYS} more keys: ${rest}${keys.length > MAX_KEYS + 10 ? ', …' : ''}`);
   }
   out.keep(`${indent}}`);

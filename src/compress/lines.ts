@@ -8,6 +8,7 @@ export const STREAM_BYTE_CAP = 64 * 1024;
 export const LINE_CHAR_LIMIT = 2000;
 
 // CSI sequences (colours, cursor moves), OSC sequences (titles, hyperlinks) and lone two-byte escapes.
+// eslint-disable-next-line no-control-regex -- matching control characters is the point.
 const ANSI_RE = /\u001b\[[0-?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(?:\u0007|\u001b\\)|\u001b[@-Z\\-_]/g;
 
 export function byteLength(text: string): number {

@@ -25,8 +25,7 @@ export const RUNNERS: Readonly<Record<string, RunnerSyntax>> = {
     boundary: /^test at \S+:\d+:\d+$/,
     // Besides TAP's framing: the error object's bookkeeping fields, which repeat what the
     // message says (its expected/actual values stay).
-    noise:
-      /^\s*(?:# Subtest: |TAP version \d+$|1\.\.\d+$|---$|\.\.\.$|duration_ms: |▶ )|^\s*(?:generatedMessage|failureType|code|operator|errno|syscall|name|type): [\w'-]+,?$/,
+    noise: /^\s*(?:# Subtest: |TAP version \d+$|1\.\.\d+$|---$|\.\.\.$|duration_ms: |▶ )|^\s*(?:generatedMessage|failureType|code|operator|errno|syscall|name|type): [\w'-]+,?$/,
   },
   vitest: {
     pass: /^\s*(?:✓|↓) /,

@@ -1,15 +1,6 @@
 export type CompressionMode = 'off' | 'route' | 'errors' | 'tests' | 'logs' | 'git' | 'json' | 'summary';
 
-export const COMPRESSION_MODES: readonly CompressionMode[] = Object.freeze([
-  'off',
-  'route',
-  'errors',
-  'tests',
-  'logs',
-  'git',
-  'json',
-  'summary',
-] as const);
+export const COMPRESSION_MODES: readonly CompressionMode[] = Object.freeze(['off', 'route', 'errors', 'tests', 'logs', 'git', 'json', 'summary'] as const);
 
 export interface CompressionInput {
   mode: CompressionMode;

@@ -37,13 +37,13 @@ function fileLayer(file: string): Layer {
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new Error(`cannot read config file ${file}: ${(error as Error).message}`);
+    throw new Error(`cannot read config file ${file}: ${(error as Error).message}`, { cause: error });
   }
   let values: unknown;
   try {
     values = JSON.parse(text);
   } catch (error) {
-    throw new Error(`config file ${file} is not valid JSON: ${(error as Error).message}`);
+    throw new Error(`config file ${file} is not valid JSON: ${(error as Error).message}`, { cause: error });
   }
   if (!isPlainObject(values)) throw new Error(`config file ${file} must hold a JSON object`);
   return { values, blame: () => `config file ${file}` };

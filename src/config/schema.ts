@@ -43,16 +43,19 @@ export const SnippetLimitsSchema = Section({
 export type SnippetLimits = Static<typeof SnippetLimitsSchema>;
 
 /** Defaults and ceilings share one shape; only their values differ. */
-function runJobLimitValues(values: {
-  timeout_ms: number;
-  max_stdout_bytes: number;
-  max_stderr_bytes: number;
-  max_artifact_bytes: number;
-  max_artifacts: number;
-  max_record_bytes: number;
-  memory_bytes: number;
-  max_processes: number;
-}, description: string) {
+function runJobLimitValues(
+  values: {
+    timeout_ms: number;
+    max_stdout_bytes: number;
+    max_stderr_bytes: number;
+    max_artifact_bytes: number;
+    max_artifacts: number;
+    max_record_bytes: number;
+    memory_bytes: number;
+    max_processes: number;
+  },
+  description: string,
+) {
   return Section(
     {
       timeout_ms: PositiveInteger(values.timeout_ms),

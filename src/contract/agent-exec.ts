@@ -162,10 +162,7 @@ const StatusResponse = define(
 
 const TailResponse = define('TailResponse', successResponse(Type.Literal('tail'), { job_id: Type.String(), state: Type.Optional(JobState), ...EXCERPT }));
 
-const WaitResponse = define(
-  'WaitResponse',
-  successResponse(Type.Literal('wait'), { job_id: Type.String(), state: JobState, ...OUTCOME, waited_ms: Type.Optional(NonNegative) }),
-);
+const WaitResponse = define('WaitResponse', successResponse(Type.Literal('wait'), { job_id: Type.String(), state: JobState, ...OUTCOME, waited_ms: Type.Optional(NonNegative) }));
 
 const KillResponse = define(
   'KillResponse',

@@ -1,14 +1,19 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BACKEND_KIND_NAMES, BACKEND_KINDS } from './backend-kinds.js';
 
-export const BackendKindSchema = Type.Union(BACKEND_KIND_NAMES.map((kind) => Type.Literal(kind)), {
-  description: 'local_process (alias bubblewrap), gvisor, or microvm (alias firecracker).',
-});
+export const BackendKindSchema = Type.Union(
+  BACKEND_KIND_NAMES.map((kind) => Type.Literal(kind)),
+  {
+    description: 'local_process (alias bubblewrap), gvisor, or microvm (alias firecracker).',
+  },
+);
 export type BackendKindName = Static<typeof BackendKindSchema>;
 
-export const BackendChoiceSchema = Type.Object({ kind: BackendKindSchema }, { additionalProperties: false, description: 'Which sandbox backend runs the job (default: the service default).' });
+export const BackendChoiceSchema = Type.Object(
+  { kind: BackendKindSchema },
+  { additionalProperties: false, description: 'Which sandbox backend runs the job (default: the service default).' },
+);
 export type BackendChoice = Static<typeof BackendChoiceSchema>;
-
 
 export const BackendCapabilitiesSchema = Type.Object(
   {

@@ -73,7 +73,6 @@ export const LimitsSchema = Type.Object(
   { additionalProperties: false },
 );
 
-
 export const RunJobRequestSchema = Type.Object(
   {
     job_id: Type.Optional(Type.String({ pattern: JOB_ID_PATTERN, description: 'Assigned as job_<uuid> when omitted.' })),

@@ -11,9 +11,7 @@ export const SnippetRequestSchema = Type.Object(
     trace_id: Type.Optional(Type.String({ maxLength: 256, description: 'Echoed in the response; generated when missing.' })),
     lang: Type.String({ minLength: 1, maxLength: 64, description: 'python, node, go, rust or bash.' }),
     code: Type.String({ maxLength: 4 * 1024 * 1024, description: 'Source code of the snippet.' }),
-    timeout: Type.Optional(
-      Type.Number({ exclusiveMinimum: 0, description: 'Seconds the program may run (compilation has its own budget). Default 10.' }),
-    ),
+    timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Seconds the program may run (compilation has its own budget). Default 10.' })),
     backend: Type.Optional(BackendChoiceSchema),
   },
   { $id: 'SnippetRequest', additionalProperties: false, title: 'Snippet job request' },

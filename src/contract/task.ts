@@ -52,7 +52,11 @@ export const TaskRequestSchema = Type.Object(
       Type.Object(
         {
           memory_bytes: Type.Optional(
-            Type.Integer({ minimum: TASK_BOUNDS.minMemoryBytes, maximum: TASK_BOUNDS.maxMemoryBytes, description: 'Memory of the interpreter. Default: the snippet memory limit.' }),
+            Type.Integer({
+              minimum: TASK_BOUNDS.minMemoryBytes,
+              maximum: TASK_BOUNDS.maxMemoryBytes,
+              description: 'Memory of the interpreter. Default: the snippet memory limit.',
+            }),
           ),
           max_result_bytes: Type.Optional(
             Type.Integer({ minimum: 1, maximum: TASK_BOUNDS.maxResultBytesCeiling, description: `Size of the result as JSON. Default ${TASK_BOUNDS.defaultMaxResultBytes}.` }),
@@ -73,7 +77,9 @@ export type PrintArgs = Static<typeof PrintArgsSchema>;
 export const TaskErrorInfoSchema = Type.Object(
   {
     message: Type.String(),
-    description: Type.String({ description: 'The kind of error: the exception class (ZeroDivisionError, TypeError), SystemExit or process.exit; empty when the runner built the error.' }),
+    description: Type.String({
+      description: 'The kind of error: the exception class (ZeroDivisionError, TypeError), SystemExit or process.exit; empty when the runner built the error.',
+    }),
     stack: Type.String(),
     stderr: Type.String({ description: 'What the task wrote to stderr and stdout (user output never reaches the result pipe).' }),
   },
@@ -101,17 +107,16 @@ export const TASK_ERROR_CODES = {
 } as const;
 
 export const TaskErrorCodeSchema = StringEnum(Object.keys(TASK_ERROR_CODES) as Array<keyof typeof TASK_ERROR_CODES>, {
-  description: Object.entries(TASK_ERROR_CODES).map(([code, meaning]) => `${code}: ${meaning}`).join('; '),
+  description: Object.entries(TASK_ERROR_CODES)
+    .map(([code, meaning]) => `${code}: ${meaning}`)
+    .join('; '),
 });
 export type TaskErrorCode = Static<typeof TaskErrorCodeSchema>;
 
 const TaskId = Type.String({ description: 'The request task_id, or a generated one.' });
 
 export const TaskResultResponseSchema = Type.Object({ task_id: TaskId, ...PipeResultMessageSchema.properties }, { additionalProperties: false });
-export const TaskErrorResponseSchema = Type.Object(
-  { task_id: TaskId, error_code: TaskErrorCodeSchema, ...PipeErrorMessageSchema.properties },
-  { additionalProperties: false },
-);
+export const TaskErrorResponseSchema = Type.Object({ task_id: TaskId, error_code: TaskErrorCodeSchema, ...PipeErrorMessageSchema.properties }, { additionalProperties: false });
 export const TaskResponseSchema = Type.Union([TaskResultResponseSchema, TaskErrorResponseSchema], { $id: 'TaskResponse', title: 'Code task response' });
 export type TaskResultResponse = Static<typeof TaskResultResponseSchema>;
 export type TaskErrorResponse = Static<typeof TaskErrorResponseSchema>;

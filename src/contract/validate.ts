@@ -19,9 +19,7 @@ export function validate<S extends TSchema>(schema: S, value: unknown, options: 
   if (check(value)) return { ok: true, value: value as Static<S> };
   const errors = check.errors ?? [];
   const first = errors[0];
-  return first
-    ? { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors }
-    : { ok: false, message: 'request is invalid', field: '', details: [] };
+  return first ? { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors } : { ok: false, message: 'request is invalid', field: '', details: [] };
 }
 
 function fieldOf(error: ErrorObject): string {

@@ -58,7 +58,15 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     onLost: (jobIds) => frontDoor.workerLost(jobIds),
     log: logger,
   });
-  const app = await buildApp({ frontDoor, worker, defaultBackend: runtime.backends.defaultKind, token: config.token, bodyLimitBytes: config.bodyLimitBytes, execConcurrency: config.concurrency, logger });
+  const app = await buildApp({
+    frontDoor,
+    worker,
+    defaultBackend: runtime.backends.defaultKind,
+    token: config.token,
+    bodyLimitBytes: config.bodyLimitBytes,
+    execConcurrency: config.concurrency,
+    logger,
+  });
   const url = await app.listen({ host: config.address.host, port: config.address.port });
   return {
     app,

@@ -13,7 +13,9 @@ export class CompileCache {
   constructor(readonly dir: string) {}
 
   key(language: string, toolchainVersion: string, code: string): string {
-    return createHash('sha256').update(JSON.stringify([language, toolchainVersion, code])).digest('hex');
+    return createHash('sha256')
+      .update(JSON.stringify([language, toolchainVersion, code]))
+      .digest('hex');
   }
 
   pathFor(key: string): string {

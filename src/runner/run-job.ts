@@ -3,7 +3,17 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { canonicalHash } from '../contract/canonical-json.js';
 import { contractError, type ContractError } from '../contract/errors.js';
-import { JOB_ID_PATTERN, RunJobRequestSchema, type Artifact, type CommandRule, type CapturedStream, type RunJobRequest, type RunJobResult, type SkippedEntry, type TerminalStatus } from '../contract/run-job.js';
+import {
+  JOB_ID_PATTERN,
+  RunJobRequestSchema,
+  type Artifact,
+  type CommandRule,
+  type CapturedStream,
+  type RunJobRequest,
+  type RunJobResult,
+  type SkippedEntry,
+  type TerminalStatus,
+} from '../contract/run-job.js';
 import { validate } from '../contract/validate.js';
 import { checkCommand } from '../policy/command.js';
 import { findShellUse } from '../policy/shell-rule.js';
@@ -282,7 +292,8 @@ function statusOf(outcome: Executed, collected: { error: ContractError | null })
   const interruption = interruptionOf(outcome);
   if (interruption) return [interruptionStatus(interruption), interruptionError(interruption, INTERRUPTION_MESSAGES[interruption]), outcome];
   if (outcome.ioError) return ['failed', contractError('run.io_failed', `writing the output logs failed: ${outcome.ioError.message}`), outcome];
-  if (outcome.exitCode !== 0) return ['failed', contractError('run.exit_nonzero', `the command exited with status ${outcome.exitCode ?? outcome.signal}`, { exit_code: outcome.exitCode }), outcome];
+  if (outcome.exitCode !== 0)
+    return ['failed', contractError('run.exit_nonzero', `the command exited with status ${outcome.exitCode ?? outcome.signal}`, { exit_code: outcome.exitCode }), outcome];
   if (collected.error?.code === 'run.artifact_collection_failed') return ['failed', collected.error, outcome];
   return ['completed', collected.error, outcome];
 }

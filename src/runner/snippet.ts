@@ -150,7 +150,10 @@ class SnippetJob {
   }
 
   private describe(outcome: SandboxOutcome, stdout: CappedCapture, stderr: CappedCapture, memoryBytes: number): Outcome {
-    for (const [stream, name] of [[stdout, 'stdout'], [stderr, 'stderr']] as const) {
+    for (const [stream, name] of [
+      [stdout, 'stdout'],
+      [stderr, 'stderr'],
+    ] as const) {
       if (stream.truncated) stream.appendNote(`\n[${name} truncated: ${stream.observedBytes} bytes written, the first ${stream.bytes().length} kept]`);
     }
     // The snippet contract has one code for a run that was stopped: 124, as timeout(1) says.
@@ -176,7 +179,13 @@ function traceIdOf(request: unknown): string {
 
 /** The response to a request that cannot be run as given (exit_code 2, the field named). */
 export function invalidSnippetResponse(traceId: string | undefined, message: string): SnippetResponse {
-  return { trace_id: traceId ?? traceIdOf(undefined), stdout: '', stderr: `invalid request: ${message}`, exit_code: SNIPPET_EXIT.invalidRequest, error: `invalid request: ${message}` };
+  return {
+    trace_id: traceId ?? traceIdOf(undefined),
+    stdout: '',
+    stderr: `invalid request: ${message}`,
+    exit_code: SNIPPET_EXIT.invalidRequest,
+    error: `invalid request: ${message}`,
+  };
 }
 
 function failure(traceId: string, exitCode: number, message: string): SnippetResponse {

@@ -158,7 +158,11 @@ export class BubblewrapBackend implements SandboxBackend {
       await reapDeadOwners(dir);
     }
     const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
-    writeFileSync(identityFiles.passwd, `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`, { mode: 0o644 });
+    writeFileSync(
+      identityFiles.passwd,
+      `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+      { mode: 0o644 },
+    );
     writeFileSync(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`, { mode: 0o644 });
     let seccompFile: string | null = null;
     if (this.options.seccomp) {
@@ -205,9 +209,9 @@ export class BubblewrapBackend implements SandboxBackend {
       while (!this.disposed && this.warm.shortfall(key) > 0) {
         const uid = await this.acquireUid(false);
         if (uid === undefined) return;
-        let sandbox: LaunchedSandbox | undefined;
-        sandbox = await this.launch(template, ready, uid, {
-          onIdleDeath: () => sandbox && this.warm.remove(key, sandbox),
+        const sandbox: LaunchedSandbox = await this.launch(template, ready, uid, {
+          // Called only after launch returned, when `sandbox` is set.
+          onIdleDeath: () => this.warm.remove(key, sandbox),
           onFinished: () => void this.refill(key, template, ready),
         });
         this.warm.add(key, sandbox);
@@ -227,12 +231,7 @@ export class BubblewrapBackend implements SandboxBackend {
     return wait ? this.uids.acquire() : this.uids.tryAcquire();
   }
 
-  private async launch(
-    template: SandboxTemplate,
-    ready: Ready,
-    uid: number | null,
-    hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
-  ): Promise<LaunchedSandbox> {
+  private async launch(template: SandboxTemplate, ready: Ready, uid: number | null, hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {}): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
     const release = () => {
@@ -272,23 +271,26 @@ export class BubblewrapBackend implements SandboxBackend {
         fileMounts.push({ host, sandbox: file.sandboxPath, writable: false });
       }
       const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup);
-      return await forkWhenQuiet(() => new LaunchedSandbox({
-        argv,
-        bwrapOptions,
-        seccompFile: ready.seccompFile,
-        uid,
-        cgroup,
-        stagingDir,
-        stagedFiles,
-        workDir,
-        files: new HostWorkDir(workDir, template.workDir ?? null, uid),
-        releaseWorkDir: lease ? lease.release : null,
-        onFinished: () => {
-          release();
-          hooks.onFinished?.();
-        },
-        ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
-      }));
+      return await forkWhenQuiet(
+        () =>
+          new LaunchedSandbox({
+            argv,
+            bwrapOptions,
+            seccompFile: ready.seccompFile,
+            uid,
+            cgroup,
+            stagingDir,
+            stagedFiles,
+            workDir,
+            files: new HostWorkDir(workDir, template.workDir ?? null, uid),
+            releaseWorkDir: lease ? lease.release : null,
+            onFinished: () => {
+              release();
+              hooks.onFinished?.();
+            },
+            ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
+          }),
+      );
     } catch (error) {
       await cgroup?.dispose();
       await lease?.release();
@@ -334,7 +336,17 @@ export class BubblewrapBackend implements SandboxBackend {
     const path = join(this.options.runtimeDir, `meminfo-${memoryBytes}`);
     if (!existsSync(path)) {
       const kib = Math.floor(memoryBytes / 1024);
-      const lines = [['MemTotal', kib], ['MemFree', kib], ['MemAvailable', kib], ['Buffers', 0], ['Cached', 0], ['SwapCached', 0], ['SwapTotal', 0], ['SwapFree', 0], ['Shmem', 0]];
+      const lines = [
+        ['MemTotal', kib],
+        ['MemFree', kib],
+        ['MemAvailable', kib],
+        ['Buffers', 0],
+        ['Cached', 0],
+        ['SwapCached', 0],
+        ['SwapTotal', 0],
+        ['SwapFree', 0],
+        ['Shmem', 0],
+      ];
       const tmp = `${path}.${process.pid}.tmp`;
       writeFileSync(tmp, lines.map(([key, value]) => `${`${key}:`.padEnd(16)}${String(value).padStart(8)} kB\n`).join(''), { mode: 0o644 });
       renameSync(tmp, path);

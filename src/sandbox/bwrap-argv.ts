@@ -40,6 +40,8 @@ export interface BwrapPlan {
  * Mount order matters: later mounts land inside earlier ones (the job dir inside /tmp).
  */
 export function buildBwrapArgs(plan: BwrapPlan): string[] {
+  // Each flag stays on one line with its operands.
+  // prettier-ignore
   const args: string[] = [
     ...(plan.blockFd !== undefined ? ['--block-fd', String(plan.blockFd)] : []),
     // Namespaces: user, pid, ipc, uts, cgroup, mount, and net unless the policy allows it.
@@ -97,6 +99,8 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
  * stay out of /proc/<pid>/cmdline.
  */
 export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
+  // Each flag stays on one line with its operands.
+  // prettier-ignore
   return [
     // Its own user namespace keeps the host's mounts locked read-only for the job; its own PID
     // namespace makes the whole tree, double forks included, die with it.

@@ -172,10 +172,7 @@ export class JobCgroup {
 
 async function listPids(procsFile: string): Promise<number[]> {
   const text = await readFile(procsFile, 'utf8').catch(() => '');
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map(Number);
+  return text.split('\n').filter(Boolean).map(Number);
 }
 
 async function removeGroup(dir: string): Promise<void> {
@@ -212,4 +209,3 @@ export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
   }
   return reaped;
 }
-

@@ -9,7 +9,16 @@ import { signalGroup } from './process-tree.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
 import type { HostWorkDir } from './host-work-dir.js';
-import { SandboxUnavailableError, type ArtifactRequest, type OutputSink, type PreparedSandbox, type ResolvedCommand, type SandboxIO, type SandboxOutcome, type WorkspaceImport } from './types.js';
+import {
+  SandboxUnavailableError,
+  type ArtifactRequest,
+  type OutputSink,
+  type PreparedSandbox,
+  type ResolvedCommand,
+  type SandboxIO,
+  type SandboxOutcome,
+  type WorkspaceImport,
+} from './types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
 export const RELEASE_FD = 3;
@@ -221,7 +230,10 @@ export class LaunchedSandbox implements PreparedSandbox {
 
   /** An idle sandbox must not keep the host process alive on its own. */
   private setIdle(idle: boolean): void {
-    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD)] as Array<{ ref?(): void; unref?(): void } | null>;
+    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD)] as Array<{
+      ref?(): void;
+      unref?(): void;
+    } | null>;
     for (const handle of handles) {
       if (idle) handle?.unref?.();
       else handle?.ref?.();

@@ -62,7 +62,9 @@ export class BackendRegistry {
         const status = await backend.status();
         return {
           kind: backend.kind,
-          aliases: Object.entries(BACKEND_ALIASES).filter(([, kind]) => kind === backend.kind).map(([alias]) => alias),
+          aliases: Object.entries(BACKEND_ALIASES)
+            .filter(([, kind]) => kind === backend.kind)
+            .map(([alias]) => alias),
           available: status.available,
           notes: status.notes,
           capabilities: backend.capabilities,

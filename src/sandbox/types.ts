@@ -170,4 +170,3 @@ export class SandboxUnavailableError extends Error {
     this.name = 'SandboxUnavailableError';
   }
 }
-

@@ -58,7 +58,9 @@ export function readHiddenPaths(): HiddenPaths {
   const existing = (paths: string[]) => [...new Set(paths.flatMap((path) => realPathOrNone(path)))];
   let sshKeys: string[] = [];
   try {
-    sshKeys = readdirSync('/etc/ssh').filter((name) => SSH_HOST_KEY.test(name)).map((name) => join('/etc/ssh', name));
+    sshKeys = readdirSync('/etc/ssh')
+      .filter((name) => SSH_HOST_KEY.test(name))
+      .map((name) => join('/etc/ssh', name));
   } catch {
     // No ssh server here.
   }

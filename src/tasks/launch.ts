@@ -33,7 +33,14 @@ export interface TaskSandbox {
   files: JobFile[];
 }
 
-export function taskSandbox(lang: TaskRequest['lang'], language: LanguageDefinition, toolchain: Toolchain, memoryBytes: number, config: SnippetLimits, job: { code: string; input: string }): TaskSandbox {
+export function taskSandbox(
+  lang: TaskRequest['lang'],
+  language: LanguageDefinition,
+  toolchain: Toolchain,
+  memoryBytes: number,
+  config: SnippetLimits,
+  job: { code: string; input: string },
+): TaskSandbox {
   const files = HARNESSES[lang];
   const path = (name: string) => join(TASK_DIR, name);
   // Interpreted: there is no compiled program.

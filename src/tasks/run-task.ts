@@ -40,7 +40,8 @@ async function respond(runtime: RunnerRuntime, request: unknown, signal: AbortSi
   const { memory_bytes: memory, max_result_bytes: resultBytes } = checked.value.limits ?? {};
   if (memory !== undefined && memory < bounds.minMemoryBytes) return invalid(`limits.memory_bytes must be >= ${bounds.minMemoryBytes}, got ${memory}`);
   if (memory !== undefined && memory > bounds.maxMemoryBytes) return invalid(`limits.memory_bytes must be <= ${bounds.maxMemoryBytes}, got ${memory}`);
-  if (resultBytes !== undefined && resultBytes > bounds.maxResultBytesCeiling) return invalid(`limits.max_result_bytes must be <= ${bounds.maxResultBytesCeiling}, got ${resultBytes}`);
+  if (resultBytes !== undefined && resultBytes > bounds.maxResultBytesCeiling)
+    return invalid(`limits.max_result_bytes must be <= ${bounds.maxResultBytesCeiling}, got ${resultBytes}`);
   try {
     return await execute(runtime, checked.value, timeoutMs, signal);
   } catch (error) {

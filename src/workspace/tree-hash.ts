@@ -5,10 +5,7 @@ import { createHash } from 'node:crypto';
  * digest or link target), sorted by path, hashed together. Only the executable bit of a mode
  * counts, so two checkouts under different umasks hash alike.
  */
-export type TreeEntry =
-  | { kind: 'file'; path: string; executable: boolean; sha256: string }
-  | { kind: 'dir'; path: string }
-  | { kind: 'symlink'; path: string; target: string };
+export type TreeEntry = { kind: 'file'; path: string; executable: boolean; sha256: string } | { kind: 'dir'; path: string } | { kind: 'symlink'; path: string; target: string };
 
 export function treeHash(entries: readonly TreeEntry[]): string {
   const lines = entries.map((entry) => {

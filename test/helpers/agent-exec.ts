@@ -106,7 +106,10 @@ export function rootWithFixtures(): string {
 /** Processes whose command line matches, as pgrep -f sees them (pgrep exits 1 for none). */
 export function pgrep(pattern: string): string[] {
   try {
-    return execFileSync('pgrep', ['-af', pattern], { encoding: 'utf8' }).trim().split('\n').filter((line) => !line.includes('pgrep'));
+    return execFileSync('pgrep', ['-af', pattern], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .filter((line) => !line.includes('pgrep'));
   } catch {
     return [];
   }

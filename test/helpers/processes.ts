@@ -6,7 +6,9 @@ import { execFileSync } from 'node:child_process';
  */
 export function hostProcessesMatching(marker: string): string[] {
   try {
-    return execFileSync('pgrep', ['-af', `^${marker}`], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    return execFileSync('pgrep', ['-af', `^${marker}`], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
   } catch {
     return [];
   }

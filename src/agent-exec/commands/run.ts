@@ -47,11 +47,16 @@ export function registerRun(program: Command): void {
     .option('--stdin-file <file>', "the job's stdin: a copy of this file")
     .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
     .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))
-    .addOption(new Option('--sandbox <mode>', 'workspace: bubblewrap, host read-only but cwd, homes and secrets hidden; none: as is').choices(['workspace', 'none']).default('workspace'))
+    .addOption(
+      new Option('--sandbox <mode>', 'workspace: bubblewrap, host read-only but cwd, homes and secrets hidden; none: as is').choices(['workspace', 'none']).default('workspace'),
+    )
     .addOption(new Option('--network <mode>', 'host, or none (needs --sandbox workspace)').choices(['host', 'none']).default('host'))
     .addOption(new Option('--backend <kind>', 'sandbox backend kind for --sandbox workspace: local_process (alias bubblewrap), gvisor, microvm').default('local_process'));
   addObserveOptions(command)
-    .addHelpText('after', '\nExample: agent-exec run --timeout 600 -- npm test\nThe job keeps running after this command answers; pass its job_id to status, tail, wait, kill or restart.')
+    .addHelpText(
+      'after',
+      '\nExample: agent-exec run --timeout 600 -- npm test\nThe job keeps running after this command answers; pass its job_id to status, tail, wait, kill or restart.',
+    )
     .action(
       respond(async (argv: string[], flags: RunFlags) => {
         const root = await ensureRoot(rootOf(flags));

@@ -12,7 +12,9 @@ interface WaitFlags extends RootFlags {
 }
 
 export function registerWait(program: Command): void {
-  addRootOption(program.command('wait').description('wait for a job to end, up to a deadline; answers with the state either way').argument('<id>', 'job id, or an unambiguous prefix of one'))
+  addRootOption(
+    program.command('wait').description('wait for a job to end, up to a deadline; answers with the state either way').argument('<id>', 'job id, or an unambiguous prefix of one'),
+  )
     .addOption(untilOption())
     .addOption(foreverOption())
     .action(

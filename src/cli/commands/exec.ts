@@ -32,7 +32,7 @@ export function registerExec(program: Command): void {
     .option('--list-languages', 'print the available languages with their toolchain versions')
     .option('--list-backends', 'print the default backend and how it enforces limits on this host (see `agent-runner backends` for every kind)')
     .addOption(backendOption())
-    .addHelpText('after', '\nThe process exits with the snippet\'s exit_code (124 timeout, 127 unsupported language, 2 invalid request).')
+    .addHelpText('after', "\nThe process exits with the snippet's exit_code (124 timeout, 127 unsupported language, 2 invalid request).")
     .action(async (flags: ExecFlags) => {
       const runtime = RunnerRuntime.shared();
       if (flags.listLanguages) {

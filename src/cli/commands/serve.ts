@@ -37,7 +37,10 @@ export function registerServe(program: Command): void {
     .option('--retention-days <n>', 'delete terminal runs older than this')
     .option('--retention-count <n>', 'keep at most this many runs (oldest terminal ones go first)')
     .option('--log-level <level>', `pino level: fatal, error, warn, info, debug (default ${defaults.logLevel})`)
-    .addHelpText('after', '\nThe defaults shown are the built-in ones; a --config file and AGENT_RUNNER_* variables change them (see `agent-runner config`), these flags override both.')
+    .addHelpText(
+      'after',
+      '\nThe defaults shown are the built-in ones; a --config file and AGENT_RUNNER_* variables change them (see `agent-runner config`), these flags override both.',
+    )
     .action(async (flags: ServeFlags) => {
       const config = loadConfig(process.env, overrides(flags));
       const settings = config.service;

@@ -6,6 +6,8 @@ import { routeSchema } from '../route-schema.js';
 /** The sandbox backends by kind, as the worker that runs jobs probes them. */
 export function backendRoutes(worker: WorkerProcess) {
   return async (app: FastifyInstance) => {
-    app.get('/v1/backends', { schema: { summary: 'Sandbox backends: kind, availability with reasons, capabilities', response: { 200: routeSchema(BackendListSchema) } } }, () => worker.backends());
+    app.get('/v1/backends', { schema: { summary: 'Sandbox backends: kind, availability with reasons, capabilities', response: { 200: routeSchema(BackendListSchema) } } }, () =>
+      worker.backends(),
+    );
   };
 }

@@ -53,7 +53,13 @@ export function jobRoutes(service: FrontDoor) {
 
     app.get<{ Params: { job_id: string } }>(
       '/v1/jobs/:job_id/artifacts',
-      { schema: { summary: 'Artifact metadata of a terminal job', params: JobIdParams, response: { 200: routeSchema(Type.Object({ job_id: Type.String(), artifacts: Type.Array(ArtifactSchema) })), ...errors } } },
+      {
+        schema: {
+          summary: 'Artifact metadata of a terminal job',
+          params: JobIdParams,
+          response: { 200: routeSchema(Type.Object({ job_id: Type.String(), artifacts: Type.Array(ArtifactSchema) })), ...errors },
+        },
+      },
       async (request) => ({ job_id: request.params.job_id, artifacts: await service.artifacts(request.params.job_id) }),
     );
 

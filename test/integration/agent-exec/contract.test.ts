@@ -77,14 +77,20 @@ describe('agent-exec contract', () => {
 
   it('list: newest first, --state, --limit with truncated, unreadable dirs counted as skipped', async () => {
     const all = await ok(root, ['list']);
-    assert.deepEqual((all.jobs as Array<{ job_id: string }>).map((job) => job.job_id), ['deadbeef0001', 'c0ffee100002', 'c0ffee000001']);
+    assert.deepEqual(
+      (all.jobs as Array<{ job_id: string }>).map((job) => job.job_id),
+      ['deadbeef0001', 'c0ffee100002', 'c0ffee000001'],
+    );
     assert.equal(all.skipped, 1);
     assert.equal(all.truncated, false);
     const limited = await ok(root, ['list', '--limit', '1']);
     assert.equal((limited.jobs as unknown[]).length, 1);
     assert.equal(limited.truncated, true);
     const killed = await ok(root, ['list', '--state', 'killed']);
-    assert.deepEqual((killed.jobs as Array<{ job_id: string }>).map((job) => job.job_id), ['c0ffee100002']);
+    assert.deepEqual(
+      (killed.jobs as Array<{ job_id: string }>).map((job) => job.job_id),
+      ['c0ffee100002'],
+    );
     const none = await ok(empty, ['list']);
     assert.deepEqual(none.jobs, []);
     assert.equal(none.skipped, 0);

@@ -33,16 +33,13 @@ describe('agent-exec environment and stdin', () => {
       env: { LEAK_CANARY: 'should-not-pass' },
     });
     const seen = variables(response.stdout);
-    assert.deepEqual(
-      [...seen.keys()].filter((key) => !ALWAYS.has(key)).sort(),
-      ['FROM_FILE', 'OVERRIDDEN', 'QUOTED'],
-    );
+    assert.deepEqual([...seen.keys()].filter((key) => !ALWAYS.has(key)).sort(), ['FROM_FILE', 'OVERRIDDEN', 'QUOTED']);
     assert.equal(seen.get('QUOTED'), 'two words');
     assert.equal(seen.get('OVERRIDDEN'), 'flag');
     assert.equal(seen.get('AGENT_EXEC_JOB_ID'), response.job_id);
   });
 
-  it('without --no-inherit-env the job gets the caller\'s environment', async () => {
+  it("without --no-inherit-env the job gets the caller's environment", async () => {
     const response = await ok(root, ['run', '--cwd', cwd, '--sandbox', 'none', '--', 'printenv', 'INHERITED_CANARY'], { env: { INHERITED_CANARY: 'passed-on' } });
     assert.equal(response.stdout, 'passed-on\n');
   });

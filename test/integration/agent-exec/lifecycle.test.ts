@@ -25,7 +25,13 @@ describe('agent-exec lifecycle with real processes', () => {
     assert.equal(response.exit_code, 3);
     assert.equal(response.stdout, 'out\n');
     assert.equal(response.stderr, 'err\n');
-    assert.deepEqual([response.stdout_range, response.stderr_range], [[0, 4], [0, 4]]);
+    assert.deepEqual(
+      [response.stdout_range, response.stderr_range],
+      [
+        [0, 4],
+        [0, 4],
+      ],
+    );
     assert.deepEqual([response.stdout_total_bytes, response.stderr_total_bytes], [4, 4]);
     assert.equal(response.encoding, 'utf-8');
     assert.deepEqual(response.env_vars, []);
@@ -33,12 +39,20 @@ describe('agent-exec lifecycle with real processes', () => {
     assert.equal(compression.mode, 'route');
     assert.equal(compression.stdout_original_bytes, 4);
     assert.deepEqual(response.snapshot, {
-      stdout_tail: 'out\n', stderr_tail: 'err\n', truncated: false, encoding: 'utf-8',
-      stdout_observed_bytes: 4, stderr_observed_bytes: 4, stdout_included_bytes: 4, stderr_included_bytes: 4,
+      stdout_tail: 'out\n',
+      stderr_tail: 'err\n',
+      truncated: false,
+      encoding: 'utf-8',
+      stdout_observed_bytes: 4,
+      stderr_observed_bytes: 4,
+      stdout_included_bytes: 4,
+      stderr_included_bytes: 4,
     });
     assert.equal(readFileSync(response.stdout_log_path as string, 'utf8'), 'out\n');
     assert.equal(readFileSync(response.stderr_log_path as string, 'utf8'), 'err\n');
-    const full = readFileSync(response.full_log_path as string, 'utf8').split('\n').filter(Boolean);
+    const full = readFileSync(response.full_log_path as string, 'utf8')
+      .split('\n')
+      .filter(Boolean);
     assert.equal(full.length, 2);
     for (const line of full) assert.match(line, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (stdout out|stderr err)$/);
   });

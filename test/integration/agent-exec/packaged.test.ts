@@ -36,7 +36,10 @@ describe('agent-exec from the packed tarball', () => {
     writeFileSync(join(installDir, 'package.json'), '{ "private": true }\n');
     await install(join(packDir, filename), installDir);
 
-    const { stdout } = await run(join(installDir, 'node_modules', '.bin', 'agent-exec'), ['schema'], { cwd: installDir, env: { ...ENV, AGENT_EXEC_ROOT: join(installDir, 'jobs') } });
+    const { stdout } = await run(join(installDir, 'node_modules', '.bin', 'agent-exec'), ['schema'], {
+      cwd: installDir,
+      env: { ...ENV, AGENT_EXEC_ROOT: join(installDir, 'jobs') },
+    });
     const response = JSON.parse(stdout) as { ok: boolean; type: string; schema: unknown };
     assert.equal(response.ok, true);
     assert.equal(response.type, 'schema');

@@ -28,11 +28,14 @@ describe('the workspace sandbox, for real', () => {
     assert.ok(!existsSync('/var/tmp/agent-exec-escape'));
   });
 
-  it('cannot read /root, secret files, or agent-exec\'s own root', async () => {
+  it("cannot read /root, secret files, or agent-exec's own root", async () => {
     assert.ok(readdirSync('/root').length > 0, 'the host /root has entries to hide');
     const script = `ls -A /root | wc -l; cat /etc/shadow 2>/dev/null | wc -c; ls -A ${root} 2>/dev/null | wc -l`;
     const response = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', script]);
-    assert.deepEqual(response.stdout.split('\n').map((line) => line.trim()), ['0', '0', '0', '']);
+    assert.deepEqual(
+      response.stdout.split('\n').map((line) => line.trim()),
+      ['0', '0', '0', ''],
+    );
   });
 
   it('a command the sandbox would hide is command_not_found; --sandbox none runs it', async () => {
@@ -96,17 +99,17 @@ describe('--network', () => {
   });
 
   /** Connects to the host's listener from inside the job and prints what happened. */
-  const probe = () => [
-    process.execPath,
-    '-e',
-    `require('net').connect(${port}, '127.0.0.1').on('data', (d) => process.stdout.write(d)).on('error', (e) => console.log(e.code))`,
-  ];
+  const probe = () => [process.execPath, '-e', `require('net').connect(${port}, '127.0.0.1').on('data', (d) => process.stdout.write(d)).on('error', (e) => console.log(e.code))`];
 
   it('none: only a loopback of its own, the host unreachable', async () => {
     const response = await ok(root, ['run', '--cwd', cwd, '--network', 'none', '--', ...probe()]);
     assert.equal(response.stdout, 'ECONNREFUSED\n');
     const interfaces = await ok(root, ['run', '--cwd', cwd, '--network', 'none', '--', 'cat', '/proc/net/dev']);
-    const names = interfaces.stdout.split('\n').slice(2).filter(Boolean).map((line) => line.split(':')[0]!.trim());
+    const names = interfaces.stdout
+      .split('\n')
+      .slice(2)
+      .filter(Boolean)
+      .map((line) => line.split(':')[0]!.trim());
     assert.deepEqual(names, ['lo']);
   });
 

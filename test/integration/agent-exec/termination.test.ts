@@ -9,11 +9,7 @@ import { waitUntil } from '../../helpers/wait.js';
  * `tag` makes every process's command line findable with pgrep.
  */
 function stubbornTree(tag: string): string[] {
-  return [
-    'sh',
-    '-c',
-    `trap "" TERM; setsid nohup sleep 3000${tag} >/dev/null 2>&1 & (trap "" TERM; sleep 3001${tag}) & echo started; sleep 3002${tag}`,
-  ];
+  return ['sh', '-c', `trap "" TERM; setsid nohup sleep 3000${tag} >/dev/null 2>&1 & (trap "" TERM; sleep 3001${tag}) & echo started; sleep 3002${tag}`];
 }
 
 /** Nothing of the tree, shells and bwrap included (their command lines hold the tag too). */
@@ -65,7 +61,19 @@ describe('agent-exec takes down whole process trees', () => {
   });
 
   it('a job that handles SIGTERM ends on it, within the grace', async () => {
-    const run = await ok(root, ['run', '--cwd', cwd, '--kill-after', '30', '--until', '0.5', '--', 'sh', '-c', 'trap "echo bye; exit 7" TERM; echo up; while :; do sleep 0.1; done']);
+    const run = await ok(root, [
+      'run',
+      '--cwd',
+      cwd,
+      '--kill-after',
+      '30',
+      '--until',
+      '0.5',
+      '--',
+      'sh',
+      '-c',
+      'trap "echo bye; exit 7" TERM; echo up; while :; do sleep 0.1; done',
+    ]);
     // "up" comes after the trap is set: a SIGTERM before it would meet sh's default action.
     await waitUntil(async () => (await ok(root, ['tail', run.job_id])).stdout === 'up\n', 'the job has set its trap');
     const kill = await ok(root, ['kill', run.job_id]);

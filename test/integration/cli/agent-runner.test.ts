@@ -40,7 +40,10 @@ describe('agent-runner CLI', () => {
     const { code, stdout } = await runCli('agent-runner', ['exec', '--list-languages']);
     assert.equal(code, 0);
     const { languages } = JSON.parse(stdout) as { languages: Array<{ name: string; available: boolean; version: string }> };
-    assert.deepEqual(languages.map((language) => language.name), ['python', 'node', 'go', 'rust', 'bash']);
+    assert.deepEqual(
+      languages.map((language) => language.name),
+      ['python', 'node', 'go', 'rust', 'bash'],
+    );
     assert.ok(languages.every((language) => language.available && language.version));
   });
 
@@ -93,7 +96,12 @@ describe('agent-runner CLI', () => {
   });
 
   it('task reads a task request and prints its response', async () => {
-    const request = { lang: 'node', mode: 'all_items', code: 'console.log("n", items.length); return items.map((item) => ({ seen: item.json.v }));', items: [{ json: { v: 'a' } }] };
+    const request = {
+      lang: 'node',
+      mode: 'all_items',
+      code: 'console.log("n", items.length); return items.map((item) => ({ seen: item.json.v }));',
+      items: [{ json: { v: 'a' } }],
+    };
     const { code, stdout } = await runCli('agent-runner', ['task'], { stdin: JSON.stringify(request) });
     assert.equal(code, 0);
     const response = JSON.parse(stdout) as { result: unknown[]; print_args: string[][] };
@@ -102,7 +110,13 @@ describe('agent-runner CLI', () => {
   });
 
   it('schema prints each contract shape as JSON Schema', async () => {
-    for (const [name, title] of [['run-request', 'Run job request'], ['run-result', 'Run job result'], ['snippet-request', 'Snippet job request'], ['snippet-response', 'Snippet job response'], ['task-response', 'Code task response']]) {
+    for (const [name, title] of [
+      ['run-request', 'Run job request'],
+      ['run-result', 'Run job result'],
+      ['snippet-request', 'Snippet job request'],
+      ['snippet-response', 'Snippet job response'],
+      ['task-response', 'Code task response'],
+    ]) {
       const { code, stdout } = await runCli('agent-runner', ['schema', name!]);
       assert.equal(code, 0);
       const schema = JSON.parse(stdout) as { title: string; $schema: string };

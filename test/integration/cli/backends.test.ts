@@ -20,7 +20,10 @@ describe('backends by kind', () => {
     const { code, stdout } = await runCli('agent-runner', ['backends']);
     assert.equal(code, 0);
     const backends = JSON.parse(stdout) as Described[];
-    assert.deepEqual(backends.map((backend) => backend.kind), ['local_process', 'gvisor', 'microvm']);
+    assert.deepEqual(
+      backends.map((backend) => backend.kind),
+      ['local_process', 'gvisor', 'microvm'],
+    );
     const local = backends[0]!;
     assert.equal(local.available, true);
     assert.deepEqual(local.aliases, ['bubblewrap']);
@@ -34,7 +37,7 @@ describe('backends by kind', () => {
   const runtime = testRuntime();
   after(() => runtime.dispose());
 
-  it('a run job on a kind that cannot run here ends backend_unavailable with the probe\'s reason, never elsewhere', async () => {
+  it("a run job on a kind that cannot run here ends backend_unavailable with the probe's reason, never elsewhere", async () => {
     const result = await runJob({ command: { argv: ['true'] }, backend: { kind: 'gvisor' } }, { runtime });
     assert.equal(result.status, 'backend_unavailable');
     assert.equal(result.error?.code, 'backend.unavailable');

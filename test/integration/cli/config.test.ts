@@ -22,7 +22,9 @@ describe('agent-runner config', () => {
   });
 
   it('layers --config, AGENT_RUNNER_* and its own flags in that order', async () => {
-    const { code, stdout, stderr } = await runCli('agent-runner', ['--config', file, 'config', '--concurrency', '3'], { env: { AGENT_RUNNER_CONCURRENCY: '2', AGENT_RUNNER_SERVICE__QUEUE_CAPACITY: '7' } });
+    const { code, stdout, stderr } = await runCli('agent-runner', ['--config', file, 'config', '--concurrency', '3'], {
+      env: { AGENT_RUNNER_CONCURRENCY: '2', AGENT_RUNNER_SERVICE__QUEUE_CAPACITY: '7' },
+    });
     assert.equal(code, 0, stderr);
     assert.ok(!stdout.includes('from-the-file'));
     const config = JSON.parse(stdout);

@@ -55,8 +55,14 @@ describe('guest runner', () => {
     }));
     const responses = await Promise.all(requests.map((request) => client.request(request)));
     client.close();
-    assert.deepEqual(responses.map((response) => response.trace_id), requests.map((request) => request.trace_id));
-    assert.deepEqual(responses.map((response) => response.stdout), requests.map((_, index) => `${index}\n`));
+    assert.deepEqual(
+      responses.map((response) => response.trace_id),
+      requests.map((request) => request.trace_id),
+    );
+    assert.deepEqual(
+      responses.map((response) => response.stdout),
+      requests.map((_, index) => `${index}\n`),
+    );
   });
 
   it('serves several connections at once, never running more than its concurrency', async () => {
@@ -66,7 +72,10 @@ describe('guest runner', () => {
     const responses = await Promise.all(clients.map((client, index) => client.request({ lang: 'bash', code: `sleep 0.3; echo ${index}` })));
     clearInterval(sampler);
     for (const client of clients) client.close();
-    assert.deepEqual(responses.map((response) => response.stdout), ['0\n', '1\n', '2\n']);
+    assert.deepEqual(
+      responses.map((response) => response.stdout),
+      ['0\n', '1\n', '2\n'],
+    );
     assert.ok(peak <= 2, `peak concurrency ${peak}`);
   });
 
@@ -104,7 +113,10 @@ describe('guest runner', () => {
   it('answers the requests before a protocol error, then the error', async () => {
     const bytes = Buffer.concat([encodeFrame({ trace_id: 'before', lang: 'bash', code: 'echo first' }), lengthPrefix(5), Buffer.from('nope!')]);
     const { frames } = await rawExchange(server, bytes, false);
-    assert.deepEqual(frames.map((frame) => frame.trace_id), ['before', '']);
+    assert.deepEqual(
+      frames.map((frame) => frame.trace_id),
+      ['before', ''],
+    );
     assert.equal(frames[0]!.stdout, 'first\n');
     assert.match(frames[1]!.error, /frame\.invalid_json/);
   });

@@ -12,7 +12,10 @@ describe('HTTP backends', () => {
   it('GET /v1/backends answers the kinds, as the CLI prints them', async () => {
     const { status, json } = await api(server.url, 'GET', '/v1/backends');
     assert.equal(status, 200);
-    assert.deepEqual(json.map((backend: { kind: string }) => backend.kind), ['local_process', 'gvisor', 'microvm']);
+    assert.deepEqual(
+      json.map((backend: { kind: string }) => backend.kind),
+      ['local_process', 'gvisor', 'microvm'],
+    );
     assert.equal(json[0].available, true);
     assert.equal(json[1].available, false);
   });

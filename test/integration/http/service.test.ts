@@ -84,11 +84,18 @@ describe('HTTP service', () => {
 
   it('lists artifacts of a terminal job and serves their bytes', async () => {
     const workspace = makeWorkspace({ 'make.py': 'open("report.txt", "w").write("artifact body")\n' });
-    const submitted = await api(server.url, 'POST', '/v1/jobs', { workspace: { source: 'local_path', path: workspace }, command: { argv: ['python3', 'make.py'] }, artifacts: ['*.txt'] });
+    const submitted = await api(server.url, 'POST', '/v1/jobs', {
+      workspace: { source: 'local_path', path: workspace },
+      command: { argv: ['python3', 'make.py'] },
+      artifacts: ['*.txt'],
+    });
     await waitTerminal(server.url, submitted.json.job_id);
     const listed = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}/artifacts`);
     assert.equal(listed.status, 200);
-    assert.deepEqual(listed.json.artifacts.map((artifact: { path: string }) => artifact.path), ['report.txt']);
+    assert.deepEqual(
+      listed.json.artifacts.map((artifact: { path: string }) => artifact.path),
+      ['report.txt'],
+    );
     const download = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}/artifacts/report.txt`);
     assert.equal(download.status, 200);
     assert.equal(download.text, 'artifact body');
@@ -127,7 +134,13 @@ describe('HTTP service', () => {
   });
 
   it('runs code tasks synchronously on /v1/tasks, 422 for an invalid one', async () => {
-    const ok = await api(server.url, 'POST', '/v1/tasks', { task_id: 't-http', lang: 'python', mode: 'per_item', code: 'print("seen", _item["json"]["n"])\nreturn {"double": _item["json"]["n"] * 2}', items: [{ json: { n: 1 } }, { json: { n: 2 } }] });
+    const ok = await api(server.url, 'POST', '/v1/tasks', {
+      task_id: 't-http',
+      lang: 'python',
+      mode: 'per_item',
+      code: 'print("seen", _item["json"]["n"])\nreturn {"double": _item["json"]["n"] * 2}',
+      items: [{ json: { n: 1 } }, { json: { n: 2 } }],
+    });
     assert.equal(ok.status, 200);
     assert.deepEqual(ok.json, {
       task_id: 't-http',
@@ -135,7 +148,10 @@ describe('HTTP service', () => {
         { json: { double: 2 }, pairedItem: { item: 0 } },
         { json: { double: 4 }, pairedItem: { item: 1 } },
       ],
-      print_args: [['seen', '1'], ['seen', '2']],
+      print_args: [
+        ['seen', '1'],
+        ['seen', '2'],
+      ],
     });
     const invalid = await api(server.url, 'POST', '/v1/tasks', { lang: 'ruby', mode: 'all_items', code: '', items: [] });
     assert.equal(invalid.status, 422);

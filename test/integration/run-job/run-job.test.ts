@@ -26,7 +26,10 @@ const workspace = (path: string) => ({ source: 'local_path' as const, path });
 
 describe('run jobs', () => {
   it('runs a command in a snapshot of the workspace and collects artifacts', async () => {
-    const path = makeWorkspace({ 'main.py': 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/report.txt","w").write("done")\nprint(sorted(os.listdir(".")))\n', '.env': 'SECRET=1' });
+    const path = makeWorkspace({
+      'main.py': 'import os\nos.makedirs("out", exist_ok=True)\nopen("out/report.txt","w").write("done")\nprint(sorted(os.listdir(".")))\n',
+      '.env': 'SECRET=1',
+    });
     const result = await run({ workspace: workspace(path), command: { argv: ['python3', 'main.py'] }, artifacts: ['out/**'], trace: { trace_id: 'tr-run-1', custom: 7 } });
     assert.equal(result.status, 'completed', JSON.stringify(result.error));
     assert.equal(result.exit_code, 0);
@@ -69,7 +72,13 @@ describe('run jobs', () => {
   });
 
   it('denies shells and inline interpreter code unless allow_shell', async () => {
-    for (const argv of [['bash', '-c', 'id'], ['/bin/sh', 'x.sh'], ['python3', '-c', 'print(1)'], ['env', 'FOO=1', 'sh', '-c', 'id'], ['node', '-e', '1']]) {
+    for (const argv of [
+      ['bash', '-c', 'id'],
+      ['/bin/sh', 'x.sh'],
+      ['python3', '-c', 'print(1)'],
+      ['env', 'FOO=1', 'sh', '-c', 'id'],
+      ['node', '-e', '1'],
+    ]) {
       const result = await run({ command: { argv } });
       assert.equal(result.status, 'policy_denied', argv.join(' '));
       assert.equal(result.error?.code, 'policy.shell_denied');
@@ -127,7 +136,10 @@ describe('run jobs', () => {
     const path = makeWorkspace({ 'make.py': 'for i in range(10):\n    open(f"a{i}.out", "w").write("x" * 10)\n' });
     const result = await run({ workspace: workspace(path), command: { argv: ['python3', 'make.py'] }, artifacts: ['*.out'], limits: { max_artifacts: 3 } });
     assert.equal(result.status, 'completed');
-    assert.deepEqual(result.artifacts.map((artifact) => artifact.path), ['a0.out', 'a1.out', 'a2.out']);
+    assert.deepEqual(
+      result.artifacts.map((artifact) => artifact.path),
+      ['a0.out', 'a1.out', 'a2.out'],
+    );
     assert.equal(result.error?.code, 'policy.artifact_denied');
     assert.equal((result.error?.details?.denied as unknown[]).length, 7);
   });
@@ -136,7 +148,10 @@ describe('run jobs', () => {
     const path = makeWorkspace({ 'plant.py': 'import os\nos.symlink("/etc/passwd", "leak.txt")\nos.symlink("/etc", "etcdir")\nopen("ok.txt","w").write("ok")\n' });
     const result = await run({ workspace: workspace(path), command: { argv: ['python3', 'plant.py'] }, artifacts: ['*.txt', 'etcdir/**'] });
     assert.equal(result.status, 'completed', JSON.stringify(result.error));
-    assert.deepEqual(result.artifacts.map((artifact) => artifact.path), ['ok.txt']);
+    assert.deepEqual(
+      result.artifacts.map((artifact) => artifact.path),
+      ['ok.txt'],
+    );
   });
 
   it('keeps the host environment away from the child', async () => {
@@ -182,7 +197,12 @@ describe('run jobs', () => {
     assert.ok(Buffer.byteLength(JSON.stringify(result)) <= 8000);
     assert.equal(result.stdout.observed_bytes, 50001);
     assert.equal(result.stdout.truncated, true);
-    assert.equal(result.stdout.sha256, createHash('sha256').update(`${'y'.repeat(50000)}\n`).digest('hex'));
+    assert.equal(
+      result.stdout.sha256,
+      createHash('sha256')
+        .update(`${'y'.repeat(50000)}\n`)
+        .digest('hex'),
+    );
   });
 
   it('answers a missing workspace with setup_failed', async () => {

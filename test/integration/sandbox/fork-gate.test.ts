@@ -13,7 +13,16 @@ describe('fork gate (ETXTBSY)', () => {
       let finishWrite!: () => void;
       const writing = whileWriting(() => new Promise<void>((resolve) => (finishWrite = resolve)));
       let prepared = false;
-      const template = { profile: 'snippet' as const, argv: ['/usr/bin/true'], cwd: '/tmp', env: {}, mounts: [], files: [], network: 'none' as const, limits: { memoryBytes: 64 << 20, memoryMechanism: 'cgroup' as const, maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1 << 20 } };
+      const template = {
+        profile: 'snippet' as const,
+        argv: ['/usr/bin/true'],
+        cwd: '/tmp',
+        env: {},
+        mounts: [],
+        files: [],
+        network: 'none' as const,
+        limits: { memoryBytes: 64 << 20, memoryMechanism: 'cgroup' as const, maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1 << 20 },
+      };
       const preparing = runtime.backend.prepare(template).then((sandbox) => {
         prepared = true;
         return sandbox;

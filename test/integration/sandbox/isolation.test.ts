@@ -11,7 +11,6 @@ import { hostProcessesMatching } from '../../helpers/processes.js';
 const runtime = testRuntime();
 const run = (lang: string, code: string, timeout = 10) => executeSnippet({ lang, code, timeout }, { runtime });
 
-
 describe('sandbox isolation', () => {
   const secret = `agent-runner-secret-${randomUUID()}`;
   before(() => {
@@ -46,7 +45,10 @@ describe('sandbox isolation', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const port = (server.address() as { port: number }).port;
     try {
-      const response = await run('python', `import socket\ntry:\n    socket.create_connection(("127.0.0.1", ${port}), timeout=2)\n    print("connected")\nexcept OSError as e:\n    print("refused")`);
+      const response = await run(
+        'python',
+        `import socket\ntry:\n    socket.create_connection(("127.0.0.1", ${port}), timeout=2)\n    print("connected")\nexcept OSError as e:\n    print("refused")`,
+      );
       assert.equal(response.stdout, 'refused\n');
     } finally {
       server.close();
@@ -63,7 +65,11 @@ describe('sandbox isolation', () => {
 
   it('kills the whole tree on timeout, daemonised children included', async () => {
     const marker = `sleep-marker-${randomUUID().slice(0, 8)}`;
-    const response = await run('bash', `setsid bash -c 'exec -a ${marker} sleep 300' &\nnohup bash -c 'exec -a ${marker} sleep 300' >/dev/null 2>&1 &\n( ( exec -a ${marker} sleep 300 ) & )\necho started\nsleep 300`, 1);
+    const response = await run(
+      'bash',
+      `setsid bash -c 'exec -a ${marker} sleep 300' &\nnohup bash -c 'exec -a ${marker} sleep 300' >/dev/null 2>&1 &\n( ( exec -a ${marker} sleep 300 ) & )\necho started\nsleep 300`,
+      1,
+    );
     assert.equal(response.exit_code, 124);
     assert.equal(response.stdout, 'started\n');
     assert.ok(response.stderr.endsWith('\nExecution timed out'));

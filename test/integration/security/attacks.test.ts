@@ -75,7 +75,10 @@ describe('attack suite', () => {
       // The same limit as the 4 GiB default work dir, on a runner whose work dirs are 64 MiB.
       const workDirBytes = 64 * 1024 * 1024;
       const small = testRuntime({ runJob: { ...DEFAULT_RUN_JOB_CONFIG, workDirBytes } });
-      const workspace = makeWorkspace({ 'fill.py': 'written = 0\ntry:\n    with open("fill", "wb", buffering=0) as f:\n        while True:\n            written += f.write(b"0" * (1 << 20))\nexcept OSError as e:\n    print("stopped:", e.strerror, "after", written, "bytes")\n' });
+      const workspace = makeWorkspace({
+        'fill.py':
+          'written = 0\ntry:\n    with open("fill", "wb", buffering=0) as f:\n        while True:\n            written += f.write(b"0" * (1 << 20))\nexcept OSError as e:\n    print("stopped:", e.strerror, "after", written, "bytes")\n',
+      });
       try {
         const { bavail, bsize } = statfsSync(TEST_STATE_DIR);
         assert.ok(bavail * bsize > 4 * workDirBytes, 'the host disk has room: only the work dir can run out');
@@ -94,7 +97,11 @@ describe('attack suite', () => {
     });
 
     it('10^5 small files do not harm the next job', async () => {
-      const response = await snippet('python', 'import os\nn = 0\ntry:\n    for i in range(100000):\n        open(f"/tmp/{i}", "w").close(); n += 1\nexcept OSError as e:\n    pass\nprint(n > 0)', 60);
+      const response = await snippet(
+        'python',
+        'import os\nn = 0\ntry:\n    for i in range(100000):\n        open(f"/tmp/{i}", "w").close(); n += 1\nexcept OSError as e:\n    pass\nprint(n > 0)',
+        60,
+      );
       assert.equal(response.stdout, 'True\n');
       await nextJobRunsNormally();
     });
@@ -115,13 +122,19 @@ describe('attack suite', () => {
     });
 
     it('1,000 unreaped children stop at the process limit', async () => {
-      const response = await snippet('python', 'import os\nn = 0\nfor i in range(1000):\n    try:\n        if os.fork() == 0:\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n < 1000)');
+      const response = await snippet(
+        'python',
+        'import os\nn = 0\nfor i in range(1000):\n    try:\n        if os.fork() == 0:\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n < 1000)',
+      );
       assert.equal(response.stdout, 'True\n');
       await nextJobRunsNormally();
     });
 
     it('fd exhaustion fails with EMFILE inside the job', async () => {
-      const response = await snippet('python', 'fds = []\ntry:\n    while True:\n        fds.append(open("/dev/null"))\nexcept OSError as e:\n    print(e.strerror, len(fds) < 1000)');
+      const response = await snippet(
+        'python',
+        'fds = []\ntry:\n    while True:\n        fds.append(open("/dev/null"))\nexcept OSError as e:\n    print(e.strerror, len(fds) < 1000)',
+      );
       assert.equal(response.stdout, 'Too many open files True\n');
       await nextJobRunsNormally();
     });
@@ -144,13 +157,17 @@ describe('attack suite', () => {
 
     it('setsid, double-fork and nohup daemons are gone after the timeout', async () => {
       const marker = `daemon-${randomUUID().slice(0, 8)}`;
-      await snippet('bash', `setsid bash -c 'exec -a ${marker} sleep 300' &\nnohup bash -c 'exec -a ${marker} sleep 300' >/dev/null 2>&1 &\n( ( exec -a ${marker} sleep 300 ) & )\nsleep 300`, 1);
+      await snippet(
+        'bash',
+        `setsid bash -c 'exec -a ${marker} sleep 300' &\nnohup bash -c 'exec -a ${marker} sleep 300' >/dev/null 2>&1 &\n( ( exec -a ${marker} sleep 300 ) & )\nsleep 300`,
+        1,
+      );
       assert.deepEqual(hostProcessesMatching(marker), []);
       await nextJobRunsNormally();
     });
   });
 
-  describe('reading what is not the job\'s', () => {
+  describe("reading what is not the job's", () => {
     it('/etc/shadow, /root, host homes and /proc/1/environ reveal nothing', async () => {
       const response = await snippet('bash', 'cat /etc/shadow; ls /root /home; cat /proc/1/environ; echo end', 5);
       assert.equal(response.stdout, 'end\n', 'the sandbox init (pid 1) has an empty environment');
@@ -166,24 +183,36 @@ describe('attack suite', () => {
     });
 
     it('no /sys, no /dev/kvm, no tty, no docker or host sockets', async () => {
-      const response = await snippet('bash', 'for p in /sys/kernel /dev/kvm /dev/tty /dev/pts /dev/ptmx /var/run/docker.sock /run; do [ -e $p ] && echo "visible $p"; done; echo end');
+      const response = await snippet(
+        'bash',
+        'for p in /sys/kernel /dev/kvm /dev/tty /dev/pts /dev/ptmx /var/run/docker.sock /run; do [ -e $p ] && echo "visible $p"; done; echo end',
+      );
       assert.equal(response.stdout, 'end\n');
     });
 
     it('no fd of the host process reaches the job', async () => {
-      const response = await snippet('python', 'import os\nfor fd in os.listdir("/proc/self/fd"):\n    try:\n        target = os.readlink(f"/proc/self/fd/{fd}")\n    except OSError:\n        continue\n    if int(fd) > 2 and target != "/dev/null" and not target.startswith("/proc/"):\n        print(fd, target)\nprint("end")');
+      const response = await snippet(
+        'python',
+        'import os\nfor fd in os.listdir("/proc/self/fd"):\n    try:\n        target = os.readlink(f"/proc/self/fd/{fd}")\n    except OSError:\n        continue\n    if int(fd) > 2 and target != "/dev/null" and not target.startswith("/proc/"):\n        print(fd, target)\nprint("end")',
+      );
       assert.equal(response.stdout, 'end\n');
     });
   });
 
   describe('privilege and kernel surface', () => {
     it('ptrace of another process is refused', async () => {
-      const response = await snippet('python', 'import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\npid = os.fork()\nif pid == 0:\n    import time; time.sleep(5); os._exit(0)\nprint(libc.ptrace(16, pid, 0, 0), os.strerror(ctypes.get_errno()))\nos.kill(pid, 9)');
+      const response = await snippet(
+        'python',
+        'import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\npid = os.fork()\nif pid == 0:\n    import time; time.sleep(5); os._exit(0)\nprint(libc.ptrace(16, pid, 0, 0), os.strerror(ctypes.get_errno()))\nos.kill(pid, 9)',
+      );
       assert.equal(response.stdout, '-1 Operation not permitted\n');
     });
 
     it('mount, unshare -r and mknod fail', async () => {
-      const response = await snippet('bash', 'mount -t tmpfs none /tmp 2>/dev/null || echo "mount refused"; unshare -r true 2>/dev/null || echo "unshare refused"; mknod /tmp/dev c 1 3 2>/dev/null || echo "mknod refused"');
+      const response = await snippet(
+        'bash',
+        'mount -t tmpfs none /tmp 2>/dev/null || echo "mount refused"; unshare -r true 2>/dev/null || echo "unshare refused"; mknod /tmp/dev c 1 3 2>/dev/null || echo "mknod refused"',
+      );
       assert.equal(response.stdout, 'mount refused\nunshare refused\nmknod refused\n');
     });
 
@@ -228,10 +257,18 @@ describe('attack suite', () => {
     it('artifact symlinks and hard links to host files are not collected', async () => {
       const result = await job({
         command: { argv: ['python3', 'plant.py'] },
-        workspace: { source: 'local_path', path: makeWorkspace({ 'plant.py': 'import os\nos.symlink("/etc/passwd", "a.txt")\nos.symlink("/", "root")\ntry:\n    os.link("/etc/passwd", "b.txt")\nexcept OSError:\n    pass\n' }) },
+        workspace: {
+          source: 'local_path',
+          path: makeWorkspace({
+            'plant.py': 'import os\nos.symlink("/etc/passwd", "a.txt")\nos.symlink("/", "root")\ntry:\n    os.link("/etc/passwd", "b.txt")\nexcept OSError:\n    pass\n',
+          }),
+        },
         artifacts: ['**'],
       });
-      assert.deepEqual(result.artifacts.map((artifact) => artifact.path), ['plant.py']);
+      assert.deepEqual(
+        result.artifacts.map((artifact) => artifact.path),
+        ['plant.py'],
+      );
     });
 
     it('argv is passed literally: no shell, no flag injection into bwrap', async () => {
@@ -245,10 +282,19 @@ describe('attack suite', () => {
       const ids = Array.from({ length: 50 }, (_, index) => `job-${index}`);
       const results = await Promise.all(
         ids.map((id) =>
-          job({ command: { argv: ['python3', 'w.py', id] }, workspace: { source: 'local_path', path: makeWorkspace({ 'w.py': 'import sys, time\nopen("same.txt", "w").write(sys.argv[1])\ntime.sleep(0.2)\nprint(open("same.txt").read())\n' }) } }),
+          job({
+            command: { argv: ['python3', 'w.py', id] },
+            workspace: {
+              source: 'local_path',
+              path: makeWorkspace({ 'w.py': 'import sys, time\nopen("same.txt", "w").write(sys.argv[1])\ntime.sleep(0.2)\nprint(open("same.txt").read())\n' }),
+            },
+          }),
         ),
       );
-      assert.deepEqual(results.map((result) => result.stdout.text), ids.map((id) => `${id}\n`));
+      assert.deepEqual(
+        results.map((result) => result.stdout.text),
+        ids.map((id) => `${id}\n`),
+      );
       await nextJobRunsNormally();
     });
   });
@@ -259,7 +305,10 @@ describe('attack suite', () => {
         {
           lang: 'python',
           mode: 'all_items',
-          code: 'import os\nseen = [os.path.exists(p) for p in ("/etc/shadow", "/root", "/home")]\nleak = any("' + secret + '" in v for v in os.environ.values())\nn = 0\ntry:\n    for i in range(500):\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        n += 1\nexcept OSError:\n    pass\nreturn [{"seen": seen, "leak": leak, "forks_capped": n < 500}]',
+          code:
+            'import os\nseen = [os.path.exists(p) for p in ("/etc/shadow", "/root", "/home")]\nleak = any("' +
+            secret +
+            '" in v for v in os.environ.values())\nn = 0\ntry:\n    for i in range(500):\n        if os.fork() == 0:\n            import time; time.sleep(30)\n        n += 1\nexcept OSError:\n    pass\nreturn [{"seen": seen, "leak": leak, "forks_capped": n < 500}]',
           items: [],
           timeout_ms: 5000,
         },
@@ -279,7 +328,11 @@ describe('attack suite', () => {
       const cwd = mkdtempSync(join(tmpdir(), 'agent-exec-cwd-'));
       const marker = `ae-daemon-${randomUUID().slice(0, 8)}`;
       const script = `cat /etc/shadow 2>/dev/null && echo "read shadow"; ls /root 2>/dev/null | head -1; touch /usr/x /etc/x ${tmpdir()}/outside-${marker} 2>/dev/null && echo "wrote outside"; env | grep -c ${secret}; touch inside && echo "wrote inside"; setsid bash -c 'exec -a ${marker} sleep 300' & sleep 300`;
-      const { stdout } = await runCli('agent-exec', ['run', '--root', root, '--cwd', cwd, '--no-inherit-env', '--timeout', '2', '--kill-after', '1', '--forever', '--', 'bash', '-c', script], { env: { AGENT_RUNNER_ATTACK_SECRET: secret } });
+      const { stdout } = await runCli(
+        'agent-exec',
+        ['run', '--root', root, '--cwd', cwd, '--no-inherit-env', '--timeout', '2', '--kill-after', '1', '--forever', '--', 'bash', '-c', script],
+        { env: { AGENT_RUNNER_ATTACK_SECRET: secret } },
+      );
       const response = JSON.parse(stdout) as { state: string; stdout: string };
       assert.equal(response.stdout, '0\nwrote inside\n');
       assert.notEqual(response.state, 'running');
@@ -290,7 +343,10 @@ describe('attack suite', () => {
   });
 
   it('leaves no work-dir mounts or stray sandboxes behind', async () => {
-    const workDirMounts = () => readFileSync('/proc/self/mounts', 'utf8').split('\n').filter((line) => line.startsWith('agent-runner-work ')).length;
+    const workDirMounts = () =>
+      readFileSync('/proc/self/mounts', 'utf8')
+        .split('\n')
+        .filter((line) => line.startsWith('agent-runner-work ')).length;
     // Work dirs are handed back after each job has answered: wait for the count to settle
     // instead of guessing how long that takes. A leak never settles.
     await waitUntil(() => workDirMounts() <= 32 + 2 * 8, 'the work-dir mounts are handed back').catch(() => undefined);

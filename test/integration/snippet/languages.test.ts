@@ -44,7 +44,10 @@ describe('languages', () => {
 
   it('lists every language with its toolchain version', async () => {
     const languages = await runtime.toolchains.describe();
-    assert.deepEqual(languages.map((language) => language.name), ['python', 'node', 'go', 'rust', 'bash']);
+    assert.deepEqual(
+      languages.map((language) => language.name),
+      ['python', 'node', 'go', 'rust', 'bash'],
+    );
     for (const language of languages) {
       assert.ok(language.available, `${language.name}: ${language.message}`);
       assert.ok(language.version && language.version.length > 0);
@@ -67,7 +70,8 @@ describe('languages', () => {
   });
 
   it('bounds go memory: a runaway allocation is killed and reported against the limit', async () => {
-    const code = 'package main\n\nfunc main() {\n\tvar keep [][]byte\n\tfor {\n\t\tb := make([]byte, 1<<24)\n\t\tfor i := range b { b[i] = 1 }\n\t\tkeep = append(keep, b)\n\t}\n}\n';
+    const code =
+      'package main\n\nfunc main() {\n\tvar keep [][]byte\n\tfor {\n\t\tb := make([]byte, 1<<24)\n\t\tfor i := range b { b[i] = 1 }\n\t\tkeep = append(keep, b)\n\t}\n}\n';
     const response = await executeSnippet({ lang: 'go', code, timeout: 60 }, { runtime });
     assert.notEqual(response.exit_code, 0);
     assert.match(response.stderr, /out of memory|MemoryError/);

@@ -39,13 +39,19 @@ const FORGED_FRAME: Both = {
 describe('code tasks: modes', () => {
   eachLanguage(
     'all_items sees every item and returns a list; bare objects are wrapped as {json}',
-    { python: 'return [{"total": sum(item["json"]["n"] for item in _items)}, {"json": {"kept": True}, "binary": {}}]', node: 'return [{ total: items.reduce((sum, item) => sum + item.json.n, 0) }, { json: { kept: true }, binary: {} }];' },
+    {
+      python: 'return [{"total": sum(item["json"]["n"] for item in _items)}, {"json": {"kept": True}, "binary": {}}]',
+      node: 'return [{ total: items.reduce((sum, item) => sum + item.json.n, 0) }, { json: { kept: true }, binary: {} }];',
+    },
     (response) => assert.deepEqual(succeeded(response).result, [{ json: { total: 6 } }, { json: { kept: true }, binary: {} }]),
   );
 
   eachLanguage(
     'per_item runs once per item, pairs each output with its input, and drops None/undefined',
-    { python: 'if _item["json"]["n"] == 2:\n    return None\nreturn {"double": _item["json"]["n"] * 2}', node: 'if (item.json.n === 2) return undefined;\nreturn { double: item.json.n * 2 };' },
+    {
+      python: 'if _item["json"]["n"] == 2:\n    return None\nreturn {"double": _item["json"]["n"] * 2}',
+      node: 'if (item.json.n === 2) return undefined;\nreturn { double: item.json.n * 2 };',
+    },
     (response) =>
       assert.deepEqual(succeeded(response).result, [
         { json: { double: 2 }, pairedItem: { item: 0 } },
@@ -56,26 +62,32 @@ describe('code tasks: modes', () => {
 
   eachLanguage(
     'per_item gives each output its own pairedItem even when the code returns one shared object',
-    { python: 'return SHARED if "SHARED" in globals() else globals().setdefault("SHARED", {"json": {"same": True}})', node: 'globalThis.shared ??= { json: { same: true } };\nreturn globalThis.shared;' },
-    (response) => assert.deepEqual(succeeded(response).result.map((item) => item.pairedItem), [{ item: 0 }, { item: 1 }, { item: 2 }]),
+    {
+      python: 'return SHARED if "SHARED" in globals() else globals().setdefault("SHARED", {"json": {"same": True}})',
+      node: 'globalThis.shared ??= { json: { same: true } };\nreturn globalThis.shared;',
+    },
+    (response) =>
+      assert.deepEqual(
+        succeeded(response).result.map((item) => item.pairedItem),
+        [{ item: 0 }, { item: 1 }, { item: 2 }],
+      ),
     { mode: 'per_item' },
   );
 
   eachLanguage(
     'await and modules work inside the function body',
-    { python: 'import math\nreturn [{"root": math.isqrt(16)}]', node: 'const os = require("node:os");\nconst { sep } = await import("node:path");\nreturn [{ host: os.hostname(), sep }];' },
+    {
+      python: 'import math\nreturn [{"root": math.isqrt(16)}]',
+      node: 'const os = require("node:os");\nconst { sep } = await import("node:path");\nreturn [{ host: os.hostname(), sep }];',
+    },
     (response) => assert.ok(succeeded(response).result.length === 1),
   );
 
-  eachLanguage(
-    'a return value that is not items is an error naming what came back',
-    { python: 'return 5', node: 'return 5;' },
-    (response) => {
-      const { error_code, error } = failed(response);
-      assert.equal(error_code, 'task.failed');
-      assert.match(error.message, /the code returned (int|number): return (a list|an array) of items/);
-    },
-  );
+  eachLanguage('a return value that is not items is an error naming what came back', { python: 'return 5', node: 'return 5;' }, (response) => {
+    const { error_code, error } = failed(response);
+    assert.equal(error_code, 'task.failed');
+    assert.match(error.message, /the code returned (int|number): return (a list|an array) of items/);
+  });
 
   it('python: multi-line strings keep their content (the body is not re-indented)', async () => {
     const code = 'text = """a\nb"""\nreturn [{"text": text}]';
@@ -90,7 +102,7 @@ describe('code tasks: print_args', () => {
     { python: 'print("hello", 42, {"a": [1, None]})\nprint()\nreturn []', node: 'console.log("hello", 42, { a: [1, null] });\nconsole.log();\nreturn [];' },
     (response) => {
       const [first, second] = succeeded(response).print_args;
-      assert.ok(['hello,42,{\'a\': [1, None]}', 'hello,42,{ a: [ 1, null ] }'].includes(first!.join(',')), first!.join(','));
+      assert.ok(["hello,42,{'a': [1, None]}", 'hello,42,{ a: [ 1, null ] }'].includes(first!.join(',')), first!.join(','));
       assert.deepEqual(second, []);
     },
   );
@@ -101,7 +113,10 @@ describe('code tasks: print_args', () => {
     (response) => {
       const { print_args } = succeeded(response);
       assert.equal(print_args.length, 101);
-      assert.deepEqual(print_args.slice(0, 100), Array.from({ length: 100 }, (_, i) => [String(i)]));
+      assert.deepEqual(
+        print_args.slice(0, 100),
+        Array.from({ length: 100 }, (_, i) => [String(i)]),
+      );
       assert.match(print_args[100]![0]!, /^\[1 more (print|console\.log)\(\) call dropped: print_args keeps the first 100 calls/);
     },
   );
@@ -126,24 +141,18 @@ describe('code tasks: values JSON cannot carry', () => {
     assert.deepEqual(response.result, [{ json: { big: '1180591620717411303424', map: "Map(1) { 'k' => 1 }", set: 'Set(1) { 1 }' } }]);
   });
 
-  eachLanguage(
-    'a circular result is an error, not a hang',
-    { python: 'a = {}\na["self"] = a\nreturn [a]', node: 'const a = {};\na.self = a;\nreturn [a];' },
-    (response) => assert.match(failed(response).error.message, /the result cannot be converted to JSON: .*[Cc]ircular/),
+  eachLanguage('a circular result is an error, not a hang', { python: 'a = {}\na["self"] = a\nreturn [a]', node: 'const a = {};\na.self = a;\nreturn [a];' }, (response) =>
+    assert.match(failed(response).error.message, /the result cannot be converted to JSON: .*[Cc]ircular/),
   );
 });
 
 describe('code tasks: errors', () => {
-  eachLanguage(
-    'SystemExit(3) / process.exit(3) is an error naming the exit code',
-    { python: 'raise SystemExit(3)', node: 'process.exit(3);' },
-    (response) => {
-      const { error_code, error } = failed(response);
-      assert.equal(error_code, 'task.failed');
-      assert.match(error.message, /exited with code 3 \((SystemExit|process\.exit)/);
-      assert.match(error.description, /^(SystemExit|process\.exit)$/);
-    },
-  );
+  eachLanguage('SystemExit(3) / process.exit(3) is an error naming the exit code', { python: 'raise SystemExit(3)', node: 'process.exit(3);' }, (response) => {
+    const { error_code, error } = failed(response);
+    assert.equal(error_code, 'task.failed');
+    assert.match(error.message, /exited with code 3 \((SystemExit|process\.exit)/);
+    assert.match(error.description, /^(SystemExit|process\.exit)$/);
+  });
 
   eachLanguage(
     'an uncaught exception comes back with its message, class and a stack pointing into the code',
@@ -169,19 +178,18 @@ describe('code tasks: errors', () => {
     assert.match(response.error.message, /exited with code 0 \(process\.exit, or a promise that never settles\)/);
   });
 
-  eachLanguage(
-    'a syntax error names the line',
-    { python: 'x = (1,\nreturn x', node: 'const x = ;\nreturn x;' },
-    (response) => {
-      const { error } = failed(response);
-      assert.equal(error.description, 'SyntaxError');
-      assert.match(error.stack, /task-code\.(py", line \d|js:1)/);
-    },
-  );
+  eachLanguage('a syntax error names the line', { python: 'x = (1,\nreturn x', node: 'const x = ;\nreturn x;' }, (response) => {
+    const { error } = failed(response);
+    assert.equal(error.description, 'SyntaxError');
+    assert.match(error.stack, /task-code\.(py", line \d|js:1)/);
+  });
 
   eachLanguage(
     'stderr (and stdout, which is pointed there) comes back with an error',
-    { python: 'import sys\nsys.stderr.write("to stderr\\n")\nsys.stdout.write("to stdout\\n")\nraise ValueError("x")', node: 'process.stderr.write("to stderr\\n");\nprocess.stdout.write("to stdout\\n");\nthrow new Error("x");' },
+    {
+      python: 'import sys\nsys.stderr.write("to stderr\\n")\nsys.stdout.write("to stdout\\n")\nraise ValueError("x")',
+      node: 'process.stderr.write("to stderr\\n");\nprocess.stdout.write("to stdout\\n");\nthrow new Error("x");',
+    },
     (response) => {
       const { error } = failed(response);
       assert.match(error.stderr, /to stderr/);
@@ -226,7 +234,10 @@ describe('code tasks: the result pipe', () => {
 
   eachLanguage(
     'garbage on the result pipe is a protocol error naming what is wrong',
-    { python: 'import os\nos.write(3, b"\\x00\\x00\\x00\\x05hello")\nos._exit(0)', node: 'require("node:fs").writeSync(3, Buffer.from([0, 0, 0, 5, 104, 101, 108, 108, 111]));\nprocess.reallyExit(0);' },
+    {
+      python: 'import os\nos.write(3, b"\\x00\\x00\\x00\\x05hello")\nos._exit(0)',
+      node: 'require("node:fs").writeSync(3, Buffer.from([0, 0, 0, 5, 104, 101, 108, 108, 111]));\nprocess.reallyExit(0);',
+    },
     (response) => {
       const { error_code, error } = failed(response);
       assert.equal(error_code, 'task.protocol_error');

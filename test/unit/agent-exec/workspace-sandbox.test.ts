@@ -18,6 +18,8 @@ describe('workspace sandbox flags', () => {
   it('are one readable list: namespaces, lifetime, read-only host, hidden secrets, fresh kernel views, writable cwd', (t) => {
     const args = workspaceSandboxArgs(plan);
     t.diagnostic(`bwrap ${args.join(' ')}`);
+    // The expected flags, read as a table.
+    // prettier-ignore
     assert.deepEqual(bwrapFlags(args), [
       '--unshare-user', '--unshare-pid', '--unshare-ipc', '--disable-userns', '--cap-drop ALL',
       '--die-with-parent', '--new-session', '--json-status-fd 3',

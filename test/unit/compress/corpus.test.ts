@@ -53,7 +53,24 @@ describe('compression corpus', () => {
   it('has the samples the capture script makes', () => {
     assert.ok(corpus.length >= 20, `${corpus.length} samples`);
     const kinds = new Set(corpus.map((s) => s.kind));
-    for (const kind of ['tests:node', 'tests:vitest', 'tests:jest', 'tests:pytest', 'tests:go', 'tests:cargo', 'errors:tsc', 'errors:eslint', 'errors:python', 'errors:rustc', 'errors:go', 'git:status', 'git:diff', 'git:log', 'logs:npm', 'json']) {
+    for (const kind of [
+      'tests:node',
+      'tests:vitest',
+      'tests:jest',
+      'tests:pytest',
+      'tests:go',
+      'tests:cargo',
+      'errors:tsc',
+      'errors:eslint',
+      'errors:python',
+      'errors:rustc',
+      'errors:go',
+      'git:status',
+      'git:diff',
+      'git:log',
+      'logs:npm',
+      'json',
+    ]) {
       assert.ok(kinds.has(kind), kind);
     }
   });

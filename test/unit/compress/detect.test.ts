@@ -49,7 +49,7 @@ describe('detectKind from output', () => {
     ['go test', '=== RUN   TestA\n--- PASS: TestA (0.00s)\nok  \texample.com/a\t0.01s', 'tests:go'],
     ['cargo test', 'running 3 tests\ntest a ... ok\ntest result: ok. 3 passed; 0 failed', 'tests:cargo'],
     ['tsc', "src/a.ts(3,5): error TS2322: Type 'number' is not assignable to type 'string'.", 'errors:tsc'],
-    ['eslint', '/app/a.js\n  1:7  error  \'x\' is assigned a value but never used  no-unused-vars\n\n✖ 1 problem (1 error, 0 warnings)', 'errors:eslint'],
+    ['eslint', "/app/a.js\n  1:7  error  'x' is assigned a value but never used  no-unused-vars\n\n✖ 1 problem (1 error, 0 warnings)", 'errors:eslint'],
     ['rustc', 'error[E0308]: mismatched types\n  --> src/main.rs:4:9', 'errors:rustc'],
     ['traceback', 'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\nKeyError: 1', 'errors:python'],
     ['go build', '# example.com/a\na/a.go:3:2: undefined: b', 'errors:go'],
@@ -83,7 +83,11 @@ describe('detectKind from output', () => {
 
   it('only reads the start and end of a huge output', () => {
     const middle = Array.from({ length: 50_000 }, () => 'TAP version 13');
-    const stdout = [...Array.from({ length: 3000 }, (_, i) => `text ${i} ${'q'.repeat(i % 50)}`), ...middle, ...Array.from({ length: 3000 }, (_, i) => `more ${'r'.repeat(i % 70)}`)];
+    const stdout = [
+      ...Array.from({ length: 3000 }, (_, i) => `text ${i} ${'q'.repeat(i % 50)}`),
+      ...middle,
+      ...Array.from({ length: 3000 }, (_, i) => `more ${'r'.repeat(i % 70)}`),
+    ];
     assert.notEqual(name(detectKind({ argv: [], stdout, stderr: [] })), 'tests:node');
   });
 });

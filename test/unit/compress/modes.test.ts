@@ -24,7 +24,13 @@ describe('tests mode', () => {
     ].join('\n');
     const r = run('tests', stdout, ['cargo', 'test']);
     assert.equal(r.detected_kind, 'tests:cargo');
-    for (const kept of ['tests::divides ... FAILED', 'tests::parses ... FAILED', 'attempt to divide by zero', 'panicked at src/lib.rs:6:5', 'test result: FAILED. 40 passed; 2 failed']) {
+    for (const kept of [
+      'tests::divides ... FAILED',
+      'tests::parses ... FAILED',
+      'attempt to divide by zero',
+      'panicked at src/lib.rs:6:5',
+      'test result: FAILED. 40 passed; 2 failed',
+    ]) {
       assert.ok(r.stdout.includes(kept), kept);
     }
     assert.ok(!r.stdout.includes('adds_7 ... ok'));
@@ -54,7 +60,18 @@ describe('tests mode', () => {
 
   it('keeps only the last copy of a failure a reporter prints twice', () => {
     const failure = ['✖ adds (1ms)', '  AssertionError [ERR_ASSERTION]: 1 !== 2'];
-    const stdout = [...lines(30, (i) => `✔ passes ${i} (0.1ms)`).trimEnd().split('\n'), ...failure.map((l) => `  ${l}`), 'ℹ tests 31', 'ℹ fail 1', '✖ failing tests:', '', 'test at a.test.js:3:1', ...failure].join('\n');
+    const stdout = [
+      ...lines(30, (i) => `✔ passes ${i} (0.1ms)`)
+        .trimEnd()
+        .split('\n'),
+      ...failure.map((l) => `  ${l}`),
+      'ℹ tests 31',
+      'ℹ fail 1',
+      '✖ failing tests:',
+      '',
+      'test at a.test.js:3:1',
+      ...failure,
+    ].join('\n');
     const r = run('tests', stdout, ['node', '--test']);
     assert.equal(r.stdout.split('AssertionError').length - 1, 1);
     assert.ok(r.stdout.includes('test at a.test.js:3:1\n✖ adds (1ms)\n  AssertionError'));
@@ -63,7 +80,9 @@ describe('tests mode', () => {
 
   it('drops framework stack frames and keeps the project frame', () => {
     const stdout = [
-      ...lines(20, (i) => `✔ ok ${i} (1ms)`).trimEnd().split('\n'),
+      ...lines(20, (i) => `✔ ok ${i} (1ms)`)
+        .trimEnd()
+        .split('\n'),
       '✖ loads (2ms)',
       "  Error: ENOENT: no such file or directory, open 'x.json'",
       '      at async open (node:internal/fs/promises:637:25)',
@@ -97,7 +116,7 @@ describe('errors mode', () => {
       'help: try using a conversion method',
       '',
       ...Array.from({ length: 30 }, (_, i) => `   Compiling more${i} v1.0.0`),
-      "error: could not compile `inventory` (bin \"inventory\") due to 1 previous error",
+      'error: could not compile `inventory` (bin "inventory") due to 1 previous error',
     ].join('\n');
     const r = run('errors', stdout, ['cargo', 'build']);
     assert.equal(r.detected_kind, 'errors:rustc');
@@ -130,7 +149,10 @@ describe('errors mode', () => {
   });
 
   it('keeps the last lines when there is no error at all', () => {
-    const r = run('errors', lines(100, (i) => `step ${i} done`));
+    const r = run(
+      'errors',
+      lines(100, (i) => `step ${i} done`),
+    );
     assert.ok(r.stdout.includes('step 99 done'));
     assert.ok(!r.stdout.includes('step 50 done'));
     assert.ok(r.strategy.includes('errors:tail'));
@@ -267,7 +289,10 @@ describe('json mode', () => {
   });
 
   it('summarises instead when the text is not JSON', () => {
-    const r = run('json', lines(300, (i) => `row ${i}`));
+    const r = run(
+      'json',
+      lines(300, (i) => `row ${i}`),
+    );
     assert.equal(r.strategy[0], 'json:not-json');
     assert.ok(r.strategy.includes('summary:head-tail'));
   });
@@ -286,7 +311,10 @@ describe('summary mode', () => {
   });
 
   it('leaves short output alone', () => {
-    const r = run('summary', lines(20, (i) => `entry ${i}`));
+    const r = run(
+      'summary',
+      lines(20, (i) => `entry ${i}`),
+    );
     assert.equal(r.applied, false);
     assert.ok(r.strategy.includes('expansion-guard'));
   });

@@ -118,12 +118,32 @@ describe('configuration from the environment', () => {
 
 describe('invalid configuration', () => {
   const cases: Array<[string, () => unknown, RegExp]> = [
-    ['a wrong type in the file', () => loadConfig({ AGENT_RUNNER_CONFIG: configFile('type.json', { snippet: { memoryBytes: 'lots' } }) }), /^invalid configuration \(config file .*type\.json\): snippet\.memoryBytes must be an integer, got string "lots"$/],
-    ['an unknown field in the file', () => loadConfig({ AGENT_RUNNER_CONFIG: configFile('unknown.json', { runJob: { ceilings: { timeout: 1 } } }) }), /\): runJob\.ceilings\.timeout is not a known field$/],
-    ['an out-of-range variable', () => loadConfig({ AGENT_RUNNER_CONCURRENCY: '0' }), /^invalid configuration \(AGENT_RUNNER_CONCURRENCY\): concurrency must be >= 1, got number 0$/],
+    [
+      'a wrong type in the file',
+      () => loadConfig({ AGENT_RUNNER_CONFIG: configFile('type.json', { snippet: { memoryBytes: 'lots' } }) }),
+      /^invalid configuration \(config file .*type\.json\): snippet\.memoryBytes must be an integer, got string "lots"$/,
+    ],
+    [
+      'an unknown field in the file',
+      () => loadConfig({ AGENT_RUNNER_CONFIG: configFile('unknown.json', { runJob: { ceilings: { timeout: 1 } } }) }),
+      /\): runJob\.ceilings\.timeout is not a known field$/,
+    ],
+    [
+      'an out-of-range variable',
+      () => loadConfig({ AGENT_RUNNER_CONCURRENCY: '0' }),
+      /^invalid configuration \(AGENT_RUNNER_CONCURRENCY\): concurrency must be >= 1, got number 0$/,
+    ],
     ['a variable that is not a number', () => loadConfig({ AGENT_RUNNER_MEMORY_MB: 'lots' }), /^AGENT_RUNNER_MEMORY_MB must be a number, got "lots"$/],
-    ['a variable that is not a boolean', () => loadConfig({ AGENT_RUNNER_RUN_JOB__ALLOW_NETWORK: 'yes' }), /^AGENT_RUNNER_RUN_JOB__ALLOW_NETWORK must be true or false, got "yes"$/],
-    ['an unknown backend kind', () => loadConfig({}, { backends: { default: 'qemu' as 'gvisor' } }), /^invalid configuration \(flags\): backends\.default must be one of \["local_process","bubblewrap","gvisor","microvm","firecracker"\], got string "qemu"$/],
+    [
+      'a variable that is not a boolean',
+      () => loadConfig({ AGENT_RUNNER_RUN_JOB__ALLOW_NETWORK: 'yes' }),
+      /^AGENT_RUNNER_RUN_JOB__ALLOW_NETWORK must be true or false, got "yes"$/,
+    ],
+    [
+      'an unknown backend kind',
+      () => loadConfig({}, { backends: { default: 'qemu' as 'gvisor' } }),
+      /^invalid configuration \(flags\): backends\.default must be one of \["local_process","bubblewrap","gvisor","microvm","firecracker"\], got string "qemu"$/,
+    ],
     ['a file that is not JSON', () => loadConfig({ AGENT_RUNNER_CONFIG: configFile('broken.json', '{concurrency: 1') }), /^config file .*broken\.json is not valid JSON/],
     ['a file that holds no object', () => loadConfig({ AGENT_RUNNER_CONFIG: configFile('array.json', [1]) }), /^config file .*array\.json must hold a JSON object$/],
     ['a missing file', () => loadConfig({ AGENT_RUNNER_CONFIG: join(dir, 'missing.json') }), /^cannot read config file .*missing\.json/],

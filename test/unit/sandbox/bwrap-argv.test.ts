@@ -19,6 +19,8 @@ const plan: BwrapPlan = {
 describe('bubblewrap argv', () => {
   it('is one readable list: namespaces, identity, environment, read-only system, scratch, job', () => {
     const args = buildBwrapArgs(plan);
+    // The expected flags, read as a table.
+    // prettier-ignore
     assert.deepEqual(bwrapFlags(args), [
       '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup', '--unshare-net',
       '--uid 1000', '--gid 1000', '--hostname sandbox', '--disable-userns', '--die-with-parent', '--new-session', '--cap-drop ALL',

@@ -7,7 +7,7 @@ function decide(nr: number, args: number[] = [], arch = 0xc000003e): number {
   const program = buildFilter();
   const load = (offset: number) => (offset === 0 ? nr : offset === 4 ? arch : (args[(offset - 16) / 8] ?? 0));
   let accumulator = 0;
-  for (let pc = 0; pc < program.length; ) {
+  for (let pc = 0; pc < program.length;) {
     const { code, jt, jf, k } = program[pc]!;
     if (code === 0x20) accumulator = load(k) >>> 0;
     else if (code === 0x06) return k >>> 0;

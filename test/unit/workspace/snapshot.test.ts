@@ -78,10 +78,13 @@ describe('workspace snapshot', () => {
     linkSync(outside, join(source, 'hardlink'));
     const { files, report } = await snapshot(source);
     assert.deepEqual(files, ['a.txt']);
-    assert.deepEqual(report.skipped.map((entry) => [entry.path, entry.reason.split(' ')[0]]), [
-      ['hardlink', 'hard'],
-      ['pipe', 'special'],
-    ]);
+    assert.deepEqual(
+      report.skipped.map((entry) => [entry.path, entry.reason.split(' ')[0]]),
+      [
+        ['hardlink', 'hard'],
+        ['pipe', 'special'],
+      ],
+    );
   });
 
   it('hashes the tree: stable for equal trees, different when one file changes', async () => {
