@@ -106,6 +106,7 @@ export class FrontDoor {
     this.index.set(record.job_id, record);
     this.pending.set(record.job_id, stored);
     await queue.enqueue(record.job_id, { admitted: true });
+    this.ports.events.statusChanged(record.job_id, record.status);
     this.options.log.info({ job_id: record.job_id, trace_id: record.trace_id }, 'job queued');
     return record;
   }
@@ -190,7 +191,9 @@ export class FrontDoor {
           const record = this.index.get(jobId);
           if (!record || isTerminal(record.status)) return Promise.resolve();
           const written = store.setStatus(record, 'running').then((next) => {
-            if (!isTerminal(this.require(jobId).status)) this.index.set(jobId, next);
+            if (isTerminal(this.require(jobId).status)) return;
+            this.index.set(jobId, next);
+            events.statusChanged(jobId, next.status);
           });
           const settled = written.catch((error: Error) => this.options.log.error({ job_id: jobId, err: error }, 'the running status could not be recorded'));
           this.runningWrites.set(jobId, settled);
@@ -239,7 +242,7 @@ export class FrontDoor {
       this.options.log.error({ job_id: jobId, err: error }, 'job could not be recorded');
       this.index.set(jobId, { ...record, status: 'failed' as JobStatus, updated_at: new Date().toISOString() });
     }
-    this.ports.events.terminal(jobId);
+    this.ports.events.statusChanged(jobId, this.require(jobId).status);
     const { maxCount } = this.options.retention;
     if (maxCount !== null && this.index.size > maxCount) await this.applyRetention();
   }

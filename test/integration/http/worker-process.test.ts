@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { api, jobGate, startServer, waitForStatus } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
+
+function childrenOf(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+}
+
+function commandLine(pid: number): string {
+  return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+}
+
+function workerOf(frontDoor: number): number | undefined {
+  return childrenOf(frontDoor).find((pid) => commandLine(pid).includes('worker-main'));
+}
+
+describe('the worker process beside the front door', () => {
+  it('runs the sandboxes: while a job runs, the front door has no child but its worker', async () => {
+    const gate = await jobGate();
+    const server = await startServer(['--concurrency', '1']);
+    try {
+      const running = await api(server.url, 'POST', '/v1/jobs', gate.job);
+      await waitForStatus(server.url, running.json.job_id, 'running');
+      const worker = workerOf(server.child.pid!);
+      assert.ok(worker, 'the front door forked its worker');
+      assert.deepEqual(childrenOf(server.child.pid!), [worker], 'no sandbox is a child of the front door');
+      assert.ok(childrenOf(worker).length > 0, 'the sandbox is a child of the worker');
+      gate.release();
+      assert.equal((await api(server.url, 'GET', `/v1/jobs/${running.json.job_id}?wait=60`)).json.status, 'completed');
+    } finally {
+      gate.release();
+      await server.stop();
+      await gate.close();
+    }
+  });
+
+  it('a worker killed mid-job loses nothing: the job ends run.interrupted, a new worker runs what follows', async () => {
+    const gate = await jobGate();
+    const server = await startServer(['--concurrency', '1']);
+    try {
+      const running = await api(server.url, 'POST', '/v1/jobs', gate.job);
+      await waitForStatus(server.url, running.json.job_id, 'running');
+      const queued = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'after the crash'] } });
+      const first = workerOf(server.child.pid!)!;
+      process.kill(first, 'SIGKILL');
+
+      const interrupted = await api(server.url, 'GET', `/v1/jobs/${running.json.job_id}?wait=60`);
+      assert.equal(interrupted.json.status, 'failed');
+      assert.equal(interrupted.json.result.error.code, 'run.interrupted');
+      const next = await api(server.url, 'GET', `/v1/jobs/${queued.json.job_id}?wait=60`);
+      assert.equal(next.json.status, 'completed');
+      assert.equal(next.json.result.stdout.text, 'after the crash\n');
+      await waitUntil(() => workerOf(server.child.pid!) !== undefined, 'a new worker runs');
+      assert.notEqual(workerOf(server.child.pid!), first);
+      assert.equal((await api(server.url, 'GET', '/health')).status, 200);
+    } finally {
+      gate.release();
+      await server.stop();
+      await gate.close();
+    }
+  });
+});
