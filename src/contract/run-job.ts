@@ -137,6 +137,7 @@ export const RunJobResultSchema = Type.Object(
     stdout: CapturedStreamSchema,
     stderr: CapturedStreamSchema,
     artifacts: Type.Array(ArtifactSchema),
+    artifacts_skipped: Type.Array(SkippedEntrySchema, { description: 'Entries matching an artifact glob that are not regular files: links (never followed), FIFOs, devices.' }),
     workspace: Type.Object({
       files: Type.Integer({ minimum: 0 }),
       bytes: Type.Integer({ minimum: 0 }),

@@ -256,7 +256,7 @@ class RunJobExecution {
     try {
       await rm(storeDir, { recursive: true, force: true });
       await mkdir(storeDir, { mode: 0o755 });
-      const { artifacts, denied } = await sandbox.collectArtifacts({
+      const { artifacts, denied, skipped } = await sandbox.collectArtifacts({
         patterns,
         storeDir,
         maxArtifacts: this.job.limits.max_artifacts,
@@ -264,6 +264,7 @@ class RunJobExecution {
         maxEntriesVisited: this.runtime.config.runJob.maxWorkspaceFiles,
       });
       this.builder.artifacts = artifacts;
+      this.builder.artifactsSkipped = skipped;
       const error = denied.length === 0 ? null : contractError('policy.artifact_denied', `${denied.length} matching artifact(s) not collected: limits reached`, { denied });
       return { artifacts, error };
     } catch (error) {
@@ -303,6 +304,7 @@ class ResultBuilder {
   job: NormalisedJob | null = null;
   workspace: RunJobResult['workspace'] & { sha256: string } = { files: 0, bytes: 0, skipped: [] as SkippedEntry[], sha256: treeHash([]) };
   artifacts: Artifact[] = [];
+  artifactsSkipped: SkippedEntry[] = [];
   policyRule = 'not evaluated';
   private decision: 'allowed' | 'denied' = 'allowed';
 
@@ -338,6 +340,7 @@ class ResultBuilder {
       stdout: executed?.stdout ?? empty,
       stderr: executed?.stderr ?? empty,
       artifacts: this.artifacts,
+      artifacts_skipped: this.artifactsSkipped,
       workspace: { files: this.workspace.files, bytes: this.workspace.bytes, skipped: this.workspace.skipped },
       replay: {
         request_sha256: job ? canonicalHash(replayableRequest(job)) : '',

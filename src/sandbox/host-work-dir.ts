@@ -1,9 +1,11 @@
-import { lchown, mkdir, realpath, stat } from 'node:fs/promises';
-import { join, posix } from 'node:path';
-import { fileSha256 } from '../workspace/file-hash.js';
+import { constants } from 'node:fs';
+import { mkdir, open as fsOpen } from 'node:fs/promises';
+import { handleSha256 } from '../workspace/file-hash.js';
 import { collectArtifacts, type CollectedArtifacts } from '../workspace/artifacts.js';
+import { openInTree, SafeDir } from '../workspace/safe-fs.js';
 import { snapshotWorkspace, type SnapshotReport } from '../workspace/snapshot.js';
 import { commandCandidates } from './command-path.js';
+import { resolveSandboxPath } from './sandbox-path.js';
 import type { ArtifactRequest, ResolvedCommand, WorkspaceImport } from './types.js';
 
 /**
@@ -31,33 +33,51 @@ export class HostWorkDir {
     });
   }
 
+  /**
+   * `mkdir -p` from the work dir's fd, one component at a time: a component that is a link (the
+   * snapshot may hold links) is refused, never followed, so nothing is created or chowned
+   * outside the work dir.
+   */
   async makeDir(relativePath: string): Promise<void> {
-    let path = this.requireHostPath();
-    for (const part of relativePath.split('/').filter((segment) => segment !== '.' && segment !== '')) {
-      if (part === '..') throw new Error(`${relativePath} leaves the work dir`);
-      path = join(path, part);
-      try {
-        await mkdir(path, { mode: 0o755 });
-        if (this.ownerUid !== null) await lchown(path, this.ownerUid, this.ownerUid);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    const parts = relativePath.split('/').filter((segment) => segment !== '.' && segment !== '');
+    let dir = await SafeDir.open(this.requireHostPath());
+    try {
+      for (const [index, part] of parts.entries()) {
+        const shown = parts.slice(0, index + 1).join('/');
+        if (part === '..') throw new Error(`${relativePath} leaves the work dir`);
+        const created = await mkdir(dir.entryPath(part), { mode: 0o755 }).then(
+          () => true,
+          (error: NodeJS.ErrnoException) => {
+            if (error.code === 'EEXIST') return false;
+            throw error;
+          },
+        );
+        const child = await dir.openDir(part).catch(() => {
+          throw new Error(`${shown} is a link or not a directory`);
+        });
+        await dir.close();
+        dir = child;
+        if (created && this.ownerUid !== null) await dir.handle.chown(this.ownerUid, this.ownerUid);
       }
+    } finally {
+      await dir.close().catch(() => undefined);
     }
   }
 
   /**
-   * Looked up from the host, which sees the same files: the system directories are the host's
-   * own (read-only binds) and the work dir maps to its host directory.
+   * Resolved as the job would resolve it, in sandbox terms (sandbox-path.ts): a link the job's
+   * workspace holds is read, never followed on the host.
    */
   async resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
-    for (const sandboxPath of commandCandidates(argv0, lookup.searchPath, lookup.cwd)) {
-      try {
-        const real = await realpath(this.toHost(sandboxPath));
-        const info = await stat(real);
-        if (info.isFile() && (info.mode & 0o111) !== 0) return { sandboxPath, realPath: real, sha256: () => fileSha256(real) };
-      } catch {
-        // Not here; try the next directory.
-      }
+    const workDir = this.hostPath !== null && this.sandboxPath !== null ? { sandbox: this.sandboxPath, host: this.hostPath } : null;
+    for (const candidate of commandCandidates(argv0, lookup.searchPath, lookup.cwd)) {
+      const resolved = await resolveSandboxPath(candidate, workDir);
+      if (resolved === null) continue;
+      const open = () => (resolved.where === 'work' ? openInTree(this.hostPath!, resolved.components) : fsOpen(resolved.sandboxPath, constants.O_RDONLY | constants.O_NOFOLLOW));
+      const handle = await open().catch(() => null);
+      if (!handle) continue;
+      const info = await handle.stat().finally(() => handle.close());
+      if (info.isFile() && (info.mode & 0o111) !== 0) return { sandboxPath: candidate, realPath: resolved.sandboxPath, sha256: async () => handleSha256(await open()) };
     }
     return null;
   }
@@ -68,13 +88,6 @@ export class HostWorkDir {
       maxArtifactBytes: request.maxArtifactBytes,
       maxEntriesVisited: request.maxEntriesVisited,
     });
-  }
-
-  private toHost(sandboxPath: string): string {
-    const { hostPath, sandboxPath: root } = this;
-    if (hostPath === null || root === null) return sandboxPath;
-    if (sandboxPath === root || sandboxPath.startsWith(`${root}/`)) return posix.join(hostPath, sandboxPath.slice(root.length));
-    return sandboxPath;
   }
 
   private requireHostPath(): string {

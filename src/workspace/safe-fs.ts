@@ -46,3 +46,18 @@ export class SafeDir {
     return this.handle.close();
   }
 }
+
+/** Opens a file below `root` by its components, one directory fd at a time, never through a link. */
+export async function openInTree(root: string, components: readonly string[]): Promise<FileHandle> {
+  let dir = await SafeDir.open(root);
+  try {
+    for (const name of components.slice(0, -1)) {
+      const child = await dir.openDir(name);
+      await dir.close();
+      dir = child;
+    }
+    return await dir.openEntry(components.at(-1)!);
+  } finally {
+    await dir.close().catch(() => undefined);
+  }
+}
