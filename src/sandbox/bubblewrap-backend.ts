@@ -26,6 +26,8 @@ export interface BubblewrapOptions {
   /** First of the unprivileged host uids handed to jobs when running as root. */
   uidBase?: number;
   uidCount?: number;
+  /** Where processes on this host claim uids from the shared range (lock files). */
+  uidLockDir?: string;
   /** Require per-job cgroups; without them the backend reports itself unavailable. */
   requireCgroups?: boolean;
   tmpBytes?: number;
@@ -45,6 +47,8 @@ const DEFAULTS = {
   shPath: '/bin/sh',
   uidBase: 64100,
   uidCount: 256,
+  // Host-wide, whatever each process's state dir: every agent-runner here shares the range.
+  uidLockDir: '/run/agent-runner/uids',
   tmpBytes: 256 * 1024 * 1024,
   shmBytes: 64 * 1024 * 1024,
   warmPerTemplate: 2,
@@ -92,7 +96,7 @@ export class BubblewrapBackend implements SandboxBackend {
 
   constructor(options: BubblewrapOptions) {
     this.options = { ...DEFAULTS, ...options };
-    this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount) : null;
+    this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
     this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
     this.workDirs = new WorkDirPool(join(this.options.runtimeDir, 'workdirs'));
   }
@@ -158,17 +162,16 @@ export class BubblewrapBackend implements SandboxBackend {
       await reapDeadOwners(dir);
     }
     const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
-    writeFileSync(
+    replaceFile(
       identityFiles.passwd,
       `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
-      { mode: 0o644 },
     );
-    writeFileSync(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`, { mode: 0o644 });
+    replaceFile(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`);
     let seccompFile: string | null = null;
     if (this.options.seccomp) {
       if (!seccompSupported()) throw new SandboxUnavailableError(`the seccomp filter is written for x86_64; this host is ${process.arch} (set seccomp: false to run without it)`);
       seccompFile = join(this.options.runtimeDir, 'seccomp-x86_64.bpf');
-      writeFileSync(seccompFile, encodeFilter(buildFilter()), { mode: 0o644 });
+      replaceFile(seccompFile, encodeFilter(buildFilter()));
     }
     const ready: Ready = { layout: readHostLayout(), identityFiles, cgroups, seccompFile };
     await this.probeNamespaces(ready);
@@ -347,10 +350,18 @@ export class BubblewrapBackend implements SandboxBackend {
         ['SwapFree', 0],
         ['Shmem', 0],
       ];
-      const tmp = `${path}.${process.pid}.tmp`;
-      writeFileSync(tmp, lines.map(([key, value]) => `${`${key}:`.padEnd(16)}${String(value).padStart(8)} kB\n`).join(''), { mode: 0o644 });
-      renameSync(tmp, path);
+      replaceFile(path, lines.map(([key, value]) => `${`${key}:`.padEnd(16)}${String(value).padStart(8)} kB\n`).join(''));
     }
     return path;
   }
+}
+
+/**
+ * Writes a shared file by renaming a new one over it: other agent-runner processes on the host
+ * launch sandboxes from the same files, and must never read one half-written.
+ */
+function replaceFile(path: string, content: string | Buffer): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, content, { mode: 0o644 });
+  renameSync(tmp, path);
 }
