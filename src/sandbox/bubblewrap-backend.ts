@@ -91,6 +91,8 @@ export class BubblewrapBackend implements SandboxBackend {
   private readonly warm: WarmPool<LaunchedSandbox>;
   private readonly refilling = new Set<string>();
   private readonly workDirs: WorkDirPool;
+  /** One promise per launched sandbox, settled once its cleanup (cgroup, staging, work dir) is done. */
+  private readonly cleaningUp = new Set<Promise<void>>();
   private ready: Promise<Ready> | undefined;
   private disposed = false;
 
@@ -129,9 +131,11 @@ export class BubblewrapBackend implements SandboxBackend {
     return sandbox ?? this.launch(template, ready, await this.acquireUid(true), { onFinished: refill });
   }
 
+  /** Kills the warm sandboxes and waits until every sandbox has cleaned up (work-dir mounts included). */
   async dispose(): Promise<void> {
     this.disposed = true;
     this.warm.drain();
+    await Promise.all(this.cleaningUp);
     await this.workDirs.dispose();
   }
 
@@ -237,6 +241,8 @@ export class BubblewrapBackend implements SandboxBackend {
   private async launch(template: SandboxTemplate, ready: Ready, uid: number | null, hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {}): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
+    let cleaned!: () => void;
+    const cleanedUp = new Promise<void>((resolve) => (cleaned = resolve));
     const release = () => {
       if (uid !== null) this.uids!.release(uid);
     };
@@ -273,6 +279,7 @@ export class BubblewrapBackend implements SandboxBackend {
         stagedFiles.set(file.name, host);
         fileMounts.push({ host, sandbox: file.sandboxPath, writable: false });
       }
+      this.cleaningUp.add(cleanedUp);
       const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup);
       return await forkWhenQuiet(
         () =>
@@ -289,12 +296,15 @@ export class BubblewrapBackend implements SandboxBackend {
             releaseWorkDir: lease ? lease.release : null,
             onFinished: () => {
               release();
+              this.cleaningUp.delete(cleanedUp);
+              cleaned();
               hooks.onFinished?.();
             },
             ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
           }),
       );
     } catch (error) {
+      this.cleaningUp.delete(cleanedUp);
       await cgroup?.dispose();
       await lease?.release();
       release();

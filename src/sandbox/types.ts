@@ -98,6 +98,9 @@ export interface WorkspaceImport {
   maxBytes: number;
 }
 
+/** What a work-dir path holds: `other` is a link (on the way or at the end), a FIFO, a device. */
+export type WorkPathKind = 'directory' | 'file' | 'missing' | 'other';
+
 /** argv[0] as the sandbox would execute it. */
 export interface ResolvedCommand {
   /** The path the sandbox execs. */
@@ -129,6 +132,8 @@ export interface PreparedSandbox {
   importWorkspace(source: WorkspaceImport): Promise<SnapshotReport>;
   /** Creates a directory (and its parents) under the work dir, as `mkdir -p`, owned by the job. */
   makeWorkDir(relativePath: string): Promise<void>;
+  /** What is at a path relative to the work dir, no link followed (a link on the way is `other`). */
+  statWorkPath(relativePath: string): Promise<WorkPathKind>;
   /** Where argv[0] would be executed from, or null when the sandbox would not find it. */
   resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null>;
   /** After the run: copies work-dir files matching the patterns out, never following links. */
@@ -160,7 +165,7 @@ export interface SandboxBackend {
   status(): Promise<BackendStatus>;
   /** Rejects with SandboxUnavailableError when no sandbox can be made here. */
   prepare(template: SandboxTemplate): Promise<PreparedSandbox>;
-  /** Kills warm sandboxes; running jobs finish. */
+  /** Kills warm sandboxes and waits for every sandbox's cleanup; running jobs finish first. */
   dispose(): Promise<void>;
 }
 

@@ -5,6 +5,7 @@ import { RunnerRuntime } from '../../runner/runtime.js';
 import { GuestClient } from '../../guest/client.js';
 import { parseListenAddress } from '../../guest/listen-address.js';
 import { backendOption, withBackend } from '../backend-option.js';
+import { cancelOnInterrupt } from '../interrupts.js';
 import { exitAfterFlush, printJson, readStdin } from '../../util/stdio.js';
 
 interface ExecFlags {
@@ -14,6 +15,7 @@ interface ExecFlags {
   timeout?: string;
   traceId?: string;
   guest?: string;
+  guestToken?: string;
   listLanguages?: boolean;
   listBackends?: boolean;
   backend?: string;
@@ -29,6 +31,7 @@ export function registerExec(program: Command): void {
     .option('-t, --timeout <seconds>', 'seconds the program may run')
     .option('--trace-id <id>', 'trace id to echo')
     .option('--guest <address>', 'send the request to a guest runner (unix:/path or tcp:HOST:PORT) instead of running it here')
+    .option('--guest-token <token>', "the guest runner's token (or AGENT_RUNNER_GUEST_TOKEN), sent first on the connection")
     .option('--list-languages', 'print the available languages with their toolchain versions')
     .option('--list-backends', 'print the default backend and how it enforces limits on this host (see `agent-runner backends` for every kind)')
     .addOption(backendOption())
@@ -49,8 +52,9 @@ export function registerExec(program: Command): void {
         'unparseable' in request
           ? invalidSnippetResponse(undefined, `stdin is not valid JSON: ${request.unparseable}`)
           : flags.guest
-            ? await viaGuest(flags.guest, json)
-            : await executeSnippet(json, { runtime });
+            ? await viaGuest(flags.guest, json, flags.guestToken ?? (process.env.AGENT_RUNNER_GUEST_TOKEN || undefined))
+            : await cancelOnInterrupt((signal) => executeSnippet(json, { runtime, signal }));
+      await runtime.dispose();
       printJson(response);
       exitAfterFlush(response.exit_code);
     });
@@ -76,10 +80,10 @@ async function buildRequest(flags: ExecFlags): Promise<{ json: unknown } | { unp
   };
 }
 
-async function viaGuest(address: string, request: unknown) {
+async function viaGuest(address: string, request: unknown, token: string | undefined) {
   const parsed = parseListenAddress(address);
   if (parsed.kind === 'vsock') throw new Error('--guest takes unix: or tcp: addresses (vsock is reached from the host through its own bridge)');
-  const client = await GuestClient.connect(parsed);
+  const client = await GuestClient.connect(parsed, token === undefined ? {} : { token });
   try {
     return await client.request(request);
   } finally {

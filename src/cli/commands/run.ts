@@ -4,6 +4,7 @@ import { runJob } from '../../runner/run-job.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { backendOption, withBackend } from '../backend-option.js';
+import { cancelOnInterrupt } from '../interrupts.js';
 import { positiveOption } from '../flag-values.js';
 import { readRequestJson } from '../request-input.js';
 
@@ -51,7 +52,7 @@ export function registerRun(program: Command): void {
     .action(async (argv: string[], flags: RunFlags) => {
       const request = withBackend(flags.request !== undefined || argv.length === 0 ? await readRequestJson(flags.request) : requestFromFlags(argv, flags), flags.backend);
       const runtime = RunnerRuntime.shared();
-      const result = await runJob(request, { runtime });
+      const result = await cancelOnInterrupt((signal) => runJob(request, { runtime, signal }));
       await runtime.dispose();
       printJson(result);
       exitAfterFlush(result.status === 'completed' ? 0 : 1);

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { runTask } from '../../tasks/run-task.js';
 import { backendOption, withBackend } from '../backend-option.js';
+import { cancelOnInterrupt } from '../interrupts.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { readRequestJson } from '../request-input.js';
 
@@ -14,7 +15,8 @@ export function registerTask(program: Command): void {
     .addHelpText('after', '\nExit status: 0 when the task returned a result, 1 when it answered with an error.')
     .action(async (flags: { request?: string; backend?: string }) => {
       const runtime = RunnerRuntime.shared();
-      const response = await runTask(withBackend(await readRequestJson(flags.request), flags.backend), { runtime });
+      const request = withBackend(await readRequestJson(flags.request), flags.backend);
+      const response = await cancelOnInterrupt((signal) => runTask(request, { runtime, signal }));
       await runtime.dispose();
       printJson(response);
       exitAfterFlush('result' in response ? 0 : 1);
