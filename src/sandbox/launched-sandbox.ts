@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
-import { copyFile, open, rm } from 'node:fs/promises';
+import { copyFile, open } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { whileWriting } from './fork-gate.js';
 import { signalGroup } from './process-tree.js';
+import { removeTree } from './tree-removal.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
 import type { HostWorkDir } from './host-work-dir.js';
@@ -17,6 +18,7 @@ import {
   type ResolvedCommand,
   type SandboxIO,
   type SandboxOutcome,
+  type WorkPathKind,
   type WorkspaceImport,
 } from './types.js';
 
@@ -129,6 +131,10 @@ export class LaunchedSandbox implements PreparedSandbox {
 
   makeWorkDir(relativePath: string): Promise<void> {
     return this.parts.files.makeDir(relativePath);
+  }
+
+  statWorkPath(relativePath: string): Promise<WorkPathKind> {
+    return this.parts.files.statPath(relativePath);
   }
 
   resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
@@ -246,7 +252,7 @@ export class LaunchedSandbox implements PreparedSandbox {
       await this.parts.cgroup?.dispose();
       await this.parts.releaseWorkDir?.();
       // rm never follows symlinks, so links the job planted are removed, not followed.
-      await rm(this.parts.stagingDir, { recursive: true, force: true });
+      await removeTree(this.parts.stagingDir);
     } finally {
       this.parts.onFinished();
     }

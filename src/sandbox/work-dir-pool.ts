@@ -1,7 +1,8 @@
-import { lchown, mkdir, rm, rmdir } from 'node:fs/promises';
+import { lchown, mkdir, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ownedName } from './owned-dirs.js';
 import { mountTmpfs, unmountTmpfs } from './tmpfs.js';
+import { removeTree } from './tree-removal.js';
 
 export interface WorkDirLease {
   /** A fresh, empty directory owned by the job's uid, on a tmpfs of its own. */
@@ -57,7 +58,7 @@ export class WorkDirPool {
   private async giveBack(bytes: number, mount: string, path: string): Promise<void> {
     try {
       // rm never follows symlinks: links the job planted are removed, not their targets.
-      await rm(path, { recursive: true, force: true });
+      await removeTree(path);
     } catch {
       await this.retire(mount);
       return;

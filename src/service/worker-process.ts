@@ -8,6 +8,7 @@ import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
 import type { WorkerPorts } from './worker-ports.js';
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.js', import.meta.url));
+const BACKENDS_REFRESH_MS = 10_000;
 
 export interface LogSink {
   info(obj: object, msg: string): void;
@@ -36,6 +37,8 @@ export class WorkerProcess {
   private channel!: IpcChannel;
   private readonly leased = new Set<string>();
   private nextCall = 1;
+  private lastBackends: BackendDescription[] = [];
+  private backendsAt = 0;
   private stopping = false;
   private exited!: Promise<void>;
 
@@ -57,6 +60,21 @@ export class WorkerProcess {
 
   backends(): Promise<BackendDescription[]> {
     return this.channel.call('backends');
+  }
+
+  /**
+   * The last known backends, for /health: answered at once whatever the worker is doing (a
+   * busy or restarting worker must not make the service look dead), refreshed behind.
+   */
+  knownBackends(): BackendDescription[] {
+    if (Date.now() - this.backendsAt > BACKENDS_REFRESH_MS) {
+      this.backendsAt = Date.now();
+      void this.backends().then(
+        (backends) => (this.lastBackends = backends),
+        () => undefined,
+      );
+    }
+    return this.lastBackends;
   }
 
   /** Every job the worker still runs is stopped (they end `canceled`, and are recorded). */
@@ -86,6 +104,8 @@ export class WorkerProcess {
     );
     this.serve(channel, gone.signal);
     await channel.call('init', this.options.config, this.options.slots);
+    this.lastBackends = await this.backends();
+    this.backendsAt = Date.now();
   }
 
   private serve(channel: IpcChannel, gone: AbortSignal): void {
