@@ -17,7 +17,8 @@ export const TASK_BOUNDS = {
 
 /**
  * The code-task contract, defined once: the request, the two messages a task sends back over
- * its pipe (../shared/spec/task-pipe-result-protocol.md), and the response built from them.
+ * its pipe (../shared/spec/task-pipe-result-protocol.md; the print frames streamed before the
+ * message are the host's own business, tasks/result-channel.ts), and the response built from them.
  */
 
 /** A plain string enum: validation errors then read `lang must be one of ["python","node"]`. */
@@ -70,7 +71,10 @@ export const TaskRequestSchema = Type.Object(
 );
 export type TaskRequest = Static<typeof TaskRequestSchema>;
 
-/** Each entry is one print() / console.log() call, its arguments as the language shows them. */
+/**
+ * Each entry is one print() / console.log() call, its arguments as the language shows them. The
+ * host keeps them as they are made, so errors (a timeout included) carry the calls made before.
+ */
 export const PrintArgsSchema = Type.Array(Type.Array(Type.String()));
 export type PrintArgs = Static<typeof PrintArgsSchema>;
 
@@ -97,8 +101,9 @@ export type PipeMessage = PipeResultMessage | PipeErrorMessage;
 export const TASK_ERROR_CODES = {
   'validation.invalid_request': 'the request does not match the schema or exceeds a ceiling; the message names the field',
   'task.failed': 'the task reported an error: an exception, an exit, a return value that is not items, a result over max_result_bytes',
-  'task.crashed': 'the interpreter ended without sending a message (killed by a signal, or exited)',
-  'task.protocol_error': 'the task sent something other than exactly one well-formed message',
+  'task.crashed': 'the interpreter ended without sending a message (killed by a signal, or exited), or did not exit 0 after sending it',
+  'task.protocol_error':
+    'the task sent something other than exactly one well-formed message after its prints, or a message the harness could not have sent (print_args other than the prints it made, per_item pairings out of order or range)',
   'run.timed_out': 'the task ran past timeout_ms and was killed',
   'run.out_of_memory': 'the task was killed by the memory limit',
   'run.canceled': 'the caller aborted the task',

@@ -14,15 +14,20 @@ const TASK_DIR = '/tmp/task';
 /**
  * The sandbox hands a job stdin, stdout and stderr only. Before it execs the interpreter, the
  * launcher shell keeps the parent's stdout pipe as fd 3 and points fd 1 at stderr: fd 3 is the
- * task's own result pipe, and nothing the code prints or writes to stdout (print, console.log,
- * sys.stdout, process.stdout, os.write(1, ...)) can reach it.
+ * task's result pipe, and nothing the code prints or writes to stdout (print, console.log,
+ * sys.stdout, process.stdout, os.write(1, ...)) reaches it by accident. The code runs in the
+ * harness's process and can still write to fd 3 on purpose, so the parent trusts no byte of it
+ * (result-channel.ts, result-checks.ts).
  */
 const LAUNCHER = ['/bin/sh', '-c', 'exec "$@" 3>&1 1>&2', 'task'];
 
-/** File names without a python identifier in them: `import` can never pick them up. */
-const HARNESSES: Readonly<Record<TaskRequest['lang'], { harness: string; code: string; source: string }>> = {
-  python: { harness: 'task-harness.py', code: 'task-code.py', source: PYTHON_HARNESS },
-  node: { harness: 'task-harness.cjs', code: 'task-code.js', source: NODE_HARNESS },
+/**
+ * File names without a python identifier in them: `import` can never pick them up. Python runs
+ * unbuffered, so what the code writes to stdout or stderr is with the parent before a kill.
+ */
+const HARNESSES: Readonly<Record<TaskRequest['lang'], { harness: string; code: string; source: string; env: Record<string, string> }>> = {
+  python: { harness: 'task-harness.py', code: 'task-code.py', source: PYTHON_HARNESS, env: { PYTHONUNBUFFERED: '1' } },
+  node: { harness: 'task-harness.cjs', code: 'task-code.js', source: NODE_HARNESS, env: {} },
 };
 const INPUT_FILE = 'task-input.json';
 
@@ -49,7 +54,7 @@ export function taskSandbox(
     profile: 'task',
     argv: [...LAUNCHER, ...invocation.argv, path(files.code), path(INPUT_FILE)],
     cwd: TASK_DIR,
-    env: invocation.env,
+    env: { ...invocation.env, ...files.env },
     mounts: toolchain.mounts,
     network: 'none',
     limits: {

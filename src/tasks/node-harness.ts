@@ -1,7 +1,9 @@
 /**
  * The node side of a code task, staged read-only into the sandbox and run as
- * `node harness.cjs <code file> <input file>` with fd 3 as the result pipe (see launch.ts).
- * CommonJS, so the code can be handed `require`.
+ * `node harness.cjs <code file> <input file>` with fd 3 as the result pipe (see launch.ts):
+ * each kept console.log() call as it is made, then one message. The code can write to fd 3
+ * too, so the parent checks all of it (result-channel.ts): this side only has to keep to the
+ * protocol. CommonJS, so the code can be handed `require`.
  */
 export const NODE_HARNESS = String.raw`'use strict';
 const fs = require('node:fs');
@@ -9,6 +11,13 @@ const util = require('node:util');
 const vm = require('node:vm');
 
 const RESULT_FD = 3;
+/**
+ * Dropped console.log() calls are counted to the parent one by one up to EXACT_DROPS, so a kill
+ * loses none of them; past it, a loop of calls would spend its time on the pipe: they are
+ * counted at most every DROPPED_EVERY_MS (and before the message).
+ */
+const EXACT_DROPS = 1000;
+const DROPPED_EVERY_MS = 50;
 
 class ResultError extends Error {}
 ResultError.prototype.name = 'ResultError';
@@ -22,7 +31,19 @@ function toJson(value) {
   });
 }
 
-/** console.log() calls as lists of formatted arguments: the first maxCalls, up to maxBytes of JSON. */
+function writeFrame(payload) {
+  const frame = Buffer.alloc(4 + payload.length);
+  frame.writeUInt32BE(payload.length, 0);
+  payload.copy(frame, 4);
+  for (let offset = 0; offset < frame.length; ) offset += fs.writeSync(RESULT_FD, frame, offset);
+}
+
+/**
+ * console.log() calls as lists of formatted arguments: the first maxCalls, up to maxBytes of
+ * JSON. Each kept call goes to the parent as it is made ({"print": [...]}) and dropped ones are
+ * counted there ({"dropped": n}), so a kill loses none; the parent keeps its own list by the
+ * same rule, and the message's print_args must equal it. Nothing is sent after the message.
+ */
 class Prints {
   constructor(maxCalls, maxBytes) {
     this.maxCalls = maxCalls;
@@ -30,17 +51,41 @@ class Prints {
     this.kept = [];
     this.keptBytes = 0;
     this.dropped = 0;
+    this.unsentDrops = 0;
+    this.dropsSentAt = 0;
+    this.closed = false;
   }
 
   record(args) {
-    const formatted = args.map((arg) => (typeof arg === 'string' ? arg : util.inspect(arg)));
-    const size = Buffer.byteLength(JSON.stringify(formatted));
-    if (this.dropped > 0 || this.kept.length === this.maxCalls || this.keptBytes + size > this.maxBytes) {
-      this.dropped += 1;
-    } else {
-      this.kept.push(formatted);
-      this.keptBytes += size;
+    if (this.closed) return;
+    // Once calls are dropped, every later one is: no need to format it.
+    if (this.dropped === 0) {
+      const formatted = args.map((arg) => (typeof arg === 'string' ? arg : util.inspect(arg)));
+      const encoded = JSON.stringify(formatted);
+      const size = Buffer.byteLength(encoded);
+      if (this.dropped === 0 && this.kept.length < this.maxCalls && this.keptBytes + size <= this.maxBytes) {
+        this.kept.push(formatted);
+        this.keptBytes += size;
+        writeFrame(Buffer.from('{"print":' + encoded + '}'));
+        return;
+      }
     }
+    this.dropped += 1;
+    this.unsentDrops += 1;
+    if (this.dropped <= EXACT_DROPS || Date.now() - this.dropsSentAt >= DROPPED_EVERY_MS) this.sendDrops();
+  }
+
+  sendDrops() {
+    if (this.unsentDrops === 0) return;
+    writeFrame(Buffer.from('{"dropped":' + this.unsentDrops + '}'));
+    this.unsentDrops = 0;
+    this.dropsSentAt = Date.now();
+  }
+
+  /** The message is next: later calls (an exit listener's) are not the task's. */
+  close() {
+    this.sendDrops();
+    this.closed = true;
   }
 
   list() {
@@ -117,13 +162,12 @@ function exitError(code) {
 
 let sent = false;
 
-function send(payload) {
+/** The one message; the process then exits 0 (a non-zero exit after it is a crash). */
+function send(payload, prints) {
   if (sent) return;
   sent = true;
-  const frame = Buffer.alloc(4 + payload.length);
-  frame.writeUInt32BE(payload.length, 0);
-  payload.copy(frame, 4);
-  for (let offset = 0; offset < frame.length; ) offset += fs.writeSync(RESULT_FD, frame, offset);
+  prints.close();
+  writeFrame(payload);
 }
 
 async function main() {
@@ -131,10 +175,14 @@ async function main() {
   const task = JSON.parse(fs.readFileSync(inputPath, 'utf8'));
   const prints = new Prints(task.max_print_calls, task.max_print_bytes);
   for (const name of ['log', 'info', 'debug']) console[name] = (...args) => prints.record(args);
-  process.on('exit', (code) => send(errorMessage(exitError(code), prints)));
+  process.on('exit', (code) => {
+    send(errorMessage(exitError(code), prints), prints);
+    // process.exit(3) is reported in the message: the process itself ends well.
+    process.exitCode = 0;
+  });
   process.on('uncaughtException', (error) => {
-    send(errorMessage(error, prints));
-    process.exit(1);
+    send(errorMessage(error, prints), prints);
+    process.exit(0);
   });
   let payload;
   try {
@@ -142,7 +190,7 @@ async function main() {
   } catch (error) {
     payload = errorMessage(error, prints);
   }
-  send(payload);
+  send(payload, prints);
   // Timers or sockets the code left behind must not hold the task open.
   process.exit(0);
 }

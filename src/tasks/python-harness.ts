@@ -1,17 +1,29 @@
 /**
  * The python side of a code task, staged read-only into the sandbox and run as
- * `python3 harness.py <code file> <input file>` with fd 3 as the result pipe (see launch.ts).
+ * `python3 harness.py <code file> <input file>` with fd 3 as the result pipe (see launch.ts):
+ * each kept print() call as it is made, then one message. The code can write to fd 3 too, so
+ * the parent checks all of it (result-channel.ts): this side only has to keep to the protocol.
  */
 export const PYTHON_HARNESS = String.raw`
 import builtins
 import os
 import sys
 from _ast import PyCF_ONLY_AST
+from _thread import RLock
+from time import monotonic
 # The C half of the json package: importing json itself pulls in re and enum, which would
 # double the interpreter's start-up time.
 from _json import encode_basestring, make_encoder, make_scanner
 
 RESULT_FD = 3
+# One frame at a time, whichever thread prints: frames never interleave. Reentrant: a __repr__
+# or __str__ of the code's may print while a frame is being made.
+PIPE_LOCK = RLock()
+# Dropped print() calls are counted to the parent one by one up to this many, so a kill loses
+# none of them; past it, a loop of prints would spend its time on the pipe: they are counted at
+# most every DROPPED_EVERY_SECONDS (and before the message).
+EXACT_DROPS = 1000
+DROPPED_EVERY_SECONDS = 0.05
 
 
 class JsonContext:
@@ -32,12 +44,23 @@ def to_json(value):
     return ''.join(encode(value, 0)).encode('utf-8', 'replace')
 
 
+def write_frame(payload):
+    frame = memoryview(len(payload).to_bytes(4, 'big') + payload)
+    while frame:
+        frame = frame[os.write(RESULT_FD, frame):]
+
+
 class ResultError(Exception):
     """The code returned something that is not items, or too much of it."""
 
 
 class Prints:
-    """print() calls as lists of formatted arguments: the first max_calls, up to max_bytes of JSON."""
+    """
+    print() calls as lists of formatted arguments: the first max_calls, up to max_bytes of JSON.
+    Each kept call goes to the parent as it is made ({"print": [...]}) and dropped ones are
+    counted there ({"dropped": n}), so a kill loses none; the parent keeps its own list by the
+    same rule, and the message's print_args must equal it.
+    """
 
     def __init__(self, max_calls, max_bytes):
         self.max_calls = max_calls
@@ -45,15 +68,31 @@ class Prints:
         self.kept = []
         self.kept_bytes = 0
         self.dropped = 0
+        self.unsent_drops = 0
+        self.drops_sent_at = 0.0
 
     def record(self, args):
-        formatted = [arg if isinstance(arg, str) else repr(arg) for arg in args]
-        size = len(to_json(formatted))
-        if self.dropped or len(self.kept) == self.max_calls or self.kept_bytes + size > self.max_bytes:
+        encoded = None
+        if not self.dropped:  # once calls are dropped, every later one is: no need to format it
+            formatted = [arg if isinstance(arg, str) else repr(arg) for arg in args]
+            encoded = to_json(formatted)
+        with PIPE_LOCK:
+            if encoded is not None and not self.dropped and len(self.kept) < self.max_calls and self.kept_bytes + len(encoded) <= self.max_bytes:
+                self.kept.append(formatted)
+                self.kept_bytes += len(encoded)
+                write_frame(b'{"print":' + encoded + b'}')
+                return
             self.dropped += 1
-        else:
-            self.kept.append(formatted)
-            self.kept_bytes += size
+            self.unsent_drops += 1
+            if self.dropped <= EXACT_DROPS or monotonic() - self.drops_sent_at >= DROPPED_EVERY_SECONDS:
+                self.send_drops()
+
+    def send_drops(self):
+        with PIPE_LOCK:
+            if self.unsent_drops:
+                write_frame(b'{"dropped":%d}' % self.unsent_drops)
+                self.unsent_drops = 0
+                self.drops_sent_at = monotonic()
 
     def as_list(self):
         if not self.dropped:
@@ -64,12 +103,17 @@ class Prints:
 
 
 def capture_prints(prints):
-    """print() aimed at stdout is recorded; print(file=...) elsewhere writes as usual."""
+    """
+    print() aimed at stdout is recorded; print(file=...) elsewhere writes as usual, and so does
+    every print() of a forked child (multiprocessing): its calls are not the task's own.
+    """
     stdout = sys.stdout
     real_print = builtins.print
+    forked = []
+    os.register_at_fork(after_in_child=lambda: forked.append(True))
 
     def captured_print(*args, sep=' ', end='\n', file=None, flush=False):
-        if (sys.stdout if file is None else file) is stdout:
+        if (sys.stdout if file is None else file) is stdout and not forked:
             prints.record(args)
         else:
             real_print(*args, sep=sep, end=end, file=file, flush=flush)
@@ -149,15 +193,16 @@ def error_message(error, prints):
     return to_json({'error': info, 'print_args': prints.as_list()})
 
 
-def send(payload):
+def send(payload, prints):
     for stream in (sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass  # the code closed it: what it held is lost either way
-    with open(RESULT_FD, 'wb', closefd=False) as pipe:
-        pipe.write(len(payload).to_bytes(4, 'big') + payload)
-    # Threads or atexit handlers the code left behind must not hold the task open.
+    prints.send_drops()
+    write_frame(payload)
+    # Threads or atexit handlers the code left behind must not hold the task open, nor write
+    # after the message.
     os._exit(0)
 
 
@@ -169,11 +214,19 @@ def main():
         task = make_scanner(JsonContext)(file.read(), 0)[0]
     prints = Prints(task['max_print_calls'], task['max_print_bytes'])
     capture_prints(prints)
+    result = failure = None
     try:
-        payload = result_message(run(task, code_path), prints, task['max_result_bytes'])
+        result = run(task, code_path)
+    except BaseException as error:
+        failure = error
+    # Held until the process ends: print() calls of other threads wait, so the message's
+    # print_args are every call the parent was sent, and nothing follows the message.
+    PIPE_LOCK.acquire()
+    try:
+        payload = error_message(failure, prints) if failure is not None else result_message(result, prints, task['max_result_bytes'])
     except BaseException as error:
         payload = error_message(error, prints)
-    send(payload)
+    send(payload, prints)
 
 
 main()

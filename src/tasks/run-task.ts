@@ -7,9 +7,10 @@ import { CappedCapture } from '../sandbox/output-capture.js';
 import type { SandboxOutcome } from '../sandbox/types.js';
 import { interruptionError, interruptionOf, setupFailure } from '../runner/outcome.js';
 import { runStaged } from '../runner/staged-run.js';
-import { TaskRequestSchema, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from '../contract/task.js';
+import { TaskRequestSchema, type PrintArgs, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from '../contract/task.js';
 import { taskSandbox } from './launch.js';
-import { ResultChannel, type ChannelReading } from './result-channel.js';
+import { ResultChannel } from './result-channel.js';
+import { forgery, oversizedResult, type Expected } from './result-checks.js';
 
 export interface TaskOptions {
   runtime?: RunnerRuntime;
@@ -70,43 +71,60 @@ async function execute(runtime: RunnerRuntime, task: TaskRequest, timeoutMs: num
   });
   const backend = runtime.backends.get(task.backend?.kind);
   const plan = taskSandbox(task.lang, language, toolchain, memoryBytes, config, { code: task.code, input });
-  const channel = new ResultChannel(maxResultBytes + tasks.maxPrintBytes + tasks.messageOverheadBytes);
+  const printCaps = { maxCalls: tasks.maxPrintCalls, maxBytes: tasks.maxPrintBytes, call: task.lang === 'python' ? 'print()' : 'console.log()' };
+  const channel = new ResultChannel(maxResultBytes + tasks.maxPrintBytes + tasks.messageOverheadBytes, printCaps);
   const stderr = new CappedCapture(config.maxStderrBytes);
   const outcome = await runStaged(backend, plan.template, plan.files, { timeoutMs, stdout: channel, stderr, ...(signal ? { signal } : {}) });
   if (stderr.truncated) stderr.appendNote(`\n[stderr truncated: ${stderr.observedBytes} bytes written, the first ${config.maxStderrBytes} kept]`);
-  return answer(channel.read(), outcome, stderr.text(), { timeoutMs, memoryBytes });
+  return answer(channel, outcome, stderr.text(), { timeoutMs, memoryBytes, maxResultBytes, mode: task.mode, inputCount: task.items.length });
+}
+
+interface Context extends Expected {
+  timeoutMs: number;
+  memoryBytes: number;
+  maxResultBytes: number;
 }
 
 /**
- * The task's own message when it sent exactly one; otherwise what the sandbox saw. A kill
- * (cancel, timeout, memory) explains a missing or cut-off message better than the pipe does.
+ * Every byte on the result pipe may come from the task's code, so the answer is the host's:
+ * print_args are the calls the host was streamed and capped, whatever the message says; a
+ * message the harness could not have sent is a protocol error, even when a kill follows it;
+ * a kill (cancel, timeout, memory) explains a missing or cut-off message better than the pipe
+ * does; and a message counts only from a process that then exited 0.
  */
-function answer(reading: ChannelReading, outcome: SandboxOutcome, stderr: string, limits: { timeoutMs: number; memoryBytes: number }): Answer {
-  if ('message' in reading) {
-    const { message } = reading;
-    return 'result' in message ? message : { error_code: 'task.failed', error: { ...message.error, stderr }, print_args: message.print_args };
-  }
+function answer(channel: ResultChannel, outcome: SandboxOutcome, stderr: string, context: Context): Answer {
+  const reading = channel.read();
+  const printArgs = channel.printArgs();
+  const fail = (code: TaskErrorCode, message: string): Answer => failure(code, message, stderr, printArgs);
+  const forged = 'message' in reading ? forgery(reading.message, printArgs, context) : 'protocolError' in reading && !reading.cutOff ? reading.protocolError : null;
+  if (forged !== null) return fail('task.protocol_error', forged);
   const interruption = interruptionOf(outcome);
   if (interruption) {
     const messages = {
       canceled: 'the task was canceled',
-      timed_out: `timed out after ${limits.timeoutMs} ms`,
-      out_of_memory: `killed after exceeding the memory limit of ${Math.round(limits.memoryBytes / 1024 / 1024)} MiB`,
+      timed_out: `timed out after ${context.timeoutMs} ms`,
+      out_of_memory: `killed after exceeding the memory limit of ${Math.round(context.memoryBytes / 1024 / 1024)} MiB`,
     };
     const { code, message } = interruptionError(interruption, messages[interruption]);
-    return failure(code as TaskErrorCode, message, stderr);
+    return fail(code as TaskErrorCode, message);
   }
-  if ('protocolError' in reading) return failure('task.protocol_error', reading.protocolError, stderr);
-  const ending = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${outcome.exitCode}`;
-  return failure('task.crashed', `the interpreter ${ending} before sending a result`, stderr);
+  if ('protocolError' in reading) return fail('task.protocol_error', reading.protocolError);
+  if (!('message' in reading) || outcome.signal || outcome.exitCode !== 0) {
+    const ending = outcome.signal ? `was killed by ${outcome.signal}` : `exited with code ${outcome.exitCode}`;
+    return fail('task.crashed', `the interpreter ${ending} ${'message' in reading ? 'after sending its message' : 'before sending a result'}`);
+  }
+  const { message } = reading;
+  if ('error' in message) return { error_code: 'task.failed', error: { ...message.error, stderr }, print_args: printArgs };
+  const oversized = oversizedResult(message.result, context.maxResultBytes);
+  return oversized === null ? { result: message.result, print_args: printArgs } : fail('task.failed', oversized);
 }
 
 function invalid(message: string): Answer {
   return failure('validation.invalid_request', `invalid request: ${message}`);
 }
 
-function failure(code: TaskErrorCode, message: string, stderr = ''): Answer {
-  return { error_code: code, error: { message, description: '', stack: '', stderr }, print_args: [] };
+function failure(code: TaskErrorCode, message: string, stderr = '', printArgs: PrintArgs = []): Answer {
+  return { error_code: code, error: { message, description: '', stack: '', stderr }, print_args: printArgs };
 }
 
 function taskIdOf(request: unknown): string {
