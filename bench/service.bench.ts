@@ -7,6 +7,7 @@
  *   npm run build && node --import tsx bench/service.bench.ts [--jobs N] [--clients C]
  */
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -77,6 +78,9 @@ const library = await measure('library', async () => (await workers.run(() => ru
 await runtime.dispose();
 
 const cli = fileURLToPath(new URL('../dist/cli/agent-runner.js', import.meta.url));
+// Every route but /health needs the token, so the measurement includes checking it.
+const token = randomBytes(16).toString('hex');
+const auth = { authorization: `Bearer ${token}` };
 const server = spawn(
   process.execPath,
   [
@@ -92,6 +96,8 @@ const server = spawn(
     String(jobs),
     '--concurrency',
     String(concurrency),
+    '--token',
+    token,
   ],
   {
     env: { ...process.env, AGENT_RUNNER_STATE_DIR: stateDir },
@@ -117,10 +123,10 @@ const rssBefore = rssKiB(server.pid!);
 const cpuBefore = cpuMs(server.pid!);
 const workerCpuBefore = cpuMs(worker);
 const service = await measure('service', async () => {
-  const submitted = await fetch(`${url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(request) });
+  const submitted = await fetch(`${url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify(request) });
   if (submitted.status !== 202) return false;
   const { job_id } = (await submitted.json()) as { job_id: string };
-  const state = (await (await fetch(`${url}/v1/jobs/${job_id}?wait=300`)).json()) as { status: string };
+  const state = (await (await fetch(`${url}/v1/jobs/${job_id}?wait=300`, { headers: auth })).json()) as { status: string };
   return state.status === 'completed';
 });
 const rssAfter = rssKiB(server.pid!);

@@ -130,9 +130,10 @@ export const BackendsSchema = Section({
 });
 
 export const ServiceSettingsSchema = Section({
-  addr: Type.String({ minLength: 1, default: '127.0.0.1:3000', description: 'HOST:PORT to listen on; anything but loopback needs a token.' }),
+  addr: Type.String({ minLength: 1, default: '127.0.0.1:3000', description: 'HOST:PORT to listen on; anything but loopback needs auth on.' }),
   storeDir: Type.String({ minLength: 1, default: './agent-runner-runs', description: 'Run store directory (relative: to the working directory).' }),
-  token: Nullable(Type.String({ minLength: 1 }), 'API token for Authorization: Bearer.'),
+  token: Nullable(Type.String({ minLength: 1 }), 'API token for Authorization: Bearer (null: generated into <stateDir>/service-token on first start).'),
+  auth: Type.Boolean({ default: true, description: 'Every route but /health needs the bearer token; false opts out (loopback addresses only).' }),
   queueCapacity: PositiveInteger(1000, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
   bodyLimitBytes: PositiveInteger(10 * MiB, 'Largest request body; 413 beyond.'),
   graceMs: Type.Integer({ minimum: 0, default: 30_000, description: 'On SIGTERM, how long running jobs may finish before they are canceled.' }),

@@ -18,6 +18,7 @@ export interface AppOptions {
   worker: WorkerProcess;
   /** The backend kind jobs run on when they name none, for /health. */
   defaultBackend: string;
+  /** Required on every route but /health; null: no authentication (`--no-auth`, loopback only). */
   token: string | null;
   bodyLimitBytes: number;
   execConcurrency: number;

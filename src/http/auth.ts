@@ -5,13 +5,18 @@ import { sendError } from './errors.js';
 
 const OPEN_ROUTES = new Set(['/health']);
 
-/** With a token, every route but /health needs `Authorization: Bearer <token>`, compared in constant time. */
+/** The scheme name is case-insensitive (RFC 9110 11.1): `bearer` and `BEARER` are Bearer. */
+const BEARER = /^bearer +(\S+) *$/i;
+
+/**
+ * Every route but /health needs `Authorization: Bearer <token>`, compared in constant time;
+ * unknown routes too (a 401, not a 404, to a caller without the token).
+ */
 export function installBearerAuth(app: FastifyInstance, token: string): void {
   const expected = digest(token);
   app.addHook('onRequest', async (request, reply) => {
     if (OPEN_ROUTES.has(request.routeOptions.url ?? '')) return;
-    const header = request.headers.authorization ?? '';
-    const given = header.startsWith('Bearer ') ? header.slice('Bearer '.length) : '';
+    const given = BEARER.exec(request.headers.authorization ?? '')?.[1] ?? '';
     // Equal-length digests: timingSafeEqual needs them, and the token length leaks nothing.
     if (!timingSafeEqual(digest(given), expected)) {
       return sendError(reply.header('WWW-Authenticate', 'Bearer'), contractError('auth.unauthorized', 'missing or wrong bearer token'));

@@ -13,7 +13,7 @@ export function parseHttpAddress(text: string): HttpAddress {
   return { host, port };
 }
 
-/** Only loopback may go without a token. */
+/** Only loopback may go without authentication (`--no-auth`). */
 export function isLoopback(host: string): boolean {
   if (host === 'localhost') return true;
   if (isIP(host) === 4) return host.startsWith('127.');

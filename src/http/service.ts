@@ -13,6 +13,7 @@ import { isLoopback, type HttpAddress } from './listen-address.js';
 export interface ServiceConfig {
   address: HttpAddress;
   storeDir: string;
+  /** Every route but /health needs it as `Authorization: Bearer`; null only for `--no-auth`. */
   token: string | null;
   /** Jobs that may wait in the queue before submissions get 503 queue.full. */
   queueCapacity: number;
@@ -40,7 +41,7 @@ export interface RunningService {
  */
 export async function startService(config: ServiceConfig): Promise<RunningService> {
   if (!isLoopback(config.address.host) && !config.token) {
-    throw new Error(`refusing to listen on ${config.address.host} without an API token: pass --token or set AGENT_RUNNER_TOKEN`);
+    throw new Error(`refusing to listen on ${config.address.host} without authentication: drop --no-auth (service.auth: false), or listen on a loopback address`);
   }
   const { runtime } = config;
   const logger = config.logger || pino({ level: 'silent' });

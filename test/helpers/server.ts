@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { mkdtempSync } from 'node:fs';
@@ -14,20 +15,40 @@ const CLI = fileURLToPath(new URL('../../dist/cli/agent-runner.js', import.meta.
 export interface ServerProcess {
   url: string;
   storeDir: string;
+  /** The token the helper gave the server, which api() sends; null when the test chose its own auth. */
+  token: string | null;
   child: ChildProcess;
   logs: string[];
+  /** What the server wrote to stderr so far (a generated token is printed there). */
+  stderr(): string;
   exited: Promise<number | null>;
   stop(): Promise<void>;
 }
 
-/** Starts the real `agent-runner serve` on a free port and waits until it listens. */
-export async function startServer(args: string[] = [], options: { storeDir?: string; env?: NodeJS.ProcessEnv } = {}): Promise<ServerProcess> {
+/** Tokens of the servers the helper started, by URL: api() and apiHeadersOnly() send them. */
+const tokens = new Map<string, string>();
+
+/** Flags and variables by which a test chooses the server's authentication itself. */
+const AUTH_FLAGS = ['--token', '--no-auth'];
+const AUTH_VARIABLES = ['AGENT_RUNNER_TOKEN', 'AGENT_RUNNER_SERVICE__TOKEN', 'AGENT_RUNNER_SERVICE__AUTH'];
+
+/**
+ * Starts the real `agent-runner serve` on a free port and waits until it listens. Every route
+ * but /health needs a token, so the helper passes `--token <random>` (and api() sends it),
+ * unless the test chooses the authentication itself: auth flags or variables of its own, or
+ * `token: false` (a server left to generate its token into the state dir).
+ */
+export async function startServer(args: string[] = [], options: { storeDir?: string; env?: NodeJS.ProcessEnv; token?: false } = {}): Promise<ServerProcess> {
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'store-'));
-  const child = spawn(process.execPath, [CLI, 'serve', '--addr', '127.0.0.1:0', '--store-dir', storeDir, ...args], {
+  const ownAuth = options.token === false || args.some((arg) => AUTH_FLAGS.includes(arg.split('=')[0]!)) || AUTH_VARIABLES.some((name) => options.env?.[name] !== undefined);
+  const token = ownAuth ? null : randomBytes(16).toString('hex');
+  const child = spawn(process.execPath, [CLI, 'serve', '--addr', '127.0.0.1:0', '--store-dir', storeDir, ...(token === null ? [] : ['--token', token]), ...args], {
     env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: string[] = [];
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     let buffered = '';
@@ -42,15 +63,17 @@ export async function startServer(args: string[] = [], options: { storeDir?: str
         if (entry.msg === 'agent-runner serving' && entry.url) resolve(entry.url);
       }
     });
-    let stderr = '';
-    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     void exited.then((code) => reject(new Error(`server exited ${code} before listening: ${stderr}`)));
   });
+  if (token !== null) tokens.set(new URL(url).origin, token);
+  void exited.then(() => tokens.delete(new URL(url).origin));
   return {
     url,
     storeDir,
+    token,
     child,
     logs,
+    stderr: () => stderr,
     exited,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -59,10 +82,24 @@ export async function startServer(args: string[] = [], options: { storeDir?: str
   };
 }
 
-export async function api(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+/**
+ * Request headers: the test's, over the helper's `Authorization: Bearer <token>` for a server
+ * it started. A test sends its own (a wrong token: `{ authorization: 'Bearer wrong' }`) or none
+ * at all (`{ authorization: null }`); null drops any header.
+ */
+export type TestHeaders = Record<string, string | null>;
+
+function withAuth(base: string, headers: TestHeaders): Record<string, string> {
+  const token = tokens.get(new URL(base).origin);
+  const merged: TestHeaders = { ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) };
+  for (const [name, value] of Object.entries(headers)) merged[name.toLowerCase()] = value;
+  return Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== null));
+}
+
+export async function api(base: string, method: string, path: string, body?: unknown, headers: TestHeaders = {}) {
   const response = await fetch(`${base}${path}`, {
     method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+    headers: withAuth(base, { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers }),
     ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
   });
   const text = await response.text();
@@ -80,9 +117,9 @@ export async function api(base: string, method: string, path: string, body?: unk
  * must refuse from the headers alone (a Content-Length over its body limit): nothing is written
  * after the headers, so its answer-and-close cannot race a client still writing (EPIPE).
  */
-export function apiHeadersOnly(base: string, method: string, path: string, headers: Record<string, string>) {
+export function apiHeadersOnly(base: string, method: string, path: string, headers: TestHeaders) {
   return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; json: any; text: string }>((resolve, reject) => {
-    const outgoing = request(new URL(path, base), { method, headers });
+    const outgoing = request(new URL(path, base), { method, headers: withAuth(base, headers) });
     outgoing.on('error', reject);
     // Only a server that waits for the promised body would leave us here; fail rather than hang.
     outgoing.setTimeout(60_000, () => outgoing.destroy(new Error(`no answer to ${method} ${path} from its headers: the server waits for the body`)));

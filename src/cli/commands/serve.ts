@@ -1,9 +1,10 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { loadConfig, type ConfigOverrides } from '../../config/load.js';
-import { DEFAULT_SERVICE_SETTINGS as defaults, type ServiceSettings } from '../../config/schema.js';
+import { DEFAULT_SERVICE_SETTINGS as defaults, type RunnerConfig, type ServiceSettings } from '../../config/schema.js';
 import { parseHttpAddress } from '../../http/listen-address.js';
+import { loadOrCreateServiceToken } from '../../http/service-token.js';
 import { startService } from '../../http/service.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { positiveOption } from '../flag-values.js';
@@ -14,6 +15,8 @@ interface ServeFlags {
   addr?: string;
   storeDir?: string;
   token?: string;
+  /** false for --no-auth; commander's true when it is absent is dropped, so a config file's `auth` holds. */
+  auth?: boolean;
   concurrency?: string;
   queueCapacity?: string;
   bodyLimitMb?: string;
@@ -27,9 +30,13 @@ export function registerServe(program: Command): void {
   program
     .command('serve')
     .description('serve the run-job and snippet contracts over HTTP, with a queue and a durable run store')
-    .option('--addr <host:port>', `listen address (anything but loopback needs a token; default ${defaults.addr})`)
+    .option('--addr <host:port>', `listen address (anything but loopback refuses --no-auth; default ${defaults.addr})`)
     .option('--store-dir <dir>', `run store directory (default ${defaults.storeDir})`)
-    .option('--token <token>', 'API token for Authorization: Bearer (or AGENT_RUNNER_TOKEN)')
+    .option(
+      '--token <token>',
+      'API token for Authorization: Bearer (or AGENT_RUNNER_TOKEN); without one, a token is generated into <state dir>/service-token on first start, printed once, and reused',
+    )
+    .option('--no-auth', 'serve without authentication (loopback only): any local process, jobs with network access included, can use the API')
     .option('--concurrency <n>', 'jobs running at once (default: the number of cores)')
     .option('--queue-capacity <n>', `jobs waiting before 503 queue.full (default ${defaults.queueCapacity})`)
     .option('--body-limit-mb <n>', `largest request body (default ${defaults.bodyLimitBytes / MiB})`)
@@ -41,7 +48,8 @@ export function registerServe(program: Command): void {
       'after',
       '\nThe defaults shown are the built-in ones; a --config file and AGENT_RUNNER_* variables change them (see `agent-runner config`), these flags override both.',
     )
-    .action(async (flags: ServeFlags) => {
+    .action(async (flags: ServeFlags, command: Command) => {
+      if (command.getOptionValueSource('auth') === 'default') delete flags.auth;
       const config = loadConfig(process.env, overrides(flags));
       const settings = config.service;
       // Asynchronous: a log line must not block the event loop that answers every client.
@@ -49,7 +57,7 @@ export function registerServe(program: Command): void {
       const running = await startService({
         address: parseHttpAddress(settings.addr),
         storeDir: resolve(settings.storeDir),
-        token: settings.token,
+        token: serviceToken(config, logger),
         queueCapacity: settings.queueCapacity,
         concurrency: config.concurrency,
         bodyLimitBytes: settings.bodyLimitBytes,
@@ -57,6 +65,7 @@ export function registerServe(program: Command): void {
         logger,
         runtime: new RunnerRuntime(config),
       });
+      if (!settings.auth) logger.warn({ url: running.url }, 'authentication is off (--no-auth): any local process, jobs with network access included, can use this API');
       logger.info({ url: running.url }, 'agent-runner serving');
       let stopping = false;
       const exit = (code: number) => logger.flush(() => process.exit(code));
@@ -77,6 +86,26 @@ export function registerServe(program: Command): void {
     });
 }
 
+/**
+ * The bearer token every route but /health requires: --token, AGENT_RUNNER_TOKEN or the config
+ * file; else the one in the state dir, generated on first start and printed there once, to
+ * stderr (the terminal of whoever started the service, never the JSON logs on stdout). Null
+ * only when authentication is turned off.
+ */
+function serviceToken(config: RunnerConfig, logger: Logger): string | null {
+  if (!config.service.auth) return null;
+  if (config.service.token !== null) return config.service.token;
+  const { token, file, generated } = loadOrCreateServiceToken(config.stateDir);
+  if (generated) {
+    process.stderr.write(
+      `agent-runner: no API token was given (--token, AGENT_RUNNER_TOKEN, service.token), so one was generated into ${file} (mode 0600) and is reused on every later start.\n` +
+        `Every route but /health needs the header:\n    Authorization: Bearer ${token}\n`,
+    );
+  }
+  logger.info({ token_file: file, generated }, 'bearer token from the state dir');
+  return token;
+}
+
 /** Only the flags given; the configuration holds every default. */
 function overrides(flags: ServeFlags): ConfigOverrides {
   const integer = (flag: string, text: string | undefined) => positiveOption(flag, text, { integer: true });
@@ -87,6 +116,7 @@ function overrides(flags: ServeFlags): ConfigOverrides {
       addr: flags.addr,
       storeDir: flags.storeDir,
       token: flags.token,
+      auth: flags.auth,
       queueCapacity: integer('--queue-capacity', flags.queueCapacity),
       bodyLimitBytes: bodyLimitMb === undefined ? undefined : Math.round(bodyLimitMb * MiB),
       graceMs: integer('--grace-ms', flags.graceMs),

@@ -202,7 +202,7 @@ describe('HTTP service queue limits and security', () => {
     const server = await startServer(['--token', token]);
     try {
       assert.equal((await api(server.url, 'GET', '/health')).status, 200);
-      const denied = await api(server.url, 'GET', '/v1/jobs');
+      const denied = await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: null });
       assert.equal(denied.status, 401);
       assert.equal(denied.json.error.code, 'auth.unauthorized');
       assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: 'Bearer wrong' })).status, 401);
@@ -213,7 +213,7 @@ describe('HTTP service queue limits and security', () => {
     }
   });
 
-  it('refuses to listen beyond loopback without a token', async () => {
-    await assert.rejects(startServer(['--addr', '0.0.0.0:0']), /refusing to listen on 0\.0\.0\.0 without an API token/);
+  it('refuses to listen beyond loopback without authentication', async () => {
+    await assert.rejects(startServer(['--addr', '0.0.0.0:0', '--no-auth']), /refusing to listen on 0\.0\.0\.0 without authentication/);
   });
 });

@@ -31,6 +31,7 @@ describe('configuration defaults', () => {
       addr: '127.0.0.1:3000',
       storeDir: './agent-runner-runs',
       token: null,
+      auth: true,
       queueCapacity: 1000,
       bodyLimitBytes: 10 * MiB,
       graceMs: 30_000,
