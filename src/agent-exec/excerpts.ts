@@ -1,4 +1,5 @@
 import type { CompressionMode } from '../compress/types.js';
+import { logKeyOf } from './job-store.js';
 import { logPathFields } from './job-fields.js';
 import { isSettled, type JobView } from './job-view.js';
 import { encodingOf, readExcerpt, type Excerpt } from './log-ranges.js';
@@ -19,8 +20,9 @@ export interface StreamExcerpts {
 
 export async function readStreams(view: JobView, request: ExcerptRequest): Promise<StreamExcerpts> {
   const settled = isSettled(view.state);
+  const key = logKeyOf(view.definition);
   const [stdout, stderr] = await Promise.all(
-    (['stdout', 'stderr'] as const).map((stream) => readExcerpt(view.paths[stream], { offset: request.offsets?.[stream] ?? null, maxBytes: request.maxBytes, settled })),
+    (['stdout', 'stderr'] as const).map((stream) => readExcerpt(view.paths[stream], { offset: request.offsets?.[stream] ?? null, maxBytes: request.maxBytes, settled, key })),
   );
   return { stdout: stdout!, stderr: stderr! };
 }
@@ -42,6 +44,8 @@ export async function excerptFields(view: JobView, excerpts: StreamExcerpts, com
     stderr_range: excerpts.stderr.range,
     stdout_total_bytes: excerpts.stdout.total,
     stderr_total_bytes: excerpts.stderr.total,
+    stdout_first_offset: excerpts.stdout.start ?? 0,
+    stderr_first_offset: excerpts.stderr.start ?? 0,
     encoding: encodingOf(excerpts.stdout.bytes, excerpts.stderr.bytes),
     ...logPathFields(view),
     ...compression,

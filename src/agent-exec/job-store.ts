@@ -2,6 +2,7 @@ import { mkdir, open, readdir, readFile, realpath } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import type { BackendKind } from '../contract/backend-kinds.js';
+import type { JobLimits, LimitEnforcement } from './limits.js';
 import type { NetworkMode } from '../sandbox/workspace-profile.js';
 import { writeFileAtomic } from '../store/atomic-write.js';
 
@@ -33,7 +34,19 @@ export interface JobDefinition {
   backend?: BackendKind | null;
   bwrap_path: string | null;
   network: NetworkMode;
+  /** What the job may use (absent in jobs made before limits: they get the defaults). */
+  limits?: JobLimits;
+  /** Host paths the workspace sandbox shows besides the system: --read (read-only) and --write, real paths. */
+  read_paths?: string[];
+  write_paths?: string[];
+  /** Finds a capped log's truncation mark (log-window.ts); the job id in jobs made before it. */
+  log_key?: string;
   created_at: string;
+}
+
+/** The key of the job's log marks (log-window.ts). */
+export function logKeyOf(definition: Pick<JobDefinition, 'id' | 'log_key'>): string {
+  return definition.log_key ?? definition.id;
 }
 
 export type RecordedState = 'running' | 'exited' | 'killed' | 'failed';
@@ -52,6 +65,8 @@ export interface JobRecord {
   /** Why a killed job was killed. */
   reason: 'timeout' | 'kill' | null;
   error: string | null;
+  /** How the limits were enforced on this run (absent in records made before limits). */
+  limits_enforced_by?: LimitEnforcement;
 }
 
 export interface JobPaths {

@@ -1,17 +1,22 @@
 import { isUtf8 } from 'node:buffer';
 import { open } from 'node:fs/promises';
+import { windowStart } from './log-window.js';
 
 /**
  * Reads one byte range of a log, never the whole file: logs can be far larger than memory,
- * and an agent pages through them by the ranges each response reports.
+ * and an agent pages through them by the ranges each response reports. Offsets are those of
+ * the job's whole stream: a log capped at --max-log-bytes holds only its newest part, from
+ * `start` on (log-window.ts), and a range never reaches before that.
  */
 
 export interface Excerpt {
   bytes: Buffer;
   /** [start, end) byte offsets of `bytes` in the log. */
   range: [number, number];
-  /** The log's size when it was read. */
+  /** The log's size when it was read: every byte the job wrote to it, kept or not. */
   total: number;
+  /** The first offset the log still holds (absent: 0, nothing was dropped). */
+  start?: number;
 }
 
 export interface RangeRequest {
@@ -20,6 +25,26 @@ export interface RangeRequest {
   maxBytes: number;
   /** The log will not grow (the job is over): a partial character at its very end is final. */
   settled: boolean;
+  /** The job's log key, which finds a capped log's truncation mark; null or absent: the file is the whole log. */
+  key?: string | null;
+}
+
+/** Where a log's kept part starts and where it ends, both as offsets of the whole stream. */
+export async function logExtent(path: string, key: string | null): Promise<{ start: number; total: number }> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return { start: 0, total: 0 };
+    throw error;
+  }
+  try {
+    const size = (await handle.stat()).size;
+    const start = await windowStart(handle, size, key);
+    return { start, total: start + size };
+  } finally {
+    await handle.close();
+  }
 }
 
 export async function readExcerpt(path: string, request: RangeRequest): Promise<Excerpt> {
@@ -31,22 +56,25 @@ export async function readExcerpt(path: string, request: RangeRequest): Promise<
     throw error;
   }
   try {
-    const total = (await handle.stat()).size;
-    let start = request.offset === null ? Math.max(0, total - request.maxBytes) : Math.min(request.offset, total);
+    // One open file: a log replaced by a newer window meanwhile is read as it was, mark included.
+    const size = (await handle.stat()).size;
+    const kept = await windowStart(handle, size, request.key ?? null);
+    const total = kept + size;
+    let start = request.offset === null ? Math.max(kept, total - request.maxBytes) : Math.min(Math.max(request.offset, kept), total);
     const end = Math.min(total, start + request.maxBytes);
     const buffer = Buffer.alloc(end - start);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, start);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, start - kept);
     let bytes = buffer.subarray(0, bytesRead);
     // A tail window opens wherever the byte count falls; start it on a character instead.
     // An explicit offset is the caller's (usually the previous range's end) and is kept.
-    if (request.offset === null && start > 0) {
+    if (request.offset === null && start > kept) {
       const skip = leadingContinuationBytes(bytes);
       bytes = bytes.subarray(skip);
       start += skip;
     }
     // A character cut by the range end (or still being written) is left for the next page.
     if (start + bytes.length < total || !request.settled) bytes = bytes.subarray(0, completeLength(bytes));
-    return { bytes, range: [start, start + bytes.length], total };
+    return { bytes, range: [start, start + bytes.length], total, ...(kept > 0 ? { start: kept } : {}) };
   } finally {
     await handle.close();
   }

@@ -3,6 +3,7 @@ import { constants } from 'node:os';
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { COMPRESSION_MODES, type CompressionMode } from '../compress/types.js';
 import { defaultRoot } from './job-store.js';
+import { LIMIT_FLOORS } from './limits.js';
 
 /** Node's timers hold at most 2^31-1 ms. */
 const MAX_SECONDS = 2_147_483;
@@ -83,4 +84,30 @@ export function waitMs(flags: { until: number; wait?: boolean; forever?: boolean
   if (flags.wait === false) return 0;
   if (flags.forever) return null;
   return Math.round(flags.until * 1000);
+}
+
+const UNITS: Record<string, number> = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 };
+
+/** A size for the command line: bytes, or a number with K, M, G or T (powers of 1024; KiB, MB... alike). */
+export function byteSize(floor: number): (text: string) => number {
+  return (text: string) => {
+    const match = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$/i.exec(text);
+    const value = match ? Math.floor(Number(match[1]) * UNITS[match[2]!.toLowerCase()]!) : NaN;
+    if (!Number.isSafeInteger(value) || value < floor) throw new InvalidArgumentError(`expected a size of at least ${floor} bytes, such as 512M or 4GiB`);
+    return value;
+  };
+}
+
+export function processCount(text: string): number {
+  const value = Number(text);
+  if (!/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < LIMIT_FLOORS.max_processes) {
+    throw new InvalidArgumentError(`expected a whole number of at least ${LIMIT_FLOORS.max_processes}`);
+  }
+  return value;
+}
+
+export function cpuCount(text: string): number {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value < 0.01 || value > 4096) throw new InvalidArgumentError('expected cores, such as 2 or 0.5');
+  return value;
 }

@@ -6,12 +6,14 @@ import { resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { jobEnvironment, markerOf } from './job-env.js';
-import { pathsIn, readDefinition, readRecord, writeRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
+import { logKeyOf, pathsIn, readDefinition, readRecord, writeRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
 import { descendantsOf, killUntilGone, processesWithMarker, signalAll } from '../sandbox/process-tree.js';
 import { readExcerpt } from './log-ranges.js';
 import { LogWriter, type StreamName } from './log-writer.js';
+import { createJobCgroup, launcherArgv, launcherTools, limitsOf, type JobLimits, type LimitEnforcement } from './limits.js';
 import { workspaceSandboxArgs } from '../sandbox/bwrap-argv.js';
-import { readHiddenPaths } from '../sandbox/workspace-profile.js';
+import type { JobCgroup } from '../sandbox/cgroups.js';
+import { executableDirFor, privateHome, readWorkspaceView } from '../sandbox/workspace-profile.js';
 
 /** bwrap's --json-status-fd, as the job's fd 3 is seen from bwrap. */
 const STATUS_FD = 3;
@@ -57,6 +59,8 @@ interface Termination {
 class Supervisor {
   private readonly sandboxed: boolean;
   private readonly marker: string;
+  private readonly limits: JobLimits;
+  private cgroup: JobCgroup | null = null;
   private child: ChildProcess | undefined;
   private exited = false;
   /** Pid 1 of the sandbox's PID namespace, once bwrap has set the sandbox up. */
@@ -72,15 +76,33 @@ class Supervisor {
   ) {
     this.sandboxed = definition.sandbox === 'workspace';
     this.marker = markerOf(definition.id);
+    this.limits = limitsOf(definition);
   }
 
   async run(): Promise<void> {
-    const logs = await LogWriter.open(this.paths);
+    const logs = await LogWriter.open(this.paths, this.limits.max_log_bytes, logKeyOf(this.definition));
+    let enforcedBy: LimitEnforcement;
+    try {
+      ({ cgroup: this.cgroup, enforcedBy } = await createJobCgroup(this.limits));
+    } catch (error) {
+      await logs.close();
+      return this.finish({ state: 'failed', pid: null, error: `cannot create the job's cgroup: ${(error as Error).message}` });
+    }
+    try {
+      await this.runJob(logs, enforcedBy);
+    } finally {
+      await this.cgroup?.killAll();
+      await this.cgroup?.dispose().catch(() => undefined);
+    }
+  }
+
+  private async runJob(logs: LogWriter, enforcedBy: LimitEnforcement): Promise<void> {
     const stdin = this.definition.has_stdin ? await open(this.paths.stdin, 'r') : null;
-    const [file, args] = this.command();
-    const child = spawn(file, args, {
+    const env = jobEnvironment(this.definition, process.env);
+    const [file, ...args] = launcherArgv(this.command(env), this.limits, this.cgroup, launcherTools(process.env));
+    const child = spawn(file!, args, {
       cwd: this.definition.cwd,
-      env: jobEnvironment(this.definition, process.env),
+      env,
       stdio: [stdin?.fd ?? 'ignore', 'pipe', 'pipe', ...(this.sandboxed ? (['pipe'] as const) : [])],
     });
     this.child = child;
@@ -89,7 +111,7 @@ class Supervisor {
     await stdin?.close();
     if (spawnError) {
       await logs.close();
-      return this.finish({ state: 'failed', pid: null, error: `cannot start ${file}: ${spawnError.message}` });
+      return this.finish({ state: 'failed', pid: null, error: `cannot start ${file}: ${spawnError.message}`, limits_enforced_by: enforcedBy });
     }
     // Signalling a process that is already gone is not an error worth dying for.
     child.on('error', () => undefined);
@@ -99,40 +121,50 @@ class Supervisor {
     // Kill requests wait for the pid in the record, so they find their handler in place.
     this.watchForKills();
     const now = new Date().toISOString();
-    await this.write({ state: 'running', supervisor_pid: process.pid, pid: child.pid!, started_at: now, updated_at: now });
+    await this.write({ state: 'running', supervisor_pid: process.pid, pid: child.pid!, started_at: now, updated_at: now, limits_enforced_by: enforcedBy });
 
     const [code, signal] = await exit;
     this.exited = true;
     clearTimeout(this.escalation);
-    // The job is its main process: what it leaves behind goes with it, as in the sandbox's namespace.
+    // The job is its main process: what it leaves behind goes with it, as in the sandbox's
+    // namespace; its cgroup holds even what changed its environment.
     await killUntilGone(() => processesWithMarker(this.marker), KILL_ROUNDS_MS);
+    await this.cgroup?.killAll();
     const drainLimit = setTimeout(() => [child.stdout, child.stderr].forEach((stream) => stream?.destroy()), DRAIN_AFTER_EXIT_MS);
     await Promise.all(pumps);
     clearTimeout(drainLimit);
     await logs.close();
 
+    const error = await this.jobError();
     if (this.termination) {
-      return this.finish({ state: 'killed', exit_code: code, signal, reason: this.termination.reason, error: this.logError() });
+      return this.finish({ state: 'killed', exit_code: code, signal, reason: this.termination.reason, error });
     }
     if (this.sandboxed && this.sandboxInit === null) {
       return this.finish({ state: 'failed', exit_code: code, signal, error: `the sandbox could not be set up: ${await this.setupError()}` });
     }
-    return this.finish({ state: 'exited', exit_code: code, signal, error: this.logError() });
+    return this.finish({ state: 'exited', exit_code: code, signal, error });
   }
 
-  /** What to spawn: the job itself, or bwrap with the job at the end of its argv. */
-  private command(): [string, string[]] {
+  /** What the launcher chain ends in: the job itself, or bwrap with the job at the end of its argv. */
+  private command(env: Record<string, string>): string[] {
     const { definition } = this;
-    if (!this.sandboxed) return [definition.executable, definition.argv.slice(1)];
+    if (!this.sandboxed) return [definition.executable, ...definition.argv.slice(1)];
+    const cwd = realpathSync(definition.cwd);
+    const stateRoot = realpathSync(resolve(this.paths.dir, '..', '..'));
+    const view = readWorkspaceView({ read: definition.read_paths ?? [], write: definition.write_paths ?? [] });
+    const home = privateHome(env.HOME, { cwd, view, stateRoot });
+    const executableDir = executableDirFor(definition.executable, { cwd, view, stateRoot, home });
     const args = workspaceSandboxArgs({
       argv: [definition.executable, ...definition.argv.slice(1)],
-      cwd: realpathSync(definition.cwd),
+      cwd,
       network: definition.network,
-      hidden: readHiddenPaths(),
-      stateRoot: realpathSync(resolve(this.paths.dir, '..', '..')),
+      view: { ...view, executableDir },
+      stateRoot,
       statusFd: STATUS_FD,
+      tmpBytes: this.limits.tmp_bytes,
+      home,
     });
-    return [definition.bwrap_path!, args];
+    return [definition.bwrap_path!, ...args];
   }
 
   private watchForKills(): void {
@@ -166,8 +198,9 @@ class Supervisor {
     this.escalation ??= setTimeout(() => void this.killAll(), this.definition.kill_after_s * 1000);
   }
 
-  private killAll(): Promise<boolean> {
-    return killUntilGone(() => this.members(), KILL_ROUNDS_MS);
+  private async killAll(): Promise<void> {
+    await killUntilGone(() => this.members(), KILL_ROUNDS_MS);
+    await this.cgroup?.killAll();
   }
 
   /** Every process of the job: the spawned tree while it lives, and anything carrying the marker. */
@@ -213,12 +246,16 @@ class Supervisor {
   }
 
   private async setupError(): Promise<string> {
-    const { bytes } = await readExcerpt(this.paths.stderr, { offset: null, maxBytes: SETUP_ERROR_BYTES, settled: true });
+    const { bytes } = await readExcerpt(this.paths.stderr, { offset: null, maxBytes: SETUP_ERROR_BYTES, settled: true, key: logKeyOf(this.definition) });
     return bytes.toString('utf8').trim().split('\n').pop() || 'bwrap reported nothing';
   }
 
-  private logError(): string | null {
-    return this.logFailure ? `the logs are incomplete: ${this.logFailure.message}` : null;
+  /** What went wrong besides the exit: the memory limit was hit, the logs could not be written. */
+  private async jobError(): Promise<string | null> {
+    const problems: string[] = [];
+    if (await this.cgroup?.oomKilled()) problems.push(`the job reached its memory limit (--memory ${this.limits.memory_bytes} bytes) and the kernel killed a process of it`);
+    if (this.logFailure) problems.push(`the logs are incomplete: ${this.logFailure.message}`);
+    return problems.length === 0 ? null : problems.join('; ');
   }
 
   private async finish(outcome: Partial<JobRecord> & Pick<JobRecord, 'state'>): Promise<void> {

@@ -32,7 +32,18 @@ const Timestamp = Type.String({ format: 'date-time' });
 const JobState = StringEnum(['running', 'exited', 'killed', 'failed', 'unknown'], {
   description: 'unknown: the record says running but its supervisor is gone.',
 });
-const ByteRange = Type.Tuple([NonNegative, NonNegative], { description: '[start, end) byte offsets in the log; the next page starts at end.' });
+const ByteRange = Type.Tuple([NonNegative, NonNegative], {
+  description:
+    "[start, end) byte offsets in the job's output stream; the next page starts at end. A capped log holds only its newest part: a range never starts before its first offset.",
+});
+const TotalBytes = Type.Integer({ minimum: 0, description: 'Bytes the job wrote to the stream, kept or dropped.' });
+const FirstOffset = Type.Optional(
+  Type.Integer({
+    minimum: 0,
+    description:
+      'The first byte offset the log still holds: 0 unless the output went past --max-log-bytes; then the oldest output was dropped and the log starts here with a truncation mark, then the newest output.',
+  }),
+);
 const Encoding = StringEnum(['utf-8', 'utf-8-lossy'], { description: 'utf-8-lossy: bytes that were not UTF-8 were replaced by U+FFFD.' });
 
 const Envelope = define(
@@ -102,7 +113,9 @@ const OUTCOME = {
   exit_code: Type.Optional(Nullable(Type.Integer())),
   exit_signal: Type.Optional(Nullable(Type.String(), { description: 'The signal that ended the job, e.g. SIGKILL.' })),
   reason: Type.Optional(Nullable(StringEnum(['timeout', 'kill']), { description: 'Why a killed job was killed.' })),
-  error: Type.Optional(Type.String({ description: 'What went wrong: the job could not start, its sandbox could not be set up, or its logs are incomplete.' })),
+  error: Type.Optional(
+    Type.String({ description: 'What went wrong: the job could not start, its sandbox could not be set up, it reached its memory limit, or its logs are incomplete.' }),
+  ),
 };
 
 /** A byte range of each log and the logs themselves: what run, restart and tail answer with. */
@@ -111,8 +124,10 @@ const EXCERPT = {
   stderr: Type.String(),
   stdout_range: ByteRange,
   stderr_range: ByteRange,
-  stdout_total_bytes: NonNegative,
-  stderr_total_bytes: NonNegative,
+  stdout_total_bytes: TotalBytes,
+  stderr_total_bytes: TotalBytes,
+  stdout_first_offset: FirstOffset,
+  stderr_first_offset: FirstOffset,
   encoding: Encoding,
   stdout_log_path: Type.String(),
   stderr_log_path: Type.String(),
@@ -121,6 +136,23 @@ const EXCERPT = {
 };
 
 const Argv = Type.Array(Type.String());
+
+const JobLimits = define(
+  'JobLimits',
+  Type.Object(
+    {
+      max_processes: Type.Integer({ minimum: 1, description: 'Processes and threads at once (--max-processes).' }),
+      memory_bytes: Type.Integer({ minimum: 1, description: 'Memory, tmpfs pages included (--memory).' }),
+      cpus: Nullable(Type.Number({ exclusiveMinimum: 0 }), { description: 'CPU bandwidth in cores (--cpus); null: no bound.' }),
+      tmp_bytes: Type.Integer({ minimum: 1, description: 'Size of each private tmpfs of a workspace-sandboxed job: /tmp, /dev/shm, $HOME (--tmp-size).' }),
+      max_log_bytes: Type.Integer({ minimum: 1, description: 'Bytes kept of each log (--max-log-bytes).' }),
+      enforced_by: Type.Optional(
+        StringEnum(['cgroup-v1', 'cgroup-v2', 'rlimits'], { description: "The job's own cgroup, or (without a writable cgroup hierarchy) rlimits only." }),
+      ),
+    },
+    { description: 'What the job may use.' },
+  ),
+);
 
 const RunLikeResponse = define(
   'RunLikeResponse',
@@ -152,11 +184,16 @@ const StatusResponse = define(
     sandbox: Type.Optional(StringEnum(['workspace', 'none'])),
     network: Type.Optional(StringEnum(['host', 'none'])),
     timeout_s: Type.Optional(Nullable(Type.Number({ minimum: 0 }))),
+    limits: Type.Optional(JobLimits),
+    read_paths: Type.Optional(Type.Array(Type.String(), { description: 'Host paths a workspace-sandboxed job sees read-only besides the system (--read).' })),
+    write_paths: Type.Optional(Type.Array(Type.String(), { description: 'Host paths a workspace-sandboxed job may write besides its cwd (--write).' })),
     stdout_log_path: Type.Optional(Type.String()),
     stderr_log_path: Type.Optional(Type.String()),
     full_log_path: Type.Optional(Type.String()),
     stdout_total_bytes: Type.Optional(NonNegative),
     stderr_total_bytes: Type.Optional(NonNegative),
+    stdout_first_offset: FirstOffset,
+    stderr_first_offset: FirstOffset,
   }),
 );
 

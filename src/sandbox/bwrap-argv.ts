@@ -1,6 +1,6 @@
 import type { HostLayout } from './host-layout.js';
 import type { Mount } from './types.js';
-import { coveredInSandbox, FRESH_VIEWS, within, type WorkspacePlan } from './workspace-profile.js';
+import { viewLayers, type WorkspacePlan } from './workspace-profile.js';
 
 /** The uid/gid the job sees inside its user namespace; the host side is an unprivileged uid. */
 export const SANDBOX_UID = 1000;
@@ -94,14 +94,16 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
 }
 
 /**
- * Every flag of the `workspace` profile, in order (later mounts land on top of earlier ones).
+ * Every flag of the `workspace` profile, in order (later mounts land on top of earlier ones):
+ * the view of workspace-profile.ts, layer by layer, on an empty root that is then frozen.
  * The job's environment reaches it through bwrap's own environment, never argv, so values
  * stay out of /proc/<pid>/cmdline.
  */
 export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
+  const size = String(plan.tmpBytes);
   // Each flag stays on one line with its operands.
   // prettier-ignore
-  return [
+  const args = [
     // Its own user namespace keeps the host's mounts locked read-only for the job; its own PID
     // namespace makes the whole tree, double forks included, die with it.
     '--unshare-user',
@@ -114,17 +116,46 @@ export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
     '--die-with-parent',
     '--new-session',
     '--json-status-fd', String(plan.statusFd),
-    '--ro-bind', '/', '/',
-    ...plan.hidden.dirs.flatMap((dir) => ['--tmpfs', dir]),
-    ...plan.hidden.files.flatMap((file) => ['--ro-bind', '/dev/null', file]),
-    '--proc', FRESH_VIEWS.proc,
-    '--dev', FRESH_VIEWS.dev,
-    // Private scratch: tools need a writable /tmp, and the host's must not see their files.
-    '--tmpfs', FRESH_VIEWS.tmp,
-    '--bind', plan.cwd, plan.cwd,
-    ...(within(plan.stateRoot, plan.cwd) || !coveredInSandbox(plan.stateRoot, plan) ? ['--tmpfs', plan.stateRoot] : []),
-    '--chdir', plan.cwd,
-    '--',
-    ...plan.argv,
   ];
+  /** Hidden directories are frozen last, so a path named inside one can still be mounted there. */
+  const frozen: string[] = [];
+  for (const layer of viewLayers(plan)) {
+    switch (layer.op) {
+      case 'symlink':
+        args.push('--symlink', layer.target, layer.path);
+        break;
+      case 'read-only':
+        args.push('--ro-bind', layer.path, layer.path);
+        break;
+      case 'writable':
+        args.push('--bind', layer.path, layer.path);
+        break;
+      // Secrets: an empty directory (read-only once frozen), or /dev/null, which bwrap mounts
+      // nodev, so opening it fails.
+      case 'hide-dir':
+        args.push('--tmpfs', layer.path);
+        frozen.push(layer.path);
+        break;
+      case 'hide-file':
+        args.push('--ro-bind', '/dev/null', layer.path);
+        break;
+      // Fresh kernel views: procfs of the job's PID namespace; bwrap's small /dev, read-only
+      // but for a size-limited /dev/shm.
+      case 'proc':
+        args.push('--proc', layer.path);
+        break;
+      case 'dev':
+        args.push('--dev', layer.path, '--size', size, '--tmpfs', `${layer.path}/shm`, '--remount-ro', layer.path);
+        break;
+      // Private scratch (/tmp, the home): tools need it, the host must not see it, and as RAM
+      // it is bounded.
+      case 'scratch':
+        args.push('--size', size, '--tmpfs', layer.path);
+        break;
+    }
+  }
+  for (const path of frozen) args.push('--remount-ro', path);
+  // The root bwrap builds is a tmpfs of mount points; freeze it so nothing lands beside them.
+  args.push('--remount-ro', '/', '--chdir', plan.cwd, '--', ...plan.argv);
+  return args;
 }

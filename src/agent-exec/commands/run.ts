@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createWriteStream, realpathSync } from 'node:fs';
 import { copyFile, rm, stat, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
@@ -9,11 +10,12 @@ import { parseEnvPairs, readEnvFile } from '../job-env.js';
 import { newJobId } from '../job-id.js';
 import { createJobDir, ensureRoot, resetLogs, writeDefinition, type JobDefinition, type JobPaths, type NetworkMode, type SandboxMode } from '../job-store.js';
 import { launchSupervisor } from '../launch.js';
-import { addObserveOptions, rootOf, seconds, type ObserveFlags } from '../options.js';
+import { DEFAULT_LIMITS, LIMIT_FLOORS, type JobLimits } from '../limits.js';
+import { addObserveOptions, byteSize, cpuCount, processCount, rootOf, seconds, type ObserveFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
 import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
-import { locateBwrap, readHiddenPaths, visibleInSandbox } from '../../sandbox/workspace-profile.js';
+import { executableVisible, locateBwrap, namedPathProblem, privateHome, readWorkspaceView } from '../../sandbox/workspace-profile.js';
 
 interface RunFlags extends ObserveFlags {
   cwd?: string;
@@ -28,10 +30,18 @@ interface RunFlags extends ObserveFlags {
   sandbox: SandboxMode;
   network: NetworkMode;
   backend: string;
+  read: string[];
+  write: string[];
+  maxProcesses: number;
+  memory: number;
+  cpus?: number;
+  tmpSize: number;
+  maxLogBytes: number;
 }
 
 const DEFAULT_KILL_AFTER_S = 5;
 const collect = (value: string, previous: string[]) => [...previous, value];
+const MiB = 1024 * 1024;
 
 export function registerRun(program: Command): void {
   const command = program
@@ -48,10 +58,31 @@ export function registerRun(program: Command): void {
     .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
     .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))
     .addOption(
-      new Option('--sandbox <mode>', 'workspace: bubblewrap, host read-only but cwd, homes and secrets hidden; none: as is').choices(['workspace', 'none']).default('workspace'),
+      new Option('--sandbox <mode>', 'workspace: bubblewrap, sees the system (/usr, /etc without secrets, /opt), its cwd and --read/--write paths only; none: as is')
+        .choices(['workspace', 'none'])
+        .default('workspace'),
     )
+    .option('--read <path>', 'also show this host path to a workspace-sandboxed job, read-only (repeatable)', collect, [])
+    .option('--write <path>', 'also let a workspace-sandboxed job write this host path (repeatable)', collect, [])
     .addOption(new Option('--network <mode>', 'host, or none (needs --sandbox workspace)').choices(['host', 'none']).default('host'))
-    .addOption(new Option('--backend <kind>', 'sandbox backend kind for --sandbox workspace: local_process (alias bubblewrap), gvisor, microvm').default('local_process'));
+    .addOption(new Option('--backend <kind>', 'sandbox backend kind for --sandbox workspace: local_process (alias bubblewrap), gvisor, microvm').default('local_process'))
+    .addOption(new Option('--max-processes <n>', 'processes and threads the job may have at once').argParser(processCount).default(DEFAULT_LIMITS.max_processes))
+    .addOption(
+      new Option('--memory <size>', 'memory of the job, its tmpfs included (e.g. 512M, 4G)')
+        .argParser(byteSize(LIMIT_FLOORS.memory_bytes))
+        .default(DEFAULT_LIMITS.memory_bytes, '4G'),
+    )
+    .addOption(new Option('--cpus <cores>', 'CPU bandwidth in cores, e.g. 2 or 0.5 (default: no bound)').argParser(cpuCount))
+    .addOption(
+      new Option('--tmp-size <size>', 'size of each private tmpfs of a workspace-sandboxed job: /tmp, /dev/shm, $HOME')
+        .argParser(byteSize(LIMIT_FLOORS.tmp_bytes))
+        .default(DEFAULT_LIMITS.tmp_bytes, '1G'),
+    )
+    .addOption(
+      new Option('--max-log-bytes <size>', 'bytes kept of each log (stdout, stderr, full); past it a truncation mark, then the newest output')
+        .argParser(byteSize(LIMIT_FLOORS.max_log_bytes))
+        .default(DEFAULT_LIMITS.max_log_bytes, `${DEFAULT_LIMITS.max_log_bytes / MiB}M`),
+    );
   addObserveOptions(command)
     .addHelpText(
       'after',
@@ -77,14 +108,23 @@ async function defineJob(argv: string[], flags: RunFlags, root: string): Promise
   const sandboxed = flags.sandbox === 'workspace';
   const backend = sandboxed ? await checkBackend(flags.backend) : null;
   const bwrap = sandboxed ? checkSandboxAvailable(locateBwrap(process.env), cwd, root) : null;
-  const hidden = sandboxed ? readHiddenPaths() : null;
-  const visible = (path: string) => hidden === null || visibleInSandbox(path, { cwd, hidden, stateRoot: root });
+  if (!sandboxed && flags.read.length + flags.write.length > 0) throw usageError('--read and --write shape the workspace sandbox: they need --sandbox workspace');
+  const named = { read: flags.read.map((path) => namedPath(path, '--read', root)), write: flags.write.map((path) => namedPath(path, '--write', root)) };
+  let visible = (_path: string) => true;
+  if (sandboxed) {
+    const plan = { cwd, view: readWorkspaceView(named), stateRoot: root };
+    const home = privateHome(flags.inheritEnv ? (env.HOME ?? process.env.HOME) : env.HOME, plan);
+    visible = (path: string) => executableVisible(path, { ...plan, home });
+  }
   // Without PATH of its own the job would search glibc's default; ours finds what the caller meant.
   const executable = resolveExecutable(argv[0]!, (env.PATH ?? process.env.PATH)?.split(':'), cwd, visible);
   if (executable === null) {
-    const hint = sandboxed ? ' where the workspace sandbox can see it (it hides /root, /home and /tmp: use a system-wide install, one under --cwd, or --sandbox none)' : '';
+    const hint = sandboxed
+      ? ' where the workspace sandbox can see it (it shows /usr, /etc, /opt, the cwd, --read and --write paths, and the directory of an executable outside homes and /tmp: install it system-wide, put it under --cwd, name its directory with --read, or use --sandbox none)'
+      : '';
     throw new AgentExecError('command_not_found', `${argv[0]} was not found as an executable file${hint}`);
   }
+  const limits: JobLimits = { max_processes: flags.maxProcesses, memory_bytes: flags.memory, cpus: flags.cpus ?? null, tmp_bytes: flags.tmpSize, max_log_bytes: flags.maxLogBytes };
   return {
     argv,
     executable,
@@ -99,8 +139,24 @@ async function defineJob(argv: string[], flags: RunFlags, root: string): Promise
     backend,
     bwrap_path: bwrap,
     network: flags.network,
+    limits,
+    ...(sandboxed ? { read_paths: named.read, write_paths: named.write } : {}),
+    log_key: randomBytes(12).toString('hex'),
     created_at: new Date().toISOString(),
   };
+}
+
+/** A --read or --write path as the sandbox mounts it: its real path, checked. */
+function namedPath(given: string, flag: string, root: string): string {
+  let real: string;
+  try {
+    real = realpathSync(resolve(given));
+  } catch (error) {
+    throw usageError(`${flag} ${given}: ${(error as Error).message}`);
+  }
+  const problem = namedPathProblem(real, root);
+  if (problem !== null) throw usageError(`${flag} ${given} cannot be shown to the job: ${problem}`);
+  return real;
 }
 
 /** A job directory that has a definition has everything else too, stdin included. */

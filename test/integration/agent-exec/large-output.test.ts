@@ -66,7 +66,8 @@ describe('agent-exec with a job that prints 200 MiB', { skip: !existsSync(TIME) 
     // would also count the supervisor it reaps in its children's peak.
     const small = await ok(root, ['run', '--cwd', cwd, '--until', '60', '--', 'echo', 'small']);
     const baseline = await measured(root, ['tail', small.job_id, '--compress', 'route']);
-    const started = await measured(root, ['run', '--cwd', cwd, '--no-wait', '--', ...BIG_JOB]);
+    // The logs keep all 200 MiB: the default cap (--max-log-bytes 64M) would keep the newest part only.
+    const started = await measured(root, ['run', '--cwd', cwd, '--no-wait', '--max-log-bytes', '1G', '--', ...BIG_JOB]);
     const waiting = measured(root, ['wait', started.response.job_id, '--forever']);
     const supervisorKb = await supervisorPeakKb(root, waiting);
     const waited = await waiting;
