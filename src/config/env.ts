@@ -18,6 +18,7 @@ const ALIASES: Array<{ variable: string; path: string[]; convert?: (value: numbe
   { variable: 'AGENT_RUNNER_TOKEN', path: ['service', 'token'] },
   { variable: 'AGENT_RUNNER_MEMORY_MB', path: ['snippet', 'memoryBytes'], convert: (mb) => mb * MiB },
   { variable: 'AGENT_RUNNER_MAX_TIMEOUT_SECONDS', path: ['snippet', 'maxTimeoutSeconds'] },
+  { variable: 'AGENT_RUNNER_WORKSPACE_ROOTS', path: ['runJob', 'workspaceRoots'] },
 ];
 
 /** `runJob.ceilings.timeout_ms` is AGENT_RUNNER_RUN_JOB__CEILINGS__TIMEOUT_MS: `__` between levels. */
@@ -55,6 +56,8 @@ function parse(variable: string, text: string, leaf: TSchema, convert: (value: n
     if (!Number.isFinite(value)) throw new Error(`${variable} must be a number, got ${JSON.stringify(text)}`);
     return convert(value);
   }
+  // A list of paths, as PATH is written: `a:b:c` (empty entries dropped).
+  if (type === 'array') return text.split(':').filter((entry) => entry !== '');
   if (type === 'boolean') {
     if (text !== 'true' && text !== 'false') throw new Error(`${variable} must be true or false, got ${JSON.stringify(text)}`);
     return text === 'true';

@@ -103,6 +103,11 @@ export const RunJobConfigSchema = Section({
   workDirBytes: PositiveInteger(4096 * MiB, "Size of a job's work dir (a tmpfs when running as root): snapshot plus what the job writes."),
   maxLogBytes: PositiveInteger(256 * MiB, 'Full stdout/stderr logs on disk stop growing here (counting and hashing go on).'),
   allowNetwork: Type.Boolean({ default: true, description: 'Whether a request may ask for `network: "allow"`.' }),
+  workspaceRoots: Type.Array(Type.String({ minLength: 1 }), {
+    default: [],
+    description:
+      'Host directories under which a remote caller (HTTP) may snapshot a local_path workspace, links resolved; empty: none may. Also AGENT_RUNNER_WORKSPACE_ROOTS (colon-separated) and `serve --workspace-root DIR`.',
+  }),
   maxOpenFiles: PositiveInteger(4096),
   maxFileBytes: PositiveInteger(1024 * MiB),
   cpuCores: PositiveNumber(availableParallelism(), 'CPU bandwidth of a run job, in cores (default: every core).'),

@@ -27,6 +27,11 @@ export const ERROR_CODES = {
   'run.exit_nonzero': { http: 200, description: 'the command exited with a non-zero status' },
   'run.canceled': { http: 200, description: 'the job was canceled' },
   'run.interrupted': { http: 200, description: 'the service stopped while the job was running' },
+  'store.redacted': {
+    http: 200,
+    description:
+      'the job was still queued when the service restarted; the run store keeps env values only as sha256 digests, so it could not run as asked; it never ran and may be resubmitted',
+  },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -22,8 +22,9 @@ export class GuestClient {
     socket.on('error', (error) => this.fail(error));
   }
 
-  static connect(address: Exclude<ListenAddress, { kind: 'vsock' }>): Promise<GuestClient> {
-    return new Promise((resolve, reject) => {
+  /** With a `token`, authenticates first (`{"auth": token}`, answered `{"ok": true}`); rejects when refused. */
+  static async connect(address: Exclude<ListenAddress, { kind: 'vsock' }>, options: { token?: string } = {}): Promise<GuestClient> {
+    const client = await new Promise<GuestClient>((resolve, reject) => {
       const socket = address.kind === 'unix' ? connect({ path: address.path }) : connect({ host: address.host, port: address.port });
       socket.once('error', reject);
       socket.once('connect', () => {
@@ -31,6 +32,14 @@ export class GuestClient {
         resolve(new GuestClient(socket));
       });
     });
+    if (options.token !== undefined) {
+      const answer = (await client.request({ auth: options.token })) as { ok?: unknown; error?: unknown };
+      if (answer.ok !== true) {
+        client.close();
+        throw new Error(`the guest runner refused the token: ${typeof answer.error === 'string' ? answer.error : 'no reason given'}`);
+      }
+    }
+    return client;
   }
 
   request(request: unknown): Promise<SnippetResponse> {

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { SnippetResponse } from '../contract/snippet.js';
 import { SNIPPET_EXIT } from '../contract/snippet.js';
@@ -16,15 +17,26 @@ export interface ServedConnection {
   shutdown(): void;
 }
 
-export function serveConnection(socket: Socket, handle: SnippetHandler, maxFrameBytes: number, onError: (error: Error) => void): ServedConnection {
+/**
+ * With a `token`, the first frame of the connection must be `{"auth": TOKEN}`: it is answered
+ * `{"ok": true}`, anything else an error frame, and the connection closes; nothing runs before.
+ */
+export function serveConnection(
+  socket: Socket,
+  handle: SnippetHandler,
+  maxFrameBytes: number,
+  onError: (error: Error) => void,
+  options: { token?: string } = {},
+): ServedConnection {
   const aborter = new AbortController();
   let outbox: Promise<void> = Promise.resolve();
   let closing = false;
+  let authenticated = options.token === undefined;
 
-  const send = (response: SnippetResponse) => {
+  const send = (response: object) => {
     if (!socket.destroyed) writeFrame(socket, response, Number.MAX_SAFE_INTEGER);
   };
-  const enqueue = (pending: Promise<SnippetResponse>) => {
+  const enqueue = (pending: Promise<object>) => {
     outbox = outbox.then(async () => send(await pending));
   };
   const finish = () => {
@@ -37,6 +49,19 @@ export function serveConnection(socket: Socket, handle: SnippetHandler, maxFrame
     {
       onMessage(message) {
         if (closing) return;
+        if (!authenticated) {
+          if (tokenMatches(message, options.token!)) {
+            authenticated = true;
+            enqueue(Promise.resolve({ ok: true }));
+            return;
+          }
+          closing = true;
+          socket.pause();
+          const refusal = 'unauthorized: the first frame must be {"auth": TOKEN} with this guest runner\'s token';
+          enqueue(Promise.resolve({ ok: false, trace_id: '', stdout: '', stderr: refusal, exit_code: SNIPPET_EXIT.invalidRequest, error: refusal }));
+          finish();
+          return;
+        }
         enqueue(handle(message, aborter.signal));
       },
       onProtocolError(error: FrameError) {
@@ -62,4 +87,12 @@ export function serveConnection(socket: Socket, handle: SnippetHandler, maxFrame
       finish();
     },
   };
+}
+
+/** `{"auth": token}`, compared in constant time (digests of equal length). */
+function tokenMatches(message: unknown, token: string): boolean {
+  const given = message !== null && typeof message === 'object' ? (message as { auth?: unknown }).auth : undefined;
+  if (typeof given !== 'string') return false;
+  const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+  return timingSafeEqual(digest(given), digest(token));
 }

@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 export type ListenAddress = { kind: 'unix'; path: string } | { kind: 'tcp'; host: string; port: number } | { kind: 'vsock'; port: number };
 
 const USAGE = 'expected unix:/path/to.sock, tcp:HOST:PORT or vsock:PORT';
@@ -30,4 +32,11 @@ export function formatListenAddress(address: ListenAddress): string {
   if (address.kind === 'unix') return `unix:${address.path}`;
   if (address.kind === 'vsock') return `vsock:${address.port}`;
   return `tcp:${address.host.includes(':') ? `[${address.host}]` : address.host}:${address.port}`;
+}
+
+/** Loopback only: 127.0.0.0/8, ::1, localhost. Any other TCP host is reachable from elsewhere. */
+export function isLoopbackHost(host: string): boolean {
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return host === '::1';
 }

@@ -8,7 +8,7 @@ import { RunnerRuntime } from '../runner/runtime.js';
 import { Semaphore } from '../util/semaphore.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../wire/frame-codec.js';
 import { serveConnection, type ServedConnection } from './connection.js';
-import { formatListenAddress, type ListenAddress } from './listen-address.js';
+import { formatListenAddress, isLoopbackHost, type ListenAddress } from './listen-address.js';
 import { startVsockBridge } from './vsock-bridge.js';
 
 export interface GuestServerOptions {
@@ -17,6 +17,10 @@ export interface GuestServerOptions {
   concurrency?: number;
   maxFrameBytes?: number;
   onConnectionError?: (error: Error) => void;
+  /** Every connection must first send `{"auth": token}` (connection.ts). */
+  token?: string;
+  /** Listen on a non-loopback TCP address without a token: anyone who reaches it runs code. */
+  insecure?: boolean;
 }
 
 export interface GuestServer {
@@ -28,6 +32,11 @@ export interface GuestServer {
 
 /** The guest runner: framed snippet requests in, framed responses out. */
 export async function startGuestServer(address: ListenAddress, options: GuestServerOptions = {}): Promise<GuestServer> {
+  if (address.kind === 'tcp' && !isLoopbackHost(address.host) && options.token === undefined && !options.insecure) {
+    throw new Error(
+      `refusing to listen on ${formatListenAddress(address)} without a token: anyone who reaches it could run code. Pass --token TOKEN (clients send {"auth": TOKEN} first), or --insecure to accept that`,
+    );
+  }
   const runtime = options.runtime ?? RunnerRuntime.shared();
   const slots = new Semaphore(options.concurrency ?? runtime.config.concurrency);
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
@@ -35,7 +44,13 @@ export async function startGuestServer(address: ListenAddress, options: GuestSer
   // Half-open: a client may send its last request and end its side, then read the answers.
   const connections = new Set<ServedConnection>();
   const server = createServer({ allowHalfOpen: true }, (socket) => {
-    const connection = serveConnection(socket, (request, signal) => slots.run(() => executeSnippet(request, { runtime, signal })), maxFrameBytes, onError);
+    const connection = serveConnection(
+      socket,
+      (request, signal) => slots.run(() => executeSnippet(request, { runtime, signal })),
+      maxFrameBytes,
+      onError,
+      options.token === undefined ? {} : { token: options.token },
+    );
     connections.add(connection);
     socket.on('close', () => connections.delete(connection));
   });

@@ -27,6 +27,7 @@ import type { BackendKind } from '../contract/backend-kinds.js';
 import type { RunJobLimitValues } from './config.js';
 import { interruptionError, interruptionOf, interruptionStatus, setupFailure, type Interruption } from './outcome.js';
 import { RunnerRuntime } from './runtime.js';
+import { admitWorkspacePath, type Caller } from './workspace-path.js';
 
 export interface RunJobOptions {
   runtime?: RunnerRuntime;
@@ -36,6 +37,12 @@ export interface RunJobOptions {
   runDir?: string;
   /** Called when the command is about to start (after policy and snapshot). */
   onRunning?: () => void;
+  /**
+   * Who asked (workspace-path.ts): `remote` (the HTTP service's worker) may snapshot only under
+   * `runJob.workspaceRoots`; `local` (default: the CLI, the library) any host directory. Both
+   * refuse the pseudo filesystems and the service's own directories.
+   */
+  caller?: Caller;
 }
 
 const WORK_DIR = '/workspace';
@@ -46,6 +53,8 @@ interface NormalisedJob {
   jobId: string;
   trace: Record<string, unknown>;
   request: RunJobRequest;
+  /** The workspace's host directory, links resolved, once admitted (null: no workspace). */
+  workspacePath: string | null;
   cwd: string;
   env: Record<string, string>;
   limits: RunJobLimitValues;
@@ -61,18 +70,23 @@ export async function runJob(request: unknown, options: RunJobOptions = {}): Pro
   const runtime = options.runtime ?? RunnerRuntime.shared();
   const startedAt = new Date();
   const builder = new ResultBuilder(startedAt, idOf(request), traceOf(request));
-  const normalised = normalise(request, runtime);
+  const normalised = normalise(request, runtime, options.caller ?? 'local');
   if ('error' in normalised) return builder.finish('failed', normalised.error);
   builder.adopt(normalised);
   return new RunJobExecution(runtime, normalised, builder, options).run();
 }
 
 /**
- * Checks a request as runJob would before running it (schema, ceilings, cwd, network), for a
- * front door that must answer 422 at once. Returns the job id it would run under.
+ * Checks a request as runJob would before running it (schema, ceilings, cwd, artifact globs,
+ * network, the workspace path for this caller), for a front door that must answer 422 at once.
+ * Returns the job id it would run under.
  */
-export function admitRunJob(request: unknown, runtime: RunnerRuntime = RunnerRuntime.shared()): { jobId: string; traceId: string | undefined } | { error: ContractError } {
-  const normalised = normalise(request, runtime);
+export function admitRunJob(
+  request: unknown,
+  runtime: RunnerRuntime = RunnerRuntime.shared(),
+  caller: Caller = 'local',
+): { jobId: string; traceId: string | undefined } | { error: ContractError } {
+  const normalised = normalise(request, runtime, caller);
   if ('error' in normalised) return normalised;
   const traceId = normalised.trace.trace_id;
   return { jobId: normalised.jobId, traceId: typeof traceId === 'string' ? traceId : undefined };
@@ -81,12 +95,13 @@ export function admitRunJob(request: unknown, runtime: RunnerRuntime = RunnerRun
 /** A whole result for a job that never ran (canceled while queued, interrupted by a restart). */
 export function unrunResult(request: unknown, status: TerminalStatus, error: ContractError, runtime: RunnerRuntime = RunnerRuntime.shared()): RunJobResult {
   const builder = new ResultBuilder(new Date(), idOf(request), traceOf(request));
-  const normalised = normalise(request, runtime);
+  const normalised = normalise(request, runtime, null);
   if (!('error' in normalised)) builder.adopt(normalised);
   return builder.finish(status, error);
 }
 
-function normalise(request: unknown, runtime: RunnerRuntime): NormalisedJob | { error: ContractError } {
+/** `caller` null: a job that will not run (its result only), so its workspace path is not checked. */
+function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | null): NormalisedJob | { error: ContractError } {
   const checked = validate(RunJobRequestSchema, request);
   if (!checked.ok) return { error: contractError('validation.invalid_request', checked.message, { field: checked.field }) };
   const value = checked.value;
@@ -101,14 +116,30 @@ function normalise(request: unknown, runtime: RunnerRuntime): NormalisedJob | { 
   if (posix.isAbsolute(cwd) || cwd === '..' || cwd.startsWith('../')) {
     return { error: contractError('validation.path_escape', `command.cwd ${JSON.stringify(value.command.cwd)} leaves the workspace`, { field: 'command.cwd' }) };
   }
+  const escaping = (value.artifacts ?? []).find((pattern) => pattern.startsWith('/') || pattern.split('/').includes('..'));
+  if (escaping !== undefined) {
+    return {
+      error: contractError('validation.path_escape', `artifact glob ${JSON.stringify(escaping)} leaves the work dir (absolute, or a .. segment)`, {
+        field: 'artifacts',
+        pattern: escaping,
+      }),
+    };
+  }
   const network = value.policy?.network ?? 'none';
   if (network === 'allow' && !config.allowNetwork) {
     return { error: contractError('validation.invalid_request', 'policy.network "allow" is disabled on this runner', { field: 'policy.network' }) };
+  }
+  let workspacePath: string | null = null;
+  if (value.workspace && caller !== null) {
+    const admitted = admitWorkspacePath(value.workspace.path, caller, runtime.config);
+    if ('error' in admitted) return admitted;
+    workspacePath = admitted.hostPath;
   }
   return {
     jobId: value.job_id ?? `job_${randomUUID()}`,
     trace: value.trace ?? {},
     request: value,
+    workspacePath,
     cwd,
     env: value.command.env ?? {},
     limits,
@@ -139,7 +170,10 @@ class RunJobExecution {
     let sandbox: PreparedSandbox | undefined;
     let started = false;
     try {
-      await mkdir(runDir, { recursive: true, mode: 0o755 });
+      // The state dir stays reachable by the jobs' uids (toolchains, caches); a run dir is
+      // private to our user: it holds the job's logs and artifacts.
+      if (this.options.runDir === undefined) await mkdir(this.runtime.config.stateDir, { recursive: true, mode: 0o755 });
+      await mkdir(runDir, { recursive: true, mode: 0o700 });
       // The sandbox (perhaps pre-started) comes first: the snapshot is copied into its work dir.
       sandbox = await this.prepareSandbox();
       const snapshot = await this.importWorkspace(sandbox);
@@ -152,6 +186,8 @@ class RunJobExecution {
       builder.policyRule = decision.rule;
       if (!decision.allowed) return builder.finish('policy_denied', contractError('policy.command_denied', decision.message, decision.details));
       if (!resolved) return builder.finish('failed', contractError('run.spawn_failed', `command not found or not executable: ${argv0}`, { argv0 }));
+      const unusablePath = await this.checkRequestPath(sandbox, argv0);
+      if (unusablePath) return builder.finish('setup_failed', unusablePath);
 
       started = true;
       const outcome = await this.execute(sandbox, runDir);
@@ -206,7 +242,12 @@ class RunJobExecution {
     });
   }
 
-  /** The snapshot, then the cwd: one the snapshot lacks is created empty, as `mkdir -p` would. */
+  /**
+   * The snapshot, then the cwd: it must be a directory of the snapshot (the work dir itself,
+   * `.`, always is). A cwd that is missing, a file, or reached through a link is a set-up
+   * failure, never created: a request naming a directory its workspace lacks is a mistake to
+   * report, not to paper over with an empty directory.
+   */
   private async importWorkspace(sandbox: PreparedSandbox): Promise<(RunJobResult['workspace'] & { sha256: string }) | { error: ContractError }> {
     const { workspace } = this.job.request;
     let report: RunJobResult['workspace'] & { sha256: string } = { files: 0, bytes: 0, skipped: [], sha256: treeHash([]) };
@@ -214,7 +255,8 @@ class RunJobExecution {
       const config = this.runtime.config.runJob;
       try {
         report = await sandbox.importWorkspace({
-          hostPath: workspace.path,
+          // Admitted and resolved by normalise(): the directory checked is the one copied.
+          hostPath: this.job.workspacePath ?? workspace.path,
           ...(workspace.include ? { include: workspace.include } : {}),
           ...(workspace.exclude ? { exclude: workspace.exclude } : {}),
           maxFiles: config.maxWorkspaceFiles,
@@ -225,8 +267,51 @@ class RunJobExecution {
         throw error;
       }
     }
-    await sandbox.makeWorkDir(this.job.cwd);
+    const cwd = this.job.cwd;
+    if (cwd !== '.') {
+      const kind = await sandbox.statWorkPath(cwd);
+      if (kind === 'missing')
+        return {
+          error: contractError(
+            'backend.setup_failed',
+            `command.cwd ${JSON.stringify(cwd)} does not exist in the ${workspace ? 'workspace snapshot' : 'work dir (no workspace was given)'}`,
+            { field: 'command.cwd' },
+          ),
+        };
+      if (kind === 'file')
+        return { error: contractError('backend.setup_failed', `command.cwd ${JSON.stringify(cwd)} is not a directory of the snapshot: it is a file`, { field: 'command.cwd' }) };
+      if (kind !== 'directory') {
+        return {
+          error: contractError(
+            'backend.setup_failed',
+            `command.cwd ${JSON.stringify(cwd)} is, or passes through, a link or not a directory (links are never followed to reach the cwd)`,
+            { field: 'command.cwd' },
+          ),
+        };
+      }
+    }
     return report;
+  }
+
+  /**
+   * A PATH in the request's env is what the job's exec and its children search: when argv[0] is
+   * a bare name that cannot be found on it, the job could not start as asked. That is a set-up
+   * failure with the reason, not the command's own non-zero exit.
+   */
+  private async checkRequestPath(sandbox: PreparedSandbox, argv0: string): Promise<ContractError | null> {
+    const requestPath = this.job.env.PATH;
+    if (requestPath === undefined || argv0.includes('/')) return null;
+    const searchPath = requestPath.split(':');
+    const found = await sandbox.resolveCommand(argv0, { searchPath, cwd: posix.join(WORK_DIR, this.job.cwd) });
+    if (found) return null;
+    return contractError(
+      'backend.setup_failed',
+      `argv[0] ${JSON.stringify(argv0)} is not found on the request's PATH ${JSON.stringify(requestPath)} (only absolute directories are searched)`,
+      {
+        field: 'command.env.PATH',
+        argv0,
+      },
+    );
   }
 
   private async execute(sandbox: PreparedSandbox, runDir: string): Promise<SandboxOutcome & { stdout: CapturedStream; stderr: CapturedStream; ioError: Error | null }> {
@@ -255,7 +340,7 @@ class RunJobExecution {
     const storeDir = join(runDir, 'artifacts');
     try {
       await rm(storeDir, { recursive: true, force: true });
-      await mkdir(storeDir, { mode: 0o755 });
+      await mkdir(storeDir, { mode: 0o700 });
       const { artifacts, denied, skipped } = await sandbox.collectArtifacts({
         patterns,
         storeDir,

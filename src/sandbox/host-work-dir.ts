@@ -1,12 +1,12 @@
 import { constants } from 'node:fs';
-import { mkdir, open as fsOpen } from 'node:fs/promises';
+import { lstat, mkdir, open as fsOpen } from 'node:fs/promises';
 import { handleSha256 } from '../workspace/file-hash.js';
 import { collectArtifacts, type CollectedArtifacts } from '../workspace/artifacts.js';
 import { openInTree, SafeDir } from '../workspace/safe-fs.js';
 import { snapshotWorkspace, type SnapshotReport } from '../workspace/snapshot.js';
 import { commandCandidates } from './command-path.js';
 import { resolveSandboxPath } from './sandbox-path.js';
-import type { ArtifactRequest, ResolvedCommand, WorkspaceImport } from './types.js';
+import type { ArtifactRequest, ResolvedCommand, WorkPathKind, WorkspaceImport } from './types.js';
 
 /**
  * The operations on a job's files for a backend whose work dir is a host directory bound into
@@ -59,6 +59,34 @@ export class HostWorkDir {
         dir = child;
         if (created && this.ownerUid !== null) await dir.handle.chown(this.ownerUid, this.ownerUid);
       }
+    } finally {
+      await dir.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * What is at a work-dir path, walked from the work dir's fd one component at a time and
+   * never through a link: a link anywhere on the way, or at the end, is `other`.
+   */
+  async statPath(relativePath: string): Promise<WorkPathKind> {
+    const parts = relativePath.split('/').filter((segment) => segment !== '.' && segment !== '');
+    if (parts.includes('..')) throw new Error(`${relativePath} leaves the work dir`);
+    let dir = await SafeDir.open(this.requireHostPath());
+    try {
+      for (const [index, part] of parts.entries()) {
+        const info = await lstat(dir.entryPath(part)).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === 'ENOENT') return null;
+          throw error;
+        });
+        if (info === null) return 'missing';
+        const last = index === parts.length - 1;
+        if (!info.isDirectory()) return last && info.isFile() ? 'file' : 'other';
+        if (last) return 'directory';
+        const child = await dir.openDir(part);
+        await dir.close();
+        dir = child;
+      }
+      return 'directory';
     } finally {
       await dir.close().catch(() => undefined);
     }

@@ -11,7 +11,7 @@ export class LogFile implements OutputSink {
     readonly path: string,
     private readonly maxBytes: number,
   ) {
-    this.stream = createWriteStream(path, { flags: 'w', mode: 0o644 });
+    this.stream = createWriteStream(path, { flags: 'w', mode: 0o600 });
     this.stream.on('error', (error) => (this.failure ??= error));
   }
 

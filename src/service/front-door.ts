@@ -1,11 +1,12 @@
 import type { FileHandle } from 'node:fs/promises';
 import { contractError, type ContractError, type ErrorCode } from '../contract/errors.js';
-import type { Artifact, RunJobResult } from '../contract/run-job.js';
+import type { Artifact, RunJobResult, TerminalStatus } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import { QueueClosedError, QueueFullError, type JobQueue, type QueueStats } from '../queue/port.js';
 import { admitRunJob, unrunResult } from '../runner/run-job.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { DuplicateJobError, isTerminal, type RunStore, type StatusRecord } from '../store/port.js';
+import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact.js';
 import type { JobEvents } from './events.js';
 import type { WorkerPorts } from './worker-ports.js';
 
@@ -45,7 +46,10 @@ const RECENT_RESULT_BYTES = 64 * 1024;
  */
 export class FrontDoor {
   private readonly index = new Map<string, StatusRecord>();
-  /** Requests of jobs not yet leased, so a worker need not read them back from disk. */
+  /**
+   * Requests of jobs not yet leased, whole: the store keeps env values redacted (store/redact.ts),
+   * so this is how a job's real env reaches the worker that runs it, in memory only.
+   */
   private readonly pending = new Map<string, unknown>();
   /** `running` writes in flight: a job's result is recorded after its running status, never before. */
   private readonly runningWrites = new Map<string, Promise<void>>();
@@ -61,7 +65,8 @@ export class FrontDoor {
   /**
    * Rebuilds the index. Jobs that were running when the last process died are marked failed
    * with run.interrupted (not re-run: a command may have had effects we cannot see). Jobs that
-   * were queued are queued again, oldest first.
+   * were queued are queued again, oldest first, but those whose env values the store kept only
+   * as digests: they cannot run as asked, and end failed with store.redacted (never run).
    */
   async start(): Promise<{ recovered: number; interrupted: number; unreadable: string[] }> {
     const { store, queue } = this.ports;
@@ -76,7 +81,13 @@ export class FrontDoor {
         interrupted += 1;
         await this.interrupt(record.job_id, 'the service stopped while this job was running; it was not re-run');
       } else if (record.status === 'queued') {
-        requeue.push(record);
+        const request = await store.readRequest(record.job_id).catch(() => null);
+        if (hasRedactedEnv(request)) {
+          const message = 'the service restarted while this job was queued; its env values are kept only as sha256 digests, so it cannot run as asked; it never ran: resubmit it';
+          await this.record(record.job_id, await this.unrunResultOf(record.job_id, 'failed', contractError('store.redacted', message)));
+        } else {
+          requeue.push(record);
+        }
       }
     }
     for (const record of requeue) await queue.enqueue(record.job_id, { admitted: true });
@@ -89,7 +100,8 @@ export class FrontDoor {
   async submit(request: unknown): Promise<StatusRecord> {
     const { queue, store } = this.ports;
     if (!queue.stats().accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
-    const admitted = admitRunJob(request, this.runtime);
+    // Every caller of the front door is remote (HTTP): a local_path workspace only under a workspace root.
+    const admitted = admitRunJob(request, this.runtime, 'remote');
     if ('error' in admitted) throw new ServiceError(admitted.error);
     const existing = this.index.get(admitted.jobId);
     if (existing) throw new ServiceError(contractError('job.duplicate', `a job with id ${admitted.jobId} already exists`), { job_id: existing.job_id, status: existing.status });
@@ -98,7 +110,7 @@ export class FrontDoor {
     const stored = { ...(request as Record<string, unknown>), job_id: admitted.jobId };
     let record: StatusRecord;
     try {
-      record = await store.create(admitted.jobId, stored, admitted.traceId);
+      record = await store.create(admitted.jobId, redactRequest(stored), admitted.traceId);
     } catch (error) {
       if (error instanceof DuplicateJobError) throw new ServiceError(contractError('job.duplicate', error.message), { job_id: admitted.jobId });
       throw error;
@@ -134,9 +146,9 @@ export class FrontDoor {
     const terminal = this.ports.events.waitForTerminal(jobId, new AbortController().signal);
     const outcome = await this.ports.queue.cancel(jobId);
     if (outcome === 'dequeued') {
-      const request = this.pending.get(jobId) ?? (await this.ports.store.readRequest(jobId));
+      const result = await this.unrunResultOf(jobId, 'canceled', contractError('run.canceled', 'canceled while queued; it never ran'));
       this.pending.delete(jobId);
-      await this.record(jobId, unrunResult(request, 'canceled', contractError('run.canceled', 'canceled while queued; it never ran'), this.runtime));
+      await this.record(jobId, result);
     } else if (outcome === 'leased') {
       this.ports.events.requestCancel(jobId);
       await terminal;
@@ -226,8 +238,21 @@ export class FrontDoor {
   }
 
   private async interrupt(jobId: string, message: string): Promise<void> {
-    const request = await this.ports.store.readRequest(jobId).catch(() => ({ job_id: jobId }));
-    await this.record(jobId, unrunResult(request, 'failed', contractError('run.interrupted', message), this.runtime));
+    await this.record(jobId, await this.unrunResultOf(jobId, 'failed', contractError('run.interrupted', message)));
+  }
+
+  /**
+   * The whole result of a job that did not run to its end, from its request: the one in memory,
+   * or the stored one, whose env values are digests; its replay hash then stays empty (the
+   * values it covers are not kept).
+   */
+  private async unrunResultOf(jobId: string, status: TerminalStatus, error: ContractError): Promise<RunJobResult> {
+    const held = this.pending.get(jobId);
+    if (held !== undefined) return unrunResult(held, status, error, this.runtime);
+    const stored = await this.ports.store.readRequest(jobId).catch(() => ({ job_id: jobId }));
+    const result = unrunResult(blankRedactedEnv(stored), status, error, this.runtime);
+    if (hasRedactedEnv(stored)) result.replay.request_sha256 = '';
+    return result;
   }
 
   /** The job's one result: stored, indexed, announced; a store failure still ends the job. */

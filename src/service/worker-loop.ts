@@ -64,6 +64,9 @@ export class WorkerLoop {
         runtime: this.runtime,
         signal: controller.signal,
         runDir,
+        // Jobs come from the front door, whose callers are remote: the workspace path is
+        // checked again here, where it is snapshotted (it may have changed since admission).
+        caller: 'remote',
         onRunning: () => {
           marking = runs.markRunning(jobId);
         },

@@ -9,9 +9,10 @@ import { dirname, join } from 'node:path';
  * Several files renamed into one directory can share the last one's directory fsync
  * (`syncDir: false` before it): the journal commits renames in order.
  */
-export async function writeFileAtomic(path: string, content: string | Buffer, options: { syncDir?: boolean } = {}): Promise<void> {
+export async function writeFileAtomic(path: string, content: string | Buffer, options: { syncDir?: boolean; mode?: number } = {}): Promise<void> {
   const temp = join(dirname(path), `.${randomBytes(6).toString('hex')}.tmp`);
-  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  // Private by default (0600): the rename keeps the temp file's mode.
+  const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, options.mode ?? 0o600);
   try {
     await handle.writeFile(content);
     await handle.sync();

@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, readFile, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
@@ -10,6 +10,9 @@ import { DuplicateJobError, type RunStore, type StatusRecord } from './port.js';
  * The durable run store: runs/<job_id>/{request.json,status.json,result.json,stdout.log,
  * stderr.log,artifacts/}. Every JSON write is atomic, so a SIGKILL at any moment leaves each
  * file whole. The directory is the truth; the service's index is rebuilt from it on start.
+ * It is private to the service's user: `runs/` and each run dir are 0700, the files 0600
+ * (another user cannot even reach a run dir), and the request it keeps has its env values
+ * redacted by the front door (redact.ts).
  */
 export class DiskRunStore implements RunStore {
   readonly runsDir: string;
@@ -19,7 +22,10 @@ export class DiskRunStore implements RunStore {
   }
 
   async open(): Promise<void> {
-    await mkdir(this.runsDir, { recursive: true, mode: 0o755 });
+    await mkdir(this.runsDir, { recursive: true, mode: 0o700 });
+    // A store made by an earlier version (0755) is closed too: without search permission on
+    // runs/, no run dir below it can be reached by another user, whatever its own mode.
+    await chmod(this.runsDir, 0o700);
   }
 
   runDir(jobId: string): string {
@@ -29,7 +35,7 @@ export class DiskRunStore implements RunStore {
   /** Creates the job's directory with its request and a `queued` status; a taken id throws. */
   async create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord> {
     try {
-      await mkdir(this.runDir(jobId), { mode: 0o755 });
+      await mkdir(this.runDir(jobId), { mode: 0o700 });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new DuplicateJobError(jobId);
       throw error;

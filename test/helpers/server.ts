@@ -43,7 +43,9 @@ export async function startServer(args: string[] = [], options: { storeDir?: str
   const ownAuth = options.token === false || args.some((arg) => AUTH_FLAGS.includes(arg.split('=')[0]!)) || AUTH_VARIABLES.some((name) => options.env?.[name] !== undefined);
   const token = ownAuth ? null : randomBytes(16).toString('hex');
   const child = spawn(process.execPath, [CLI, 'serve', '--addr', '127.0.0.1:0', '--store-dir', storeDir, ...(token === null ? [] : ['--token', token]), ...args], {
-    env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...options.env },
+    // Workspaces made by makeWorkspace() live in the temp dir: it is the workspace root the
+    // service lets HTTP callers snapshot under (a test sets the variable to '' for none).
+    env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, AGENT_RUNNER_WORKSPACE_ROOTS: tmpdir(), ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: string[] = [];

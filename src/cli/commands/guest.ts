@@ -10,8 +10,13 @@ export function registerGuest(program: Command): void {
     .requiredOption('--listen <address>', 'unix:/path/to.sock, tcp:HOST:PORT or vsock:PORT')
     .option('--concurrency <n>', 'jobs running at once across all connections (default: number of cores)')
     .option('--max-frame-bytes <n>', 'largest frame accepted (default 16 MiB)')
-    .action(async (flags: { listen: string; concurrency?: string; maxFrameBytes?: string }) => {
+    .option('--token <token>', 'every connection must first send {"auth": TOKEN} (or AGENT_RUNNER_GUEST_TOKEN); required on a non-loopback tcp: address')
+    .option('--insecure', 'listen on a non-loopback tcp: address without a token: anyone who reaches it runs code')
+    .action(async (flags: { listen: string; concurrency?: string; maxFrameBytes?: string; token?: string; insecure?: boolean }) => {
+      const token = flags.token ?? (process.env.AGENT_RUNNER_GUEST_TOKEN || undefined);
       const server = await startGuestServer(parseListenAddress(flags.listen), {
+        ...(token !== undefined ? { token } : {}),
+        ...(flags.insecure ? { insecure: true } : {}),
         ...(flags.concurrency !== undefined ? { concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true })! } : {}),
         ...(flags.maxFrameBytes !== undefined ? { maxFrameBytes: positiveOption('--max-frame-bytes', flags.maxFrameBytes, { integer: true })! } : {}),
         onConnectionError: (error) => process.stderr.write(`connection error: ${error.message}\n`),

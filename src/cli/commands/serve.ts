@@ -24,6 +24,7 @@ interface ServeFlags {
   retentionDays?: string;
   retentionCount?: string;
   logLevel?: string;
+  workspaceRoot?: string[];
 }
 
 export function registerServe(program: Command): void {
@@ -43,6 +44,11 @@ export function registerServe(program: Command): void {
     .option('--grace-ms <n>', `on SIGTERM, how long running jobs may finish before they are canceled (default ${defaults.graceMs})`)
     .option('--retention-days <n>', 'delete terminal runs older than this')
     .option('--retention-count <n>', 'keep at most this many runs (oldest terminal ones go first)')
+    .option(
+      '--workspace-root <dir>',
+      'a host directory under which HTTP callers may snapshot local_path workspaces (repeatable; or AGENT_RUNNER_WORKSPACE_ROOTS, colon-separated); none: every local_path workspace is refused over HTTP',
+      (dir: string, previous: string[] | undefined) => [...(previous ?? []), dir],
+    )
     .option('--log-level <level>', `pino level: fatal, error, warn, info, debug (default ${defaults.logLevel})`)
     .addHelpText(
       'after',
@@ -112,6 +118,7 @@ function overrides(flags: ServeFlags): ConfigOverrides {
   const bodyLimitMb = positiveOption('--body-limit-mb', flags.bodyLimitMb, { integer: false });
   return {
     concurrency: integer('--concurrency', flags.concurrency),
+    runJob: { workspaceRoots: flags.workspaceRoot },
     service: {
       addr: flags.addr,
       storeDir: flags.storeDir,
