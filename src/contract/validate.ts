@@ -8,8 +8,17 @@ const compiled = { strict: new WeakMap<TSchema, ValidateFunction>(), coercing: n
 
 export type Validation<T> = { ok: true; value: T } | { ok: false; message: string; field: string; details: ErrorObject[] };
 
+/**
+ * How deep any request may nest. Free-form fields (trace, items) are otherwise unbounded, and
+ * every recursive walk after validation (hashing, storing) would answer a 10^4-deep object
+ * with a stack overflow instead of a 422.
+ */
+export const MAX_NESTING = 64;
+
 /** Validates against a contract schema; the message names the field and what was expected. */
 export function validate<S extends TSchema>(schema: S, value: unknown, options: { coerceTypes?: boolean } = {}): Validation<Static<S>> {
+  const tooDeep = deeperThan(value, MAX_NESTING);
+  if (tooDeep !== null) return { ok: false, message: `${tooDeep || 'request'} nests deeper than ${MAX_NESTING} levels`, field: tooDeep, details: [] };
   const cache = options.coerceTypes ? compiled.coercing : compiled.strict;
   let check = cache.get(schema);
   if (!check) {
@@ -20,6 +29,23 @@ export function validate<S extends TSchema>(schema: S, value: unknown, options: 
   const errors = check.errors ?? [];
   const first = errors[0];
   return first ? { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors } : { ok: false, message: 'request is invalid', field: '', details: [] };
+}
+
+/** Whether a value (an echoed trace, say) is shallow enough to be walked, hashed and stored. */
+export function withinNesting(value: unknown): boolean {
+  return deeperThan(value, MAX_NESTING) === null;
+}
+
+/** The field at which `value` nests deeper than `limit`, or null; walked without recursion. */
+function deeperThan(value: unknown, limit: number): string | null {
+  const stack: Array<{ node: unknown; depth: number; path: string }> = [{ node: value, depth: 0, path: '' }];
+  while (stack.length > 0) {
+    const { node, depth, path } = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (depth >= limit) return path;
+    for (const [key, child] of Object.entries(node)) stack.push({ node: child, depth: depth + 1, path: path ? `${path}.${key}` : key });
+  }
+  return null;
 }
 
 function fieldOf(error: ErrorObject): string {

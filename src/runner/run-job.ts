@@ -14,7 +14,7 @@ import {
   type SkippedEntry,
   type TerminalStatus,
 } from '../contract/run-job.js';
-import { validate } from '../contract/validate.js';
+import { validate, withinNesting } from '../contract/validate.js';
 import { checkCommand } from '../policy/command.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { LogFile, teeSinks } from '../sandbox/log-file.js';
@@ -479,5 +479,6 @@ function idOf(request: unknown): string {
 
 function traceOf(request: unknown): Record<string, unknown> {
   const trace = request !== null && typeof request === 'object' ? (request as Record<string, unknown>).trace : undefined;
-  return trace !== null && typeof trace === 'object' && !Array.isArray(trace) ? (trace as Record<string, unknown>) : {};
+  // A trace too deep to validate is not echoed either: the result must stay storable.
+  return trace !== null && typeof trace === 'object' && !Array.isArray(trace) && withinNesting(trace) ? (trace as Record<string, unknown>) : {};
 }
