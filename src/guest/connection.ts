@@ -8,6 +8,13 @@ import { readFrames, writeFrame } from '../wire/framed-socket.js';
 export type SnippetHandler = (request: unknown, signal: AbortSignal) => Promise<SnippetResponse>;
 
 /**
+ * Requests a connection may have received and not yet been answered. Past it the socket is
+ * not read: a client pipelining 200 frames of 4 MiB waits in its own send buffer instead of
+ * in our memory.
+ */
+export const MAX_UNANSWERED = 4;
+
+/**
  * One client connection. Requests run concurrently (bounded by the handler), responses go
  * back in request order, like HTTP/1.1 pipelining, so a client that sends several frames
  * without trace ids can still match them. A protocol error answers once and closes.
@@ -31,6 +38,7 @@ export function serveConnection(
   const aborter = new AbortController();
   let outbox: Promise<void> = Promise.resolve();
   let closing = false;
+  let unanswered = 0;
   let authenticated = options.token === undefined;
 
   const send = (response: object) => {
@@ -62,7 +70,14 @@ export function serveConnection(
           finish();
           return;
         }
-        enqueue(handle(message, aborter.signal));
+        unanswered += 1;
+        if (unanswered >= MAX_UNANSWERED) socket.pause();
+        enqueue(
+          handle(message, aborter.signal).finally(() => {
+            unanswered -= 1;
+            if (!closing && unanswered < MAX_UNANSWERED) socket.resume();
+          }),
+        );
       },
       onProtocolError(error: FrameError) {
         closing = true;

@@ -11,7 +11,11 @@ import { serveConnection, type ServedConnection } from './connection.js';
 import { formatListenAddress, isLoopbackHost, type ListenAddress } from './listen-address.js';
 import { startVsockBridge } from './vsock-bridge.js';
 
+const DEFAULT_MAX_CONNECTIONS = 64;
+
 export interface GuestServerOptions {
+  /** Connections served at once; more are closed as they arrive (default 64). */
+  maxConnections?: number;
   runtime?: RunnerRuntime;
   /** Jobs running at once across all connections (default: the runtime's concurrency, the number of cores). */
   concurrency?: number;
@@ -54,6 +58,8 @@ export async function startGuestServer(address: ListenAddress, options: GuestSer
     connections.add(connection);
     socket.on('close', () => connections.delete(connection));
   });
+  // Each connection may hold MAX_UNANSWERED frames: bounding connections bounds our memory.
+  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
 
   let bridge: ChildProcess | undefined;
   let bound: ListenAddress;
