@@ -3,8 +3,6 @@ import { basename, isAbsolute } from 'node:path';
 import type { CommandRule } from '../contract/run-job.js';
 import type { ResolvedCommand } from '../sandbox/types.js';
 
-export { fileSha256 } from '../workspace/file-hash.js';
-
 export type CommandDecision = { allowed: true; rule: string } | { allowed: false; rule: string; message: string; details: Record<string, unknown> };
 
 /**

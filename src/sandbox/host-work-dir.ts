@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { lstat, mkdir, open as fsOpen } from 'node:fs/promises';
+import { lstat, open as fsOpen } from 'node:fs/promises';
 import { handleSha256 } from '../workspace/file-hash.js';
 import { collectArtifacts, type CollectedArtifacts } from '../workspace/artifacts.js';
 import { openInTree, SafeDir } from '../workspace/safe-fs.js';
@@ -31,37 +31,6 @@ export class HostWorkDir {
       maxBytes: source.maxBytes,
       ownerUid: this.ownerUid,
     });
-  }
-
-  /**
-   * `mkdir -p` from the work dir's fd, one component at a time: a component that is a link (the
-   * snapshot may hold links) is refused, never followed, so nothing is created or chowned
-   * outside the work dir.
-   */
-  async makeDir(relativePath: string): Promise<void> {
-    const parts = relativePath.split('/').filter((segment) => segment !== '.' && segment !== '');
-    let dir = await SafeDir.open(this.requireHostPath());
-    try {
-      for (const [index, part] of parts.entries()) {
-        const shown = parts.slice(0, index + 1).join('/');
-        if (part === '..') throw new Error(`${relativePath} leaves the work dir`);
-        const created = await mkdir(dir.entryPath(part), { mode: 0o755 }).then(
-          () => true,
-          (error: NodeJS.ErrnoException) => {
-            if (error.code === 'EEXIST') return false;
-            throw error;
-          },
-        );
-        const child = await dir.openDir(part).catch(() => {
-          throw new Error(`${shown} is a link or not a directory`);
-        });
-        await dir.close();
-        dir = child;
-        if (created && this.ownerUid !== null) await dir.handle.chown(this.ownerUid, this.ownerUid);
-      }
-    } finally {
-      await dir.close().catch(() => undefined);
-    }
   }
 
   /**

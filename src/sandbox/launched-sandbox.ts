@@ -129,10 +129,6 @@ export class LaunchedSandbox implements PreparedSandbox {
     return this.parts.files.importWorkspace(source);
   }
 
-  makeWorkDir(relativePath: string): Promise<void> {
-    return this.parts.files.makeDir(relativePath);
-  }
-
   statWorkPath(relativePath: string): Promise<WorkPathKind> {
     return this.parts.files.statPath(relativePath);
   }

@@ -130,8 +130,6 @@ export interface PreparedSandbox {
   copyFile(name: string, hostSource: string): Promise<void>;
   /** Fills the empty work dir from a host directory; rejects with SnapshotError when it cannot. */
   importWorkspace(source: WorkspaceImport): Promise<SnapshotReport>;
-  /** Creates a directory (and its parents) under the work dir, as `mkdir -p`, owned by the job. */
-  makeWorkDir(relativePath: string): Promise<void>;
   /** What is at a path relative to the work dir, no link followed (a link on the way is `other`). */
   statWorkPath(relativePath: string): Promise<WorkPathKind>;
   /** Where argv[0] would be executed from, or null when the sandbox would not find it. */

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { ArtifactSchema, RunJobRequestSchema } from '../../contract/run-job.js';
 import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema } from '../../contract/service.js';
 import type { FrontDoor } from '../../service/front-door.js';
+import { hangUpSignal } from '../hang-up.js';
 import { routeSchema } from '../route-schema.js';
 
 const MAX_WAIT_SECONDS = 300;
@@ -45,9 +46,7 @@ export function jobRoutes(service: FrontDoor) {
       async (request, reply) => {
         const waitSeconds = request.query.wait ?? 0;
         if (waitSeconds <= 0) return service.get(request.params.job_id);
-        const hangUp = new AbortController();
-        reply.raw.once('close', () => hangUp.abort());
-        return service.waitForTerminal(request.params.job_id, waitSeconds * 1000, hangUp.signal);
+        return service.waitForTerminal(request.params.job_id, waitSeconds * 1000, hangUpSignal(reply));
       },
     );
 

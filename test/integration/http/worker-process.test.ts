@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { api, jobGate, startServer, waitForStatus } from '../../helpers/server.js';
+import { api, jobGate, startServer, waitForStatus, type JobGate, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 function childrenOf(pid: number): number[] {
@@ -16,37 +16,39 @@ function workerOf(frontDoor: number): number | undefined {
   return childrenOf(frontDoor).find((pid) => commandLine(pid).includes('worker-main'));
 }
 
+/** A one-slot server with a gated job running on it; both are cleaned up after `test`. */
+async function withRunningJob(test: (server: ServerProcess, jobId: string, gate: JobGate) => Promise<void>): Promise<void> {
+  const gate = await jobGate();
+  const server = await startServer(['--concurrency', '1']);
+  try {
+    const running = await api(server.url, 'POST', '/v1/jobs', gate.job);
+    await waitForStatus(server.url, running.json.job_id, 'running');
+    await test(server, running.json.job_id, gate);
+  } finally {
+    gate.release();
+    await server.stop();
+    await gate.close();
+  }
+}
+
 describe('the worker process beside the front door', () => {
-  it('runs the sandboxes: while a job runs, the front door has no child but its worker', async () => {
-    const gate = await jobGate();
-    const server = await startServer(['--concurrency', '1']);
-    try {
-      const running = await api(server.url, 'POST', '/v1/jobs', gate.job);
-      await waitForStatus(server.url, running.json.job_id, 'running');
+  it('runs the sandboxes: while a job runs, the front door has no child but its worker', () =>
+    withRunningJob(async (server, jobId, gate) => {
       const worker = workerOf(server.child.pid!);
       assert.ok(worker, 'the front door forked its worker');
       assert.deepEqual(childrenOf(server.child.pid!), [worker], 'no sandbox is a child of the front door');
       assert.ok(childrenOf(worker).length > 0, 'the sandbox is a child of the worker');
       gate.release();
-      assert.equal((await api(server.url, 'GET', `/v1/jobs/${running.json.job_id}?wait=60`)).json.status, 'completed');
-    } finally {
-      gate.release();
-      await server.stop();
-      await gate.close();
-    }
-  });
+      assert.equal((await api(server.url, 'GET', `/v1/jobs/${jobId}?wait=60`)).json.status, 'completed');
+    }));
 
-  it('a worker killed mid-job loses nothing: the job ends run.interrupted, a new worker runs what follows', async () => {
-    const gate = await jobGate();
-    const server = await startServer(['--concurrency', '1']);
-    try {
-      const running = await api(server.url, 'POST', '/v1/jobs', gate.job);
-      await waitForStatus(server.url, running.json.job_id, 'running');
+  it('a worker killed mid-job loses nothing: the job ends run.interrupted, a new worker runs what follows', () =>
+    withRunningJob(async (server, jobId) => {
       const queued = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'after the crash'] } });
       const first = workerOf(server.child.pid!)!;
       process.kill(first, 'SIGKILL');
 
-      const interrupted = await api(server.url, 'GET', `/v1/jobs/${running.json.job_id}?wait=60`);
+      const interrupted = await api(server.url, 'GET', `/v1/jobs/${jobId}?wait=60`);
       assert.equal(interrupted.json.status, 'failed');
       assert.equal(interrupted.json.result.error.code, 'run.interrupted');
       const next = await api(server.url, 'GET', `/v1/jobs/${queued.json.job_id}?wait=60`);
@@ -55,10 +57,5 @@ describe('the worker process beside the front door', () => {
       await waitUntil(() => workerOf(server.child.pid!) !== undefined, 'a new worker runs');
       assert.notEqual(workerOf(server.child.pid!), first);
       assert.equal((await api(server.url, 'GET', '/health')).status, 200);
-    } finally {
-      gate.release();
-      await server.stop();
-      await gate.close();
-    }
-  });
+    }));
 });

@@ -7,7 +7,6 @@ import { after, before, describe, it } from 'node:test';
 import type { RunJobResult } from '../../../src/contract/run-job.js';
 import { RunJobResultSchema } from '../../../src/contract/run-job.js';
 import { validate } from '../../../src/contract/validate.js';
-import { fileSha256 } from '../../../src/policy/command.js';
 import { runJob } from '../../../src/runner/run-job.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
@@ -96,7 +95,7 @@ describe('run jobs', () => {
   });
 
   it('pins a command by path and sha256: a different binary is denied', async () => {
-    const real = await fileSha256('/usr/bin/true');
+    const real = createHash('sha256').update(readFileSync('/usr/bin/true')).digest('hex');
     const pinned = await run({ command: { argv: ['true'] }, policy: { allowed_commands: [{ basename: 'true', path: '/usr/bin/true', sha256: real }] } });
     assert.equal(pinned.status, 'completed');
     assert.match(pinned.policy.rule, /pinned/);
