@@ -4,6 +4,7 @@
 #   util-linux  prlimit for rlimits (required; essential on Debian)
 #   golang-go   the go language
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
+#   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`. Without root this only reports what is missing.
 set -euo pipefail
@@ -16,6 +17,8 @@ need go golang-go
 need socat socat
 need python3 python3
 need cc gcc
+# The exec guard (native/) is linked statically.
+[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || want+=(libc6-dev)
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"

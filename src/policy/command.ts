@@ -28,7 +28,7 @@ export async function checkCommand(argv0: string, rules: readonly CommandRule[] 
   };
 }
 
-async function pinMatches(rule: Exclude<CommandRule, string>, resolved: ResolvedCommand | null): Promise<boolean> {
+export async function pinMatches(rule: Exclude<CommandRule, string>, resolved: ResolvedCommand | null): Promise<boolean> {
   if (!resolved) return false;
   if (rule.path !== undefined && isAbsolute(rule.path)) {
     const pinned = await realpath(rule.path).catch(() => rule.path!);

@@ -1,19 +1,21 @@
 import { basename } from 'node:path';
+import { SHELL_NAMES } from '../sandbox/shell-files.js';
 
 /**
- * The allow_shell rule. Without allow_shell a job may not:
+ * The allow_shell rule, as read from argv: an early, explainable refusal only. What holds
+ * whatever the argv is enforced inside the job (exec-rules.ts: no shell in its filesystem, and
+ * Landlock exec rules). Without allow_shell a job may not:
  *  - run a shell as argv[0] (sh, bash, dash, zsh, fish, ksh, ash, csh, tcsh, busybox), in any
  *    form, since a shell turns data into code; nor
  *  - hand an interpreter inline code (python -c, node -e/-p/--eval, perl -e/-E, ruby -e,
  *    php -r, deno eval, bun -e), which is a shell by another name.
- * Wrappers that just run their arguments (env, nice, nohup, timeout, stdbuf, setsid,
- * ionice, time, xargs) are looked through, so `env bash -c ...` is still a shell.
+ * Wrappers that just run their arguments (env, nice, nohup, timeout, stdbuf, setsid, ionice,
+ * time, xargs, flock, chrt, taskset) are looked through, their valued options skipped with
+ * their values, so `timeout -s KILL 5 bash -c ...` and `env -S 'bash -c ...'` are still shells.
  * Running a script file (python3 main.py) is allowed. The inline-code check is conservative:
  * an inline flag anywhere before `--` denies (`python3 tool.py -c conf` too), since options
  * that take values make "where the interpreter's own options end" unknowable in general.
  */
-export const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'fish', 'ksh', 'mksh', 'ash', 'csh', 'tcsh', 'busybox']);
-
 const INLINE_CODE_FLAGS: ReadonlyArray<[RegExp, ReadonlySet<string>]> = [
   [/^python(\d+(\.\d+)?)?$|^pypy3?$/, new Set(['-c'])],
   [/^node(js)?$/, new Set(['-e', '--eval', '-p', '--print'])],
@@ -25,7 +27,52 @@ const INLINE_CODE_FLAGS: ReadonlyArray<[RegExp, ReadonlySet<string>]> = [
   [/^(lua|luajit)$/, new Set(['-e'])],
 ];
 
-const WRAPPERS = new Set(['env', 'nice', 'nohup', 'timeout', 'stdbuf', 'setsid', 'ionice', 'time', 'xargs', 'exec', 'command']);
+/** Node options that load a module: a `data:` URL there is inline code. */
+const NODE_MODULE_FLAGS = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader']);
+
+/**
+ * Wrappers that run their arguments as a command, with the options of theirs that take a value
+ * (`timeout -s KILL 5 cmd`: KILL is the value, 5 an operand) and how many operands precede the
+ * command.
+ */
+const WRAPPERS: ReadonlyMap<string, { valued: ReadonlySet<string>; operands: number }> = new Map([
+  ['env', { valued: new Set(['-u', '--unset', '-C', '--chdir', '-S', '--split-string']), operands: 0 }],
+  ['nice', { valued: new Set(['-n', '--adjustment']), operands: 0 }],
+  ['nohup', { valued: new Set<string>(), operands: 0 }],
+  ['timeout', { valued: new Set(['-s', '--signal', '-k', '--kill-after']), operands: 1 }],
+  ['stdbuf', { valued: new Set(['-i', '-o', '-e', '--input', '--output', '--error']), operands: 0 }],
+  ['setsid', { valued: new Set<string>(), operands: 0 }],
+  ['ionice', { valued: new Set(['-c', '--class', '-n', '--classdata', '-p', '--pid', '-P', '--pgid', '-u', '--uid']), operands: 0 }],
+  ['time', { valued: new Set(['-f', '--format', '-o', '--output']), operands: 0 }],
+  [
+    'xargs',
+    { valued: new Set(['-a', '--arg-file', '-d', '--delimiter', '-E', '-I', '-L', '--max-lines', '-n', '--max-args', '-P', '--max-procs', '-s', '--max-chars']), operands: 0 },
+  ],
+  ['flock', { valued: new Set(['-w', '--timeout', '-E', '--conflict-exit-code']), operands: 1 }],
+  ['chrt', { valued: new Set<string>(), operands: 1 }],
+  ['taskset', { valued: new Set<string>(), operands: 1 }],
+  ['exec', { valued: new Set<string>(), operands: 0 }],
+  ['command', { valued: new Set<string>(), operands: 0 }],
+]);
+
+/** Wrapper options whose value is itself a command line: split into argv, or run by a shell. */
+const COMMAND_STRING_OPTIONS: ReadonlyMap<string, ReadonlyMap<string, 'argv' | 'shell'>> = new Map([
+  [
+    'env',
+    new Map<string, 'argv' | 'shell'>([
+      ['-S', 'argv'],
+      ['--split-string', 'argv'],
+    ]),
+  ],
+  [
+    'flock',
+    new Map<string, 'argv' | 'shell'>([
+      ['-c', 'shell'],
+      ['--command', 'shell'],
+    ]),
+  ],
+]);
+const NO_COMMAND_OPTIONS: ReadonlyMap<string, 'argv' | 'shell'> = new Map();
 
 export interface ShellFinding {
   program: string;
@@ -36,46 +83,94 @@ export function findShellUse(argv: readonly string[]): ShellFinding | null {
   let index = 0;
   while (index < argv.length) {
     const program = basename(argv[index]!);
-    if (SHELLS.has(program)) return { program, reason: `${program} is a shell` };
+    if (SHELL_NAMES.has(program)) return { program, reason: `${program} is a shell` };
     const inline = INLINE_CODE_FLAGS.find(([name]) => name.test(program));
     if (inline) {
       const args = argv.slice(index + 1);
       const end = args.indexOf('--');
-      const flag = (end < 0 ? args : args.slice(0, end)).find((arg) => isInlineFlag(arg, inline[1]));
-      return flag === undefined ? null : { program, reason: `${program} ${flag} runs inline code` };
+      const own = end < 0 ? args : args.slice(0, end);
+      const flag = own.find((arg) => isInlineFlag(arg, inline[1]));
+      if (flag !== undefined) return { program, reason: `${program} ${flag} runs inline code` };
+      const module = /^node(js)?$/.test(program) ? dataModule(own) : undefined;
+      return module === undefined ? null : { program, reason: `${program} ${module} loads inline code` };
     }
-    if (!WRAPPERS.has(program)) return null;
-    index = nextCommandIndex(argv, index + 1, program);
+    const wrapper = WRAPPERS.get(program);
+    if (!wrapper) return null;
+    const next = nextCommandIndex(argv, index + 1, program, wrapper);
+    if ('commandString' in next) {
+      if (next.runBy === 'shell') return { program, reason: `${program} ${next.option} runs its value with a shell` };
+      return findShellUse(next.commandString);
+    }
+    index = next.index;
   }
   return null;
 }
 
-/** `-c`, or a short-option cluster holding it (`-Sc`, `-cprint(1)`); long flags only as themselves. */
+/** `-c`, `--eval=code`, or a short-option cluster holding it (`-Sc`, `-cprint(1)`). */
 function isInlineFlag(arg: string, flags: ReadonlySet<string>): boolean {
   if (flags.has(arg)) return true;
+  if ([...flags].some((flag) => flag.startsWith('--') && arg.startsWith(`${flag}=`))) return true;
   if (!/^-[^-]/.test(arg)) return false;
   return [...flags].some((flag) => /^-[A-Za-z]$/.test(flag) && new RegExp(`^-[A-Za-z]*${flag[1]}`).test(arg));
 }
 
-/** Skips a wrapper's own options and operands (env's NAME=value, timeout's duration). */
-function nextCommandIndex(argv: readonly string[], index: number, wrapper: string): number {
+/** `node --import data:...` (or `--require=data:...`): a module given as text. */
+function dataModule(args: readonly string[]): string | undefined {
+  for (const [position, arg] of args.entries()) {
+    const [flag, attached] = arg.split(/=(.*)/s, 2) as [string, string | undefined];
+    if (!NODE_MODULE_FLAGS.has(flag)) continue;
+    const value = attached ?? args[position + 1];
+    if (value?.startsWith('data:')) return `${flag} ${value.slice(0, 32)}`;
+  }
+  return undefined;
+}
+
+/**
+ * Skips a wrapper's own options, with their values, and its operands (env's NAME=value,
+ * timeout's duration, flock's lock file). A value that is itself a command line (env -S,
+ * flock -c) is returned to be judged.
+ */
+function nextCommandIndex(
+  argv: readonly string[],
+  index: number,
+  wrapper: string,
+  spec: { valued: ReadonlySet<string>; operands: number },
+): { index: number } | { commandString: string[]; option: string; runBy: 'argv' | 'shell' } {
   let position = index;
+  let operands = spec.operands;
+  const commandOptions = COMMAND_STRING_OPTIONS.get(wrapper) ?? NO_COMMAND_OPTIONS;
   while (position < argv.length) {
     const arg = argv[position]!;
-    if (arg === '--') return position + 1;
-    if (arg.startsWith('-')) {
-      position += 1;
+    if (arg === '--') return { index: position + 1 + operands };
+    if (arg.startsWith('-') && arg.length > 1) {
+      const { option, value } = splitOption(arg, spec.valued, commandOptions);
+      const taken = value ?? (spec.valued.has(option) || commandOptions.has(option) ? argv[position + 1] : undefined);
+      const runBy = commandOptions.get(option);
+      if (runBy !== undefined) return { commandString: (taken ?? '').split(/\s+/).filter((word) => word !== ''), option, runBy };
+      position += value === undefined && spec.valued.has(option) ? 2 : 1;
       continue;
     }
     if (wrapper === 'env' && arg.includes('=')) {
       position += 1;
       continue;
     }
-    if (wrapper === 'timeout' && /^\d/.test(arg)) {
+    if (operands > 0) {
+      operands -= 1;
       position += 1;
       continue;
     }
-    return position;
+    return { index: position };
   }
-  return position;
+  return { index: position };
+}
+
+/** `--name=value`, `-oL` (a short option with its value attached), or a bare option. */
+function splitOption(arg: string, valued: ReadonlySet<string>, commandOptions: ReadonlyMap<string, unknown>): { option: string; value: string | undefined } {
+  if (arg.startsWith('--')) {
+    const equals = arg.indexOf('=');
+    return equals < 0 ? { option: arg, value: undefined } : { option: arg.slice(0, equals), value: arg.slice(equals + 1) };
+  }
+  const short = arg.slice(0, 2);
+  if ((valued.has(short) || commandOptions.has(short)) && arg.length > 2) return { option: short, value: arg.slice(2) };
+  return { option: arg, value: undefined };
 }

@@ -16,6 +16,7 @@ import {
 } from '../contract/run-job.js';
 import { validate, withinNesting } from '../contract/validate.js';
 import { checkCommand } from '../policy/command.js';
+import { execRulesFor } from '../policy/exec-rules.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { LogFile, teeSinks } from '../sandbox/log-file.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
@@ -188,6 +189,7 @@ class RunJobExecution {
       if (!resolved) return builder.finish('failed', contractError('run.spawn_failed', `command not found or not executable: ${argv0}`, { argv0 }));
       const unusablePath = await this.checkRequestPath(sandbox, argv0);
       if (unusablePath) return builder.finish('setup_failed', unusablePath);
+      await sandbox.restrictExec(await execRulesFor(job.policy, resolved, sandbox, posix.join(WORK_DIR, job.cwd)));
 
       started = true;
       const outcome = await this.execute(sandbox, runDir);
@@ -231,6 +233,8 @@ class RunJobExecution {
       workDir: WORK_DIR,
       workDirBytes: config.workDirBytes,
       network: job.policy.network === 'allow' ? 'host' : 'none',
+      guardExec: true,
+      withoutShells: !job.policy.allow_shell,
       limits: {
         memoryBytes: job.limits.memory_bytes,
         memoryMechanism: 'cgroup',

@@ -9,6 +9,8 @@ import { HostWorkDir } from './host-work-dir.js';
 import { baseEnvironment } from './profiles.js';
 import { ARGS_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
 import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
+import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv, probeLandlock } from './exec-guard.js';
+import { findShellFiles } from './shell-files.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
 import { forkWhenQuiet } from './fork-gate.js';
 import { isAlive } from './process-tree.js';
@@ -66,6 +68,10 @@ const JOIN_CGROUPS = 'unset PWD OLDPWD; while [ "$1" != -- ]; do echo $$ > "$1" 
 
 interface Ready {
   seccompFile: string | null;
+  /** 0 when the kernel has none: guarded jobs whose rules restrict execution cannot run. */
+  landlockAbi: number;
+  /** The system's shells, hidden from jobs that may not run one. */
+  shellFiles: readonly string[];
   layout: HostLayout;
   identityFiles: { passwd: string; group: string };
   cgroups: CgroupHost | null;
@@ -111,6 +117,9 @@ export class BubblewrapBackend implements SandboxBackend {
           ? `per-job cgroups (${ready.cgroups.version}) bound memory and processes`
           : 'no writable cgroup hierarchy: memory and process limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC)',
         ready.seccompFile ? 'seccomp syscall filter applied' : 'seccomp syscall filter disabled by configuration',
+        ready.landlockAbi > 0
+          ? `Landlock ABI ${ready.landlockAbi}: run jobs' exec rules (allow_shell, allowed_commands) enforced inside the job`
+          : 'no Landlock in this kernel: run jobs that restrict execution (allow_shell false, allowed_commands) cannot run',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
@@ -177,7 +186,13 @@ export class BubblewrapBackend implements SandboxBackend {
       seccompFile = join(this.options.runtimeDir, 'seccomp-x86_64.bpf');
       replaceFile(seccompFile, encodeFilter(buildFilter()));
     }
-    const ready: Ready = { layout: readHostLayout(), identityFiles, cgroups, seccompFile };
+    let landlockAbi: number;
+    try {
+      landlockAbi = probeLandlock();
+    } catch (error) {
+      throw new SandboxUnavailableError((error as Error).message);
+    }
+    const ready: Ready = { layout: readHostLayout(), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
     await this.probeNamespaces(ready);
     return ready;
   }
@@ -273,7 +288,9 @@ export class BubblewrapBackend implements SandboxBackend {
         }
         fileMounts.push({ host: workDir, sandbox: template.workDir, writable: true });
       }
-      for (const file of template.files) {
+      const files = template.guardExec ? [...template.files, { name: EXEC_RULES_FILE, sandboxPath: EXEC_RULES_SANDBOX_PATH, executable: false }] : template.files;
+      if (template.guardExec) fileMounts.push(EXEC_GUARD_MOUNT);
+      for (const file of files) {
         const host = join(stagingDir, file.name);
         await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
         stagedFiles.set(file.name, host);
@@ -293,6 +310,7 @@ export class BubblewrapBackend implements SandboxBackend {
             stagedFiles,
             workDir,
             files: new HostWorkDir(workDir, template.workDir ?? null, uid),
+            execRules: template.guardExec ? { landlockAbi: ready.landlockAbi, systemTrees: ready.layout.directories } : null,
             releaseWorkDir: lease ? lease.release : null,
             onFinished: () => {
               release();
@@ -329,11 +347,12 @@ export class BubblewrapBackend implements SandboxBackend {
       layout: ready.layout,
       identityFiles: ready.identityFiles,
       meminfo: this.meminfoFor(limits.memoryBytes),
-      argv: template.argv,
+      argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
       cwd: template.cwd,
       env: { ...baseEnvironment(template.profile), ...template.env },
       mounts,
       network: template.network,
+      hidden: template.withoutShells ? ready.shellFiles : [],
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,

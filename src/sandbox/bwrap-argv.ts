@@ -27,6 +27,8 @@ export interface BwrapPlan {
   env: Readonly<Record<string, string>>;
   mounts: readonly Mount[];
   network: 'none' | 'host';
+  /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
+  hidden: readonly string[];
   tmpBytes: number;
   shmBytes: number;
   /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
@@ -69,6 +71,8 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   // Read-only system: /usr and the merged-/usr links, a hand-picked /etc.
   for (const dir of plan.layout.directories) args.push('--ro-bind', dir, dir);
   for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
+  // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
+  for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
   for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
   if (plan.network === 'host') for (const path of plan.layout.etcNetwork) args.push('--ro-bind', path, path);
   args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');

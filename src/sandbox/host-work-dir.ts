@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { lstat, open as fsOpen } from 'node:fs/promises';
+import { lstat, open as fsOpen, type FileHandle } from 'node:fs/promises';
 import { handleSha256 } from '../workspace/file-hash.js';
 import { collectArtifacts, type CollectedArtifacts } from '../workspace/artifacts.js';
 import { openInTree, SafeDir } from '../workspace/safe-fs.js';
@@ -74,7 +74,9 @@ export class HostWorkDir {
       const handle = await open().catch(() => null);
       if (!handle) continue;
       const info = await handle.stat().finally(() => handle.close());
-      if (info.isFile() && (info.mode & 0o111) !== 0) return { sandboxPath: candidate, realPath: resolved.sandboxPath, sha256: async () => handleSha256(await open()) };
+      if (info.isFile() && (info.mode & 0o111) !== 0) {
+        return { sandboxPath: candidate, realPath: resolved.sandboxPath, sha256: async () => handleSha256(await open()), head: async () => readHead(await open()) };
+      }
     }
     return null;
   }
@@ -90,5 +92,18 @@ export class HostWorkDir {
   private requireHostPath(): string {
     if (this.hostPath === null) throw new Error('this sandbox has no work dir');
     return this.hostPath;
+  }
+}
+
+/** Enough of a file for its `#!` line or its ELF program headers. */
+const HEAD_BYTES = 4096;
+
+async function readHead(handle: FileHandle): Promise<Buffer> {
+  try {
+    const buffer = Buffer.alloc(HEAD_BYTES);
+    const { bytesRead } = await handle.read(buffer, 0, HEAD_BYTES, 0);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
   }
 }

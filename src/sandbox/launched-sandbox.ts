@@ -10,9 +10,11 @@ import { removeTree } from './tree-removal.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
 import type { HostWorkDir } from './host-work-dir.js';
+import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
 import {
   SandboxUnavailableError,
   type ArtifactRequest,
+  type ExecRules,
   type OutputSink,
   type PreparedSandbox,
   type ResolvedCommand,
@@ -52,6 +54,8 @@ export interface LaunchParts {
   workDir: string | null;
   /** The job's files: the work dir as the runner may touch it. */
   files: HostWorkDir;
+  /** For a template made with guardExec: what its rules are checked against and encoded with. */
+  execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
@@ -139,6 +143,15 @@ export class LaunchedSandbox implements PreparedSandbox {
 
   collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts> {
     return this.parts.files.collectArtifacts(request);
+  }
+
+  async restrictExec(rules: ExecRules): Promise<void> {
+    const guard = this.parts.execRules;
+    if (!guard) throw new Error('this sandbox was not made with guardExec');
+    if (needsLandlock(rules) && guard.landlockAbi < 1) {
+      throw new SandboxUnavailableError('this kernel has no Landlock, so exec rules (allow_shell false, allowed_commands) cannot be enforced inside the job');
+    }
+    await this.writeFile(EXEC_RULES_FILE, encodeExecRules(rules, guard.systemTrees));
   }
 
   release(): void {

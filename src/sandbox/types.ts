@@ -33,6 +33,24 @@ export interface SandboxTemplate {
   workDirBytes?: number;
   limits: ResourceLimits;
   network: 'none' | 'host';
+  /**
+   * argv[0] is executed by the exec guard (exec-guard.ts), under the rules given with
+   * `restrictExec` before start: by the absolute path the host resolved, never by a PATH search.
+   */
+  guardExec?: boolean;
+  /** No shell of the system exists in the job's filesystem (shell-files.ts). */
+  withoutShells?: boolean;
+}
+
+/** What a guarded job may execute, in sandbox paths; enforced inside it with Landlock. */
+export interface ExecRules {
+  /** The file argv[0] is executed from, resolved by the host on the sandbox's own PATH. */
+  program: string;
+  /**
+   * `any`, or all that the job and its descendants may execute: the read-only system trees
+   * (`system`) and single files. Files the job writes are never executable unless listed.
+   */
+  executable: 'any' | { system: boolean; files: readonly string[] };
 }
 
 export interface Mount {
@@ -109,6 +127,8 @@ export interface ResolvedCommand {
   realPath: string;
   /** Digest of the file that would run, for sha256 pins. */
   sha256(): Promise<string>;
+  /** Its first bytes, where the kernel reads which interpreter runs it (ELF or `#!`). */
+  head(): Promise<Buffer>;
 }
 
 export interface ArtifactRequest {
@@ -134,6 +154,12 @@ export interface PreparedSandbox {
   statWorkPath(relativePath: string): Promise<WorkPathKind>;
   /** Where argv[0] would be executed from, or null when the sandbox would not find it. */
   resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null>;
+  /**
+   * Gives a template made with `guardExec` its exec rules; required before start (the guard
+   * refuses to run anything without them). Rejects with SandboxUnavailableError when the host
+   * cannot enforce them.
+   */
+  restrictExec(rules: ExecRules): Promise<void>;
   /** After the run: copies work-dir files matching the patterns out, never following links. */
   collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts>;
   /** Runs the job to completion; never leaves a process behind. */

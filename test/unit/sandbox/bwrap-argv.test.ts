@@ -12,6 +12,7 @@ const plan: BwrapPlan = {
   env: { PATH: '/usr/bin', HOME: '/tmp' },
   mounts: [{ host: '/state/jobs/1/script.py', sandbox: '/tmp/job-1/script.py', writable: false }],
   network: 'none',
+  hidden: ['/usr/bin/dash'],
   tmpBytes: 1024,
   shmBytes: 512,
 };
@@ -25,7 +26,7 @@ describe('bubblewrap argv', () => {
       '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup', '--unshare-net',
       '--uid 1000', '--gid 1000', '--hostname sandbox', '--disable-userns', '--die-with-parent', '--new-session', '--cap-drop ALL',
       '--clearenv', '--setenv PATH /usr/bin', '--setenv HOME /tmp',
-      '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
+      '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /dev/null /usr/bin/dash', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
       '--ro-bind /state/passwd /etc/passwd', '--ro-bind /state/group /etc/group',
       '--proc /proc', '--ro-bind /state/meminfo /proc/meminfo',
       '--size 65536', '--tmpfs /dev',
