@@ -141,6 +141,20 @@ export const ServiceSettingsSchema = Section({
   auth: Type.Boolean({ default: true, description: 'Every route but /health needs the bearer token; false opts out (loopback addresses only).' }),
   queueCapacity: PositiveInteger(1000, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
   bodyLimitBytes: PositiveInteger(10 * MiB, 'Largest request body; 413 beyond.'),
+  clients: Section(
+    {
+      headersTimeoutMs: PositiveInteger(10_000, 'A client has this long to send its request line and headers; then 408 request.timeout and the connection closes.'),
+      requestTimeoutMs: PositiveInteger(60_000, 'A client has this long to send a whole request, body included (at least headersTimeoutMs); then 408 request.timeout.'),
+      keepAliveTimeoutMs: PositiveInteger(5_000, 'A kept-alive connection idle this long between requests is closed.'),
+      idleTimeoutMs: PositiveInteger(
+        600_000,
+        'A connection with no traffic either way this long is closed (a client that stops reading its answer). Keep it above the longest answer: long polls (300 s), synchronous snippets and tasks (their timeout).',
+      ),
+      maxConnections: PositiveInteger(1024, 'Open connections in all; more are closed at once.'),
+      maxConnectionsPerAddress: PositiveInteger(128, 'Open connections from one remote address; more are closed at once. Behind a proxy, clients share its address: raise it.'),
+    },
+    'Bounds on HTTP clients, so a slow or greedy client costs itself, not the service.',
+  ),
   graceMs: Type.Integer({ minimum: 0, default: 30_000, description: 'On SIGTERM, how long running jobs may finish before they are canceled.' }),
   retention: Section({
     maxAgeDays: Nullable(Type.Number({ exclusiveMinimum: 0 }), 'Terminal runs older than this are deleted (null: kept).'),

@@ -4,7 +4,10 @@ import type { Logger } from 'pino';
 import { validate } from '../contract/validate.js';
 import type { FrontDoor } from '../service/front-door.js';
 import type { WorkerProcess } from '../service/worker-process.js';
+import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
+import { answerClientError } from './client-errors.js';
+import { limitConnections } from './connection-limits.js';
 import { installErrorHandler } from './errors.js';
 import { backendRoutes } from './routes/backends.js';
 import { execRoutes } from './routes/exec.js';
@@ -21,14 +24,31 @@ export interface AppOptions {
   /** Required on every route but /health; null: no authentication (`--no-auth`, loopback only). */
   token: string | null;
   bodyLimitBytes: number;
+  /** Deadlines and connection counts that keep a slow or greedy client from holding the service. */
+  clients: ServiceSettings['clients'];
   execConcurrency: number;
   logger: Logger;
 }
 
 /** The HTTP face: one plugin per route group, schemas from contract/, errors from the code table. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const { clients } = options;
   const app = Fastify({
     bodyLimit: options.bodyLimitBytes,
+    // Each phase of a request has a deadline; past it Node answers 408 and closes the connection.
+    // Node also checks the request deadline against the header one when it makes the server,
+    // before Fastify sets its own: hence requestTimeout in both places.
+    requestTimeout: clients.requestTimeoutMs,
+    http: {
+      headersTimeout: clients.headersTimeoutMs,
+      requestTimeout: clients.requestTimeoutMs,
+      // Node looks for connections past their deadline this often (30 s by default): a quarter
+      // of the header deadline, so none outlives it by more than that.
+      connectionsCheckingInterval: Math.min(30_000, Math.ceil(clients.headersTimeoutMs / 4)),
+    },
+    keepAliveTimeout: clients.keepAliveTimeoutMs,
+    connectionTimeout: clients.idleTimeoutMs,
+    clientErrorHandler: answerClientError,
     // Typed as Fastify's base logger so the instance keeps its default generic parameters.
     loggerInstance: options.logger as FastifyBaseLogger,
     // Job ids, not request counters, are what an operator greps for; keep Fastify's reqId short.
@@ -42,6 +62,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Plain JSON.stringify: schemas document responses, they do not reshape them.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   installErrorHandler(app);
+  limitConnections(app.server, { total: clients.maxConnections, perAddress: clients.maxConnectionsPerAddress }, (address) =>
+    app.log.debug({ address }, 'connection refused: too many open from this address'),
+  );
   if (options.token) installBearerAuth(app, options.token);
   await app.register(swagger, {
     openapi: {

@@ -3,6 +3,7 @@ import { pino, type Logger } from 'pino';
 import { MemoryQueue } from '../queue/memory-queue.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { LocalJobEvents } from '../service/events.js';
+import type { ServiceSettings } from '../config/schema.js';
 import { FrontDoor } from '../service/front-door.js';
 import { WorkerProcess } from '../service/worker-process.js';
 import { DiskRunStore } from '../store/disk-store.js';
@@ -19,6 +20,8 @@ export interface ServiceConfig {
   queueCapacity: number;
   concurrency: number;
   bodyLimitBytes: number;
+  /** Header, request, keep-alive and idle deadlines; connections in all and per client address. */
+  clients: ServiceSettings['clients'];
   retention: { maxAgeMs: number | null; maxCount: number | null };
   /** A pino logger; `false` logs nothing. */
   logger: Logger | false;
@@ -65,6 +68,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     defaultBackend: runtime.backends.defaultKind,
     token: config.token,
     bodyLimitBytes: config.bodyLimitBytes,
+    clients: config.clients,
     execConcurrency: config.concurrency,
     logger,
   });

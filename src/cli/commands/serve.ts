@@ -67,6 +67,7 @@ export function registerServe(program: Command): void {
         queueCapacity: settings.queueCapacity,
         concurrency: config.concurrency,
         bodyLimitBytes: settings.bodyLimitBytes,
+        clients: settings.clients,
         retention: { maxAgeMs: settings.retention.maxAgeDays === null ? null : settings.retention.maxAgeDays * 86_400_000, maxCount: settings.retention.maxCount },
         logger,
         runtime: new RunnerRuntime(config),

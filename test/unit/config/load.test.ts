@@ -34,6 +34,7 @@ describe('configuration defaults', () => {
       auth: true,
       queueCapacity: 1000,
       bodyLimitBytes: 10 * MiB,
+      clients: { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, idleTimeoutMs: 600_000, maxConnections: 1024, maxConnectionsPerAddress: 128 },
       graceMs: 30_000,
       retention: { maxAgeDays: null, maxCount: null },
       logLevel: 'info',
@@ -103,6 +104,7 @@ describe('configuration from the environment', () => {
       AGENT_RUNNER_BACKENDS__DEFAULT: 'gvisor',
       AGENT_RUNNER_SERVICE__LOG_LEVEL: 'debug',
       AGENT_RUNNER_SERVICE__RETENTION__MAX_AGE_DAYS: '1.5',
+      AGENT_RUNNER_SERVICE__CLIENTS__MAX_CONNECTIONS_PER_ADDRESS: '8',
     });
     assert.equal(config.snippet.memoryBytes, 128 * MiB);
     assert.equal(config.runJob.allowNetwork, false);
@@ -110,6 +112,7 @@ describe('configuration from the environment', () => {
     assert.equal(config.backends.default, 'gvisor');
     assert.equal(config.service.logLevel, 'debug');
     assert.equal(config.service.retention.maxAgeDays, 1.5);
+    assert.equal(config.service.clients.maxConnectionsPerAddress, 8);
   });
 
   it('treats an empty variable as unset', () => {
