@@ -15,6 +15,10 @@ export const ERROR_CODES = {
   'internal.error': { http: 500, description: 'an unexpected failure in the service itself' },
   'queue.full': { http: 503, description: 'the queue is at capacity; retry later' },
   'queue.closed': { http: 503, description: 'the service is shutting down' },
+  'store.unavailable': {
+    http: 503,
+    description: 'the run store cannot take writes (disk full, quota, I/O error, read-only file system); reads still work; retry after Retry-After',
+  },
   'policy.command_denied': { http: 200, description: 'argv[0] is not allowed, or a pinned binary differs' },
   'policy.shell_denied': { http: 200, description: 'a shell or inline interpreter code without allow_shell' },
   'policy.env_denied': { http: 200, description: 'a request env key not listed in allowed_env' },

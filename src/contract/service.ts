@@ -40,8 +40,16 @@ export const JobPageSchema = Type.Object(
 
 export const HealthSchema = Type.Object(
   {
-    status: Type.Literal('ok'),
+    status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')], {
+      description: 'degraded: the run store cannot take writes (submissions get 503 store.unavailable), or holds job records it still owes; reads are served either way',
+    }),
     queue: Type.Object({ depth: Type.Integer(), capacity: Type.Integer(), running: Type.Integer(), concurrency: Type.Integer(), accepting: Type.Boolean() }),
+    store: Type.Object({
+      writable: Type.Boolean(),
+      error: Type.Optional(Type.String({ description: 'what the last refused write met: ENOSPC, EDQUOT, EIO or EROFS' })),
+      since: Type.Optional(Type.String({ format: 'date-time' })),
+      held_jobs: Type.Integer({ description: 'jobs whose status or result is held in memory until the store takes it' }),
+    }),
     backend: BackendDescriptionSchema,
   },
   { $id: 'Health' },

@@ -83,6 +83,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
       await frontDoor.idle();
       clearTimeout(graceOver);
       await worker.stop();
+      await frontDoor.flushStore();
       await app.close();
     },
   };

@@ -5,8 +5,9 @@ import type { JobStatus } from '../contract/service.js';
 import { QueueClosedError, QueueFullError, type JobQueue, type QueueStats } from '../queue/port.js';
 import { admitRunJob, unrunResult } from '../runner/run-job.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import { DuplicateJobError, isTerminal, type RunStore, type StatusRecord } from '../store/port.js';
+import { DuplicateJobError, isTerminal, StoreUnavailableError, type RunStore, type StatusRecord } from '../store/port.js';
 import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact.js';
+import { ResilientRunStore, STORE_RETRY_MS, type StoreAvailability } from '../store/resilient-store.js';
 import type { JobEvents } from './events.js';
 import type { WorkerPorts } from './worker-ports.js';
 
@@ -42,9 +43,12 @@ const RECENT_RESULT_BYTES = 64 * 1024;
  * The job system as callers see it: admit -> store (queued) -> queue; status, long-poll,
  * listing, artifacts and cancel. It never runs a job: workers lease them through
  * `workerPorts()`, in another process, so nothing here forks. The in-memory index mirrors the
- * store and is rebuilt from it on start, where interrupted and waiting jobs are settled.
+ * store and is rebuilt from it on start, where interrupted and waiting jobs are settled. While
+ * the store cannot take writes, submissions are refused (503 store.unavailable) and what
+ * accepted jobs record is held until it can (store/resilient-store.ts).
  */
 export class FrontDoor {
+  private readonly store: ResilientRunStore;
   private readonly index = new Map<string, StatusRecord>();
   /**
    * Requests of jobs not yet leased, whole: the store keeps env values redacted (store/redact.ts),
@@ -55,12 +59,16 @@ export class FrontDoor {
   private readonly runningWrites = new Map<string, Promise<void>>();
   private readonly recentResults = new Map<string, RunJobResult>();
   private retentionTimer: NodeJS.Timeout | undefined;
+  /** Aborted by close(): a worker waiting for the store to take writes stops waiting. */
+  private readonly closing = new AbortController();
 
   constructor(
     private readonly runtime: RunnerRuntime,
     private readonly ports: { queue: JobQueue; store: RunStore; events: JobEvents },
     private readonly options: FrontDoorOptions,
-  ) {}
+  ) {
+    this.store = new ResilientRunStore(ports.store, options.log);
+  }
 
   /**
    * Rebuilds the index. Jobs that were running when the last process died are marked failed
@@ -69,7 +77,8 @@ export class FrontDoor {
    * as digests: they cannot run as asked, and end failed with store.redacted (never run).
    */
   async start(): Promise<{ recovered: number; interrupted: number; unreadable: string[] }> {
-    const { store, queue } = this.ports;
+    const { store } = this;
+    const { queue } = this.ports;
     await store.open();
     const { records, unreadable } = await store.load();
     records.sort(byCreation);
@@ -98,7 +107,8 @@ export class FrontDoor {
   }
 
   async submit(request: unknown): Promise<StatusRecord> {
-    const { queue, store } = this.ports;
+    const { store } = this;
+    const { queue } = this.ports;
     if (!queue.stats().accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
     // Every caller of the front door is remote (HTTP): a local_path workspace only under a workspace root.
     const admitted = admitRunJob(request, this.runtime, 'remote');
@@ -113,6 +123,14 @@ export class FrontDoor {
       record = await store.create(admitted.jobId, redactRequest(stored), admitted.traceId);
     } catch (error) {
       if (error instanceof DuplicateJobError) throw new ServiceError(contractError('job.duplicate', error.message), { job_id: admitted.jobId });
+      if (error instanceof StoreUnavailableError) {
+        throw new ServiceError(
+          contractError('store.unavailable', `${error.message}: the job was not accepted; jobs already accepted can still be read`, { reason: error.reason }),
+          {
+            retry_after_seconds: STORE_RETRY_MS / 1000,
+          },
+        );
+      }
       throw error;
     }
     this.index.set(record.job_id, record);
@@ -126,7 +144,7 @@ export class FrontDoor {
   async get(jobId: string): Promise<JobState> {
     const record = this.require(jobId);
     if (!isTerminal(record.status)) return record;
-    const result = this.recentResults.get(jobId) ?? (await this.ports.store.readResult(jobId));
+    const result = this.recentResults.get(jobId) ?? (await this.store.readResult(jobId));
     return result ? { ...record, result } : record;
   }
 
@@ -180,18 +198,32 @@ export class FrontDoor {
   async openArtifact(jobId: string, path: string): Promise<{ artifact: Artifact; handle: FileHandle }> {
     const artifact = (await this.artifacts(jobId)).find((candidate) => candidate.path === path);
     if (!artifact) throw new ServiceError(contractError('job.not_found', `job ${jobId} has no artifact ${JSON.stringify(path)}`));
-    return { artifact, handle: await this.ports.store.openArtifact(jobId, artifact.path) };
+    return { artifact, handle: await this.store.openArtifact(jobId, artifact.path) };
   }
 
   health(): QueueStats {
     return this.ports.queue.stats();
   }
 
+  storeHealth(): StoreAvailability {
+    return this.store.availability();
+  }
+
   /** The job system as a worker sees it: lease, read the request, record the run. */
   workerPorts(): WorkerPorts {
-    const { queue, store, events } = this.ports;
+    const { store } = this;
+    const { queue, events } = this.ports;
     return {
-      queue,
+      queue: {
+        // A job started while the store cannot take writes would lose its logs and artifacts
+        // (and end run.io_failed): it stays queued until the store takes writes again.
+        lease: async (signal) => {
+          await store.whenWritable(signal ? AbortSignal.any([signal, this.closing.signal]) : this.closing.signal);
+          return queue.lease(signal);
+        },
+        complete: (jobId) => queue.complete(jobId),
+        fail: (jobId) => queue.fail(jobId),
+      },
       events,
       runs: {
         claim: async (jobId) => {
@@ -232,9 +264,16 @@ export class FrontDoor {
 
   /** Stops admitting; waiting jobs stay queued in the store for the next start. */
   async close(): Promise<void> {
+    this.closing.abort();
     const left = await this.ports.queue.close();
     if (left.length > 0) this.options.log.info({ jobs: left }, 'left queued in the store for the next start');
     clearInterval(this.retentionTimer);
+  }
+
+  /** After the last job is recorded: one more try at the records the store still owes. */
+  async flushStore(): Promise<void> {
+    const lost = await this.store.close();
+    if (lost.length > 0) this.options.log.error({ jobs: lost }, 'the run store still cannot take these records; they are lost with this process');
   }
 
   private async interrupt(jobId: string, message: string): Promise<void> {
@@ -249,7 +288,7 @@ export class FrontDoor {
   private async unrunResultOf(jobId: string, status: TerminalStatus, error: ContractError): Promise<RunJobResult> {
     const held = this.pending.get(jobId);
     if (held !== undefined) return unrunResult(held, status, error, this.runtime);
-    const stored = await this.ports.store.readRequest(jobId).catch(() => ({ job_id: jobId }));
+    const stored = await this.store.readRequest(jobId).catch(() => ({ job_id: jobId }));
     const result = unrunResult(blankRedactedEnv(stored), status, error, this.runtime);
     if (hasRedactedEnv(stored)) result.replay.request_sha256 = '';
     return result;
@@ -260,10 +299,10 @@ export class FrontDoor {
     await this.runningWrites.get(jobId);
     const record = this.require(jobId);
     try {
-      this.index.set(jobId, await this.ports.store.finish(record, result));
+      this.index.set(jobId, await this.store.finish(record, result));
       this.remember(jobId, result);
     } catch (error) {
-      // The run store itself failed (disk full, ...): the job is failed in memory, the service goes on.
+      // The run store failed otherwise than by being full (that is held): failed in memory, the service goes on.
       this.options.log.error({ job_id: jobId, err: error }, 'job could not be recorded');
       this.index.set(jobId, { ...record, status: 'failed' as JobStatus, updated_at: new Date().toISOString() });
     }
@@ -294,7 +333,8 @@ export class FrontDoor {
     for (const record of doomed) {
       this.index.delete(record.job_id);
       this.recentResults.delete(record.job_id);
-      await this.ports.store.remove(record.job_id);
+      // A run dir that cannot be deleted now (a failing device) is found again on the next start.
+      await this.store.remove(record.job_id).catch((error: Error) => this.options.log.error({ job_id: record.job_id, err: error }, 'a run past retention could not be deleted'));
     }
   }
 }

@@ -82,7 +82,8 @@ export class WorkerLoop {
 
   private async record(jobId: string, result: RunJobResult, marking: Promise<void>): Promise<void> {
     try {
-      await marking;
+      // A running status that could not be written was logged where it failed; the result still counts.
+      await marking.catch(() => undefined);
       await this.ports.runs.finish(jobId, result);
       await this.ports.queue.complete(jobId);
       this.log.info({ job_id: jobId, trace_id: result.trace.trace_id, status: result.status, error_code: result.error?.code, duration_ms: result.duration_ms }, 'job finished');

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { open, rename } from 'node:fs/promises';
+import { open, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
 /**
@@ -14,12 +14,18 @@ export async function writeFileAtomic(path: string, content: string | Buffer, op
   // Private by default (0600): the rename keeps the temp file's mode.
   const handle = await open(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, options.mode ?? 0o600);
   try {
-    await handle.writeFile(content);
-    await handle.sync();
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(content);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, path);
+  } catch (error) {
+    // A write that failed (a full disk) leaves no temp file holding what space it got.
+    await rm(temp, { force: true });
+    throw error;
   }
-  await rename(temp, path);
   if (options.syncDir === false) return;
   const dir = await open(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
   try {

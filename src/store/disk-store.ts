@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import { writeFileAtomic } from './atomic-write.js';
+import { storeWriteError } from './disk-errors.js';
 import { DuplicateJobError, type RunStore, type StatusRecord } from './port.js';
 
 /**
@@ -12,7 +13,8 @@ import { DuplicateJobError, type RunStore, type StatusRecord } from './port.js';
  * file whole. The directory is the truth; the service's index is rebuilt from it on start.
  * It is private to the service's user: `runs/` and each run dir are 0700, the files 0600
  * (another user cannot even reach a run dir), and the request it keeps has its env values
- * redacted by the front door (redact.ts).
+ * redacted by the front door (redact.ts). A write the file system cannot take now (disk-errors.ts)
+ * throws StoreUnavailableError and leaves no part of itself behind.
  */
 export class DiskRunStore implements RunStore {
   readonly runsDir: string;
@@ -32,30 +34,45 @@ export class DiskRunStore implements RunStore {
     return join(this.runsDir, jobId);
   }
 
+  async checkWritable(): Promise<void> {
+    const probe = join(this.runsDir, '.writable');
+    // One byte, not none: an empty file takes no block, so a full disk would still accept it.
+    await this.writing(() => writeFileAtomic(probe, '.'));
+    await rm(probe, { force: true });
+  }
+
   /** Creates the job's directory with its request and a `queued` status; a taken id throws. */
   async create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord> {
+    const runDir = this.runDir(jobId);
     try {
-      await mkdir(this.runDir(jobId), { mode: 0o700 });
+      await mkdir(runDir, { mode: 0o700 });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new DuplicateJobError(jobId);
-      throw error;
+      throw storeWriteError(error);
     }
     const now = new Date().toISOString();
     const record: StatusRecord = { job_id: jobId, status: 'queued', created_at: now, updated_at: now, ...(traceId ? { trace_id: traceId } : {}) };
-    await writeFileAtomic(join(this.runDir(jobId), 'request.json'), JSON.stringify(request), { syncDir: false });
-    await writeFileAtomic(join(this.runDir(jobId), 'status.json'), JSON.stringify(record));
+    try {
+      await writeFileAtomic(join(runDir, 'request.json'), JSON.stringify(request), { syncDir: false });
+      await writeFileAtomic(join(runDir, 'status.json'), JSON.stringify(record));
+    } catch (error) {
+      // Refused whole: no run dir without a status is left for every start to skip, and the id
+      // stays free. Best effort: on a failing device, the write's error is the one to report.
+      await rm(runDir, { recursive: true, force: true }).catch(() => undefined);
+      throw storeWriteError(error);
+    }
     return record;
   }
 
   async setStatus(record: StatusRecord, status: JobStatus): Promise<StatusRecord> {
     const next = { ...record, status, updated_at: new Date().toISOString() };
-    await writeFileAtomic(join(this.runDir(record.job_id), 'status.json'), JSON.stringify(next));
+    await this.writing(() => writeFileAtomic(join(this.runDir(record.job_id), 'status.json'), JSON.stringify(next)));
     return next;
   }
 
   /** The result first, then the terminal status: a status never claims a result that is not there. */
   async finish(record: StatusRecord, result: RunJobResult): Promise<StatusRecord> {
-    await writeFileAtomic(join(this.runDir(record.job_id), 'result.json'), JSON.stringify(result), { syncDir: false });
+    await this.writing(() => writeFileAtomic(join(this.runDir(record.job_id), 'result.json'), JSON.stringify(result), { syncDir: false }));
     return this.setStatus(record, result.status);
   }
 
@@ -92,5 +109,13 @@ export class DiskRunStore implements RunStore {
 
   async remove(jobId: string): Promise<void> {
     await rm(this.runDir(jobId), { recursive: true, force: true });
+  }
+
+  private async writing(write: () => Promise<void>): Promise<void> {
+    try {
+      await write();
+    } catch (error) {
+      throw storeWriteError(error);
+    }
   }
 }

@@ -18,6 +18,20 @@ export class DuplicateJobError extends Error {
   }
 }
 
+/**
+ * The store cannot take writes now (a full disk, a quota, a failing device, a read-only
+ * remount), and may once an operator acts: what it holds can still be read.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(
+    /** What the store met, e.g. `ENOSPC`. */
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(`the run store cannot take writes (${reason})`, options);
+  }
+}
+
 export function isTerminal(status: JobStatus): boolean {
   return (TERMINAL_STATUSES as readonly string[]).includes(status);
 }
@@ -34,9 +48,12 @@ export interface ResultSink {
 /**
  * The run store port: the durable record of every job. The embedded default is a directory
  * (disk-store.ts); every write is atomic, so a crash at any moment leaves each record whole.
+ * A write the store cannot take now throws StoreUnavailableError and leaves nothing behind.
  */
 export interface RunStore extends ResultSink {
   open(): Promise<void>;
+  /** Resolves when the store takes a write now (it writes and removes a small file of its own). */
+  checkWritable(): Promise<void>;
   /** Records the request and a `queued` status; a taken id throws DuplicateJobError. */
   create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord>;
   readRequest(jobId: string): Promise<unknown>;

@@ -6,9 +6,20 @@ import { routeSchema } from '../route-schema.js';
 
 export function healthRoutes(frontDoor: FrontDoor, worker: WorkerProcess, defaultKind: string, concurrency: number) {
   return async (app: FastifyInstance) => {
-    app.get('/health', { schema: { summary: 'Liveness, queue depth and running count, and the default backend', response: { 200: routeSchema(HealthSchema) } } }, async () => {
-      const backends = worker.knownBackends();
-      return { status: 'ok', queue: { ...frontDoor.health(), concurrency }, backend: backends.find((backend) => backend.kind === defaultKind) ?? backends[0] };
-    });
+    app.get(
+      '/health',
+      { schema: { summary: 'Liveness, queue depth and running count, whether the run store takes writes, and the default backend', response: { 200: routeSchema(HealthSchema) } } },
+      async () => {
+        const backends = worker.knownBackends();
+        const { heldJobs, ...store } = frontDoor.storeHealth();
+        // Still 200 when degraded: the service is alive and serving reads; restarting it would lose what it holds.
+        return {
+          status: store.writable && heldJobs === 0 ? 'ok' : 'degraded',
+          queue: { ...frontDoor.health(), concurrency },
+          store: { ...store, held_jobs: heldJobs },
+          backend: backends.find((backend) => backend.kind === defaultKind) ?? backends[0],
+        };
+      },
+    );
   };
 }
