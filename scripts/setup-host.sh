@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages agent-runner uses. Idempotent: installs only what is missing.
 #   bubblewrap  the local sandbox (required)
-#   util-linux  prlimit for rlimits (required; essential on Debian)
+#   util-linux  prlimit for rlimits (required; essential on Debian); nsenter and setpriv for job egress
+#   passt       pasta: user-mode networking for run jobs allowed the network (without it they do not run)
+#   nftables    nft: the egress filter inside such a job's network namespace
 #   golang-go   the go language
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
@@ -13,6 +15,8 @@ want=()
 need() { command -v "$1" >/dev/null 2>&1 || want+=("$2"); }
 need bwrap bubblewrap
 need prlimit util-linux
+need pasta passt
+need nft nftables
 need go golang-go
 need socat socat
 need python3 python3

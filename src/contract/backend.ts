@@ -17,7 +17,10 @@ export type BackendChoice = Static<typeof BackendChoiceSchema>;
 
 export const BackendCapabilitiesSchema = Type.Object(
   {
-    network: Type.Array(Type.Union([Type.Literal('none'), Type.Literal('host')]), { description: 'Network modes it can give a job.' }),
+    network: Type.Array(Type.Union([Type.Literal('none'), Type.Literal('egress'), Type.Literal('host')]), {
+      description:
+        'Network modes it can give a job: none (loopback only), egress (a namespace of its own behind user-mode networking, for run jobs\' network "allow"), host (the host\'s network, agent-exec only).',
+    }),
     memory: Type.Array(Type.Union([Type.Literal('cgroup'), Type.Literal('address-space'), Type.Literal('vm')]), { description: 'How it bounds memory.' }),
     snapshot: Type.Boolean({ description: 'Whether it can snapshot and restore a started sandbox.' }),
     host_work_dir: Type.Boolean({ description: 'Whether the job work dir is a host directory (false: it lives inside the sandbox).' }),

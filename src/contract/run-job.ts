@@ -49,12 +49,41 @@ export const CommandRuleSchema = Type.Union([
   ),
 ]);
 
+/** A port, 1 to 65535. */
+const PORT = '(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])';
+/** A host name or IPv4 address (labels of letters, digits and inner hyphens), or an IPv6 address in brackets. */
+const HOST = '(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?|\\[[0-9A-Fa-f:.]+\\])';
+const EGRESS_ENTRY_PATTERN = `^${HOST}:${PORT}$`;
+const MAX_EGRESS_ENTRIES = 64;
+
+export const NetworkPolicySchema = Type.Union(
+  [
+    Type.Unsafe<'none' | 'allow'>({ type: 'string', enum: ['none', 'allow'] }),
+    Type.Object(
+      {
+        allow: Type.Array(Type.String({ pattern: EGRESS_ENTRY_PATTERN, maxLength: 261 }), {
+          minItems: 1,
+          maxItems: MAX_EGRESS_ENTRIES,
+          description: 'host:port pairs ([v6]:port for IPv6); names are resolved on the host when the job starts and pinned in its /etc/hosts.',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+  ],
+  {
+    default: 'none',
+    description:
+      'none: loopback only. allow: a network namespace of its own behind user-mode networking (pasta) that never reaches the host (its loopback, its addresses, link-local and metadata addresses). {allow: [...]}: the same, with TCP connections to these pairs only and no DNS.',
+  },
+);
+export type NetworkPolicy = Static<typeof NetworkPolicySchema>;
+
 export const PolicySchema = Type.Object(
   {
     allowed_commands: Type.Optional(Type.Array(CommandRuleSchema, { description: 'Omitted: any command (subject to allow_shell). Given: only these.' })),
     allowed_env: Type.Optional(Type.Array(Type.String(), { description: 'Request env keys allowed; omitted or empty denies all.' })),
     allow_shell: Type.Optional(Type.Boolean({ default: false })),
-    network: Type.Optional(Type.Union([Type.Literal('none'), Type.Literal('allow')], { default: 'none' })),
+    network: Type.Optional(NetworkPolicySchema),
   },
   { additionalProperties: false },
 );

@@ -27,8 +27,17 @@ export function validate<S extends TSchema>(schema: S, value: unknown, options: 
   }
   if (check(value)) return { ok: true, value: value as Static<S> };
   const errors = check.errors ?? [];
-  const first = errors[0];
+  const first = deepest(errors);
   return first ? { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors } : { ok: false, message: 'request is invalid', field: '', details: [] };
+}
+
+/**
+ * A union lists every alternative's failure (a string, then an object...); the deepest one is
+ * where the value came closest to an alternative, so it names the field to fix.
+ */
+function deepest(errors: readonly ErrorObject[]): ErrorObject | undefined {
+  const depth = (error: ErrorObject) => fieldOf(error).split('.').length;
+  return errors.reduce<ErrorObject | undefined>((best, error) => (best === undefined || depth(error) > depth(best) ? error : best), undefined);
 }
 
 /** Whether a value (an echoed trace, say) is shallow enough to be walked, hashed and stored. */

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { join, posix } from 'node:path';
 import { canonicalHash } from '../contract/canonical-json.js';
 import { contractError, type ContractError } from '../contract/errors.js';
@@ -9,6 +10,7 @@ import {
   type Artifact,
   type CommandRule,
   type CapturedStream,
+  type NetworkPolicy,
   type RunJobRequest,
   type RunJobResult,
   type SkippedEntry,
@@ -21,7 +23,7 @@ import { findShellUse } from '../policy/shell-rule.js';
 import { LogFile, teeSinks } from '../sandbox/log-file.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import type { PreparedSandbox, SandboxOutcome } from '../sandbox/types.js';
+import type { EgressTarget, PreparedSandbox, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
@@ -59,7 +61,9 @@ interface NormalisedJob {
   cwd: string;
   env: Record<string, string>;
   limits: RunJobLimitValues;
-  policy: { allowed_commands: CommandRule[] | null; allowed_env: string[]; allow_shell: boolean; network: 'none' | 'allow' };
+  policy: { allowed_commands: CommandRule[] | null; allowed_env: string[]; allow_shell: boolean; network: NetworkPolicy };
+  /** The network the sandbox gives the job, its allowlist parsed. */
+  network: SandboxNetwork;
   backendKind: BackendKind;
 }
 
@@ -127,9 +131,11 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
     };
   }
   const network = value.policy?.network ?? 'none';
-  if (network === 'allow' && !config.allowNetwork) {
-    return { error: contractError('validation.invalid_request', 'policy.network "allow" is disabled on this runner', { field: 'policy.network' }) };
+  if (network !== 'none' && !config.allowNetwork) {
+    return { error: contractError('validation.invalid_request', 'policy.network: the network is disabled on this runner (only "none")', { field: 'policy.network' }) };
   }
+  const sandboxNetwork = sandboxNetworkOf(network);
+  if (sandboxNetwork !== 'none' && 'error' in sandboxNetwork) return sandboxNetwork;
   let workspacePath: string | null = null;
   if (value.workspace && caller !== null) {
     const admitted = admitWorkspacePath(value.workspace.path, caller, runtime.config);
@@ -150,8 +156,27 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
       allow_shell: value.policy?.allow_shell ?? false,
       network,
     },
+    network: sandboxNetwork,
     backendKind: runtime.backends.kindOf(value.backend?.kind) ?? runtime.backends.defaultKind,
   };
+}
+
+/** The policy's network as the sandbox takes it: "allow" is egress to anywhere but the host. */
+function sandboxNetworkOf(network: NetworkPolicy): SandboxNetwork | { error: ContractError } {
+  if (network === 'none') return 'none';
+  if (network === 'allow') return { allow: null };
+  const allow: EgressTarget[] = [];
+  for (const [index, entry] of network.allow.entries()) {
+    // The schema checked the shape; a bracketed host must also be an IPv6 address.
+    const colon = entry.lastIndexOf(':');
+    const host = entry.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
+    if (entry.startsWith('[') && isIP(host) !== 6) {
+      const field = `policy.network.allow.${index}`;
+      return { error: contractError('validation.invalid_request', `${field} must be host:port or [IPv6]:port, got ${JSON.stringify(entry)}`, { field }) };
+    }
+    allow.push({ host, port: Number(entry.slice(colon + 1)) });
+  }
+  return { allow };
 }
 
 class RunJobExecution {
@@ -232,7 +257,7 @@ class RunJobExecution {
       files: [],
       workDir: WORK_DIR,
       workDirBytes: config.workDirBytes,
-      network: job.policy.network === 'allow' ? 'host' : 'none',
+      network: job.network,
       guardExec: true,
       withoutShells: !job.policy.allow_shell,
       limits: {

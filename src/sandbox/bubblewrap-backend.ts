@@ -7,7 +7,8 @@ import { readHostLayout, type HostLayout } from './host-layout.js';
 import type { BackendCapabilities } from '../contract/backend.js';
 import { HostWorkDir } from './host-work-dir.js';
 import { baseEnvironment } from './profiles.js';
-import { ARGS_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from './job-network.js';
 import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv, probeLandlock } from './exec-guard.js';
 import { findShellFiles } from './shell-files.js';
@@ -39,6 +40,8 @@ export interface BubblewrapOptions {
   /** Pre-started sandboxes kept per template (0 disables), for the most recent `warmTemplates` templates. */
   warmPerTemplate?: number;
   warmTemplates?: number;
+  /** The programs that give a job egress (job-network.ts); without them such jobs are unavailable. */
+  networkTools?: NetworkTools;
 }
 
 const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
@@ -57,6 +60,7 @@ const DEFAULTS = {
   warmTemplates: 8,
   requireCgroups: false,
   seccomp: true,
+  networkTools: DEFAULT_NETWORK_TOOLS,
 };
 
 /**
@@ -86,7 +90,7 @@ export class BubblewrapBackend implements SandboxBackend {
   readonly kind = 'local_process';
   readonly name = 'local';
   readonly capabilities: BackendCapabilities = {
-    network: ['none', 'host'],
+    network: ['none', 'egress', 'host'],
     memory: ['cgroup', 'address-space'],
     snapshot: false,
     host_work_dir: true,
@@ -120,6 +124,7 @@ export class BubblewrapBackend implements SandboxBackend {
         ready.landlockAbi > 0
           ? `Landlock ABI ${ready.landlockAbi}: run jobs' exec rules (allow_shell, allowed_commands) enforced inside the job`
           : 'no Landlock in this kernel: run jobs that restrict execution (allow_shell false, allowed_commands) cannot run',
+        this.egressMissing() ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
@@ -129,6 +134,9 @@ export class BubblewrapBackend implements SandboxBackend {
 
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
     const ready = await this.prepareHost();
+    // Never the host's network instead: without its tools a job asking for egress does not run.
+    const noEgress = template.network === 'none' ? null : this.egressMissing();
+    if (noEgress) throw new SandboxUnavailableError(noEgress);
     // A compiler's writable output dir belongs to one job: such templates are never pre-started.
     const key = template.mounts.some((mount) => mount.writable) || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
     let sandbox = key === null ? undefined : this.warm.take(key);
@@ -155,17 +163,19 @@ export class BubblewrapBackend implements SandboxBackend {
     return this.ready;
   }
 
+  /** Why jobs with network cannot run here, or null when they can. */
+  private egressMissing(): string | null {
+    // The job's network namespace belongs to a user namespace only root can enter (job-network.ts).
+    if (process.getuid?.() !== 0) return 'jobs with network need agent-runner to run as root, to attach user-mode networking (pasta) to their namespace';
+    const { pasta, nft, nsenter, setpriv } = this.options.networkTools;
+    const missing =
+      missingTool('pasta', pasta, 'passt') ?? missingTool('nft', nft, 'nftables') ?? missingTool('nsenter', nsenter, 'util-linux') ?? missingTool('setpriv', setpriv, 'util-linux');
+    return missing && `jobs with network cannot run here: ${missing}`;
+  }
+
   private async initialise(): Promise<Ready> {
-    for (const [tool, path, pkg] of [
-      ['bubblewrap', this.options.bwrapPath, 'bubblewrap'],
-      ['prlimit', this.options.prlimitPath, 'util-linux'],
-    ] as const) {
-      try {
-        accessSync(path, constants.X_OK);
-      } catch {
-        throw new SandboxUnavailableError(`${tool} is not installed at ${path}: run scripts/setup-host.sh (or apt-get install ${pkg})`);
-      }
-    }
+    const missing = missingTool('bubblewrap', this.options.bwrapPath, 'bubblewrap') ?? missingTool('prlimit', this.options.prlimitPath, 'util-linux');
+    if (missing) throw new SandboxUnavailableError(missing);
     const cgroups = await detectCgroups();
     if (!cgroups && this.options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
     if (cgroups) await reapStaleCgroups(cgroups);
@@ -290,14 +300,25 @@ export class BubblewrapBackend implements SandboxBackend {
       }
       const files = template.guardExec ? [...template.files, { name: EXEC_RULES_FILE, sandboxPath: EXEC_RULES_SANDBOX_PATH, executable: false }] : template.files;
       if (template.guardExec) fileMounts.push(EXEC_GUARD_MOUNT);
+      const stage = async (name: string, mode: number): Promise<string> => {
+        const host = join(stagingDir, name);
+        await writeFile(host, '', { mode, flag: 'wx' });
+        stagedFiles.set(name, host);
+        return host;
+      };
       for (const file of files) {
-        const host = join(stagingDir, file.name);
-        await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
-        stagedFiles.set(file.name, host);
-        fileMounts.push({ host, sandbox: file.sandboxPath, writable: false });
+        fileMounts.push({ host: await stage(file.name, file.executable ? 0o755 : 0o644), sandbox: file.sandboxPath, writable: false });
+      }
+      let network: JobNetwork | null = null;
+      let networkFiles: { hosts: string; resolvConf: string } | null = null;
+      if (template.network !== 'none') {
+        networkFiles = { hosts: await stage(RESOLVER_FILES.hosts, 0o644), resolvConf: await stage(RESOLVER_FILES.resolvConf, 0o644) };
+        const pidFile = join(stagingDir, 'pasta.pid');
+        await writeFile(pidFile, '', { mode: 0o600, flag: 'wx' });
+        network = new JobNetwork(template.network, this.options.networkTools, pidFile);
       }
       this.cleaningUp.add(cleanedUp);
-      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], ready, cgroup);
+      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup);
       return await forkWhenQuiet(
         () =>
           new LaunchedSandbox({
@@ -312,6 +333,7 @@ export class BubblewrapBackend implements SandboxBackend {
             files: new HostWorkDir(workDir, template.workDir ?? null, uid),
             execRules: template.guardExec ? { landlockAbi: ready.landlockAbi, systemTrees: ready.layout.directories } : null,
             releaseWorkDir: lease ? lease.release : null,
+            network,
             onFinished: () => {
               release();
               this.cleaningUp.delete(cleanedUp);
@@ -334,7 +356,13 @@ export class BubblewrapBackend implements SandboxBackend {
    * The launcher chain, outermost first: [sh join-cgroups] -> prlimit -> bwrap -> job. bwrap's
    * options travel through a pipe (ARGS_FD), only the job's argv stays on the command line.
    */
-  private launcherArgv(template: SandboxTemplate, mounts: readonly Mount[], ready: Ready, cgroup: JobCgroup | null): { argv: string[]; bwrapOptions: string[] } {
+  private launcherArgv(
+    template: SandboxTemplate,
+    mounts: readonly Mount[],
+    networkFiles: { hosts: string; resolvConf: string } | null,
+    ready: Ready,
+    cgroup: JobCgroup | null,
+  ): { argv: string[]; bwrapOptions: string[] } {
     const { limits } = template;
     const rlimits = [
       `--nofile=${limits.maxOpenFiles}`,
@@ -351,11 +379,12 @@ export class BubblewrapBackend implements SandboxBackend {
       cwd: template.cwd,
       env: { ...baseEnvironment(template.profile), ...template.env },
       mounts,
-      network: template.network,
+      networkFiles,
       hidden: template.withoutShells ? ready.shellFiles : [],
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,
+      ...(networkFiles ? { infoFd: INFO_FD } : {}),
       ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),
     });
     const split = bwrapArgs.indexOf('--');
@@ -382,6 +411,16 @@ export class BubblewrapBackend implements SandboxBackend {
       replaceFile(path, lines.map(([key, value]) => `${`${key}:`.padEnd(16)}${String(value).padStart(8)} kB\n`).join(''));
     }
     return path;
+  }
+}
+
+/** Why a program the backend needs cannot be run, or null. */
+function missingTool(tool: string, path: string, pkg: string): string | null {
+  try {
+    accessSync(path, constants.X_OK);
+    return null;
+  } catch {
+    return `${tool} is not installed at ${path}: run scripts/setup-host.sh (or apt-get install ${pkg})`;
   }
 }
 

@@ -26,13 +26,19 @@ export interface BwrapPlan {
   cwd: string;
   env: Readonly<Record<string, string>>;
   mounts: readonly Mount[];
-  network: 'none' | 'host';
+  /**
+   * The job's own /etc/hosts and /etc/resolv.conf when it has egress (job-network.ts fills
+   * them before the job starts); null: loopback only, so no resolver files.
+   */
+  networkFiles: { hosts: string; resolvConf: string } | null;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
   hidden: readonly string[];
   tmpBytes: number;
   shmBytes: number;
   /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
   blockFd?: number;
+  /** bwrap writes the sandbox's pid (and namespace ids) here as JSON, then closes it. */
+  infoFd?: number;
   /** fd holding the BPF syscall filter (seccomp.ts), applied just before exec. */
   seccompFd?: number;
 }
@@ -46,13 +52,15 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   // prettier-ignore
   const args: string[] = [
     ...(plan.blockFd !== undefined ? ['--block-fd', String(plan.blockFd)] : []),
-    // Namespaces: user, pid, ipc, uts, cgroup, mount, and net unless the policy allows it.
+    ...(plan.infoFd !== undefined ? ['--info-fd', String(plan.infoFd)] : []),
+    // Namespaces: user, pid, ipc, uts, cgroup, mount, net. Egress, when allowed, is attached
+    // to the job's own network namespace from outside (job-network.ts), never the host's.
     '--unshare-user',
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
     '--unshare-cgroup',
-    ...(plan.network === 'none' ? ['--unshare-net'] : []),
+    '--unshare-net',
     '--uid', String(SANDBOX_UID),
     '--gid', String(SANDBOX_GID),
     '--hostname', SANDBOX_HOSTNAME,
@@ -74,7 +82,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
   for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
   for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
-  if (plan.network === 'host') for (const path of plan.layout.etcNetwork) args.push('--ro-bind', path, path);
+  if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
   args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
 
   // Fresh kernel views: procfs of the job's PID namespace, no /sys, and a /dev of five

@@ -18,14 +18,10 @@ const ETC_ENTRIES = [
   '/etc/ca-certificates',
 ];
 
-/** Only meaningful when the job may use the network. */
-const ETC_NETWORK_ENTRIES = ['/etc/resolv.conf', '/etc/hosts', '/etc/gai.conf'];
-
 export interface HostLayout {
   symlinks: ReadonlyArray<{ path: string; target: string }>;
   directories: readonly string[];
   etc: readonly string[];
-  etcNetwork: readonly string[];
 }
 
 export function readHostLayout(): HostLayout {
@@ -45,6 +41,5 @@ export function readHostLayout(): HostLayout {
     symlinks,
     directories,
     etc: ETC_ENTRIES.filter((path) => existsSync(path)),
-    etcNetwork: ETC_NETWORK_ENTRIES.filter((path) => existsSync(path)),
   };
 }

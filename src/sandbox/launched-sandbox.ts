@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, constants, openSync } from 'node:fs';
 import { copyFile, open } from 'node:fs/promises';
-import type { Writable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { whileWriting } from './fork-gate.js';
+import type { JobNetwork, SandboxInfo } from './job-network.js';
 import { signalGroup } from './process-tree.js';
 import { removeTree } from './tree-removal.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
@@ -33,6 +34,8 @@ export const SECCOMP_FD = 4;
  * values above all) never shows in any /proc/<pid>/cmdline on the host.
  */
 export const ARGS_FD = 5;
+/** bwrap reports the sandbox's pid and namespaces on this fd (--info-fd), for sandboxes with egress. */
+export const INFO_FD = 6;
 
 /** After a kill, how long to wait for pipes to close before giving up on them. */
 const KILL_GRACE_MS = 2000;
@@ -58,6 +61,8 @@ export interface LaunchParts {
   execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
+  /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
+  network: JobNetwork | null;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
   onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
@@ -94,7 +99,7 @@ export class LaunchedSandbox implements PreparedSandbox {
     const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
     const devNull = openSync('/dev/null', 'r');
     try {
-      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe'], devNull);
+      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe', parts.network ? 'pipe' : 'ignore'], devNull);
       this.child = spawn(command!, args, {
         // Its own process group: a timeout kills the group, the PID namespace takes the rest.
         detached: true,
@@ -110,14 +115,16 @@ export class LaunchedSandbox implements PreparedSandbox {
     this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
     this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
-    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD)]) (stream as Writable).on('error', () => undefined);
+    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)]) stream?.on('error', () => undefined);
     this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
+    parts.network?.attach(this.readInfo());
     this.ended = new Promise<Omit<Exit, 'oomKilled'>>((resolve) => {
       this.child.on('error', () => resolve({ code: null, signal: null }));
       this.child.on('close', (code, signal) => resolve({ code, signal }));
     }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false }));
     void this.ended.then(async (exit) => {
       this.exit = exit;
+      this.parts.network?.stop();
       if (!this.started) {
         this.parts.onIdleDeath?.();
         this.release();
@@ -193,6 +200,7 @@ export class LaunchedSandbox implements PreparedSandbox {
       throw new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
     }
     this.setIdle(false);
+    await this.connectNetwork();
     this.sinks = { stdout: io.stdout, stderr: io.stderr };
     let timedOut = false;
     let aborted = false;
@@ -227,6 +235,32 @@ export class LaunchedSandbox implements PreparedSandbox {
     return { exitCode: exit.code, signal: exit.signal, timedOut, aborted, oomKilled: exit.oomKilled, durationMs };
   }
 
+  /** Finishes egress before the job may exec; on failure the sandbox is killed, then the error thrown. */
+  private async connectNetwork(): Promise<void> {
+    if (!this.parts.network) return;
+    try {
+      await this.parts.network.connect((name, content) => this.writeFile(name, content));
+    } catch (error) {
+      this.kill();
+      await this.ended;
+      throw error;
+    }
+  }
+
+  /** bwrap's --info-fd JSON: the sandbox's pid and namespace ids, written once, then closed. */
+  private async readInfo(): Promise<SandboxInfo | null> {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of this.pipe(INFO_FD)) chunks.push(chunk as Buffer);
+      const info = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+      const pid = info['child-pid'];
+      const netNamespace = info['net-namespace'];
+      return typeof pid === 'number' && typeof netNamespace === 'number' ? { pid, netNamespace } : null;
+    } catch {
+      return null;
+    }
+  }
+
   discard(): void {
     this.started = true;
     this.release();
@@ -238,14 +272,14 @@ export class LaunchedSandbox implements PreparedSandbox {
     void this.parts.cgroup?.killAll();
   }
 
-  /** The extra pipes (release, options): Node types stdio as a tuple of the first five. */
-  private pipe(fd: number): Writable {
-    return (this.child.stdio as ReadonlyArray<unknown>)[fd] as Writable;
+  /** The extra pipes (release, options, info): Node types stdio as a tuple of the first five. */
+  private pipe(fd: number): Duplex {
+    return (this.child.stdio as ReadonlyArray<unknown>)[fd] as Duplex;
   }
 
   /** An idle sandbox must not keep the host process alive on its own. */
   private setIdle(idle: boolean): void {
-    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD)] as Array<{
+    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)] as Array<{
       ref?(): void;
       unref?(): void;
     } | null>;
@@ -253,6 +287,7 @@ export class LaunchedSandbox implements PreparedSandbox {
       if (idle) handle?.unref?.();
       else handle?.ref?.();
     }
+    this.parts.network?.setIdle(idle);
   }
 
   private async cleanUp(): Promise<void> {

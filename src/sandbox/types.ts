@@ -32,7 +32,7 @@ export interface SandboxTemplate {
   /** Size of the work directory: as root it is a tmpfs of this size, so filling it fails in the job only. */
   workDirBytes?: number;
   limits: ResourceLimits;
-  network: 'none' | 'host';
+  network: SandboxNetwork;
   /**
    * argv[0] is executed by the exec guard (exec-guard.ts), under the rules given with
    * `restrictExec` before start: by the absolute path the host resolved, never by a PATH search.
@@ -51,6 +51,24 @@ export interface ExecRules {
    * (`system`) and single files. Files the job writes are never executable unless listed.
    */
   executable: 'any' | { system: boolean; files: readonly string[] };
+}
+
+/** `none`: a network namespace with loopback only; otherwise egress through user-mode networking. */
+export type SandboxNetwork = 'none' | Egress;
+
+/**
+ * A network namespace of its own behind user-mode networking that never reaches the host
+ * (job-network.ts). `allow` null: any other address, with DNS; a list: TCP to those host:port
+ * pairs only, names pinned in /etc/hosts, no DNS.
+ */
+export interface Egress {
+  allow: readonly EgressTarget[] | null;
+}
+
+export interface EgressTarget {
+  /** A host name (resolved when the job starts) or an IP address, without brackets. */
+  host: string;
+  port: number;
 }
 
 export interface Mount {

@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -151,34 +150,49 @@ export async function waitForStatus(base: string, jobId: string, status: string)
 }
 
 export interface JobGate {
-  /** What a run job submits to block on the gate: it needs `policy.network: "allow"`. */
-  job: { workspace: { source: 'local_path'; path: string }; command: { argv: string[] }; policy: { network: 'allow' } };
-  /** Lets every job waiting on the gate (and any that connects later) finish, with exit 0. */
+  /** What a run job submits to block on the gate. */
+  job: { workspace: { source: 'local_path'; path: string }; command: { argv: string[] } };
+  /** Lets every job waiting on the gate (and any that starts waiting later) finish, with exit 0. */
   release(): void;
   close(): Promise<void>;
 }
 
+/** Where the sandboxes of a server started by startServer() have their work dirs (as root, and not). */
+const WORK_DIR_PARENTS = ['workdirs', 'jobs'].map((name) => join(TEST_STATE_DIR, 'runtime', name));
+
 /**
- * A job that ends when the test says so, not after a sleep that a loaded machine may outlast:
- * it connects to a listener of ours on the host loopback and waits for the connection to close.
+ * A job that ends when the test says so, not after a sleep that a loaded machine may outlast.
+ * A job reaches nothing of the host (not even with network allowed), so the gate is a file: the
+ * job marks its work dir and waits until the test, which finds the mark among the sandboxes'
+ * work dirs on the host, writes the answer beside it.
  */
-export async function jobGate(): Promise<JobGate> {
-  const held: Socket[] = [];
-  let released = false;
-  const listener = createServer((socket) => {
-    socket.on('error', () => undefined); // a job killed mid-test just goes away
-    if (released) socket.end();
-    else held.push(socket);
-  });
-  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
-  const { port } = listener.address() as AddressInfo;
-  const script = 'import socket, sys\nwith socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as gate:\n    gate.recv(1)\nprint("released")\n';
-  return {
-    job: { workspace: { source: 'local_path', path: makeWorkspace({ 'gate.py': script }) }, command: { argv: ['python3', 'gate.py', String(port)] }, policy: { network: 'allow' } },
-    release() {
-      released = true;
-      for (const socket of held.splice(0)) socket.end();
-    },
-    close: () => new Promise<void>((resolve) => listener.close(() => resolve())),
+export function jobGate(): Promise<JobGate> {
+  const name = `gate-${randomBytes(8).toString('hex')}`;
+  const script = `import os, time\nopen("${name}.waiting", "w").close()\nwhile not os.path.exists("${name}.open"):\n    time.sleep(0.02)\nprint("released")\n`;
+  let opener: NodeJS.Timeout | undefined;
+  const openWaiting = (parent: string) => {
+    for (const entry of readdirSync(parent, { withFileTypes: true })) {
+      const work = join(parent, entry.name, 'work');
+      if (existsSync(join(work, `${name}.waiting`)) && !existsSync(join(work, `${name}.open`))) writeFileSync(join(work, `${name}.open`), '');
+    }
   };
+  return Promise.resolve({
+    job: { workspace: { source: 'local_path', path: makeWorkspace({ 'gate.py': script }) }, command: { argv: ['python3', 'gate.py'] } },
+    release() {
+      // A job may start waiting after this: keep answering until the gate is closed.
+      opener ??= setInterval(() => {
+        for (const parent of WORK_DIR_PARENTS) {
+          try {
+            openWaiting(parent);
+          } catch {
+            // Not made (yet), or a work dir removed while we looked: its job is over.
+          }
+        }
+      }, 20);
+    },
+    close() {
+      clearInterval(opener);
+      return Promise.resolve();
+    },
+  });
 }

@@ -4,14 +4,14 @@ import { buildBwrapArgs, type BwrapPlan } from '../../../src/sandbox/bwrap-argv.
 import { bwrapFlags } from '../../helpers/bwrap-flags.js';
 
 const plan: BwrapPlan = {
-  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'], etcNetwork: ['/etc/resolv.conf'] },
+  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
   identityFiles: { passwd: '/state/passwd', group: '/state/group' },
   meminfo: '/state/meminfo',
   argv: ['/usr/bin/python3', 'script.py'],
   cwd: '/tmp/job-1',
   env: { PATH: '/usr/bin', HOME: '/tmp' },
   mounts: [{ host: '/state/jobs/1/script.py', sandbox: '/tmp/job-1/script.py', writable: false }],
-  network: 'none',
+  networkFiles: null,
   hidden: ['/usr/bin/dash'],
   tmpBytes: 1024,
   shmBytes: 512,
@@ -43,10 +43,15 @@ describe('bubblewrap argv', () => {
     assert.deepEqual(args.slice(args.indexOf('--') + 1), ['/usr/bin/python3', 'script.py']);
   });
 
-  it('shares the network, with resolver files, only when the policy allows it', () => {
-    const args = buildBwrapArgs({ ...plan, network: 'host' });
-    assert.ok(!args.includes('--unshare-net'));
-    assert.ok(args.join(' ').includes('--ro-bind /etc/resolv.conf /etc/resolv.conf'));
+  it('never shares the host network: egress gets its own resolver files and reports the sandbox for attaching', () => {
+    const args = buildBwrapArgs({ ...plan, networkFiles: { hosts: '/state/jobs/1/network-hosts', resolvConf: '/state/jobs/1/network-resolv.conf' }, infoFd: 6 });
+    const flags = bwrapFlags(args);
+    assert.ok(flags.includes('--unshare-net'));
+    assert.ok(flags.includes('--info-fd 6'));
+    assert.ok(flags.includes('--ro-bind /state/jobs/1/network-hosts /etc/hosts'));
+    assert.ok(flags.includes('--ro-bind /state/jobs/1/network-resolv.conf /etc/resolv.conf'));
+    // Without egress: no resolver files at all.
+    assert.ok(!bwrapFlags(buildBwrapArgs(plan)).some((flag) => flag.includes('/etc/hosts') || flag.includes('/etc/resolv.conf')));
   });
 
   it('passes argv through literally, never as shell text', () => {
