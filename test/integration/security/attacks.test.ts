@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statfsSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { RunJobResult } from '../../../src/contract/run-job.js';
 import { DEFAULT_RUN_JOB_CONFIG } from '../../../src/runner/config.js';
@@ -343,10 +343,12 @@ describe('attack suite', () => {
   });
 
   it('leaves no work-dir mounts or stray sandboxes behind', async () => {
+    // This process's own (mount dirs are named <pid>-<random>): the mount table is the host's,
+    // shared with every other test process and runner on it.
     const workDirMounts = () =>
       readFileSync('/proc/self/mounts', 'utf8')
         .split('\n')
-        .filter((line) => line.startsWith('agent-runner-work ')).length;
+        .filter((line) => line.startsWith('agent-runner-work ') && basename(line.split(' ')[1] ?? '').startsWith(`${process.pid}-`)).length;
     // Work dirs are handed back after each job has answered: wait for the count to settle
     // instead of guessing how long that takes. A leak never settles.
     await waitUntil(() => workDirMounts() <= 32 + 2 * 8, 'the work-dir mounts are handed back').catch(() => undefined);
