@@ -13,7 +13,8 @@ export async function checkBackend(requested: string): Promise<BackendKind> {
   const kind = canonicalKind(requested);
   if (kind === null) throw usageError(`--backend ${JSON.stringify(requested)} is not a backend kind: local_process (bubblewrap), gvisor or microvm (firecracker)`);
   if (kind === 'local_process') return kind;
-  const backend = declaredBackends().find((candidate) => candidate.kind === kind)!;
+  const backend = declaredBackends().find((candidate) => candidate.kind === kind);
+  if (!backend) throw new AgentExecError('sandbox_unavailable', `the ${kind} backend cannot run agent-exec jobs: it does not build the workspace profile. The job was not run.`);
   const { notes } = await backend.status();
   throw new AgentExecError('sandbox_unavailable', `the ${kind} backend cannot run agent-exec jobs here: ${notes.join('; ')}. The job was not run.`);
 }

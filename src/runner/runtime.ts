@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { CompileCache } from '../languages/compile-cache.js';
 import { ToolchainCache } from '../languages/catalog.js';
 import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
+import { GvisorBackend } from '../sandbox/gvisor-backend.js';
 import { BackendRegistry } from '../sandbox/registry.js';
 import { canonicalKind } from '../contract/backend-kinds.js';
 import type { SearchContext } from '../languages/resolve.js';
@@ -20,7 +21,8 @@ export class RunnerRuntime {
     parts: { backend?: SandboxBackend; toolchainSearch?: SearchContext } = {},
   ) {
     const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime') });
-    this.backends = BackendRegistry.withDeclaredKinds(local, canonicalKind(config.backends.default) ?? 'local_process');
+    const gvisor = new GvisorBackend({ runtimeDir: join(config.stateDir, 'runtime', 'gvisor') });
+    this.backends = BackendRegistry.withDeclaredKinds([local, gvisor], canonicalKind(config.backends.default) ?? 'local_process');
     this.toolchains = new ToolchainCache({
       stateDir: config.stateDir,
       ...(parts.toolchainSearch ?? { searchPath: process.env.PATH ?? '', useWellKnownPaths: true }),

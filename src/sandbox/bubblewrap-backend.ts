@@ -1,7 +1,8 @@
-import { accessSync, constants, existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
 import { lchown, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { buildBwrapArgs, SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
+import { buildBwrapArgs } from './bwrap-argv.js';
+import { replaceFile, writeIdentityFiles } from './shared-files.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
 import type { BackendCapabilities } from '../contract/backend.js';
@@ -184,12 +185,7 @@ export class BubblewrapBackend implements SandboxBackend {
       await unmountOrphans(dir, isAlive);
       await reapDeadOwners(dir);
     }
-    const identityFiles = { passwd: join(this.options.runtimeDir, 'passwd'), group: join(this.options.runtimeDir, 'group') };
-    replaceFile(
-      identityFiles.passwd,
-      `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
-    );
-    replaceFile(identityFiles.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`);
+    const identityFiles = writeIdentityFiles(this.options.runtimeDir);
     let seccompFile: string | null = null;
     if (this.options.seccomp) {
       if (!seccompSupported()) throw new SandboxUnavailableError(`the seccomp filter is written for x86_64; this host is ${process.arch} (set seccomp: false to run without it)`);
@@ -413,7 +409,6 @@ export class BubblewrapBackend implements SandboxBackend {
     return path;
   }
 }
-
 /** Why a program the backend needs cannot be run, or null. */
 function missingTool(tool: string, path: string, pkg: string): string | null {
   try {
@@ -422,14 +417,4 @@ function missingTool(tool: string, path: string, pkg: string): string | null {
   } catch {
     return `${tool} is not installed at ${path}: run scripts/setup-host.sh (or apt-get install ${pkg})`;
   }
-}
-
-/**
- * Writes a shared file by renaming a new one over it: other agent-runner processes on the host
- * launch sandboxes from the same files, and must never read one half-written.
- */
-function replaceFile(path: string, content: string | Buffer): void {
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, content, { mode: 0o644 });
-  renameSync(tmp, path);
 }

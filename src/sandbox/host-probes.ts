@@ -8,13 +8,6 @@ async function executable(path: string): Promise<boolean> {
   );
 }
 
-/** gVisor: Debian's `runsc` package. */
-export const gvisorProbe: HostProbe = {
-  async missing() {
-    return (await executable('/usr/bin/runsc')) ? [] : ['runsc (gVisor) is not installed: apt-get install runsc'];
-  },
-};
-
 /** The microVM: QEMU's `-M microvm` machine and a kernel to boot. */
 export const microvmProbe: HostProbe = {
   async missing() {

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, constants, openSync } from 'node:fs';
-import { copyFile, open } from 'node:fs/promises';
+import { closeSync, openSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { whileWriting } from './fork-gate.js';
 import type { JobNetwork, SandboxInfo } from './job-network.js';
 import { signalGroup } from './process-tree.js';
+import { watchRun } from './run-watch.js';
+import { copyToStagedFile, fillStagedFile } from './staged-files.js';
 import { removeTree } from './tree-removal.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
@@ -37,8 +37,6 @@ export const ARGS_FD = 5;
 /** bwrap reports the sandbox's pid and namespaces on this fd (--info-fd), for sandboxes with egress. */
 export const INFO_FD = 6;
 
-/** After a kill, how long to wait for pipes to close before giving up on them. */
-const KILL_GRACE_MS = 2000;
 /** What a sandbox says while setting up is kept for the error if it dies before its job. */
 const SETUP_OUTPUT_LIMIT = 16 * 1024;
 
@@ -169,21 +167,12 @@ export class LaunchedSandbox implements PreparedSandbox {
     return this.exit === null;
   }
 
-  // The staged inode is what is bind-mounted into the sandbox: both writers fill it in place
-  // (O_TRUNC, copy_file_range), never replace it.
   writeFile(name: string, content: string | Buffer): Promise<void> {
-    return whileWriting(async () => {
-      const handle = await open(this.stagedPath(name), constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW);
-      try {
-        await handle.writeFile(content);
-      } finally {
-        await handle.close();
-      }
-    });
+    return fillStagedFile(this.stagedPath(name), content);
   }
 
   copyFile(name: string, hostSource: string): Promise<void> {
-    return whileWriting(() => copyFile(hostSource, this.stagedPath(name)));
+    return copyToStagedFile(this.stagedPath(name), hostSource);
   }
 
   private stagedPath(name: string): string {
@@ -202,37 +191,22 @@ export class LaunchedSandbox implements PreparedSandbox {
     this.setIdle(false);
     await this.connectNetwork();
     this.sinks = { stdout: io.stdout, stderr: io.stderr };
-    let timedOut = false;
-    let aborted = false;
-    let graceTimer: NodeJS.Timeout | undefined;
-    const killTree = () => {
-      this.kill();
+    const watch = watchRun(io, {
+      kill: () => this.kill(),
       // Pipes normally close as the tree dies; if a writer somehow survives, stop reading.
-      graceTimer ??= setTimeout(() => {
+      abandon: () => {
         this.child.stdout?.destroy();
         this.child.stderr?.destroy();
-      }, KILL_GRACE_MS);
-    };
-    const onAbort = () => {
-      aborted = true;
-      killTree();
-    };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killTree();
-    }, io.timeoutMs);
-    if (io.signal?.aborted) onAbort();
-    io.signal?.addEventListener('abort', onAbort, { once: true });
+      },
+    });
 
     const startedAt = performance.now();
     this.child.stdin!.end(io.stdin);
     this.pipe(RELEASE_FD).end('go');
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;
-    clearTimeout(timer);
-    clearTimeout(graceTimer);
-    io.signal?.removeEventListener('abort', onAbort);
-    return { exitCode: exit.code, signal: exit.signal, timedOut, aborted, oomKilled: exit.oomKilled, durationMs };
+    watch.stop();
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: exit.oomKilled, durationMs };
   }
 
   /** Finishes egress before the job may exec; on failure the sandbox is killed, then the error thrown. */

@@ -1,18 +1,12 @@
 import { BACKEND_ALIASES, BACKEND_KINDS, canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
 import type { BackendDescription } from '../contract/backend.js';
-import { gvisorProbe, microvmProbe } from './host-probes.js';
+import { microvmProbe } from './host-probes.js';
 import { ProbedBackend } from './probed-backend.js';
 import { SandboxUnavailableError, type SandboxBackend } from './types.js';
 
 /** The kinds this build declares and probes but cannot run jobs on yet (see probed-backend.ts). */
 export function declaredBackends(): SandboxBackend[] {
   return [
-    new ProbedBackend(
-      'gvisor',
-      { network: ['none'], memory: ['cgroup'], snapshot: true, host_work_dir: true, profiles: [] },
-      gvisorProbe,
-      'this version of agent-runner has no gvisor runner yet',
-    ),
     new ProbedBackend(
       'microvm',
       { network: ['none'], memory: ['vm'], snapshot: true, host_work_dir: false, profiles: [] },
@@ -37,9 +31,9 @@ export class BackendRegistry {
     for (const backend of backends) this.backends.set(backend.kind, backend);
   }
 
-  /** The local backend plus the kinds this build declares but cannot run yet. */
-  static withDeclaredKinds(local: SandboxBackend, defaultKind: BackendKind): BackendRegistry {
-    return new BackendRegistry([local, ...declaredBackends()], defaultKind);
+  /** The backends this build runs jobs on, plus the kinds it declares but cannot run yet. */
+  static withDeclaredKinds(built: readonly SandboxBackend[], defaultKind: BackendKind): BackendRegistry {
+    return new BackendRegistry([...built, ...declaredBackends()], defaultKind);
   }
 
   /** The backend for a requested kind or alias (undefined: the default). */

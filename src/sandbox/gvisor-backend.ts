@@ -1,0 +1,229 @@
+import { execFile } from 'node:child_process';
+import { access, constants, lchown, mkdir, symlink, writeFile } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { promisify } from 'node:util';
+import type { BackendCapabilities } from '../contract/backend.js';
+import { SANDBOX_UID } from './bwrap-argv.js';
+import { readHostLayout, type HostLayout } from './host-layout.js';
+import { HostWorkDir } from './host-work-dir.js';
+import { ownedName, reapDeadOwners } from './owned-dirs.js';
+import { isAlive } from './process-tree.js';
+import { baseEnvironment } from './profiles.js';
+import { GvisorSandbox, writablePaths, type Runsc } from './gvisor-sandbox.js';
+import { replaceFile, writeIdentityFiles } from './shared-files.js';
+import { findShellFiles } from './shell-files.js';
+import { unmountOrphans } from './tmpfs.js';
+import { removeTree } from './tree-removal.js';
+import { WorkDirPool, type WorkDirLease } from './work-dir-pool.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
+
+const run = promisify(execFile);
+
+export interface GvisorOptions {
+  runscPath?: string;
+  /** Host directory for this backend's files: runsc's state, bundles, identity files. */
+  runtimeDir: string;
+  /** gVisor platform: ptrace works everywhere; kvm needs a usable /dev/kvm (not on this machine kind). */
+  platform?: 'ptrace' | 'kvm' | 'systrap';
+  tmpBytes?: number;
+}
+
+const DEFAULTS = { runscPath: '/usr/bin/runsc', platform: 'ptrace', tmpBytes: 256 * 1024 * 1024 } as const;
+const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
+/** Where runsc puts each job's cgroup (memory, pids, cpu), under every v1 hierarchy's root. */
+const CGROUP_PARENT = '/agent-runner-gvisor';
+
+interface Ready {
+  runsc: Runsc;
+  version: string;
+  layout: HostLayout;
+  identityFiles: { passwd: string; group: string };
+  emptyFile: string;
+  shellFiles: readonly string[];
+}
+
+/**
+ * The `gvisor` backend: each job is an OCI container run by runsc, so the job's system calls
+ * are served by gVisor's user-space kernel, not the host's. The view and limits are those of
+ * the bubblewrap profile; the work dir is a host directory bound in, so HostWorkDir serves the
+ * job's files. Runs as root only (runsc creates the sandbox's namespaces and cgroups).
+ */
+export class GvisorBackend implements SandboxBackend {
+  readonly kind = 'gvisor';
+  readonly name = 'gvisor';
+  readonly capabilities: BackendCapabilities = {
+    network: ['none'],
+    memory: ['cgroup', 'address-space'],
+    snapshot: false,
+    host_work_dir: true,
+    profiles: ['snippet', 'task', 'run-job'],
+  };
+  private readonly options: Required<GvisorOptions>;
+  private readonly workDirs: WorkDirPool;
+  private readonly cleaningUp = new Set<Promise<void>>();
+  private ready: Promise<Ready> | undefined;
+
+  constructor(options: GvisorOptions) {
+    this.options = { ...DEFAULTS, ...options };
+    this.workDirs = new WorkDirPool(join(this.options.runtimeDir, 'workdirs'));
+  }
+
+  async status(): Promise<BackendStatus> {
+    try {
+      const ready = await this.prepareHost();
+      const notes = [
+        `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
+        'per-job cgroups (v1, made by runsc) bound memory, host tasks and CPU; RLIMIT_AS for python and bash',
+        'network: none only (jobs with network allow are refused)',
+        'no Landlock in gVisor: without allow_shell, shells are hidden and writable paths are noexec; allowed_commands cannot be enforced (such run jobs end backend_unavailable)',
+      ];
+      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: 'cgroup-v1' };
+    } catch (error) {
+      return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
+    }
+  }
+
+  async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
+    return this.launch(template, await this.prepareHost());
+  }
+
+  private async launch(template: SandboxTemplate, ready: Ready): Promise<GvisorSandbox> {
+    if (template.network !== 'none') {
+      throw new SandboxUnavailableError('the gvisor backend gives jobs no network: network "allow" is not supported on it yet (run the job on local_process)');
+    }
+    const bundleDir = join(this.options.runtimeDir, 'jobs', ownedName());
+    let lease: WorkDirLease | null = null;
+    try {
+      // The bundle is root's alone; its rootfs is the job's /, which the job must traverse.
+      await mkdir(bundleDir, { mode: 0o700 });
+      await mkdir(join(bundleDir, 'rootfs'), { mode: 0o755 });
+      for (const { path, target } of ready.layout.symlinks) await symlink(target, join(bundleDir, 'rootfs', path));
+      const mounts: Mount[] = [...template.mounts];
+      // Writable mounts belong to the job's uid for the job's lifetime.
+      for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, SANDBOX_UID, SANDBOX_UID);
+      let workDir: string | null = null;
+      if (template.workDir !== undefined) {
+        lease = await this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, SANDBOX_UID);
+        workDir = lease.path;
+        mounts.push({ host: workDir, sandbox: template.workDir, writable: true });
+      }
+      const stagedFiles = new Map<string, string>();
+      for (const file of template.files) {
+        const host = join(bundleDir, `file-${stagedFiles.size}`);
+        await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
+        stagedFiles.set(file.name, host);
+        mounts.push({ host, sandbox: file.sandboxPath, writable: false });
+      }
+      const covered = (dir: string) => template.cwd === dir || template.cwd.startsWith(`${posix.normalize(dir)}/`);
+      // runsc needs the cwd to exist; bwrap makes it (--dir), here it is scratch space of its own.
+      const scratch = template.cwd === '/tmp' || mounts.some((mount) => covered(mount.sandbox)) ? [] : [template.cwd];
+      const plan = {
+        layout: ready.layout,
+        identityFiles: ready.identityFiles,
+        argv: template.argv,
+        cwd: template.cwd,
+        env: { ...baseEnvironment(template.profile), ...template.env },
+        mounts,
+        scratch,
+        hidden: template.withoutShells ? ready.shellFiles : [],
+        emptyFile: ready.emptyFile,
+        tmpBytes: this.options.tmpBytes,
+        limits: template.limits,
+        cgroupsPath: posix.join(CGROUP_PARENT, posix.basename(bundleDir)),
+      };
+      let cleaned!: () => void;
+      const cleanedUp = new Promise<void>((resolve) => (cleaned = resolve));
+      this.cleaningUp.add(cleanedUp);
+      const release = lease?.release ?? null;
+      return new GvisorSandbox({
+        runsc: ready.runsc,
+        id: posix.basename(bundleDir),
+        bundleDir,
+        plan,
+        guarded: template.guardExec === true,
+        writablePaths: writablePaths(plan),
+        stagedFiles,
+        files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
+        releaseWorkDir: release,
+        onFinished: () => {
+          this.cleaningUp.delete(cleanedUp);
+          cleaned();
+        },
+      });
+    } catch (error) {
+      await lease?.release();
+      await removeTree(bundleDir);
+      throw error;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all(this.cleaningUp);
+    await this.workDirs.dispose();
+  }
+
+  /** Fails closed: if runsc cannot start a sandbox here, no job runs on it, and status says why. */
+  private async probe(ready: Ready): Promise<void> {
+    const template: SandboxTemplate = {
+      profile: 'snippet',
+      argv: ['/usr/bin/true'],
+      cwd: '/tmp',
+      env: {},
+      mounts: [],
+      files: [],
+      network: 'none',
+      limits: { memoryBytes: 64 * 1024 * 1024, memoryMechanism: 'cgroup', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1024 * 1024 },
+    };
+    const said: Buffer[] = [];
+    const sink = { write: (chunk: Buffer) => void said.push(chunk) };
+    const sandbox = await this.launch(template, ready);
+    const outcome = await sandbox.start({ timeoutMs: 30_000, stdout: sink, stderr: sink }).finally(() => sandbox.release());
+    if (outcome.exitCode !== 0) {
+      const reason = Buffer.concat(said).toString('utf8').trim() || (outcome.timedOut ? 'it did not finish in 30 s' : `exit code ${outcome.exitCode ?? outcome.signal}`);
+      throw new SandboxUnavailableError(`runsc cannot start a sandbox on this host (platform ${this.options.platform}): ${reason}`);
+    }
+  }
+
+  private prepareHost(): Promise<Ready> {
+    this.ready ??= this.initialise();
+    // A failed probe is retried next time: the admin may have installed runsc meanwhile.
+    this.ready.catch(() => (this.ready = undefined));
+    return this.ready;
+  }
+
+  private async initialise(): Promise<Ready> {
+    const { runscPath, runtimeDir, platform } = this.options;
+    try {
+      await access(runscPath, constants.X_OK);
+    } catch {
+      throw new SandboxUnavailableError(`runsc (gVisor) is not installed at ${runscPath}: run scripts/setup-host.sh (or apt-get install runsc)`);
+    }
+    if (process.getuid?.() !== 0) {
+      throw new SandboxUnavailableError('the gvisor backend needs root: runsc creates the sandbox namespaces and cgroups (rootless runsc cannot apply the limits)');
+    }
+    const { stdout } = await run(runscPath, ['--version'], { env: {} });
+    const version = /runsc version (\S+)/.exec(stdout)?.[1] ?? stdout.trim();
+    const stateDir = join(runtimeDir, 'runsc-state');
+    await mkdir(join(runtimeDir, 'jobs'), { recursive: true, mode: 0o700 });
+    await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`] };
+    await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
+    const emptyFile = join(runtimeDir, 'empty');
+    replaceFile(emptyFile, '');
+    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), emptyFile, shellFiles: findShellFiles() };
+    await this.probe(ready);
+    return ready;
+  }
+}
+
+/** Containers and bundles of agent-runner processes that died: their ids start with the owner's pid. */
+async function reapOrphans(runsc: Runsc, jobsDir: string, workDirsDir: string): Promise<void> {
+  const { stdout } = await run(runsc.path, [...runsc.globalArgs, 'list', '-quiet'], { env: {} }).catch(() => ({ stdout: '' }));
+  for (const id of stdout.split('\n').filter(Boolean)) {
+    const owner = Number(id.split('-')[0]);
+    if (Number.isInteger(owner) && owner > 0 && !isAlive(owner)) await run(runsc.path, [...runsc.globalArgs, 'delete', '--force', id], { env: {} }).catch(() => undefined);
+  }
+  await unmountOrphans(workDirsDir, isAlive);
+  await reapDeadOwners(jobsDir);
+  await reapDeadOwners(workDirsDir);
+}

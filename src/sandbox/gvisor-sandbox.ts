@@ -1,0 +1,208 @@
+import { execFile, spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { stdioWithoutLeaks } from './fd-hygiene.js';
+import { forkWhenQuiet } from './fork-gate.js';
+import type { HostWorkDir } from './host-work-dir.js';
+import { buildOciConfig, type OciPlan } from './oci-bundle.js';
+import { signalGroup } from './process-tree.js';
+import { watchRun } from './run-watch.js';
+import { copyToStagedFile, fillStagedFile } from './staged-files.js';
+import { removeTree } from './tree-removal.js';
+import type { CollectedArtifacts } from '../workspace/artifacts.js';
+import type { SnapshotReport } from '../workspace/snapshot.js';
+import {
+  SandboxUnavailableError,
+  type ArtifactRequest,
+  type ExecRules,
+  type PreparedSandbox,
+  type ResolvedCommand,
+  type SandboxIO,
+  type SandboxOutcome,
+  type WorkPathKind,
+  type WorkspaceImport,
+} from './types.js';
+
+/** How this host runs runsc: the binary and its global flags (state root, network, platform). */
+export interface Runsc {
+  path: string;
+  globalArgs: readonly string[];
+}
+
+export interface GvisorJob {
+  runsc: Runsc;
+  /** Container id: ownedName(), so a later process can tell an orphan by its owner's pid. */
+  id: string;
+  /** The bundle directory (config.json, rootfs, staged files, the work dir when not leased). */
+  bundleDir: string;
+  /** Everything of the config but what only start knows (argv[0], noexec). */
+  plan: Omit<OciPlan, 'noexecWritable'>;
+  /** Whether argv[0] comes from restrictExec (template.guardExec). */
+  guarded: boolean;
+  /** Sandbox paths the job can write (nothing there may be executed under restricting rules). */
+  writablePaths: readonly string[];
+  stagedFiles: ReadonlyMap<string, string>;
+  files: HostWorkDir;
+  /** Hands the leased work dir back once the caller released it (null: the template has none). */
+  releaseWorkDir: (() => Promise<void>) | null;
+  /** Called once, after the container and the bundle are gone. */
+  onFinished: () => void;
+}
+
+type Exit = { code: number | null; signal: NodeJS.Signals | null };
+
+/**
+ * One gVisor job. Nothing runs until start: the container is created then (`runsc run`), so
+ * its argv can be the absolute path restrictExec resolved, and the mounts can be noexec when
+ * the rules say so. Every exit path deletes the container, then the bundle.
+ */
+export class GvisorSandbox implements PreparedSandbox {
+  private rules: ExecRules | null = null;
+  private started = false;
+  private finished = false;
+  private releaseWorkDir!: () => void;
+  /** Cleanup must not delete the work dir while the caller still reads it. */
+  private readonly workDirReleased = new Promise<void>((resolve) => (this.releaseWorkDir = resolve));
+
+  constructor(private readonly job: GvisorJob) {
+    void this.workDirReleased.then(() => this.cleanUp());
+  }
+
+  writeFile(name: string, content: string | Buffer): Promise<void> {
+    return fillStagedFile(this.stagedPath(name), content);
+  }
+
+  copyFile(name: string, hostSource: string): Promise<void> {
+    return copyToStagedFile(this.stagedPath(name), hostSource);
+  }
+
+  importWorkspace(source: WorkspaceImport): Promise<SnapshotReport> {
+    return this.job.files.importWorkspace(source);
+  }
+
+  statWorkPath(relativePath: string): Promise<WorkPathKind> {
+    return this.job.files.statPath(relativePath);
+  }
+
+  resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
+    return this.job.files.resolveCommand(argv0, lookup);
+  }
+
+  collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts> {
+    return this.job.files.collectArtifacts(request);
+  }
+
+  /**
+   * gVisor has no Landlock. What it can enforce without it: `any`, and "the system but nothing
+   * written" (shells hidden by the template, every writable mount noexec). A per-file allowlist
+   * (allowed_commands) it cannot, nor an executable argv[0] inside a noexec mount.
+   */
+  async restrictExec(rules: ExecRules): Promise<void> {
+    if (!this.job.guarded) throw new Error('this sandbox was not made with guardExec');
+    if (rules.executable !== 'any') {
+      if (!rules.executable.system) {
+        throw new SandboxUnavailableError(
+          'the gvisor backend cannot enforce allowed_commands: gVisor has no Landlock, so a per-file exec allowlist cannot be applied inside the job (run it on local_process)',
+        );
+      }
+      const written = rules.executable.files.find((file) => this.job.writablePaths.some((dir) => file === dir || file.startsWith(`${dir}/`)));
+      if (written !== undefined) {
+        throw new SandboxUnavailableError(
+          `the gvisor backend cannot run ${written} without allow_shell: writable paths are mounted noexec there, since gVisor has no Landlock to allow that one file (run it on local_process)`,
+        );
+      }
+    }
+    this.rules = rules;
+  }
+
+  async start(io: SandboxIO): Promise<SandboxOutcome> {
+    if (this.started) throw new Error('a sandbox runs exactly one job');
+    this.started = true;
+    const { job } = this;
+    let argv = job.plan.argv;
+    if (job.guarded) {
+      if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
+      argv = [this.rules.program, ...argv.slice(1)];
+    }
+    const config = buildOciConfig({ ...job.plan, argv, noexecWritable: this.rules !== null && this.rules.executable !== 'any' });
+    await writeFile(join(job.bundleDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
+
+    const devNull = openSync('/dev/null', 'r');
+    let child;
+    try {
+      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.bundleDir, job.id];
+      const stdio = stdioWithoutLeaks<'pipe'>(['pipe', 'pipe', 'pipe'], devNull);
+      // Its own process group (runsc and its gofer); the sandbox process makes its own.
+      child = await forkWhenQuiet(() => spawn(job.runsc.path, args, { detached: true, env: {}, cwd: '/', stdio }));
+    } finally {
+      closeSync(devNull);
+    }
+    child.stdout!.on('data', (chunk: Buffer) => io.stdout.write(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => io.stderr.write(chunk));
+    child.stdin!.on('error', () => undefined);
+    const ended = new Promise<Exit>((resolve) => {
+      child.on('error', () => resolve({ code: null, signal: null }));
+      child.on('close', (code, signal) => resolve({ code, signal }));
+    });
+    const startedAt = performance.now();
+    const watch = watchRun(io, {
+      // Killing the container's init ends the whole sandbox; runsc run then exits.
+      kill: () => void this.runsc('kill', job.id, 'KILL'),
+      abandon: () => {
+        if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      },
+    });
+    child.stdin!.end(io.stdin);
+    const exit = await ended;
+    const durationMs = performance.now() - startedAt;
+    watch.stop();
+    // runsc removes a container that ran to its end; one killed with runsc itself may be left.
+    await this.runsc('delete', '--force', job.id);
+    // Without a work dir there is nothing for the caller to read afterwards.
+    if (job.releaseWorkDir === null) this.release();
+    // runsc reports a job killed by a signal as 128 + its number, as a shell does; gVisor's
+    // own OOM kill looks the same, so it cannot be told apart here.
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: false, durationMs };
+  }
+
+  discard(): void {
+    this.started = true;
+    this.release();
+  }
+
+  release(): void {
+    this.releaseWorkDir();
+  }
+
+  private stagedPath(name: string): string {
+    const path = this.job.stagedFiles.get(name);
+    if (!path) throw new Error(`no staged file named ${name}`);
+    return path;
+  }
+
+  /** A runsc command on this job's container; failures (already gone) are what cleanup wants. */
+  private runsc(...args: string[]): Promise<void> {
+    return new Promise((resolve) => execFile(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }, () => resolve()));
+  }
+
+  private async cleanUp(): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    try {
+      await this.runsc('delete', '--force', this.job.id);
+      await this.job.releaseWorkDir?.();
+      // rm never follows symlinks, so links the job planted are removed, not followed.
+      await removeTree(this.job.bundleDir);
+    } finally {
+      this.job.onFinished();
+    }
+  }
+}
+
+/** Sandbox paths a job may write: /tmp, its scratch dirs, the writable mounts. */
+export function writablePaths(plan: Pick<OciPlan, 'scratch' | 'mounts'>): string[] {
+  return ['/tmp', ...plan.scratch, ...plan.mounts.filter((mount) => mount.writable).map((mount) => posix.normalize(mount.sandbox))];
+}
