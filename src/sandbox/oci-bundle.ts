@@ -93,7 +93,8 @@ export function buildOciConfig(plan: OciPlan): object {
       namespaces: ['pid', 'network', 'ipc', 'uts', 'mount'].map((type) => ({ type })),
       cgroupsPath: plan.cgroupsPath,
       resources: {
-        memory: { limit: limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes },
+        // The job's own limit, RLIMIT_AS or not: gVisor sizes its /proc/meminfo from it.
+        memory: { limit: limits.memoryBytes },
         // RLIMIT_NPROC would count the sandbox's own host threads: the pids cgroup is the bound,
         // on host tasks (see SENTRY_TASKS).
         pids: { limit: limits.maxProcesses + SENTRY_TASKS },

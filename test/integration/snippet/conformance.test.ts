@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { SnippetResponse } from '../../../src/contract/snippet.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
+import { availableKinds } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
 /**
@@ -57,37 +58,41 @@ const ERROR_MARKERS = ['SyntaxError', 'ZeroDivisionError', 'MemoryError', 'error
 const runtime = testRuntime();
 const examples = [...examplesOf('snippet-job-request.md'), ...examplesOf('snippet-job-response.md')];
 
-describe('snippet documents conformance', { concurrency: 2 }, () => {
-  it('found every example in both documents', () => {
-    assert.equal(examples.length, 26);
-  });
+after(() => runtime.dispose());
 
-  for (const { doc, request, documented } of examples) {
-    it(`${doc} ${request.trace_id} (${request.lang})`, async () => {
-      const response = await executeSnippet(request, { runtime });
-      assert.equal(response.trace_id, request.trace_id);
-      if (!documented) {
-        const expected = EXPECTED_STDOUT[request.trace_id];
-        assert.ok(expected, `no expectation for ${request.trace_id}`);
-        assert.equal(response.exit_code, 0, response.stderr);
-        assert.equal(response.error, '');
-        if (typeof expected === 'string') assert.equal(response.stdout, expected);
-        else if (expected instanceof RegExp) assert.match(response.stdout, expected);
-        else expected(response.stdout);
-        return;
-      }
-      assert.equal(response.exit_code, documented.exit_code, response.stderr);
-      assert.equal(response.error, documented.error);
-      if (documented.exit_code === 0) {
-        assert.equal(response.stdout, documented.stdout);
-        assert.equal(response.stderr, documented.stderr);
-        return;
-      }
-      assert.equal(response.stdout, documented.stdout);
-      for (const marker of ERROR_MARKERS.filter((marker) => documented.stderr.includes(marker))) {
-        assert.ok(response.stderr.includes(marker), `stderr should contain ${marker}: ${response.stderr}`);
-      }
-      if (documented.exit_code === 124) assert.ok(response.stderr.endsWith('\nExecution timed out'));
-    });
-  }
+it('found every example in both documents', () => {
+  assert.equal(examples.length, 26);
 });
+
+for (const kind of await availableKinds(runtime, 'snippet')) {
+  describe(`snippet documents conformance on ${kind}`, { concurrency: 2 }, () => {
+    for (const { doc, request, documented } of examples) {
+      it(`${doc} ${request.trace_id} (${request.lang})`, async () => {
+        const response = await executeSnippet({ ...request, backend: { kind } }, { runtime });
+        assert.equal(response.trace_id, request.trace_id);
+        if (!documented) {
+          const expected = EXPECTED_STDOUT[request.trace_id];
+          assert.ok(expected, `no expectation for ${request.trace_id}`);
+          assert.equal(response.exit_code, 0, response.stderr);
+          assert.equal(response.error, '');
+          if (typeof expected === 'string') assert.equal(response.stdout, expected);
+          else if (expected instanceof RegExp) assert.match(response.stdout, expected);
+          else expected(response.stdout);
+          return;
+        }
+        assert.equal(response.exit_code, documented.exit_code, response.stderr);
+        assert.equal(response.error, documented.error);
+        if (documented.exit_code === 0) {
+          assert.equal(response.stdout, documented.stdout);
+          assert.equal(response.stderr, documented.stderr);
+          return;
+        }
+        assert.equal(response.stdout, documented.stdout);
+        for (const marker of ERROR_MARKERS.filter((marker) => documented.stderr.includes(marker))) {
+          assert.ok(response.stderr.includes(marker), `stderr should contain ${marker}: ${response.stderr}`);
+        }
+        if (documented.exit_code === 124) assert.ok(response.stderr.endsWith('\nExecution timed out'));
+      });
+    }
+  });
+}
