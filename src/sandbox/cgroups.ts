@@ -93,6 +93,8 @@ export class JobCgroup {
   private constructor(
     private readonly host: CgroupHost,
     private readonly dirs: JobDirs,
+    /** The group's path below each hierarchy's root, as an OCI runtime names it (cgroupsPath). */
+    readonly hierarchyPath: string,
   ) {}
 
   /** Each group directory once (v2 has one for all controllers). */
@@ -108,7 +110,7 @@ export class JobCgroup {
     const name = `${process.pid}-${++sequence}-${Date.now().toString(36)}`;
     const useCpu = host.parents.cpu !== null && limits.cpuCores !== null;
     const dirs: JobDirs = { memory: join(host.parents.memory, name), pids: join(host.parents.pids, name), cpu: useCpu ? join(host.parents.cpu!, name) : null };
-    const group = new JobCgroup(host, dirs);
+    const group = new JobCgroup(host, dirs, `/${GROUP_PREFIX}/${name}`);
     for (const dir of group.unique) await mkdir(dir);
     try {
       await group.applyLimits(limits);

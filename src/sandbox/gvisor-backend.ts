@@ -4,6 +4,7 @@ import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { BackendCapabilities } from '../contract/backend.js';
 import { SANDBOX_UID } from './bwrap-argv.js';
+import { detectCgroups, JobCgroup, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
 import { HostWorkDir } from './host-work-dir.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
@@ -30,14 +31,18 @@ export interface GvisorOptions {
 
 const DEFAULTS = { runscPath: '/usr/bin/runsc', platform: 'ptrace', tmpBytes: 256 * 1024 * 1024 } as const;
 const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
-/** Where runsc puts each job's cgroup (memory, pids, cpu), under every v1 hierarchy's root. */
-const CGROUP_PARENT = '/agent-runner-gvisor';
+/**
+ * gVisor's own host threads (its Go runtime grows them under load; 26 were seen failing against a
+ * budget of 72): on the ptrace platform every guest thread also runs in a host stub task.
+ */
+const SENTRY_TASKS = 256;
 
 interface Ready {
   runsc: Runsc;
   version: string;
   layout: HostLayout;
   identityFiles: { passwd: string; group: string };
+  cgroups: CgroupHost;
   emptyFile: string;
   shellFiles: readonly string[];
 }
@@ -73,11 +78,11 @@ export class GvisorBackend implements SandboxBackend {
       const ready = await this.prepareHost();
       const notes = [
         `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
-        'per-job cgroups (v1, made by runsc) bound memory, host tasks and CPU; RLIMIT_AS for python and bash',
+        `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python and bash`,
         'network: none only (jobs with network allow are refused)',
         'no Landlock in gVisor: without allow_shell, shells are hidden and writable paths are noexec; allowed_commands cannot be enforced (such run jobs end backend_unavailable)',
       ];
-      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: 'cgroup-v1' };
+      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: `cgroup-${ready.cgroups.version}` };
     } catch (error) {
       return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
     }
@@ -93,7 +98,12 @@ export class GvisorBackend implements SandboxBackend {
     }
     const bundleDir = join(this.options.runtimeDir, 'jobs', ownedName());
     let lease: WorkDirLease | null = null;
+    let cgroup: JobCgroup | null = null;
     try {
+      const { limits } = template;
+      const cgroupLimits = { memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses + SENTRY_TASKS, cpuCores: limits.cpuCores ?? null };
+      // Ours, not runsc's: runsc leaves a group it did not make, so its OOM count is still there to read after the exit.
+      cgroup = await JobCgroup.create(ready.cgroups, cgroupLimits, null);
       // The bundle is root's alone; its rootfs is the job's /, which the job must traverse.
       await mkdir(bundleDir, { mode: 0o700 });
       await mkdir(join(bundleDir, 'rootfs'), { mode: 0o755 });
@@ -128,8 +138,8 @@ export class GvisorBackend implements SandboxBackend {
         hidden: template.withoutShells ? ready.shellFiles : [],
         emptyFile: ready.emptyFile,
         tmpBytes: this.options.tmpBytes,
-        limits: template.limits,
-        cgroupsPath: posix.join(CGROUP_PARENT, posix.basename(bundleDir)),
+        limits,
+        cgroup: { path: cgroup.hierarchyPath, limits: cgroupLimits },
       };
       let cleaned!: () => void;
       const cleanedUp = new Promise<void>((resolve) => (cleaned = resolve));
@@ -145,12 +155,14 @@ export class GvisorBackend implements SandboxBackend {
         stagedFiles,
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
+        cgroup,
         onFinished: () => {
           this.cleaningUp.delete(cleanedUp);
           cleaned();
         },
       });
     } catch (error) {
+      await cgroup?.dispose();
       await lease?.release();
       await removeTree(bundleDir);
       throw error;
@@ -206,11 +218,13 @@ export class GvisorBackend implements SandboxBackend {
     const stateDir = join(runtimeDir, 'runsc-state');
     await mkdir(join(runtimeDir, 'jobs'), { recursive: true, mode: 0o700 });
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    const cgroups = await detectCgroups();
+    if (!cgroups) throw new SandboxUnavailableError('the gvisor backend needs a writable cgroup hierarchy with memory and pids controllers (none was found)');
     const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`] };
     await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
     const emptyFile = join(runtimeDir, 'empty');
     replaceFile(emptyFile, '');
-    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), emptyFile, shellFiles: findShellFiles() };
+    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), cgroups, emptyFile, shellFiles: findShellFiles() };
     await this.probe(ready);
     return ready;
   }

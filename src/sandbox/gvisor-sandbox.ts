@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { forkWhenQuiet } from './fork-gate.js';
 import type { HostWorkDir } from './host-work-dir.js';
@@ -46,6 +47,8 @@ export interface GvisorJob {
   files: HostWorkDir;
   /** Hands the leased work dir back once the caller released it (null: the template has none). */
   releaseWorkDir: (() => Promise<void>) | null;
+  /** The group runsc runs the sandbox in: its OOM count, and the sweep behind runsc delete. */
+  cgroup: JobCgroup;
   /** Called once, after the container and the bundle are gone. */
   onFinished: () => void;
 }
@@ -163,9 +166,10 @@ export class GvisorSandbox implements PreparedSandbox {
     await this.runsc('delete', '--force', job.id);
     // Without a work dir there is nothing for the caller to read afterwards.
     if (job.releaseWorkDir === null) this.release();
-    // runsc reports a job killed by a signal as 128 + its number, as a shell does; gVisor's
-    // own OOM kill looks the same, so it cannot be told apart here.
-    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: false, durationMs };
+    // runsc reports a job killed by a signal as 128 + its number, as a shell does; the group
+    // tells whether the host's OOM killer was the one.
+    const oomKilled = await job.cgroup.oomKilled();
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, durationMs };
   }
 
   discard(): void {
@@ -193,6 +197,8 @@ export class GvisorSandbox implements PreparedSandbox {
     this.finished = true;
     try {
       await this.runsc('delete', '--force', this.job.id);
+      await this.job.cgroup.killAll();
+      await this.job.cgroup.dispose();
       await this.job.releaseWorkDir?.();
       // rm never follows symlinks, so links the job planted are removed, not followed.
       await removeTree(this.job.bundleDir);

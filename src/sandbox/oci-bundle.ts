@@ -1,5 +1,6 @@
 import { SANDBOX_GID, SANDBOX_HOSTNAME, SANDBOX_UID } from './bwrap-argv.js';
 import type { HostLayout } from './host-layout.js';
+import type { CgroupLimits } from './cgroups.js';
 import type { Mount, ResourceLimits } from './types.js';
 
 export interface OciPlan {
@@ -20,8 +21,8 @@ export interface OciPlan {
   noexecWritable: boolean;
   tmpBytes: number;
   limits: ResourceLimits;
-  /** The host cgroup runsc creates for the sandbox (memory, pids, cpu). */
-  cgroupsPath: string;
+  /** The job's host cgroup (cgroups.ts), made before runsc joins it, and its limits. */
+  cgroup: { path: string; limits: CgroupLimits };
 }
 
 interface OciMount {
@@ -31,11 +32,6 @@ interface OciMount {
   options: string[];
 }
 
-/**
- * gVisor's own host threads (its Go runtime grows them under load; 26 were seen failing against a
- * budget of 72): on the ptrace platform every guest thread also runs in a host stub task.
- */
-const SENTRY_TASKS = 256;
 const CPU_PERIOD_US = 100_000;
 
 /**
@@ -45,6 +41,7 @@ const CPU_PERIOD_US = 100_000;
  */
 export function buildOciConfig(plan: OciPlan): object {
   const { limits } = plan;
+  const cgroup = plan.cgroup.limits;
   const noexec = plan.noexecWritable ? ['noexec'] : [];
   const readOnly = (source: string, destination: string): OciMount => ({ destination, type: 'bind', source, options: ['rbind', 'ro', 'nosuid', 'nodev'] });
   const mounts: OciMount[] = [
@@ -91,14 +88,12 @@ export function buildOciConfig(plan: OciPlan): object {
     mounts,
     linux: {
       namespaces: ['pid', 'network', 'ipc', 'uts', 'mount'].map((type) => ({ type })),
-      cgroupsPath: plan.cgroupsPath,
+      cgroupsPath: plan.cgroup.path,
+      // The same limits the group already has: runsc sizes the sandbox's memory from them.
       resources: {
-        // The job's own limit, RLIMIT_AS or not: gVisor sizes its /proc/meminfo from it.
-        memory: { limit: limits.memoryBytes },
-        // RLIMIT_NPROC would count the sandbox's own host threads: the pids cgroup is the bound,
-        // on host tasks (see SENTRY_TASKS).
-        pids: { limit: limits.maxProcesses + SENTRY_TASKS },
-        ...(limits.cpuCores !== undefined ? { cpu: { quota: Math.round(limits.cpuCores * CPU_PERIOD_US), period: CPU_PERIOD_US } } : {}),
+        ...(cgroup.memoryBytes !== null ? { memory: { limit: cgroup.memoryBytes } } : {}),
+        pids: { limit: cgroup.maxProcesses },
+        ...(cgroup.cpuCores !== null ? { cpu: { quota: Math.round(cgroup.cpuCores * CPU_PERIOD_US), period: CPU_PERIOD_US } } : {}),
       },
     },
   };
