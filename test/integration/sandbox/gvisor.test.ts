@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { runJob } from '../../../src/runner/run-job.js';
+import { executeSnippet } from '../../../src/runner/snippet.js';
+import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
+import { makeWorkspace } from '../../helpers/workspace.js';
+
+/** The gvisor backend's isolation, on real runsc; reported as skipped, with why, where it is unavailable. */
+const runtime = testRuntime();
+after(() => runtime.dispose());
+const status = await runtime.backends.get('gvisor').status();
+const run = (lang: string, code: string, timeout = 10) => executeSnippet({ lang, code, timeout, backend: { kind: 'gvisor' } }, { runtime });
+
+describe('gvisor isolation', { skip: status.available ? false : status.notes.join('; ') }, () => {
+  it('says which runsc and platform it runs on', () => {
+    assert.match(status.notes[0]!, /^runsc \S+, platform ptrace/);
+  });
+
+  it('runs on gVisor\'s kernel, as uid 1000 without capabilities, and cannot read /etc/shadow', async () => {
+    const response = await run('python', 'import os\nprint(os.uname().release, os.getuid(), os.getgid())\nprint(open("/proc/self/status").read().count("CapEff:\\t0000000000000000"))\nprint(open("/etc/shadow").read())');
+    const [release, ...rest] = response.stdout.trim().split(/\s+/);
+    assert.notEqual(release, execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim(), 'the job sees gVisor, not the host kernel');
+    assert.deepEqual(rest, ['1000', '1000', '1']);
+    assert.match(response.stderr, /FileNotFoundError: .*\/etc\/shadow/);
+  });
+
+  it('sees only its own processes', async () => {
+    const response = await run('python', 'import os\nprint(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))');
+    assert.equal(response.stdout, '[1]\n');
+  });
+
+  it('has no network by default', async () => {
+    const response = await run('python', 'import socket\ntry:\n    socket.create_connection(("1.1.1.1", 80), timeout=3)\n    print("connected")\nexcept OSError as error:\n    print("refused", error.errno)');
+    assert.match(response.stdout, /^refused \d+\n$/);
+    const allowed = await runJob({ command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'gvisor' } }, { runtime });
+    assert.equal(allowed.status, 'backend_unavailable');
+    assert.match(allowed.error!.message, /network/);
+  });
+
+  it('kills a job at its timeout: 124, and no container is left', async () => {
+    const response = await run('python', 'import time\nwhile True:\n    time.sleep(1)', 1);
+    assert.equal(response.exit_code, 124);
+    assert.ok(response.stderr.endsWith('\nExecution timed out'));
+    const result = await runJob({ command: { argv: ['sleep', '30'] }, limits: { timeout_ms: 500 }, backend: { kind: 'gvisor' } }, { runtime });
+    assert.equal(result.status, 'timed_out');
+    const state = join(TEST_STATE_DIR, 'runtime', 'gvisor', 'runsc-state');
+    const listed = execFileSync('/usr/bin/runsc', ['--root', state, 'list', '-quiet'], { encoding: 'utf8' });
+    assert.ok(!listed.split('\n').some((id) => id.startsWith(`${process.pid}-`)), `containers left: ${listed}`);
+  });
+
+  it('bounds memory: MemoryError under RLIMIT_AS, an OOM kill reported as such under the cgroup', async () => {
+    const python = await run('python', 'blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))');
+    assert.match(python.stderr, /MemoryError/);
+    const result = await runJob(
+      { command: { argv: ['python3', '-c', 'blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))'] }, policy: { allow_shell: true }, limits: { memory_bytes: 128 * 1024 * 1024 }, backend: { kind: 'gvisor' } },
+      { runtime },
+    );
+    assert.equal(result.error?.code, 'run.out_of_memory', JSON.stringify(result.error));
+  });
+
+  it('without allow_shell: shells are absent and nothing written can be executed; allowed_commands is refused', async () => {
+    const code = 'import os, shutil, subprocess\nfor argv in (["/bin/sh", "-c", "echo shell"], ["/usr/bin/bash", "-c", "echo shell"]):\n    try:\n        subprocess.run(argv)\n    except OSError as error:\n        print("denied", error.errno)\nshutil.copy("/usr/bin/true", "copied")\nos.chmod("copied", 0o755)\ntry:\n    subprocess.run(["./copied"])\nexcept OSError as error:\n    print("denied", error.errno)\n';
+    const workspace = { source: 'local_path', path: makeWorkspace({ 'main.py': code }) };
+    const result = await runJob({ command: { argv: ['python3', 'main.py'] }, workspace, policy: { allow_shell: false }, backend: { kind: 'gvisor' } }, { runtime });
+    assert.equal(result.status, 'completed', JSON.stringify(result.error));
+    assert.equal(result.stdout.text, 'denied 13\ndenied 13\ndenied 13\n');
+    const listed = await runJob({ command: { argv: ['true'] }, policy: { allowed_commands: ['true'] }, backend: { kind: 'gvisor' } }, { runtime });
+    assert.equal(listed.status, 'backend_unavailable');
+    assert.match(listed.error!.message, /allowed_commands/);
+  });
+});
