@@ -6,11 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import type { RunJobResult } from '../../../src/contract/run-job.js';
 import { runJob } from '../../../src/runner/run-job.js';
+import { runTask } from '../../../src/tasks/run-task.js';
 import { availableKinds } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
-/** One run job, the same request on every available backend: the same result fields (timings aside). */
+/** The same run job and code task on every available backend: the same result fields (timings aside). */
 const runtime = testRuntime();
 after(() => runtime.dispose());
 
@@ -44,7 +45,7 @@ function comparable(result: RunJobResult): unknown {
 const results = new Map<string, RunJobResult>();
 
 for (const kind of await availableKinds(runtime, 'run-job')) {
-  describe(`run job on ${kind}`, () => {
+  describe(`jobs on ${kind}`, () => {
     it('snapshots the workspace with its exclusions, runs, collects artifacts, and gives stable replay hashes', async () => {
       const path = makeWorkspace(files);
       const first = await runJob(request(path, kind), { runtime });
@@ -63,6 +64,11 @@ for (const kind of await availableKinds(runtime, 'run-job')) {
       assert.equal(third.replay.request_sha256, first.replay.request_sha256);
       assert.notEqual(third.replay.workspace_sha256, first.replay.workspace_sha256);
       results.set(kind, first);
+    });
+
+    it('runs a code task', async () => {
+      const task = await runTask({ lang: 'python', code: 'print("seen")\nreturn [{"n": len(_items)}]', mode: 'all_items', items: [{ json: { a: 1 } }, { json: { a: 2 } }], backend: { kind } }, { runtime });
+      assert.deepEqual({ ...task, task_id: '' }, { task_id: '', result: [{ json: { n: 2 } }], print_args: [['seen']] });
     });
   });
 }
