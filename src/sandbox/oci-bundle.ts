@@ -61,7 +61,9 @@ export function buildOciConfig(plan: OciPlan): object {
       options: [`size=${plan.tmpBytes}`, 'mode=0755', `uid=${SANDBOX_UID}`, `gid=${SANDBOX_GID}`, 'nosuid', 'nodev', ...noexec],
     })),
     ...plan.mounts.map((mount) =>
-      mount.writable ? { destination: mount.sandbox, type: 'bind', source: mount.host, options: ['rbind', 'rw', 'nosuid', 'nodev', ...noexec] } : readOnly(mount.host, mount.sandbox),
+      mount.writable
+        ? { destination: mount.sandbox, type: 'bind', source: mount.host, options: ['rbind', 'rw', 'nosuid', 'nodev', ...noexec] }
+        : readOnly(mount.host, mount.sandbox),
     ),
   ];
   return {

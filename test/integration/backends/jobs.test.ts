@@ -67,7 +67,10 @@ for (const kind of await availableKinds(runtime, 'run-job')) {
     });
 
     it('runs a code task', async () => {
-      const task = await runTask({ lang: 'python', code: 'print("seen")\nreturn [{"n": len(_items)}]', mode: 'all_items', items: [{ json: { a: 1 } }, { json: { a: 2 } }], backend: { kind } }, { runtime });
+      const task = await runTask(
+        { lang: 'python', code: 'print("seen")\nreturn [{"n": len(_items)}]', mode: 'all_items', items: [{ json: { a: 1 } }, { json: { a: 2 } }], backend: { kind } },
+        { runtime },
+      );
       assert.deepEqual({ ...task, task_id: '' }, { task_id: '', result: [{ json: { n: 2 } }], print_args: [['seen']] });
     });
   });

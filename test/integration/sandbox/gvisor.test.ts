@@ -18,8 +18,11 @@ describe('gvisor isolation', { skip: status.available ? false : status.notes.joi
     assert.match(status.notes[0]!, /^runsc \S+, platform ptrace/);
   });
 
-  it('runs on gVisor\'s kernel, as uid 1000 without capabilities, and cannot read /etc/shadow', async () => {
-    const response = await run('python', 'import os\nprint(os.uname().release, os.getuid(), os.getgid())\nprint(open("/proc/self/status").read().count("CapEff:\\t0000000000000000"))\nprint(open("/etc/shadow").read())');
+  it("runs on gVisor's kernel, as uid 1000 without capabilities, and cannot read /etc/shadow", async () => {
+    const response = await run(
+      'python',
+      'import os\nprint(os.uname().release, os.getuid(), os.getgid())\nprint(open("/proc/self/status").read().count("CapEff:\\t0000000000000000"))\nprint(open("/etc/shadow").read())',
+    );
     const [release, ...rest] = response.stdout.trim().split(/\s+/);
     assert.notEqual(release, execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim(), 'the job sees gVisor, not the host kernel');
     assert.deepEqual(rest, ['1000', '1000', '1']);
@@ -32,7 +35,10 @@ describe('gvisor isolation', { skip: status.available ? false : status.notes.joi
   });
 
   it('has no network by default', async () => {
-    const response = await run('python', 'import socket\ntry:\n    socket.create_connection(("1.1.1.1", 80), timeout=3)\n    print("connected")\nexcept OSError as error:\n    print("refused", error.errno)');
+    const response = await run(
+      'python',
+      'import socket\ntry:\n    socket.create_connection(("1.1.1.1", 80), timeout=3)\n    print("connected")\nexcept OSError as error:\n    print("refused", error.errno)',
+    );
     assert.match(response.stdout, /^refused \d+\n$/);
     const allowed = await runJob({ command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'gvisor' } }, { runtime });
     assert.equal(allowed.status, 'backend_unavailable');
@@ -54,14 +60,20 @@ describe('gvisor isolation', { skip: status.available ? false : status.notes.joi
     const python = await run('python', 'blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))');
     assert.match(python.stderr, /MemoryError/);
     const result = await runJob(
-      { command: { argv: ['python3', '-c', 'blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))'] }, policy: { allow_shell: true }, limits: { memory_bytes: 128 * 1024 * 1024 }, backend: { kind: 'gvisor' } },
+      {
+        command: { argv: ['python3', '-c', 'blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))'] },
+        policy: { allow_shell: true },
+        limits: { memory_bytes: 128 * 1024 * 1024 },
+        backend: { kind: 'gvisor' },
+      },
       { runtime },
     );
     assert.equal(result.error?.code, 'run.out_of_memory', JSON.stringify(result.error));
   });
 
   it('without allow_shell: shells are absent and nothing written can be executed; allowed_commands is refused', async () => {
-    const code = 'import os, shutil, subprocess\nfor argv in (["/bin/sh", "-c", "echo shell"], ["/usr/bin/bash", "-c", "echo shell"]):\n    try:\n        subprocess.run(argv)\n    except OSError as error:\n        print("denied", error.errno)\nshutil.copy("/usr/bin/true", "copied")\nos.chmod("copied", 0o755)\ntry:\n    subprocess.run(["./copied"])\nexcept OSError as error:\n    print("denied", error.errno)\n';
+    const code =
+      'import os, shutil, subprocess\nfor argv in (["/bin/sh", "-c", "echo shell"], ["/usr/bin/bash", "-c", "echo shell"]):\n    try:\n        subprocess.run(argv)\n    except OSError as error:\n        print("denied", error.errno)\nshutil.copy("/usr/bin/true", "copied")\nos.chmod("copied", 0o755)\ntry:\n    subprocess.run(["./copied"])\nexcept OSError as error:\n    print("denied", error.errno)\n';
     const workspace = { source: 'local_path', path: makeWorkspace({ 'main.py': code }) };
     const result = await runJob({ command: { argv: ['python3', 'main.py'] }, workspace, policy: { allow_shell: false }, backend: { kind: 'gvisor' } }, { runtime });
     assert.equal(result.status, 'completed', JSON.stringify(result.error));
