@@ -5,6 +5,7 @@
 #   passt       pasta: user-mode networking for run jobs allowed the network (without it they do not run)
 #   nftables    nft: the egress filter inside such a job's network namespace
 #   golang-go   the go language
+#   runsc       gVisor, the `gvisor` backend (optional: without it that kind is unavailable)
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
@@ -19,6 +20,7 @@ need pasta passt
 need nft nftables
 need go golang-go
 need socat socat
+need runsc runsc
 need python3 python3
 need cc gcc
 # The exec guard (native/) is linked statically.
