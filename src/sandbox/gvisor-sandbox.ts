@@ -1,7 +1,8 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { forkWhenQuiet } from './fork-gate.js';
@@ -52,6 +53,9 @@ export interface GvisorJob {
   /** Called once, after the container and the bundle are gone. */
   onFinished: () => void;
 }
+
+/** How often a kill is repeated while the container is still being created. */
+const KILL_RETRY_MS = 50;
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 
@@ -123,23 +127,13 @@ export class GvisorSandbox implements PreparedSandbox {
     if (this.started) throw new Error('a sandbox runs exactly one job');
     this.started = true;
     const { job } = this;
-    let argv = job.plan.argv;
-    if (job.guarded) {
-      if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
-      argv = [this.rules.program, ...argv.slice(1)];
-    }
-    const config = buildOciConfig({ ...job.plan, argv, noexecWritable: this.rules !== null && this.rules.executable !== 'any' });
-    await writeFile(join(job.bundleDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
-
-    const devNull = openSync('/dev/null', 'r');
     let child;
     try {
-      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.bundleDir, job.id];
-      const stdio = stdioWithoutLeaks<'pipe'>(['pipe', 'pipe', 'pipe'], devNull);
-      // Its own process group (runsc and its gofer); the sandbox process makes its own.
-      child = await forkWhenQuiet(() => spawn(job.runsc.path, args, { detached: true, env: {}, cwd: '/', stdio }));
-    } finally {
-      closeSync(devNull);
+      child = await this.launch();
+    } catch (error) {
+      // Nothing ran: without a work dir there is nothing for the caller to read either.
+      if (job.releaseWorkDir === null) this.release();
+      throw error;
     }
     child.stdout!.on('data', (chunk: Buffer) => io.stdout.write(chunk));
     child.stderr!.on('data', (chunk: Buffer) => io.stderr.write(chunk));
@@ -150,8 +144,7 @@ export class GvisorSandbox implements PreparedSandbox {
     });
     const startedAt = performance.now();
     const watch = watchRun(io, {
-      // Killing the container's init ends the whole sandbox; runsc run then exits.
-      kill: () => void this.runsc('kill', job.id, 'KILL'),
+      kill: () => void this.killUntil(ended),
       abandon: () => {
         if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
         child.stdout?.destroy();
@@ -164,12 +157,33 @@ export class GvisorSandbox implements PreparedSandbox {
     watch.stop();
     // runsc removes a container that ran to its end; one killed with runsc itself may be left.
     await this.runsc('delete', '--force', job.id);
-    // Without a work dir there is nothing for the caller to read afterwards.
-    if (job.releaseWorkDir === null) this.release();
     // runsc reports a job killed by a signal as 128 + its number, as a shell does; the group
     // tells whether the host's OOM killer was the one.
     const oomKilled = await job.cgroup.oomKilled();
+    // Without a work dir there is nothing for the caller to read afterwards.
+    if (job.releaseWorkDir === null) this.release();
     return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, durationMs };
+  }
+
+  /** Writes the bundle's config and starts `runsc run` on it. */
+  private async launch(): Promise<ChildProcess> {
+    const { job } = this;
+    let argv = job.plan.argv;
+    if (job.guarded) {
+      if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
+      argv = [this.rules.program, ...argv.slice(1)];
+    }
+    const config = buildOciConfig({ ...job.plan, argv, noexecWritable: this.rules !== null && this.rules.executable !== 'any' });
+    await writeFile(join(job.bundleDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
+    const devNull = openSync('/dev/null', 'r');
+    try {
+      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.bundleDir, job.id];
+      const stdio = stdioWithoutLeaks<'pipe'>(['pipe', 'pipe', 'pipe'], devNull);
+      // Its own process group (runsc and its gofer); the sandbox process makes its own.
+      return await forkWhenQuiet(() => spawn(job.runsc.path, args, { detached: true, env: {}, cwd: '/', stdio }));
+    } finally {
+      closeSync(devNull);
+    }
   }
 
   discard(): void {
@@ -185,6 +199,19 @@ export class GvisorSandbox implements PreparedSandbox {
     const path = this.job.stagedFiles.get(name);
     if (!path) throw new Error(`no staged file named ${name}`);
     return path;
+  }
+
+  /**
+   * Killing the container's init ends the whole sandbox, and runsc run then exits. A job killed
+   * within its first few hundred ms may have no container yet: the kill is repeated until it lands.
+   */
+  private async killUntil(ended: Promise<unknown>): Promise<void> {
+    let over = false;
+    void ended.then(() => (over = true));
+    while (!over) {
+      await this.runsc('kill', this.job.id, 'KILL');
+      await Promise.race([ended, sleep(KILL_RETRY_MS)]);
+    }
   }
 
   /** A runsc command on this job's container; failures (already gone) are what cleanup wants. */
