@@ -4,7 +4,7 @@ import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import type { BackendCapabilities } from '../contract/backend.js';
 import { SANDBOX_UID } from './bwrap-argv.js';
-import { detectCgroups, JobCgroup, type CgroupHost } from './cgroups.js';
+import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
 import { readHostLayout, type HostLayout } from './host-layout.js';
 import { HostWorkDir } from './host-work-dir.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
@@ -197,7 +197,10 @@ export class GvisorBackend implements SandboxBackend {
   }
 
   private prepareHost(): Promise<Ready> {
-    this.ready ??= this.initialise();
+    // Whatever stops the host's set-up makes the kind unavailable, with the reason, for every face.
+    this.ready ??= this.initialise().catch((error: Error) => {
+      throw error instanceof SandboxUnavailableError ? error : new SandboxUnavailableError(`the gvisor backend cannot start here: ${error.message}`);
+    });
     // A failed probe is retried next time: the admin may have installed runsc meanwhile.
     this.ready.catch(() => (this.ready = undefined));
     return this.ready;
@@ -222,6 +225,7 @@ export class GvisorBackend implements SandboxBackend {
     if (!cgroups) throw new SandboxUnavailableError('the gvisor backend needs a writable cgroup hierarchy with memory and pids controllers (none was found)');
     const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`] };
     await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
+    await reapStaleCgroups(cgroups);
     const emptyFile = join(runtimeDir, 'empty');
     replaceFile(emptyFile, '');
     const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), cgroups, emptyFile, shellFiles: findShellFiles() };
