@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import { buildOciConfig, type OciPlan } from '../../../src/sandbox/oci-bundle.js';
 
 const plan: OciPlan = {
-  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'], etcNetwork: ['/etc/resolv.conf'] },
+  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
   identityFiles: { passwd: '/state/passwd', group: '/state/group' },
   argv: ['/usr/bin/python3', 'main.py'],
   cwd: '/workspace',
