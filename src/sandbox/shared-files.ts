@@ -1,12 +1,15 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
 
 /**
  * Writes a shared file by renaming a new one over it: other agent-runner processes on the host
- * launch sandboxes from the same files, and must never read one half-written.
+ * launch sandboxes from the same files, and must never read one half-written. A file that
+ * already holds the content is left as it is: replacing it would delete the inode another
+ * process's bwrap may be binding at that moment ("Unable to find ... (deleted)").
  */
 export function replaceFile(path: string, content: string | Buffer): void {
+  if (holds(path, content)) return;
   const tmp = `${path}.${process.pid}.tmp`;
   writeFileSync(tmp, content, { mode: 0o644 });
   renameSync(tmp, path);
@@ -21,4 +24,12 @@ export function writeIdentityFiles(dir: string): { passwd: string; group: string
   );
   replaceFile(files.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`);
   return files;
+}
+
+function holds(path: string, content: string | Buffer): boolean {
+  try {
+    return readFileSync(path).equals(Buffer.from(content));
+  } catch {
+    return false;
+  }
 }

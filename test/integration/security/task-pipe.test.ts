@@ -216,7 +216,9 @@ describe('code tasks: prints outlive a kill', () => {
 describe('code tasks: what the harness itself does still passes the host checks', () => {
   it('python: threads printing while the task returns', async () => {
     const source =
-      'import threading\ndef spam():\n    while True:\n        print("x" * 5000)\nfor _ in range(4):\n    threading.Thread(target=spam, daemon=True).start()\nfor i in range(50):\n    print(i)\nreturn [{"done": True}]';
+      // The threads are still printing when the task returns; it waits until they have printed
+      // past the cap, so the count does not depend on how the machine schedules them.
+      'import threading, time\nprinted = [0]\ndef spam():\n    while True:\n        print("x" * 5000)\n        printed[0] += 1\nfor _ in range(4):\n    threading.Thread(target=spam, daemon=True).start()\nfor i in range(50):\n    print(i)\nwhile printed[0] < 200:\n    time.sleep(0.001)\nreturn [{"done": True}]';
     const response = succeeded(await task('python', source));
     assert.equal(response.print_args.length, 101);
   });
