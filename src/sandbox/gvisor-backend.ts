@@ -223,7 +223,7 @@ export class GvisorBackend implements SandboxBackend {
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
     const cgroups = await detectCgroups();
     if (!cgroups) throw new SandboxUnavailableError('the gvisor backend needs a writable cgroup hierarchy with memory and pids controllers (none was found)');
-    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`] };
+    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`, '--oci-seccomp'] };
     await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
     await reapStaleCgroups(cgroups);
     const emptyFile = join(runtimeDir, 'empty');

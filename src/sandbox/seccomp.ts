@@ -11,6 +11,7 @@
  *  - ioctl TIOCSTI/TIOCLINUX (pushing keystrokes into a terminal) fail EPERM;
  *  - personality only with the values Docker allows (no ADDR_NO_RANDOMIZE).
  * x86_64 only; on another architecture the backend reports the filter unavailable.
+ * The gvisor backend carries the same lists to gVisor as OCI rules (oci-bundle.ts).
  */
 // A table: several entries a line, grouped by what they do.
 // prettier-ignore
@@ -47,12 +48,13 @@ export const DENIED_SYSCALLS: readonly Syscall[] = [
 
 const AUDIT_ARCH_X86_64 = 0xc000003e;
 const X32_SYSCALL_BIT = 0x40000000;
-/** CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME */
-const CLONE_NEW_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080;
-const TIOCSTI = 0x5412;
-const TIOCLINUX = 0x541c;
+/** CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME */
+export const CLONE_NEW_FLAG_BITS: readonly number[] = [0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080];
+const CLONE_NEW_FLAGS = CLONE_NEW_FLAG_BITS.reduce((all, bit) => all | bit);
+export const TIOCSTI = 0x5412;
+export const TIOCLINUX = 0x541c;
 const ALLOWED_PERSONALITIES = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff];
-const EPERM = 1;
+export const EPERM = 1;
 const ENOSYS = 38;
 
 // Classic BPF, as seccomp reads it.

@@ -29,6 +29,14 @@ describe('gvisor isolation', { skip: status.available ? false : status.notes.joi
     assert.match(response.stderr, /FileNotFoundError: .*\/etc\/shadow/);
   });
 
+  it('applies the syscall filter: clone3 stays ENOSYS (so clone, whose flags it checks, is used), threads, fork and FIFOs work', async () => {
+    const response = await run(
+      'python',
+      'import ctypes, errno, os, threading\nlibc = ctypes.CDLL(None, use_errno=True)\nflags = (ctypes.c_uint64 * 11)(0x10000000)\nprint(libc.syscall(435, flags, 88), errno.errorcode[ctypes.get_errno()])\nprint(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0), errno.errorcode[ctypes.get_errno()])\nthread = threading.Thread(target=print, args=("thread",))\nthread.start(); thread.join()\npid = os.fork()\nif pid == 0:\n    os._exit(7)\nprint("fork", os.waitpid(pid, 0)[1] >> 8)\nos.mkfifo("/tmp/fifo")\nprint("fifo")',
+    );
+    assert.equal(response.stdout, '-1 ENOSYS\n-1 EPERM\nthread\nfork 7\nfifo\n', response.stderr);
+  });
+
   it('sees only its own processes', async () => {
     const response = await run('python', 'import os\nprint(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))');
     assert.equal(response.stdout, '[1]\n');

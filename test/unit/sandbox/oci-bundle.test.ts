@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { buildOciConfig, type OciPlan } from '../../../src/sandbox/oci-bundle.js';
+import { DENIED_SYSCALLS } from '../../../src/sandbox/seccomp.js';
 
 const plan: OciPlan = {
   layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
@@ -32,9 +33,14 @@ interface Config {
     rlimits: Array<{ type: string; hard: number }>;
   };
   mounts: Array<{ destination: string; type: string; source: string; options: string[] }>;
-  linux: { namespaces: Array<{ type: string }>; cgroupsPath: string; resources: unknown };
+  linux: { namespaces: Array<{ type: string }>; cgroupsPath: string; resources: unknown; seccomp: Seccomp };
   root: unknown;
   hostname: string;
+}
+
+interface Seccomp {
+  defaultAction: string;
+  syscalls: Array<{ names: string[]; action: string; errnoRet: number; args?: Array<{ index: number; value: number; valueTwo: number; op: string }> }>;
 }
 
 const config = (overrides: Partial<OciPlan> = {}) => buildOciConfig({ ...plan, ...overrides }) as Config;
@@ -100,5 +106,36 @@ describe('OCI config of a gvisor job', () => {
       linux.namespaces.map(({ type }) => type),
       ['pid', 'network', 'ipc', 'uts', 'mount'],
     );
+  });
+
+  it("carries the bubblewrap backend's seccomp denylist: every refusal EPERM, the rest allowed", () => {
+    const { seccomp } = config().linux;
+    assert.equal(seccomp.defaultAction, 'SCMP_ACT_ALLOW');
+    assert.ok(seccomp.syscalls.every(({ action, errnoRet }) => action === 'SCMP_ACT_ERRNO' && errnoRet === 1));
+    const unconditional = seccomp.syscalls.filter(({ args }) => args === undefined).flatMap(({ names }) => names);
+    assert.deepEqual(unconditional, [...DENIED_SYSCALLS]);
+    assert.ok(!seccomp.syscalls.some(({ names }) => names.includes('clone3')), 'this runsc would answer it EPERM, not ENOSYS');
+  });
+
+  it('refuses clone with any CLONE_NEW* flag, terminal injection and device nodes, one comparison a rule', () => {
+    const conditional = config()
+      .linux.seccomp.syscalls.filter(({ args }) => args !== undefined)
+      .map(({ names, args }) => `${names.join()} ${args!.map(({ index, op, value, valueTwo }) => `arg${index} & ${value.toString(16)} ${op} ${valueTwo.toString(16)}`).join()}`);
+    assert.deepEqual(conditional, [
+      'clone arg0 & 20000 SCMP_CMP_MASKED_EQ 20000',
+      'clone arg0 & 2000000 SCMP_CMP_MASKED_EQ 2000000',
+      'clone arg0 & 4000000 SCMP_CMP_MASKED_EQ 4000000',
+      'clone arg0 & 8000000 SCMP_CMP_MASKED_EQ 8000000',
+      'clone arg0 & 10000000 SCMP_CMP_MASKED_EQ 10000000',
+      'clone arg0 & 20000000 SCMP_CMP_MASKED_EQ 20000000',
+      'clone arg0 & 40000000 SCMP_CMP_MASKED_EQ 40000000',
+      'clone arg0 & 80 SCMP_CMP_MASKED_EQ 80',
+      'ioctl arg1 & ffffffff SCMP_CMP_MASKED_EQ 5412',
+      'ioctl arg1 & ffffffff SCMP_CMP_MASKED_EQ 541c',
+      'mknod arg1 & f000 SCMP_CMP_MASKED_EQ 2000',
+      'mknodat arg2 & f000 SCMP_CMP_MASKED_EQ 2000',
+      'mknod arg1 & f000 SCMP_CMP_MASKED_EQ 6000',
+      'mknodat arg2 & f000 SCMP_CMP_MASKED_EQ 6000',
+    ]);
   });
 });
