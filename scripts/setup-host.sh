@@ -6,6 +6,9 @@
 #   nftables    nft: the egress filter inside such a job's network namespace
 #   golang-go   the go language
 #   runsc       gVisor, the `gvisor` backend (optional: without it that kind is unavailable)
+#   qemu-system-x86, linux-image-amd64, busybox-static, squashfs-tools, cpio
+#               the `microvm` backend: QEMU -M microvm booting Debian's kernel on a root image
+#               built from this host's files (its image is built on first use, cached by hash)
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
@@ -21,6 +24,11 @@ need nft nftables
 need go golang-go
 need socat socat
 need runsc runsc
+need qemu-system-x86_64 qemu-system-x86
+compgen -G '/boot/vmlinuz-*' >/dev/null || want+=(linux-image-amd64)
+[ -x /bin/busybox ] || want+=(busybox-static)
+need mksquashfs squashfs-tools
+need cpio cpio
 need python3 python3
 need cc gcc
 # The exec guard (native/) is linked statically.

@@ -1,22 +1,21 @@
 import { canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
 import { resolveExecutable } from '../sandbox/command-path.js';
-import { declaredBackends } from '../sandbox/registry.js';
 import { within } from '../sandbox/workspace-profile.js';
 import { AgentExecError, usageError } from './errors.js';
 
 /**
  * The backend kind a job asked for, by the names every face shares. Only local_process builds
- * the workspace profile; any other kind is refused with its own probe's reason, never run
- * elsewhere. (The local backend's own checks follow in checkSandboxAvailable.)
+ * the workspace profile (the host read-only, the cwd writable); any other kind is refused,
+ * never run elsewhere. (The local backend's own checks follow in checkSandboxAvailable.)
  */
 export async function checkBackend(requested: string): Promise<BackendKind> {
   const kind = canonicalKind(requested);
   if (kind === null) throw usageError(`--backend ${JSON.stringify(requested)} is not a backend kind: local_process (bubblewrap), gvisor or microvm (firecracker)`);
   if (kind === 'local_process') return kind;
-  const backend = declaredBackends().find((candidate) => candidate.kind === kind);
-  if (!backend) throw new AgentExecError('sandbox_unavailable', `the ${kind} backend cannot run agent-exec jobs: it does not build the workspace profile. The job was not run.`);
-  const { notes } = await backend.status();
-  throw new AgentExecError('sandbox_unavailable', `the ${kind} backend cannot run agent-exec jobs here: ${notes.join('; ')}. The job was not run.`);
+  throw new AgentExecError(
+    'sandbox_unavailable',
+    `the ${kind} backend cannot run agent-exec jobs: it does not build the workspace profile (the host's files, read-only, around a writable cwd). The job was not run.`,
+  );
 }
 
 /**

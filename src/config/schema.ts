@@ -132,6 +132,24 @@ export type TaskLimits = Static<typeof TaskLimitsSchema>;
 
 export const BackendsSchema = Section({
   default: StringEnum(BACKEND_KIND_NAMES, 'local_process', 'The backend kind a job runs on when its request names none.'),
+  microvm: Section(
+    {
+      memoryBytes: Type.Integer({
+        minimum: 128 * MiB,
+        default: 1024 * MiB,
+        description:
+          'RAM of each job VM: the job (held to its own memory limit by a cgroup in the guest), its /tmp and work dir, and the guest kernel and runner (about 100 MiB). Pages the guest never touches cost the host nothing.',
+      }),
+      vcpus: PositiveInteger(1, 'vCPUs of each job VM.'),
+      warmPoolSize: Type.Integer({ minimum: 0, default: 2, description: 'VMs restored from the snapshot and kept ready (0: every job boots cold).' }),
+      bootTimeoutMs: PositiveInteger(60_000, 'How long a cold boot may take before the guest runner answers.'),
+      cacheDir: Nullable(
+        Type.String({ minLength: 1 }),
+        'Where guest images and their snapshots are kept, by the hash of what they are built from (null: <stateDir>/cache/microvm). Processes with different state dirs may share one.',
+      ),
+    },
+    'The microvm backend (QEMU -M microvm): one VM per job, never reused.',
+  ),
 });
 
 export const ServiceSettingsSchema = Section({

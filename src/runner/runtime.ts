@@ -3,6 +3,7 @@ import { CompileCache } from '../languages/compile-cache.js';
 import { ToolchainCache } from '../languages/catalog.js';
 import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
 import { GvisorBackend } from '../sandbox/gvisor-backend.js';
+import { MicrovmBackend } from '../sandbox/microvm/microvm-backend.js';
 import { BackendRegistry } from '../sandbox/registry.js';
 import { canonicalKind } from '../contract/backend-kinds.js';
 import type { SearchContext } from '../languages/resolve.js';
@@ -22,7 +23,8 @@ export class RunnerRuntime {
   ) {
     const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime') });
     const gvisor = new GvisorBackend({ runtimeDir: join(config.stateDir, 'runtime', 'gvisor') });
-    this.backends = BackendRegistry.withDeclaredKinds([local, gvisor], canonicalKind(config.backends.default) ?? 'local_process');
+    const microvm = new MicrovmBackend({ runtimeDir: join(config.stateDir, 'runtime', 'microvm'), ...config.backends.microvm });
+    this.backends = new BackendRegistry([local, gvisor, microvm], canonicalKind(config.backends.default) ?? 'local_process');
     this.toolchains = new ToolchainCache({
       stateDir: config.stateDir,
       ...(parts.toolchainSearch ?? { searchPath: process.env.PATH ?? '', useWellKnownPaths: true }),

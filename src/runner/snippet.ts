@@ -89,7 +89,9 @@ class SnippetJob {
     const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes: limits.memoryBytes });
     const stdout = new CappedCapture(limits.maxStdoutBytes);
     const stderr = new CappedCapture(limits.maxStderrBytes);
-    const outcome = await this.sandboxed(invocation, [], files, stdout, stderr, timeoutMs, {
+    // A compiled program runs without its compiler: the toolchain is mounted only to compile.
+    const mounts = this.language.compile ? [] : this.toolchain.mounts;
+    const outcome = await this.sandboxed(this.backend, invocation, mounts, files, stdout, stderr, timeoutMs, {
       memoryBytes: limits.memoryBytes,
       memoryMechanism: this.language.memoryMechanism,
       maxProcesses: limits.maxProcesses,
@@ -110,12 +112,21 @@ class SnippetJob {
         const outDir = await staging.makeDir('out');
         const output = new CappedCapture(limits.maxStderrBytes);
         const outMount: Mount = { host: outDir, sandbox: join(JOB_DIR, 'out'), writable: true };
-        const outcome = await this.sandboxed(invocation, [outMount], [source], output, output, limits.compileTimeoutSeconds * 1000, {
-          memoryBytes: limits.compileMemoryBytes,
-          memoryMechanism: 'cgroup',
-          maxProcesses: limits.compileMaxProcesses,
-          cpuCores: availableParallelism(),
-        });
+        const outcome = await this.sandboxed(
+          this.compileBackend(),
+          invocation,
+          [...this.toolchain.mounts, outMount],
+          [source],
+          output,
+          output,
+          limits.compileTimeoutSeconds * 1000,
+          {
+            memoryBytes: limits.compileMemoryBytes,
+            memoryMechanism: 'cgroup',
+            maxProcesses: limits.compileMaxProcesses,
+            cpuCores: availableParallelism(),
+          },
+        );
         if (outcome.timedOut || outcome.aborted || outcome.exitCode !== 0) {
           const reason = outcome.timedOut ? `\ncompilation timed out after ${limits.compileTimeoutSeconds} s` : outcome.oomKilled ? '\ncompilation ran out of memory' : '';
           return { failed: { stdout: '', stderr: output.text() + reason, exit_code: outcome.timedOut ? SNIPPET_EXIT.timedOut : 1, error: 'compilation failed' } };
@@ -127,9 +138,19 @@ class SnippetJob {
     });
   }
 
+  /**
+   * The compiler writes its program into a host directory bound into its sandbox. A backend
+   * whose sandboxes have no host directories (a microVM) runs the program it is given, and
+   * the compiler (the toolchain's code, on the job's source) runs on local_process.
+   */
+  private compileBackend(): SandboxBackend {
+    return this.backend.capabilities.host_work_dir ? this.backend : this.runtime.backends.get('local_process');
+  }
+
   private sandboxed(
+    backend: SandboxBackend,
     invocation: Invocation,
-    extraMounts: Mount[],
+    mounts: readonly Mount[],
     files: JobFile[],
     stdout: CappedCapture,
     stderr: CappedCapture,
@@ -142,11 +163,11 @@ class SnippetJob {
       argv: invocation.argv,
       cwd: JOB_DIR,
       env: invocation.env,
-      mounts: [...this.toolchain.mounts, ...extraMounts],
+      mounts,
       network: 'none',
       limits: { cpuCores: config.cpuCores, ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
     } as const;
-    return runStaged(this.backend, template, files, { timeoutMs, stdout, stderr, ...(this.signal ? { signal: this.signal } : {}) });
+    return runStaged(backend, template, files, { timeoutMs, stdout, stderr, ...(this.signal ? { signal: this.signal } : {}) });
   }
 
   private describe(outcome: SandboxOutcome, stdout: CappedCapture, stderr: CappedCapture, memoryBytes: number): Outcome {

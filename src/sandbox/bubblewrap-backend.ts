@@ -10,6 +10,7 @@ import { HostWorkDir } from './host-work-dir.js';
 import { baseEnvironment } from './profiles.js';
 import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
 import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from './job-network.js';
+import { meminfoText } from './meminfo.js';
 import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv, probeLandlock } from './exec-guard.js';
 import { findShellFiles } from './shell-files.js';
@@ -314,14 +315,17 @@ export class BubblewrapBackend implements SandboxBackend {
         network = new JobNetwork(template.network, this.options.networkTools, pidFile);
       }
       this.cleaningUp.add(cleanedUp);
-      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup);
+      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup, uid);
+      // Under cgroup v2 only root may move a process out of the root group: the launcher starts
+      // as root and takes the job's uid once inside (launcherArgv).
+      const joinsAsRoot = uid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
       return await forkWhenQuiet(
         () =>
           new LaunchedSandbox({
             argv,
             bwrapOptions,
             seccompFile: ready.seccompFile,
-            uid,
+            uid: joinsAsRoot ? null : uid,
             cgroup,
             stagingDir,
             stagedFiles,
@@ -349,8 +353,9 @@ export class BubblewrapBackend implements SandboxBackend {
   }
 
   /**
-   * The launcher chain, outermost first: [sh join-cgroups] -> prlimit -> bwrap -> job. bwrap's
-   * options travel through a pipe (ARGS_FD), only the job's argv stays on the command line.
+   * The launcher chain, outermost first: [sh join-cgroups] -> [setpriv] -> prlimit -> bwrap ->
+   * job. bwrap's options travel through a pipe (ARGS_FD), only the job's argv stays on the
+   * command line. setpriv gives the job's uid to a launcher that joined v2 cgroups as root.
    */
   private launcherArgv(
     template: SandboxTemplate,
@@ -358,6 +363,7 @@ export class BubblewrapBackend implements SandboxBackend {
     networkFiles: { hosts: string; resolvConf: string } | null,
     ready: Ready,
     cgroup: JobCgroup | null,
+    uid: number | null,
   ): { argv: string[]; bwrapOptions: string[] } {
     const { limits } = template;
     const rlimits = [
@@ -385,27 +391,15 @@ export class BubblewrapBackend implements SandboxBackend {
     });
     const split = bwrapArgs.indexOf('--');
     const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, '--args', String(ARGS_FD), ...bwrapArgs.slice(split)];
-    const argv = cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;
+    if (!cgroup) return { argv: chain, bwrapOptions: bwrapArgs.slice(0, split) };
+    const become = uid !== null && ready.cgroups?.version === 'v2' ? [this.options.networkTools.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--'] : [];
+    const argv = [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...become, ...chain];
     return { argv, bwrapOptions: bwrapArgs.slice(0, split) };
   }
 
   private meminfoFor(memoryBytes: number): string {
     const path = join(this.options.runtimeDir, `meminfo-${memoryBytes}`);
-    if (!existsSync(path)) {
-      const kib = Math.floor(memoryBytes / 1024);
-      const lines = [
-        ['MemTotal', kib],
-        ['MemFree', kib],
-        ['MemAvailable', kib],
-        ['Buffers', 0],
-        ['Cached', 0],
-        ['SwapCached', 0],
-        ['SwapTotal', 0],
-        ['SwapFree', 0],
-        ['Shmem', 0],
-      ];
-      replaceFile(path, lines.map(([key, value]) => `${`${key}:`.padEnd(16)}${String(value).padStart(8)} kB\n`).join(''));
-    }
+    if (!existsSync(path)) replaceFile(path, meminfoText(memoryBytes));
     return path;
   }
 }

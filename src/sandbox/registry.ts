@@ -1,20 +1,6 @@
 import { BACKEND_ALIASES, BACKEND_KINDS, canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
 import type { BackendDescription } from '../contract/backend.js';
-import { microvmProbe } from './host-probes.js';
-import { ProbedBackend } from './probed-backend.js';
 import { SandboxUnavailableError, type SandboxBackend } from './types.js';
-
-/** The kinds this build declares and probes but cannot run jobs on yet (see probed-backend.ts). */
-export function declaredBackends(): SandboxBackend[] {
-  return [
-    new ProbedBackend(
-      'microvm',
-      { network: ['none'], memory: ['vm'], snapshot: true, host_work_dir: false, profiles: [] },
-      microvmProbe,
-      'this version of agent-runner has no microvm runner yet',
-    ),
-  ];
-}
 
 /**
  * Every sandbox backend by kind. Faces name a kind (or nothing, for the configured default);
@@ -29,11 +15,6 @@ export class BackendRegistry {
     readonly defaultKind: BackendKind,
   ) {
     for (const backend of backends) this.backends.set(backend.kind, backend);
-  }
-
-  /** The backends this build runs jobs on, plus the kinds it declares but cannot run yet. */
-  static withDeclaredKinds(built: readonly SandboxBackend[], defaultKind: BackendKind): BackendRegistry {
-    return new BackendRegistry([...built, ...declaredBackends()], defaultKind);
   }
 
   /** The backend for a requested kind or alias (undefined: the default). */

@@ -90,7 +90,7 @@ export async function collectArtifacts(workDir: string, patterns: readonly strin
   return { artifacts, denied, skipped: skipped.sort(byPath) };
 }
 
-async function storeOne(workDir: string, { components, path }: { components: string[]; path: string }, storeDir: string, budget: number): Promise<Artifact | { reason: string }> {
+async function storeOne(workDir: string, { components }: { components: string[] }, storeDir: string, budget: number): Promise<Artifact | { reason: string }> {
   let source;
   try {
     source = await openInTree(workDir, components);
@@ -101,17 +101,21 @@ async function storeOne(workDir: string, { components, path }: { components: str
     const info = await source.stat();
     if (!info.isFile()) return { reason: 'not a regular file' };
     if (info.size > budget) return { reason: `max_artifact_bytes reached (${info.size} bytes, ${Math.max(0, budget)} left)` };
-    const content = await source.readFile();
-    const destination = join(storeDir, ...components);
-    await mkdir(dirname(destination), { recursive: true, mode: 0o755 });
-    const target = await open(destination, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-    try {
-      await target.writeFile(content);
-    } finally {
-      await target.close();
-    }
-    return { path, size: content.length, sha256: createHash('sha256').update(content).digest('hex'), uri: pathToFileURL(destination).href };
+    return await storeArtifact(storeDir, components, await source.readFile());
   } finally {
     await source.close();
   }
+}
+
+/** Writes one artifact's bytes into the store (never over a file or through a link) and describes it. */
+export async function storeArtifact(storeDir: string, components: readonly string[], content: Buffer): Promise<Artifact> {
+  const destination = join(storeDir, ...components);
+  await mkdir(dirname(destination), { recursive: true, mode: 0o755 });
+  const target = await open(destination, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await target.writeFile(content);
+  } finally {
+    await target.close();
+  }
+  return { path: components.join('/'), size: content.length, sha256: createHash('sha256').update(content).digest('hex'), uri: pathToFileURL(destination).href };
 }

@@ -11,6 +11,10 @@ import type { PreparedSandbox, SandboxBackend, SandboxTemplate } from '../../src
  */
 export const TEST_STATE_DIR = join(tmpdir(), 'agent-runner-test-state');
 
+// The microVM guest image and its snapshot are built once for the whole suite, whatever state
+// dir a test (or the server and CLIs it spawns, which inherit this) runs with.
+process.env.AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR ??= join(TEST_STATE_DIR, 'microvm-cache');
+
 export function testRuntime(overrides: Partial<RunnerConfig> = {}, parts: ConstructorParameters<typeof RunnerRuntime>[1] = {}): RunnerRuntime {
   mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
   return new RunnerRuntime(loadConfig(process.env, { stateDir: TEST_STATE_DIR, ...overrides }), parts);

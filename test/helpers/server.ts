@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request } from 'node:http';
@@ -195,4 +196,11 @@ export function jobGate(): Promise<JobGate> {
       return Promise.resolve();
     },
   });
+}
+
+/** A job's state once it is terminal (the long poll answers at the end, or after `seconds`). */
+export async function waitTerminal(base: string, jobId: string, seconds = 60) {
+  const response = await api(base, 'GET', `/v1/jobs/${jobId}?wait=${seconds}`);
+  assert.equal(response.status, 200);
+  return response.json;
 }

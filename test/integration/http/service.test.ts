@@ -1,16 +1,10 @@
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { api, apiHeadersOnly, startServer, waitForStatus, type ServerProcess } from '../../helpers/server.js';
+import { api, apiHeadersOnly, startServer, waitForStatus, waitTerminal, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
-
-async function waitTerminal(base: string, jobId: string) {
-  const response = await api(base, 'GET', `/v1/jobs/${jobId}?wait=30`);
-  assert.equal(response.status, 200);
-  return response.json;
-}
 
 describe('HTTP service', () => {
   let server: ServerProcess;

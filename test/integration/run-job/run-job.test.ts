@@ -174,7 +174,7 @@ describe('run jobs', () => {
     assert.ok(result.duration_ms < 10_000);
   });
 
-  it('reports a non-zero exit, a missing command, an out-of-memory kill and firecracker distinctly', async () => {
+  it('reports a non-zero exit, a missing command, an out-of-memory kill and a backend that cannot run it distinctly', async () => {
     const nonzero = await run({ command: { argv: ['false'] } });
     assert.equal(nonzero.status, 'failed');
     assert.equal(nonzero.error?.code, 'run.exit_nonzero');
@@ -185,7 +185,7 @@ describe('run jobs', () => {
     const oom = await run({ workspace: workspace(path), command: { argv: ['python3', 'hog.py'] }, limits: { memory_bytes: 128 * 1024 * 1024 } });
     assert.equal(oom.status, 'failed');
     assert.equal(oom.error?.code, 'run.out_of_memory');
-    const firecracker = await run({ command: { argv: ['true'] }, backend: { kind: 'firecracker' } });
+    const firecracker = await run({ command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'firecracker' } });
     assert.equal(firecracker.status, 'backend_unavailable');
     assert.equal(firecracker.error?.code, 'backend.unavailable');
   });

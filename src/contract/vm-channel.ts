@@ -1,0 +1,125 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { ArtifactSchema } from './run-job.js';
+
+/**
+ * What the host and the guest runner of a microVM say to each other over the VM's channel,
+ * in the framing of wire/frame-codec.ts: the operations of a prepared sandbox
+ * (sandbox/types.ts), which the guest performs on its own bubblewrap backend. The host asks
+ * one thing at a time and the guest answers each request (same `id`); while a job runs the
+ * guest also sends its output as it comes. The guest may be under the job's control once the job has run (a kernel exploit in
+ * the guest), so the host validates every message it receives against these schemas and
+ * re-checks what it writes on the host (sizes, paths, digests).
+ */
+
+const Bytes = Type.String({ contentEncoding: 'base64', description: 'Bytes, base64.' });
+const SandboxPath = Type.String({ minLength: 1, maxLength: 4096, pattern: '^/' });
+
+/**
+ * The sandbox the guest makes for its one job: the template of sandbox/types.ts, less host
+ * mounts (a VM has none), as the guest's own bubblewrap backend takes it.
+ */
+const TemplateSchema = Type.Object({
+  profile: Type.Union([Type.Literal('snippet'), Type.Literal('task'), Type.Literal('run-job')]),
+  argv: Type.Array(Type.String(), { minItems: 1 }),
+  cwd: SandboxPath,
+  env: Type.Record(Type.String(), Type.String()),
+  mounts: Type.Array(Type.Never()),
+  files: Type.Array(Type.Object({ name: Type.String(), sandboxPath: SandboxPath, executable: Type.Boolean() })),
+  workDir: Type.Optional(SandboxPath),
+  workDirBytes: Type.Optional(Type.Integer({ minimum: 0 })),
+  limits: Type.Object({
+    memoryBytes: Type.Integer({ minimum: 0 }),
+    memoryMechanism: Type.Union([Type.Literal('address-space'), Type.Literal('cgroup')]),
+    maxProcesses: Type.Integer({ minimum: 1 }),
+    maxOpenFiles: Type.Integer({ minimum: 1 }),
+    maxFileBytes: Type.Integer({ minimum: 0 }),
+    cpuCores: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+  }),
+  network: Type.Literal('none'),
+  guardExec: Type.Optional(Type.Boolean()),
+  withoutShells: Type.Optional(Type.Boolean()),
+});
+export type GuestTemplate = Static<typeof TemplateSchema>;
+
+export const GuestRequestSchema = Type.Union([
+  Type.Object({ id: Type.Integer(), op: Type.Literal('ping') }),
+  /** Before a snapshot: runs a job of each runtime once, so every restored VM starts warm. */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('prime') }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('prepare'), template: TemplateSchema }),
+  /** A staged file's bytes, in order; the last part has `more: false`. */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('write'), name: Type.String(), data: Bytes, more: Type.Boolean() }),
+  /**
+   * The workspace, snapshotted on the host, as a tar stream in order; the last part carries
+   * `end` with the import's bounds and filters, applied again as the guest fills the work dir.
+   */
+  Type.Object({
+    id: Type.Integer(),
+    op: Type.Literal('untar'),
+    data: Bytes,
+    end: Type.Optional(
+      Type.Object({
+        maxFiles: Type.Integer({ minimum: 0 }),
+        maxBytes: Type.Integer({ minimum: 0 }),
+        include: Type.Optional(Type.Array(Type.String())),
+        exclude: Type.Optional(Type.Array(Type.String())),
+      }),
+    ),
+  }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('stat'), path: Type.String() }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('resolve'), argv0: Type.String(), searchPath: Type.Array(Type.String()), cwd: Type.String() }),
+  Type.Object({
+    id: Type.Integer(),
+    op: Type.Literal('exec_rules'),
+    program: SandboxPath,
+    executable: Type.Union([Type.Literal('any'), Type.Object({ system: Type.Boolean(), files: Type.Array(Type.String()) })]),
+  }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('start'), timeoutMs: Type.Integer({ minimum: 0 }), stdin: Type.Optional(Bytes) }),
+  /** Cancels the running job (as an abort on the host does). */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('kill') }),
+  Type.Object({
+    id: Type.Integer(),
+    op: Type.Literal('collect'),
+    patterns: Type.Array(Type.String()),
+    maxArtifacts: Type.Integer({ minimum: 0 }),
+    maxArtifactBytes: Type.Integer({ minimum: 0 }),
+    maxEntriesVisited: Type.Integer({ minimum: 0 }),
+  }),
+  /** A collected artifact's bytes, by its path relative to the work dir. */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('read_artifact'), path: Type.String() }),
+]);
+export type GuestRequest = Static<typeof GuestRequestSchema>;
+export type GuestOp = GuestRequest['op'];
+
+const Exit = Type.Object({
+  exitCode: Type.Union([Type.Integer(), Type.Null()]),
+  signal: Type.Union([Type.String({ pattern: '^SIG[A-Z0-9]+$' }), Type.Null()]),
+  timedOut: Type.Boolean(),
+  aborted: Type.Boolean(),
+  oomKilled: Type.Boolean(),
+  durationMs: Type.Number({ minimum: 0 }),
+});
+
+const Resolved = Type.Object({ sandboxPath: Type.String(), realPath: Type.String(), sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }), head: Bytes });
+
+const Collected = Type.Object({
+  artifacts: Type.Array(ArtifactSchema),
+  denied: Type.Array(Type.Object({ path: Type.String(), reason: Type.String() })),
+  skipped: Type.Array(Type.Object({ path: Type.String(), reason: Type.String() })),
+});
+
+export const GuestMessageSchema = Type.Union([
+  Type.Object({ event: Type.Literal('output'), stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]), data: Bytes }),
+  Type.Object({
+    id: Type.Integer(),
+    ok: Type.Literal(true),
+    kind: Type.Optional(Type.Union([Type.Literal('directory'), Type.Literal('file'), Type.Literal('missing'), Type.Literal('other')])),
+    command: Type.Optional(Type.Union([Resolved, Type.Null()])),
+    exit: Type.Optional(Exit),
+    collected: Type.Optional(Collected),
+    data: Type.Optional(Bytes),
+  }),
+  Type.Object({ id: Type.Integer(), ok: Type.Literal(false), error: Type.String(), unavailable: Type.Optional(Type.Boolean()) }),
+]);
+export type GuestMessage = Static<typeof GuestMessageSchema>;
+export type GuestReply = Extract<GuestMessage, { id: number }>;
+export type GuestExit = Static<typeof Exit>;

@@ -1,0 +1,81 @@
+import type { Socket } from 'node:net';
+import { GuestMessageSchema, type GuestReply, type GuestRequest } from '../../contract/vm-channel.js';
+import { validate } from '../../contract/validate.js';
+import { encodeFrame } from '../../wire/frame-codec.js';
+import { readFrames } from '../../wire/framed-socket.js';
+
+/** The guest's frames are bounded as its own are (vm-agent.ts). */
+export const GUEST_MAX_FRAME_BYTES = 8 * 1024 * 1024;
+
+type RequestBody = GuestRequest extends infer R ? (R extends GuestRequest ? Omit<R, 'id'> : never) : never;
+export type GuestOk = Extract<GuestReply, { ok: true }>;
+
+/** The guest failed an operation on purpose (it says why), as opposed to the channel breaking. */
+export class GuestOperationError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'GuestOperationError';
+  }
+}
+
+/**
+ * The host's end of a guest runner's channel: requests with ids, replies matched to them,
+ * output events handed to whoever runs the job. Every message from the guest is validated:
+ * after the job has run, the guest may be the job's.
+ */
+export class GuestChannel {
+  private nextId = 1;
+  private readonly waiting = new Map<number, { resolve(reply: GuestOk): void; reject(error: Error): void }>();
+  private broken: Error | null = null;
+  onOutput: (stream: 'stdout' | 'stderr', data: Buffer) => void = () => undefined;
+
+  constructor(private readonly socket: Socket) {
+    readFrames(
+      socket,
+      {
+        onMessage: (message) => this.receive(message),
+        onProtocolError: (error) => this.fail(new Error(`the guest broke the channel protocol: ${error.message}`)),
+        onEnd: () => this.fail(new Error('the guest closed its channel')),
+      },
+      GUEST_MAX_FRAME_BYTES,
+    );
+    socket.on('error', (error) => this.fail(error));
+    socket.on('close', () => this.fail(new Error('the guest closed its channel')));
+  }
+
+  request(body: RequestBody): Promise<GuestOk> {
+    if (this.broken) return Promise.reject(this.broken);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.socket.write(encodeFrame({ ...body, id }, GUEST_MAX_FRAME_BYTES));
+    });
+  }
+
+  /** Fails every pending request (the VM is going away). */
+  fail(error: Error): void {
+    if (this.broken) return;
+    this.broken = error;
+    for (const pending of this.waiting.values()) pending.reject(error);
+    this.waiting.clear();
+    this.socket.destroy();
+  }
+
+  private receive(message: unknown): void {
+    const checked = validate(GuestMessageSchema, message);
+    if (!checked.ok) {
+      this.fail(new Error(`the guest sent a malformed message: ${checked.message}`));
+      return;
+    }
+    const value = checked.value;
+    if ('event' in value) {
+      if (value.event === 'output') this.onOutput(value.stream, Buffer.from(value.data, 'base64'));
+      return;
+    }
+    const pending = this.waiting.get(value.id);
+    if (!pending) return;
+    this.waiting.delete(value.id);
+    if (value.ok) pending.resolve(value);
+    else pending.reject(new GuestOperationError(value.error));
+  }
+}

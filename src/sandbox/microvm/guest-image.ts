@@ -1,0 +1,310 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { SANDBOX_UID } from '../bwrap-argv.js';
+import { SandboxUnavailableError } from '../types.js';
+
+const run = promisify(execFile);
+
+/**
+ * What the guest is made of: Debian's stock kernel, a small initramfs (busybox and the virtio
+ * modules the stock kernel keeps out of its image) and a read-only squashfs root built from the
+ * host's own Debian files: the interpreters, a shell and core tools, the libraries they link,
+ * and this package's guest runner. Compiled languages are compiled on the host; their programs
+ * need only the C runtime the root holds.
+ */
+export interface GuestImage {
+  kernel: string;
+  initrd: string;
+  root: string;
+  /** Content hash of everything the image was built from. */
+  id: string;
+}
+
+/** Packages whose files form the root (those missing on the host are left out). */
+const ROOT_PACKAGES = [
+  'libc6',
+  'libgcc-s1',
+  'libstdc++6',
+  'busybox-static',
+  'bubblewrap',
+  'bash',
+  'dash',
+  'coreutils',
+  'grep',
+  'sed',
+  'mawk',
+  'findutils',
+  'tar',
+  'gzip',
+  'python3.11-minimal',
+  'libpython3.11-minimal',
+  'libpython3.11-stdlib',
+  'python3-minimal',
+  'procps',
+  'hostname',
+  'diffutils',
+];
+/** Single files of packages too large to take whole; mount and umount for the work dir's tmpfs. */
+const ROOT_FILES = ['/usr/bin/node', '/usr/bin/prlimit', '/usr/bin/setpriv', '/usr/bin/mount', '/usr/bin/umount', '/usr/bin/python3'];
+/** Dropped from the package lists: documentation, and python's own test suite. */
+const LEFT_OUT = [/^\/usr\/share\/(doc|man|info|lintian|locale)\//, /^\/usr\/lib\/python3\.\d+\/test\//];
+/** Loaded by the initramfs, in order (the stock kernel builds virtio and squashfs as modules). */
+const MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_rng', 'squashfs', 'overlay'];
+/** Where this package sits inside the guest. */
+export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
+/** The virtio-serial port the guest runner serves (its name in /sys/class/virtio-ports). */
+export const GUEST_PORT_NAME = 'agent-runner';
+/** Bumped whenever what follows changes the image in a way its inputs do not show. */
+const BUILDER_VERSION = 1;
+
+const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/**
+ * The image for this host, built once and cached by the hash of its inputs under `cacheDir`.
+ * Rejects with SandboxUnavailableError naming what is missing.
+ */
+export async function guestImage(cacheDir: string): Promise<GuestImage> {
+  const kernel = await newestKernel();
+  const inputs = await imageInputs(kernel);
+  const id = inputs.hash;
+  const dir = join(cacheDir, id);
+  const image = { kernel: kernel.path, initrd: join(dir, 'initrd.img'), root: join(dir, 'root.squashfs'), id };
+  if (existsSync(join(dir, 'complete'))) return image;
+  await buildImage(dir, kernel, inputs.files);
+  return image;
+}
+
+interface Kernel {
+  path: string;
+  release: string;
+}
+
+async function newestKernel(): Promise<Kernel> {
+  const names = await readdir('/boot').catch(() => []);
+  const releases = names
+    .filter((name) => name.startsWith('vmlinuz-'))
+    .map((name) => name.slice('vmlinuz-'.length))
+    .filter((release) => existsSync(join('/lib/modules', release, 'modules.dep')))
+    .sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+  const release = releases.at(-1);
+  if (release === undefined)
+    throw new SandboxUnavailableError('no guest kernel with its modules in /boot and /lib/modules: apt-get install linux-image-amd64 (scripts/setup-host.sh)');
+  return { path: join('/boot', `vmlinuz-${release}`), release };
+}
+
+/** Every host path the root takes (files and links), and the hash naming the image. */
+async function imageInputs(kernel: Kernel): Promise<{ files: string[]; hash: string }> {
+  for (const tool of ['/usr/bin/mksquashfs', '/bin/busybox', '/usr/bin/cpio']) {
+    if (!existsSync(tool)) throw new SandboxUnavailableError(`${tool} is missing: apt-get install squashfs-tools busybox-static cpio (scripts/setup-host.sh)`);
+  }
+  const listed = new Set<string>();
+  for (const name of ROOT_PACKAGES) {
+    const { stdout } = await run('dpkg', ['-L', name]).catch(() => ({ stdout: '' }));
+    for (const path of stdout.split('\n')) if (path.startsWith('/') && !LEFT_OUT.some((pattern) => pattern.test(path))) listed.add(path);
+  }
+  for (const path of ROOT_FILES) if (existsSync(path)) listed.add(path);
+  const files = new Set<string>();
+  for (const path of listed) {
+    const info = await lstat(path).catch(() => null);
+    if (info && (info.isFile() || info.isSymbolicLink())) files.add(usrPath(path));
+  }
+  for (const library of await linkedLibraries([...files])) files.add(library);
+  // Debian's alternatives (awk -> mawk) are links through /etc/alternatives, made by no package.
+  for (const dir of ['/usr/bin', '/usr/sbin']) {
+    for (const name of await readdir(dir)) {
+      const alternative = await readlink(join(dir, name)).catch(() => '');
+      if (!alternative.startsWith('/etc/alternatives/')) continue;
+      const chosen = await readlink(alternative).catch(() => '');
+      if (files.has(usrPath(chosen))) files.add(join(dir, name)).add(alternative);
+    }
+  }
+  const sorted = [...files].sort();
+  const hash = createHash('sha256').update(`builder ${BUILDER_VERSION}\nkernel ${kernel.release}\n`);
+  for (const path of sorted) {
+    const info = await lstat(path);
+    hash.update(`${path} ${info.size} ${info.mtimeMs}\n`);
+  }
+  for (const path of await packageFiles()) hash.update(`${path}\n`).update(await readFile(path));
+  return { files: sorted, hash: hash.digest('hex').slice(0, 24) };
+}
+
+/** The host merges /bin, /lib into /usr: the root holds each file once, at its /usr path. */
+function usrPath(path: string): string {
+  return /^\/(bin|sbin|lib|lib64)\//.test(path) ? `/usr${path}` : path;
+}
+
+/** The shared libraries the ELF files link, by the host's own dynamic linker. */
+async function linkedLibraries(paths: readonly string[]): Promise<Set<string>> {
+  const libraries = new Set<string>();
+  const elves: string[] = [];
+  for (const path of paths) {
+    if (!/\/(bin|sbin)\/|\.so(\.|$)/.test(path)) continue;
+    const info = await lstat(path);
+    if (info.isFile() && (await readHead(path)).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) elves.push(path);
+  }
+  for (let start = 0; start < elves.length; start += 200) {
+    const { stdout } = await run('ldd', elves.slice(start, start + 200), { maxBuffer: 64 * 1024 * 1024 }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
+    for (const match of stdout.matchAll(/^\s+(?:\S+ => )?(\/\S+) \(0x/gm)) {
+      const library = match[1]!;
+      libraries.add(usrPath(library));
+      // The library as found may be a link; its target is what gets loaded.
+      const real = await readlink(library).catch(() => null);
+      if (real !== null) libraries.add(usrPath(real.startsWith('/') ? real : join(dirname(library), real)));
+    }
+  }
+  return libraries;
+}
+
+async function readHead(path: string): Promise<Buffer> {
+  const handle = await open(path, 'r');
+  try {
+    const buffer = Buffer.alloc(4);
+    await handle.read(buffer, 0, 4, 0);
+    return buffer;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** This package's files the guest runs: the compiled code, and the one dependency it loads. */
+async function packageFiles(): Promise<string[]> {
+  const dist = join(PACKAGE_ROOT, 'dist');
+  if (!existsSync(join(dist, 'guest', 'vm-agent.js'))) throw new SandboxUnavailableError(`the guest runner is not built at ${dist}: run npm run build`);
+  const out: string[] = [join(PACKAGE_ROOT, 'package.json')];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) await walk(path);
+      else if (entry.isFile() && !entry.name.endsWith('.d.ts') && !entry.name.endsWith('.map')) out.push(path);
+    }
+  };
+  await walk(dist);
+  await walk(join(PACKAGE_ROOT, 'node_modules', 'picomatch'));
+  return out.sort();
+}
+
+async function buildImage(dir: string, kernel: Kernel, files: readonly string[]): Promise<void> {
+  // Built beside its final name and renamed into place whole: a concurrent builder of the
+  // same image, or one that died half-way, never leaves a partial image under the name.
+  const staging = `${dir}.building-${process.pid}`;
+  await rm(staging, { recursive: true, force: true });
+  const root = join(staging, 'root');
+  try {
+    await mkdir(root, { recursive: true });
+    // tar keeps links as links and modes as they are; the list is read from stdin.
+    await pipeTar(files, '/', root);
+    await pipeTar(
+      (await packageFiles()).map((path) => path.slice(PACKAGE_ROOT.length)),
+      PACKAGE_ROOT,
+      join(root, GUEST_PACKAGE_DIR.slice(1)),
+    );
+    await writeRootExtras(root);
+    await run('/usr/bin/mksquashfs', [root, join(staging, 'root.squashfs'), '-noappend', '-all-root', '-noI', '-noD', '-noF', '-noX', '-quiet', '-no-progress']);
+    await writeInitramfs(join(staging, 'initramfs'), kernel, join(staging, 'initrd.img'));
+    await rm(root, { recursive: true });
+    await rm(join(staging, 'initramfs'), { recursive: true });
+    await writeFile(join(staging, 'complete'), `${new Date().toISOString()}\n`);
+    await mkdir(dirname(dir), { recursive: true });
+    if (!existsSync(join(dir, 'complete'))) await rm(dir, { recursive: true, force: true });
+    await rename(staging, dir).catch((error: NodeJS.ErrnoException) => {
+      if (!existsSync(join(dir, 'complete'))) throw error;
+    });
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+function pipeTar(paths: readonly string[], from: string, to: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    void mkdir(to, { recursive: true }).then(() => {
+      const script = 'tar -C "$1" --no-recursion -cf - -T - | tar -C "$2" -xpf -';
+      const child = execFile('/bin/sh', ['-c', script, 'sh', from, to], { maxBuffer: 16 * 1024 * 1024 }, (error) => (error ? reject(error) : resolve()));
+      child.stdin!.end(paths.map((path) => (path.startsWith('/') ? path.slice(1) : path)).join('\n'));
+    }, reject);
+  });
+}
+
+async function writeRootExtras(root: string): Promise<void> {
+  for (const dir of ['proc', 'sys', 'dev', 'tmp', 'run', 'etc', 'mnt']) await mkdir(join(root, dir), { recursive: true });
+  for (const [link, target] of [
+    ['bin', 'usr/bin'],
+    ['sbin', 'usr/sbin'],
+    ['lib', 'usr/lib'],
+    ['lib64', 'usr/lib64'],
+  ] as const) {
+    if (!existsSync(join(root, link))) await run('ln', ['-s', target, join(root, link)]);
+  }
+  await writeFile(
+    join(root, 'etc/passwd'),
+    `root:x:0:0:root:/root:/bin/sh\nsandbox:x:${SANDBOX_UID}:${SANDBOX_UID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n`,
+  );
+  await writeFile(join(root, 'etc/group'), `root:x:0:\nsandbox:x:${SANDBOX_UID}:\nnogroup:x:65534:\n`);
+  await writeFile(join(root, 'etc/hosts'), '127.0.0.1 localhost\n::1 localhost\n');
+  const init = join(root, GUEST_PACKAGE_DIR.slice(1), 'guest-init');
+  // The root is read-only; an overlay on a tmpfs gives the job's paths somewhere to be made.
+  await writeFile(
+    init,
+    [
+      '#!/usr/bin/busybox sh',
+      // The root has busybox but none of its applet links: each is named through it.
+      'b=/usr/bin/busybox',
+      '$b mount -t proc proc /proc',
+      '$b mount -t sysfs sys /sys',
+      '$b mount -t cgroup2 cgroup2 /sys/fs/cgroup',
+      '$b hostname sandbox',
+      '$b mount -t devtmpfs dev /dev',
+      '$b mkdir -p /dev/shm',
+      '$b mount -t tmpfs -o mode=1777,nosuid,nodev tmp /tmp',
+      '$b mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm',
+      '$b mount -t tmpfs -o mode=755 run /run',
+      '$b ip link set lo up',
+      'for port in /sys/class/virtio-ports/*; do',
+      `  if [ "$($b cat "$port/name")" = "${GUEST_PORT_NAME}" ]; then channel=/dev/\${port##*/}; fi`,
+      'done',
+      `exec /usr/bin/node ${GUEST_PACKAGE_DIR}/dist/guest/vm-agent.js "$channel"`,
+      '',
+    ].join('\n'),
+  );
+  await chmod(init, 0o755);
+}
+
+async function writeInitramfs(dir: string, kernel: Kernel, output: string): Promise<void> {
+  await mkdir(join(dir, 'bin'), { recursive: true });
+  await mkdir(join(dir, 'modules'));
+  for (const name of ['dev', 'proc', 'sys', 'lower', 'upper', 'root']) await mkdir(join(dir, name));
+  await run('cp', ['/bin/busybox', join(dir, 'bin/busybox')]);
+  const loaded: string[] = [];
+  for (const name of MODULES) {
+    const { stdout } = await run('modinfo', ['-k', kernel.release, '-F', 'filename', name]).catch(() => ({ stdout: '' }));
+    const path = stdout.trim();
+    if (path === '' || path === '(builtin)') continue;
+    await run('cp', [path, join(dir, 'modules', `${name}.ko${path.endsWith('.xz') ? '.xz' : ''}`)]);
+    loaded.push(`${name}.ko${path.endsWith('.xz') ? '.xz' : ''}`);
+  }
+  const init = join(dir, 'init');
+  await writeFile(
+    init,
+    [
+      '#!/bin/busybox sh',
+      'export PATH=/bin',
+      '/bin/busybox --install -s /bin',
+      'mount -t proc proc /proc',
+      'mount -t devtmpfs dev /dev',
+      ...loaded.map((module) => `insmod /modules/${module}`),
+      'mount -t squashfs -o ro /dev/vda /lower || { echo "guest: cannot mount the root image"; poweroff -f; }',
+      'mount -t tmpfs -o mode=755 upper /upper',
+      'mkdir -p /upper/data /upper/work',
+      'mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work root /root',
+      'umount /proc /dev',
+      `exec switch_root /root ${GUEST_PACKAGE_DIR}/guest-init`,
+      '',
+    ].join('\n'),
+  );
+  await chmod(init, 0o755);
+  await run('/bin/sh', ['-c', 'cd "$1" && find . | cpio -o -H newc --quiet | gzip -1 > "$2"', 'sh', dir, output]);
+}

@@ -1,0 +1,201 @@
+import { access, constants, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { BackendCapabilities } from '../../contract/backend.js';
+import { ownedName, reapDeadOwners } from '../owned-dirs.js';
+import { removeTree } from '../tree-removal.js';
+import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
+import { guestImage, type GuestImage } from './guest-image.js';
+import { MicrovmSandbox } from './microvm-sandbox.js';
+import { QEMU_PATH, QemuVm, type VmShape } from './qemu-vm.js';
+import { WarmVmPool } from './warm-vm-pool.js';
+
+export interface MicrovmOptions {
+  /** Host directory for this backend's VMs and images. */
+  runtimeDir: string;
+  memoryBytes?: number;
+  vcpus?: number;
+  /** Restored VMs kept ready (0: every job boots its own VM cold). */
+  warmPoolSize?: number;
+  /** How long a cold boot may take before the guest runner answers. */
+  bootTimeoutMs?: number;
+  /** Guest images, snapshots and accelerator probes, by content hash (null: runtimeDir/cache). */
+  cacheDir?: string | null;
+}
+
+const DEFAULTS = { memoryBytes: 1024 * 1024 * 1024, vcpus: 1, warmPoolSize: 2, bootTimeoutMs: 60_000, cacheDir: null } as const;
+
+interface Ready {
+  image: GuestImage;
+  shape: VmShape;
+  /** Made on the first job (its snapshot is taken then, once per image): status stays cheap. */
+  pool: () => Promise<WarmVmPool | null>;
+  /** Which accelerator, and why not KVM when not. */
+  accelNote: string;
+}
+
+/** A KVM boot of this small guest takes well under a second; one that has not answered by now will not. */
+const KVM_PROBE_TIMEOUT_MS = 15_000;
+
+/**
+ * The `microvm` backend (alias `firecracker`): each job gets a VM of its own, QEMU's
+ * `-M microvm` machine booting Debian's stock kernel on a read-only root built from the host's
+ * files (guest-image.ts), and never reused. The guest runner inside (guest/vm-agent.ts) makes
+ * the job's sandbox with the same bubblewrap backend the host uses and performs the prepared
+ * sandbox's operations for the host over the VM's channel; the guest kernel is one more
+ * boundary. VMs come warm from a snapshot taken once a booted guest was ready (warm-vm-pool.ts).
+ */
+export class MicrovmBackend implements SandboxBackend {
+  readonly kind = 'microvm';
+  readonly name = 'qemu-microvm';
+  readonly capabilities: BackendCapabilities = {
+    network: ['none'],
+    memory: ['vm', 'address-space'],
+    snapshot: true,
+    host_work_dir: false,
+    profiles: ['snippet', 'task', 'run-job'],
+  };
+  private readonly options: Required<MicrovmOptions>;
+  private ready: Promise<Ready> | undefined;
+  private readonly live = new Set<Promise<void>>();
+
+  constructor(options: MicrovmOptions) {
+    this.options = { ...DEFAULTS, ...options };
+  }
+
+  async status(): Promise<BackendStatus> {
+    try {
+      const ready = await this.prepareHost();
+      const notes = [
+        `QEMU -M microvm under ${ready.accelNote}; guest kernel ${ready.image.kernel}, root image ${ready.image.id}`,
+        `one VM per job, never reused: ${Math.round(ready.shape.memoryBytes / (1024 * 1024))} MiB, ${ready.shape.vcpus} vCPU; inside it the job runs in the same bubblewrap sandbox as on local_process (namespaces, seccomp, Landlock exec rules, the guest's cgroup v2 and rlimits)`,
+        this.options.warmPoolSize > 0 ? `warm: ${this.options.warmPoolSize} VMs restored from a snapshot kept ready` : 'cold: every job boots its VM',
+        'network: none (no network device); compiled languages are compiled on the host (bubblewrap) and run in the VM',
+      ];
+      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: 'cgroup-v2' };
+    } catch (error) {
+      return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
+    }
+  }
+
+  async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
+    const ready = await this.prepareHost();
+    if (template.network !== 'none')
+      throw new SandboxUnavailableError('the microvm backend gives jobs no network: network "allow" is not supported on it (run the job on local_process)');
+    const hostMount = template.mounts[0];
+    if (hostMount) {
+      throw new SandboxUnavailableError(
+        `the microvm backend cannot bind host directories into the VM (${hostMount.host} at ${hostMount.sandbox}): the guest has only its own root image`,
+      );
+    }
+    const scratchDir = await mkdtemp(join(this.options.runtimeDir, 'jobs', `${ownedName()}-`));
+    const vm = await this.vm(ready).catch(async (error: Error) => {
+      await removeTree(scratchDir);
+      throw new SandboxUnavailableError(`no microVM could be started: ${error.message}`);
+    });
+    let finished!: () => void;
+    const done = new Promise<void>((resolve) => (finished = resolve));
+    this.live.add(done);
+    const sandbox = new MicrovmSandbox(vm, template, scratchDir, () => {
+      this.live.delete(done);
+      finished();
+    });
+    try {
+      const files = template.files.map((file) => ({ ...file }));
+      await vm.channel.request({ op: 'prepare', template: { ...template, argv: [...template.argv], files, limits: { ...template.limits }, mounts: [], network: 'none' } });
+    } catch (error) {
+      sandbox.discard();
+      throw error;
+    }
+    return sandbox;
+  }
+
+  private async vm(ready: Ready): Promise<QemuVm> {
+    const pool = await ready.pool();
+    if (pool) return pool.take();
+    return QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: ready.image }, ready.shape, this.options.bootTimeoutMs);
+  }
+
+  /** Resolves once the warm pool is full (for a service that wants its first job warm, and benchmarks). */
+  async warmUp(): Promise<void> {
+    await (await (await this.prepareHost()).pool())?.waitReady();
+  }
+
+  async dispose(): Promise<void> {
+    const ready = await this.ready?.catch(() => null);
+    await (await ready?.pool().catch(() => null))?.dispose();
+    await Promise.all(this.live);
+  }
+
+  private prepareHost(): Promise<Ready> {
+    this.ready ??= this.initialise().catch((error: Error) => {
+      throw error instanceof SandboxUnavailableError ? error : new SandboxUnavailableError(`the microvm backend cannot start here: ${error.message}`);
+    });
+    // A failed set-up is tried again next time: the admin may have installed what was missing.
+    this.ready.catch(() => (this.ready = undefined));
+    return this.ready;
+  }
+
+  private async initialise(): Promise<Ready> {
+    try {
+      await access(QEMU_PATH, constants.X_OK);
+    } catch {
+      throw new SandboxUnavailableError(`QEMU is not installed at ${QEMU_PATH}: run scripts/setup-host.sh (or apt-get install qemu-system-x86)`);
+    }
+    const { runtimeDir } = this.options;
+    const cacheDir = this.options.cacheDir ?? join(runtimeDir, 'cache');
+    // Made one level at a time: a recursive mkdir would give the parents (the state dir's
+    // runtime/, which jobs of other backends traverse) the private mode too.
+    await mkdir(runtimeDir, { recursive: true, mode: 0o755 });
+    for (const dir of [join(runtimeDir, 'jobs'), join(runtimeDir, 'vms')]) await mkdir(dir, { recursive: true, mode: 0o700 });
+    await mkdir(cacheDir, { recursive: true, mode: 0o755 });
+    await reapDeadOwners(join(runtimeDir, 'jobs'));
+    await reapDeadOwners(join(runtimeDir, 'vms'));
+    const image = await guestImage(join(cacheDir, 'images'));
+    const accel = await this.chooseAccel(image, cacheDir);
+    const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: accel.accel };
+    const { warmPoolSize, bootTimeoutMs } = this.options;
+    let pool: Promise<WarmVmPool | null> | undefined;
+    const makePool = () =>
+      warmPoolSize > 0
+        ? WarmVmPool.create({ image, shape, snapshotsDir: join(cacheDir, 'snapshots'), vmsDir: join(runtimeDir, 'vms'), size: warmPoolSize, bootTimeoutMs })
+        : Promise.resolve(null);
+    return {
+      image,
+      shape,
+      accelNote: accel.note,
+      pool: () => {
+        pool ??= makePool();
+        // A snapshot that could not be taken is tried again by the next job.
+        pool.catch(() => (pool = undefined));
+        return pool;
+      },
+    };
+  }
+
+  /**
+   * KVM where it boots this guest, otherwise TCG (software emulation). A /dev/kvm may exist
+   * and still not run the guest (a nested or paravirtual hypervisor), so the answer is a real
+   * boot, tried once per image and remembered beside it.
+   */
+  private async chooseAccel(image: GuestImage, cacheDir: string): Promise<{ accel: VmShape['accel']; note: string }> {
+    const remembered = join(cacheDir, 'images', `${image.id}.accel.json`);
+    const known = await readFile(remembered, 'utf8').then(
+      (text) => JSON.parse(text) as { accel: VmShape['accel']; note: string },
+      () => null,
+    );
+    if (known) return known;
+    let choice: { accel: VmShape['accel']; note: string };
+    try {
+      await access('/dev/kvm', constants.R_OK | constants.W_OK);
+      const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: 'kvm' };
+      const vm = await QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: image }, shape, KVM_PROBE_TIMEOUT_MS);
+      await vm.destroy();
+      choice = { accel: 'kvm', note: 'KVM' };
+    } catch (error) {
+      const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no /dev/kvm' : `KVM did not boot the guest: ${(error as Error).message.split('\n')[0]}`;
+      choice = { accel: 'tcg', note: `TCG (software emulation; ${reason})` };
+    }
+    await writeFile(remembered, JSON.stringify(choice));
+    return choice;
+  }
+}

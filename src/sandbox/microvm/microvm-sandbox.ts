@@ -1,0 +1,215 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import type { Artifact } from '../../contract/run-job.js';
+import { storeArtifact, type CollectedArtifacts } from '../../workspace/artifacts.js';
+import { snapshotWorkspace, type SnapshotReport } from '../../workspace/snapshot.js';
+import { watchRun } from '../run-watch.js';
+import { removeTree } from '../tree-removal.js';
+import {
+  SandboxUnavailableError,
+  type ArtifactRequest,
+  type ExecRules,
+  type PreparedSandbox,
+  type ResolvedCommand,
+  type SandboxIO,
+  type SandboxOutcome,
+  type SandboxTemplate,
+  type WorkPathKind,
+  type WorkspaceImport,
+} from '../types.js';
+import { GUEST_MAX_FRAME_BYTES } from './guest-channel.js';
+import type { QemuVm } from './qemu-vm.js';
+
+/** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */
+const CHUNK_BYTES = Math.floor((GUEST_MAX_FRAME_BYTES * 3) / 4) - 64 * 1024;
+/** After asking the guest to kill the job, how long before the VM itself is killed. */
+const KILL_GRACE_MS = 1000;
+/** The host's deadline trails the guest's by this much: the guest reports its own timeout first. */
+const GUEST_DEADLINE_MARGIN_MS = 2000;
+
+/**
+ * One job in its own microVM. Every operation on the job's files is a request to the guest
+ * runner; what comes back is checked on the host as if the job had written it (it may have:
+ * once the job has run, the guest is no longer trusted). Release destroys the VM.
+ */
+export class MicrovmSandbox implements PreparedSandbox {
+  private started = false;
+  private released = false;
+
+  constructor(
+    private readonly vm: QemuVm,
+    private readonly template: SandboxTemplate,
+    /** Host directory for this job's staging (workspace snapshot), removed on release. */
+    private readonly scratchDir: string,
+    private readonly onReleased: () => void,
+  ) {}
+
+  async writeFile(name: string, content: string | Buffer): Promise<void> {
+    const data = typeof content === 'string' ? Buffer.from(content) : content;
+    for (let offset = 0; offset === 0 || offset < data.length; offset += CHUNK_BYTES) {
+      const more = offset + CHUNK_BYTES < data.length;
+      await this.vm.channel.request({ op: 'write', name, data: data.subarray(offset, offset + CHUNK_BYTES).toString('base64'), more });
+    }
+  }
+
+  async copyFile(name: string, hostSource: string): Promise<void> {
+    await this.writeFile(name, await readFile(hostSource));
+  }
+
+  /** Snapshotted on the host as for every backend (same exclusions, caps, report), then unpacked in the guest. */
+  async importWorkspace(source: WorkspaceImport): Promise<SnapshotReport> {
+    const staging = await mkdtemp(join(this.scratchDir, 'workspace-'));
+    try {
+      const report = await snapshotWorkspace(source.hostPath, staging, {
+        ...(source.include ? { include: source.include } : {}),
+        ...(source.exclude ? { exclude: source.exclude } : {}),
+        maxFiles: source.maxFiles,
+        maxBytes: source.maxBytes,
+        ownerUid: null,
+      });
+      await this.sendTree(staging, {
+        maxFiles: source.maxFiles,
+        maxBytes: source.maxBytes,
+        ...(source.include ? { include: [...source.include] } : {}),
+        ...(source.exclude ? { exclude: [...source.exclude] } : {}),
+      });
+      return report;
+    } finally {
+      await removeTree(staging);
+    }
+  }
+
+  private async sendTree(dir: string, end: { maxFiles: number; maxBytes: number; include?: string[]; exclude?: string[] }): Promise<void> {
+    const tar = spawn('/usr/bin/tar', ['-C', dir, '-cf', '-', '.'], { env: {}, stdio: ['ignore', 'pipe', 'ignore'] });
+    const exited = new Promise<number | null>((resolve) => tar.on('close', resolve));
+    let pending = Buffer.alloc(0);
+    for await (const chunk of tar.stdout as AsyncIterable<Buffer>) {
+      pending = Buffer.concat([pending, chunk]);
+      while (pending.length >= CHUNK_BYTES) {
+        await this.vm.channel.request({ op: 'untar', data: pending.subarray(0, CHUNK_BYTES).toString('base64') });
+        pending = pending.subarray(CHUNK_BYTES);
+      }
+    }
+    if ((await exited) !== 0) throw new Error('tar could not pack the workspace snapshot');
+    await this.vm.channel.request({ op: 'untar', data: pending.toString('base64'), end });
+  }
+
+  async statWorkPath(relativePath: string): Promise<WorkPathKind> {
+    return (await this.vm.channel.request({ op: 'stat', path: relativePath })).kind ?? 'other';
+  }
+
+  async resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
+    const { command } = await this.vm.channel.request({ op: 'resolve', argv0, searchPath: [...lookup.searchPath], cwd: lookup.cwd });
+    if (!command) return null;
+    const head = Buffer.from(command.head, 'base64');
+    return { sandboxPath: command.sandboxPath, realPath: command.realPath, sha256: async () => command.sha256, head: async () => head };
+  }
+
+  /** The guest's own bubblewrap backend enforces them, with Landlock (its kernel has it), as on the host. */
+  async restrictExec(rules: ExecRules): Promise<void> {
+    if (!this.template.guardExec) throw new Error('this sandbox was not made with guardExec');
+    await this.vm.channel.request({
+      op: 'exec_rules',
+      program: rules.program,
+      executable: rules.executable === 'any' ? 'any' : { system: rules.executable.system, files: [...rules.executable.files] },
+    });
+  }
+
+  /**
+   * The guest runs the job to its deadline and kills it there; the host keeps its own deadline
+   * a little later, and a VM that has not answered by then is killed whole.
+   */
+  async start(io: SandboxIO): Promise<SandboxOutcome> {
+    if (this.started) throw new Error('a sandbox runs exactly one job');
+    this.started = true;
+    const { vm } = this;
+    vm.channel.onOutput = (stream, data) => (stream === 'stdout' ? io.stdout : io.stderr).write(data);
+    const startedAt = performance.now();
+    let killTimer: NodeJS.Timeout | undefined;
+    const watch = watchRun(
+      { timeoutMs: io.timeoutMs + GUEST_DEADLINE_MARGIN_MS, ...(io.signal ? { signal: io.signal } : {}) },
+      {
+        kill: () => {
+          void vm.channel.request({ op: 'kill' }).catch(() => undefined);
+          killTimer ??= setTimeout(() => void vm.destroy(), KILL_GRACE_MS);
+        },
+        abandon: () => void vm.destroy(),
+      },
+    );
+    const stdin = io.stdin === undefined ? undefined : Buffer.from(io.stdin).toString('base64');
+    try {
+      const { exit } = await vm.channel.request({ op: 'start', timeoutMs: io.timeoutMs, ...(stdin === undefined ? {} : { stdin }) });
+      if (!exit) throw new Error('the guest answered start without an exit');
+      return { ...exit, signal: exit.signal as NodeJS.Signals | null, timedOut: exit.timedOut || watch.timedOut, aborted: exit.aborted || watch.aborted };
+    } catch (error) {
+      // The VM died under the job (killed at the host's deadline, or the guest crashed): as a SIGKILL.
+      if (watch.timedOut || watch.aborted || !vm.alive) {
+        return { exitCode: null, signal: 'SIGKILL', timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: false, durationMs: performance.now() - startedAt };
+      }
+      throw error;
+    } finally {
+      watch.stop();
+      clearTimeout(killTimer);
+      vm.channel.onOutput = () => undefined;
+      if (this.template.workDir === undefined) this.release();
+    }
+  }
+
+  /**
+   * The guest selects and caps as on the host (workspace/artifacts.ts); each file's bytes are
+   * then fetched and everything is checked again here: the path, the caps, the digest.
+   */
+  async collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts> {
+    if (!this.vm.alive) throw new SandboxUnavailableError('the VM is gone: its artifacts cannot be collected');
+    const { collected } = await this.vm.channel.request({
+      op: 'collect',
+      patterns: [...request.patterns],
+      maxArtifacts: request.maxArtifacts,
+      maxArtifactBytes: request.maxArtifactBytes,
+      maxEntriesVisited: request.maxEntriesVisited,
+    });
+    if (!collected) throw new Error('the guest answered collect without artifacts');
+    const artifacts: Artifact[] = [];
+    const denied = [...collected.denied];
+    let total = 0;
+    for (const listed of collected.artifacts.slice(0, request.maxArtifacts)) {
+      const components = safeComponents(listed.path);
+      if (components === null) {
+        denied.push({ path: listed.path, reason: 'not a path inside the work dir' });
+        continue;
+      }
+      const { data } = await this.vm.channel.request({ op: 'read_artifact', path: listed.path });
+      const content = Buffer.from(data ?? '', 'base64');
+      if (total + content.length > request.maxArtifactBytes) {
+        denied.push({ path: listed.path, reason: `max_artifact_bytes reached (${content.length} bytes, ${request.maxArtifactBytes - total} left)` });
+        continue;
+      }
+      total += content.length;
+      artifacts.push(await storeArtifact(request.storeDir, components, content));
+    }
+    return { artifacts, denied, skipped: collected.skipped };
+  }
+
+  discard(): void {
+    this.started = true;
+    this.release();
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    void this.vm
+      .destroy()
+      .then(() => removeTree(this.scratchDir))
+      .finally(() => this.onReleased());
+  }
+}
+
+/** A relative path of plain components, or null (absolute, `..`, empty parts). */
+function safeComponents(path: string): string[] | null {
+  if (path.startsWith('/') || path.includes('\0')) return null;
+  const components = path.split('/');
+  if (components.some((part) => part === '' || part === '.' || part === '..')) return null;
+  return posix.normalize(path) === path ? components : null;
+}

@@ -1,0 +1,268 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { stdioWithoutLeaks } from '../fd-hygiene.js';
+import { removeTree } from '../tree-removal.js';
+import { GuestChannel } from './guest-channel.js';
+import { GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
+
+export const QEMU_PATH = '/usr/bin/qemu-system-x86_64';
+const SETPRIV_PATH = '/usr/bin/setpriv';
+
+export interface VmShape {
+  memoryBytes: number;
+  vcpus: number;
+  accel: 'kvm' | 'tcg';
+}
+
+/**
+ * How the VM comes to life: a cold boot of the image, or a restore of a snapshot taken once
+ * its guest was ready. A snapshot's RAM is a file (`memory`): the VM it was taken from wrote
+ * its RAM there (shared), and each restored VM maps it copy-on-write, so a restore reads only
+ * the device state and shares the snapshot's pages until it writes them.
+ */
+export type VmOrigin = { boot: GuestImage; memoryFile?: string } | { restore: { image: GuestImage; state: string; memoryFile: string } };
+
+/**
+ * One QEMU `-M microvm` process (Firecracker's device model: virtio-mmio only, no PCI, no
+ * firmware to speak of) and the channel to its guest runner over virtio-serial. No network
+ * device exists in it. Killing the process is the end of everything the job did.
+ */
+export class QemuVm {
+  private exited = false;
+  readonly ended: Promise<void>;
+
+  private constructor(
+    private readonly process: ChildProcess,
+    readonly dir: string,
+    readonly channel: GuestChannel,
+  ) {
+    this.ended = new Promise((resolve) => {
+      if (process.exitCode !== null || process.signalCode !== null) resolve();
+      process.on('exit', () => resolve());
+    });
+    void this.ended.then(() => {
+      this.exited = true;
+      channel.fail(new Error('the VM exited'));
+    });
+  }
+
+  get alive(): boolean {
+    return !this.exited;
+  }
+
+  /** Starts QEMU in `dir` (made here, removed by destroy) and returns once the guest runner answers. */
+  static async start(dir: string, origin: VmOrigin, shape: VmShape, readyTimeoutMs: number): Promise<QemuVm> {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const socketPath = join(dir, 'channel.sock');
+    const consolePath = join(dir, 'console.log');
+    const devNull = openSync('/dev/null', 'r');
+    let child: ChildProcess;
+    try {
+      const stdio = stdioWithoutLeaks<'pipe'>(['ignore', 'ignore', 'pipe'], devNull);
+      // Tied to this process by PDEATHSIG: a VM never outlives the service that started it.
+      child = spawn(SETPRIV_PATH, ['--pdeathsig', 'KILL', '--', QEMU_PATH, ...qemuArgs(origin, shape, socketPath, consolePath)], { env: {}, cwd: dir, stdio, detached: true });
+    } finally {
+      closeSync(devNull);
+    }
+    const stderr: Buffer[] = [];
+    child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+    const died = new Promise<never>((_, reject) =>
+      child.on('exit', (code, signal) => reject(new Error(`QEMU exited before the guest was ready (${signal ?? `exit ${code}`}): ${Buffer.concat(stderr).toString().trim()}`))),
+    );
+    died.catch(() => undefined);
+    try {
+      const deadline = Date.now() + readyTimeoutMs;
+      if ('restore' in origin) {
+        const monitor = await Promise.race([Monitor.connect(join(dir, 'monitor.sock'), deadline), died]);
+        await monitor.run('migrate_set_capability x-ignore-shared on');
+        await monitor.run(`migrate_incoming "exec:cat ${origin.restore.state}"`);
+        await monitor.untilMigration();
+        // The snapshot was taken of a stopped VM, and the stopped state travels with it.
+        await monitor.run('cont');
+        monitor.close();
+      }
+      const socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
+      const vm = new QemuVm(child, dir, new GuestChannel(socket));
+      const answered = new AbortController();
+      const timeout = sleep(Math.max(0, deadline - Date.now()), undefined, { signal: answered.signal }).then(() => {
+        throw new Error(`the guest did not answer within ${readyTimeoutMs} ms`);
+      });
+      timeout.catch(() => undefined);
+      await Promise.race([vm.channel.request({ op: 'ping' }), died, timeout]).finally(() => answered.abort());
+      return vm;
+    } catch (failure) {
+      // QEMU's own words, when it exited, say more than the broken channel did.
+      const exited = await Promise.race([died.catch((reason: Error) => reason), sleep(200).then(() => null)]);
+      child.kill('SIGKILL');
+      const console = await readFile(consolePath, 'utf8').catch(() => '');
+      await removeTree(dir);
+      const tail = console.trim().split('\n').slice(-8).join('\n');
+      const message = (exited ?? (failure as Error)).message;
+      throw new Error(`${message}${tail ? `\nguest console:\n${tail}` : ''}`, { cause: failure });
+    }
+  }
+
+  /**
+   * Saves the VM (booted with a memory file) as a snapshot: its RAM is already in the memory
+   * file, so the state file holds only the devices. The VM is gone afterwards.
+   */
+  async saveTo(stateFile: string): Promise<void> {
+    const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    await monitor.run('migrate_set_capability x-ignore-shared on');
+    await monitor.run('stop');
+    await monitor.run(`migrate "exec:cat > ${stateFile}"`);
+    await monitor.untilMigration();
+    await monitor.run('quit').catch(() => undefined);
+    monitor.close();
+    await this.ended;
+  }
+
+  /** Kills the VM and removes its directory. */
+  async destroy(): Promise<void> {
+    if (!this.exited) this.process.kill('SIGKILL');
+    await this.ended;
+    await removeTree(this.dir);
+  }
+}
+
+function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consolePath: string): string[] {
+  const image = 'boot' in origin ? origin.boot : origin.restore.image;
+  return [
+    '-M',
+    'microvm,x-option-roms=off,rtc=off',
+    '-accel',
+    shape.accel,
+    // rdrand feeds the guest's getrandom at once; python will not start without it.
+    '-cpu',
+    shape.accel === 'kvm' ? 'host' : 'qemu64,+rdrand',
+    '-m',
+    `${Math.floor(shape.memoryBytes / (1024 * 1024))}M`,
+    '-smp',
+    String(shape.vcpus),
+    '-nodefaults',
+    '-no-user-config',
+    '-nographic',
+    '-no-reboot',
+    ...memoryArgs(origin, shape),
+    '-kernel',
+    image.kernel,
+    '-initrd',
+    image.initrd,
+    '-append',
+    kernelCommandLine(),
+    '-drive',
+    `id=root,file=${image.root},format=raw,if=none,readonly=on`,
+    '-device',
+    'virtio-blk-device,drive=root',
+    '-device',
+    'virtio-rng-device',
+    // A restored VM gets a new generation id, and the guest kernel reseeds its random
+    // generator on it: clones of one snapshot never share their randomness.
+    '-device',
+    'vmgenid,guid=auto',
+    '-device',
+    'virtio-serial-device',
+    '-chardev',
+    `socket,id=channel,path=${socketPath},server=on,wait=off`,
+    '-device',
+    `virtserialport,chardev=channel,name=${GUEST_PORT_NAME}`,
+    '-monitor',
+    `unix:${socketPath.replace(/channel\.sock$/, 'monitor.sock')},server=on,wait=off`,
+    '-serial',
+    `file:${consolePath}`,
+    ...('restore' in origin ? ['-incoming', 'defer'] : []),
+  ];
+}
+
+function memoryArgs(origin: VmOrigin, shape: VmShape): string[] {
+  const file = 'restore' in origin ? origin.restore.memoryFile : origin.memoryFile;
+  if (file === undefined) return [];
+  const size = `${Math.floor(shape.memoryBytes / (1024 * 1024))}M`;
+  const share = 'restore' in origin ? 'off' : 'on';
+  return ['-object', `memory-backend-file,id=ram,size=${size},mem-path=${file},share=${share}`, '-machine', 'memory-backend=ram'];
+}
+
+/** QEMU's human monitor on a unix socket: one command at a time, its answer up to the next prompt. */
+class Monitor {
+  private buffered = '';
+  private waiter: (() => void) | null = null;
+
+  private constructor(private readonly socket: Socket) {
+    socket.on('data', (chunk: Buffer) => {
+      this.buffered += chunk.toString();
+      this.waiter?.();
+    });
+  }
+
+  static async connect(path: string, deadline: number): Promise<Monitor> {
+    const monitor = new Monitor(await connectWhenListening(path, deadline));
+    await monitor.prompt();
+    return monitor;
+  }
+
+  async run(command: string): Promise<string> {
+    this.buffered = '';
+    this.socket.write(`${command}\n`);
+    return this.prompt();
+  }
+
+  private async prompt(): Promise<string> {
+    while (!this.buffered.endsWith('(qemu) ')) {
+      if (this.socket.destroyed) throw new Error('the QEMU monitor closed');
+      await new Promise<void>((resolve) => {
+        this.waiter = resolve;
+        setTimeout(resolve, 200);
+      });
+    }
+    const answer = this.buffered;
+    this.buffered = '';
+    return answer;
+  }
+
+  /** Waits for the migration under way (out or in) to complete. */
+  async untilMigration(): Promise<void> {
+    for (;;) {
+      const status = /Migration status: (\S+)/.exec(await this.run('info migrate'))?.[1];
+      if (status === 'completed') return;
+      if (status === 'failed' || status === 'cancelled') throw new Error(`the VM migration ${status}`);
+      await sleep(10);
+    }
+  }
+
+  close(): void {
+    this.socket.end();
+  }
+}
+
+/**
+ * Under emulation the kernel's timer calibration can take seconds, or hang when the host is
+ * busy; the host's TSC rate and loops-per-jiffy are given instead.
+ */
+function kernelCommandLine(): string {
+  const mhz = Number(/^cpu MHz\s*:\s*([\d.]+)/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 2000);
+  const khz = Math.round(mhz * 1000);
+  const hz = 250;
+  return ['console=ttyS0', 'quiet', 'panic=-1', 'random.trust_cpu=on', `tsc_early_khz=${khz}`, `lpj=${Math.round((khz * 1000) / hz)}`, 'no_timer_check'].join(' ');
+}
+
+async function connectWhenListening(path: string, deadline: number): Promise<Socket> {
+  for (;;) {
+    try {
+      return await new Promise((resolve, reject) => {
+        const socket = connect(path);
+        socket.once('connect', () => {
+          socket.off('error', reject);
+          resolve(socket);
+        });
+        socket.once('error', reject);
+      });
+    } catch (error) {
+      if (Date.now() > deadline) throw new Error(`QEMU did not open ${path}: ${(error as Error).message}`, { cause: error });
+      await sleep(20);
+    }
+  }
+}

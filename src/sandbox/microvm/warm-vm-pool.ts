@@ -1,0 +1,124 @@
+import { existsSync } from 'node:fs';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ownedName } from '../owned-dirs.js';
+import { removeTree } from '../tree-removal.js';
+import type { GuestImage } from './guest-image.js';
+import { QemuVm, type VmShape } from './qemu-vm.js';
+
+export interface WarmVmPoolOptions {
+  image: GuestImage;
+  shape: VmShape;
+  /** Where snapshots are kept (shared by every process using the same cache). */
+  snapshotsDir: string;
+  /** Where this process's VMs keep their sockets and console logs. */
+  vmsDir: string;
+  size: number;
+  bootTimeoutMs: number;
+}
+
+/** A restore reads only device state; anything slower than this is a broken snapshot. */
+const RESTORE_TIMEOUT_MS = 30_000;
+
+/**
+ * VMs restored from one snapshot, kept ready so a job's VM is already running when it asks.
+ * The snapshot is taken once per image and VM shape (a cold boot, the guest runner primed,
+ * then saved) and kept in the cache dir. Each VM is handed out once; a job never gets a VM
+ * another job touched, and the pool refills itself one restore at a time in the background.
+ */
+export class WarmVmPool {
+  private readonly ready: QemuVm[] = [];
+  private refilling: Promise<void> | null = null;
+  private disposed = false;
+  private failures = 0;
+
+  private constructor(
+    private readonly options: WarmVmPoolOptions,
+    private readonly snapshot: { state: string; memoryFile: string },
+  ) {}
+
+  static async create(options: WarmVmPoolOptions): Promise<WarmVmPool> {
+    const pool = new WarmVmPool(options, await takeSnapshot(options));
+    pool.refill();
+    return pool;
+  }
+
+  /**
+   * A VM restored and answering: one kept ready, or else one restored now for this caller (a
+   * restore is far cheaper than a boot, so the caller never waits for the refill, nor boots).
+   */
+  async take(): Promise<QemuVm> {
+    let vm = this.ready.shift();
+    while (vm && !vm.alive) vm = this.ready.shift();
+    this.refill();
+    return vm ?? this.restore();
+  }
+
+  private restore(): Promise<QemuVm> {
+    return QemuVm.start(join(this.options.vmsDir, ownedName()), { restore: { image: this.options.image, ...this.snapshot } }, this.options.shape, RESTORE_TIMEOUT_MS);
+  }
+
+  get readyCount(): number {
+    return this.ready.length;
+  }
+
+  /** Resolves once `count` VMs are ready (for benchmarks and tests that want the warm path). */
+  async waitReady(count = this.options.size): Promise<void> {
+    while (this.ready.length < Math.min(count, this.options.size) && !this.disposed) {
+      this.refill();
+      await this.refilling;
+    }
+  }
+
+  private refill(): void {
+    if (this.refilling || this.disposed) return;
+    this.refilling = (async () => {
+      // Three failed restores in a row: the snapshot or the host is broken; the refill stops
+      // (each job still tries its own restore, and says why it failed).
+      while (!this.disposed && this.ready.length < this.options.size && this.failures < 3) {
+        try {
+          const vm = await this.restore();
+          if (this.disposed) await vm.destroy();
+          else this.ready.push(vm);
+          this.failures = 0;
+        } catch {
+          this.failures += 1;
+        }
+      }
+    })().finally(() => (this.refilling = null));
+  }
+
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    await this.refilling;
+    await Promise.all(this.ready.splice(0).map((vm) => vm.destroy()));
+  }
+}
+
+/** The snapshot for this image and shape: taken once, then reused by every process. */
+async function takeSnapshot({ image, shape, snapshotsDir, vmsDir, bootTimeoutMs }: WarmVmPoolOptions): Promise<{ state: string; memoryFile: string }> {
+  const name = `${image.id}-${Math.floor(shape.memoryBytes / (1024 * 1024))}m-${shape.vcpus}cpu-${shape.accel}`;
+  const snapshotDir = join(snapshotsDir, name);
+  const snapshot = { state: join(snapshotDir, 'state'), memoryFile: join(snapshotDir, 'memory') };
+  if (existsSync(join(snapshotDir, 'complete'))) return snapshot;
+  const building = join(snapshotsDir, `${name}.${ownedName()}`);
+  await mkdir(building, { recursive: true, mode: 0o700 });
+  try {
+    const memoryFile = join(building, 'memory');
+    const vm = await QemuVm.start(join(vmsDir, ownedName()), { boot: image, memoryFile }, shape, bootTimeoutMs);
+    try {
+      await vm.channel.request({ op: 'prime' });
+      await vm.saveTo(join(building, 'state'));
+    } finally {
+      await vm.destroy();
+    }
+    await writeFile(join(building, 'complete'), `${new Date().toISOString()}\n`);
+    // Another process may have finished the same snapshot first (either is as good), or one
+    // may have died half-way through it.
+    if (!existsSync(join(snapshotDir, 'complete'))) await removeTree(snapshotDir);
+    await rename(building, snapshotDir).catch(() => undefined);
+  } finally {
+    await removeTree(building);
+  }
+  return snapshot;
+}

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, describe, it } from 'node:test';
+import { runJob } from '../../../src/runner/run-job.js';
+import { executeSnippet } from '../../../src/runner/snippet.js';
+import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
+
+/** The microvm backend's isolation, on real QEMU; reported as skipped, with why, where it is unavailable. */
+const runtime = testRuntime();
+const status = await runtime.backends.get('microvm').status();
+const run = (lang: string, code: string, timeout = 20) => executeSnippet({ lang, code, timeout, backend: { kind: 'microvm' } }, { runtime });
+
+/** QEMU processes of this suite's state dir: the warm pool's, and any job's still running. */
+function qemuProcesses(): string[] {
+  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
+  return out.split('\n').filter((line) => line.includes('qemu-system-x86_64') && line.includes(TEST_STATE_DIR));
+}
+
+describe('microvm isolation', { skip: status.available ? false : status.notes.join('; ') }, () => {
+  after(async () => {
+    await runtime.dispose();
+    assert.deepEqual(qemuProcesses(), [], 'no VM outlives the runtime');
+  });
+
+  it('says which accelerator it runs under', () => {
+    assert.match(status.notes[0]!, /^QEMU -M microvm under (KVM|TCG)/);
+  });
+
+  it("runs on the guest's own kernel and CPU, as uid 1000 in the same sandbox as on the host", async () => {
+    const response = await run(
+      'python',
+      'import os\nprint("QEMU" in open("/proc/cpuinfo").read(), os.getuid(), os.uname().nodename)\nprint(sorted(int(p) for p in os.listdir("/proc") if p.isdigit())[:1])\nprint(os.path.exists("/sys/kernel"), os.path.exists("/run"))',
+    );
+    assert.equal(response.stdout, 'True 1000 sandbox\n[1]\nFalse False\n', response.stderr);
+  });
+
+  it('has no network, and refuses a job that asks for it', async () => {
+    const response = await run(
+      'python',
+      'import socket\ntry:\n    socket.create_connection(("1.1.1.1", 80), timeout=3)\n    print("connected")\nexcept OSError as error:\n    print("refused", error.errno)',
+    );
+    assert.match(response.stdout, /^refused \d+\n$/);
+    const allowed = await runJob({ command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'microvm' } }, { runtime });
+    assert.equal(allowed.status, 'backend_unavailable');
+    assert.match(allowed.error!.message, /network/);
+  });
+
+  it('compiles on the host and runs the program in the VM', async () => {
+    const response = await run('go', 'package main\nimport ("fmt"; "os")\nfunc main() { h, _ := os.Hostname(); fmt.Println("go", h) }');
+    assert.equal(response.stdout, 'go sandbox\n', response.stderr);
+    const broken = await run('rust', 'fn main() { let x: i32 = "no"; }');
+    assert.equal(broken.error, 'compilation failed');
+  });
+
+  it("holds the job to its own memory limit inside the VM's", async () => {
+    const response = await run('python', 'blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))');
+    assert.match(response.stderr, /MemoryError/);
+  });
+
+  it('kills a job at its timeout (124) and a cancelled one at once', async () => {
+    const response = await run('python', 'import time\nwhile True:\n    time.sleep(1)', 2);
+    assert.equal(response.exit_code, 124);
+    assert.ok(response.stderr.endsWith('\nExecution timed out'));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 1500);
+    const started = Date.now();
+    const result = await runJob({ command: { argv: ['sleep', '60'] }, backend: { kind: 'microvm' } }, { runtime, signal: controller.signal });
+    assert.equal(result.status, 'canceled');
+    assert.ok(Date.now() - started < 20_000, 'cancel does not wait for the job');
+  });
+});

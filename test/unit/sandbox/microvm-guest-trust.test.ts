@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import { createServer, connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { GuestChannel } from '../../../src/sandbox/microvm/guest-channel.js';
+import { MicrovmSandbox } from '../../../src/sandbox/microvm/microvm-sandbox.js';
+import type { QemuVm } from '../../../src/sandbox/microvm/qemu-vm.js';
+import type { SandboxTemplate } from '../../../src/sandbox/types.js';
+import { encodeFrame } from '../../../src/wire/frame-codec.js';
+
+/**
+ * Once a job has run, its guest may answer anything: the host takes nothing it says on trust.
+ */
+const template: SandboxTemplate = {
+  profile: 'run-job',
+  argv: ['true'],
+  cwd: '/work',
+  env: {},
+  mounts: [],
+  files: [],
+  workDir: '/work',
+  network: 'none',
+  limits: { memoryBytes: 1 << 26, memoryMechanism: 'cgroup', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1 << 20 },
+};
+
+function lyingGuest(files: Record<string, string>, listed: Array<{ path: string; size: number; sha256: string }>): QemuVm {
+  const channel = {
+    async request(body: { op: string; path?: string }) {
+      if (body.op === 'collect') return { id: 1, ok: true, collected: { artifacts: listed.map((entry) => ({ ...entry, uri: 'file:///guest' })), denied: [], skipped: [] } };
+      if (body.op === 'read_artifact') return { id: 1, ok: true, data: Buffer.from(files[body.path!] ?? '').toString('base64') };
+      throw new Error(`unexpected ${body.op}`);
+    },
+  };
+  return { alive: true, channel, destroy: async () => undefined } as unknown as QemuVm;
+}
+
+describe('a microVM guest is not trusted', () => {
+  it("collects artifacts by the host's own checks: paths, byte caps and digests", async () => {
+    const storeDir = mkdtempSync(join(tmpdir(), 'guest-store-'));
+    const vm = lyingGuest({ 'ok.txt': 'real bytes', 'big.bin': 'x'.repeat(64), '../escape': 'owned' }, [
+      { path: '../escape', size: 1, sha256: '0'.repeat(64) },
+      { path: 'ok.txt', size: 1, sha256: 'f'.repeat(64) },
+      { path: 'big.bin', size: 1, sha256: 'f'.repeat(64) },
+      { path: '/etc/passwd', size: 1, sha256: 'f'.repeat(64) },
+    ]);
+    const sandbox = new MicrovmSandbox(vm, template, mkdtempSync(join(tmpdir(), 'scratch-')), () => undefined);
+    const collected = await sandbox.collectArtifacts({ patterns: ['**'], storeDir, maxArtifacts: 10, maxArtifactBytes: 32, maxEntriesVisited: 100 });
+    assert.deepEqual(
+      collected.artifacts.map(({ path, size, sha256 }) => ({ path, size, sha256 })),
+      [{ path: 'ok.txt', size: 10, sha256: createHash('sha256').update('real bytes').digest('hex') }],
+    );
+    assert.deepEqual(
+      collected.denied.map(({ path }) => path),
+      ['../escape', 'big.bin', '/etc/passwd'],
+    );
+    assert.deepEqual(readdirSync(storeDir), ['ok.txt']);
+    assert.equal(readFileSync(join(storeDir, 'ok.txt'), 'utf8'), 'real bytes');
+  });
+
+  it('a malformed message from the guest breaks the channel and fails what waits on it', async () => {
+    const path = join(mkdtempSync(join(tmpdir(), 'guest-channel-')), 'channel.sock');
+    const guestSide = new Promise<Socket>((resolve) => {
+      const server = createServer((socket) => {
+        server.close();
+        resolve(socket);
+      });
+      server.listen(path);
+    });
+    const host = await new Promise<Socket>((resolve) => {
+      const socket = connect(path, () => resolve(socket));
+    });
+    const channel = new GuestChannel(host);
+    const pending = channel.request({ op: 'ping' });
+    (await guestSide).write(encodeFrame({ id: 1, ok: true, kind: 'a device, trust me' }));
+    await assert.rejects(pending, /malformed message/);
+    await assert.rejects(channel.request({ op: 'ping' }), /malformed message/);
+  });
+});
