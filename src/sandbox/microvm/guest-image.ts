@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -61,6 +61,7 @@ export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
 export const GUEST_PORT_NAME = 'agent-runner';
 /** Bumped whenever what follows changes the image in a way its inputs do not show. */
 const BUILDER_VERSION = 1;
+const DPKG_STATUS = '/var/lib/dpkg/status';
 
 const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -70,13 +71,31 @@ const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
  */
 export async function guestImage(cacheDir: string): Promise<GuestImage> {
   const kernel = await newestKernel();
-  const inputs = await imageInputs(kernel);
-  const id = inputs.hash;
+  for (const tool of ['/usr/bin/mksquashfs', '/bin/busybox', '/usr/bin/cpio']) {
+    if (!existsSync(tool)) throw new SandboxUnavailableError(`${tool} is missing: apt-get install squashfs-tools busybox-static cpio (scripts/setup-host.sh)`);
+  }
+  const id = await imageKey(kernel);
   const dir = join(cacheDir, id);
   const image = { kernel: kernel.path, initrd: join(dir, 'initrd.img'), root: join(dir, 'root.squashfs'), id };
   if (existsSync(join(dir, 'complete'))) return image;
-  await buildImage(dir, kernel, inputs.files);
+  await buildImage(dir, kernel, await rootFiles());
   return image;
+}
+
+/**
+ * What names the image, cheap enough for every start (listing the root's files takes seconds):
+ * the root changes only with the dpkg database (any install or upgrade, which rebuilds it
+ * whatever it touched), the single files taken outside packages, this package's own files,
+ * the kernel and this builder.
+ */
+async function imageKey(kernel: Kernel): Promise<string> {
+  const hash = createHash('sha256').update(`builder ${BUILDER_VERSION}\nkernel ${kernel.release}\n`);
+  for (const path of [DPKG_STATUS, ...ROOT_FILES]) {
+    const info = await stat(path).catch(() => null);
+    hash.update(`${path} ${info?.size} ${info?.mtimeMs}\n`);
+  }
+  for (const path of await packageFiles()) hash.update(`${path}\n`).update(await readFile(path));
+  return hash.digest('hex').slice(0, 24);
 }
 
 interface Kernel {
@@ -97,11 +116,8 @@ async function newestKernel(): Promise<Kernel> {
   return { path: join('/boot', `vmlinuz-${release}`), release };
 }
 
-/** Every host path the root takes (files and links), and the hash naming the image. */
-async function imageInputs(kernel: Kernel): Promise<{ files: string[]; hash: string }> {
-  for (const tool of ['/usr/bin/mksquashfs', '/bin/busybox', '/usr/bin/cpio']) {
-    if (!existsSync(tool)) throw new SandboxUnavailableError(`${tool} is missing: apt-get install squashfs-tools busybox-static cpio (scripts/setup-host.sh)`);
-  }
+/** Every host path the root takes (files and links). */
+async function rootFiles(): Promise<string[]> {
   const listed = new Set<string>();
   for (const name of ROOT_PACKAGES) {
     const { stdout } = await run('dpkg', ['-L', name]).catch(() => ({ stdout: '' }));
@@ -123,14 +139,7 @@ async function imageInputs(kernel: Kernel): Promise<{ files: string[]; hash: str
       if (files.has(usrPath(chosen))) files.add(join(dir, name)).add(alternative);
     }
   }
-  const sorted = [...files].sort();
-  const hash = createHash('sha256').update(`builder ${BUILDER_VERSION}\nkernel ${kernel.release}\n`);
-  for (const path of sorted) {
-    const info = await lstat(path);
-    hash.update(`${path} ${info.size} ${info.mtimeMs}\n`);
-  }
-  for (const path of await packageFiles()) hash.update(`${path}\n`).update(await readFile(path));
-  return { files: sorted, hash: hash.digest('hex').slice(0, 24) };
+  return [...files].sort();
 }
 
 /** The host merges /bin, /lib into /usr: the root holds each file once, at its /usr path. */

@@ -83,14 +83,22 @@ export class MicrovmSandbox implements PreparedSandbox {
   private async sendTree(dir: string, end: { maxFiles: number; maxBytes: number; include?: string[]; exclude?: string[] }): Promise<void> {
     const tar = spawn('/usr/bin/tar', ['-C', dir, '-cf', '-', '.'], { env: {}, stdio: ['ignore', 'pipe', 'ignore'] });
     const exited = new Promise<number | null>((resolve) => tar.on('close', resolve));
-    let pending = Buffer.alloc(0);
+    // Pipe reads are small: they are gathered into frame-sized parts, each copied once.
+    let parts: Buffer[] = [];
+    let buffered = 0;
     for await (const chunk of tar.stdout as AsyncIterable<Buffer>) {
-      pending = Buffer.concat([pending, chunk]);
+      parts.push(chunk);
+      buffered += chunk.length;
+      if (buffered < CHUNK_BYTES) continue;
+      let pending = Buffer.concat(parts, buffered);
       while (pending.length >= CHUNK_BYTES) {
         await this.vm.channel.request({ op: 'untar', data: pending.subarray(0, CHUNK_BYTES).toString('base64') });
         pending = pending.subarray(CHUNK_BYTES);
       }
+      parts = [pending];
+      buffered = pending.length;
     }
+    const pending = Buffer.concat(parts, buffered);
     if ((await exited) !== 0) throw new Error('tar could not pack the workspace snapshot');
     await this.vm.channel.request({ op: 'untar', data: pending.toString('base64'), end });
   }
