@@ -88,7 +88,6 @@ export const GuestRequestSchema = Type.Union([
   Type.Object({ id: Type.Integer(), op: Type.Literal('read_artifact'), path: Type.String() }),
 ]);
 export type GuestRequest = Static<typeof GuestRequestSchema>;
-export type GuestOp = GuestRequest['op'];
 
 const Exit = Type.Object({
   exitCode: Type.Union([Type.Integer(), Type.Null()]),

@@ -3,11 +3,12 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../contract/vm-channel.js';
 import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
+import { probeTemplate } from '../sandbox/profiles.js';
 import type { PreparedSandbox, SandboxTemplate } from '../sandbox/types.js';
 
 type Reply = Omit<Extract<GuestReply, { ok: true }>, 'id' | 'ok'>;
 type UntarEnd = NonNullable<Extract<GuestRequest, { op: 'untar' }>['end']>;
-export type OutputEvent = { stream: 'stdout' | 'stderr'; data: Buffer };
+type OutputEvent = { stream: 'stdout' | 'stderr'; data: Buffer };
 
 /** The guest runner's own files, root's only (each made 0700 below). */
 const AGENT_DIR = '/run/agent-runner';
@@ -117,14 +118,13 @@ export class VmJob {
 
   private async start(timeoutMs: number, stdin: Buffer | undefined): Promise<GuestExit> {
     const sink = (stream: OutputEvent['stream']) => ({ write: (data: Buffer) => this.onOutput({ stream, data }) });
-    const outcome = await this.prepared().start({
+    return this.prepared().start({
       timeoutMs,
       stdout: sink('stdout'),
       stderr: sink('stderr'),
       signal: this.cancel.signal,
       ...(stdin === undefined ? {} : { stdin }),
     });
-    return outcome;
   }
 
   /**
@@ -139,16 +139,8 @@ export class VmJob {
       ['/usr/bin/node', '-e', '0'],
       ['/usr/bin/bash', '-c', ':'],
     ]) {
-      const sandbox = await this.backend.prepare({
-        profile: 'snippet',
-        argv,
-        cwd: '/tmp',
-        env: {},
-        mounts: [],
-        files: [],
-        network: 'none',
-        limits: { memoryBytes: 512 * 1024 * 1024, memoryMechanism: 'cgroup', maxProcesses: 64, maxOpenFiles: 256, maxFileBytes: 1024 * 1024 },
-      });
+      // node alone runs a dozen threads, each counted against maxProcesses.
+      const sandbox = await this.backend.prepare(probeTemplate(argv, { memoryBytes: 512 * 1024 * 1024, maxProcesses: 64, maxOpenFiles: 256 }));
       const ignore = { write: () => undefined };
       await sandbox.start({ timeoutMs: 60_000, stdout: ignore, stderr: ignore });
     }

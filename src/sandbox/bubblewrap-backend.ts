@@ -7,7 +7,7 @@ import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './c
 import { readHostLayout, type HostLayout } from './host-layout.js';
 import type { BackendCapabilities } from '../contract/backend.js';
 import { HostWorkDir } from './host-work-dir.js';
-import { baseEnvironment } from './profiles.js';
+import { baseEnvironment, probeTemplate } from './profiles.js';
 import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
 import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from './job-network.js';
 import { meminfoText } from './meminfo.js';
@@ -206,16 +206,7 @@ export class BubblewrapBackend implements SandboxBackend {
 
   /** Fails closed: if namespaces cannot be created here, no job runs at all. */
   private async probeNamespaces(ready: Ready): Promise<void> {
-    const template: SandboxTemplate = {
-      profile: 'snippet',
-      argv: ['/usr/bin/true'],
-      cwd: '/tmp',
-      env: {},
-      mounts: [],
-      files: [],
-      network: 'none',
-      limits: { memoryBytes: 64 * 1024 * 1024, memoryMechanism: 'cgroup', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1024 * 1024 },
-    };
+    const template = probeTemplate(['/usr/bin/true']);
     const errors: Buffer[] = [];
     const sandbox = await this.launch(template, ready, await this.acquireUid(true));
     let outcome;
@@ -315,10 +306,10 @@ export class BubblewrapBackend implements SandboxBackend {
         network = new JobNetwork(template.network, this.options.networkTools, pidFile);
       }
       this.cleaningUp.add(cleanedUp);
-      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup, uid);
       // Under cgroup v2 only root may move a process out of the root group: the launcher starts
       // as root and takes the job's uid once inside (launcherArgv).
       const joinsAsRoot = uid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
+      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup, joinsAsRoot ? uid : null);
       return await forkWhenQuiet(
         () =>
           new LaunchedSandbox({
@@ -355,7 +346,7 @@ export class BubblewrapBackend implements SandboxBackend {
   /**
    * The launcher chain, outermost first: [sh join-cgroups] -> [setpriv] -> prlimit -> bwrap ->
    * job. bwrap's options travel through a pipe (ARGS_FD), only the job's argv stays on the
-   * command line. setpriv gives the job's uid to a launcher that joined v2 cgroups as root.
+   * command line. setpriv gives `becomeUid` to a launcher that joined its cgroups as root.
    */
   private launcherArgv(
     template: SandboxTemplate,
@@ -363,7 +354,7 @@ export class BubblewrapBackend implements SandboxBackend {
     networkFiles: { hosts: string; resolvConf: string } | null,
     ready: Ready,
     cgroup: JobCgroup | null,
-    uid: number | null,
+    becomeUid: number | null,
   ): { argv: string[]; bwrapOptions: string[] } {
     const { limits } = template;
     const rlimits = [
@@ -392,7 +383,7 @@ export class BubblewrapBackend implements SandboxBackend {
     const split = bwrapArgs.indexOf('--');
     const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, '--args', String(ARGS_FD), ...bwrapArgs.slice(split)];
     if (!cgroup) return { argv: chain, bwrapOptions: bwrapArgs.slice(0, split) };
-    const become = uid !== null && ready.cgroups?.version === 'v2' ? [this.options.networkTools.setpriv, `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--'] : [];
+    const become = becomeUid === null ? [] : [this.options.networkTools.setpriv, `--reuid=${becomeUid}`, `--regid=${becomeUid}`, '--clear-groups', '--'];
     const argv = [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...become, ...chain];
     return { argv, bwrapOptions: bwrapArgs.slice(0, split) };
   }

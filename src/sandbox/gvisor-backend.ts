@@ -9,7 +9,7 @@ import { readHostLayout, type HostLayout } from './host-layout.js';
 import { HostWorkDir } from './host-work-dir.js';
 import { ownedName, reapDeadOwners } from './owned-dirs.js';
 import { isAlive } from './process-tree.js';
-import { baseEnvironment } from './profiles.js';
+import { baseEnvironment, probeTemplate } from './profiles.js';
 import { GvisorSandbox, writablePaths, type Runsc } from './gvisor-sandbox.js';
 import { replaceFile, writeIdentityFiles } from './shared-files.js';
 import { findShellFiles } from './shell-files.js';
@@ -176,16 +176,7 @@ export class GvisorBackend implements SandboxBackend {
 
   /** Fails closed: if runsc cannot start a sandbox here, no job runs on it, and status says why. */
   private async probe(ready: Ready): Promise<void> {
-    const template: SandboxTemplate = {
-      profile: 'snippet',
-      argv: ['/usr/bin/true'],
-      cwd: '/tmp',
-      env: {},
-      mounts: [],
-      files: [],
-      network: 'none',
-      limits: { memoryBytes: 64 * 1024 * 1024, memoryMechanism: 'cgroup', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 1024 * 1024 },
-    };
+    const template = probeTemplate(['/usr/bin/true']);
     const said: Buffer[] = [];
     const sink = { write: (chunk: Buffer) => void said.push(chunk) };
     const sandbox = await this.launch(template, ready);

@@ -153,7 +153,7 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     '-initrd',
     image.initrd,
     '-append',
-    kernelCommandLine(),
+    (kernelCommandLine ??= guestKernelCommandLine()),
     '-drive',
     `id=root,file=${image.root},format=raw,if=none,readonly=on`,
     '-device',
@@ -238,11 +238,15 @@ class Monitor {
   }
 }
 
+/** The host's CPU rate does not change while we run: read once, for every VM. */
+let kernelCommandLine: string | undefined;
+
 /**
  * Under emulation the kernel's timer calibration can take seconds, or hang when the host is
- * busy; the host's TSC rate and loops-per-jiffy are given instead.
+ * busy; the host's TSC rate and loops-per-jiffy are given instead (Debian's kernels tick at
+ * 250 Hz).
  */
-function kernelCommandLine(): string {
+function guestKernelCommandLine(): string {
   const mhz = Number(/^cpu MHz\s*:\s*([\d.]+)/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1] ?? 2000);
   const khz = Math.round(mhz * 1000);
   const hz = 250;

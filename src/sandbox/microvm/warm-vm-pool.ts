@@ -58,13 +58,9 @@ export class WarmVmPool {
     return QemuVm.start(join(this.options.vmsDir, ownedName()), { restore: { image: this.options.image, ...this.snapshot } }, this.options.shape, RESTORE_TIMEOUT_MS);
   }
 
-  get readyCount(): number {
-    return this.ready.length;
-  }
-
-  /** Resolves once `count` VMs are ready (for benchmarks and tests that want the warm path). */
-  async waitReady(count = this.options.size): Promise<void> {
-    while (this.ready.length < Math.min(count, this.options.size) && !this.disposed) {
+  /** Resolves once the pool is full (for benchmarks and services that want the warm path). */
+  async waitReady(): Promise<void> {
+    while (this.ready.length < this.options.size && !this.disposed) {
       this.refill();
       await this.refilling;
     }
