@@ -13,6 +13,7 @@ const LAYERS = [
   ['tasks'],
   ['queue', 'store'],
   ['service'],
+  ['postgres'],
   ['http', 'guest', 'agent-exec'],
   ['cli'],
 ];

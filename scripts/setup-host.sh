@@ -9,6 +9,8 @@
 #   qemu-system-x86, linux-image-amd64, busybox-static, squashfs-tools, cpio
 #               the `microvm` backend: QEMU -M microvm booting Debian's kernel on a root image
 #               built from this host's files (its image is built on first use, cached by hash)
+#   postgresql  the distributed mode's database (`serve --database`, `agent-runner worker`); the
+#               test suite starts throw-away clusters of its own from its programs
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
@@ -29,6 +31,7 @@ compgen -G '/boot/vmlinuz-*' >/dev/null || want+=(linux-image-amd64)
 [ -x /bin/busybox ] || want+=(busybox-static)
 need mksquashfs squashfs-tools
 need cpio cpio
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || want+=(postgresql)
 need python3 python3
 need cc gcc
 # The exec guard (native/) is linked statically.

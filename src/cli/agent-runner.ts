@@ -9,6 +9,7 @@ import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
 import { registerServe } from './commands/serve.js';
 import { registerTask } from './commands/task.js';
+import { registerWorker } from './commands/worker.js';
 
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
@@ -23,6 +24,7 @@ registerExec(program);
 registerRun(program);
 registerTask(program);
 registerServe(program);
+registerWorker(program);
 registerGuest(program);
 registerSchema(program);
 registerConfig(program);

@@ -9,3 +9,11 @@ export function positiveOption(flag: string, text: string | undefined, options: 
   if (!valid) throw new Error(`${flag} must be a positive ${options.integer ? 'integer' : 'number'}, got ${JSON.stringify(text)}`);
   return value;
 }
+
+/** A count that may be 0: undefined when not given, else a non-negative integer, or an error naming the flag. */
+export function countOption(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0 || text.trim() === '') throw new Error(`${flag} must be a non-negative integer, got ${JSON.stringify(text)}`);
+  return value;
+}

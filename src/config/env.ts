@@ -19,6 +19,7 @@ const ALIASES: Array<{ variable: string; path: string[]; convert?: (value: numbe
   { variable: 'AGENT_RUNNER_MEMORY_MB', path: ['snippet', 'memoryBytes'], convert: (mb) => mb * MiB },
   { variable: 'AGENT_RUNNER_MAX_TIMEOUT_SECONDS', path: ['snippet', 'maxTimeoutSeconds'] },
   { variable: 'AGENT_RUNNER_WORKSPACE_ROOTS', path: ['runJob', 'workspaceRoots'] },
+  { variable: 'AGENT_RUNNER_DATABASE_URL', path: ['service', 'databaseUrl'] },
 ];
 
 /** `runJob.ceilings.timeout_ms` is AGENT_RUNNER_RUN_JOB__CEILINGS__TIMEOUT_MS: `__` between levels. */

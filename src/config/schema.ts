@@ -179,6 +179,14 @@ export const ServiceSettingsSchema = Section({
     maxCount: Nullable(Type.Integer({ minimum: 1 }), 'At most this many runs are kept, oldest terminal ones going first (null: no cap).'),
   }),
   logLevel: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),
+  databaseUrl: Nullable(
+    Type.String({ minLength: 1 }),
+    'PostgreSQL connection string (also AGENT_RUNNER_DATABASE_URL). Set: the distributed mode, where front doors and workers share the queue, the run store and the events in that database; null: the embedded queue and on-disk store.',
+  ),
+  workers: Nullable(
+    Type.Integer({ minimum: 0 }),
+    'Job slots `serve` runs beside its front door (null: concurrency). 0, with a database: a front door only, jobs run by `agent-runner worker` processes.',
+  ),
 });
 export type ServiceSettings = Static<typeof ServiceSettingsSchema>;
 

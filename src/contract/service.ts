@@ -25,6 +25,8 @@ export const JobStateSchema = Type.Object(
     status: JobStatusSchema,
     created_at: Type.String({ format: 'date-time' }),
     updated_at: Type.String({ format: 'date-time' }),
+    trace_id: Type.Optional(Type.String()),
+    attempt: Type.Optional(Type.Integer({ minimum: 0, description: 'Attempts made so far (distributed mode): above 1 when a worker died mid-job and another ran it again.' })),
     result: Type.Optional(RunJobResultSchema),
   },
   { $id: 'JobState', title: 'Job state' },
@@ -32,7 +34,16 @@ export const JobStateSchema = Type.Object(
 
 export const JobPageSchema = Type.Object(
   {
-    jobs: Type.Array(Type.Object({ job_id: Type.String(), status: JobStatusSchema, created_at: Type.String(), updated_at: Type.String() })),
+    jobs: Type.Array(
+      Type.Object({
+        job_id: Type.String(),
+        status: JobStatusSchema,
+        created_at: Type.String(),
+        updated_at: Type.String(),
+        trace_id: Type.Optional(Type.String()),
+        attempt: Type.Optional(Type.Integer({ minimum: 0 })),
+      }),
+    ),
     next_cursor: Type.Union([Type.String(), Type.Null()]),
   },
   { $id: 'JobPage' },

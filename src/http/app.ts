@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { validate } from '../contract/validate.js';
-import type { FrontDoor } from '../service/front-door.js';
+import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
 import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
@@ -17,7 +17,7 @@ import { taskRoutes } from './routes/tasks.js';
 import { Semaphore } from '../util/semaphore.js';
 
 export interface AppOptions {
-  frontDoor: FrontDoor;
+  frontDoor: JobDesk;
   worker: WorkerProcess;
   /** The backend kind jobs run on when they name none, for /health. */
   defaultBackend: string;

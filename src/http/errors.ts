@@ -1,9 +1,11 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
-import { ServiceError } from '../service/front-door.js';
+import { ServiceError } from '../service/service-error.js';
 
+/** `http_status` in `extra` overrides the table, for a code refused where it is usually a result (backend.unavailable at admission). */
 export function sendError(reply: import('fastify').FastifyReply, error: ContractError, extra: Record<string, unknown> = {}) {
-  return reply.code(ERROR_CODES[error.code].http).send({ error, ...extra });
+  const { http_status: status, ...rest } = extra;
+  return reply.code(typeof status === 'number' ? status : ERROR_CODES[error.code].http).send({ error, ...rest });
 }
 
 /**

@@ -90,11 +90,11 @@ export function admitRunJob(
   request: unknown,
   runtime: RunnerRuntime = RunnerRuntime.shared(),
   caller: Caller = 'local',
-): { jobId: string; traceId: string | undefined } | { error: ContractError } {
+): { jobId: string; traceId: string | undefined; backendKind: BackendKind } | { error: ContractError } {
   const normalised = normalise(request, runtime, caller);
   if ('error' in normalised) return normalised;
   const traceId = normalised.trace.trace_id;
-  return { jobId: normalised.jobId, traceId: typeof traceId === 'string' ? traceId : undefined };
+  return { jobId: normalised.jobId, traceId: typeof traceId === 'string' ? traceId : undefined, backendKind: normalised.backendKind };
 }
 
 /** A whole result for a job that never ran (canceled while queued, interrupted by a restart). */

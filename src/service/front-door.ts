@@ -1,5 +1,5 @@
-import type { FileHandle } from 'node:fs/promises';
-import { contractError, type ContractError, type ErrorCode } from '../contract/errors.js';
+import type { Readable } from 'node:stream';
+import { contractError, type ContractError } from '../contract/errors.js';
 import type { Artifact, RunJobResult, TerminalStatus } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import { QueueClosedError, QueueFullError, type JobQueue, type QueueStats } from '../queue/port.js';
@@ -9,29 +9,13 @@ import { DuplicateJobError, isTerminal, StoreUnavailableError, type RunStore, ty
 import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact.js';
 import { ResilientRunStore, STORE_RETRY_MS, type StoreAvailability } from '../store/resilient-store.js';
 import type { JobEvents } from './events.js';
+import { listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from './job-desk.js';
+import { ServiceError, storeRefusal } from './service-error.js';
 import type { WorkerPorts } from './worker-ports.js';
-
-/** A failure the front door reports with a stable code (and its HTTP status from the table). */
-export class ServiceError extends Error {
-  constructor(
-    readonly error: ContractError,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(error.message);
-  }
-
-  get code(): ErrorCode {
-    return this.error.code;
-  }
-}
 
 export interface FrontDoorOptions {
   retention: { maxAgeMs: number | null; maxCount: number | null };
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
-}
-
-export interface JobState extends StatusRecord {
-  result?: RunJobResult;
 }
 
 const RETENTION_INTERVAL_MS = 60_000;
@@ -47,7 +31,7 @@ const RECENT_RESULT_BYTES = 64 * 1024;
  * the store cannot take writes, submissions are refused (503 store.unavailable) and what
  * accepted jobs record is held until it can (store/resilient-store.ts).
  */
-export class FrontDoor {
+export class FrontDoor implements JobDesk {
   private readonly store: ResilientRunStore;
   private readonly index = new Map<string, StatusRecord>();
   /**
@@ -123,14 +107,7 @@ export class FrontDoor {
       record = await store.create(admitted.jobId, redactRequest(stored), admitted.traceId);
     } catch (error) {
       if (error instanceof DuplicateJobError) throw new ServiceError(contractError('job.duplicate', error.message), { job_id: admitted.jobId });
-      if (error instanceof StoreUnavailableError) {
-        throw new ServiceError(
-          contractError('store.unavailable', `${error.message}: the job was not accepted; jobs already accepted can still be read`, { reason: error.reason }),
-          {
-            retry_after_seconds: STORE_RETRY_MS / 1000,
-          },
-        );
-      }
+      if (error instanceof StoreUnavailableError) throw storeRefusal(error, STORE_RETRY_MS / 1000);
       throw error;
     }
     this.index.set(record.job_id, record);
@@ -175,8 +152,11 @@ export class FrontDoor {
   }
 
   /** Newest first; the cursor is the last job of the previous page. */
-  list(limit: number, cursor: string | undefined): { jobs: StatusRecord[]; next_cursor: string | null } {
-    const all = [...this.index.values()].sort(byCreation).reverse();
+  async list(limit: number, cursor: string | undefined, status?: JobStatus): Promise<JobPage> {
+    const all = [...this.index.values()]
+      .filter((record) => status === undefined || record.status === status)
+      .sort(byCreation)
+      .reverse();
     let start = 0;
     if (cursor) {
       const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
@@ -189,16 +169,12 @@ export class FrontDoor {
   }
 
   async artifacts(jobId: string): Promise<Artifact[]> {
-    const state = await this.get(jobId);
-    if (!state.result) throw new ServiceError(contractError('job.not_terminal', `job ${jobId} is ${state.status}; artifacts exist once it is terminal`), { status: state.status });
-    return state.result.artifacts;
+    return listedArtifacts(await this.get(jobId));
   }
 
-  /** Opens a stored artifact by the path its result lists; any other path is not found. */
-  async openArtifact(jobId: string, path: string): Promise<{ artifact: Artifact; handle: FileHandle }> {
-    const artifact = (await this.artifacts(jobId)).find((candidate) => candidate.path === path);
-    if (!artifact) throw new ServiceError(contractError('job.not_found', `job ${jobId} has no artifact ${JSON.stringify(path)}`));
-    return { artifact, handle: await this.store.openArtifact(jobId, artifact.path) };
+  async openArtifact(jobId: string, path: string): Promise<{ artifact: Artifact; content: Readable }> {
+    const artifact = listedArtifact(await this.artifacts(jobId), jobId, path);
+    return { artifact, content: (await this.store.openArtifact(jobId, artifact.path)).createReadStream() };
   }
 
   health(): QueueStats {

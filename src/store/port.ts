@@ -10,6 +10,8 @@ export interface StatusRecord {
   created_at: string;
   updated_at: string;
   trace_id?: string;
+  /** Attempts made at the job so far (distributed mode: more than one when a worker died mid-job). */
+  attempt?: number;
 }
 
 export class DuplicateJobError extends Error {

@@ -42,31 +42,19 @@ export async function startServer(args: string[] = [], options: { storeDir?: str
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'store-'));
   const ownAuth = options.token === false || args.some((arg) => AUTH_FLAGS.includes(arg.split('=')[0]!)) || AUTH_VARIABLES.some((name) => options.env?.[name] !== undefined);
   const token = ownAuth ? null : randomBytes(16).toString('hex');
-  const child = spawn(process.execPath, [CLI, 'serve', '--addr', '127.0.0.1:0', '--store-dir', storeDir, ...(token === null ? [] : ['--token', token]), ...args], {
+  const {
+    child,
+    logs,
+    stderr,
+    exited,
+    ready: url,
+  } = await spawnLogged(
+    [CLI, 'serve', '--addr', '127.0.0.1:0', '--store-dir', storeDir, ...(token === null ? [] : ['--token', token]), ...args],
     // Workspaces made by makeWorkspace() live in the temp dir: it is the workspace root the
     // service lets HTTP callers snapshot under (a test sets the variable to '' for none).
-    env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, AGENT_RUNNER_WORKSPACE_ROOTS: tmpdir(), ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: string[] = [];
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffered = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      let newline;
-      while ((newline = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
-        logs.push(line);
-        const entry = JSON.parse(line) as { msg?: string; url?: string };
-        if (entry.msg === 'agent-runner serving' && entry.url) resolve(entry.url);
-      }
-    });
-    void exited.then((code) => reject(new Error(`server exited ${code} before listening: ${stderr}`)));
-  });
+    { AGENT_RUNNER_WORKSPACE_ROOTS: tmpdir(), ...options.env },
+    (entry) => (entry.msg === 'agent-runner serving' && typeof entry.url === 'string' ? entry.url : undefined),
+  );
   if (token !== null) tokens.set(new URL(url).origin, token);
   void exited.then(() => tokens.delete(new URL(url).origin));
   return {
@@ -75,13 +63,45 @@ export async function startServer(args: string[] = [], options: { storeDir?: str
     token,
     child,
     logs,
-    stderr: () => stderr,
+    stderr,
     exited,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await exited;
     },
   };
+}
+
+/**
+ * Spawns a node script of ours with the suite's state dir, keeps its JSON log lines, and
+ * resolves once `ready` finds what it waits for in one of them; rejects if it exits first.
+ */
+export async function spawnLogged(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (entry: Record<string, unknown>) => string | undefined,
+): Promise<{ child: ChildProcess; logs: string[]; stderr(): string; exited: Promise<number | null>; ready: string }> {
+  const child = spawn(process.execPath, argv, { env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: string[] = [];
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const found = await new Promise<string>((resolve, reject) => {
+    let buffered = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffered += chunk.toString();
+      let newline;
+      while ((newline = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, newline);
+        buffered = buffered.slice(newline + 1);
+        logs.push(line);
+        const value = ready(JSON.parse(line) as Record<string, unknown>);
+        if (value !== undefined) resolve(value);
+      }
+    });
+    void exited.then((code) => reject(new Error(`${argv[1]} exited ${code} before it was ready: ${stderr}`)));
+  });
+  return { child, logs, stderr: () => stderr, exited, ready: found };
 }
 
 /**

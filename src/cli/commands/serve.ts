@@ -7,7 +7,7 @@ import { parseHttpAddress } from '../../http/listen-address.js';
 import { loadOrCreateServiceToken } from '../../http/service-token.js';
 import { startService } from '../../http/service.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
-import { positiveOption } from '../flag-values.js';
+import { countOption, positiveOption } from '../flag-values.js';
 
 const MiB = 1024 * 1024;
 
@@ -25,6 +25,8 @@ interface ServeFlags {
   retentionCount?: string;
   logLevel?: string;
   workspaceRoot?: string[];
+  database?: string;
+  workers?: string;
 }
 
 export function registerServe(program: Command): void {
@@ -38,7 +40,12 @@ export function registerServe(program: Command): void {
       'API token for Authorization: Bearer (or AGENT_RUNNER_TOKEN); without one, a token is generated into <state dir>/service-token on first start, printed once, and reused',
     )
     .option('--no-auth', 'serve without authentication (loopback only): any local process, jobs with network access included, can use the API')
-    .option('--concurrency <n>', 'jobs running at once (default: the number of cores)')
+    .option('--concurrency <n>', 'jobs and snippets running at once (default: the number of cores)')
+    .option(
+      '--database <url>',
+      'PostgreSQL connection string (or AGENT_RUNNER_DATABASE_URL): the distributed mode, where any number of front doors and `agent-runner worker` processes share the queue, the run store and the events; default: the embedded queue and on-disk store',
+    )
+    .option('--workers <n>', 'job slots run beside this front door (default: --concurrency); with --database, 0 makes it a front door only')
     .option('--queue-capacity <n>', `jobs waiting before 503 queue.full (default ${defaults.queueCapacity})`)
     .option('--body-limit-mb <n>', `largest request body (default ${defaults.bodyLimitBytes / MiB})`)
     .option('--grace-ms <n>', `on SIGTERM, how long running jobs may finish before they are canceled (default ${defaults.graceMs})`)
@@ -58,6 +65,8 @@ export function registerServe(program: Command): void {
       if (command.getOptionValueSource('auth') === 'default') delete flags.auth;
       const config = loadConfig(process.env, overrides(flags));
       const settings = config.service;
+      const workers = settings.workers ?? config.concurrency;
+      if (workers === 0 && settings.databaseUrl === null) throw new Error('--workers 0 needs --database: without one, no other process runs the jobs this service accepts');
       // Asynchronous: a log line must not block the event loop that answers every client.
       const logger = pino({ level: settings.logLevel, redact: ['req.headers.authorization'] }, pino.destination({ sync: false }));
       const running = await startService({
@@ -66,6 +75,8 @@ export function registerServe(program: Command): void {
         token: serviceToken(config, logger),
         queueCapacity: settings.queueCapacity,
         concurrency: config.concurrency,
+        workers,
+        databaseUrl: settings.databaseUrl,
         bodyLimitBytes: settings.bodyLimitBytes,
         clients: settings.clients,
         retention: { maxAgeMs: settings.retention.maxAgeDays === null ? null : settings.retention.maxAgeDays * 86_400_000, maxCount: settings.retention.maxCount },
@@ -131,6 +142,8 @@ function overrides(flags: ServeFlags): ConfigOverrides {
       retention: { maxAgeDays: positiveOption('--retention-days', flags.retentionDays, { integer: false }), maxCount: integer('--retention-count', flags.retentionCount) },
       // The schema checks the level once the layers are merged.
       logLevel: flags.logLevel as ServiceSettings['logLevel'] | undefined,
+      databaseUrl: flags.database,
+      workers: countOption('--workers', flags.workers),
     },
   };
 }

@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { HealthSchema } from '../../contract/service.js';
-import type { FrontDoor } from '../../service/front-door.js';
+import type { JobDesk } from '../../service/job-desk.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import { routeSchema } from '../route-schema.js';
 
-export function healthRoutes(frontDoor: FrontDoor, worker: WorkerProcess, defaultKind: string, concurrency: number) {
+export function healthRoutes(frontDoor: JobDesk, worker: WorkerProcess, defaultKind: string, concurrency: number) {
   return async (app: FastifyInstance) => {
     app.get(
       '/health',

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { ArtifactSchema, RunJobRequestSchema } from '../../contract/run-job.js';
-import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema } from '../../contract/service.js';
-import type { FrontDoor } from '../../service/front-door.js';
+import { ArtifactSchema, JobStatusSchema, RunJobRequestSchema } from '../../contract/run-job.js';
+import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
+import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { routeSchema } from '../route-schema.js';
 
@@ -10,7 +10,7 @@ const MAX_WAIT_SECONDS = 300;
 const JobIdParams = routeSchema(Type.Object({ job_id: Type.String() }));
 const errors = { 404: routeSchema(ErrorBodySchema), 409: routeSchema(ErrorBodySchema), 422: routeSchema(ErrorBodySchema), 503: routeSchema(ErrorBodySchema) };
 
-export function jobRoutes(service: FrontDoor) {
+export function jobRoutes(service: JobDesk) {
   return async (app: FastifyInstance) => {
     app.post(
       '/v1/jobs',
@@ -21,16 +21,18 @@ export function jobRoutes(service: FrontDoor) {
       },
     );
 
-    app.get<{ Querystring: { limit?: number; cursor?: string } }>(
+    app.get<{ Querystring: { limit?: number; cursor?: string; status?: JobStatus } }>(
       '/v1/jobs',
       {
         schema: {
           summary: 'A page of jobs, newest first',
-          querystring: routeSchema(Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), cursor: Type.Optional(Type.String()) })),
+          querystring: routeSchema(
+            Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), cursor: Type.Optional(Type.String()), status: Type.Optional(JobStatusSchema) }),
+          ),
           response: { 200: routeSchema(JobPageSchema) },
         },
       },
-      async (request) => service.list(request.query.limit ?? 50, request.query.cursor),
+      async (request) => service.list(request.query.limit ?? 50, request.query.cursor, request.query.status),
     );
 
     app.get<{ Params: { job_id: string }; Querystring: { wait?: number } }>(
@@ -66,12 +68,8 @@ export function jobRoutes(service: FrontDoor) {
       '/v1/jobs/:job_id/artifacts/*',
       { schema: { summary: 'Download one artifact by the path its result lists' } },
       async (request, reply) => {
-        const { artifact, handle } = await service.openArtifact(request.params.job_id, request.params['*']);
-        return reply
-          .header('Content-Type', 'application/octet-stream')
-          .header('Content-Length', String(artifact.size))
-          .header('X-Artifact-Sha256', artifact.sha256)
-          .send(handle.createReadStream());
+        const { artifact, content } = await service.openArtifact(request.params.job_id, request.params['*']);
+        return reply.header('Content-Type', 'application/octet-stream').header('Content-Length', String(artifact.size)).header('X-Artifact-Sha256', artifact.sha256).send(content);
       },
     );
 

@@ -38,6 +38,8 @@ describe('configuration defaults', () => {
       graceMs: 30_000,
       retention: { maxAgeDays: null, maxCount: null },
       logLevel: 'info',
+      databaseUrl: null,
+      workers: null,
     });
   });
 
@@ -91,6 +93,12 @@ describe('configuration from the environment', () => {
     assert.equal(config.snippet.memoryBytes, 256 * MiB);
     assert.equal(config.snippet.maxTimeoutSeconds, 30);
     assert.equal(config.service.token, 'secret');
+  });
+
+  it('takes the database of the distributed mode from AGENT_RUNNER_DATABASE_URL', () => {
+    const url = 'postgresql://runner@db.internal/agent_runner';
+    assert.equal(loadConfig({ AGENT_RUNNER_DATABASE_URL: url }).service.databaseUrl, url);
+    assert.equal(loadConfig({}).service.databaseUrl, null);
   });
 
   it('names every setting systematically; the systematic name beats the older one', () => {

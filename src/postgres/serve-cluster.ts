@@ -1,0 +1,65 @@
+import type { RunnerRuntime } from '../runner/runtime.js';
+import { WorkerLoop } from '../service/worker-loop.js';
+import { WorkerProcess, type LogSink } from '../service/worker-process.js';
+import { ClusterFrontDoor, type ClusterFrontDoorOptions } from './cluster-front-door.js';
+import { Cluster } from './cluster.js';
+import { WorkerNode } from './worker-node.js';
+
+/**
+ * `serve --database URL`: a cluster front door, and beside it a worker process with `slots`
+ * job slots (0: it only runs the synchronous snippets and tasks this front door is asked for).
+ */
+export async function startClusterFrontDoor(options: {
+  url: string;
+  runtime: RunnerRuntime;
+  slots: number;
+  desk: Omit<ClusterFrontDoorOptions, 'log'>;
+  log: LogSink;
+}): Promise<{ desk: ClusterFrontDoor; worker: WorkerProcess; drain(graceMs: number): Promise<void> }> {
+  const cluster = new Cluster(options.url, options.runtime, { applicationName: 'agent-runner-serve' });
+  await cluster.open();
+  const desk = new ClusterFrontDoor(cluster, { ...options.desk, log: options.log });
+  await desk.start();
+  const node = new WorkerNode(cluster, options.log);
+  const worker = await WorkerProcess.start({
+    config: options.runtime.config,
+    slots: options.slots,
+    ports: node.ports,
+    onLost: (jobIds) => node.giveBack(jobIds),
+    log: options.log,
+  });
+  if (options.slots > 0) await node.join(options.slots, await worker.backends());
+  return {
+    desk,
+    worker,
+    async drain(graceMs) {
+      desk.close();
+      await node.leave({ stopped: () => worker.stop(), cancelAll: () => worker.cancelAll() }, graceMs);
+      await cluster.close();
+    },
+  };
+}
+
+/** `agent-runner worker --database URL`: job slots in this process, on any machine that reaches the database. */
+export async function startClusterWorker(options: {
+  url: string;
+  runtime: RunnerRuntime;
+  slots: number;
+  log: LogSink;
+}): Promise<{ workerId: string; drain(graceMs: number): Promise<void> }> {
+  const { runtime } = options;
+  const cluster = new Cluster(options.url, runtime, { applicationName: 'agent-runner-worker' });
+  await cluster.open();
+  const node = new WorkerNode(cluster, options.log);
+  const loop = new WorkerLoop(node.ports, runtime, options.slots, options.log);
+  await node.join(options.slots, await runtime.backends.describe());
+  loop.start();
+  return {
+    workerId: node.workerId,
+    async drain(graceMs) {
+      await node.leave(loop, graceMs);
+      await cluster.close();
+      await runtime.dispose();
+    },
+  };
+}

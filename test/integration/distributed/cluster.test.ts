@@ -1,0 +1,154 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { contractError } from '../../../src/contract/errors.js';
+import { Cluster } from '../../../src/postgres/cluster.js';
+import { unrunResult } from '../../../src/runner/run-job.js';
+import { startWorker, type WorkerProcessHandle } from '../../helpers/cluster.js';
+import { startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { api, startServer, waitForStatus, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
+
+const sleepJob = (seconds: number, id?: string) => ({ ...(id ? { job_id: id } : {}), command: { argv: ['/usr/bin/sleep', String(seconds)] } });
+
+describe('the distributed mode on PostgreSQL', () => {
+  let database: ThrowawayPostgres;
+  const servers: ServerProcess[] = [];
+  const workers: WorkerProcessHandle[] = [];
+  const frontDoor = () => startServer(['--database', database.url, '--workers', '0']).then((server) => (servers.push(server), server));
+  const worker = (concurrency: number) => startWorker(database.url, concurrency).then((handle) => (workers.push(handle), handle));
+
+  before(() => {
+    database = startPostgres();
+  });
+  after(async () => {
+    await Promise.all([...workers.map((handle) => handle.stop()), ...servers.map((server) => server.stop())]);
+    database.destroy();
+  });
+
+  test('a late result from a worker presumed dead is discarded: one result per job', async () => {
+    const cluster = new Cluster(database.url, testRuntime(), { applicationName: 'test' });
+    await cluster.open();
+    try {
+      const { runs, db, queue } = cluster;
+      await db.transaction(async (client) =>
+        runs.insert(client, {
+          jobId: 'fenced',
+          traceId: undefined,
+          backend: 'local_process',
+          request: {},
+          payload: { command: { argv: ['true'] } },
+          queueJobId: await queue.send(client, 'fenced'),
+        }),
+      );
+      const first = await db.transaction((client) => runs.claim(client, 'fenced', 'worker-a'));
+      assert.equal(first?.attempt, 1);
+      assert.deepEqual(first?.request, { command: { argv: ['true'] } });
+      // worker-a falls silent: its job goes back and worker-b takes it.
+      await db.transaction((client) => runs.giveBack(client, ['worker-a']));
+      const second = await db.transaction((client) => runs.claim(client, 'fenced', 'worker-b'));
+      assert.equal(second?.attempt, 2);
+      const result = (status: 'completed' | 'failed') =>
+        unrunResult({ job_id: 'fenced', command: { argv: ['true'] } }, status, contractError('run.interrupted', 'test'), cluster.runtime);
+      assert.equal(await runs.finish('fenced', 1, 'worker-a', result('failed'), []), false, 'the superseded attempt is refused');
+      assert.equal(await runs.finish('fenced', 2, 'worker-b', result('completed'), []), true);
+      assert.equal(await runs.finish('fenced', 2, 'worker-b', result('completed'), []), false, 'a job has one result');
+      const state = await runs.get('fenced');
+      assert.equal(state?.status, 'completed');
+      assert.equal(state?.attempt, 2);
+      const { rows } = await db.query<{ attempt: number; outcome: string }>('SELECT attempt, outcome FROM agent_runner.attempts WHERE job_id = $1 ORDER BY attempt', ['fenced']);
+      assert.deepEqual(rows, [
+        { attempt: 1, outcome: 'discarded' },
+        { attempt: 2, outcome: 'result' },
+      ]);
+      assert.equal(await runs.request('fenced').then((request) => JSON.stringify(request)), '{}', 'the payload (env values) is gone once the job ended');
+    } finally {
+      await cluster.close();
+    }
+  });
+
+  test('a job for a kind no live worker offers is refused at admission with backend.unavailable', async () => {
+    const door = await frontDoor();
+    const refused = await api(door.url, 'POST', '/v1/jobs', sleepJob(0));
+    assert.equal(refused.status, 503, refused.text);
+    assert.equal(refused.json.error.code, 'backend.unavailable');
+    assert.match(refused.json.error.message, /no worker is alive/);
+  });
+
+  test('2 front doors, 3 workers, 200 jobs; a worker and a front door killed with -9 mid-run: every job ends with exactly one result', async () => {
+    const [doorA, doorB] = [servers[0] ?? (await frontDoor()), await frontDoor()];
+    const [doomedWorker] = await Promise.all([worker(2), worker(2), worker(2)]);
+    await waitUntil(async () => (await api(doorA.url, 'POST', '/v1/jobs', sleepJob(0, 'warm-up'))).status === 202, 'the front door sees live workers');
+    const ids = Array.from({ length: 200 }, (_, index) => `bulk-${index}`);
+    for (const [index, id] of ids.entries()) {
+      const door = index % 2 === 0 ? doorA : doorB;
+      const accepted = await api(door.url, 'POST', '/v1/jobs', sleepJob(0.2, id));
+      assert.equal(accepted.status, 202, accepted.text);
+    }
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      const held = async (workerId: string) => Number((await client.query('SELECT count(*) FROM agent_runner.runs WHERE worker_id = $1', [workerId])).rows[0].count);
+      await waitUntil(async () => (await held(doomedWorker!.workerId)) > 0, 'the doomed worker holds jobs');
+      doomedWorker!.child.kill('SIGKILL');
+      doorA.child.kill('SIGKILL');
+      await Promise.all([doomedWorker!.exited, doorA.exited]);
+      await waitUntil(
+        async () => Number((await client.query(`SELECT count(*) FROM agent_runner.runs WHERE job_id LIKE 'bulk-%' AND status IN ('queued', 'running')`)).rows[0].count) === 0,
+        'every job has ended',
+        120_000,
+      );
+      const { rows } = await client.query<{ job_id: string; status: string; attempt: number; results: string }>(
+        `SELECT r.job_id, r.status, r.attempt, (SELECT count(*) FROM agent_runner.attempts a WHERE a.job_id = r.job_id AND a.outcome = 'result') AS results
+         FROM agent_runner.runs r WHERE r.job_id LIKE 'bulk-%'`,
+      );
+      assert.equal(rows.length, 200);
+      assert.deepEqual(
+        rows.filter((row) => row.status !== 'completed' || Number(row.results) !== 1),
+        [],
+        'every job completed, with exactly one stored result',
+      );
+      assert.ok(
+        rows.some((row) => row.attempt >= 2),
+        'the killed worker’s jobs ran again elsewhere',
+      );
+      // The surviving front door answers for jobs the dead one accepted.
+      const state = await api(doorB.url, 'GET', '/v1/jobs/bulk-0');
+      assert.equal(state.json.status, 'completed');
+      assert.equal(state.json.result.status, 'completed');
+    } finally {
+      await client.end();
+    }
+  });
+
+  test('cancel reaches the worker running the job', async () => {
+    const door = servers.at(-1)!;
+    const accepted = await api(door.url, 'POST', '/v1/jobs', sleepJob(60));
+    assert.equal(accepted.status, 202, accepted.text);
+    await waitForStatus(door.url, accepted.json.job_id, 'running');
+    const canceled = await api(door.url, 'POST', `/v1/jobs/${accepted.json.job_id}/cancel`);
+    assert.equal(canceled.json.status, 'canceled', canceled.text);
+    const state = await api(door.url, 'GET', `/v1/jobs/${accepted.json.job_id}`);
+    assert.equal(state.json.result.error.code, 'run.canceled');
+    assert.ok(state.json.result.duration_ms < 60_000);
+  });
+
+  test('the database going away: 503 store.unavailable, then it recovers by itself', async () => {
+    const door = servers.at(-1)!;
+    database.stop();
+    const read = await api(door.url, 'GET', '/v1/jobs/bulk-0');
+    assert.equal(read.status, 503, read.text);
+    assert.equal(read.json.error.code, 'store.unavailable');
+    const submit = await api(door.url, 'POST', '/v1/jobs', sleepJob(0));
+    assert.equal(submit.status, 503, submit.text);
+    assert.equal(submit.json.error.code, 'store.unavailable');
+    await waitUntil(async () => (await api(door.url, 'GET', '/health')).json.status === 'degraded', 'health says degraded');
+    database.start();
+    let accepted: Awaited<ReturnType<typeof api>> | undefined;
+    await waitUntil(async () => (accepted = await api(door.url, 'POST', '/v1/jobs', sleepJob(0))).status === 202, 'the front door takes jobs again');
+    const ended = await api(door.url, 'GET', `/v1/jobs/${accepted!.json.job_id}?wait=60`);
+    assert.equal(ended.json.status, 'completed', ended.text);
+    assert.equal((await api(door.url, 'GET', '/health')).json.status, 'ok');
+  });
+});
