@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { contractError } from '../contract/errors.js';
 import type { Artifact } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
-import type { QueueStats } from '../queue/port.js';
+import { QueueClosedError, QueueFullError, type QueueStats } from '../queue/port.js';
 import { admitRunJob, unrunResult } from '../runner/run-job.js';
 import { artifactNotFound, listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from '../service/job-desk.js';
 import { ServiceError, storeRefusal } from '../service/service-error.js';
@@ -62,7 +62,7 @@ export class ClusterFrontDoor implements JobDesk {
 
   async submit(request: unknown): Promise<StatusRecord> {
     const { cluster } = this;
-    if (!this.stats.accepting) throw new ServiceError(contractError('queue.closed', 'the service is shutting down and accepts no new jobs'));
+    if (!this.stats.accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
     const admitted = admitRunJob(request, cluster.runtime, 'remote');
     if ('error' in admitted) throw new ServiceError(admitted.error);
     const offered = await this.reading(() => cluster.registry.kindsOnOffer());
@@ -75,7 +75,7 @@ export class ClusterFrontDoor implements JobDesk {
     }
     const { queued } = await this.reading(() => cluster.runs.counts());
     if (queued >= this.options.queueCapacity) {
-      throw new ServiceError(contractError('queue.full', `the queue is full (${this.options.queueCapacity} jobs waiting)`), { retry_after_seconds: RETRY_AFTER_SECONDS });
+      throw new ServiceError(contractError('queue.full', new QueueFullError(this.options.queueCapacity).message), { retry_after_seconds: RETRY_AFTER_SECONDS });
     }
     const payload = { ...(request as Record<string, unknown>), job_id: admitted.jobId };
     try {

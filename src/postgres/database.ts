@@ -64,12 +64,7 @@ export class Database {
 
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw unreachable(error);
-    }
+    const client = await this.connect();
     let broken = false;
     try {
       await client.query('BEGIN');
@@ -90,12 +85,7 @@ export class Database {
    * connection of its own): processes starting together take turns.
    */
   async exclusively<T>(name: string, work: () => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw unreachable(error);
-    }
+    const client = await this.connect();
     try {
       await client.query('SELECT pg_advisory_lock(hashtext($1))', [`${SCHEMA}.${name}`]);
       try {
@@ -127,5 +117,13 @@ export class Database {
 
   async close(): Promise<void> {
     await this.pool.end();
+  }
+
+  private async connect(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw unreachable(error);
+    }
   }
 }

@@ -44,10 +44,6 @@ export class Notifications {
     this.emitter.on('reconnected', listener);
   }
 
-  get listening(): boolean {
-    return this.client !== null;
-  }
-
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);

@@ -41,7 +41,7 @@ export interface Artifact {
   content: Buffer;
 }
 
-export function toRecord(row: RecordRow): StatusRecord {
+function toRecord(row: RecordRow): StatusRecord {
   return {
     job_id: row.job_id,
     status: row.status,

@@ -60,11 +60,6 @@ export class WorkerRegistry {
     return kinds;
   }
 
-  async liveWorkers(): Promise<number> {
-    const { rows } = await this.db.query<{ count: string }>(`SELECT count(*) FROM ${SCHEMA}.workers WHERE ${LIVE}`);
-    return Number(rows[0]?.count ?? 0);
-  }
-
   /**
    * Dead workers' jobs go back to the queue, and the dead are forgotten. One reaper at a time
    * (an advisory lock; the others skip). Returns how many jobs were given back.
