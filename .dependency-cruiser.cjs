@@ -5,6 +5,7 @@
 const LAYERS = [
   ['util', 'wire', 'compress'],
   ['contract'],
+  ['client'],
   ['config'],
   ['workspace'],
   ['sandbox'],

@@ -10,6 +10,7 @@ import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { installErrorHandler } from './errors.js';
 import { backendRoutes } from './routes/backends.js';
+import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
 import { jobRoutes } from './routes/jobs.js';
@@ -76,6 +77,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   await app.register(healthRoutes(options.frontDoor, options.worker, options.defaultBackend, options.execConcurrency));
   await app.register(jobRoutes(options.frontDoor));
+  await app.register(eventRoutes(options.frontDoor));
   await app.register(backendRoutes(options.worker));
   // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
   const synchronousSlots = new Semaphore(options.execConcurrency);

@@ -1,10 +1,13 @@
 import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { contractError } from '../contract/errors.js';
+import type { EventCursor, JobEvent } from '../contract/job-events.js';
 import type { Artifact } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import { QueueClosedError, QueueFullError, type QueueStats } from '../queue/port.js';
 import { admitRunJob, unrunResult } from '../runner/run-job.js';
+import { followJob } from '../service/job-follow.js';
+import type { OutputFeed } from '../service/output-feed.js';
 import { artifactNotFound, listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from '../service/job-desk.js';
 import { ServiceError, storeRefusal } from '../service/service-error.js';
 import { DuplicateJobError, isTerminal, StoreUnavailableError, type StatusRecord } from '../store/port.js';
@@ -126,6 +129,18 @@ export class ClusterFrontDoor implements JobDesk {
         off();
       }
     }
+  }
+
+  async follow(jobId: string, from: EventCursor | null, signal: AbortSignal): Promise<AsyncGenerator<JobEvent>> {
+    await this.get(jobId);
+    const { notifications, runs } = this.cluster;
+    const output: OutputFeed = {
+      since: (id, cursor) => this.reading(() => runs.outputSince(id, cursor)),
+      onAppend: (listener) => notifications.on(CHANNELS.output, (payload) => listener(String(payload.job_id))),
+    };
+    const onStatus = (listener: (jobId: string, status: JobStatus) => void) =>
+      notifications.on(CHANNELS.status, (payload) => listener(String(payload.job_id), payload.status as JobStatus));
+    return followJob({ get: (id) => this.get(id), onStatus, output }, jobId, from, signal);
   }
 
   async cancel(jobId: string): Promise<StatusRecord> {

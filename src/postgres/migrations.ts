@@ -60,4 +60,18 @@ export const MIGRATIONS: readonly string[] = [
     heartbeat_at timestamptz NOT NULL DEFAULT clock_timestamp()
   );
   `,
+  `
+  -- Output of running jobs as their workers write it, for followers of the events stream; a
+  -- job's rows go with its result (which holds the same output). Offsets are UTF-8 bytes.
+  CREATE TABLE agent_runner.output (
+    job_id text NOT NULL REFERENCES agent_runner.runs ON DELETE CASCADE,
+    attempt integer NOT NULL,
+    stream text NOT NULL,
+    byte_offset bigint NOT NULL,
+    text text NOT NULL,
+    -- The order the worker stored them in, across both streams.
+    seq bigint GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (job_id, attempt, stream, byte_offset)
+  );
+  `,
 ];

@@ -9,6 +9,8 @@ export const CHANNELS = {
   cancel: 'agent_runner_cancel',
   /** A job was queued: idle workers fetch at once instead of at their next poll. */
   enqueued: 'agent_runner_enqueued',
+  /** `{"job_id"}`: its worker stored more output (followers read it from the table). */
+  output: 'agent_runner_output',
 } as const;
 export type Channel = (typeof CHANNELS)[keyof typeof CHANNELS];
 

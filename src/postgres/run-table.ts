@@ -1,5 +1,7 @@
 import type pg from 'pg';
+import type { EventCursor, OutputStream } from '../contract/job-events.js';
 import type { RunJobResult } from '../contract/run-job.js';
+import { unseen, type OutputChunk } from '../service/output-feed.js';
 import type { JobStatus } from '../contract/service.js';
 import { DuplicateJobError, type StatusRecord } from '../store/port.js';
 import { SCHEMA, type Database, type Queryable } from './database.js';
@@ -134,6 +136,7 @@ export class RunTable {
       );
       if (rowCount === 0) return false;
       await client.query(`DELETE FROM ${SCHEMA}.payloads WHERE job_id = $1`, [jobId]);
+      await client.query(`DELETE FROM ${SCHEMA}.output WHERE job_id = $1`, [jobId]);
       await announce(client, jobId, result.status);
       return true;
     });
@@ -201,6 +204,7 @@ export class RunTable {
         await client.query(`INSERT INTO ${SCHEMA}.artifacts (job_id, path, content) VALUES ($1, $2, $3)`, [jobId, artifact.path, artifact.content]);
       }
       await client.query(`DELETE FROM ${SCHEMA}.payloads WHERE job_id = $1`, [jobId]);
+      await client.query(`DELETE FROM ${SCHEMA}.output WHERE job_id = $1`, [jobId]);
       await announce(client, jobId, result.status);
       return true;
     });
@@ -230,6 +234,34 @@ export class RunTable {
       await announce(client, row.job_id, 'queued');
     }
     return rows.map((row) => ({ jobId: row.job_id, attempt: row.attempt, queueJobId: row.queue_job_id, cancelRequested: row.cancel_requested }));
+  }
+
+  /** Output an attempt wrote, stored and announced in one transaction (rows of a deleted job are dropped). */
+  async appendOutput(jobId: string, attempt: number, chunks: readonly OutputChunk[]): Promise<void> {
+    await this.db.transaction(async (client) => {
+      await client.query(
+        `INSERT INTO ${SCHEMA}.output (job_id, attempt, stream, byte_offset, text)
+         SELECT $1, $2, chunk.stream, chunk.byte_offset, chunk.text FROM unnest($3::text[], $4::bigint[], $5::text[]) AS chunk(stream, byte_offset, text)
+         WHERE EXISTS (SELECT 1 FROM ${RUNS} WHERE job_id = $1 AND ${NOT_TERMINAL})
+         ON CONFLICT DO NOTHING`,
+        [jobId, attempt, chunks.map((chunk) => chunk.stream), chunks.map((chunk) => chunk.offset), chunks.map((chunk) => chunk.text)],
+      );
+      await client.query('SELECT pg_notify($1, $2)', [CHANNELS.output, JSON.stringify({ job_id: jobId })]);
+    });
+  }
+
+  /** What the cursor's attempt wrote past its offsets. */
+  async outputSince(jobId: string, cursor: EventCursor): Promise<OutputChunk[]> {
+    const { rows } = await this.db.query<{ stream: OutputStream; byte_offset: string; text: string }>(
+      `SELECT stream, byte_offset, text FROM ${SCHEMA}.output
+       WHERE job_id = $1 AND attempt = $2 AND ((stream = 'stdout' AND byte_offset + octet_length(text) > $3) OR (stream = 'stderr' AND byte_offset + octet_length(text) > $4))
+       ORDER BY seq`,
+      [jobId, cursor.attempt, cursor.stdout, cursor.stderr],
+    );
+    return unseen(
+      rows.map((row) => ({ stream: row.stream, offset: Number(row.byte_offset), text: row.text })),
+      cursor,
+    );
   }
 
   async artifact(jobId: string, path: string): Promise<Buffer | null> {

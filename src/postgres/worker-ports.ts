@@ -1,12 +1,14 @@
 import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { OutputStream } from '../contract/job-events.js';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { Lease } from '../queue/port.js';
 import type { WorkerPorts } from '../service/worker-ports.js';
 import { StoreUnavailableError } from '../store/port.js';
 import { MAX_ATTEMPTS, type Cluster } from './cluster.js';
 import { CHANNELS } from './notifications.js';
+import { OutputWriter } from './output-writer.js';
 import type { Artifact } from './run-table.js';
 
 /** An idle worker looks for work this often even without a notification (one may be missed). */
@@ -41,6 +43,7 @@ export class ClusterWorkerPorts implements WorkerPorts {
   private readonly stopping = new AbortController();
   /** Set once the worker gives up its writes (it exits): an outage then ends them. */
   private abandoned = false;
+  private readonly output: OutputWriter;
 
   constructor(
     private readonly cluster: Cluster,
@@ -48,6 +51,7 @@ export class ClusterWorkerPorts implements WorkerPorts {
     private readonly runsDir: string,
     private readonly log: ClusterLog,
   ) {
+    this.output = new OutputWriter(cluster.runs, (jobId, error) => log.warn({ job_id: jobId, err: error }, 'live output could not be stored; the result will hold it'));
     cluster.notifications.on(CHANNELS.cancel, (payload) => {
       const jobId = String(payload.job_id);
       if (this.held.has(jobId)) this.cancel(jobId);
@@ -106,11 +110,14 @@ export class ClusterWorkerPorts implements WorkerPorts {
     },
     markRunning: async (jobId: string): Promise<void> => {
       const held = this.require(jobId);
+      this.output.start(jobId, held.attempt);
       // A cancel sent before the job's slot was listening is seen here, where the slot surely is.
       if (await this.cluster.runs.markRunning(jobId, held.attempt, this.workerId)) this.cancel(jobId);
     },
+    appendOutput: (jobId: string, stream: OutputStream, text: string): void => this.output.append(jobId, stream, text),
     finish: async (jobId: string, result: RunJobResult): Promise<void> => {
       const held = this.require(jobId);
+      await this.output.end(jobId);
       const artifacts = await this.readArtifacts(jobId, held.runDir, result);
       const stored = await this.persist(() => this.cluster.runs.finish(jobId, held.attempt, this.workerId, result, artifacts));
       await rm(held.runDir, { recursive: true, force: true });

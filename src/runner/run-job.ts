@@ -28,6 +28,7 @@ import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
 import type { RunJobLimitValues } from './config.js';
+import { LiveOutput, type OutputListener } from './live-output.js';
 import { interruptionError, interruptionOf, interruptionStatus, setupFailure, type Interruption } from './outcome.js';
 import { RunnerRuntime } from './runtime.js';
 import { admitWorkspacePath, type Caller } from './workspace-path.js';
@@ -40,6 +41,8 @@ export interface RunJobOptions {
   runDir?: string;
   /** Called when the command is about to start (after policy and snapshot). */
   onRunning?: () => void;
+  /** Receives the output as it is written, within the bytes the result keeps (live-output.ts). */
+  onOutput?: OutputListener;
   /**
    * Who asked (workspace-path.ts): `remote` (the HTTP service's worker) may snapshot only under
    * `runJob.workspaceRoots`; `local` (default: the CLI, the library) any host directory. Both
@@ -350,11 +353,13 @@ class RunJobExecution {
     const stderr = new CappedCapture(limits.max_stderr_bytes, { sha256: true });
     const stdoutLog = new LogFile(join(runDir, 'stdout.log'), maxLog);
     const stderrLog = new LogFile(join(runDir, 'stderr.log'), maxLog);
+    const { onOutput } = this.options;
+    const live = (stream: 'stdout' | 'stderr', maxBytes: number) => (onOutput ? [new LiveOutput(stream, maxBytes, onOutput)] : []);
     this.options.onRunning?.();
     const outcome = await sandbox.start({
       timeoutMs: limits.timeout_ms,
-      stdout: teeSinks(stdout, stdoutLog),
-      stderr: teeSinks(stderr, stderrLog),
+      stdout: teeSinks(stdout, stdoutLog, ...live('stdout', limits.max_stdout_bytes)),
+      stderr: teeSinks(stderr, stderrLog, ...live('stderr', limits.max_stderr_bytes)),
       ...(this.options.signal ? { signal: this.options.signal } : {}),
     });
     const ioError = await Promise.all([stdoutLog.close(), stderrLog.close()]).then(

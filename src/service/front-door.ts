@@ -8,7 +8,10 @@ import type { RunnerRuntime } from '../runner/runtime.js';
 import { DuplicateJobError, isTerminal, StoreUnavailableError, type RunStore, type StatusRecord } from '../store/port.js';
 import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact.js';
 import { ResilientRunStore, STORE_RETRY_MS, type StoreAvailability } from '../store/resilient-store.js';
+import type { EventCursor, JobEvent } from '../contract/job-events.js';
 import type { JobEvents } from './events.js';
+import { followJob } from './job-follow.js';
+import { LocalOutputFeed } from './output-feed.js';
 import { listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from './job-desk.js';
 import { ServiceError, storeRefusal } from './service-error.js';
 import type { WorkerPorts } from './worker-ports.js';
@@ -42,6 +45,7 @@ export class FrontDoor implements JobDesk {
   /** `running` writes in flight: a job's result is recorded after its running status, never before. */
   private readonly runningWrites = new Map<string, Promise<void>>();
   private readonly recentResults = new Map<string, RunJobResult>();
+  private readonly output = new LocalOutputFeed();
   private retentionTimer: NodeJS.Timeout | undefined;
   /** Aborted by close(): a worker waiting for the store to take writes stops waiting. */
   private readonly closing = new AbortController();
@@ -135,6 +139,11 @@ export class FrontDoor implements JobDesk {
     return this.get(jobId);
   }
 
+  async follow(jobId: string, from: EventCursor | null, signal: AbortSignal): Promise<AsyncGenerator<JobEvent>> {
+    this.require(jobId);
+    return followJob({ get: (id) => this.get(id), onStatus: (listener) => this.ports.events.onStatus(listener), output: this.output }, jobId, from, signal);
+  }
+
   async cancel(jobId: string): Promise<StatusRecord> {
     const record = this.require(jobId);
     if (isTerminal(record.status)) return record;
@@ -220,6 +229,7 @@ export class FrontDoor implements JobDesk {
           void settled.finally(() => this.runningWrites.get(jobId) === settled && this.runningWrites.delete(jobId));
           return written;
         },
+        appendOutput: (jobId, stream, text) => this.output.append(jobId, stream, text),
         finish: (jobId, result) => this.record(jobId, result),
       },
     };
@@ -282,6 +292,7 @@ export class FrontDoor implements JobDesk {
       this.options.log.error({ job_id: jobId, err: error }, 'job could not be recorded');
       this.index.set(jobId, { ...record, status: 'failed' as JobStatus, updated_at: new Date().toISOString() });
     }
+    this.output.drop(jobId);
     this.ports.events.statusChanged(jobId, this.require(jobId).status);
     const { maxCount } = this.options.retention;
     if (maxCount !== null && this.index.size > maxCount) await this.applyRetention();

@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { EventCursor, JobEvent } from '../contract/job-events.js';
 import type { Artifact, RunJobResult } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import type { QueueStats } from '../queue/port.js';
@@ -26,6 +27,8 @@ export interface JobDesk {
   get(jobId: string): Promise<JobState>;
   /** Resolves on the job's terminal state or after `waitMs`, whichever first. */
   waitForTerminal(jobId: string, waitMs: number, signal?: AbortSignal): Promise<JobState>;
+  /** The job's events from the cursor on (null: its start) until it ends (job-follow.ts); rejects job.not_found first. */
+  follow(jobId: string, from: EventCursor | null, signal: AbortSignal): Promise<AsyncGenerator<JobEvent>>;
   /** A queued job never runs; a running one is stopped. Resolves with its status after. */
   cancel(jobId: string): Promise<StatusRecord>;
   /** Newest first; the cursor is the last job of the previous page. */

@@ -70,6 +70,7 @@ export class WorkerLoop {
         onRunning: () => {
           marking = runs.markRunning(jobId);
         },
+        onOutput: (stream, text) => runs.appendOutput(jobId, stream, text),
       });
     } catch (error) {
       result = unrunResult({ job_id: jobId }, 'failed', contractError('run.io_failed', `the job could not be read or run: ${(error as Error).message}`), this.runtime);

@@ -39,6 +39,7 @@ const ports: WorkerPorts = {
       return claim;
     },
     markRunning: async (jobId) => channel.notify('running', jobId),
+    appendOutput: (jobId, stream, text) => channel.notify('output', { jobId, stream, text }),
     finish: (jobId, result) => channel.call('finish', jobId, result),
   },
   events: { onCancel: (listener) => void cancelListeners.push(listener) },

@@ -1,3 +1,4 @@
+import type { OutputStream } from '../contract/job-events.js';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { LeaseSource } from '../queue/port.js';
 import type { CancelSource } from './events.js';
@@ -7,6 +8,8 @@ export interface WorkerRunStore {
   /** The leased job's request, and where its full logs and collected artifacts go. */
   claim(jobId: string): Promise<{ request: unknown; runDir: string }>;
   markRunning(jobId: string): Promise<void>;
+  /** Output as the job writes it, for its followers; best effort (the result holds it all). */
+  appendOutput(jobId: string, stream: OutputStream, text: string): void;
   /** Records the job's one result (and its terminal status). */
   finish(jobId: string, result: RunJobResult): Promise<void>;
 }

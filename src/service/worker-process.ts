@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BackendDescription } from '../contract/backend.js';
+import type { OutputStream } from '../contract/job-events.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
@@ -124,6 +125,7 @@ export class WorkerProcess {
     });
     // Notices, not calls: the worker needs no answer, and the channel keeps them in order.
     channel.onNotice('running', (jobId: string) => void runs.markRunning(jobId).catch(() => undefined));
+    channel.onNotice('output', ({ jobId, stream, text }: { jobId: string; stream: OutputStream; text: string }) => runs.appendOutput(jobId, stream, text));
     channel.onNotice('complete', (jobId: string) => {
       this.leased.delete(jobId);
       void queue.complete(jobId);

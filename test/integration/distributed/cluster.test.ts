@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { contractError } from '../../../src/contract/errors.js';
+import { AgentRunnerClient, type JobEvent } from '../../../src/client/index.js';
 import { Cluster } from '../../../src/postgres/cluster.js';
 import { unrunResult } from '../../../src/runner/run-job.js';
 import { startWorker, type WorkerProcessHandle } from '../../helpers/cluster.js';
@@ -132,6 +133,39 @@ describe('the distributed mode on PostgreSQL', () => {
     const state = await api(door.url, 'GET', `/v1/jobs/${accepted.json.job_id}`);
     assert.equal(state.json.result.error.code, 'run.canceled');
     assert.ok(state.json.result.duration_ms < 60_000);
+  });
+
+  test('a job on a worker streams its output to a follower on a front door, and its artifact is served from the database', async () => {
+    const door = servers.at(-1)!;
+    const client = new AgentRunnerClient({ url: door.url, token: door.token! });
+    const { job_id } = await client.run({
+      policy: { allow_shell: true },
+      command: { argv: ['/usr/bin/python3', '-u', '-c', 'import time\nopen("out.txt", "w").write("made on a worker")\nprint("ready")\ntime.sleep(60)'] },
+      artifacts: ['out.txt'],
+    });
+    const seen: JobEvent[] = [];
+    for await (const event of client.events(job_id)) {
+      seen.push(event);
+      // Only a live stream shows it: the job sleeps for a minute after.
+      if (event.event === 'stdout') await client.cancel(job_id);
+    }
+    const streamed = seen
+      .filter((event) => event.event === 'stdout')
+      .map((event) => (event.data as { text: string }).text)
+      .join('');
+    assert.equal(streamed, 'ready\n');
+    assert.equal(seen.at(-1)!.event, 'end');
+    const db = new pg.Client({ connectionString: database.url });
+    await db.connect();
+    try {
+      const { rows } = await db.query('SELECT count(*)::int AS left FROM agent_runner.output WHERE job_id = $1', [job_id]);
+      assert.deepEqual(rows, [{ left: 0 }], 'the live output goes with the result');
+    } finally {
+      await db.end();
+    }
+    const [artifact] = await client.artifacts(job_id);
+    assert.equal(artifact?.path, 'out.txt');
+    assert.equal((await client.artifact(job_id, 'out.txt')).toString(), 'made on a worker');
   });
 
   test('the database going away: 503 store.unavailable, then it recovers by itself', async () => {

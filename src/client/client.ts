@@ -1,0 +1,150 @@
+import { createHash } from 'node:crypto';
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+import type { JobEvent } from '../contract/job-events.js';
+import type { Artifact, RunJobRequest } from '../contract/run-job.js';
+import type { JobStatus } from '../contract/service.js';
+import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
+import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
+
+export interface ClientOptions {
+  /** The service's base URL, e.g. http://127.0.0.1:3000. */
+  url: string;
+  /** Sent as `Authorization: Bearer`; default AGENT_RUNNER_TOKEN. */
+  token?: string;
+}
+
+/** The longest one long poll may wait (the service's own bound); wait() chains them. */
+const LONG_POLL_SECONDS = 300;
+/** Times events() reconnects after the connection drops mid-stream, resuming where it was. */
+const EVENT_RECONNECTS = 5;
+const RECONNECT_DELAY_MS = 500;
+
+/**
+ * A typed client of the agent-runner HTTP service. Every method answers with the service's
+ * own shapes (types derived from the contract's schemas) or throws AgentRunnerError with the
+ * stable error code the service sent.
+ */
+export class AgentRunnerClient {
+  private readonly base: string;
+  private readonly token: string | undefined;
+
+  constructor(options: ClientOptions) {
+    this.base = options.url.replace(/\/+$/, '');
+    this.token = options.token ?? process.env.AGENT_RUNNER_TOKEN;
+  }
+
+  /** Runs a snippet and answers with its response (the call lasts as long as the snippet). */
+  exec(request: SnippetRequest, signal?: AbortSignal): Promise<SnippetResponse> {
+    return this.json('POST', '/v1/exec', request, signal);
+  }
+
+  /** Queues a run job (202): follow it with wait() or events(). */
+  run(request: RunJobRequest): Promise<JobAccepted> {
+    return this.json('POST', '/v1/jobs', request);
+  }
+
+  status(jobId: string): Promise<JobState> {
+    return this.json('GET', `/v1/jobs/${encodeURIComponent(jobId)}`);
+  }
+
+  /** Resolves with the job's terminal state (its result), or its state when `timeoutSeconds` pass first. */
+  async wait(jobId: string, options: { timeoutSeconds?: number; signal?: AbortSignal } = {}): Promise<JobState> {
+    const deadline = Date.now() + (options.timeoutSeconds ?? Infinity) * 1000;
+    for (;;) {
+      const seconds = Math.max(0, Math.min(LONG_POLL_SECONDS, (deadline - Date.now()) / 1000));
+      const state = await this.json<JobState>('GET', `/v1/jobs/${encodeURIComponent(jobId)}?wait=${seconds}`, undefined, options.signal);
+      if (state.result || Date.now() >= deadline) return state;
+    }
+  }
+
+  list(options: { limit?: number; cursor?: string; status?: JobStatus } = {}): Promise<JobPage> {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(options)) if (value !== undefined) query.set(name, String(value));
+    return this.json('GET', `/v1/jobs${query.size > 0 ? `?${query}` : ''}`);
+  }
+
+  /** A queued job never runs; a running one is stopped. */
+  cancel(jobId: string): Promise<{ job_id: string; status: JobStatus }> {
+    return this.json('POST', `/v1/jobs/${encodeURIComponent(jobId)}/cancel`);
+  }
+
+  async artifacts(jobId: string): Promise<Artifact[]> {
+    return (await this.json<{ artifacts: Artifact[] }>('GET', `/v1/jobs/${encodeURIComponent(jobId)}/artifacts`)).artifacts;
+  }
+
+  /** One artifact's bytes, checked against the digest the service sent with them. */
+  async artifact(jobId: string, path: string): Promise<Buffer> {
+    const response = await this.send('GET', `/v1/jobs/${encodeURIComponent(jobId)}/artifacts/${path.split('/').map(encodeURIComponent).join('/')}`);
+    const content = Buffer.from(await response.arrayBuffer());
+    const expected = response.headers.get('x-artifact-sha256');
+    const actual = createHash('sha256').update(content).digest('hex');
+    if (expected && expected !== actual) throw new AgentRunnerError(response.status, 'client.digest_mismatch', `artifact ${path}: sha256 ${actual}, the service said ${expected}`);
+    return content;
+  }
+
+  /**
+   * The job's events as they happen (status, stdout, stderr, then end), ending with the job.
+   * A dropped connection is resumed from the last event received, so nothing is seen twice.
+   */
+  async *events(jobId: string, options: { lastEventId?: string; signal?: AbortSignal } = {}): AsyncGenerator<JobEvent> {
+    let lastEventId = options.lastEventId;
+    for (let reconnects = 0; ; reconnects++) {
+      let ended = false;
+      try {
+        const response = await this.send('GET', `/v1/jobs/${encodeURIComponent(jobId)}/events`, undefined, options.signal, {
+          Accept: 'text/event-stream',
+          ...(lastEventId ? { 'Last-Event-ID': lastEventId } : {}),
+        });
+        for await (const message of eventMessages(response)) {
+          const event = { event: message.event, id: message.id, data: JSON.parse(message.data) } as JobEvent;
+          lastEventId = event.id;
+          yield event;
+          if (event.event === 'end') ended = true;
+        }
+        if (ended) return;
+      } catch (error) {
+        if (error instanceof AgentRunnerError || options.signal?.aborted || reconnects >= EVENT_RECONNECTS) throw error;
+      }
+      if (reconnects >= EVENT_RECONNECTS) throw new AgentRunnerError(0, 'client.stream_ended', `the event stream of job ${jobId} ended before the job did`);
+      await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAY_MS));
+    }
+  }
+
+  private async json<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+    const response = await this.send(method, path, body, signal);
+    return (await response.json()) as T;
+  }
+
+  private async send(method: string, path: string, body?: unknown, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<Response> {
+    const response = await fetch(`${this.base}${path}`, {
+      method,
+      headers: {
+        ...headers,
+        ...(this.token ? { Authorization: `Bearer ${this.token}` } : {}),
+        ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      ...(signal ? { signal } : {}),
+    });
+    if (response.ok) return response;
+    const text = await response.text();
+    let error: { code?: string; message?: string; details?: unknown } = {};
+    try {
+      error = (JSON.parse(text) as { error?: typeof error }).error ?? {};
+    } catch {
+      // Not the service's error body (a proxy's page): its text is the message.
+    }
+    throw new AgentRunnerError(response.status, error.code ?? `http.${response.status}`, error.message ?? text.slice(0, 500), error.details);
+  }
+}
+
+/** The messages of a text/event-stream body, as they arrive. */
+async function* eventMessages(response: Response): AsyncGenerator<EventSourceMessage> {
+  const queue: EventSourceMessage[] = [];
+  const parser = createParser({ onEvent: (message) => queue.push(message) });
+  const decoder = new TextDecoder();
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+    parser.feed(decoder.decode(chunk, { stream: true }));
+    yield* queue.splice(0);
+  }
+}

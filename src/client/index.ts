@@ -1,0 +1,6 @@
+/** `agent-runner/client`: a typed client of the HTTP service, for callers on any machine. */
+export { AgentRunnerClient, type ClientOptions } from './client.js';
+export { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
+export type { JobEvent, OutputEvent, StatusEvent } from '../contract/job-events.js';
+export type { Artifact, RunJobRequest, RunJobResult } from '../contract/run-job.js';
+export type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';

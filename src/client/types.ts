@@ -1,0 +1,19 @@
+import type { Static } from '@sinclair/typebox';
+import type { JobAcceptedSchema, JobPageSchema, JobStateSchema } from '../contract/service.js';
+
+export type JobAccepted = Static<typeof JobAcceptedSchema>;
+export type JobState = Static<typeof JobStateSchema>;
+export type JobPage = Static<typeof JobPageSchema>;
+
+/** What the service answered instead of success: its HTTP status and stable error code. */
+export class AgentRunnerError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details?: unknown,
+  ) {
+    super(`${code}: ${message}`);
+    this.name = 'AgentRunnerError';
+  }
+}
