@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema, BackendKindSchema } from './backend.js';
 import { ERROR_CODES } from './errors.js';
+import { UsageSchema } from './usage.js';
 
 /** The run-job contract of ../shared/spec/run-job-contract.md, defined once. */
 
@@ -186,6 +187,7 @@ export const RunJobResultSchema = Type.Object(
     started_at: Type.String({ format: 'date-time' }),
     finished_at: Type.String({ format: 'date-time' }),
     duration_ms: Type.Integer({ minimum: 0 }),
+    usage: Type.Optional(UsageSchema),
   },
   { $id: 'RunJobResult', additionalProperties: false, title: 'Run job result' },
 );

@@ -1,5 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema } from './backend.js';
+import { UsageSchema } from './usage.js';
+
+/** Names of extra snippet files: one plain name, no directory, not hidden. */
+export const SNIPPET_FILE_NAME = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$';
 
 /**
  * The snippet contract of ../shared/spec/snippet-job-{request,response}.md, defined once.
@@ -12,6 +16,26 @@ export const SnippetRequestSchema = Type.Object(
     lang: Type.String({ minLength: 1, maxLength: 64, description: 'python, node, go, rust or bash.' }),
     code: Type.String({ maxLength: 4 * 1024 * 1024, description: 'Source code of the snippet.' }),
     timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Seconds the program may run (compilation has its own budget). Default 10.' })),
+    version: Type.Optional(
+      Type.String({ maxLength: 64, description: 'The language version wanted, as /v1/runtimes lists it; a prefix matches ("3" or "3.11" runs on 3.11.2). Another: 127.' }),
+    ),
+    stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024, description: 'Given to the program on its standard input (else it reads end of file).' })),
+    args: Type.Optional(Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 256, description: 'Command-line arguments after the program.' })),
+    files: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ pattern: SNIPPET_FILE_NAME, description: 'A plain file name beside the main source (no directories), e.g. helpers.py.' }),
+            content: Type.String({ maxLength: 4 * 1024 * 1024 }),
+            encoding: Type.Optional(Type.Union([Type.Literal('utf8'), Type.Literal('base64')], { default: 'utf8' })),
+          },
+          { additionalProperties: false },
+        ),
+        { maxItems: 64, description: 'More files in the program’s directory: modules the code imports, data it reads.' },
+      ),
+    ),
+    memory_bytes: Type.Optional(Type.Integer({ minimum: 1 << 20, description: 'Memory of the program, at most the server’s snippet limit (its default).' })),
+    output_bytes: Type.Optional(Type.Integer({ minimum: 1, description: 'stdout and stderr each kept up to this, at most the server’s limits (their default).' })),
     backend: Type.Optional(BackendChoiceSchema),
   },
   { $id: 'SnippetRequest', additionalProperties: false, title: 'Snippet job request' },
@@ -25,6 +49,7 @@ export const SnippetResponseSchema = Type.Object(
     stderr: Type.String(),
     exit_code: Type.Integer({ description: '124 on timeout, 127 on unsupported language, 2 on an invalid request.' }),
     error: Type.String({ description: 'Empty unless the runner itself failed: "compilation failed", "unsupported language: X", ...' }),
+    usage: Type.Optional(UsageSchema),
   },
   { $id: 'SnippetResponse', additionalProperties: false, title: 'Snippet job response' },
 );

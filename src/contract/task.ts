@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { UsageSchema } from './usage.js';
 import { BackendChoiceSchema } from './backend.js';
 
 const MiB = 1024 * 1024;
@@ -120,8 +121,14 @@ export type TaskErrorCode = Static<typeof TaskErrorCodeSchema>;
 
 const TaskId = Type.String({ description: 'The request task_id, or a generated one.' });
 
-export const TaskResultResponseSchema = Type.Object({ task_id: TaskId, ...PipeResultMessageSchema.properties }, { additionalProperties: false });
-export const TaskErrorResponseSchema = Type.Object({ task_id: TaskId, error_code: TaskErrorCodeSchema, ...PipeErrorMessageSchema.properties }, { additionalProperties: false });
+/** Present once the task's interpreter ran. */
+const TaskUsage = Type.Optional(UsageSchema);
+
+export const TaskResultResponseSchema = Type.Object({ task_id: TaskId, ...PipeResultMessageSchema.properties, usage: TaskUsage }, { additionalProperties: false });
+export const TaskErrorResponseSchema = Type.Object(
+  { task_id: TaskId, error_code: TaskErrorCodeSchema, ...PipeErrorMessageSchema.properties, usage: TaskUsage },
+  { additionalProperties: false },
+);
 export const TaskResponseSchema = Type.Union([TaskResultResponseSchema, TaskErrorResponseSchema], { $id: 'TaskResponse', title: 'Code task response' });
 export type TaskResultResponse = Static<typeof TaskResultResponseSchema>;
 export type TaskErrorResponse = Static<typeof TaskErrorResponseSchema>;

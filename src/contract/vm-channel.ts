@@ -89,12 +89,15 @@ export const GuestRequestSchema = Type.Union([
 ]);
 export type GuestRequest = Static<typeof GuestRequestSchema>;
 
+const Counted = Type.Union([Type.Number(), Type.Null()]);
+
 const Exit = Type.Object({
   exitCode: Type.Union([Type.Integer(), Type.Null()]),
   signal: Type.Union([Type.String({ pattern: '^SIG[A-Z0-9]+$' }), Type.Null()]),
   timedOut: Type.Boolean(),
   aborted: Type.Boolean(),
   oomKilled: Type.Boolean(),
+  usage: Type.Object({ cpuUserMs: Counted, cpuSystemMs: Counted, peakMemoryBytes: Counted }),
   durationMs: Type.Number({ minimum: 0 }),
 });
 

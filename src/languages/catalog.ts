@@ -18,6 +18,26 @@ const ALIASES: Readonly<Record<string, string>> = {
   rs: 'rust',
 };
 
+/** The names a language also answers to (its aliases). */
+export function aliasesOf(language: LanguageDefinition): string[] {
+  return Object.entries(ALIASES)
+    .filter(([, canonical]) => canonical === language.name)
+    .map(([alias]) => alias);
+}
+
+/** The number in a toolchain's version line ("Python 3.11.2" -> 3.11.2; "go version go1.19.8 linux/amd64" -> 1.19.8). */
+export function versionNumber(versionLine: string): string {
+  return /\d+\.\d+(?:\.\d+)?/.exec(versionLine)?.[0] ?? versionLine;
+}
+
+/** A wanted version matches by whole leading parts: "3" and "3.11" match 3.11.2, "3.1" does not; "*" matches any. */
+export function versionMatches(available: string, wanted: string): boolean {
+  if (wanted === '*' || wanted === '') return true;
+  const have = available.split('.');
+  const want = wanted.replace(/^v/, '').split('.');
+  return want.length <= have.length && want.every((part, index) => part === have[index]);
+}
+
 export function findLanguage(name: string): LanguageDefinition | undefined {
   const canonical = ALIASES[name] ?? name;
   return LANGUAGES.find((language) => language.name === canonical);

@@ -5,17 +5,18 @@ import { join } from 'node:path';
 
 /**
  * Compiled programs by content: the same code on the same toolchain skips the compiler.
- * The key covers the language, the exact toolchain version and the code.
+ * The key covers the language, the exact toolchain version, the code and the files beside it.
  */
 export class CompileCache {
   private readonly inflight = new Map<string, Promise<unknown>>();
 
   constructor(readonly dir: string) {}
 
-  key(language: string, toolchainVersion: string, code: string): string {
-    return createHash('sha256')
-      .update(JSON.stringify([language, toolchainVersion, code]))
-      .digest('hex');
+  /** `files`: the other sources compiled with the code (name and content), in the order given. */
+  key(language: string, toolchainVersion: string, code: string, files: ReadonlyArray<{ name: string; content: string | Buffer }> = []): string {
+    const hash = createHash('sha256').update(JSON.stringify([language, toolchainVersion, code]));
+    for (const file of files) hash.update(JSON.stringify([file.name, Buffer.from(file.content).toString('base64')]));
+    return hash.digest('hex');
   }
 
   pathFor(key: string): string {

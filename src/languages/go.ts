@@ -14,7 +14,8 @@ export const go: LanguageDefinition = {
   },
   compile(toolchain, paths) {
     return {
-      argv: [toolchain.executable, 'build', '-o', paths.compileOutput, go.sourceFile],
+      // `.`: the package in the job dir, the snippet's own files beside main.go included.
+      argv: [toolchain.executable, 'build', '-o', paths.compileOutput, '.'],
       // Module mode off: a snippet is one file with only the standard library. The build cache
       // lives in the compile sandbox's /tmp, so no job can poison another's build.
       env: { GO111MODULE: 'off', CGO_ENABLED: '0', GOCACHE: '/tmp/.gocache', GOPATH: '/tmp/.gopath', GOTOOLCHAIN: 'local', GOFLAGS: '-buildvcs=false' },

@@ -16,6 +16,7 @@ import {
   type SkippedEntry,
   type TerminalStatus,
 } from '../contract/run-job.js';
+import { usageOf } from '../contract/usage.js';
 import { validate, withinNesting } from '../contract/validate.js';
 import { checkCommand } from '../policy/command.js';
 import { execRulesFor } from '../policy/exec-rules.js';
@@ -475,6 +476,7 @@ class ResultBuilder {
       started_at: this.startedAt.toISOString(),
       finished_at: finishedAt.toISOString(),
       duration_ms: Math.max(0, finishedAt.getTime() - this.startedAt.getTime()),
+      usage: executed ? usageOf(executed) : { wall_ms: 0, cpu_user_ms: null, cpu_system_ms: null, peak_memory_bytes: null },
     };
     result.replay.result_sha256 = canonicalHash({
       status: result.status,

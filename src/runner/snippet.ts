@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { availableParallelism, constants as osConstants } from 'node:os';
 import { join } from 'node:path';
-import { SNIPPET_EXIT, SnippetRequestSchema, type SnippetResponse } from '../contract/snippet.js';
+import { SNIPPET_EXIT, SnippetRequestSchema, type SnippetRequest, type SnippetResponse } from '../contract/snippet.js';
+import { usageOf } from '../contract/usage.js';
 import { validate } from '../contract/validate.js';
-import { findLanguage } from '../languages/catalog.js';
+import type { SnippetLimits } from '../config/schema.js';
+import { findLanguage, versionMatches, versionNumber } from '../languages/catalog.js';
 import type { Invocation, JobPaths, LanguageDefinition } from '../languages/language.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
-import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxOutcome } from '../sandbox/types.js';
+import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxIO, type SandboxOutcome } from '../sandbox/types.js';
 import { RunnerRuntime } from './runtime.js';
 import { interruptionOf } from './outcome.js';
 import { runStaged, type JobFile } from './staged-run.js';
@@ -37,6 +39,8 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   const checked = validate(SnippetRequestSchema, request);
   if (!checked.ok) return invalidSnippetResponse(traceId, checked.message);
   const { lang, code } = checked.value;
+  const asked = askedLimits(checked.value, limits);
+  if (typeof asked === 'string') return invalidSnippetResponse(traceId, asked);
   let backend: SandboxBackend;
   try {
     backend = runtime.backends.get(checked.value.backend?.kind);
@@ -52,10 +56,17 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   if (!language) return failure(traceId, SNIPPET_EXIT.unsupported, `unsupported language: ${lang}`);
   const toolchain = await runtime.toolchains.get(language);
   if (isMissing(toolchain)) return failure(traceId, SNIPPET_EXIT.unsupported, toolchain.message);
+  const { version } = checked.value;
+  if (version !== undefined && !versionMatches(versionNumber(toolchain.version), version)) {
+    return failure(traceId, SNIPPET_EXIT.unsupported, `unsupported version: ${language.name} ${version} (this runner has ${versionNumber(toolchain.version)})`);
+  }
+  const files = extraFiles(checked.value.files ?? [], language);
+  if (typeof files === 'string') return invalidSnippetResponse(traceId, files);
 
   try {
     const job = new SnippetJob(runtime, backend, language, toolchain, options.signal);
-    return { trace_id: traceId, ...(await job.run(code, timeoutSeconds * 1000)) };
+    const { stdin, args = [] } = checked.value;
+    return { trace_id: traceId, ...(await job.run(code, { timeoutMs: timeoutSeconds * 1000, ...asked, files, args, ...(stdin === undefined ? {} : { stdin }) })) };
   } catch (error) {
     if (error instanceof SandboxUnavailableError) return failure(traceId, EXIT_SANDBOX_UNAVAILABLE, `sandbox unavailable: ${error.message}`);
     return failure(traceId, 1, `internal error: ${(error as Error).message}`);
@@ -63,6 +74,40 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
 }
 
 type Outcome = Omit<SnippetResponse, 'trace_id'>;
+type InlineFile = Extract<JobFile, { content: string | Buffer }>;
+
+/** What one snippet asked for, within the server's limits. */
+interface SnippetRun {
+  timeoutMs: number;
+  memoryBytes: number;
+  outputBytes: { stdout: number; stderr: number };
+  files: InlineFile[];
+  args: string[];
+  stdin?: string;
+}
+
+/** The request's own limits, checked against the server's (which are also their defaults). */
+function askedLimits(request: SnippetRequest, limits: SnippetLimits): Pick<SnippetRun, 'memoryBytes' | 'outputBytes'> | string {
+  const memoryBytes = request.memory_bytes ?? limits.memoryBytes;
+  if (memoryBytes > limits.memoryBytes) return `memory_bytes must be at most ${limits.memoryBytes}, got ${memoryBytes}`;
+  const maxOutput = Math.max(limits.maxStdoutBytes, limits.maxStderrBytes);
+  if ((request.output_bytes ?? 0) > maxOutput) return `output_bytes must be at most ${maxOutput}, got ${request.output_bytes}`;
+  const capped = (limit: number) => Math.min(limit, request.output_bytes ?? limit);
+  return { memoryBytes, outputBytes: { stdout: capped(limits.maxStdoutBytes), stderr: capped(limits.maxStderrBytes) } };
+}
+
+/** The request's extra files, beside the source; a name the job dir already uses is refused. */
+function extraFiles(files: NonNullable<SnippetRequest['files']>, language: LanguageDefinition): InlineFile[] | string {
+  const taken = new Set([language.sourceFile, 'program', 'out']);
+  const staged: InlineFile[] = [];
+  for (const file of files) {
+    if (taken.has(file.name)) return `files: ${file.name} is already used by the job (the source is ${language.sourceFile}); names must be unique`;
+    taken.add(file.name);
+    const content = file.encoding === 'base64' ? Buffer.from(file.content, 'base64') : file.content;
+    staged.push({ name: file.name, sandboxPath: join(JOB_DIR, file.name), executable: false, content });
+  }
+  return staged;
+}
 
 class SnippetJob {
   private readonly paths: JobPaths;
@@ -77,32 +122,35 @@ class SnippetJob {
     this.paths = { ...PATHS, source: join(JOB_DIR, language.sourceFile) };
   }
 
-  async run(code: string, timeoutMs: number): Promise<Outcome> {
+  async run(code: string, request: SnippetRun): Promise<Outcome> {
     const source: JobFile = { name: this.language.sourceFile, sandboxPath: this.paths.source, executable: false, content: code };
-    const files: JobFile[] = [source];
+    const files: JobFile[] = [source, ...request.files];
     if (this.language.compile) {
-      const built = await this.compiled(code, this.language.compile(this.toolchain, this.paths), source);
+      const built = await this.compiled(code, this.language.compile(this.toolchain, this.paths), source, request.files);
       if ('failed' in built) return built.failed;
       files.push({ name: 'program', sandboxPath: this.paths.program, executable: true, hostSource: built.program });
     }
     const limits = this.runtime.config.snippet;
-    const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes: limits.memoryBytes });
-    const stdout = new CappedCapture(limits.maxStdoutBytes);
-    const stderr = new CappedCapture(limits.maxStderrBytes);
+    const { memoryBytes } = request;
+    const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes });
+    invocation.argv.push(...request.args);
+    const stdout = new CappedCapture(request.outputBytes.stdout);
+    const stderr = new CappedCapture(request.outputBytes.stderr);
     // A compiled program runs without its compiler: the toolchain is mounted only to compile.
     const mounts = this.language.compile ? [] : this.toolchain.mounts;
-    const outcome = await this.sandboxed(this.backend, invocation, mounts, files, stdout, stderr, timeoutMs, {
-      memoryBytes: limits.memoryBytes,
+    const io = { timeoutMs: request.timeoutMs, stdout, stderr, ...(request.stdin === undefined ? {} : { stdin: request.stdin }) };
+    const outcome = await this.sandboxed(this.backend, invocation, mounts, files, io, {
+      memoryBytes,
       memoryMechanism: this.language.memoryMechanism,
       maxProcesses: limits.maxProcesses,
     });
-    return this.describe(outcome, stdout, stderr, limits.memoryBytes);
+    return this.describe(outcome, stdout, stderr, memoryBytes);
   }
 
   /** Compiles unless the cache has this exact program; compiler output goes to stderr on failure. */
-  private async compiled(code: string, invocation: Invocation, source: JobFile): Promise<{ program: string } | { failed: Outcome }> {
+  private async compiled(code: string, invocation: Invocation, source: JobFile, extras: readonly InlineFile[]): Promise<{ program: string } | { failed: Outcome }> {
     const cache = this.runtime.compileCache;
-    const key = cache.key(this.language.name, this.toolchain.version, code);
+    const key = cache.key(this.language.name, this.toolchain.version, code, extras);
     const hit = await cache.lookup(key);
     if (hit) return { program: hit };
     return cache.once(key, async () => {
@@ -116,10 +164,8 @@ class SnippetJob {
           this.compileBackend(),
           invocation,
           [...this.toolchain.mounts, outMount],
-          [source],
-          output,
-          output,
-          limits.compileTimeoutSeconds * 1000,
+          [source, ...extras],
+          { timeoutMs: limits.compileTimeoutSeconds * 1000, stdout: output, stderr: output },
           {
             memoryBytes: limits.compileMemoryBytes,
             memoryMechanism: 'cgroup',
@@ -152,9 +198,7 @@ class SnippetJob {
     invocation: Invocation,
     mounts: readonly Mount[],
     files: JobFile[],
-    stdout: CappedCapture,
-    stderr: CappedCapture,
-    timeoutMs: number,
+    io: Omit<SandboxIO, 'signal'>,
     limits: Pick<ResourceLimits, 'memoryBytes' | 'memoryMechanism' | 'maxProcesses' | 'cpuCores'>,
   ): Promise<SandboxOutcome> {
     const config = this.runtime.config.snippet;
@@ -167,7 +211,7 @@ class SnippetJob {
       network: 'none',
       limits: { cpuCores: config.cpuCores, ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
     } as const;
-    return runStaged(backend, template, files, { timeoutMs, stdout, stderr, ...(this.signal ? { signal: this.signal } : {}) });
+    return runStaged(backend, template, files, { ...io, ...(this.signal ? { signal: this.signal } : {}) });
   }
 
   private describe(outcome: SandboxOutcome, stdout: CappedCapture, stderr: CappedCapture, memoryBytes: number): Outcome {
@@ -181,11 +225,11 @@ class SnippetJob {
     const interruption = interruptionOf(outcome);
     if (interruption === 'timed_out' || interruption === 'canceled') {
       stderr.appendNote(interruption === 'timed_out' ? TIMEOUT_NOTE : '\nExecution canceled');
-      return { stdout: stdout.text(), stderr: stderr.text(), exit_code: SNIPPET_EXIT.timedOut, error: '' };
+      return { stdout: stdout.text(), stderr: stderr.text(), exit_code: SNIPPET_EXIT.timedOut, error: '', usage: usageOf(outcome) };
     }
     if (interruption === 'out_of_memory') stderr.appendNote(`\nMemoryError: killed after exceeding the sandbox memory limit of ${Math.round(memoryBytes / 1024 / 1024)} MiB`);
     const exitCode = outcome.exitCode ?? 128 + signalNumber(outcome.signal);
-    return { stdout: stdout.text(), stderr: stderr.text(), exit_code: exitCode, error: '' };
+    return { stdout: stdout.text(), stderr: stderr.text(), exit_code: exitCode, error: '', usage: usageOf(outcome) };
   }
 }
 

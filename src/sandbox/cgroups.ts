@@ -14,7 +14,7 @@ export type CgroupVersion = 'v1' | 'v2';
 export interface CgroupHost {
   version: CgroupVersion;
   /** Directory under which this process creates its job groups, per controller for v1 (cpu is optional). */
-  parents: { memory: string; pids: string; cpu: string | null };
+  parents: { memory: string; pids: string; cpu: string | null; cpuacct: string | null };
 }
 
 export interface CgroupLimits {
@@ -48,7 +48,8 @@ async function probe(): Promise<CgroupHost | null> {
       await mkdir(parent, { recursive: true });
       await writeFile(join(ROOT, 'cgroup.subtree_control'), wanted);
       await writeFile(join(parent, 'cgroup.subtree_control'), wanted);
-      return { version: 'v2', parents: { memory: parent, pids: parent, cpu: controllers.includes('cpu') ? parent : null } };
+      // cpu.stat (the usage) is in every v2 group, with or without the cpu controller.
+      return { version: 'v2', parents: { memory: parent, pids: parent, cpu: controllers.includes('cpu') ? parent : null, cpuacct: parent } };
     } catch {
       return null;
     }
@@ -62,7 +63,8 @@ async function probe(): Promise<CgroupHost | null> {
     await mkdir(pids, { recursive: true });
     await access(memory, constants.W_OK);
     await access(pids, constants.W_OK);
-    return { version: 'v1', parents: { memory, pids, cpu: await optionalV1Parent('cpu', 'cpu.cfs_quota_us') } };
+    const cpuacct = await optionalV1Parent('cpuacct', 'cpuacct.usage_user');
+    return { version: 'v1', parents: { memory, pids, cpu: await optionalV1Parent('cpu', 'cpu.cfs_quota_us'), cpuacct } };
   } catch {
     return null;
   }
@@ -87,7 +89,19 @@ interface JobDirs {
   memory: string;
   pids: string;
   cpu: string | null;
+  /** Where CPU time is counted (v1: its own hierarchy; v2: the one group). */
+  cpuacct: string | null;
 }
+
+/** What a job's group used, read once it ended; null where this host does not count it. */
+export interface CgroupUsage {
+  cpuUserMs: number | null;
+  cpuSystemMs: number | null;
+  peakMemoryBytes: number | null;
+}
+
+/** A job without a group (rlimits only), or one whose sandbox died before it could say. */
+export const UNCOUNTED: CgroupUsage = { cpuUserMs: null, cpuSystemMs: null, peakMemoryBytes: null };
 
 export class JobCgroup {
   private constructor(
@@ -99,7 +113,7 @@ export class JobCgroup {
 
   /** Each group directory once (v2 has one for all controllers). */
   private get unique(): string[] {
-    return [...new Set([this.dirs.memory, this.dirs.pids, ...(this.dirs.cpu ? [this.dirs.cpu] : [])])];
+    return [...new Set([this.dirs.memory, this.dirs.pids, ...[this.dirs.cpu, this.dirs.cpuacct].filter((dir) => dir !== null)])];
   }
 
   /**
@@ -109,7 +123,12 @@ export class JobCgroup {
   static async create(host: CgroupHost, limits: CgroupLimits, ownerUid: number | null): Promise<JobCgroup> {
     const name = `${process.pid}-${++sequence}-${Date.now().toString(36)}`;
     const useCpu = host.parents.cpu !== null && limits.cpuCores !== null;
-    const dirs: JobDirs = { memory: join(host.parents.memory, name), pids: join(host.parents.pids, name), cpu: useCpu ? join(host.parents.cpu!, name) : null };
+    const dirs: JobDirs = {
+      memory: join(host.parents.memory, name),
+      pids: join(host.parents.pids, name),
+      cpu: useCpu ? join(host.parents.cpu!, name) : null,
+      cpuacct: host.parents.cpuacct === null ? null : join(host.parents.cpuacct, name),
+    };
     const group = new JobCgroup(host, dirs, `/${GROUP_PREFIX}/${name}`);
     for (const dir of group.unique) await mkdir(dir);
     try {
@@ -156,6 +175,25 @@ export class JobCgroup {
     return match !== null && Number(match[1]) > 0;
   }
 
+  async usage(): Promise<CgroupUsage> {
+    const read = (dir: string | null, file: string) => (dir === null ? Promise.resolve('') : readFile(join(dir, file), 'utf8').catch(() => ''));
+    const number = (text: string, scale: number) => (/^\d+$/.test(text.trim()) ? Math.round(Number(text.trim()) / scale) : null);
+    if (this.host.version === 'v2') {
+      const stat = await read(this.dirs.cpuacct, 'cpu.stat');
+      const field = (name: string) => {
+        const match = new RegExp(`^${name} (\\d+)$`, 'm').exec(stat);
+        return match ? Math.round(Number(match[1]) / 1000) : null;
+      };
+      // memory.peak exists from Linux 5.19.
+      return { cpuUserMs: field('user_usec'), cpuSystemMs: field('system_usec'), peakMemoryBytes: number(await read(this.dirs.memory, 'memory.peak'), 1) };
+    }
+    return {
+      cpuUserMs: number(await read(this.dirs.cpuacct, 'cpuacct.usage_user'), 1e6),
+      cpuSystemMs: number(await read(this.dirs.cpuacct, 'cpuacct.usage_sys'), 1e6),
+      peakMemoryBytes: number(await read(this.dirs.memory, 'memory.max_usage_in_bytes'), 1),
+    };
+  }
+
   /** SIGKILLs every process still in the group: the backstop behind the PID namespace teardown. */
   async killAll(): Promise<void> {
     const procs = join(this.dirs.pids, 'cgroup.procs');
@@ -195,7 +233,7 @@ async function removeGroup(dir: string): Promise<void> {
 /** Removes groups left by agent-runner processes that no longer exist (after a crash). */
 export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
   let reaped = 0;
-  for (const parent of new Set([host.parents.memory, host.parents.pids, ...(host.parents.cpu ? [host.parents.cpu] : [])])) {
+  for (const parent of new Set([host.parents.memory, host.parents.pids, ...[host.parents.cpu, host.parents.cpuacct].filter((dir) => dir !== null)])) {
     const names = await readdir(parent, { withFileTypes: true }).catch(() => []);
     for (const entry of names) {
       if (!entry.isDirectory()) continue;

@@ -160,9 +160,10 @@ export class GvisorSandbox implements PreparedSandbox {
     // runsc reports a job killed by a signal as 128 + its number, as a shell does; the group
     // tells whether the host's OOM killer was the one.
     const oomKilled = await job.cgroup.oomKilled();
+    const usage = await job.cgroup.usage();
     // Without a work dir there is nothing for the caller to read afterwards.
     if (job.releaseWorkDir === null) this.release();
-    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, durationMs };
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, usage, durationMs };
   }
 
   /** Writes the bundle's config and starts `runsc run` on it. */

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
-import type { JobCgroup } from './cgroups.js';
+import { UNCOUNTED, type CgroupUsage, type JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import type { JobNetwork, SandboxInfo } from './job-network.js';
 import { signalGroup } from './process-tree.js';
@@ -67,7 +67,7 @@ export interface LaunchParts {
   onIdleDeath?: () => void;
 }
 
-type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean };
+type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean; usage: CgroupUsage };
 
 /**
  * One bubblewrap process tree: launched ahead of its job, blocked before exec, then released.
@@ -116,10 +116,10 @@ export class LaunchedSandbox implements PreparedSandbox {
     for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)]) stream?.on('error', () => undefined);
     this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
     parts.network?.attach(this.readInfo());
-    this.ended = new Promise<Omit<Exit, 'oomKilled'>>((resolve) => {
+    this.ended = new Promise<Omit<Exit, 'oomKilled' | 'usage'>>((resolve) => {
       this.child.on('error', () => resolve({ code: null, signal: null }));
       this.child.on('close', (code, signal) => resolve({ code, signal }));
-    }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false }));
+    }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false, usage: (await this.parts.cgroup?.usage()) ?? UNCOUNTED }));
     void this.ended.then(async (exit) => {
       this.exit = exit;
       this.parts.network?.stop();
@@ -206,7 +206,7 @@ export class LaunchedSandbox implements PreparedSandbox {
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;
     watch.stop();
-    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: exit.oomKilled, durationMs };
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: exit.oomKilled, usage: exit.usage, durationMs };
   }
 
   /** Finishes egress before the job may exec; on failure the sandbox is killed, then the error thrown. */

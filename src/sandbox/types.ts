@@ -1,3 +1,4 @@
+import type { CgroupUsage } from './cgroups.js';
 import type { BackendCapabilities } from '../contract/backend.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
@@ -121,6 +122,8 @@ export interface SandboxOutcome {
   aborted: boolean;
   /** The kernel's OOM killer acted inside the job's memory cgroup. */
   oomKilled: boolean;
+  /** What the job's processes used; null where the host does not count it (no cgroup). */
+  usage: CgroupUsage;
   /** From start (release) to exit. */
   durationMs: number;
 }

@@ -10,6 +10,7 @@ import { runStaged } from '../runner/staged-run.js';
 import { TaskRequestSchema, type PrintArgs, type TaskErrorCode, type TaskErrorResponse, type TaskRequest, type TaskResponse, type TaskResultResponse } from '../contract/task.js';
 import { taskSandbox } from './launch.js';
 import { ResultChannel } from './result-channel.js';
+import { usageOf } from '../contract/usage.js';
 import { forgery, oversizedResult, type Expected } from './result-checks.js';
 
 export interface TaskOptions {
@@ -76,7 +77,7 @@ async function execute(runtime: RunnerRuntime, task: TaskRequest, timeoutMs: num
   const stderr = new CappedCapture(config.maxStderrBytes);
   const outcome = await runStaged(backend, plan.template, plan.files, { timeoutMs, stdout: channel, stderr, ...(signal ? { signal } : {}) });
   if (stderr.truncated) stderr.appendNote(`\n[stderr truncated: ${stderr.observedBytes} bytes written, the first ${config.maxStderrBytes} kept]`);
-  return answer(channel, outcome, stderr.text(), { timeoutMs, memoryBytes, maxResultBytes, mode: task.mode, inputCount: task.items.length });
+  return { ...answer(channel, outcome, stderr.text(), { timeoutMs, memoryBytes, maxResultBytes, mode: task.mode, inputCount: task.items.length }), usage: usageOf(outcome) };
 }
 
 interface Context extends Expected {

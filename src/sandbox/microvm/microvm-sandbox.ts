@@ -19,6 +19,7 @@ import {
   type WorkspaceImport,
 } from '../types.js';
 import { GUEST_MAX_FRAME_BYTES } from './guest-channel.js';
+import { UNCOUNTED } from '../cgroups.js';
 import type { QemuVm } from './qemu-vm.js';
 
 /** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */
@@ -153,7 +154,15 @@ export class MicrovmSandbox implements PreparedSandbox {
     } catch (error) {
       // The VM died under the job (killed at the host's deadline, or the guest crashed): as a SIGKILL.
       if (watch.timedOut || watch.aborted || !vm.alive) {
-        return { exitCode: null, signal: 'SIGKILL', timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: false, durationMs: performance.now() - startedAt };
+        return {
+          exitCode: null,
+          signal: 'SIGKILL',
+          timedOut: watch.timedOut,
+          aborted: watch.aborted,
+          oomKilled: false,
+          usage: UNCOUNTED,
+          durationMs: performance.now() - startedAt,
+        };
       }
       throw error;
     } finally {

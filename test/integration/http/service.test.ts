@@ -121,7 +121,10 @@ describe('HTTP service', () => {
   it('runs the snippet contract synchronously on /v1/exec', async () => {
     const ok = await api(server.url, 'POST', '/v1/exec', { trace_id: 'tr-exec', lang: 'python', code: 'print(6 * 7)', timeout: 10 });
     assert.equal(ok.status, 200);
-    assert.deepEqual(ok.json, { trace_id: 'tr-exec', stdout: '42\n', stderr: '', exit_code: 0, error: '' });
+    const { usage, ...response } = ok.json;
+    assert.deepEqual(response, { trace_id: 'tr-exec', stdout: '42\n', stderr: '', exit_code: 0, error: '' });
+    assert.deepEqual(Object.keys(usage).sort(), ['cpu_system_ms', 'cpu_user_ms', 'peak_memory_bytes', 'wall_ms']);
+    assert.ok(usage.wall_ms > 0 && usage.peak_memory_bytes > 0, JSON.stringify(usage));
     const invalid = await api(server.url, 'POST', '/v1/exec', { lang: 'python', code: 'x', timeout: -1 });
     assert.equal(invalid.json.exit_code, 2);
     assert.match(invalid.json.error, /timeout must be a positive number/);
@@ -136,7 +139,9 @@ describe('HTTP service', () => {
       items: [{ json: { n: 1 } }, { json: { n: 2 } }],
     });
     assert.equal(ok.status, 200);
-    assert.deepEqual(ok.json, {
+    const { usage: taskUsage, ...answer } = ok.json;
+    assert.ok(taskUsage.wall_ms > 0, JSON.stringify(taskUsage));
+    assert.deepEqual(answer, {
       task_id: 't-http',
       result: [
         { json: { double: 2 }, pairedItem: { item: 0 } },
