@@ -6,6 +6,8 @@ import { ServiceError } from '../service/service-error.js';
 /** Fastify's own default, should the instance not say. */
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 const GZIP_MAGIC = [0x1f, 0x8b];
+/** Boundaries and part headers around the two parts. */
+const MULTIPART_FRAMING_BYTES = 64 * 1024;
 
 /**
  * POST /v1/jobs also takes multipart/form-data, so a large archive travels as its own bytes
@@ -29,6 +31,11 @@ export async function acceptWorkspaceUploads(app: FastifyInstance): Promise<void
  */
 export async function requestFromUpload(request: FastifyRequest): Promise<unknown> {
   const limit = bodyLimitOf(request.server);
+  // Fastify's body limit does not see a multipart body (the plugin streams it); an announced
+  // length beyond what the two parts may hold is refused before a byte of it is read.
+  const announced = Number(request.headers['content-length']);
+  if (announced > 2 * limit + MULTIPART_FRAMING_BYTES)
+    throw refuse('request.too_large', `the upload is over the limit of ${2 * limit + MULTIPART_FRAMING_BYTES} bytes (two parts of at most ${limit})`);
   let body: unknown;
   let archive: Buffer | undefined;
   try {
