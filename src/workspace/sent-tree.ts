@@ -17,7 +17,7 @@ export interface SentWorkspaceCaps {
 }
 
 /** Path components at most, as deep as the artifact walk goes (artifacts.ts). */
-export const MAX_SENT_DEPTH = 128;
+const MAX_SENT_DEPTH = 128;
 /** Linux's PATH_MAX and NAME_MAX, less the terminating NUL: longer ones could not be made. */
 const MAX_PATH_BYTES = 4095;
 const MAX_NAME_BYTES = 255;
