@@ -5,6 +5,11 @@
 export const ERROR_CODES = {
   'validation.invalid_request': { http: 422, description: 'the request does not match the schema or exceeds a server ceiling' },
   'validation.path_escape': { http: 422, description: 'a path (cwd, workspace entry) would leave its root' },
+  'limits.workspace_too_large': {
+    http: 422,
+    description:
+      'a workspace sent in the request (inline files or an archive) is over a cap: entries, bytes, one file, depth, or the expanded archive; the message names the cap and the value',
+  },
   'job.not_found': { http: 404, description: 'no job with that id' },
   'job.duplicate': { http: 409, description: 'a job with that id already exists' },
   'job.not_terminal': { http: 409, description: 'the job has not finished yet' },

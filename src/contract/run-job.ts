@@ -19,15 +19,66 @@ export const TraceSchema = Type.Object(
   { additionalProperties: true, description: 'Free-form metadata, echoed in the result.' },
 );
 
-export const WorkspaceSchema = Type.Object(
+const WorkspaceFilters = {
+  include: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs of files to copy (default: everything).' })),
+  exclude: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs to leave out, on top of the default exclusions.' })),
+};
+
+export const LocalPathWorkspaceSchema = Type.Object(
   {
     source: Type.Literal('local_path'),
-    path: Type.String({ minLength: 1, description: 'Host directory to snapshot.' }),
-    include: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs of files to copy (default: everything).' })),
-    exclude: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs to leave out, on top of the default exclusions.' })),
+    path: Type.String({ minLength: 1, description: 'Host directory to snapshot (over HTTP: only inside a configured workspace root).' }),
+    ...WorkspaceFilters,
   },
   { additionalProperties: false },
 );
+
+export const InlineFileSchema = Type.Object(
+  {
+    path: Type.String({ minLength: 1, description: 'Relative, "/"-separated; no ".." segment.' }),
+    content: Type.String(),
+    encoding: Type.Optional(Type.Unsafe<'utf8' | 'base64'>({ type: 'string', enum: ['utf8', 'base64'], default: 'utf8', description: 'How content is written.' })),
+    mode: Type.Optional(Type.Integer({ minimum: 0, maximum: 0o7777, description: 'Permission bits, e.g. 493 for 0o755; only the executable bits are kept.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const InlineWorkspaceSchema = Type.Object(
+  {
+    source: Type.Literal('inline'),
+    files: Type.Array(InlineFileSchema, { description: 'The files; their directories are made as needed.' }),
+    ...WorkspaceFilters,
+  },
+  { additionalProperties: false },
+);
+
+export const ArchiveWorkspaceSchema = Type.Object(
+  {
+    source: Type.Literal('archive'),
+    format: Type.Unsafe<'tar' | 'tar.gz'>({ type: 'string', enum: ['tar', 'tar.gz'] }),
+    data: Type.String({ description: 'The archive, base64. Over HTTP it may come instead as the `workspace` part of a multipart/form-data upload.' }),
+    ...WorkspaceFilters,
+  },
+  { additionalProperties: false },
+);
+
+export type LocalPathWorkspace = Static<typeof LocalPathWorkspaceSchema>;
+export type InlineWorkspace = Static<typeof InlineWorkspaceSchema>;
+export type ArchiveWorkspace = Static<typeof ArchiveWorkspaceSchema>;
+/** A workspace whose files travel in the request, not named by a host path. */
+export type SentWorkspace = InlineWorkspace | ArchiveWorkspace;
+export type Workspace = LocalPathWorkspace | SentWorkspace;
+
+/**
+ * Told apart by `source` (a discriminator), so a mistake is reported against the alternative
+ * the caller chose, not against whichever alternative a plain union lists first.
+ */
+export const WorkspaceSchema = Type.Unsafe<Workspace>({
+  oneOf: [LocalPathWorkspaceSchema, InlineWorkspaceSchema, ArchiveWorkspaceSchema],
+  discriminator: { propertyName: 'source' },
+  description:
+    'local_path: a host directory, snapshotted. inline: files in the request. archive: a tar or tar.gz in the request. All three give the same snapshot, and the same workspace_sha256, for the same files.',
+});
 
 export const CommandSchema = Type.Object(
   {

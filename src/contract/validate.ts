@@ -1,9 +1,11 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { TSchema, Static } from '@sinclair/typebox';
 
-const strictAjv = new Ajv({ allErrors: false, strict: false });
+// `discriminator`: a oneOf told apart by a property (workspace.source) reports the errors of
+// the alternative that property names only.
+const strictAjv = new Ajv({ allErrors: false, strict: false, discriminator: true });
 // URL query strings and path params arrive as text: "5" may stand for the integer 5.
-const coercingAjv = new Ajv({ allErrors: false, strict: false, coerceTypes: true });
+const coercingAjv = new Ajv({ allErrors: false, strict: false, coerceTypes: true, discriminator: true });
 const compiled = { strict: new WeakMap<TSchema, ValidateFunction>(), coercing: new WeakMap<TSchema, ValidateFunction>() };
 
 export type Validation<T> = { ok: true; value: T } | { ok: false; message: string; field: string; details: ErrorObject[] };
@@ -28,7 +30,9 @@ export function validate<S extends TSchema>(schema: S, value: unknown, options: 
   if (check(value)) return { ok: true, value: value as Static<S> };
   const errors = check.errors ?? [];
   const first = deepest(errors);
-  return first ? { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors } : { ok: false, message: 'request is invalid', field: '', details: [] };
+  if (!first) return { ok: false, message: 'request is invalid', field: '', details: [] };
+  if (first.keyword === 'discriminator') return { ok: false, message: describeDiscriminator(first, schema, value), field: fieldOf(first), details: errors };
+  return { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors };
 }
 
 /**
@@ -59,6 +63,10 @@ function deeperThan(value: unknown, limit: number): string | null {
 
 function fieldOf(error: ErrorObject): string {
   const path = error.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  if (error.keyword === 'discriminator') {
+    const tag = (error.params as { tag: string }).tag;
+    return path ? `${path}.${tag}` : tag;
+  }
   if (error.keyword === 'required') {
     const missing = (error.params as { missingProperty: string }).missingProperty;
     return path ? `${path}.${missing}` : missing;
@@ -68,6 +76,26 @@ function fieldOf(error: ErrorObject): string {
     return path ? `${path}.${extra}` : extra;
   }
   return path;
+}
+
+/** `workspace.source must be one of [...]`: the values are read from the alternatives the schema lists. */
+function describeDiscriminator(error: ErrorObject, schema: TSchema, root: unknown): string {
+  const { tag } = error.params as { tag: string };
+  const union = schemaAt(schema, error.schemaPath.replace(/\/discriminator$/, '')) as { oneOf?: Array<{ properties?: Record<string, { const?: unknown }> }> } | undefined;
+  const values = (union?.oneOf ?? []).map((alternative) => alternative.properties?.[tag]?.const).filter((value) => value !== undefined);
+  const node = valueAt(root, error.instancePath);
+  const got = node !== null && typeof node === 'object' && tag in node ? describeType((node as Record<string, unknown>)[tag]) : 'nothing';
+  return `${fieldOf(error)} must be one of ${JSON.stringify(values)}, got ${got}`;
+}
+
+/** The subschema at an Ajv schemaPath (`#/properties/workspace`). */
+function schemaAt(schema: unknown, schemaPath: string): unknown {
+  let node = schema;
+  for (const part of schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean)) {
+    const key = part.replace(/~1/g, '/').replace(/~0/g, '~');
+    node = node !== null && typeof node === 'object' ? (node as Record<string, unknown>)[key] : undefined;
+  }
+  return node;
 }
 
 function describeType(value: unknown): string {

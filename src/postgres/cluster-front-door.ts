@@ -66,7 +66,7 @@ export class ClusterFrontDoor implements JobDesk {
   async submit(request: unknown): Promise<StatusRecord> {
     const { cluster } = this;
     if (!this.stats.accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
-    const admitted = admitRunJob(request, cluster.runtime, 'remote');
+    const admitted = await admitRunJob(request, cluster.runtime, 'remote');
     if ('error' in admitted) throw new ServiceError(admitted.error);
     const offered = await this.reading(() => cluster.registry.kindsOnOffer());
     if (!offered.has(admitted.backendKind)) {

@@ -25,6 +25,7 @@ import { LogFile, teeSinks } from '../sandbox/log-file.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import type { EgressTarget, PreparedSandbox, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import { SentWorkspaceError } from '../workspace/sent-workspace.js';
 import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
@@ -32,6 +33,7 @@ import type { RunJobLimitValues } from './config.js';
 import { LiveOutput, type OutputListener } from './live-output.js';
 import { interruptionError, interruptionOf, interruptionStatus, setupFailure, type Interruption } from './outcome.js';
 import { RunnerRuntime } from './runtime.js';
+import { checkSentWorkspace, MaterialisedWorkspace } from './sent-workspace.js';
 import { admitWorkspacePath, type Caller } from './workspace-path.js';
 
 export interface RunJobOptions {
@@ -60,7 +62,7 @@ interface NormalisedJob {
   jobId: string;
   trace: Record<string, unknown>;
   request: RunJobRequest;
-  /** The workspace's host directory, links resolved, once admitted (null: no workspace). */
+  /** A local_path workspace's host directory, links resolved, once admitted (null: none, or one sent in the request). */
   workspacePath: string | null;
   cwd: string;
   env: Record<string, string>;
@@ -87,16 +89,21 @@ export async function runJob(request: unknown, options: RunJobOptions = {}): Pro
 
 /**
  * Checks a request as runJob would before running it (schema, ceilings, cwd, artifact globs,
- * network, the workspace path for this caller), for a front door that must answer 422 at once.
- * Returns the job id it would run under.
+ * network, the workspace path for this caller, a sent workspace read whole against its caps),
+ * for a front door that must answer 422 at once. Returns the job id it would run under.
  */
-export function admitRunJob(
+export async function admitRunJob(
   request: unknown,
   runtime: RunnerRuntime = RunnerRuntime.shared(),
   caller: Caller = 'local',
-): { jobId: string; traceId: string | undefined; backendKind: BackendKind } | { error: ContractError } {
+): Promise<{ jobId: string; traceId: string | undefined; backendKind: BackendKind } | { error: ContractError }> {
   const normalised = normalise(request, runtime, caller);
   if ('error' in normalised) return normalised;
+  const { workspace } = normalised.request;
+  if (workspace && workspace.source !== 'local_path') {
+    const refused = await checkSentWorkspace(workspace, runtime.config.runJob);
+    if (refused) return { error: refused };
+  }
   const traceId = normalised.trace.trace_id;
   return { jobId: normalised.jobId, traceId: typeof traceId === 'string' ? traceId : undefined, backendKind: normalised.backendKind };
 }
@@ -141,7 +148,8 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
   const sandboxNetwork = sandboxNetworkOf(network);
   if (sandboxNetwork !== 'none' && 'error' in sandboxNetwork) return sandboxNetwork;
   let workspacePath: string | null = null;
-  if (value.workspace && caller !== null) {
+  // A workspace sent in the request names no host path: any caller may send one.
+  if (value.workspace?.source === 'local_path' && caller !== null) {
     const admitted = admitWorkspacePath(value.workspace.path, caller, runtime.config);
     if ('error' in admitted) return admitted;
     workspacePath = admitted.hostPath;
@@ -198,15 +206,29 @@ class RunJobExecution {
 
     const runDir = this.options.runDir ?? join(this.runtime.config.stateDir, 'runs', job.jobId);
     let sandbox: PreparedSandbox | undefined;
+    let sent: MaterialisedWorkspace | undefined;
     let started = false;
     try {
       // The state dir stays reachable by the jobs' uids (toolchains, caches); a run dir is
       // private to our user: it holds the job's logs and artifacts.
       if (this.options.runDir === undefined) await mkdir(this.runtime.config.stateDir, { recursive: true, mode: 0o755 });
       await mkdir(runDir, { recursive: true, mode: 0o700 });
+      // A workspace sent in the request is written out (and judged) before any sandbox is taken.
+      const { workspace } = job.request;
+      if (workspace && workspace.source !== 'local_path') {
+        try {
+          sent = await MaterialisedWorkspace.create(workspace, this.runtime.config.runJob, this.runtime.stagingDir);
+        } catch (error) {
+          if (error instanceof SentWorkspaceError) return builder.finish('failed', error.error);
+          throw error;
+        }
+      }
       // The sandbox (perhaps pre-started) comes first: the snapshot is copied into its work dir.
       sandbox = await this.prepareSandbox();
-      const snapshot = await this.importWorkspace(sandbox);
+      const snapshot = await this.importWorkspace(sandbox, sent?.dir ?? job.workspacePath);
+      // Copied into the work dir: the written-out one is no longer needed.
+      await sent?.dispose();
+      sent = undefined;
       if ('error' in snapshot) return builder.finish('setup_failed', snapshot.error);
       builder.workspace = snapshot;
 
@@ -230,6 +252,8 @@ class RunJobExecution {
     } finally {
       if (started) sandbox?.release();
       else sandbox?.discard();
+      // A tree that cannot be removed now is reaped by a worker started after this process ends (named after our pid).
+      await sent?.dispose().catch(() => undefined);
     }
   }
 
@@ -281,15 +305,18 @@ class RunJobExecution {
    * failure, never created: a request naming a directory its workspace lacks is a mistake to
    * report, not to paper over with an empty directory.
    */
-  private async importWorkspace(sandbox: PreparedSandbox): Promise<(RunJobResult['workspace'] & { sha256: string }) | { error: ContractError }> {
+  private async importWorkspace(sandbox: PreparedSandbox, hostPath: string | null): Promise<(RunJobResult['workspace'] & { sha256: string }) | { error: ContractError }> {
     const { workspace } = this.job.request;
     let report: RunJobResult['workspace'] & { sha256: string } = { files: 0, bytes: 0, skipped: [], sha256: treeHash([]) };
     if (workspace) {
       const config = this.runtime.config.runJob;
+      // A local_path admitted and resolved by normalise() (the directory checked is the one
+      // copied), or where a sent workspace was written out: imported alike, hashed alike.
+      const source = hostPath ?? (workspace.source === 'local_path' ? workspace.path : null);
+      if (source === null) throw new Error('a workspace sent in the request was not written out');
       try {
         report = await sandbox.importWorkspace({
-          // Admitted and resolved by normalise(): the directory checked is the one copied.
-          hostPath: this.job.workspacePath ?? workspace.path,
+          hostPath: source,
           ...(workspace.include ? { include: workspace.include } : {}),
           ...(workspace.exclude ? { exclude: workspace.exclude } : {}),
           maxFiles: config.maxWorkspaceFiles,

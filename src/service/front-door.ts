@@ -99,7 +99,7 @@ export class FrontDoor implements JobDesk {
     const { queue } = this.ports;
     if (!queue.stats().accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
     // Every caller of the front door is remote (HTTP): a local_path workspace only under a workspace root.
-    const admitted = admitRunJob(request, this.runtime, 'remote');
+    const admitted = await admitRunJob(request, this.runtime, 'remote');
     if ('error' in admitted) throw new ServiceError(admitted.error);
     const existing = this.index.get(admitted.jobId);
     if (existing) throw new ServiceError(contractError('job.duplicate', `a job with id ${admitted.jobId} already exists`), { job_id: existing.job_id, status: existing.status });

@@ -5,6 +5,7 @@ import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema, type
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { routeSchema } from '../route-schema.js';
+import { acceptWorkspaceUploads, requestFromUpload } from '../workspace-upload.js';
 
 const MAX_WAIT_SECONDS = 300;
 const JobIdParams = routeSchema(Type.Object({ job_id: Type.String() }));
@@ -12,9 +13,22 @@ const errors = { 404: routeSchema(ErrorBodySchema), 409: routeSchema(ErrorBodySc
 
 export function jobRoutes(service: JobDesk) {
   return async (app: FastifyInstance) => {
+    await acceptWorkspaceUploads(app);
     app.post(
       '/v1/jobs',
-      { schema: { summary: 'Queue a RunJobRequest', body: routeSchema(RunJobRequestSchema), response: { 202: routeSchema(JobAcceptedSchema), ...errors } } },
+      {
+        schema: {
+          summary: 'Queue a RunJobRequest',
+          description:
+            'JSON, or multipart/form-data with a `request` part (the RunJobRequest, its workspace omitted or an archive without data) and a `workspace` file part (a tar or tar.gz).',
+          body: routeSchema(RunJobRequestSchema),
+          response: { 202: routeSchema(JobAcceptedSchema), ...errors },
+        },
+        // An upload becomes the JSON request before validation: one shape from here on.
+        preValidation: async (request) => {
+          if (request.isMultipart()) request.body = await requestFromUpload(request);
+        },
+      },
       async (request, reply) => {
         const record = await service.submit(request.body);
         return reply.code(202).send({ job_id: record.job_id, status: 'queued' });
