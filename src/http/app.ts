@@ -13,6 +13,8 @@ import { backendRoutes } from './routes/backends.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
+import { pistonRoutes } from './routes/piston.js';
+import { runtimeRoutes } from './routes/runtimes.js';
 import { jobRoutes } from './routes/jobs.js';
 import { taskRoutes } from './routes/tasks.js';
 import { Semaphore } from '../util/semaphore.js';
@@ -83,6 +85,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const synchronousSlots = new Semaphore(options.execConcurrency);
   await app.register(execRoutes(options.worker, synchronousSlots));
   await app.register(taskRoutes(options.worker, synchronousSlots));
+  await app.register(runtimeRoutes(options.worker));
+  await app.register(pistonRoutes(options.worker, synchronousSlots));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

@@ -1,3 +1,4 @@
+import type { Runtime } from '../contract/runtimes.js';
 import { bash } from './bash.js';
 import { go } from './go.js';
 import type { LanguageDefinition, ResolveContext } from './language.js';
@@ -59,6 +60,17 @@ export class ToolchainCache {
       this.resolved.set(language.name, pending);
     }
     return pending;
+  }
+
+  /** The languages whose toolchain is here, as /v1/runtimes and Piston's runtimes list them. */
+  async runtimes(): Promise<Runtime[]> {
+    const runtimes: Runtime[] = [];
+    for (const language of LANGUAGES) {
+      const result = await this.get(language);
+      if (isMissing(result)) continue;
+      runtimes.push({ language: language.name, version: versionNumber(result.version), aliases: aliasesOf(language), ...(language.name === 'node' ? { runtime: 'node' } : {}) });
+    }
+    return runtimes;
   }
 
   async describe(): Promise<Array<{ name: string; available: boolean; version?: string; executable?: string; message?: string }>> {

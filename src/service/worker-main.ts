@@ -67,6 +67,7 @@ channel.handle('init', async (config: RunnerConfig, slots: number) => {
 channel.handle('exec', (token: number, request: unknown) => abortable(token, (signal) => executeSnippet(request, { runtime, signal })));
 channel.handle('task', (token: number, request: unknown) => abortable(token, (signal) => runTask(request, { runtime, signal })));
 channel.handle('backends', () => runtime.backends.describe());
+channel.handle('runtimes', () => runtime.toolchains.runtimes());
 channel.onNotice('cancelAll', () => loop.cancelAll());
 channel.handle('stop', async () => {
   await loop.stopped();

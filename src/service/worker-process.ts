@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BackendDescription } from '../contract/backend.js';
 import type { OutputStream } from '../contract/job-events.js';
+import type { Runtime } from '../contract/runtimes.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
@@ -61,6 +62,11 @@ export class WorkerProcess {
 
   backends(): Promise<BackendDescription[]> {
     return this.channel.call('backends');
+  }
+
+  /** The languages the worker's toolchains run. */
+  runtimes(): Promise<Runtime[]> {
+    return this.channel.call('runtimes');
   }
 
   /**
