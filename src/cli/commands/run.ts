@@ -1,11 +1,13 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
+import type { RunJobResult } from '../../contract/run-job.js';
 import { runJob } from '../../runner/run-job.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { backendOption, withBackend } from '../backend-option.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { positiveOption } from '../flag-values.js';
+import { runFollowingHere, runOnService } from '../remote-run.js';
 import { readRequestJson } from '../request-input.js';
 
 interface RunFlags {
@@ -24,6 +26,9 @@ interface RunFlags {
   include: string[];
   exclude: string[];
   backend?: string;
+  server?: string;
+  token?: string;
+  follow?: boolean;
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
@@ -48,13 +53,28 @@ export function registerRun(program: Command): void {
     .option('--include <glob>', 'snapshot only matching files (repeatable)', collect, [])
     .option('--exclude <glob>', 'leave matching files out of the snapshot (repeatable)', collect, [])
     .addOption(backendOption())
-    .addHelpText('after', '\nExit status: 0 when the result is completed, 1 otherwise.\nExample: agent-runner run --workspace . --artifact "dist/**" -- python3 build.py')
+    .option('--server <url>', 'send the job to an agent-runner service (or AGENT_RUNNER_URL) instead of running it here; a --workspace is sent as a tar.gz archive')
+    .option('--token <token>', "the service's token (or AGENT_RUNNER_TOKEN)")
+    .option(
+      '--follow',
+      'print the job\'s events as they happen, one JSON object a line ({"event": "stdout", "data": {"text": ...}}, ... then "end" with the result) instead of the result alone',
+    )
+    .addHelpText(
+      'after',
+      '\nExit status: 0 when the result is completed, 1 otherwise.\nExamples:\n  agent-runner run --workspace . --artifact "dist/**" -- python3 build.py\n  agent-runner run --server http://runner:3000 --follow --workspace . -- python3 test.py',
+    )
     .action(async (argv: string[], flags: RunFlags) => {
       const request = withBackend(flags.request !== undefined || argv.length === 0 ? await readRequestJson(flags.request) : requestFromFlags(argv, flags), flags.backend);
-      const runtime = RunnerRuntime.shared();
-      const result = await cancelOnInterrupt((signal) => runJob(request, { runtime, signal }));
-      await runtime.dispose();
-      printJson(result);
+      const server = flags.server ?? process.env.AGENT_RUNNER_URL;
+      let result: RunJobResult;
+      if (server) {
+        result = await runOnService(server, flags.token, request as Record<string, unknown>, flags.follow ?? false);
+      } else {
+        const runtime = RunnerRuntime.shared();
+        result = flags.follow ? await runFollowingHere(request, runtime) : await cancelOnInterrupt((signal) => runJob(request, { runtime, signal }));
+        await runtime.dispose();
+      }
+      if (!flags.follow) printJson(result);
       exitAfterFlush(result.status === 'completed' ? 0 : 1);
     });
 }
