@@ -1,10 +1,12 @@
 import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
 import type { Command } from 'commander';
 import { executeSnippet, invalidSnippetResponse } from '../../runner/snippet.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { GuestClient } from '../../guest/client.js';
 import { parseListenAddress } from '../../guest/listen-address.js';
 import { backendOption, withBackend } from '../backend-option.js';
+import { positiveOption } from '../flag-values.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { exitAfterFlush, printJson, readStdin } from '../../util/stdio.js';
 
@@ -19,7 +21,15 @@ interface ExecFlags {
   listLanguages?: boolean;
   listBackends?: boolean;
   backend?: string;
+  stdin?: boolean;
+  arg: string[];
+  addFile: string[];
+  langVersion?: string;
+  memoryMb?: string;
+  outputBytes?: string;
 }
+
+const collect = (value: string, previous: string[]) => [...previous, value];
 
 export function registerExec(program: Command): void {
   program
@@ -30,6 +40,12 @@ export function registerExec(program: Command): void {
     .option('-f, --file <path>', 'read the source code from a file')
     .option('-t, --timeout <seconds>', 'seconds the program may run')
     .option('--trace-id <id>', 'trace id to echo')
+    .option('--stdin', "pass this command's stdin to the program (with --code or --file)")
+    .option('--arg <value>', 'a command-line argument of the program (repeatable)', collect, [])
+    .option('--add-file <path>', 'put this file beside the source, under its own name (repeatable): modules the code imports, data it reads', collect, [])
+    .option('--lang-version <version>', 'the language version wanted (a prefix matches; see --list-languages)')
+    .option('--memory-mb <n>', "the program's memory, at most the configured snippet limit")
+    .option('--output-bytes <n>', 'stdout and stderr each kept up to this many bytes')
     .option('--guest <address>', 'send the request to a guest runner (unix:/path or tcp:HOST:PORT) instead of running it here')
     .option('--guest-token <token>', "the guest runner's token (or AGENT_RUNNER_GUEST_TOKEN), sent first on the connection")
     .option('--list-languages', 'print the available languages with their toolchain versions')
@@ -70,12 +86,22 @@ async function buildRequest(flags: ExecFlags): Promise<{ json: unknown } | { unp
     }
   }
   const code = flags.file !== undefined ? await readFile(flags.file, 'utf8') : flags.code;
+  const files = await Promise.all(flags.addFile.map(async (path) => ({ name: basename(path), content: (await readFile(path)).toString('base64'), encoding: 'base64' })));
+  const number = (flag: string, text: string | undefined) => positiveOption(flag, text, { integer: true });
+  const memoryMb = number('--memory-mb', flags.memoryMb);
+  const outputBytes = number('--output-bytes', flags.outputBytes);
   return {
     json: {
       ...(flags.traceId !== undefined ? { trace_id: flags.traceId } : {}),
       lang: flags.lang,
       code,
       ...(flags.timeout !== undefined ? { timeout: Number(flags.timeout) } : {}),
+      ...(flags.langVersion !== undefined ? { version: flags.langVersion } : {}),
+      ...(flags.stdin ? { stdin: await readStdin() } : {}),
+      ...(flags.arg.length > 0 ? { args: flags.arg } : {}),
+      ...(files.length > 0 ? { files } : {}),
+      ...(memoryMb ? { memory_bytes: memoryMb * 1024 * 1024 } : {}),
+      ...(outputBytes ? { output_bytes: outputBytes } : {}),
     },
   };
 }
