@@ -16,6 +16,18 @@ export default tseslint.config(
     },
   },
   {
+    files: ['ui/**/*.js'],
+    languageOptions: { globals: globals.browser },
+    rules: {
+      // Job output is written by whoever submitted the job: the page builds nodes and sets text.
+      'no-restricted-properties': [
+        'error',
+        ...['innerHTML', 'outerHTML', 'insertAdjacentHTML', 'srcdoc'].map((property) => ({ property, message: 'Build nodes and set textContent: shown data may be hostile.' })),
+        { object: 'document', property: 'write', message: 'Build nodes and set textContent: shown data may be hostile.' },
+      ],
+    },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       // Tests read loosely typed JSON answers.

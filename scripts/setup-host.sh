@@ -13,6 +13,7 @@
 #               test suite starts throw-away clusters of its own from its programs
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
+#   chromium    the browser the dashboard's test drives (test/integration/http/dashboard.test.ts)
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`. Without root this only reports what is missing.
 set -euo pipefail
@@ -36,6 +37,7 @@ need python3 python3
 need cc gcc
 # The exec guard (native/) is linked statically.
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || want+=(libc6-dev)
+need chromium chromium
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"

@@ -10,6 +10,7 @@ import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { installErrorHandler } from './errors.js';
 import { backendRoutes } from './routes/backends.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
@@ -87,6 +88,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(taskRoutes(options.worker, synchronousSlots));
   await app.register(runtimeRoutes(options.worker));
   await app.register(pistonRoutes(options.worker, synchronousSlots));
+  await app.register(dashboardRoutes());
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }

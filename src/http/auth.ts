@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { contractError } from '../contract/errors.js';
 import { sendError } from './errors.js';
+import { isDashboardRoute } from './routes/dashboard.js';
 
 const OPEN_ROUTES = new Set(['/health']);
 
@@ -9,13 +10,14 @@ const OPEN_ROUTES = new Set(['/health']);
 const BEARER = /^bearer +(\S+) *$/i;
 
 /**
- * Every route but /health needs `Authorization: Bearer <token>`, compared in constant time;
- * unknown routes too (a 401, not a 404, to a caller without the token).
+ * Every route but /health and the dashboard's files needs `Authorization: Bearer <token>`,
+ * compared in constant time; unknown routes too (a 401, not a 404, to a caller without the token).
  */
 export function installBearerAuth(app: FastifyInstance, token: string): void {
   const expected = digest(token);
   app.addHook('onRequest', async (request, reply) => {
-    if (OPEN_ROUTES.has(request.routeOptions.url ?? '')) return;
+    const route = request.routeOptions.url ?? '';
+    if (OPEN_ROUTES.has(route) || isDashboardRoute(route)) return;
     const given = BEARER.exec(request.headers.authorization ?? '')?.[1] ?? '';
     // Equal-length digests: timingSafeEqual needs them, and the token length leaks nothing.
     if (!timingSafeEqual(digest(given), expected)) {
