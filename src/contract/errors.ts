@@ -11,6 +11,7 @@ export const ERROR_CODES = {
   'request.too_large': { http: 413, description: 'the request body, or its headers, are over the size limit' },
   'request.timeout': { http: 408, description: 'the request line and headers, or the whole request, did not arrive in time; the connection was closed' },
   'request.malformed': { http: 400, description: 'not a well-formed HTTP/1.1 request; the connection was closed' },
+  'request.unsupported_media_type': { http: 415, description: 'the request body is not of a media type the route accepts (its Content-Type is missing or another)' },
   'auth.unauthorized': { http: 401, description: 'a valid Authorization: Bearer token is required' },
   'internal.error': { http: 500, description: 'an unexpected failure in the service itself' },
   'queue.full': { http: 503, description: 'the queue is at capacity; retry later' },

@@ -9,6 +9,7 @@ import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { installErrorHandler } from './errors.js';
+import { installMediaTypeGate } from './media-types.js';
 import { backendRoutes } from './routes/backends.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
@@ -66,6 +67,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
   if (options.token) installBearerAuth(app, options.token);
+  installMediaTypeGate(app);
   await app.register(swagger, {
     openapi: {
       openapi: '3.0.3',

@@ -4,6 +4,7 @@ import { ArtifactSchema, JobStatusSchema, RunJobRequestSchema } from '../../cont
 import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
+import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
 const MAX_WAIT_SECONDS = 300;
@@ -14,7 +15,10 @@ export function jobRoutes(service: JobDesk) {
   return async (app: FastifyInstance) => {
     app.post(
       '/v1/jobs',
-      { schema: { summary: 'Queue a RunJobRequest', body: routeSchema(RunJobRequestSchema), response: { 202: routeSchema(JobAcceptedSchema), ...errors } } },
+      {
+        config: { accepts: JSON_BODY },
+        schema: { summary: 'Queue a RunJobRequest', body: routeSchema(RunJobRequestSchema), response: { 202: routeSchema(JobAcceptedSchema), ...errors } },
+      },
       async (request, reply) => {
         const record = await service.submit(request.body);
         return reply.code(202).send({ job_id: record.job_id, status: 'queued' });

@@ -68,6 +68,29 @@ describe('HTTP service', () => {
     assert.equal(huge.json.error.code, 'request.too_large');
   });
 
+  it('answers 415 request.unsupported_media_type to a body that is not JSON on the JSON routes, before reading it', async () => {
+    const send = (path: string, headers: Record<string, string>, body: string) =>
+      fetch(`${server.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${server.token}`, ...headers }, body: new TextEncoder().encode(body) });
+    for (const path of ['/v1/jobs', '/v1/exec', '/v1/tasks']) {
+      const plain = await send(path, { 'content-type': 'text/plain' }, '{"command":{"argv":["true"]}}');
+      assert.equal(plain.status, 415, path);
+      const plainBody = (await plain.json()) as { error: { code: string; details: unknown } };
+      assert.equal(plainBody.error.code, 'request.unsupported_media_type');
+      assert.deepEqual(plainBody.error.details, { accepted: ['application/json'], given: 'text/plain' });
+      // A Uint8Array body: fetch sends it with no Content-Type at all.
+      const untyped = await send(path, {}, '{"command":{"argv":["true"]}}');
+      assert.equal(untyped.status, 415, `${path} without Content-Type`);
+      assert.equal(((await untyped.json()) as { error: { code: string } }).error.code, 'request.unsupported_media_type');
+    }
+    // Parameters and case do not matter: JSON with a charset is JSON.
+    const charset = await send('/v1/exec', { 'content-type': 'Application/JSON; charset=utf-8' }, '{"lang":"python","code":"print(1)"}');
+    assert.equal(charset.status, 200);
+    // A route that takes no body of that type is refused with the same code.
+    const cancel = await send('/v1/jobs/nope/cancel', { 'content-type': 'application/xml' }, '<cancel/>');
+    assert.equal(cancel.status, 415);
+    assert.equal(((await cancel.json()) as { error: { code: string } }).error.code, 'request.unsupported_media_type');
+  });
+
   it('reports a policy denial as a terminal result, not an HTTP error', async () => {
     const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['bash', '-c', 'id'] } });
     assert.equal(submitted.status, 202);
