@@ -5,6 +5,7 @@
 export const ERROR_CODES = {
   'validation.invalid_request': { http: 422, description: 'the request does not match the schema or exceeds a server ceiling' },
   'validation.path_escape': { http: 422, description: 'a path (cwd, workspace entry) would leave its root' },
+  'validation.invalid_cursor': { http: 400, description: 'the listing cursor is malformed or names no job (retention may have removed it); list again without it' },
   'job.not_found': { http: 404, description: 'no job with that id' },
   'job.duplicate': { http: 409, description: 'a job with that id already exists' },
   'job.not_terminal': { http: 409, description: 'the job has not finished yet' },

@@ -193,6 +193,29 @@ describe('HTTP service', () => {
     assert.ok(first.json.jobs[1].created_at >= second.json.jobs[0].created_at);
     assert.notEqual(first.json.jobs[1].job_id, second.json.jobs[0].job_id);
   });
+
+  it('answers 400 validation.invalid_cursor to a cursor it did not give or whose job is gone, not an empty page', async () => {
+    for (const cursor of ['not-a-cursor!', Buffer.from('job_that_never_was').toString('base64url'), '']) {
+      const listed = await api(server.url, 'GET', `/v1/jobs?cursor=${encodeURIComponent(cursor)}`);
+      assert.equal(listed.status, 400, `cursor ${JSON.stringify(cursor)}: ${listed.text}`);
+      assert.equal(listed.json.error.code, 'validation.invalid_cursor');
+    }
+  });
+
+  it('pages on after a cursor whose job the status filter leaves out', async () => {
+    const submit = async (argv: string[]) => (await api(server.url, 'POST', '/v1/jobs', { command: { argv } })).json.job_id as string;
+    const older = await submit(['false']);
+    const cursorJob = await submit(['true']);
+    for (const jobId of [older, cursorJob]) await waitTerminal(server.url, jobId);
+    const all = (await api(server.url, 'GET', '/v1/jobs?limit=1000')).json.jobs.map((job: { job_id: string }) => job.job_id) as string[];
+    // The page that ends with the completed job gives its cursor; failed jobs page on after it.
+    const cursor = (await api(server.url, 'GET', `/v1/jobs?limit=${all.indexOf(cursorJob) + 1}`)).json.next_cursor as string;
+    const failed = await api(server.url, 'GET', `/v1/jobs?status=failed&limit=1000&cursor=${cursor}`);
+    assert.equal(failed.status, 200, failed.text);
+    const ids = failed.json.jobs.map((job: { job_id: string }) => job.job_id) as string[];
+    assert.ok(ids.includes(older), `the failed job older than the cursor is listed: ${ids.join(', ')}`);
+    for (const id of ids) assert.ok(all.indexOf(id) > all.indexOf(cursorJob), `${id} comes after the cursor`);
+  });
 });
 
 describe('HTTP service queue limits and security', () => {
