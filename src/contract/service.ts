@@ -55,6 +55,10 @@ export const HealthSchema = Type.Object(
       description: 'degraded: the run store cannot take writes (submissions get 503 store.unavailable), or holds job records it still owes; reads are served either way',
     }),
     queue: Type.Object({ depth: Type.Integer(), capacity: Type.Integer(), running: Type.Integer(), concurrency: Type.Integer(), accepting: Type.Boolean() }),
+    exec: Type.Object(
+      { running: Type.Integer(), waiting: Type.Integer(), concurrency: Type.Integer() },
+      { description: 'snippets (/v1/exec) and code tasks (/v1/tasks): running, waiting for one of the concurrency slots they share' },
+    ),
     store: Type.Object({
       writable: Type.Boolean(),
       error: Type.Optional(Type.String({ description: 'what the last refused write met: ENOSPC, EDQUOT, EIO or EROFS' })),

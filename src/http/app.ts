@@ -76,11 +76,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       ...(options.token ? { security: [{ bearer: [] }] } : {}),
     },
   });
-  await app.register(healthRoutes(options.frontDoor, options.worker, options.defaultBackend, options.execConcurrency));
-  await app.register(jobRoutes(options.frontDoor));
-  await app.register(backendRoutes(options.worker));
   // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
   const synchronousSlots = new Semaphore(options.execConcurrency);
+  await app.register(healthRoutes(options.frontDoor, options.worker, options.defaultBackend, options.execConcurrency, synchronousSlots));
+  await app.register(jobRoutes(options.frontDoor));
+  await app.register(backendRoutes(options.worker));
   await app.register(execRoutes(options.worker, synchronousSlots));
   await app.register(taskRoutes(options.worker, synchronousSlots));
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

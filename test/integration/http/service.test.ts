@@ -18,6 +18,20 @@ describe('HTTP service', () => {
     assert.equal(status, 200);
     assert.equal(json.status, 'ok');
     assert.deepEqual(Object.keys(json.queue).sort(), ['accepting', 'capacity', 'concurrency', 'depth', 'running']);
+    assert.deepEqual(json.exec, { running: 0, waiting: 0, concurrency: 2 });
+  });
+
+  it('counts snippets and tasks in flight on /health: running in the shared slots, and waiting for one', async () => {
+    // Three snippets for two slots: two run while the third waits. Each sleeps 3 s in its
+    // sandbox, a window the polls below see them in; nothing is asserted of time.
+    const snippet = { lang: 'python', code: 'import time\ntime.sleep(3)', timeout: 60 };
+    const answers = [1, 2, 3].map(() => api(server.url, 'POST', '/v1/exec', snippet));
+    await waitUntil(async () => {
+      const { exec } = (await api(server.url, 'GET', '/health')).json;
+      return exec.running === 2 && exec.waiting === 1 && exec.concurrency === 2;
+    }, '/health counts 2 snippets running and 1 waiting');
+    for (const answer of await Promise.all(answers)) assert.equal(answer.json.exit_code, 0, answer.text);
+    assert.deepEqual((await api(server.url, 'GET', '/health')).json.exec, { running: 0, waiting: 0, concurrency: 2 });
   });
 
   it('queues a job (202), long-polls it to its terminal result, and lists it', async () => {
