@@ -6,10 +6,18 @@ import { JobStatusSchema, RunJobResultSchema } from './run-job.js';
 /** Shapes of the HTTP service around the run-job contract. */
 export type JobStatus = Static<typeof JobStatusSchema>;
 
+/** Every code with its status and meaning, derived from the table, so the schema (and the OpenAPI document) lists them. */
+const ERROR_CODE_MEANINGS = `HTTP 200 marks an outcome in a run's result rather than a refused request. ${Object.entries(ERROR_CODES)
+  .map(([code, { http, description }]) => `${code} (HTTP ${http}): ${description}`)
+  .join('; ')}`;
+
 export const ErrorBodySchema = Type.Object(
   {
     error: Type.Object({
-      code: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code))),
+      code: Type.Union(
+        Object.keys(ERROR_CODES).map((code) => Type.Literal(code)),
+        { description: ERROR_CODE_MEANINGS },
+      ),
       message: Type.String(),
       details: Type.Optional(Type.Unknown()),
     }),

@@ -8,6 +8,7 @@ declare module 'fastify' {
      * The media types a route takes its body in (`application/json`, `multipart/form-data`):
      * a body of any other type, or with no Content-Type, is answered 415 before it is read.
      * Unset: Fastify's parsers decide, as routes that speak another API's dialect need.
+     * The OpenAPI document lists the same types as the route's request body (openapi.ts).
      */
     accepts?: readonly string[];
   }
