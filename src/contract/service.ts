@@ -6,10 +6,18 @@ import { JobStatusSchema, RunJobResultSchema } from './run-job.js';
 /** Shapes of the HTTP service around the run-job contract. */
 export type JobStatus = Static<typeof JobStatusSchema>;
 
+/** Every code with its status and meaning, derived from the table, so the schema (and the OpenAPI document) lists them. */
+const ERROR_CODE_MEANINGS = `HTTP 200 marks an outcome in a run's result rather than a refused request. ${Object.entries(ERROR_CODES)
+  .map(([code, { http, description }]) => `${code} (HTTP ${http}): ${description}`)
+  .join('; ')}`;
+
 export const ErrorBodySchema = Type.Object(
   {
     error: Type.Object({
-      code: Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code))),
+      code: Type.Union(
+        Object.keys(ERROR_CODES).map((code) => Type.Literal(code)),
+        { description: ERROR_CODE_MEANINGS },
+      ),
       message: Type.String(),
       details: Type.Optional(Type.Unknown()),
     }),
@@ -55,6 +63,10 @@ export const HealthSchema = Type.Object(
       description: 'degraded: the run store cannot take writes (submissions get 503 store.unavailable), or holds job records it still owes; reads are served either way',
     }),
     queue: Type.Object({ depth: Type.Integer(), capacity: Type.Integer(), running: Type.Integer(), concurrency: Type.Integer(), accepting: Type.Boolean() }),
+    exec: Type.Object(
+      { running: Type.Integer(), waiting: Type.Integer(), concurrency: Type.Integer() },
+      { description: 'snippets (/v1/exec) and code tasks (/v1/tasks): running, waiting for one of the concurrency slots they share' },
+    ),
     store: Type.Object({
       writable: Type.Boolean(),
       error: Type.Optional(Type.String({ description: 'what the last refused write met: ENOSPC, EDQUOT, EIO or EROFS' })),

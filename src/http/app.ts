@@ -9,6 +9,8 @@ import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { installErrorHandler } from './errors.js';
+import { installMediaTypeGate } from './media-types.js';
+import { openapiOptions } from './openapi.js';
 import { backendRoutes } from './routes/backends.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { eventRoutes } from './routes/events.js';
@@ -70,25 +72,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
   if (options.token) installBearerAuth(app, options.token);
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: { title: 'agent-runner', version: '0.1.0', description: 'Run jobs and snippets in a sandbox.' },
-      components: options.token ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } } : {},
-      ...(options.token ? { security: [{ bearer: [] }] } : {}),
-    },
-  });
-  await app.register(healthRoutes(options.frontDoor, options.worker, options.defaultBackend, options.execConcurrency));
+  installMediaTypeGate(app);
+  await app.register(swagger, openapiOptions(options.token));
+  // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
+  const synchronousSlots = new Semaphore(options.execConcurrency);
+  await app.register(healthRoutes(options.frontDoor, options.worker, options.defaultBackend, options.execConcurrency, synchronousSlots));
   await app.register(jobRoutes(options.frontDoor));
   await app.register(eventRoutes(options.frontDoor));
   await app.register(backendRoutes(options.worker));
-  // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
-  const synchronousSlots = new Semaphore(options.execConcurrency);
   await app.register(execRoutes(options.worker, synchronousSlots));
   await app.register(taskRoutes(options.worker, synchronousSlots));
   await app.register(runtimeRoutes(options.worker));
   await app.register(pistonRoutes(options.worker, synchronousSlots));
   await app.register(dashboardRoutes());
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());
   return app;
 }

@@ -4,7 +4,8 @@ import { contractError } from '../contract/errors.js';
 import { sendError } from './errors.js';
 import { isDashboardRoute } from './routes/dashboard.js';
 
-const OPEN_ROUTES = new Set(['/health']);
+/** The routes that answer without the token; the OpenAPI document marks them so (openapi.ts). */
+export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/health']);
 
 /** The scheme name is case-insensitive (RFC 9110 11.1): `bearer` and `BEARER` are Bearer. */
 const BEARER = /^bearer +(\S+) *$/i;

@@ -10,8 +10,9 @@ export function sendError(reply: import('fastify').FastifyReply, error: Contract
 
 /**
  * Every failure becomes `{error: {code, message, details}}` with the status of the code table:
- * schema failures 422, body over the limit 413, unknown job 404, queue full 503 with
- * Retry-After. Anything unexpected is a 500 for that request only.
+ * schema failures 422, body over the limit 413, a body of a type the route does not take 415,
+ * unknown job 404, queue full 503 with Retry-After. Anything unexpected is a 500 for that
+ * request only.
  */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -26,6 +27,10 @@ export function installErrorHandler(app: FastifyInstance): void {
     }
     if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return sendError(reply, contractError('request.too_large', `the request body is over the limit of ${app.initialConfig.bodyLimit} bytes`));
+    }
+    // A route that takes no body in that type, where no `accepts` answered first (media-types.ts).
+    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      return sendError(reply, contractError('request.unsupported_media_type', `Content-Type ${request.headers['content-type'] ?? '(none)'} is not accepted here`));
     }
     if (error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500) {
       return sendError(reply, contractError('validation.invalid_request', error.message));

@@ -6,6 +6,7 @@ import type { Artifact } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import { QueueClosedError, QueueFullError, type QueueStats } from '../queue/port.js';
 import { admitRunJob, unrunResult } from '../runner/run-job.js';
+import { cursorJobId, cursorOf, unknownCursor } from '../service/job-cursor.js';
 import { followJob } from '../service/job-follow.js';
 import type { OutputFeed } from '../service/output-feed.js';
 import { artifactNotFound, listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from '../service/job-desk.js';
@@ -161,10 +162,11 @@ export class ClusterFrontDoor implements JobDesk {
   }
 
   async list(limit: number, cursor: string | undefined, status?: JobStatus): Promise<JobPage> {
-    const after = cursor === undefined ? undefined : Buffer.from(cursor, 'base64url').toString('utf8');
-    const { jobs, more } = await this.reading(() => this.cluster.runs.list(limit, after, status));
-    const last = jobs.at(-1);
-    return { jobs, next_cursor: last && more ? Buffer.from(last.job_id).toString('base64url') : null };
+    const after = cursor === undefined ? undefined : cursorJobId(cursor);
+    const page = await this.reading(() => this.cluster.runs.list(limit, after, status));
+    if (page === null) throw unknownCursor(cursor!);
+    const last = page.jobs.at(-1);
+    return { jobs: page.jobs, next_cursor: last && page.more ? cursorOf(last.job_id) : null };
   }
 
   async artifacts(jobId: string): Promise<Artifact[]> {

@@ -92,8 +92,15 @@ export class RunTable {
     return row.result ? { ...toRecord(row), result: row.result } : toRecord(row);
   }
 
-  /** Newest first; the cursor is the last job of the previous page (an unknown one: an empty page). */
-  async list(limit: number, cursorJobId: string | undefined, status: JobStatus | undefined): Promise<{ jobs: StatusRecord[]; more: boolean }> {
+  /**
+   * Newest first, after the cursor job (the last of the previous page) whatever its status now;
+   * null when no job has the cursor's id, which an empty page would hide.
+   */
+  async list(limit: number, cursorJobId: string | undefined, status: JobStatus | undefined): Promise<{ jobs: StatusRecord[]; more: boolean } | null> {
+    if (cursorJobId !== undefined) {
+      const { rowCount } = await this.db.query(`SELECT 1 FROM ${RUNS} WHERE job_id = $1`, [cursorJobId]);
+      if (rowCount === 0) return null;
+    }
     const { rows } = await this.db.query<RecordRow>(
       `SELECT ${RECORD_COLUMNS} FROM ${RUNS} r
        WHERE ($1::text IS NULL OR r.status = $1)

@@ -10,6 +10,7 @@ import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact
 import { ResilientRunStore, STORE_RETRY_MS, type StoreAvailability } from '../store/resilient-store.js';
 import type { EventCursor, JobEvent } from '../contract/job-events.js';
 import type { JobEvents } from './events.js';
+import { cursorJobId, cursorOf, unknownCursor } from './job-cursor.js';
 import { followJob } from './job-follow.js';
 import { LocalOutputFeed } from './output-feed.js';
 import { listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from './job-desk.js';
@@ -160,21 +161,21 @@ export class FrontDoor implements JobDesk {
     return this.require(jobId);
   }
 
-  /** Newest first; the cursor is the last job of the previous page. */
+  /**
+   * Newest first; the cursor is the last job of the previous page. The page goes on after where
+   * that job stands, whatever its status now (it may have left a `status` filter since).
+   */
   async list(limit: number, cursor: string | undefined, status?: JobStatus): Promise<JobPage> {
+    const after = cursor === undefined ? undefined : this.index.get(cursorJobId(cursor));
+    if (cursor !== undefined && after === undefined) throw unknownCursor(cursor);
     const all = [...this.index.values()]
       .filter((record) => status === undefined || record.status === status)
       .sort(byCreation)
       .reverse();
-    let start = 0;
-    if (cursor) {
-      const decoded = Buffer.from(cursor, 'base64url').toString('utf8');
-      const position = all.findIndex((record) => record.job_id === decoded);
-      start = position < 0 ? all.length : position + 1;
-    }
-    const jobs = all.slice(start, start + limit);
+    const start = after === undefined ? 0 : all.findIndex((record) => byCreation(record, after) < 0);
+    const jobs = start < 0 ? [] : all.slice(start, start + limit);
     const last = jobs.at(-1);
-    return { jobs, next_cursor: last && start + limit < all.length ? Buffer.from(last.job_id).toString('base64url') : null };
+    return { jobs, next_cursor: last && start + limit < all.length ? cursorOf(last.job_id) : null };
   }
 
   async artifacts(jobId: string): Promise<Artifact[]> {

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { OutputEventSchema, parseEventId, StatusEventSchema, type JobEvent } from '../../contract/job-events.js';
-import { ErrorBodySchema, JobStateSchema } from '../../contract/service.js';
+import { JobStateSchema } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { routeSchema } from '../route-schema.js';
@@ -23,6 +23,7 @@ export function eventRoutes(desk: JobDesk) {
     app.get<{ Params: { job_id: string }; Querystring: { last_event_id?: string } }>(
       '/v1/jobs/:job_id/events',
       {
+        config: { errors: ['job.not_found', 'store.unavailable'] },
         schema: {
           summary: "A job's status and live output as Server-Sent Events",
           description: DESCRIPTION,
@@ -37,7 +38,6 @@ export function eventRoutes(desk: JobDesk) {
                 },
               },
             },
-            404: routeSchema(ErrorBodySchema),
           },
         },
       },

@@ -3,6 +3,7 @@ import { SnippetRequestSchema, SnippetResponseSchema } from '../../contract/snip
 import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
+import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
 /**
@@ -15,6 +16,7 @@ export function execRoutes(worker: WorkerProcess, slots: Semaphore) {
       '/v1/exec',
       {
         attachValidation: true,
+        config: { accepts: JSON_BODY },
         schema: { summary: 'Run one snippet and answer with its response', body: routeSchema(SnippetRequestSchema), response: { 200: routeSchema(SnippetResponseSchema) } },
       },
       async (request, reply) => slots.run(() => worker.exec(request.body, hangUpSignal(reply))),

@@ -1,15 +1,19 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { ArtifactSchema, JobStatusSchema, RunJobRequestSchema } from '../../contract/run-job.js';
-import { ErrorBodySchema, JobAcceptedSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
+import { JobAcceptedSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
+import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 import { acceptWorkspaceUploads, requestFromUpload } from '../workspace-upload.js';
 
 const MAX_WAIT_SECONDS = 300;
 const JobIdParams = routeSchema(Type.Object({ job_id: Type.String() }));
-const errors = { 404: routeSchema(ErrorBodySchema), 409: routeSchema(ErrorBodySchema), 422: routeSchema(ErrorBodySchema), 503: routeSchema(ErrorBodySchema) };
+/** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
+const ArtifactParams = routeSchema(Type.Object({ job_id: Type.String(), '*': Type.String({ description: 'the path the result lists, slashes and all' }) }));
+/** A desk that cannot reach its store (the cluster's database) refuses reads too. */
+const READ_ERRORS = ['job.not_found', 'store.unavailable'] as const;
 
 export function jobRoutes(service: JobDesk) {
   return async (app: FastifyInstance) => {
@@ -17,12 +21,17 @@ export function jobRoutes(service: JobDesk) {
     app.post(
       '/v1/jobs',
       {
+        config: {
+          accepts: [...JSON_BODY, 'multipart/form-data'],
+          // backend.unavailable: no live worker offers the kind (the cluster's admission).
+          errors: ['validation.path_escape', 'limits.workspace_too_large', 'job.duplicate', 'queue.full', 'queue.closed', 'store.unavailable', ['backend.unavailable', 503]],
+        },
         schema: {
           summary: 'Queue a RunJobRequest',
           description:
             'JSON, or multipart/form-data with a `request` part (the RunJobRequest, its workspace omitted or an archive without data) and a `workspace` file part (a tar or tar.gz).',
           body: routeSchema(RunJobRequestSchema),
-          response: { 202: routeSchema(JobAcceptedSchema), ...errors },
+          response: { 202: routeSchema(JobAcceptedSchema) },
         },
         // An upload becomes the JSON request before validation: one shape from here on.
         preValidation: async (request) => {
@@ -38,10 +47,15 @@ export function jobRoutes(service: JobDesk) {
     app.get<{ Querystring: { limit?: number; cursor?: string; status?: JobStatus } }>(
       '/v1/jobs',
       {
+        config: { errors: ['validation.invalid_cursor', 'store.unavailable'] },
         schema: {
           summary: 'A page of jobs, newest first',
           querystring: routeSchema(
-            Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })), cursor: Type.Optional(Type.String()), status: Type.Optional(JobStatusSchema) }),
+            Type.Object({
+              limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+              cursor: Type.Optional(Type.String({ description: 'next_cursor of the previous page' })),
+              status: Type.Optional(JobStatusSchema),
+            }),
           ),
           response: { 200: routeSchema(JobPageSchema) },
         },
@@ -52,11 +66,12 @@ export function jobRoutes(service: JobDesk) {
     app.get<{ Params: { job_id: string }; Querystring: { wait?: number } }>(
       '/v1/jobs/:job_id',
       {
+        config: { errors: READ_ERRORS },
         schema: {
           summary: 'Current status; the full RunJobResult once terminal. ?wait=SECONDS long-polls until terminal.',
           params: JobIdParams,
           querystring: routeSchema(Type.Object({ wait: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS })) })),
-          response: { 200: routeSchema(JobStateSchema), 404: routeSchema(ErrorBodySchema) },
+          response: { 200: routeSchema(JobStateSchema) },
         },
       },
       async (request, reply) => {
@@ -69,10 +84,11 @@ export function jobRoutes(service: JobDesk) {
     app.get<{ Params: { job_id: string } }>(
       '/v1/jobs/:job_id/artifacts',
       {
+        config: { errors: [...READ_ERRORS, 'job.not_terminal'] },
         schema: {
           summary: 'Artifact metadata of a terminal job',
           params: JobIdParams,
-          response: { 200: routeSchema(Type.Object({ job_id: Type.String(), artifacts: Type.Array(ArtifactSchema) })), ...errors },
+          response: { 200: routeSchema(Type.Object({ job_id: Type.String(), artifacts: Type.Array(ArtifactSchema) })) },
         },
       },
       async (request) => ({ job_id: request.params.job_id, artifacts: await service.artifacts(request.params.job_id) }),
@@ -80,7 +96,20 @@ export function jobRoutes(service: JobDesk) {
 
     app.get<{ Params: { job_id: string; '*': string } }>(
       '/v1/jobs/:job_id/artifacts/*',
-      { schema: { summary: 'Download one artifact by the path its result lists' } },
+      {
+        config: { errors: [...READ_ERRORS, 'job.not_terminal'] },
+        schema: {
+          summary: 'Download one artifact by the path its result lists',
+          params: ArtifactParams,
+          response: {
+            200: {
+              description: "The artifact's bytes",
+              headers: { 'X-Artifact-Sha256': { type: 'string', description: 'sha256 of the bytes, as the result lists it' } },
+              content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+            },
+          },
+        },
+      },
       async (request, reply) => {
         const { artifact, content } = await service.openArtifact(request.params.job_id, request.params['*']);
         return reply.header('Content-Type', 'application/octet-stream').header('Content-Length', String(artifact.size)).header('X-Artifact-Sha256', artifact.sha256).send(content);
@@ -89,7 +118,14 @@ export function jobRoutes(service: JobDesk) {
 
     app.post<{ Params: { job_id: string } }>(
       '/v1/jobs/:job_id/cancel',
-      { schema: { summary: 'Cancel: a queued job never runs, a running one is killed (whole tree)', params: JobIdParams, response: { 404: routeSchema(ErrorBodySchema) } } },
+      {
+        config: { errors: READ_ERRORS },
+        schema: {
+          summary: 'Cancel: a queued job never runs, a running one is killed (whole tree)',
+          params: JobIdParams,
+          response: { 200: routeSchema(Type.Object({ job_id: Type.String(), status: JobStatusSchema })) },
+        },
+      },
       async (request) => {
         const record = await service.cancel(request.params.job_id);
         return { job_id: record.job_id, status: record.status };

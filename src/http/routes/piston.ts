@@ -34,7 +34,10 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
 
     app.get(
       '/api/v2/runtimes',
-      { schema: { summary: 'Piston: the runtimes (language, version, aliases)', tags: ['piston'], response: { 200: routeSchema(RuntimeListSchema) } } },
+      {
+        config: { foreignErrors: true },
+        schema: { summary: 'Piston: the runtimes (language, version, aliases)', tags: ['piston'], response: { 200: routeSchema(RuntimeListSchema) } },
+      },
       () => worker.runtimes(),
     );
 
@@ -42,6 +45,7 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
       '/api/v2/execute',
       {
         attachValidation: true,
+        config: { foreignErrors: true },
         schema: {
           summary: 'Piston: run a program',
           tags: ['piston'],

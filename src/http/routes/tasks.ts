@@ -3,6 +3,7 @@ import { TaskRequestSchema, TaskResponseSchema } from '../../contract/task.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
+import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
 /**
@@ -13,7 +14,10 @@ export function taskRoutes(worker: WorkerProcess, slots: Semaphore) {
   return async (app: FastifyInstance) => {
     app.post(
       '/v1/tasks',
-      { schema: { summary: 'Run a code task: items in, items out, captured prints', body: routeSchema(TaskRequestSchema), response: { 200: routeSchema(TaskResponseSchema) } } },
+      {
+        config: { accepts: JSON_BODY },
+        schema: { summary: 'Run a code task: items in, items out, captured prints', body: routeSchema(TaskRequestSchema), response: { 200: routeSchema(TaskResponseSchema) } },
+      },
       async (request, reply) => slots.run(() => worker.task(request.body, hangUpSignal(reply))),
     );
   };

@@ -5,6 +5,7 @@ import { contractError } from '../../../src/contract/errors.js';
 import { AgentRunnerClient, type JobEvent } from '../../../src/client/index.js';
 import { Cluster } from '../../../src/postgres/cluster.js';
 import { unrunResult } from '../../../src/runner/run-job.js';
+import { cursorOf } from '../../../src/service/job-cursor.js';
 import { startWorker, type WorkerProcessHandle } from '../../helpers/cluster.js';
 import { startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.js';
 import { testRuntime } from '../../helpers/runtime.js';
@@ -75,6 +76,19 @@ describe('the distributed mode on PostgreSQL', () => {
     assert.equal(refused.status, 503, refused.text);
     assert.equal(refused.json.error.code, 'backend.unavailable');
     assert.match(refused.json.error.message, /no worker is alive/);
+  });
+
+  test('a listing cursor that names no job, or is malformed, is 400 validation.invalid_cursor; a known one pages on', async () => {
+    const door = servers[0] ?? (await frontDoor());
+    for (const cursor of ['not-a-cursor!', cursorOf('job_that_never_was')]) {
+      const listed = await api(door.url, 'GET', `/v1/jobs?cursor=${encodeURIComponent(cursor)}`);
+      assert.equal(listed.status, 400, `cursor ${cursor}: ${listed.text}`);
+      assert.equal(listed.json.error.code, 'validation.invalid_cursor');
+    }
+    // The job the first test wrote: the oldest there is, so nothing comes after it.
+    const after = await api(door.url, 'GET', `/v1/jobs?cursor=${cursorOf('fenced')}`);
+    assert.equal(after.status, 200, after.text);
+    assert.deepEqual(after.json, { jobs: [], next_cursor: null });
   });
 
   test('2 front doors, 3 workers, 200 jobs; a worker and a front door killed with -9 mid-run: every job ends with exactly one result', async () => {

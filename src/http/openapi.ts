@@ -1,0 +1,123 @@
+import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
+import type { FastifySchema, RouteOptions } from 'fastify';
+import { ERROR_CODES, type ErrorCode } from '../contract/errors.js';
+import { ErrorBodySchema } from '../contract/service.js';
+import { OPEN_ROUTES } from './auth.js';
+import { routeSchema } from './route-schema.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The error codes a route answers with beyond those any route may (ANY_ROUTE) and those its
+     * schema and `accepts` imply (422, 415), for the OpenAPI document; the status comes from the
+     * code table, unless the route sends the code with another (`[code, status]`).
+     */
+    errors?: readonly RouteError[];
+    /**
+     * The route speaks another API's dialect (Piston's) and answers its own failures in that
+     * API's shape, as its schema documents them: only the 401 of our auth, before it, is ours.
+     */
+    foreignErrors?: boolean;
+  }
+}
+
+export type RouteError = ErrorCode | readonly [ErrorCode, number];
+
+/**
+ * What any request may be answered with: a client failing at HTTP itself (client-errors.ts),
+ * headers over the limit, and the service's own failure.
+ */
+const ANY_ROUTE: readonly ErrorCode[] = ['request.malformed', 'request.timeout', 'request.too_large', 'internal.error'];
+
+const ERROR_BODY = '#/components/schemas/ErrorBody';
+
+/** Headers that come with an error status, whichever code it carries. */
+const ERROR_HEADERS: Record<number, Record<string, { description: string; type: string }>> = {
+  401: { 'WWW-Authenticate': { description: 'Bearer', type: 'string' } },
+  503: { 'Retry-After': { description: 'seconds after which a retry may be admitted (absent with queue.closed: the service is stopping)', type: 'integer' } },
+};
+
+/**
+ * The OpenAPI document /openapi.json serves, derived from the routes: their contract schemas,
+ * and per route the statuses it can answer with, each listing its codes from the code table.
+ * OpenAPI 3.1, whose schemas are JSON Schema 2020-12 as TypeBox writes them (3.0 would need
+ * boolean exclusiveMinimum, nullable for null, no const). The bearer scheme is always declared,
+ * and required where auth.ts requires it when the service has a token.
+ */
+export function openapiOptions(token: string | null): FastifyDynamicSwaggerOptions {
+  const open = [...OPEN_ROUTES].join(', ');
+  return {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'agent-runner', version: '0.1.0', description: 'Run jobs and snippets in a sandbox.' },
+      components: {
+        securitySchemes: {
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description: `The service token, on every route but ${open}; the service generates one on first start unless given one. Not required only when the service runs with --no-auth (loopback only).`,
+          },
+        },
+        schemas: { ErrorBody: routeSchema(ErrorBodySchema) },
+      },
+      ...(token ? { security: [{ bearer: [] }] } : {}),
+    },
+    transform: ({ schema, url, route }) => ({ schema: documented(schema, route, token !== null), url: namedWildcard(url) }),
+  };
+}
+
+function documented(schema: FastifySchema | undefined, route: RouteOptions, authenticated: boolean): FastifySchema {
+  const { accepts, errors = [], foreignErrors = false } = route.config ?? {};
+  const secured = authenticated && !OPEN_ROUTES.has(route.url);
+  const codes = new Map<number, Set<ErrorCode>>();
+  const add = (code: ErrorCode, status: number = ERROR_CODES[code].http) => codes.set(status, (codes.get(status) ?? new Set()).add(code));
+  if (foreignErrors) {
+    if (secured) add('auth.unauthorized');
+    return {
+      ...schema,
+      response: { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes) },
+      ...(authenticated && !secured ? { security: [] } : {}),
+    };
+  }
+  for (const code of ANY_ROUTE) add(code);
+  if (secured) add('auth.unauthorized');
+  // A query or a body can fail its schema, and any body JSON.parse (our path parameters are strings).
+  if (schema?.body || schema?.querystring || [route.method].flat().includes('POST')) add('validation.invalid_request');
+  if (accepts) add('request.unsupported_media_type');
+  for (const entry of errors) {
+    if (typeof entry === 'string') add(entry);
+    else add(...entry);
+  }
+  const responses: Record<string, unknown> = { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes) };
+  return {
+    ...schema,
+    ...(schema?.params ? { params: namedWildcardParams(schema.params) } : {}),
+    ...(schema?.body && accepts ? { consumes: accepts } : {}),
+    ...(authenticated && !secured ? { security: [] } : {}),
+    response: responses,
+  };
+}
+
+function errorResponses(codes: Map<number, Set<ErrorCode>>): Record<string, unknown> {
+  return Object.fromEntries([...codes].sort(([a], [b]) => a - b).map(([status, carried]) => [status, errorResponse(status, [...carried])]));
+}
+
+function errorResponse(status: number, codes: ErrorCode[]) {
+  return {
+    description: codes.map((code) => `- \`${code}\`: ${ERROR_CODES[code].description}`).join('\n'),
+    ...(ERROR_HEADERS[status] ? { headers: ERROR_HEADERS[status] } : {}),
+    content: { 'application/json': { schema: { $ref: ERROR_BODY } } },
+  };
+}
+
+/** Fastify's wildcard `*` is an artifact's path on our routes: `{path}` in the document. */
+function namedWildcard(url: string): string {
+  return url.endsWith('/*') ? `${url.slice(0, -1)}:path` : url;
+}
+
+function namedWildcardParams(params: unknown): unknown {
+  const { properties, required, ...rest } = params as { properties: Record<string, unknown>; required?: string[] };
+  if (!('*' in properties)) return params;
+  const { '*': wildcard, ...named } = properties;
+  return { ...rest, properties: { ...named, path: wildcard }, required: required?.map((name) => (name === '*' ? 'path' : name)) };
+}

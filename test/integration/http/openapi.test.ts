@@ -1,0 +1,207 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { ERROR_CODES, type ErrorCode } from '../../../src/contract/errors.js';
+import { startService } from '../../../src/http/service.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { api, startServer } from '../../helpers/server.js';
+
+/**
+ * /openapi.json as a remote client reads it: a valid OpenAPI 3.1 document (the validator's
+ * verdict, and every schema in it a JSON Schema 2020-12 that Ajv compiles in strict mode), with
+ * every route, the bearer scheme, and per route the error statuses it answers with and the codes
+ * each carries, as the code table says.
+ */
+
+interface Operation {
+  security?: unknown[];
+  requestBody?: { content: Record<string, unknown> };
+  responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }>;
+}
+interface OpenApiDocument {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, unknown>; securitySchemes: Record<string, { type: string; scheme: string }> };
+  security?: unknown[];
+}
+
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
+const JSON_ROUTES = ['post /v1/jobs', 'post /v1/exec', 'post /v1/tasks'];
+/** The one code a route sends with another status than the table's: the cluster's admission. */
+const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = { 'post /v1/jobs': { 'backend.unavailable': 503 } };
+
+function operations(document: OpenApiDocument): Array<[string, Operation]> {
+  return Object.entries(document.paths).flatMap(([path, item]) =>
+    Object.entries(item)
+      .filter(([method]) => METHODS.includes(method))
+      .map(([method, operation]): [string, Operation] => [`${method} ${path}`, operation]),
+  );
+}
+
+/** The validator's verdict, failing with its errors; then each schema, strictly, as JSON Schema 2020-12. */
+async function assertValid(document: OpenApiDocument): Promise<void> {
+  const verdict = await new Validator().validate(document as unknown as Record<string, unknown>);
+  assert.ok(verdict.valid, `not a valid OpenAPI ${document.openapi} document:\n${JSON.stringify(verdict.errors, null, 2)}`);
+  // The 3.1 schema takes any object as a Schema Object: Ajv checks them against the 2020-12
+  // meta-schema, and strict mode refuses what 2020-12 does not define (OpenAPI 3.0's nullable).
+  const ajv = new Ajv2020({ strict: true, validateFormats: false });
+  ajv.addVocabulary(['discriminator', 'xml', 'externalDocs', 'example']);
+  const base = 'https://agent-runner.invalid/components';
+  const local = (schema: unknown) => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', `"${base}#/$defs/`)) as object;
+  ajv.addSchema({ $id: base, $defs: local(document.components.schemas) });
+  const problems: string[] = [];
+  const compile = (where: string, schema: unknown) => {
+    try {
+      ajv.compile(local(schema));
+    } catch (error) {
+      problems.push(`${where}: ${(error as Error).message}`);
+    }
+  };
+  for (const name of Object.keys(document.components.schemas)) compile(`components.schemas.${name}`, { $ref: `#/components/schemas/${name}` });
+  const visit = (node: unknown, where: string): void => {
+    if (typeof node !== 'object' || node === null) return;
+    for (const [key, value] of Object.entries(node)) {
+      if (key === 'schema') compile(`${where}.schema`, value);
+      else visit(value, `${where}.${key}`);
+    }
+  };
+  visit(document.paths, 'paths');
+  assert.deepEqual(problems, [], 'every schema compiles strictly as JSON Schema 2020-12');
+}
+
+/** Routes that speak Piston's API, errors included. */
+const PISTON_ROUTES = ['get /api/v2/runtimes', 'post /api/v2/execute'];
+
+/** What each error status of each operation says: its codes, from the `- `code`: meaning` lines. */
+function assertErrorResponses(document: OpenApiDocument, authenticated: boolean): void {
+  for (const [name, operation] of operations(document)) {
+    const open = name === 'get /health' || !authenticated;
+    assert.equal('401' in operation.responses, !open, `${name}: 401 where the token is required`);
+    if (PISTON_ROUTES.includes(name)) {
+      // Piston's dialect: its own failures are Piston's `{message}`; only our auth's 401 is ours.
+      assert.deepEqual(
+        Object.keys(operation.responses).sort(),
+        open ? ['200'].concat(name.startsWith('post') ? ['400'] : []) : ['200', '401'].concat(name.startsWith('post') ? ['400'] : []).sort(),
+      );
+      continue;
+    }
+    assert.equal('415' in operation.responses, JSON_ROUTES.includes(name), `${name}: 415 on the JSON routes`);
+    for (const status of ['400', '408', '413', '500']) assert.ok(operation.responses[status], `${name}: any request may be answered ${status}`);
+    for (const [status, response] of Object.entries(operation.responses)) {
+      if (Number(status) < 400) continue;
+      assert.deepEqual(response.content, { 'application/json': { schema: { $ref: '#/components/schemas/ErrorBody' } } }, `${name} ${status}`);
+      const codes = response.description.split('\n').map((line) => /^- `([a-z_.]+)`: (.+)$/.exec(line));
+      assert.ok(codes.length > 0, `${name} ${status} names its codes`);
+      for (const match of codes) {
+        assert.ok(match, `${name} ${status}: ${response.description}`);
+        const code = match[1] as ErrorCode;
+        assert.ok(code in ERROR_CODES, `${name} ${status}: ${code} is in the code table`);
+        assert.equal(match[2], ERROR_CODES[code].description);
+        assert.equal(Number(status), STATUS_OVERRIDES[name]?.[code] ?? ERROR_CODES[code].http, `${name}: ${code} under its status`);
+      }
+    }
+  }
+  const listing = document.paths['/v1/jobs']!.get!.responses['400']!.description;
+  assert.match(listing, /validation\.invalid_cursor/);
+  assert.match(document.paths['/v1/jobs']!.post!.responses['503']!.description, /queue\.full[\s\S]*store\.unavailable/);
+}
+
+describe('the OpenAPI document', () => {
+  it('is valid OpenAPI 3.1 with a token: the bearer scheme required on every route but /health, every error status described', async () => {
+    const server = await startServer();
+    try {
+      const { status, json } = await api(server.url, 'GET', '/openapi.json');
+      assert.equal(status, 200);
+      const document = json as OpenApiDocument;
+      await assertValid(document);
+      assert.equal(document.openapi, '3.1.0');
+      assert.equal(document.components.securitySchemes.bearer?.type, 'http');
+      assert.equal(document.components.securitySchemes.bearer?.scheme, 'bearer');
+      assert.deepEqual(document.security, [{ bearer: [] }]);
+      assert.deepEqual(document.paths['/health']!.get!.security, [], '/health needs no token');
+      for (const [name, operation] of operations(document)) if (name !== 'get /health') assert.equal(operation.security, undefined, `${name} takes the document's requirement`);
+      assertErrorResponses(document, true);
+      // The error body names every code of the table.
+      const body = JSON.stringify(document.components.schemas.ErrorBody);
+      for (const code of Object.keys(ERROR_CODES)) assert.ok(body.includes(`"${code}"`), `ErrorBody lists ${code}`);
+      // The artifact route's wildcard is a named parameter, and the route still serves by it.
+      const download = document.paths['/v1/jobs/{job_id}/artifacts/{path}']?.get as (Operation & { parameters: Array<{ name: string; in: string }> }) | undefined;
+      assert.deepEqual(
+        download?.parameters.map((parameter) => `${parameter.in}:${parameter.name}`),
+        ['path:job_id', 'path:path'],
+      );
+      for (const name of JSON_ROUTES) {
+        const [method, path] = name.split(' ') as [string, string];
+        // POST /v1/jobs also takes a multipart upload of its workspace.
+        const expected = name === 'post /v1/jobs' ? ['application/json', 'multipart/form-data'] : ['application/json'];
+        assert.deepEqual(Object.keys(document.paths[path]![method]!.requestBody!.content), expected, `${name} takes JSON`);
+      }
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('is valid without auth (--no-auth): the scheme declared, required nowhere, no 401', async () => {
+    const server = await startServer(['--no-auth']);
+    try {
+      const { status, json } = await api(server.url, 'GET', '/openapi.json');
+      assert.equal(status, 200);
+      const document = json as OpenApiDocument;
+      await assertValid(document);
+      assert.equal(document.components.securitySchemes.bearer?.scheme, 'bearer');
+      assert.equal(document.security, undefined);
+      for (const [name, operation] of operations(document)) assert.equal(operation.security, undefined, name);
+      assertErrorResponses(document, false);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('documents every route the service registers', async () => {
+    const runtime = testRuntime();
+    const settings = runtime.config.service;
+    const service = await startService({
+      address: { host: '127.0.0.1', port: 0 },
+      storeDir: mkdtempSync(join(tmpdir(), 'store-')),
+      token: null,
+      queueCapacity: 10,
+      concurrency: 1,
+      workers: 1,
+      databaseUrl: null,
+      bodyLimitBytes: settings.bodyLimitBytes,
+      clients: settings.clients,
+      retention: { maxAgeMs: null, maxCount: null },
+      logger: false,
+      runtime,
+    });
+    try {
+      const document = (await (await fetch(`${service.url}/openapi.json`)).json()) as OpenApiDocument;
+      const documented = operations(document);
+      // Each documented operation is a route (Fastify's syntax: `:name`, the wildcard `*`)...
+      for (const [name] of documented) {
+        const [method, path] = name.split(' ') as [string, string];
+        const url = path.replace('{path}', '*').replace(/\{(\w+)\}/g, ':$1');
+        assert.ok(service.app.hasRoute({ method: method.toUpperCase() as 'GET', url }), `${name} is a route`);
+      }
+      // ...and there are as many as the router has (HEAD answers beside each GET, by Fastify).
+      // The dashboard's subtree (/ui and its static files) is a page, not the API.
+      let inDashboard = false;
+      const registered = service.app
+        .printRoutes({ commonPrefix: false })
+        .split('\n')
+        .filter((line) => {
+          if (/^[├└]── /.test(line)) inDashboard = /^[├└]── \/ui\b/.test(line);
+          return !inDashboard;
+        })
+        .flatMap((line) => /\(([A-Z, ]+)\)\s*$/.exec(line)?.[1]?.split(', ') ?? [])
+        .filter((method) => method !== 'HEAD');
+      assert.equal(documented.length, registered.length, `documented: ${documented.map(([name]) => name).join(', ')}`);
+    } finally {
+      await service.shutdown(5_000);
+    }
+  });
+});
