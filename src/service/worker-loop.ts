@@ -15,6 +15,12 @@ export interface WorkerLog {
  */
 export class WorkerLoop {
   private readonly running = new Map<string, AbortController>();
+  /**
+   * Cancels of jobs leased to this worker that it has not started yet: one can arrive before
+   * the lease it names (IPC messages read together are handled before the lease's promise
+   * continues), and is applied when the job starts.
+   */
+  private readonly canceledBeforeStart = new Set<string>();
   /** Results being recorded after their slot moved on: the next job does not wait on fsyncs. */
   private readonly recording = new Set<Promise<void>>();
   private loops: Array<Promise<void>> = [];
@@ -25,7 +31,11 @@ export class WorkerLoop {
     private readonly slots: number,
     private readonly log: WorkerLog,
   ) {
-    ports.events.onCancel((jobId) => this.running.get(jobId)?.abort());
+    ports.events.onCancel((jobId) => {
+      const controller = this.running.get(jobId);
+      if (controller) controller.abort();
+      else this.canceledBeforeStart.add(jobId);
+    });
   }
 
   start(): void {
@@ -55,6 +65,7 @@ export class WorkerLoop {
     // Registered before the first await: a cancel that follows the lease finds it.
     const controller = new AbortController();
     this.running.set(jobId, controller);
+    if (this.canceledBeforeStart.delete(jobId)) controller.abort();
     const { runs } = this.ports;
     let result: RunJobResult;
     let marking: Promise<void> = Promise.resolve();
@@ -76,6 +87,7 @@ export class WorkerLoop {
       result = unrunResult({ job_id: jobId }, 'failed', contractError('run.io_failed', `the job could not be read or run: ${(error as Error).message}`), this.runtime);
     } finally {
       this.running.delete(jobId);
+      this.canceledBeforeStart.delete(jobId);
     }
     const recorded = this.record(jobId, result, marking).finally(() => this.recording.delete(recorded));
     this.recording.add(recorded);

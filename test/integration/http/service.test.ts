@@ -157,6 +157,16 @@ describe('HTTP service', () => {
     await waitTerminal(server.url, filler.json.job_id);
   });
 
+  it('cancels a job asked to stop right after it was submitted, however the cancel meets its lease', async () => {
+    // A cancel can reach the worker process while it is being handed the job: it must not be
+    // lost (the job would then run its whole 30 s and end completed).
+    for (let attempt = 0; attempt < 25; attempt++) {
+      const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['sleep', '30'] } });
+      const canceled = await api(server.url, 'POST', `/v1/jobs/${submitted.json.job_id}/cancel`);
+      assert.equal(canceled.json.status, 'canceled', `attempt ${attempt}: ${canceled.text}`);
+    }
+  });
+
   it('runs the snippet contract synchronously on /v1/exec', async () => {
     const ok = await api(server.url, 'POST', '/v1/exec', { trace_id: 'tr-exec', lang: 'python', code: 'print(6 * 7)', timeout: 10 });
     assert.equal(ok.status, 200);
