@@ -71,7 +71,9 @@ for (const kind of await availableKinds(runtime, 'run-job')) {
         { lang: 'python', code: 'print("seen")\nreturn [{"n": len(_items)}]', mode: 'all_items', items: [{ json: { a: 1 } }, { json: { a: 2 } }], backend: { kind } },
         { runtime },
       );
-      assert.deepEqual({ ...task, task_id: '' }, { task_id: '', result: [{ json: { n: 2 } }], print_args: [['seen']] });
+      const { usage, ...answer } = task;
+      assert.deepEqual({ ...answer, task_id: '' }, { task_id: '', result: [{ json: { n: 2 } }], print_args: [['seen']] });
+      assert.ok(usage && usage.wall_ms > 0, JSON.stringify(usage));
     });
   });
 }

@@ -19,7 +19,9 @@ describe('agent-runner CLI', () => {
   it('exec reads a request on stdin and prints the response', async () => {
     const { code, stdout } = await runCli('agent-runner', ['exec'], { stdin: JSON.stringify({ trace_id: 'cli-1', lang: 'python', code: 'print(40 + 2)', timeout: 10 }) });
     assert.equal(code, 0);
-    assert.deepEqual(JSON.parse(stdout), { trace_id: 'cli-1', stdout: '42\n', stderr: '', exit_code: 0, error: '' });
+    const { usage, ...response } = JSON.parse(stdout);
+    assert.deepEqual(response, { trace_id: 'cli-1', stdout: '42\n', stderr: '', exit_code: 0, error: '' });
+    assert.ok(usage.wall_ms > 0, JSON.stringify(usage));
   });
 
   it('exec takes --lang and --code, and exits with the snippet exit code', async () => {

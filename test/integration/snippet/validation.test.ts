@@ -9,7 +9,7 @@ describe('snippet request validation', () => {
   it('generates a trace id when none is given', async () => {
     const response = await executeSnippet({ lang: 'bash', code: 'echo hi' }, { runtime });
     assert.match(response.trace_id, /^tr-[0-9a-f-]{36}$/);
-    assert.equal(response.stdout, 'hi\n');
+    assert.equal(response.stdout, 'hi\n', JSON.stringify(response));
   });
 
   it('defaults the timeout when it is omitted', async () => {
