@@ -31,4 +31,10 @@ export interface LanguageDefinition {
   /** Present for compiled languages: runs in the job dir, writes `paths.compileOutput`. Sources are named relative, so diagnostics read `script.rs:2:18`. */
   compile?(toolchain: Toolchain, paths: JobPaths): Invocation;
   run(toolchain: Toolchain, paths: JobPaths, limits: { memoryBytes: number }): Invocation;
+  /**
+   * An interpreter that starts before its program is known and then reads it from stdin
+   * (a JSON header line `{"source", "bytes", "args"}`, the program's bytes, then the program's
+   * own stdin): a sandbox can hold it warm, past the interpreter's start-up, for one job.
+   */
+  waiting?(toolchain: Toolchain, limits: { memoryBytes: number }): Invocation;
 }

@@ -1,4 +1,5 @@
 import type { LanguageDefinition } from './language.js';
+import { WAITING_PYTHON } from './waiting-python.js';
 import { placeToolchain } from './place.js';
 import { findNativeExecutable, versionOf } from './resolve.js';
 
@@ -15,5 +16,8 @@ export const python: LanguageDefinition = {
   },
   run(toolchain, paths) {
     return { argv: [toolchain.executable, paths.source], env: { PYTHONDONTWRITEBYTECODE: '1' } };
+  },
+  waiting(toolchain) {
+    return { argv: [toolchain.executable, '-c', WAITING_PYTHON], env: { PYTHONDONTWRITEBYTECODE: '1' } };
   },
 };

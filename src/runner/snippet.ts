@@ -132,18 +132,24 @@ class SnippetJob {
     }
     const limits = this.runtime.config.snippet;
     const { memoryBytes } = request;
-    const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes });
-    invocation.argv.push(...request.args);
     const stdout = new CappedCapture(request.outputBytes.stdout);
     const stderr = new CappedCapture(request.outputBytes.stderr);
     // A compiled program runs without its compiler: the toolchain is mounted only to compile.
     const mounts = this.language.compile ? [] : this.toolchain.mounts;
+    const resources = { memoryBytes, memoryMechanism: this.language.memoryMechanism, maxProcesses: limits.maxProcesses };
+    const waiting = request.files.length === 0 ? this.language.waiting?.(this.toolchain, { memoryBytes }) : undefined;
+    if (waiting) {
+      // The interpreter is already up in a pre-started sandbox (every snippet of the language
+      // shares this template); it reads the program, then the program its stdin, from the pipe.
+      const header = JSON.stringify({ source: this.paths.source, bytes: Buffer.byteLength(code), args: request.args });
+      const stdin = Buffer.concat([Buffer.from(`${header}\n`), Buffer.from(code), Buffer.from(request.stdin ?? '')]);
+      const outcome = await this.sandboxed(this.backend, waiting, mounts, [], { timeoutMs: request.timeoutMs, stdout, stderr, stdin }, resources, true);
+      return this.describe(outcome, stdout, stderr, memoryBytes);
+    }
+    const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes });
+    invocation.argv.push(...request.args);
     const io = { timeoutMs: request.timeoutMs, stdout, stderr, ...(request.stdin === undefined ? {} : { stdin: request.stdin }) };
-    const outcome = await this.sandboxed(this.backend, invocation, mounts, files, io, {
-      memoryBytes,
-      memoryMechanism: this.language.memoryMechanism,
-      maxProcesses: limits.maxProcesses,
-    });
+    const outcome = await this.sandboxed(this.backend, invocation, mounts, files, io, resources);
     return this.describe(outcome, stdout, stderr, memoryBytes);
   }
 
@@ -200,16 +206,19 @@ class SnippetJob {
     files: JobFile[],
     io: Omit<SandboxIO, 'signal'>,
     limits: Pick<ResourceLimits, 'memoryBytes' | 'memoryMechanism' | 'maxProcesses' | 'cpuCores'>,
+    startsEarly = false,
   ): Promise<SandboxOutcome> {
     const config = this.runtime.config.snippet;
     const template = {
       profile: 'snippet',
       argv: invocation.argv,
-      cwd: JOB_DIR,
+      // A waiting interpreter makes the job dir itself when its program arrives (no staged file makes it).
+      cwd: startsEarly ? '/tmp' : JOB_DIR,
       env: invocation.env,
       mounts,
       network: 'none',
       limits: { cpuCores: config.cpuCores, ...limits, maxOpenFiles: config.maxOpenFiles, maxFileBytes: config.maxFileBytes },
+      ...(startsEarly ? { startsEarly } : {}),
     } as const;
     return runStaged(backend, template, files, { ...io, ...(this.signal ? { signal: this.signal } : {}) });
   }

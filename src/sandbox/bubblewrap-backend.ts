@@ -248,7 +248,9 @@ export class BubblewrapBackend implements SandboxBackend {
   private async acquireUid(wait: false): Promise<number | null | undefined>;
   private async acquireUid(wait: boolean): Promise<number | null | undefined> {
     if (!this.uids) return null;
-    return wait ? this.uids.acquire() : this.uids.tryAcquire();
+    const uid = wait ? await this.uids.acquire() : this.uids.tryAcquire();
+    if (uid !== undefined) await this.uids.ready(uid);
+    return uid;
   }
 
   private async launch(template: SandboxTemplate, ready: Ready, uid: number | null, hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {}): Promise<LaunchedSandbox> {
@@ -332,6 +334,7 @@ export class BubblewrapBackend implements SandboxBackend {
               hooks.onFinished?.();
             },
             ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
+            startsEarly: template.startsEarly === true && network === null,
           }),
       );
     } catch (error) {

@@ -65,6 +65,8 @@ export interface LaunchParts {
   onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
   onIdleDeath?: () => void;
+  /** Released at once (the template's `startsEarly`): its argv waits for the job on stdin. */
+  startsEarly?: boolean;
 }
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean; usage: CgroupUsage };
@@ -132,6 +134,7 @@ export class LaunchedSandbox implements PreparedSandbox {
       await this.cleanUp();
     });
     this.setIdle(true);
+    if (parts.startsEarly) this.pipe(RELEASE_FD).end('go');
   }
 
   importWorkspace(source: WorkspaceImport): Promise<SnapshotReport> {
@@ -202,7 +205,7 @@ export class LaunchedSandbox implements PreparedSandbox {
 
     const startedAt = performance.now();
     this.child.stdin!.end(io.stdin);
-    this.pipe(RELEASE_FD).end('go');
+    if (!this.parts.startsEarly) this.pipe(RELEASE_FD).end('go');
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;
     watch.stop();

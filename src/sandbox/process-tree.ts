@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
@@ -87,6 +87,19 @@ export function processesWithMarker(marker: string): number[] {
       if (readFileSync(`/proc/${pid}/environ`).toString('latin1').split('\0').includes(marker)) found.push(pid);
     } catch {
       // Exited, or not ours to read.
+    }
+  }
+  return found;
+}
+
+/** Live processes running as `uid` (the owner of /proc/PID is the process's effective uid). */
+export function processesOfUid(uid: number): number[] {
+  const found: number[] = [];
+  for (const { pid } of liveProcesses()) {
+    try {
+      if (statSync(`/proc/${pid}`).uid === uid) found.push(pid);
+    } catch {
+      // It exited while we looked.
     }
   }
   return found;

@@ -41,6 +41,12 @@ export interface SandboxTemplate {
   guardExec?: boolean;
   /** No shell of the system exists in the job's filesystem (shell-files.ts). */
   withoutShells?: boolean;
+  /**
+   * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
+   * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
+   * start it at start() instead (slower, the same result); never with egress to connect first.
+   */
+  startsEarly?: boolean;
 }
 
 /** What a guarded job may execute, in sandbox paths; enforced inside it with Landlock. */

@@ -1,5 +1,8 @@
 import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { killUntilGone, processesOfUid } from './process-tree.js';
+
+const SWEEP_TIMEOUT_MS = 2_000;
 
 /**
  * Each running job gets its own unprivileged host uid (as isolate does with its boxes):
@@ -16,6 +19,8 @@ export class UidPool {
   private readonly free: number[] = [];
   private readonly waiting: Array<(uid: number) => void> = [];
   private readonly claimed = new Set<number>();
+  /** Claimed, not yet used: whatever still runs as it is not ours (see ready()). */
+  private readonly unswept = new Set<number>();
 
   constructor(
     private readonly base: number,
@@ -36,6 +41,15 @@ export class UidPool {
     return this.free.shift() ?? this.claimNew();
   }
 
+  /**
+   * Before a newly claimed uid's first job: a runner that died (its claim taken over here) may
+   * have left processes running as it, dying or not; they would count against the job's
+   * RLIMIT_NPROC (a fork failing with EAGAIN) and share its uid. They are killed first.
+   */
+  async ready(uid: number): Promise<void> {
+    if (this.unswept.delete(uid)) await killUntilGone(() => processesOfUid(uid), SWEEP_TIMEOUT_MS);
+  }
+
   release(uid: number): void {
     const next = this.waiting.shift();
     if (next) next(uid);
@@ -46,6 +60,7 @@ export class UidPool {
     for (let uid = this.base; uid < this.base + this.size; uid += 1) {
       if (!this.claimed.has(uid) && claim(join(this.lockDir, String(uid)))) {
         this.claimed.add(uid);
+        this.unswept.add(uid);
         return uid;
       }
     }
