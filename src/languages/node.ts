@@ -2,6 +2,7 @@ import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
 import { realpathSync } from 'node:fs';
 import { findNativeExecutable, versionOf } from './resolve.js';
+import { WAITING_NODE } from './waiting-node.js';
 
 export const node: LanguageDefinition = {
   name: 'node',
@@ -15,11 +16,16 @@ export const node: LanguageDefinition = {
     return placeToolchain(executable, version, 'node', context.stateDir);
   },
   run(toolchain, paths, { memoryBytes }) {
-    // A heap cap under the cgroup limit turns runaway allocation into a JS heap error, not a kill.
-    const heapMiB = Math.max(16, Math.floor((memoryBytes / 1024 / 1024) * 0.75));
-    return {
-      argv: [toolchain.executable, `--max-old-space-size=${heapMiB}`, '--experimental-detect-module', '--disable-warning=ExperimentalWarning', paths.source],
-      env: {},
-    };
+    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), paths.source], env: {} };
+  },
+  waiting(toolchain, { memoryBytes }) {
+    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', WAITING_NODE], env: {} };
   },
 };
+
+/** The interpreter and its flags, whichever way the program reaches it. */
+function nodeFlags(executable: string, memoryBytes: number): string[] {
+  // A heap cap under the cgroup limit turns runaway allocation into a JS heap error, not a kill.
+  const heapMiB = Math.max(16, Math.floor((memoryBytes / 1024 / 1024) * 0.75));
+  return [executable, `--max-old-space-size=${heapMiB}`, '--experimental-detect-module', '--disable-warning=ExperimentalWarning'];
+}
