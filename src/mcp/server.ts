@@ -7,6 +7,7 @@ import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, typ
 import { contractError, type ContractError } from '../contract/errors.js';
 import { validate } from '../contract/validate.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import type { Caller } from '../runner/workspace-path.js';
 import { toolInputSchema, toolOutputSchema } from './json-schema.js';
 import type { Tool, ToolAnswer } from './tool.js';
 import { TOOLS } from './tools/index.js';
@@ -15,6 +16,13 @@ export interface McpFaceOptions {
   /** One for the server's life; its owner disposes it after close(). */
   runtime: RunnerRuntime;
   tools?: readonly Tool[];
+  /**
+   * An MCP server on stdio is started by the local user for their own agent, as the CLI is: a
+   * `local` caller by default, whose jobs may snapshot any directory that user can read (a
+   * copy; the directory is never changed). `remote` confines them to the configured workspace
+   * roots, as for HTTP callers: for an agent that should not read the rest of the host.
+   */
+  caller?: Caller;
   /** Diagnostics: never stdout, which is the protocol on stdio. */
   log?: (line: string) => void;
 }
@@ -32,6 +40,7 @@ export class McpFace {
   private readonly tools: ReadonlyMap<string, Tool>;
   private readonly listing: ToolListing[];
   private readonly runtime: RunnerRuntime;
+  private readonly caller: Caller;
   private readonly log: (line: string) => void;
   /** Aborted on close: calls still running are canceled, so their sandboxes are cleaned up. */
   private readonly closing = new AbortController();
@@ -42,6 +51,7 @@ export class McpFace {
     this.tools = new Map(tools.map((tool) => [tool.name, tool]));
     this.listing = tools.map(listingOf);
     this.runtime = options.runtime;
+    this.caller = options.caller ?? 'local';
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.server = new Server(
       { name: 'agent-runner', title: 'agent-runner', version: VERSION },
@@ -76,7 +86,7 @@ export class McpFace {
     if (!checked.ok) return refusal(contractError('validation.invalid_request', checked.message, { field: checked.field }));
     let answer: ToolAnswer;
     try {
-      answer = await tool.call(checked.value, { runtime: this.runtime, signal: AbortSignal.any([signal, this.closing.signal]) });
+      answer = await tool.call(checked.value, { runtime: this.runtime, caller: this.caller, signal: AbortSignal.any([signal, this.closing.signal]) });
     } catch (error) {
       this.log(`mcp: ${name} failed: ${(error as Error).stack ?? String(error)}`);
       return refusal(contractError('internal.error', `internal error: ${(error as Error).message}`));

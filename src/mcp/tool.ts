@@ -2,10 +2,13 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { ContractError } from '../contract/errors.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import type { Caller } from '../runner/workspace-path.js';
 
 /** What every call gets from the server. */
 export interface ToolContext {
   runtime: RunnerRuntime;
+  /** Who the face's callers are, for the host directories a job may snapshot (workspace-path.ts). */
+  caller: Caller;
   /** Aborted when the client cancels the call, or the server shuts down under it. */
   signal: AbortSignal;
 }

@@ -10,11 +10,20 @@ export function registerMcp(program: Command): void {
     .command('mcp')
     .description('serve the runner as Model Context Protocol tools on stdio (run_snippet, run_job, list_runtimes), for an MCP client to start')
     .addOption(backendOption())
+    .option(
+      '--workspace-root <dir>',
+      "confine run_job's local_path workspaces to this directory (repeatable), as serve confines HTTP callers; without it, any directory you can read, as with `run`",
+      (dir: string, previous: string[] | undefined) => [...(previous ?? []), dir],
+    )
     .addHelpText('after', '\nstdout carries the protocol; diagnostics go to stderr. The server stops when stdin ends, or on SIGTERM or SIGINT.')
-    .action(async (flags: { backend?: string }) => {
+    .action(async (flags: { backend?: string; workspaceRoot?: string[] }) => {
       // --backend is the default of calls that name none, not an override of those that do.
-      const runtime = new RunnerRuntime(loadConfig(process.env, flags.backend === undefined ? {} : { backends: { default: flags.backend } }));
-      const face = new McpFace({ runtime });
+      const config = loadConfig(process.env, {
+        ...(flags.backend === undefined ? {} : { backends: { default: flags.backend } }),
+        ...(flags.workspaceRoot === undefined ? {} : { runJob: { workspaceRoots: flags.workspaceRoot } }),
+      });
+      const runtime = new RunnerRuntime(config);
+      const face = new McpFace({ runtime, caller: flags.workspaceRoot === undefined ? 'local' : 'remote' });
       let stopping: Promise<void> | undefined;
       const stop = (why: string) => {
         stopping ??= (async () => {

@@ -3,13 +3,6 @@ import { admitRunJob, runJob } from '../../runner/run-job.js';
 import { runJobText } from '../result-text.js';
 import type { Tool } from '../tool.js';
 
-/**
- * An MCP server on stdio is started by the local user, for their own agent, as the CLI is: it
- * is a `local` caller, so a local_path workspace may be any directory that user can read (the
- * job gets a copy; the directory is never changed). A network face would be `remote`.
- */
-const CALLER = 'local';
-
 export const runJobTool: Tool<typeof RunJobRequestSchema> = {
   name: 'run_job',
   title: 'Run a command on a workspace',
@@ -22,12 +15,12 @@ export const runJobTool: Tool<typeof RunJobRequestSchema> = {
   input: RunJobRequestSchema,
   output: RunJobResultSchema,
   annotations: { title: 'Run a command on a workspace', readOnlyHint: false, destructiveHint: false, openWorldHint: true },
-  async call(request, { runtime, signal }) {
+  async call(request, { runtime, caller, signal }) {
     // Checked as the HTTP front door checks (ceilings, paths, a sent workspace's caps), so a
     // request that cannot run is refused with its code, not answered as a job that failed.
-    const admitted = await admitRunJob(request, runtime, CALLER);
+    const admitted = await admitRunJob(request, runtime, caller);
     if ('error' in admitted) return { error: admitted.error };
-    const result = await runJob(request, { runtime, signal, caller: CALLER });
+    const result = await runJob(request, { runtime, signal, caller });
     return { result, text: runJobText(result) };
   },
 };

@@ -10,25 +10,32 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { hostProcessesMatching } from '../../helpers/processes.js';
 import { TEST_STATE_DIR } from '../../helpers/runtime.js';
 import { waitUntil } from '../../helpers/wait.js';
+import { makeWorkspace } from '../../helpers/workspace.js';
 
 const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
 
 /** The built CLI as an MCP client starts it: a child process spoken to over its stdio. */
+async function startClient(args: string[]): Promise<{ client: Client; stderr: () => string }> {
+  mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [CLI, ...args],
+    env: { ...(process.env as Record<string, string>), AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const client = new Client({ name: 'agent-runner-test', version: '0.0.0' });
+  await client.connect(transport);
+  return { client, stderr: () => stderr };
+}
+
 describe('agent-runner mcp', () => {
   let client: Client;
-  let stderr = '';
+  let stderr: () => string;
 
   before(async () => {
-    mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
-    const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [CLI, 'mcp'],
-      env: { ...(process.env as Record<string, string>), AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
-      stderr: 'pipe',
-    });
-    transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    client = new Client({ name: 'agent-runner-test', version: '0.0.0' });
-    await client.connect(transport);
+    ({ client, stderr } = await startClient(['mcp']));
   });
 
   after(async () => {
@@ -77,6 +84,14 @@ describe('agent-runner mcp', () => {
     assert.equal(job.exit_code, 0);
     assert.equal(job.stdout.text, '1\n');
     assert.match(job.job_id, /^job_/);
+  });
+
+  it('run_job snapshots a local_path workspace: the MCP server is a local caller, as the CLI is', async () => {
+    const root = makeWorkspace({ 'hello.txt': 'from the host\n' });
+    const result = await client.callTool({ name: 'run_job', arguments: { workspace: { source: 'local_path', path: root }, command: { argv: ['cat', 'hello.txt'] } } });
+    const job = result.structuredContent as { status: string; stdout: { text: string } };
+    assert.equal(job.status, 'completed', JSON.stringify(result));
+    assert.equal(job.stdout.text, 'from the host\n');
   });
 
   it('run_job answers a policy denial as a result, not a refusal', async () => {
@@ -135,7 +150,26 @@ describe('agent-runner mcp', () => {
     await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), /unknown tool "no_such_tool"/);
     const result = await client.callTool({ name: 'list_runtimes' });
     assert.equal(result.isError, undefined);
-    assert.equal(stderr.includes('failed'), false, stderr);
+    assert.equal(stderr().includes('failed'), false, stderr());
+  });
+});
+
+describe('agent-runner mcp --workspace-root', () => {
+  const root = makeWorkspace({ 'inside.txt': 'inside\n' });
+  let client: Client;
+  before(async () => {
+    ({ client } = await startClient(['mcp', '--workspace-root', root]));
+  });
+  after(() => client.close());
+
+  it('confines local_path workspaces to the roots, as for HTTP callers', async () => {
+    const inside = await client.callTool({ name: 'run_job', arguments: { workspace: { source: 'local_path', path: root }, command: { argv: ['cat', 'inside.txt'] } } });
+    assert.equal((inside.structuredContent as { stdout: { text: string } }).stdout.text, 'inside\n', JSON.stringify(inside));
+    const outside = await client.callTool({ name: 'run_job', arguments: { workspace: { source: 'local_path', path: makeWorkspace({}) }, command: { argv: ['true'] } } });
+    assert.equal(outside.isError, true);
+    const { error } = outside.structuredContent as { error: { code: string; details: { field: string } } };
+    assert.equal(error.code, 'validation.path_escape');
+    assert.equal(error.details.field, 'workspace.path');
   });
 });
 
