@@ -15,7 +15,7 @@ const LAYERS = [
   ['queue', 'store'],
   ['service'],
   ['postgres'],
-  ['http', 'guest', 'agent-exec'],
+  ['http', 'guest', 'agent-exec', 'mcp'],
   ['cli'],
 ];
 

@@ -13,7 +13,7 @@ describe('agent-runner CLI', () => {
   it('lists every command in --help', async () => {
     const { code, stdout } = await runCli('agent-runner', ['--help']);
     assert.equal(code, 0);
-    for (const command of ['exec', 'run', 'task', 'serve', 'guest', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+    for (const command of ['exec', 'run', 'task', 'serve', 'guest', 'mcp', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
   });
 
   it('exec reads a request on stdin and prints the response', async () => {

@@ -1,0 +1,29 @@
+import type { RunJobResult } from '../contract/run-job.js';
+import type { SnippetResponse } from '../contract/snippet.js';
+
+/**
+ * A run as text, for clients that read a tool's text content and not its structuredContent:
+ * the outcome first, then the output an agent needs to act on. The structured result stays
+ * the whole answer; this is a view of it.
+ */
+export function snippetText(response: SnippetResponse): string {
+  return sections([`exit_code: ${response.exit_code}`, response.error ? `error: ${response.error}` : ''], {
+    stdout: response.stdout,
+    stderr: response.error && response.stderr === response.error ? '' : response.stderr,
+  });
+}
+
+export function runJobText(result: RunJobResult): string {
+  const outcome = `status: ${result.status}, exit_code: ${result.exit_code ?? 'none'}${result.signal ? `, signal: ${result.signal}` : ''}`;
+  const error = result.error ? `error: ${result.error.code}: ${result.error.message}` : '';
+  const artifacts = result.artifacts.length > 0 ? `artifacts: ${result.artifacts.map((artifact) => artifact.path).join(', ')}` : '';
+  const stream = (captured: RunJobResult['stdout']) => (captured.truncated ? `${captured.text}\n[truncated: ${captured.observed_bytes} bytes in all]` : captured.text);
+  return sections([outcome, error, artifacts], { stdout: stream(result.stdout), stderr: stream(result.stderr) });
+}
+
+function sections(head: string[], streams: Record<string, string>): string {
+  const body = Object.entries(streams)
+    .filter(([, text]) => text.length > 0)
+    .map(([name, text]) => `--- ${name}\n${text}`);
+  return [...head.filter(Boolean), ...body].join('\n');
+}

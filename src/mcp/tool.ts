@@ -1,0 +1,38 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { ContractError } from '../contract/errors.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
+import type { Caller } from '../runner/workspace-path.js';
+
+/** What every call gets from the server. */
+export interface ToolContext {
+  runtime: RunnerRuntime;
+  /** Who the face's callers are, for the host directories a job may snapshot (workspace-path.ts). */
+  caller: Caller;
+  /** Aborted when the client cancels the call, or the server shuts down under it. */
+  signal: AbortSignal;
+}
+
+/**
+ * What a call answers: its contract result (structuredContent) with a short text for clients
+ * that read text only, or a refusal with a stable error code. A program that runs and fails
+ * is a result: its exit code and status say so.
+ */
+export type ToolAnswer = { result: Record<string, unknown>; text: string } | { error: ContractError };
+
+/**
+ * One MCP tool, one module (tools/*.ts). `input` and `output` are contract schemas: they are
+ * what tools/list shows, and `input` is what the arguments are validated against before
+ * `call` sees them, so `call` takes the value already typed.
+ */
+export interface Tool<I extends TSchema = TSchema> {
+  name: string;
+  title: string;
+  /** What an agent reads to decide to call it and how: say what it does, what comes back. */
+  description: string;
+  input: I;
+  output: TSchema;
+  annotations?: ToolAnnotations;
+  // A method, so a Tool<I> is a Tool: the registry holds tools of every input.
+  call(input: Static<I>, context: ToolContext): Promise<ToolAnswer>;
+}

@@ -1,0 +1,208 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
+import { TEST_STATE_DIR } from '../../helpers/runtime.js';
+import { waitUntil } from '../../helpers/wait.js';
+import { makeWorkspace } from '../../helpers/workspace.js';
+
+const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
+
+/** The built CLI as an MCP client starts it: a child process spoken to over its stdio. */
+async function startClient(args: string[]): Promise<{ client: Client; stderr: () => string }> {
+  mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: [CLI, ...args],
+    env: { ...(process.env as Record<string, string>), AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  const client = new Client({ name: 'agent-runner-test', version: '0.0.0' });
+  await client.connect(transport);
+  return { client, stderr: () => stderr };
+}
+
+describe('agent-runner mcp', () => {
+  let client: Client;
+  let stderr: () => string;
+
+  before(async () => {
+    ({ client, stderr } = await startClient(['mcp']));
+  });
+
+  after(async () => {
+    await client.close();
+  });
+
+  it('lists its tools with the contract schemas as their input schemas', async () => {
+    const { tools } = await client.listTools();
+    assert.deepEqual(
+      tools.map((tool) => tool.name),
+      ['run_snippet', 'run_job', 'list_runtimes'],
+    );
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    assert.deepEqual(byName.get('run_snippet')!.inputSchema.required, ['lang', 'code']);
+    assert.deepEqual(byName.get('run_job')!.inputSchema.required, ['command']);
+    assert.equal(byName.get('list_runtimes')!.inputSchema.type, 'object');
+    for (const tool of tools) {
+      assert.ok(tool.description && tool.description.length > 40, tool.name);
+      assert.equal(tool.outputSchema?.type, 'object', tool.name);
+      assert.ok(!JSON.stringify(tool.inputSchema).includes('"$id"'), tool.name);
+    }
+  });
+
+  it('run_snippet runs python and answers with the snippet response', async () => {
+    const result = await client.callTool({ name: 'run_snippet', arguments: { lang: 'python', code: 'print(6*7)' } });
+    assert.equal(result.isError, undefined, JSON.stringify(result));
+    const { usage, trace_id, ...response } = result.structuredContent as Record<string, unknown>;
+    assert.deepEqual(response, { stdout: '42\n', stderr: '', exit_code: 0, error: '' });
+    assert.match(String(trace_id), /^tr-/);
+    assert.ok((usage as { wall_ms: number }).wall_ms >= 0);
+    assert.deepEqual(result.content, [{ type: 'text', text: 'exit_code: 0\n--- stdout\n42\n' }]);
+  });
+
+  it('run_snippet answers a program that fails as a normal result', async () => {
+    const result = await client.callTool({ name: 'run_snippet', arguments: { lang: 'bash', code: 'echo oops >&2; exit 3' } });
+    assert.equal(result.isError, undefined);
+    assert.equal((result.structuredContent as { exit_code: number }).exit_code, 3);
+    assert.equal((result.structuredContent as { stderr: string }).stderr, 'oops\n');
+  });
+
+  it('run_job runs a command and answers with the RunJobResult', async () => {
+    const result = await client.callTool({ name: 'run_job', arguments: { command: { argv: ['python3', '-c', 'print(1)'] }, policy: { allow_shell: true } } });
+    assert.equal(result.isError, undefined, JSON.stringify(result));
+    const job = result.structuredContent as { status: string; exit_code: number; stdout: { text: string }; job_id: string };
+    assert.equal(job.status, 'completed');
+    assert.equal(job.exit_code, 0);
+    assert.equal(job.stdout.text, '1\n');
+    assert.match(job.job_id, /^job_/);
+  });
+
+  it('run_job snapshots a local_path workspace: the MCP server is a local caller, as the CLI is', async () => {
+    const root = makeWorkspace({ 'hello.txt': 'from the host\n' });
+    const result = await client.callTool({ name: 'run_job', arguments: { workspace: { source: 'local_path', path: root }, command: { argv: ['cat', 'hello.txt'] } } });
+    const job = result.structuredContent as { status: string; stdout: { text: string } };
+    assert.equal(job.status, 'completed', JSON.stringify(result));
+    assert.equal(job.stdout.text, 'from the host\n');
+  });
+
+  it('run_job answers a policy denial as a result, not a refusal', async () => {
+    const result = await client.callTool({ name: 'run_job', arguments: { command: { argv: ['python3', '-c', 'print(1)'] } } });
+    assert.equal(result.isError, undefined);
+    const job = result.structuredContent as { status: string; error: { code: string } };
+    assert.equal(job.status, 'policy_denied');
+    assert.equal(job.error.code, 'policy.shell_denied');
+  });
+
+  it('refuses arguments that do not match the schema, naming the field', async () => {
+    const snippet = await client.callTool({ name: 'run_snippet', arguments: { lang: 'python', code: 'print(1)', timeout: 'soon' } });
+    assert.equal(snippet.isError, true);
+    assert.deepEqual(snippet.structuredContent, {
+      error: { code: 'validation.invalid_request', message: 'timeout must be a number, got string "soon"', details: { field: 'timeout' } },
+    });
+    assert.deepEqual(snippet.content, [{ type: 'text', text: 'validation.invalid_request: timeout must be a number, got string "soon"' }]);
+
+    const job = await client.callTool({ name: 'run_job', arguments: { command: { argv: [] } } });
+    assert.equal(job.isError, true);
+    const { error } = job.structuredContent as { error: { code: string; details: { field: string } } };
+    assert.equal(error.code, 'validation.invalid_request');
+    assert.equal(error.details.field, 'command.argv');
+  });
+
+  it('refuses a run_job over a server ceiling before running it', async () => {
+    const result = await client.callTool({ name: 'run_job', arguments: { command: { argv: ['true'] }, limits: { timeout_ms: 10 ** 12 } } });
+    assert.equal(result.isError, true);
+    const { error } = result.structuredContent as { error: { code: string; details: { field: string } } };
+    assert.equal(error.code, 'validation.invalid_request');
+    assert.equal(error.details.field, 'limits.timeout_ms');
+  });
+
+  it('list_runtimes lists python with its version', async () => {
+    const result = await client.callTool({ name: 'list_runtimes', arguments: {} });
+    const { runtimes } = result.structuredContent as { runtimes: Array<{ language: string; version: string; aliases: string[] }> };
+    const python = runtimes.find((runtime) => runtime.language === 'python');
+    assert.ok(python, JSON.stringify(runtimes));
+    assert.match(python.version, /^3\./);
+    assert.match(String((result.content as Array<{ text: string }>)[0]!.text), /^python 3\./m);
+  });
+
+  it('a call the client cancels kills its program, and the server keeps serving', async () => {
+    const marker = `mcp-cancel-${randomUUID().slice(0, 8)}`;
+    const controller = new AbortController();
+    const call = client.callTool({ name: 'run_snippet', arguments: { lang: 'bash', code: `exec -a ${marker} sleep 250`, timeout: 280 } }, undefined, { signal: controller.signal });
+    await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the snippet runs');
+    controller.abort();
+    await assert.rejects(call, /abort/i);
+    await waitUntil(() => hostProcessesMatching(marker).length === 0, 'the canceled snippet is killed', 20_000);
+    const next = await client.callTool({ name: 'run_snippet', arguments: { lang: 'bash', code: 'echo still here' } });
+    assert.equal((next.structuredContent as { stdout: string }).stdout, 'still here\n');
+  });
+
+  it('answers a call to no tool with a protocol error, and keeps serving', async () => {
+    await assert.rejects(client.callTool({ name: 'no_such_tool', arguments: {} }), /unknown tool "no_such_tool"/);
+    const result = await client.callTool({ name: 'list_runtimes' });
+    assert.equal(result.isError, undefined);
+    assert.equal(stderr().includes('failed'), false, stderr());
+  });
+});
+
+describe('agent-runner mcp --workspace-root', () => {
+  const root = makeWorkspace({ 'inside.txt': 'inside\n' });
+  let client: Client;
+  before(async () => {
+    ({ client } = await startClient(['mcp', '--workspace-root', root]));
+  });
+  after(() => client.close());
+
+  it('confines local_path workspaces to the roots, as for HTTP callers', async () => {
+    const inside = await client.callTool({ name: 'run_job', arguments: { workspace: { source: 'local_path', path: root }, command: { argv: ['cat', 'inside.txt'] } } });
+    assert.equal((inside.structuredContent as { stdout: { text: string } }).stdout.text, 'inside\n', JSON.stringify(inside));
+    const outside = await client.callTool({ name: 'run_job', arguments: { workspace: { source: 'local_path', path: makeWorkspace({}) }, command: { argv: ['true'] } } });
+    assert.equal(outside.isError, true);
+    const { error } = outside.structuredContent as { error: { code: string; details: { field: string } } };
+    assert.equal(error.code, 'validation.path_escape');
+    assert.equal(error.details.field, 'workspace.path');
+  });
+});
+
+describe('agent-runner mcp on its own stdio', () => {
+  it('speaks only the protocol on stdout, and stops when stdin ends, killing the calls still running', async () => {
+    mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
+    const marker = `mcp-stdin-${randomUUID().slice(0, 8)}`;
+    const child = spawn(process.execPath, [CLI, 'mcp'], { env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+    const send = (message: object) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+    send({ method: 'notifications/initialized' });
+    send({ id: 2, method: 'tools/call', params: { name: 'run_snippet', arguments: { lang: 'bash', code: `exec -a ${marker} sleep 250`, timeout: 280 } } });
+    await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the snippet runs');
+    child.stdin.end();
+    // Far below the snippet's own 250 s: only a canceled call lets the server stop this soon.
+    const code = await Promise.race([exited, sleep(30_000).then(() => 'still running')]);
+    if (code === 'still running') child.kill('SIGKILL');
+    assert.equal(code, 0, stderr);
+    assert.deepEqual(hostProcessesMatching(marker), []);
+    const messages = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { jsonrpc: string; id?: number });
+    assert.ok(
+      messages.every((message) => message.jsonrpc === '2.0'),
+      stdout,
+    );
+    assert.equal(messages[0]!.id, 1);
+    assert.match(stderr, /stopping \(stdin closed\)/);
+  });
+});
