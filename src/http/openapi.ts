@@ -71,22 +71,17 @@ function documented(schema: FastifySchema | undefined, route: RouteOptions, auth
   const secured = authenticated && !OPEN_ROUTES.has(route.url);
   const codes = new Map<number, Set<ErrorCode>>();
   const add = (code: ErrorCode, status: number = ERROR_CODES[code].http) => codes.set(status, (codes.get(status) ?? new Set()).add(code));
-  if (foreignErrors) {
-    if (secured) add('auth.unauthorized');
-    return {
-      ...schema,
-      response: { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes) },
-      ...(authenticated && !secured ? { security: [] } : {}),
-    };
-  }
-  for (const code of ANY_ROUTE) add(code);
   if (secured) add('auth.unauthorized');
-  // A query or a body can fail its schema, and any body JSON.parse (our path parameters are strings).
-  if (schema?.body || schema?.querystring || [route.method].flat().includes('POST')) add('validation.invalid_request');
-  if (accepts) add('request.unsupported_media_type');
-  for (const entry of errors) {
-    if (typeof entry === 'string') add(entry);
-    else add(...entry);
+  // A route in another API's dialect documents its own failures; only our auth, before it, is ours.
+  if (!foreignErrors) {
+    for (const code of ANY_ROUTE) add(code);
+    // A query or a body can fail its schema, and any body JSON.parse (our path parameters are strings).
+    if (schema?.body || schema?.querystring || [route.method].flat().includes('POST')) add('validation.invalid_request');
+    if (accepts) add('request.unsupported_media_type');
+    for (const entry of errors) {
+      if (typeof entry === 'string') add(entry);
+      else add(...entry);
+    }
   }
   const responses: Record<string, unknown> = { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes) };
   return {

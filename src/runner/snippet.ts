@@ -137,19 +137,20 @@ class SnippetJob {
     // A compiled program runs without its compiler: the toolchain is mounted only to compile.
     const mounts = this.language.compile ? [] : this.toolchain.mounts;
     const resources = { memoryBytes, memoryMechanism: this.language.memoryMechanism, maxProcesses: limits.maxProcesses };
+    const io = { timeoutMs: request.timeoutMs, stdout, stderr };
     const waiting = request.files.length === 0 ? this.language.waiting?.(this.toolchain, { memoryBytes }) : undefined;
+    let outcome: SandboxOutcome;
     if (waiting) {
       // The interpreter is already up in a pre-started sandbox (every snippet of the language
       // shares this template); it reads the program, then the program its stdin, from the pipe.
       const header = JSON.stringify({ source: this.paths.source, bytes: Buffer.byteLength(code), args: request.args });
       const stdin = Buffer.concat([Buffer.from(`${header}\n`), Buffer.from(code), Buffer.from(request.stdin ?? '')]);
-      const outcome = await this.sandboxed(this.backend, waiting, mounts, [], { timeoutMs: request.timeoutMs, stdout, stderr, stdin }, resources, true);
-      return this.describe(outcome, stdout, stderr, memoryBytes);
+      outcome = await this.sandboxed(this.backend, waiting, mounts, [], { ...io, stdin }, resources, true);
+    } else {
+      const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes });
+      invocation.argv.push(...request.args);
+      outcome = await this.sandboxed(this.backend, invocation, mounts, files, { ...io, ...(request.stdin === undefined ? {} : { stdin: request.stdin }) }, resources);
     }
-    const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes });
-    invocation.argv.push(...request.args);
-    const io = { timeoutMs: request.timeoutMs, stdout, stderr, ...(request.stdin === undefined ? {} : { stdin: request.stdin }) };
-    const outcome = await this.sandboxed(this.backend, invocation, mounts, files, io, resources);
     return this.describe(outcome, stdout, stderr, memoryBytes);
   }
 

@@ -45,15 +45,16 @@ export async function* followJob(sources: FollowSources, jobId: string, from: Ev
       const status = `${attempt}:${state.status}`;
       const fresh = status !== announced;
       announced = status;
+      const statusEvent = (): JobEvent => ({ event: 'status', id: formatEventId(cursor), data: { job_id: jobId, status: state.status, attempt } });
       // While it runs: the status, then what was written. Once it ended: the rest of the output first.
-      if (fresh && !state.result) yield { event: 'status', id: formatEventId(cursor), data: { job_id: jobId, status: state.status, attempt } };
+      if (fresh && !state.result) yield statusEvent();
       // Output follows the running status: a worker's first output may arrive before that status is stored.
       const output = state.result ? fromResult(state, cursor) : state.status === 'queued' ? [] : await sources.output.since(jobId, cursor);
       for (const chunk of output) {
         cursor = { ...cursor, [chunk.stream]: chunk.offset + Buffer.byteLength(chunk.text) };
         yield { event: chunk.stream, id: formatEventId(cursor), data: { text: chunk.text } };
       }
-      if (fresh && state.result) yield { event: 'status', id: formatEventId(cursor), data: { job_id: jobId, status: state.status, attempt } };
+      if (fresh && state.result) yield statusEvent();
       if (state.result || isTerminal(state.status)) {
         yield { event: 'end', id: formatEventId(cursor), data: state };
         return;
