@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import { PistonErrorSchema, PistonExecuteSchema, PistonResultSchema, type PistonExecute, type PistonResult } from '../../contract/piston.js';
 import { RuntimeListSchema } from '../../contract/runtimes.js';
 import { SNIPPET_EXIT, type SnippetRequest, type SnippetResponse } from '../../contract/snippet.js';
-import { validate } from '../../contract/validate.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
@@ -54,11 +53,10 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
         },
       },
       async (request, reply) => {
-        const checked = validate(PistonExecuteSchema, request.body);
-        if (!checked.ok) return reply.code(400).send({ message: checked.message });
-        const execute = checked.value;
+        // The route's schema was checked already (our validator): its message, in Piston's shape.
+        if (request.validationError) return reply.code(400).send({ message: request.validationError.message });
+        const execute = request.body as PistonExecute;
         const snippet = toSnippet(execute);
-        if ('message' in snippet) return reply.code(400).send(snippet);
         const response = await slots.run(() => worker.exec(snippet, hangUpSignal(reply)));
         if (response.exit_code === SNIPPET_EXIT.unsupported && response.error !== '')
           return reply.code(400).send({ message: `${execute.language}-${execute.version ?? '*'} runtime is unknown: ${response.error}` });
@@ -71,7 +69,7 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
   };
 }
 
-function toSnippet(execute: PistonExecute): SnippetRequest | { message: string } {
+function toSnippet(execute: PistonExecute): SnippetRequest {
   const [main, ...others] = execute.files.map((file) => ({ ...file, content: decode(file.content, file.encoding) }));
   const seconds = (ms: number | undefined) => (ms === undefined || ms <= 0 ? undefined : ms / 1000);
   const timeout = seconds(execute.run_timeout);

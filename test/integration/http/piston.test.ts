@@ -47,6 +47,9 @@ describe('Piston-compatible API, driven by the piston-client package', () => {
   it('answers an unknown language or a bad body with 400 {message}', async () => {
     const unknown = await client.execute('cobol', 'DISPLAY 1');
     assert.match(unknown.message, /cobol-.* runtime is unknown/);
+    const noFiles = await fetch(`${server.url}/api/v2/execute`, { method: 'POST', body: JSON.stringify({ language: 'python' }) });
+    assert.equal(noFiles.status, 400);
+    assert.match(((await noFiles.json()) as { message: string }).message, /files/);
     const response = await fetch(`${server.url}/api/v2/execute`, { method: 'POST', body: '{not json' });
     assert.equal(response.status, 400);
     assert.ok(typeof ((await response.json()) as { message: unknown }).message === 'string');
