@@ -11,7 +11,7 @@ const LAYERS = [
   ['sandbox'],
   ['languages', 'policy'],
   ['runner'],
-  ['tasks'],
+  ['tasks', 'session'],
   ['queue', 'store'],
   ['service'],
   ['postgres'],

@@ -130,6 +130,21 @@ export const TaskLimitsSchema = Section({
 });
 export type TaskLimits = Static<typeof TaskLimitsSchema>;
 
+export const SessionSettingsSchema = Section({
+  max: PositiveInteger(8, 'Sessions live at once; one more is refused with 503 sessions.full.'),
+  idleTimeoutSeconds: PositiveInteger(300, 'A session with no request for this long ends (a request may ask for less, or up to maxIdleTimeoutSeconds).'),
+  maxIdleTimeoutSeconds: PositiveInteger(3600),
+  lifetimeSeconds: PositiveInteger(4 * 3600, 'A session ends this long after it began, however busy.'),
+  startTimeoutSeconds: PositiveInteger(60, "The sandbox and its interpreter must be up within this (a microVM's boot included)."),
+  memoryBytes: PositiveInteger(1024 * MiB, "A session's memory when its request names none."),
+  maxMemoryBytes: PositiveInteger(8192 * MiB),
+  maxProcesses: PositiveInteger(256),
+  maxFileBytes: PositiveInteger(16 * MiB, 'The largest file PUT into, or read out of, a session.'),
+  workDirBytes: PositiveInteger(1024 * MiB),
+  endedRetentionSeconds: PositiveInteger(600, 'An ended session still answers GET (with why it ended) this long.'),
+});
+export type SessionSettings = Static<typeof SessionSettingsSchema>;
+
 export const BackendsSchema = Section({
   default: StringEnum(BACKEND_KIND_NAMES, 'local_process', 'The backend kind a job runs on when its request names none.'),
   microvm: Section(
@@ -197,6 +212,7 @@ export const RunnerConfigSchema = Type.Object(
     snippet: SnippetLimitsSchema,
     runJob: RunJobConfigSchema,
     tasks: TaskLimitsSchema,
+    sessions: SessionSettingsSchema,
     backends: BackendsSchema,
     service: ServiceSettingsSchema,
   },

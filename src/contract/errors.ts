@@ -20,6 +20,11 @@ export const ERROR_CODES = {
   'request.unsupported_media_type': { http: 415, description: 'the request body is not of a media type the route accepts (its Content-Type is missing or another)' },
   'auth.unauthorized': { http: 401, description: 'a valid Authorization: Bearer token is required' },
   'internal.error': { http: 500, description: 'an unexpected failure in the service itself' },
+  'sessions.full': { http: 503, description: 'as many sessions as the server allows are live; end one (DELETE) or retry later' },
+  'session.not_found': { http: 404, description: 'no session with that id (ended sessions are forgotten after a while)' },
+  'session.ended': { http: 409, description: 'the session has ended (its ended_reason says why); create another' },
+  'session.file_not_found': { http: 404, description: 'no such file in the session’s work dir' },
+  'session.file_too_large': { http: 413, description: 'the file is over the session file limit' },
   'queue.full': { http: 503, description: 'the queue is at capacity; retry later' },
   'queue.closed': { http: 503, description: 'the service is shutting down' },
   'store.unavailable': {
@@ -57,4 +62,18 @@ export interface ContractError {
 
 export function contractError(code: ErrorCode, message: string, details?: Record<string, unknown>): ContractError {
   return details === undefined ? { code, message } : { code, message, details };
+}
+
+/** A failure reported with a stable code (its HTTP status from the table, or `extra.http_status`). */
+export class CodedError extends Error {
+  constructor(
+    readonly error: ContractError,
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(error.message);
+  }
+
+  get code(): ErrorCode {
+    return this.error.code;
+  }
 }

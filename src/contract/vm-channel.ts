@@ -73,7 +73,10 @@ export const GuestRequestSchema = Type.Union([
     program: SandboxPath,
     executable: Type.Union([Type.Literal('any'), Type.Object({ system: Type.Boolean(), files: Type.Array(Type.String()) })]),
   }),
-  Type.Object({ id: Type.Integer(), op: Type.Literal('start'), timeoutMs: Type.Integer({ minimum: 0 }), stdin: Type.Optional(Bytes) }),
+  /** `streamStdin`: the job's stdin arrives afterwards in `stdin` requests, as the host's stream gives it. */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('start'), timeoutMs: Type.Integer({ minimum: 0 }), stdin: Type.Optional(Bytes), streamStdin: Type.Optional(Type.Boolean()) }),
+  /** More of a streamed stdin, in order; `end` closes it. Overtakes the running start, as kill does. */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('stdin'), data: Bytes, end: Type.Boolean() }),
   /** Cancels the running job (as an abort on the host does). */
   Type.Object({ id: Type.Integer(), op: Type.Literal('kill') }),
   Type.Object({

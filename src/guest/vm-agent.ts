@@ -30,13 +30,13 @@ function main(channelPath: string | undefined): void {
     {
       onMessage(message) {
         const request = message as GuestRequest;
-        // kill must overtake a running start; everything else is answered in order.
+        // kill and a streamed stdin must overtake a running start; everything else is answered in order.
         const answer = () =>
           job.handle(request).then(
             (reply) => send({ id: request.id, ok: true, ...reply }),
             (error: Error) => send({ id: request.id, ok: false, error: error.message }),
           );
-        if (request.op === 'kill') void answer();
+        if (request.op === 'kill' || request.op === 'stdin') void answer();
         else queue = queue.then(answer);
       },
       onProtocolError(error) {

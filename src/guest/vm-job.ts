@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { PassThrough } from 'node:stream';
 import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../contract/vm-channel.js';
 import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
 import { probeTemplate } from '../sandbox/profiles.js';
@@ -26,6 +27,7 @@ export class VmJob {
   private readonly parts = new Map<string, Buffer[]>();
   private untar: { child: ChildProcess; done: Promise<number | null> } | null = null;
   private readonly cancel = new AbortController();
+  private stdinStream: PassThrough | null = null;
 
   constructor(
     private readonly backend: BubblewrapBackend,
@@ -67,7 +69,15 @@ export class VmJob {
         await this.prepared().restrictExec({ program: request.program, executable: request.executable });
         return {};
       case 'start':
-        return { exit: await this.start(request.timeoutMs, request.stdin === undefined ? undefined : Buffer.from(request.stdin, 'base64')) };
+        return {
+          exit: await this.start(request.timeoutMs, request.streamStdin ? this.streamedStdin() : request.stdin === undefined ? undefined : Buffer.from(request.stdin, 'base64')),
+        };
+      case 'stdin': {
+        const input = this.streamedStdin();
+        input.write(Buffer.from(request.data, 'base64'));
+        if (request.end) input.end();
+        return {};
+      }
       case 'kill':
         this.cancel.abort();
         return {};
@@ -78,6 +88,12 @@ export class VmJob {
       case 'read_artifact':
         return { data: (await readFile(artifactPath(request.path))).toString('base64') };
     }
+  }
+
+  /** Made by whichever comes first, the start or its first stdin (which overtakes the start). */
+  private streamedStdin(): PassThrough {
+    this.stdinStream ??= new PassThrough();
+    return this.stdinStream;
   }
 
   private prepared(): PreparedSandbox {
@@ -116,7 +132,7 @@ export class VmJob {
     await rm(WORKSPACE_DIR, { recursive: true, force: true });
   }
 
-  private async start(timeoutMs: number, stdin: Buffer | undefined): Promise<GuestExit> {
+  private async start(timeoutMs: number, stdin: Buffer | PassThrough | undefined): Promise<GuestExit> {
     const sink = (stream: OutputEvent['stream']) => ({ write: (data: Buffer) => this.onOutput({ stream, data }) });
     return this.prepared().start({
       timeoutMs,

@@ -1,6 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
-import { ServiceError } from '../service/service-error.js';
+import { CodedError, ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
 
 /** `http_status` in `extra` overrides the table, for a code refused where it is usually a result (backend.unavailable at admission). */
 export function sendError(reply: import('fastify').FastifyReply, error: ContractError, extra: Record<string, unknown> = {}) {
@@ -16,7 +15,7 @@ export function sendError(reply: import('fastify').FastifyReply, error: Contract
  */
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    if (error instanceof ServiceError) {
+    if (error instanceof CodedError) {
       const retryAfter = error.extra.retry_after_seconds;
       if (typeof retryAfter === 'number') void reply.header('Retry-After', String(retryAfter));
       return sendError(reply, error.error, error.extra);

@@ -2,6 +2,7 @@ import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
 import { realpathSync } from 'node:fs';
 import { findNativeExecutable, versionOf } from './resolve.js';
+import { SESSION_NODE } from './session-node.js';
 import { WAITING_NODE } from './waiting-node.js';
 
 export const node: LanguageDefinition = {
@@ -20,6 +21,9 @@ export const node: LanguageDefinition = {
   },
   waiting(toolchain, { memoryBytes }) {
     return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', WAITING_NODE], env: {} };
+  },
+  kernel(toolchain, { memoryBytes }, workDir) {
+    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', SESSION_NODE, workDir], env: {} };
   },
 };
 

@@ -1,4 +1,5 @@
 import type { LanguageDefinition } from './language.js';
+import { SESSION_PYTHON } from './session-python.js';
 import { WAITING_PYTHON } from './waiting-python.js';
 import { placeToolchain } from './place.js';
 import { findNativeExecutable, versionOf } from './resolve.js';
@@ -19,5 +20,8 @@ export const python: LanguageDefinition = {
   },
   waiting(toolchain) {
     return { argv: [toolchain.executable, '-c', WAITING_PYTHON], env: { PYTHONDONTWRITEBYTECODE: '1' } };
+  },
+  kernel(toolchain, _limits, workDir) {
+    return { argv: [toolchain.executable, '-c', SESSION_PYTHON, workDir], env: { PYTHONDONTWRITEBYTECODE: '1' } };
   },
 };

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
-import { isIP } from 'node:net';
 import { join, posix } from 'node:path';
 import { canonicalHash } from '../contract/canonical-json.js';
 import { contractError, type ContractError } from '../contract/errors.js';
@@ -24,7 +23,8 @@ import { findShellUse } from '../policy/shell-rule.js';
 import { LogFile, teeSinks } from '../sandbox/log-file.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import type { EgressTarget, PreparedSandbox, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import { admitNetwork } from './network-admission.js';
+import type { PreparedSandbox, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SentWorkspaceError } from '../workspace/sent-workspace.js';
 import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
@@ -142,10 +142,7 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
     };
   }
   const network = value.policy?.network ?? 'none';
-  if (network !== 'none' && !config.allowNetwork) {
-    return { error: contractError('validation.invalid_request', 'policy.network: the network is disabled on this runner (only "none")', { field: 'policy.network' }) };
-  }
-  const sandboxNetwork = sandboxNetworkOf(network);
+  const sandboxNetwork = admitNetwork(network, config.allowNetwork, 'policy.network');
   if (sandboxNetwork !== 'none' && 'error' in sandboxNetwork) return sandboxNetwork;
   let workspacePath: string | null = null;
   // A workspace sent in the request names no host path: any caller may send one.
@@ -171,24 +168,6 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
     network: sandboxNetwork,
     backendKind: runtime.backends.kindOf(value.backend?.kind) ?? runtime.backends.defaultKind,
   };
-}
-
-/** The policy's network as the sandbox takes it: "allow" is egress to anywhere but the host. */
-function sandboxNetworkOf(network: NetworkPolicy): SandboxNetwork | { error: ContractError } {
-  if (network === 'none') return 'none';
-  if (network === 'allow') return { allow: null };
-  const allow: EgressTarget[] = [];
-  for (const [index, entry] of network.allow.entries()) {
-    // The schema checked the shape; a bracketed host must also be an IPv6 address.
-    const colon = entry.lastIndexOf(':');
-    const host = entry.slice(0, colon).replace(/^\[(.*)\]$/, '$1');
-    if (entry.startsWith('[') && isIP(host) !== 6) {
-      const field = `policy.network.allow.${index}`;
-      return { error: contractError('validation.invalid_request', `${field} must be host:port or [IPv6]:port, got ${JSON.stringify(entry)}`, { field }) };
-    }
-    allow.push({ host, port: Number(entry.slice(colon + 1)) });
-  }
-  return { allow };
 }
 
 class RunJobExecution {

@@ -5,6 +5,7 @@ import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
+import { feedStdin } from './job-stdin.js';
 import { forkWhenQuiet } from './fork-gate.js';
 import type { HostWorkDir } from './host-work-dir.js';
 import { buildOciConfig, type OciPlan } from './oci-bundle.js';
@@ -151,7 +152,7 @@ export class GvisorSandbox implements PreparedSandbox {
         child.stderr?.destroy();
       },
     });
-    child.stdin!.end(io.stdin);
+    feedStdin(child.stdin!, io.stdin);
     const exit = await ended;
     const durationMs = performance.now() - startedAt;
     watch.stop();

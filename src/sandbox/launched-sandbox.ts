@@ -3,6 +3,7 @@ import { closeSync, openSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import { UNCOUNTED, type CgroupUsage, type JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
+import { feedStdin } from './job-stdin.js';
 import type { JobNetwork, SandboxInfo } from './job-network.js';
 import { signalGroup } from './process-tree.js';
 import { watchRun } from './run-watch.js';
@@ -204,7 +205,7 @@ export class LaunchedSandbox implements PreparedSandbox {
     });
 
     const startedAt = performance.now();
-    this.child.stdin!.end(io.stdin);
+    feedStdin(this.child.stdin!, io.stdin);
     if (!this.parts.startsEarly) this.pipe(RELEASE_FD).end('go');
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;

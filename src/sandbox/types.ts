@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { CgroupUsage } from './cgroups.js';
 import type { BackendCapabilities } from '../contract/backend.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
@@ -116,7 +117,8 @@ export interface SandboxIO {
   timeoutMs: number;
   stdout: OutputSink;
   stderr: OutputSink;
-  stdin?: Buffer | string;
+  /** Bytes known up front, or a stream fed to the job as it comes (job-stdin.ts). */
+  stdin?: Buffer | string | Readable;
   /** Aborting kills the whole process tree, as a timeout does. */
   signal?: AbortSignal;
 }

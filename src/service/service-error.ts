@@ -1,19 +1,8 @@
-import { contractError, type ContractError, type ErrorCode } from '../contract/errors.js';
+import { CodedError, contractError } from '../contract/errors.js';
 import type { StoreUnavailableError } from '../store/port.js';
 
 /** A failure the front door reports with a stable code (and its HTTP status from the table). */
-export class ServiceError extends Error {
-  constructor(
-    readonly error: ContractError,
-    readonly extra: Record<string, unknown> = {},
-  ) {
-    super(error.message);
-  }
-
-  get code(): ErrorCode {
-    return this.error.code;
-  }
-}
+export class ServiceError extends CodedError {}
 
 /** A submission the run store cannot take now: 503 store.unavailable, with when to try again. */
 export function storeRefusal(error: StoreUnavailableError, retryAfterSeconds: number): ServiceError {

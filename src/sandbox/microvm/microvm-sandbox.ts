@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { Readable } from 'node:stream';
 import type { Artifact } from '../../contract/run-job.js';
 import { storeArtifact, type CollectedArtifacts } from '../../workspace/artifacts.js';
 import { snapshotWorkspace, type SnapshotReport } from '../../workspace/snapshot.js';
@@ -146,9 +147,12 @@ export class MicrovmSandbox implements PreparedSandbox {
         abandon: () => void vm.destroy(),
       },
     );
-    const stdin = io.stdin === undefined ? undefined : Buffer.from(io.stdin).toString('base64');
+    const streamed = io.stdin instanceof Readable ? io.stdin : null;
+    const stdin = io.stdin === undefined || streamed ? undefined : Buffer.from(io.stdin as Buffer | string).toString('base64');
     try {
-      const { exit } = await vm.channel.request({ op: 'start', timeoutMs: io.timeoutMs, ...(stdin === undefined ? {} : { stdin }) });
+      const started = vm.channel.request({ op: 'start', timeoutMs: io.timeoutMs, ...(streamed ? { streamStdin: true } : stdin === undefined ? {} : { stdin }) });
+      if (streamed) streamStdin(vm, streamed);
+      const { exit } = await started;
       if (!exit) throw new Error('the guest answered start without an exit');
       return { ...exit, signal: exit.signal as NodeJS.Signals | null, timedOut: exit.timedOut || watch.timedOut, aborted: exit.aborted || watch.aborted };
     } catch (error) {
@@ -229,4 +233,16 @@ function safeComponents(path: string): string[] | null {
   const components = path.split('/');
   if (components.some((part) => part === '' || part === '.' || part === '..')) return null;
   return posix.normalize(path) === path ? components : null;
+}
+
+/** Chunks small enough for one frame each, in base64. */
+const STDIN_CHUNK_BYTES = 1024 * 1024;
+
+/** Sends a stream to the running job's stdin as it comes; a VM gone meanwhile just drops the rest. */
+function streamStdin(vm: QemuVm, input: Readable): void {
+  const send = (data: Buffer, end: boolean) => void vm.channel.request({ op: 'stdin', data: data.toString('base64'), end }).catch(() => undefined);
+  input.on('data', (chunk: Buffer) => {
+    for (let offset = 0; offset < chunk.length; offset += STDIN_CHUNK_BYTES) send(chunk.subarray(offset, offset + STDIN_CHUNK_BYTES), false);
+  });
+  input.on('end', () => send(Buffer.alloc(0), true));
 }

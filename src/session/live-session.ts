@@ -1,0 +1,318 @@
+import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
+import { CodedError, contractError } from '../contract/errors.js';
+import type { Session, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
+import { KernelFileReplySchema, KernelRunReplySchema, type KernelRequest, type KernelRunReply } from '../contract/session-kernel.js';
+import type { SessionSettings } from '../config/schema.js';
+import type { Invocation } from '../languages/language.js';
+import type { SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import { SandboxUnavailableError } from '../sandbox/types.js';
+import { KernelChannel, KernelLost } from './kernel-channel.js';
+
+/** The work dir, as cells and commands see it (their cwd). */
+export const SESSION_WORK_DIR = '/workspace';
+/** A cell or command past its timeout has this long to answer (interrupted) before the session is ended. */
+const STOP_GRACE_MS = 2000;
+/** File operations answer at once unless the kernel is stuck. */
+const FILE_DEADLINE_MS = 30_000;
+const MAX_PATH_LENGTH = 4096;
+
+/** Everything a session is made of, checked and resolved by Sessions.create. */
+export interface SessionPlan {
+  id: string;
+  /** The language cells run in; null: commands and files only (on the python kernel). */
+  lang: string | null;
+  kernel: Invocation;
+  mounts: SandboxBackendTemplate['mounts'];
+  backend: SandboxBackend;
+  memoryBytes: number;
+  maxProcesses: number;
+  maxOpenFiles: number;
+  maxFileBytes: number;
+  cpuCores: number;
+  network: SandboxNetwork;
+  idleTimeoutSeconds: number;
+  settings: SessionSettings;
+  outputBytes: number;
+}
+
+type SandboxBackendTemplate = Parameters<SandboxBackend['prepare']>[0];
+type ExecOptions = { timeoutMs: number };
+
+/**
+ * One session: a sandbox whose one long job is a kernel (languages/session-*.ts) that serves
+ * requests until the session ends. Requests are served one at a time, in arrival order. The
+ * session ends when deleted, idle past its timeout, at its lifetime, when a cell does not stop
+ * at its timeout (the one case the kernel cannot recover from), or when the kernel exits.
+ */
+export class LiveSession {
+  private readonly channel: KernelChannel;
+  private readonly stop = new AbortController();
+  private readonly createdAt = new Date();
+  private lastUsedAt = new Date();
+  private readonly expiresAt: Date;
+  private endedReason: string | null = null;
+  private version: string | null = null;
+  private outcome: Promise<SandboxOutcome> | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  private idleTimer: NodeJS.Timeout | undefined;
+  private readonly ended: Promise<void>;
+  private markEnded!: () => void;
+
+  private constructor(
+    private readonly plan: SessionPlan,
+    private readonly onEnded: (session: LiveSession) => void,
+  ) {
+    this.channel = new KernelChannel(plan.maxFileBytes);
+    this.expiresAt = new Date(this.createdAt.getTime() + plan.settings.lifetimeSeconds * 1000);
+    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+  }
+
+  /** Makes the sandbox and waits for its kernel; throws CodedError (backend.unavailable, backend.setup_failed). */
+  static async start(plan: SessionPlan, onEnded: (session: LiveSession) => void): Promise<LiveSession> {
+    const session = new LiveSession(plan, onEnded);
+    await session.launch();
+    return session;
+  }
+
+  get id(): string {
+    return this.plan.id;
+  }
+
+  get running(): boolean {
+    return this.endedReason === null;
+  }
+
+  describe(): Session {
+    return {
+      id: this.plan.id,
+      lang: this.plan.lang,
+      version: this.version,
+      backend: this.plan.backend.kind,
+      state: this.running ? 'running' : 'ended',
+      created_at: this.createdAt.toISOString(),
+      last_used_at: this.lastUsedAt.toISOString(),
+      idle_timeout_seconds: this.plan.idleTimeoutSeconds,
+      expires_at: this.expiresAt.toISOString(),
+      work_dir: SESSION_WORK_DIR,
+      ...(this.endedReason === null ? {} : { ended_reason: this.endedReason }),
+    };
+  }
+
+  /** A cell in the interpreter, or a command in the work dir (policy checked by the caller). */
+  exec(request: SessionExecRequest, options: ExecOptions): Promise<SessionExecResult> {
+    const message: KernelRequest =
+      'code' in request
+        ? { op: 'cell', code: request.code, timeout_ms: options.timeoutMs, output_bytes: this.plan.outputBytes }
+        : {
+            op: 'command',
+            argv: request.argv,
+            ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
+            timeout_ms: options.timeoutMs,
+            output_bytes: this.plan.outputBytes,
+          };
+    return this.serve(async () => {
+      const startedAt = performance.now();
+      const took = () => Math.round(performance.now() - startedAt);
+      try {
+        const reply = await this.channel.request(message, KernelRunReplySchema, options.timeoutMs + STOP_GRACE_MS);
+        return this.result(reply, took());
+      } catch (error) {
+        if (!(error instanceof KernelLost)) throw error;
+        const what = message.op === 'cell' ? 'the cell' : 'the command';
+        const reason = error.deadline ? `${what} did not stop at its timeout of ${options.timeoutMs / 1000} s, so the session was ended` : error.message;
+        await this.end(reason);
+        return {
+          session_id: this.plan.id,
+          stdout: '',
+          stderr: `${this.endedReason}\n`,
+          exit_code: error.deadline ? 124 : 1,
+          error: this.endedReason,
+          value: null,
+          timed_out: error.deadline,
+          session_ended: true,
+          duration_ms: took(),
+        };
+      }
+    });
+  }
+
+  async writeFile(path: string, content: Buffer): Promise<SessionFileWritten> {
+    const relative = this.checkPath(path);
+    if (content.length > this.plan.maxFileBytes) throw tooLarge(path, content.length, this.plan.maxFileBytes);
+    const reply = await this.serve(() => this.fileRequest({ op: 'write', path: relative, data: content.toString('base64') }));
+    if (!('bytes' in reply)) throw new Error('the kernel answered a write without its size');
+    return { path: relative, bytes: content.length, sha256: createHash('sha256').update(content).digest('hex') };
+  }
+
+  async readFile(path: string): Promise<Buffer> {
+    const relative = this.checkPath(path);
+    const reply = await this.serve(() => this.fileRequest({ op: 'read', path: relative, max_bytes: this.plan.maxFileBytes }));
+    if (!('data' in reply)) throw new Error('the kernel answered a read without its bytes');
+    const content = Buffer.from(reply.data, 'base64');
+    // The kernel is the job's: its word on the size is checked here too.
+    if (content.length > this.plan.maxFileBytes) throw tooLarge(path, content.length, this.plan.maxFileBytes);
+    return content;
+  }
+
+  /** Ends the session (idempotent): the kernel's stdin closes and its whole sandbox is killed. */
+  async end(reason: string): Promise<void> {
+    if (this.endedReason === null) {
+      this.endedReason = reason;
+      clearTimeout(this.idleTimer);
+      this.channel.lose(`the session has ended: ${reason}`);
+      this.stop.abort();
+      this.onEnded(this);
+    }
+    await this.ended;
+  }
+
+  private async launch(): Promise<void> {
+    const { plan } = this;
+    const template = {
+      profile: 'run-job',
+      argv: plan.kernel.argv,
+      cwd: SESSION_WORK_DIR,
+      env: plan.kernel.env,
+      mounts: plan.mounts,
+      files: [],
+      workDir: SESSION_WORK_DIR,
+      workDirBytes: plan.settings.workDirBytes,
+      network: plan.network,
+      // The session may run anything (node, compilers): bounded as a whole by its cgroup.
+      limits: {
+        memoryBytes: plan.memoryBytes,
+        memoryMechanism: 'cgroup',
+        maxProcesses: plan.maxProcesses,
+        maxOpenFiles: plan.maxOpenFiles,
+        maxFileBytes: plan.maxFileBytes,
+        cpuCores: plan.cpuCores,
+      },
+    } as const;
+    let sandbox;
+    try {
+      sandbox = await plan.backend.prepare(template);
+    } catch (error) {
+      if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 });
+      throw error;
+    }
+    const prepared = sandbox;
+    this.outcome = prepared.start({
+      timeoutMs: plan.settings.lifetimeSeconds * 1000,
+      stdin: this.channel.stdin,
+      stdout: this.channel.stdout,
+      stderr: this.channel.stderr,
+      signal: this.stop.signal,
+    });
+    void this.outcome.then(
+      (outcome) => this.finished(describeExit(outcome, this.channel.stderr.text())),
+      (error: Error) => this.finished(`the sandbox failed: ${error.message}`),
+    );
+    void this.ended.then(() => prepared.release());
+    const deadline = setTimeout(() => this.channel.lose(`the interpreter was not up within ${plan.settings.startTimeoutSeconds} s`), plan.settings.startTimeoutSeconds * 1000);
+    try {
+      this.version = (await this.channel.started()).version;
+    } catch (error) {
+      await this.end((error as Error).message);
+      throw new CodedError(contractError('backend.setup_failed', `the session could not start: ${this.endedReason}`), { http_status: 500 });
+    } finally {
+      clearTimeout(deadline);
+    }
+    this.touch();
+  }
+
+  /** The sandbox is gone (the kernel exited, was killed, or its lifetime ran out). */
+  private finished(reason: string): void {
+    if (this.endedReason === null) {
+      this.endedReason = reason;
+      clearTimeout(this.idleTimer);
+      this.channel.lose(reason);
+      this.onEnded(this);
+    }
+    this.markEnded();
+  }
+
+  /** Serves one request after those before it; refused once the session has ended. */
+  private serve<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(async () => {
+      if (!this.running) throw new CodedError(contractError('session.ended', `session ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
+      clearTimeout(this.idleTimer);
+      try {
+        return await work();
+      } finally {
+        this.touch();
+      }
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private touch(): void {
+    this.lastUsedAt = new Date();
+    if (!this.running) return;
+    clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => void this.end(`idle for ${this.plan.idleTimeoutSeconds} s`), this.plan.idleTimeoutSeconds * 1000);
+    this.idleTimer.unref();
+  }
+
+  private async fileRequest(message: Extract<KernelRequest, { op: 'write' | 'read' }>) {
+    let reply;
+    try {
+      reply = await this.channel.request(message, KernelFileReplySchema, FILE_DEADLINE_MS);
+    } catch (error) {
+      if (!(error instanceof KernelLost)) throw error;
+      await this.end(error.message);
+      throw new CodedError(contractError('session.ended', `session ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
+    }
+    if (!('error' in reply)) return reply;
+    const { code, message: said } = reply.error;
+    if (code === 'not_found' || code === 'not_a_file') throw new CodedError(contractError('session.file_not_found', said, { path: message.path }));
+    if (code === 'too_large') throw new CodedError(contractError('session.file_too_large', said, { path: message.path }));
+    throw new CodedError(contractError('validation.invalid_request', said, { path: message.path }));
+  }
+
+  /** A path relative to the work dir, no `..`, no empty or `.` segments: the form is checked here, links by the kernel. */
+  private checkPath(path: string): string {
+    const segments = path.split('/');
+    if (
+      path.length === 0 ||
+      path.length > MAX_PATH_LENGTH ||
+      path.startsWith('/') ||
+      segments.some((segment) => segment === '..' || segment === '.' || segment === '') ||
+      path.includes('\0')
+    ) {
+      throw new CodedError(contractError('validation.path_escape', `${JSON.stringify(path)} is not a path inside the work dir (relative, no . or .. segments)`, { path }));
+    }
+    return posix.normalize(path);
+  }
+
+  private result(reply: KernelRunReply, durationMs: number): SessionExecResult {
+    return {
+      session_id: this.plan.id,
+      stdout: reply.stdout + truncationNote('stdout', reply.stdout_bytes, Buffer.byteLength(reply.stdout)),
+      stderr: reply.stderr + truncationNote('stderr', reply.stderr_bytes, Buffer.byteLength(reply.stderr)),
+      exit_code: reply.exit_code,
+      error: reply.error,
+      value: reply.value,
+      timed_out: reply.status === 'timed_out',
+      session_ended: false,
+      duration_ms: durationMs,
+    };
+  }
+}
+
+function truncationNote(name: string, written: number, kept: number): string {
+  return written > kept ? `\n[${name} truncated: ${written} bytes written, the first ${kept} kept]` : '';
+}
+
+function tooLarge(path: string, bytes: number, limit: number): CodedError {
+  return new CodedError(contractError('session.file_too_large', `${path} has ${bytes} bytes, over the session file limit of ${limit}`, { path, limit }));
+}
+
+function describeExit(outcome: SandboxOutcome, said: string): string {
+  if (outcome.timedOut) return 'its lifetime ran out';
+  if (outcome.aborted) return 'ended';
+  if (outcome.oomKilled) return 'the session ran out of memory and was killed';
+  const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
+  return `the interpreter exited (${how})${said.trim() ? `: ${said.trim().slice(-2000)}` : ''}`;
+}

@@ -1,0 +1,194 @@
+import { randomBytes } from 'node:crypto';
+import { CodedError, contractError, type ContractError } from '../contract/errors.js';
+import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
+import { findLanguage } from '../languages/catalog.js';
+import { python } from '../languages/python.js';
+import type { LanguageDefinition } from '../languages/language.js';
+import { isMissing, type Toolchain } from '../languages/toolchain.js';
+import { checkCommand } from '../policy/command.js';
+import { findShellUse } from '../policy/shell-rule.js';
+import { admitNetwork } from '../runner/network-admission.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
+import { SandboxUnavailableError } from '../sandbox/types.js';
+import { launchKernel } from './kernel-launcher.js';
+import { LiveSession, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
+
+interface SessionPolicy {
+  allowedCommands: string[] | undefined;
+  allowShell: boolean;
+}
+
+/**
+ * The live sessions of one process (the service's front door, or `agent-runner mcp`): made,
+ * found, served and ended here, capped at `sessions.max`. An ended session is remembered for a
+ * while, so its id answers with why it ended rather than with nothing.
+ */
+export class Sessions {
+  private readonly sessions = new Map<string, { session: LiveSession; policy: SessionPolicy }>();
+  private starting = 0;
+  private closed = false;
+
+  constructor(private readonly runtime: RunnerRuntime) {}
+
+  /** Starts a session; throws CodedError (validation, sessions.full, backend.unavailable, backend.setup_failed). */
+  async create(request: SessionCreateRequest): Promise<Session> {
+    const settings = this.runtime.config.sessions;
+    if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
+    if (this.liveCount() + this.starting >= settings.max) {
+      throw new CodedError(
+        contractError('sessions.full', `${settings.max} sessions are live, the most this server allows; end one (DELETE /v1/sessions/ID) or retry later`, { max: settings.max }),
+        {
+          retry_after_seconds: 5,
+        },
+      );
+    }
+    this.starting += 1;
+    try {
+      const { plan, policy } = await this.plan(request);
+      const session = await LiveSession.start(plan, (ended) => this.forgetLater(ended));
+      this.sessions.set(session.id, { session, policy });
+      return session.describe();
+    } finally {
+      this.starting -= 1;
+    }
+  }
+
+  describe(id: string): Session {
+    return this.find(id).session.describe();
+  }
+
+  list(): Session[] {
+    return [...this.sessions.values()].map(({ session }) => session.describe());
+  }
+
+  /** A cell or a command; a command is first checked against the session's policy, as a run job's is. */
+  async exec(id: string, request: SessionExecRequest): Promise<SessionExecResult> {
+    const { session, policy } = this.find(id);
+    const described = session.describe();
+    if ('code' in request) {
+      if (described.lang === null) throw invalid('code: this session has no interpreter (it was made without lang); run commands with argv', 'code');
+      if (request.lang !== undefined && findLanguage(request.lang)?.name !== described.lang) {
+        throw invalid(`lang: this session runs ${described.lang} cells, not ${request.lang}`, 'lang');
+      }
+    } else {
+      const denied = await policyDecision(request.argv, policy);
+      if (denied) throw new CodedError(denied, { http_status: 403 });
+    }
+    const limits = this.runtime.config.snippet;
+    const timeoutSeconds = request.timeout ?? limits.defaultTimeoutSeconds;
+    if (timeoutSeconds > limits.maxTimeoutSeconds) throw invalid(`timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
+    return session.exec(request, { timeoutMs: Math.round(timeoutSeconds * 1000) });
+  }
+
+  writeFile(id: string, path: string, content: Buffer): Promise<SessionFileWritten> {
+    return this.find(id).session.writeFile(path, content);
+  }
+
+  readFile(id: string, path: string): Promise<Buffer> {
+    return this.find(id).session.readFile(path);
+  }
+
+  async remove(id: string): Promise<Session> {
+    const { session } = this.find(id);
+    await session.end('deleted');
+    return session.describe();
+  }
+
+  /** Ends every session (the process is stopping); new ones are refused. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.sessions.values()].map(({ session }) => session.end('the server stopped')));
+  }
+
+  private liveCount(): number {
+    let live = 0;
+    for (const { session } of this.sessions.values()) if (session.running) live += 1;
+    return live;
+  }
+
+  private find(id: string): { session: LiveSession; policy: SessionPolicy } {
+    const found = this.sessions.get(id);
+    if (!found) throw new CodedError(contractError('session.not_found', `no session ${JSON.stringify(id)}`));
+    return found;
+  }
+
+  private forgetLater(session: LiveSession): void {
+    setTimeout(() => this.sessions.delete(session.id), this.runtime.config.sessions.endedRetentionSeconds * 1000).unref();
+  }
+
+  private async toolchain(language: LanguageDefinition): Promise<Toolchain> {
+    const toolchain = await this.runtime.toolchains.get(language);
+    if (isMissing(toolchain)) throw new CodedError(contractError('backend.unavailable', `sessions need ${language.name} here: ${toolchain.message}`), { http_status: 503 });
+    return toolchain;
+  }
+
+  private async plan(request: SessionCreateRequest): Promise<{ plan: SessionPlan; policy: SessionPolicy }> {
+    const { config } = this.runtime;
+    const settings = config.sessions;
+    const language = request.lang === undefined ? null : findLanguage(request.lang);
+    if (language === undefined) throw invalid(`lang: unsupported language ${JSON.stringify(request.lang)}`, 'lang');
+    if (language && !language.kernel)
+      throw invalid(`lang: a session keeps a live interpreter for python and node only, not ${language.name}; omit lang for a session of commands`, 'lang');
+    const policy = { allowedCommands: undefined as string[] | undefined, allowShell: request.policy?.allow_shell ?? language !== null };
+    if (language && !policy.allowShell) throw invalid('policy.allow_shell: cells are inline interpreter code, so a session with lang needs allow_shell', 'policy.allow_shell');
+    const rules = request.policy?.allowed_commands;
+    if (rules) {
+      if (rules.some((rule) => typeof rule !== 'string'))
+        throw invalid('policy.allowed_commands: sessions take command names only, not pinned path or sha256 rules', 'policy.allowed_commands');
+      policy.allowedCommands = rules as string[];
+    }
+    const memoryBytes = request.limits?.memory_bytes ?? settings.memoryBytes;
+    if (memoryBytes > settings.maxMemoryBytes) throw invalid(`limits.memory_bytes must be at most ${settings.maxMemoryBytes}, got ${memoryBytes}`, 'limits.memory_bytes');
+    const maxProcesses = request.limits?.max_processes ?? settings.maxProcesses;
+    if (maxProcesses > settings.maxProcesses) throw invalid(`limits.max_processes must be at most ${settings.maxProcesses}, got ${maxProcesses}`, 'limits.max_processes');
+    const idleTimeoutSeconds = request.idle_timeout_seconds ?? settings.idleTimeoutSeconds;
+    if (idleTimeoutSeconds > settings.maxIdleTimeoutSeconds) {
+      throw invalid(`idle_timeout_seconds must be at most ${settings.maxIdleTimeoutSeconds}, got ${idleTimeoutSeconds}`, 'idle_timeout_seconds');
+    }
+    const network = admitNetwork(request.network ?? 'none', config.runJob.allowNetwork, 'network');
+    if (network !== 'none' && 'error' in network) throw new CodedError(network.error);
+    let backend;
+    try {
+      backend = this.runtime.backends.get(request.backend?.kind);
+    } catch (error) {
+      if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', error.message), { http_status: 503 });
+      throw error;
+    }
+    // Every kernel is started by python (kernel-launcher.ts); a session of commands is served
+    // by the python kernel itself, its cells refused.
+    const launcher = await this.toolchain(python);
+    const kernelLanguage = language ?? python;
+    const toolchain = kernelLanguage === python ? launcher : await this.toolchain(kernelLanguage);
+    return {
+      policy,
+      plan: {
+        id: `ses_${randomBytes(16).toString('hex')}`,
+        lang: language?.name ?? null,
+        kernel: launchKernel(launcher, kernelLanguage.kernel!(toolchain, { memoryBytes }, SESSION_WORK_DIR)),
+        mounts: [...new Set([...launcher.mounts, ...toolchain.mounts])],
+        backend,
+        memoryBytes,
+        maxProcesses,
+        maxOpenFiles: config.runJob.maxOpenFiles,
+        maxFileBytes: settings.maxFileBytes,
+        cpuCores: config.runJob.cpuCores,
+        network,
+        idleTimeoutSeconds,
+        settings,
+        outputBytes: Math.max(config.snippet.maxStdoutBytes, config.snippet.maxStderrBytes),
+      },
+    };
+  }
+}
+
+/** The run-job rules for a command: a shell or inline code needs allow_shell; allowed_commands by name. */
+async function policyDecision(argv: readonly string[], policy: SessionPolicy): Promise<ContractError | null> {
+  const shell = policy.allowShell ? null : findShellUse(argv);
+  if (shell) return contractError('policy.shell_denied', `${shell.reason}: this session's policy has allow_shell false`, { program: shell.program });
+  const decision = await checkCommand(argv[0]!, policy.allowedCommands, null);
+  return decision.allowed ? null : contractError('policy.command_denied', decision.message, decision.details);
+}
+
+function invalid(message: string, field: string): CodedError {
+  return new CodedError(contractError('validation.invalid_request', message, { field }));
+}
