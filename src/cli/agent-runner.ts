@@ -9,6 +9,7 @@ import { registerMcp } from './commands/mcp.js';
 import { registerRun } from './commands/run.js';
 import { registerSchema } from './commands/schema.js';
 import { registerServe } from './commands/serve.js';
+import { registerSession } from './commands/session.js';
 import { registerTask } from './commands/task.js';
 import { registerWorker } from './commands/worker.js';
 
@@ -28,6 +29,7 @@ registerServe(program);
 registerWorker(program);
 registerGuest(program);
 registerMcp(program);
+registerSession(program);
 registerSchema(program);
 registerConfig(program);
 registerBackends(program);

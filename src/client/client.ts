@@ -3,6 +3,7 @@ import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import type { JobEvent } from '../contract/job-events.js';
 import type { Artifact, RunJobRequest } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
+import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
 import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 
@@ -74,7 +75,7 @@ export class AgentRunnerClient {
 
   /** One artifact's bytes, checked against the digest the service sent with them. */
   async artifact(jobId: string, path: string): Promise<Buffer> {
-    const response = await this.send('GET', `/v1/jobs/${encodeURIComponent(jobId)}/artifacts/${path.split('/').map(encodeURIComponent).join('/')}`);
+    const response = await this.send('GET', `/v1/jobs/${encodeURIComponent(jobId)}/artifacts/${encodePath(path)}`);
     const content = Buffer.from(await response.arrayBuffer());
     const expected = response.headers.get('x-artifact-sha256');
     const actual = createHash('sha256').update(content).digest('hex');
@@ -110,6 +111,38 @@ export class AgentRunnerClient {
     }
   }
 
+  /** Starts a session: a sandbox that lives across calls (with `lang`, a live interpreter). */
+  createSession(request: SessionCreateRequest = {}): Promise<Session> {
+    return this.json('POST', '/v1/sessions', request);
+  }
+
+  session(sessionId: string): Promise<Session> {
+    return this.json('GET', sessionPath(sessionId));
+  }
+
+  async sessions(): Promise<Session[]> {
+    return (await this.json<{ sessions: Session[] }>('GET', '/v1/sessions')).sessions;
+  }
+
+  /** Runs a cell (`{code}`) in the session's interpreter, or a command (`{argv}`) in its work dir. */
+  sessionExec(sessionId: string, request: SessionExecRequest, signal?: AbortSignal): Promise<SessionExecResult> {
+    return this.json('POST', `${sessionPath(sessionId)}/exec`, request, signal);
+  }
+
+  putSessionFile(sessionId: string, path: string, content: Buffer | string): Promise<SessionFileWritten> {
+    return this.json('PUT', `${sessionPath(sessionId)}/files/${encodePath(path)}`, Buffer.from(content));
+  }
+
+  async getSessionFile(sessionId: string, path: string): Promise<Buffer> {
+    const response = await this.send('GET', `${sessionPath(sessionId)}/files/${encodePath(path)}`);
+    return Buffer.from(await response.arrayBuffer());
+  }
+
+  /** Ends the session; answers with its final state. */
+  endSession(sessionId: string): Promise<Session> {
+    return this.json('DELETE', sessionPath(sessionId));
+  }
+
   private async json<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
     const response = await this.send(method, path, body, signal);
     return (await response.json()) as T;
@@ -121,9 +154,9 @@ export class AgentRunnerClient {
       headers: {
         ...headers,
         ...(this.token ? { Authorization: `Bearer ${this.token}` } : {}),
-        ...(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+        ...(body === undefined ? {} : { 'Content-Type': Buffer.isBuffer(body) ? 'application/octet-stream' : 'application/json' }),
       },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      ...(body === undefined ? {} : { body: Buffer.isBuffer(body) ? body : JSON.stringify(body) }),
       ...(signal ? { signal } : {}),
     });
     if (response.ok) return response;
@@ -136,6 +169,15 @@ export class AgentRunnerClient {
     }
     throw new AgentRunnerError(response.status, error.code ?? `http.${response.status}`, error.message ?? text.slice(0, 500), error.details);
   }
+}
+
+function sessionPath(sessionId: string): string {
+  return `/v1/sessions/${encodeURIComponent(sessionId)}`;
+}
+
+/** A relative path in a URL: each segment encoded, the slashes kept. */
+function encodePath(path: string): string {
+  return path.split('/').map(encodeURIComponent).join('/');
 }
 
 /** The messages of a text/event-stream body, as they arrive. */

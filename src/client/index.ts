@@ -3,4 +3,5 @@ export { AgentRunnerClient, type ClientOptions } from './client.js';
 export { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 export type { JobEvent, OutputEvent, StatusEvent } from '../contract/job-events.js';
 export type { Artifact, RunJobRequest, RunJobResult } from '../contract/run-job.js';
+export type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 export type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';

@@ -76,27 +76,25 @@ const ExecCommon = {
   timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Seconds the cell or command may run (default: the snippet default; at most the snippet ceiling).' })),
 };
 
-export const SessionExecRequestSchema = Type.Union(
-  [
-    Type.Object(
-      {
-        code: Type.String({ maxLength: 4 * 1024 * 1024, description: 'A cell, run in the session’s interpreter: names, imports and files persist.' }),
-        lang: Type.Optional(Type.String({ maxLength: 64, description: 'Must be the session’s language when given.' })),
-        ...ExecCommon,
-      },
-      { additionalProperties: false },
-    ),
-    Type.Object(
-      {
-        argv: Type.Array(Type.String({ maxLength: 64 * 1024 }), { minItems: 1, maxItems: 4096, description: 'A command run in the work dir, under the session’s policy.' }),
-        stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024 })),
-        ...ExecCommon,
-      },
-      { additionalProperties: false },
-    ),
-  ],
-  { $id: 'SessionExecRequest', title: 'A cell or a command in a session' },
+export const SessionCellSchema = Type.Object(
+  {
+    code: Type.String({ maxLength: 4 * 1024 * 1024, description: 'A cell, run in the session’s interpreter: names, imports and files persist.' }),
+    lang: Type.Optional(Type.String({ maxLength: 64, description: 'Must be the session’s language when given.' })),
+    ...ExecCommon,
+  },
+  { additionalProperties: false },
 );
+
+export const SessionCommandSchema = Type.Object(
+  {
+    argv: Type.Array(Type.String({ maxLength: 64 * 1024 }), { minItems: 1, maxItems: 4096, description: 'A command run in the work dir, under the session’s policy.' }),
+    stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024 })),
+    ...ExecCommon,
+  },
+  { additionalProperties: false },
+);
+
+export const SessionExecRequestSchema = Type.Union([SessionCellSchema, SessionCommandSchema], { $id: 'SessionExecRequest', title: 'A cell or a command in a session' });
 export type SessionExecRequest = Static<typeof SessionExecRequestSchema>;
 
 export const SessionExecResultSchema = Type.Object(

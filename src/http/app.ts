@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { validate } from '../contract/validate.js';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
+import type { Sessions } from '../session/sessions.js';
 import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
@@ -19,12 +20,17 @@ import { healthRoutes } from './routes/health.js';
 import { pistonRoutes } from './routes/piston.js';
 import { runtimeRoutes } from './routes/runtimes.js';
 import { jobRoutes } from './routes/jobs.js';
+import { sessionRoutes } from './routes/sessions.js';
 import { taskRoutes } from './routes/tasks.js';
 import { Semaphore } from '../util/semaphore.js';
 
 export interface AppOptions {
   frontDoor: JobDesk;
   worker: WorkerProcess;
+  /** Sessions live in this process (they hold a running sandbox each). */
+  sessions: Sessions;
+  /** The largest file a session takes or gives. */
+  sessionFileBytes: number;
   /** The backend kind jobs run on when they name none, for /health. */
   defaultBackend: string;
   /** Required on every route but /health; null: no authentication (`--no-auth`, loopback only). */
@@ -84,6 +90,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(taskRoutes(options.worker, synchronousSlots));
   await app.register(runtimeRoutes(options.worker));
   await app.register(pistonRoutes(options.worker, synchronousSlots));
+  await app.register(sessionRoutes(options.sessions, options.sessionFileBytes));
   await app.register(dashboardRoutes());
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());
   return app;

@@ -8,6 +8,7 @@ import { FrontDoor } from '../service/front-door.js';
 import type { JobDesk } from '../service/job-desk.js';
 import { startClusterFrontDoor } from '../postgres/serve-cluster.js';
 import { WorkerProcess } from '../service/worker-process.js';
+import { Sessions } from '../session/sessions.js';
 import { DiskRunStore } from '../store/disk-store.js';
 import { buildApp } from './app.js';
 import { isLoopback, type HttpAddress } from './listen-address.js';
@@ -64,9 +65,12 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
         log: logger,
       })
     : await startEmbedded(config, logger);
+  const sessions = new Sessions(config.runtime);
   const app = await buildApp({
     frontDoor: side.desk,
     worker: side.worker,
+    sessions,
+    sessionFileBytes: config.runtime.config.sessions.maxFileBytes,
     defaultBackend: config.runtime.backends.defaultKind,
     token: config.token,
     bodyLimitBytes: config.bodyLimitBytes,
@@ -80,7 +84,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     frontDoor: side.desk,
     url,
     async shutdown(graceMs: number) {
-      await side.drain(graceMs);
+      await Promise.all([side.drain(graceMs), sessions.close()]);
       await app.close();
     },
   };

@@ -1,4 +1,5 @@
 import type { RunJobResult } from '../contract/run-job.js';
+import type { SessionExecResult } from '../contract/session.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 
 /**
@@ -19,6 +20,15 @@ export function runJobText(result: RunJobResult): string {
   const artifacts = result.artifacts.length > 0 ? `artifacts: ${result.artifacts.map((artifact) => artifact.path).join(', ')}` : '';
   const stream = (captured: RunJobResult['stdout']) => (captured.truncated ? `${captured.text}\n[truncated: ${captured.observed_bytes} bytes in all]` : captured.text);
   return sections([outcome, error, artifacts], { stdout: stream(result.stdout), stderr: stream(result.stderr) });
+}
+
+export function sessionExecText(result: SessionExecResult): string {
+  const ended = result.session_ended ? 'the session has ended' : '';
+  return sections([`exit_code: ${result.exit_code}`, result.error ? `error: ${result.error}` : '', ended], {
+    value: result.value ?? '',
+    stdout: result.stdout,
+    stderr: result.stderr,
+  });
 }
 
 function sections(head: string[], streams: Record<string, string>): string {

@@ -4,10 +4,11 @@ import { readFileSync } from 'node:fs';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool as ToolListing } from '@modelcontextprotocol/sdk/types.js';
-import { contractError, type ContractError } from '../contract/errors.js';
+import { CodedError, contractError, type ContractError } from '../contract/errors.js';
 import { validate } from '../contract/validate.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { Caller } from '../runner/workspace-path.js';
+import { Sessions } from '../session/sessions.js';
 import { toolInputSchema, toolOutputSchema } from './json-schema.js';
 import type { Tool, ToolAnswer } from './tool.js';
 import { TOOLS } from './tools/index.js';
@@ -40,6 +41,8 @@ export class McpFace {
   private readonly tools: ReadonlyMap<string, Tool>;
   private readonly listing: ToolListing[];
   private readonly runtime: RunnerRuntime;
+  /** The sessions this server's client made: they end with the server. */
+  private readonly sessions: Sessions;
   private readonly caller: Caller;
   private readonly log: (line: string) => void;
   /** Aborted on close: calls still running are canceled, so their sandboxes are cleaned up. */
@@ -51,6 +54,7 @@ export class McpFace {
     this.tools = new Map(tools.map((tool) => [tool.name, tool]));
     this.listing = tools.map(listingOf);
     this.runtime = options.runtime;
+    this.sessions = new Sessions(options.runtime);
     this.caller = options.caller ?? 'local';
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.server = new Server(
@@ -58,7 +62,7 @@ export class McpFace {
       {
         capabilities: { tools: {} },
         instructions:
-          'Runs code in sandboxes on this machine. run_snippet runs a short program (python, node, go, rust, bash) from source; run_job runs a command on a snapshot of a directory or of files you send; list_runtimes lists the languages installed.',
+          'Runs code in sandboxes on this machine. run_snippet runs a short program (python, node, go, rust, bash) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; list_runtimes lists the languages installed.',
       },
     );
     this.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.listing }));
@@ -73,7 +77,7 @@ export class McpFace {
   /** Cancels the calls still running, waits for their results, then closes the transport. */
   async close(): Promise<void> {
     this.closing.abort();
-    await Promise.allSettled([...this.running]);
+    await Promise.allSettled([...this.running, this.sessions.close()]);
     await this.server.close();
   }
 
@@ -86,8 +90,9 @@ export class McpFace {
     if (!checked.ok) return refusal(contractError('validation.invalid_request', checked.message, { field: checked.field }));
     let answer: ToolAnswer;
     try {
-      answer = await tool.call(checked.value, { runtime: this.runtime, caller: this.caller, signal: AbortSignal.any([signal, this.closing.signal]) });
+      answer = await tool.call(checked.value, { runtime: this.runtime, sessions: this.sessions, caller: this.caller, signal: AbortSignal.any([signal, this.closing.signal]) });
     } catch (error) {
+      if (error instanceof CodedError) return refusal(error.error);
       this.log(`mcp: ${name} failed: ${(error as Error).stack ?? String(error)}`);
       return refusal(contractError('internal.error', `internal error: ${(error as Error).message}`));
     }

@@ -2,11 +2,14 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { ContractError } from '../contract/errors.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import type { Sessions } from '../session/sessions.js';
 import type { Caller } from '../runner/workspace-path.js';
 
 /** What every call gets from the server. */
 export interface ToolContext {
   runtime: RunnerRuntime;
+  /** The server's sessions (they live as long as it does). */
+  sessions: Sessions;
   /** Who the face's callers are, for the host directories a job may snapshot (workspace-path.ts). */
   caller: Caller;
   /** Aborted when the client cancels the call, or the server shuts down under it. */
@@ -23,7 +26,8 @@ export type ToolAnswer = { result: Record<string, unknown>; text: string } | { e
 /**
  * One MCP tool, one module (tools/*.ts). `input` and `output` are contract schemas: they are
  * what tools/list shows, and `input` is what the arguments are validated against before
- * `call` sees them, so `call` takes the value already typed.
+ * `call` sees them, so `call` takes the value already typed. A CodedError thrown by `call`
+ * is answered as a refusal with its code.
  */
 export interface Tool<I extends TSchema = TSchema> {
   name: string;

@@ -1,8 +1,12 @@
 /** Reads all of stdin as text (the CLI's request input). */
 export async function readStdin(): Promise<string> {
+  return (await readStdinBytes()).toString('utf8');
+}
+
+export async function readStdinBytes(): Promise<Buffer> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
 export function printJson(value: unknown): void {

@@ -1,0 +1,94 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { SessionCreateRequestSchema, SessionExecRequestSchema, SessionExecResultSchema, SessionFileWrittenSchema, SessionListSchema, SessionSchema } from '../../contract/session.js';
+import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
+import type { Sessions } from '../../session/sessions.js';
+import { JSON_BODY } from '../media-types.js';
+import { routeSchema } from '../route-schema.js';
+
+const OCTET_STREAM = 'application/octet-stream';
+const SessionParams = routeSchema(Type.Object({ session_id: Type.String() }));
+/** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
+const FileParams = routeSchema(Type.Object({ session_id: Type.String(), '*': Type.String({ description: 'the file’s path in the work dir, slashes and all' }) }));
+const LIVE_ERRORS = ['session.not_found', 'session.ended'] as const;
+type SessionRoute = { Params: { session_id: string } };
+type FileRoute = { Params: { session_id: string; '*': string } };
+
+/**
+ * Sessions (session/): a sandbox that lives across calls. They live in this process, so in the
+ * distributed mode a session answers on the front door that made it.
+ */
+export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
+  return async (app: FastifyInstance) => {
+    app.addContentTypeParser(OCTET_STREAM, { parseAs: 'buffer', bodyLimit: maxFileBytes }, (_request, body, done) => done(null, body));
+
+    app.post<{ Body: SessionCreateRequest }>(
+      '/v1/sessions',
+      {
+        config: { accepts: JSON_BODY, errors: ['sessions.full', 'queue.closed', ['backend.unavailable', 503], ['backend.setup_failed', 500]] },
+        schema: {
+          summary: 'Start a session: a sandbox with a work dir and, for python and node, a live interpreter',
+          body: routeSchema(SessionCreateRequestSchema),
+          response: { 201: routeSchema(SessionSchema) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await sessions.create(request.body)),
+    );
+
+    app.get('/v1/sessions', { schema: { summary: 'The sessions of this front door, live and recently ended', response: { 200: routeSchema(SessionListSchema) } } }, () => ({
+      sessions: sessions.list(),
+    }));
+
+    app.get<SessionRoute>(
+      '/v1/sessions/:session_id',
+      { config: { errors: ['session.not_found'] }, schema: { summary: 'A session’s state', params: SessionParams, response: { 200: routeSchema(SessionSchema) } } },
+      (request) => sessions.describe(request.params.session_id),
+    );
+
+    app.post<SessionRoute & { Body: SessionExecRequest }>(
+      '/v1/sessions/:session_id/exec',
+      {
+        config: { accepts: JSON_BODY, errors: [...LIVE_ERRORS, ['policy.command_denied', 403], ['policy.shell_denied', 403]] },
+        schema: {
+          summary: 'Run a cell (`code`) in the session’s interpreter, or a command (`argv`) in its work dir',
+          params: SessionParams,
+          body: routeSchema(SessionExecRequestSchema),
+          response: { 200: routeSchema(SessionExecResultSchema) },
+        },
+      },
+      (request) => sessions.exec(request.params.session_id, request.body),
+    );
+
+    app.put<FileRoute & { Body: Buffer }>(
+      '/v1/sessions/:session_id/files/*',
+      {
+        config: { accepts: [OCTET_STREAM], errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_too_large', 'request.too_large'] },
+        schema: {
+          summary: 'Write a file into the session’s work dir (the body is its bytes)',
+          params: FileParams,
+          response: { 201: routeSchema(SessionFileWrittenSchema) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await sessions.writeFile(request.params.session_id, request.params['*'], request.body ?? Buffer.alloc(0))),
+    );
+
+    app.get<FileRoute>(
+      '/v1/sessions/:session_id/files/*',
+      {
+        config: { errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_not_found', 'session.file_too_large'] },
+        schema: {
+          summary: 'Read a file of the session’s work dir',
+          params: FileParams,
+          response: { 200: { description: 'The file’s bytes', content: { [OCTET_STREAM]: { schema: { type: 'string', contentMediaType: OCTET_STREAM } } } } },
+        },
+      },
+      async (request, reply) => reply.header('Content-Type', OCTET_STREAM).send(await sessions.readFile(request.params.session_id, request.params['*'])),
+    );
+
+    app.delete<SessionRoute>(
+      '/v1/sessions/:session_id',
+      { config: { errors: ['session.not_found'] }, schema: { summary: 'End a session: its sandbox and everything in it go', params: SessionParams, response: { 200: routeSchema(SessionSchema) } } },
+      (request) => sessions.remove(request.params.session_id),
+    );
+  };
+}

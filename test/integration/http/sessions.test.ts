@@ -1,0 +1,173 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AgentRunnerClient } from '../../../src/client/client.js';
+import { AgentRunnerError } from '../../../src/client/types.js';
+import type { Session } from '../../../src/contract/session.js';
+import { runCli } from '../../helpers/cli.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { api, startServer, type ServerProcess } from '../../helpers/server.js';
+import { availableKinds } from '../../helpers/backends.js';
+
+async function refusal(call: Promise<unknown>): Promise<AgentRunnerError> {
+  try {
+    await call;
+  } catch (error) {
+    if (error instanceof AgentRunnerError) return error;
+    throw error;
+  }
+  assert.fail('the service accepted it');
+}
+
+describe('sessions over HTTP', async () => {
+  let server: ServerProcess;
+  let client: AgentRunnerClient;
+  const kinds = await availableKinds(testRuntime(), 'run-job');
+
+  before(async () => {
+    server = await startServer([], { env: { AGENT_RUNNER_SESSIONS__MAX: '3' } });
+    client = new AgentRunnerClient({ url: server.url, token: server.token! });
+  });
+
+  after(async () => {
+    await server.stop();
+  });
+
+  it('a python session keeps its names, files and imports between cells', async () => {
+    const session = await client.createSession({ lang: 'python' });
+    assert.match(session.id, /^ses_[0-9a-f]{32}$/);
+    assert.equal(session.state, 'running');
+    assert.match(String(session.version), /^3\./);
+    assert.equal(session.work_dir, '/workspace');
+
+    const first = await client.sessionExec(session.id, { code: 'x = 41\nimport json' });
+    assert.deepEqual([first.exit_code, first.stdout, first.value, first.error], [0, '', null, null]);
+    const second = await client.sessionExec(session.id, { code: 'print(x + 1)\njson.dumps({"x": x})' });
+    assert.equal(second.stdout, '42\n');
+    assert.equal(second.value, `'{"x": 41}'`);
+
+    const written = await client.putSessionFile(session.id, 'data/in.txt', 'sent by PUT\n');
+    assert.equal(written.bytes, 12);
+    assert.match(written.sha256, /^[0-9a-f]{64}$/);
+    const read = await client.sessionExec(session.id, { code: 'print(open("data/in.txt").read().upper(), end="")\nopen("out.txt", "w").write("from a cell")' });
+    assert.equal(read.stdout, 'SENT BY PUT\n');
+    assert.equal((await client.getSessionFile(session.id, 'out.txt')).toString(), 'from a cell');
+
+    const listing = await client.sessionExec(session.id, { argv: ['ls', 'data'] });
+    assert.deepEqual([listing.exit_code, listing.stdout], [0, 'in.txt\n']);
+
+    const raised = await client.sessionExec(session.id, { code: 'print("before")\n1 / 0' });
+    assert.equal(raised.exit_code, 1);
+    assert.equal(raised.error, 'ZeroDivisionError: division by zero');
+    assert.equal(raised.stdout, 'before\n');
+    assert.match(raised.stderr, /File "<cell \d+>", line 2/);
+
+    const ended = await client.endSession(session.id);
+    assert.deepEqual([ended.state, ended.ended_reason], ['ended', 'deleted']);
+    const after = await refusal(client.sessionExec(session.id, { code: 'x' }));
+    assert.deepEqual([after.status, after.code], [409, 'session.ended']);
+    assert.equal((await client.session(session.id)).state, 'ended');
+  });
+
+  it('a cell past its timeout is interrupted and the session keeps its state; one that will not stop ends the session, saying so', async () => {
+    const session = await client.createSession({ lang: 'python' });
+    await client.sessionExec(session.id, { code: 'kept = "still here"' });
+    const interrupted = await client.sessionExec(session.id, { code: 'import time\nwhile True: time.sleep(0.05)', timeout: 0.5 });
+    assert.deepEqual([interrupted.exit_code, interrupted.timed_out, interrupted.session_ended], [124, true, false]);
+    assert.match(String(interrupted.error), /^KeyboardInterrupt/);
+    assert.equal((await client.sessionExec(session.id, { code: 'kept' })).value, `'still here'`);
+
+    // The cell takes the interrupt away from itself: only ending the session stops it.
+    const stuck = await client.sessionExec(session.id, { code: 'import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass', timeout: 0.5 });
+    assert.deepEqual([stuck.exit_code, stuck.timed_out, stuck.session_ended], [124, true, true]);
+    assert.match(String(stuck.error), /did not stop at its timeout of 0.5 s, so the session was ended/);
+    const described = await client.session(session.id);
+    assert.equal(described.state, 'ended');
+    assert.equal(described.ended_reason, stuck.error);
+  });
+
+  it('a node session keeps its globals, awaits a cell, and survives an interrupted loop', async () => {
+    const session = await client.createSession({ lang: 'js' });
+    assert.equal(session.lang, 'node');
+    await client.sessionExec(session.id, { code: 'var x = 41; const seen = []' });
+    const next = await client.sessionExec(session.id, { code: 'seen.push(1); console.log(x + 1); ({ x, seen })' });
+    assert.equal(next.stdout, '42\n');
+    assert.equal(next.value, '{ x: 41, seen: [ 1 ] }');
+    const awaited = await client.sessionExec(session.id, { code: 'await new Promise((resolve) => setTimeout(resolve, 20)); globalThis.later = 7' });
+    assert.equal(awaited.exit_code, 0);
+    const loop = await client.sessionExec(session.id, { code: 'while (true) {}', timeout: 0.5 });
+    assert.deepEqual([loop.exit_code, loop.timed_out, loop.session_ended], [124, true, false]);
+    assert.equal((await client.sessionExec(session.id, { code: 'x + later' })).value, '48');
+    const thrown = await client.sessionExec(session.id, { code: 'null.field' });
+    assert.equal(thrown.exit_code, 1);
+    assert.match(String(thrown.error), /^TypeError: Cannot read properties of null/);
+    await client.endSession(session.id);
+  });
+
+  it('refuses what it cannot do with stable codes, and caps live sessions', async () => {
+    assert.equal((await refusal(client.session('ses_00000000000000000000000000000000'))).code, 'session.not_found');
+    const bash = await refusal(client.createSession({ lang: 'bash' }));
+    assert.deepEqual([bash.status, bash.code], [422, 'validation.invalid_request']);
+    const shellless = await refusal(client.createSession({ lang: 'python', policy: { allow_shell: false } }));
+    assert.equal(shellless.code, 'validation.invalid_request');
+
+    const commands = await client.createSession({ policy: { allowed_commands: ['ls', 'cat'] } });
+    assert.equal(commands.lang, null);
+    const denied = await refusal(client.sessionExec(commands.id, { argv: ['rm', '-rf', '.'] }));
+    assert.deepEqual([denied.status, denied.code], [403, 'policy.command_denied']);
+    const shell = await refusal(client.sessionExec(commands.id, { argv: ['bash', '-c', 'ls'] }));
+    assert.deepEqual([shell.status, shell.code], [403, 'policy.shell_denied']);
+    const noCells = await refusal(client.sessionExec(commands.id, { code: '1' }));
+    assert.equal(noCells.code, 'validation.invalid_request');
+
+    const escape = await api(server.url, 'GET', `/v1/sessions/${commands.id}/files/a%2F..%2F..%2Fetc%2Fpasswd`);
+    assert.deepEqual([escape.status, escape.json.error.code], [422, 'validation.path_escape']);
+    const missing = await refusal(client.getSessionFile(commands.id, 'nothing-here'));
+    assert.deepEqual([missing.status, missing.code], [404, 'session.file_not_found']);
+    const json = await api(server.url, 'PUT', `/v1/sessions/${commands.id}/files/x.txt`, { not: 'bytes' });
+    assert.equal(json.status, 415);
+
+    const live: Session[] = [commands];
+    while (live.length < 3) live.push(await client.createSession({}));
+    const full = await refusal(client.createSession({}));
+    assert.deepEqual([full.status, full.code], [503, 'sessions.full']);
+    for (const session of live) await client.endSession(session.id);
+    await client.endSession((await client.createSession({})).id);
+  });
+
+  it('an idle session ends after its idle timeout', async () => {
+    const session = await client.createSession({ lang: 'python', idle_timeout_seconds: 1 });
+    await sleep(1500);
+    const described = await client.session(session.id);
+    assert.deepEqual([described.state, described.ended_reason], ['ended', 'idle for 1 s']);
+  });
+
+  it('the CLI drives a session on the service', async () => {
+    const env = { AGENT_RUNNER_URL: server.url, AGENT_RUNNER_TOKEN: server.token! };
+    const created = await runCli('agent-runner', ['session', 'create', '--lang', 'python'], { env });
+    assert.equal(created.code, 0, created.stderr);
+    const { id } = JSON.parse(created.stdout) as Session;
+    const put = await runCli('agent-runner', ['session', 'put', id, 'notes.txt'], { env, stdin: 'piped in' });
+    assert.equal(JSON.parse(put.stdout).bytes, 8);
+    const cell = await runCli('agent-runner', ['session', 'exec', id, '--code', 'print(open("notes.txt").read())\nraise ValueError("no")'], { env });
+    assert.equal(cell.code, 1);
+    assert.equal(JSON.parse(cell.stdout).stdout, 'piped in\n');
+    assert.equal(JSON.parse(cell.stdout).error, 'ValueError: no');
+    const got = await runCli('agent-runner', ['session', 'get', id, 'notes.txt'], { env });
+    assert.equal(got.stdout, 'piped in');
+    const removed = await runCli('agent-runner', ['session', 'rm', id], { env });
+    assert.equal(JSON.parse(removed.stdout).state, 'ended');
+  });
+
+  for (const kind of kinds.filter((kind) => kind !== 'local_process')) {
+    it(`a python session on ${kind} keeps x between cells`, async () => {
+      const session = await client.createSession({ lang: 'python', backend: { kind } });
+      assert.equal(session.backend, kind);
+      await client.sessionExec(session.id, { code: 'x = 41' });
+      await client.putSessionFile(session.id, 'in.txt', 'file');
+      const next = await client.sessionExec(session.id, { code: 'print(x + 1, open("in.txt").read())' });
+      assert.equal(next.stdout, '42 file\n');
+      await client.endSession(session.id);
+    });
+  }
+});
