@@ -73,8 +73,9 @@ export const TaskRequestSchema = Type.Object(
 export type TaskRequest = Static<typeof TaskRequestSchema>;
 
 /**
- * Each entry is one print() / console.log() call, its arguments as the language shows them. The
- * host keeps them as they are made, so errors (a timeout included) carry the calls made before.
+ * Each entry is one print() / console.log() call, each argument as python's repr() or node's
+ * util.inspect() shows it (`print("Hello", 123)` gives `["'Hello'", "123"]`). The host keeps them
+ * as they are made, so errors (a timeout included) carry the calls made before.
  */
 export const PrintArgsSchema = Type.Array(Type.Array(Type.String()));
 export type PrintArgs = Static<typeof PrintArgsSchema>;

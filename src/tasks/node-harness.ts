@@ -60,7 +60,8 @@ class Prints {
     if (this.closed) return;
     // Once calls are dropped, every later one is: no need to format it.
     if (this.dropped === 0) {
-      const formatted = args.map((arg) => (typeof arg === 'string' ? arg : util.inspect(arg)));
+      // Each argument as node shows a value, strings quoted too, as the protocol shows python's repr().
+      const formatted = args.map((arg) => util.inspect(arg));
       const encoded = JSON.stringify(formatted);
       const size = Buffer.byteLength(encoded);
       if (this.dropped === 0 && this.kept.length < this.maxCalls && this.keptBytes + size <= this.maxBytes) {

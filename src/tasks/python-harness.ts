@@ -74,7 +74,8 @@ class Prints:
     def record(self, args):
         encoded = None
         if not self.dropped:  # once calls are dropped, every later one is: no need to format it
-            formatted = [arg if isinstance(arg, str) else repr(arg) for arg in args]
+            # repr, strings too: the protocol shows print("Hello", 123) as ["'Hello'", "123"].
+            formatted = [repr(arg) for arg in args]
             encoded = to_json(formatted)
         with PIPE_LOCK:
             if encoded is not None and not self.dropped and len(self.kept) < self.max_calls and self.kept_bytes + len(encoded) <= self.max_bytes:

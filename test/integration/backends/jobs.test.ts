@@ -72,7 +72,7 @@ for (const kind of await availableKinds(runtime, 'run-job')) {
         { runtime },
       );
       const { usage, ...answer } = task;
-      assert.deepEqual({ ...answer, task_id: '' }, { task_id: '', result: [{ json: { n: 2 } }], print_args: [['seen']] });
+      assert.deepEqual({ ...answer, task_id: '' }, { task_id: '', result: [{ json: { n: 2 } }], print_args: [["'seen'"]] });
       assert.ok(usage && usage.wall_ms > 0, JSON.stringify(usage));
     });
   });

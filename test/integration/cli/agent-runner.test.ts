@@ -108,7 +108,7 @@ describe('agent-runner CLI', () => {
     assert.equal(code, 0);
     const response = JSON.parse(stdout) as { result: unknown[]; print_args: string[][] };
     assert.deepEqual(response.result, [{ json: { seen: 'a' } }]);
-    assert.deepEqual(response.print_args, [['n', '1']]);
+    assert.deepEqual(response.print_args, [["'n'", '1']]);
   });
 
   it('schema prints each contract shape as JSON Schema', async () => {

@@ -197,8 +197,8 @@ describe('HTTP service', () => {
         { json: { double: 4 }, pairedItem: { item: 1 } },
       ],
       print_args: [
-        ['seen', '1'],
-        ['seen', '2'],
+        ["'seen'", '1'],
+        ["'seen'", '2'],
       ],
     });
     const invalid = await api(server.url, 'POST', '/v1/tasks', { lang: 'ruby', mode: 'all_items', code: '', items: [] });

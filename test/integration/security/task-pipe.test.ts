@@ -74,7 +74,7 @@ describe('code tasks: a forged frame gains nothing', () => {
 
     it(`${lang}: a frame that hides the prints the code made is a protocol error`, async () => {
       const response = failed(await task(lang, code(lang, PRINT(lang, 'seen'), `send(${message(lang, { result: [], print_args: [] })})`, HARD_EXIT(lang))), 'task.protocol_error');
-      assert.deepEqual(response.print_args, [['seen']]);
+      assert.deepEqual(response.print_args, [["'seen'"]]);
     });
 
     const pairings: Array<[string, unknown[]]> = [
@@ -151,10 +151,10 @@ describe('code tasks: exactly one frame', () => {
 describe('code tasks: a crash after the frame', () => {
   for (const lang of LANGS) {
     it(`${lang}: exit 3 after a valid frame is a crash that keeps the frame's print_args`, async () => {
-      const forged = { result: [{ json: { forged: true } }], print_args: [['kept']] };
+      const forged = { result: [{ json: { forged: true } }], print_args: [["'kept'"]] };
       const response = failed(await task(lang, code(lang, PRINT(lang, 'kept'), `send(${message(lang, forged)})`, HARD_EXIT(lang, 3))), 'task.crashed');
       assert.equal(response.error.message, 'the interpreter exited with code 3 after sending its message');
-      assert.deepEqual(response.print_args, [['kept']]);
+      assert.deepEqual(response.print_args, [["'kept'"]]);
     });
   }
 
@@ -167,7 +167,7 @@ describe('code tasks: a crash after the frame', () => {
   it("node: an exit listener that exits 3 after the harness's own frame is a crash", async () => {
     const response = failed(await task('node', 'console.log("kept");\nprocess.on("exit", () => process.reallyExit(3));\nreturn [];'), 'task.crashed');
     assert.equal(response.error.message, 'the interpreter exited with code 3 after sending its message');
-    assert.deepEqual(response.print_args, [['kept']]);
+    assert.deepEqual(response.print_args, [["'kept'"]]);
   });
 });
 
@@ -176,7 +176,7 @@ describe('code tasks: prints outlive a kill', () => {
     it(`${lang}: prints made before a timeout come back with run.timed_out`, async () => {
       const source = `${PRINT(lang, 'before the timeout')}\n${lang === 'python' ? 'import time\ntime.sleep(30)' : 'for (;;) {}'}`;
       const response = failed(await task(lang, source, { timeout_ms: 700 }), 'run.timed_out');
-      assert.deepEqual(response.print_args, [['before the timeout']]);
+      assert.deepEqual(response.print_args, [["'before the timeout'"]]);
     });
 
     it(`${lang}: 150 prints before a timeout come back capped at 100, with the note`, async () => {
@@ -199,13 +199,13 @@ describe('code tasks: prints outlive a kill', () => {
     const running = runTask({ lang: 'python', mode: 'all_items', items, code: 'import time\nprint("started")\ntime.sleep(30)' }, { runtime, signal: controller.signal });
     setTimeout(() => controller.abort(), 700);
     const response = failed(await running, 'run.canceled');
-    assert.deepEqual(response.print_args, [['started']]);
+    assert.deepEqual(response.print_args, [["'started'"]]);
   });
 
   it('node: prints made before the memory limit kills the task come back with run.out_of_memory', async () => {
     const source = 'console.log("allocating");\nconst keep = [];\nfor (;;) keep.push(Buffer.alloc(16 * 1024 * 1024, 1));';
     const response = failed(await task('node', source, { timeout_ms: 60_000, limits: { memory_bytes: 128 * 1024 * 1024 } }), 'run.out_of_memory');
-    assert.deepEqual(response.print_args, [['allocating']]);
+    assert.deepEqual(response.print_args, [["'allocating'"]]);
   });
 });
 
@@ -226,7 +226,7 @@ describe('code tasks: what the harness itself does still passes the host checks'
   it('python: a forked child prints to stderr, not into print_args', async () => {
     const source = 'import os\npid = os.fork()\nif pid == 0:\n    print("from the child")\n    os._exit(0)\nos.waitpid(pid, 0)\nprint("from the task")\nreturn []';
     const response = succeeded(await task('python', source));
-    assert.deepEqual(response.print_args, [['from the task']]);
+    assert.deepEqual(response.print_args, [["'from the task'"]]);
   });
 
   for (const lang of LANGS) {
@@ -252,23 +252,32 @@ describe('code tasks: the host and the harness draw the print byte cap at the sa
   const maxPrintBytes = 1000;
   const small = testRuntime({ tasks: { ...runtime.config.tasks, maxPrintBytes } });
   after(() => small.dispose());
-  // Escaped control characters, astral and line-separator characters, a BOM; a lone surrogate
-  // only in node (python sends it as "?").
+  // Escaped control characters, astral and line-separator characters, a BOM, a lone surrogate,
+  // each as the harness shows it (python's repr(), node's util.inspect()): what is measured.
   const escaped = (text: string) => JSON.stringify(text).replace(/[^\x20-\x7e]/gu, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
-  const texts = ['é😀', '\x00\x1f\x7f', '"\\', '\u2028\u2029', '\t\n\r\b\f\x0b', '\ufeff', '\ud800'];
+  const texts: Array<{ text: string } & Record<Lang, string>> = [
+    { text: 'é😀', python: "'é😀'", node: "'é😀'" },
+    { text: '\x00\x1f\x7f', python: "'\\x00\\x1f\\x7f'", node: "'\\x00\\x1F\\x7F'" },
+    { text: '"\\', python: `'"\\\\'`, node: `'"\\\\'` },
+    { text: '\u2028\u2029', python: "'\\u2028\\u2029'", node: "'\u2028\u2029'" },
+    { text: '\t\n\r\b\f\x0b', python: "'\\t\\n\\r\\x08\\x0c\\x0b'", node: "'\\t\\n\\r\\b\\f\\x0B'" },
+    { text: '\ufeff', python: "'\\ufeff'", node: "'\ufeff'" },
+    { text: '\ud800', python: "'\\ud800'", node: "'\\ud800'" },
+  ];
   for (const lang of LANGS) {
-    for (const text of lang === 'python' ? texts.slice(0, -1) : texts) {
+    for (const { text, [lang]: shown } of texts) {
       for (const over of [0, 1]) {
         it(`${lang}: ${escaped(text)} ${over ? 'one byte past' : 'exactly at'} the cap`, async () => {
-          const size = Buffer.byteLength(JSON.stringify([text]));
-          const filler = `"a" ${lang === 'python' ? '*' : '.repeat('} ${maxPrintBytes - size - 4 + over}${lang === 'python' ? '' : ')'}`;
+          const size = Buffer.byteLength(JSON.stringify([shown]));
+          // The filler is shown quoted: ["'aa...a'"] is 6 bytes more than its a's.
+          const filler = `"a" ${lang === 'python' ? '*' : '.repeat('} ${maxPrintBytes - size - 6 + over}${lang === 'python' ? '' : ')'}`;
           const print = lang === 'python' ? (value: string) => `print(${value})` : (value: string) => `console.log(${value});`;
           const source = [print(filler), print(JSON.stringify(text)), print('"x"'), lang === 'python' ? 'return []' : 'return [];'].join('\n');
           const response = succeeded(await runTask({ lang, mode: 'all_items', items: [], code: source }, { runtime: small }));
           const note = (count: number) => [
             `[${count} more ${lang === 'python' ? 'print()' : 'console.log()'} ${count === 1 ? 'call' : 'calls'} dropped: print_args keeps the first 100 calls, up to 1000 bytes]`,
           ];
-          assert.deepEqual(response.print_args.slice(1), over ? [note(2)] : [[text], note(1)]);
+          assert.deepEqual(response.print_args.slice(1), over ? [note(2)] : [[shown], note(1)]);
         });
       }
     }

@@ -22,10 +22,10 @@ function failed(response: TaskResponse): TaskErrorResponse {
 /** The same task, written once per language. */
 type Both = Record<'python' | 'node', string>;
 
-function eachLanguage(title: string, code: Both, check: (response: TaskResponse) => void, request: Record<string, unknown> = {}): void {
+function eachLanguage(title: string, code: Both, check: (response: TaskResponse, lang: keyof Both) => void, request: Record<string, unknown> = {}): void {
   for (const lang of ['python', 'node'] as const) {
     it(`${lang}: ${title}`, async () => {
-      check(await runTask({ lang, mode: 'all_items', items, code: code[lang], ...request }, { runtime }));
+      check(await runTask({ lang, mode: 'all_items', items, code: code[lang], ...request }, { runtime }), lang);
     });
   }
 }
@@ -97,14 +97,18 @@ describe('code tasks: modes', () => {
 });
 
 describe('code tasks: print_args', () => {
+  // The protocol's own examples: print("Hello", 123) and print({"key": "value"}).
+  const shown = {
+    python: [["'Hello'", '123'], ["{'key': 'value'}"], ['"it\'s"', "'a\\nb'", 'None'], []],
+    node: [["'Hello'", '123'], ["{ key: 'value' }"], ['"it\'s"', "'a\\nb'", 'null'], []],
+  };
   eachLanguage(
-    'captures each call, strings as they are and other values as the language shows them',
-    { python: 'print("hello", 42, {"a": [1, None]})\nprint()\nreturn []', node: 'console.log("hello", 42, { a: [1, null] });\nconsole.log();\nreturn [];' },
-    (response) => {
-      const [first, second] = succeeded(response).print_args;
-      assert.ok(["hello,42,{'a': [1, None]}", 'hello,42,{ a: [ 1, null ] }'].includes(first!.join(',')), first!.join(','));
-      assert.deepEqual(second, []);
+    'captures each call, every argument as its repr (python) or util.inspect (node), strings quoted too',
+    {
+      python: 'print("Hello", 123)\nprint({"key": "value"})\nprint("it\'s", "a\\nb", None)\nprint()\nreturn []',
+      node: 'console.log("Hello", 123);\nconsole.log({ key: "value" });\nconsole.log("it\'s", "a\\nb", null);\nconsole.log();\nreturn [];',
     },
+    (response, lang) => assert.deepEqual(succeeded(response).print_args, shown[lang]),
   );
 
   eachLanguage(
@@ -124,7 +128,7 @@ describe('code tasks: print_args', () => {
   eachLanguage(
     'come back with an error too',
     { python: 'print("before")\nraise ValueError("after printing")', node: 'console.log("before");\nthrow new Error("after printing");' },
-    (response) => assert.deepEqual(failed(response).print_args, [['before']]),
+    (response) => assert.deepEqual(failed(response).print_args, [["'before'"]]),
   );
 });
 
