@@ -49,7 +49,9 @@ export function registerSession(program: Command): void {
       }),
     );
 
-  withServer(session.command('exec').description('run a cell (--code, --file) or, after --, a command in its work dir; prints the result and exits 0 when its exit_code is 0, 1 otherwise'))
+  withServer(
+    session.command('exec').description('run a cell (--code, --file) or, after --, a command in its work dir; prints the result and exits 0 when its exit_code is 0, 1 otherwise'),
+  )
     .argument('<id>', 'the session')
     .argument('[argv...]', 'a command and its arguments, after --')
     .option('-c, --code <code>', 'a cell, run in the session’s interpreter')

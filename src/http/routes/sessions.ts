@@ -1,12 +1,20 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { SessionCreateRequestSchema, SessionExecRequestSchema, SessionExecResultSchema, SessionFileWrittenSchema, SessionListSchema, SessionSchema } from '../../contract/session.js';
+import {
+  SessionCreateRequestSchema,
+  SessionExecRequestSchema,
+  SessionExecResultSchema,
+  SessionFileWrittenSchema,
+  SessionListSchema,
+  SessionSchema,
+} from '../../contract/session.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
 import type { Sessions } from '../../session/sessions.js';
 import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
 const OCTET_STREAM = 'application/octet-stream';
+const BYTES = { type: 'string', contentMediaType: OCTET_STREAM };
 const SessionParams = routeSchema(Type.Object({ session_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
 const FileParams = routeSchema(Type.Object({ session_id: Type.String(), '*': Type.String({ description: 'the file’s path in the work dir, slashes and all' }) }));
@@ -63,9 +71,12 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
       '/v1/sessions/:session_id/files/*',
       {
         config: { accepts: [OCTET_STREAM], errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_too_large', 'request.too_large'] },
+        // The body schema documents the bytes; a Buffer is no JSON value to validate.
+        attachValidation: true,
         schema: {
           summary: 'Write a file into the session’s work dir (the body is its bytes)',
           params: FileParams,
+          body: BYTES,
           response: { 201: routeSchema(SessionFileWrittenSchema) },
         },
       },
@@ -79,7 +90,7 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
         schema: {
           summary: 'Read a file of the session’s work dir',
           params: FileParams,
-          response: { 200: { description: 'The file’s bytes', content: { [OCTET_STREAM]: { schema: { type: 'string', contentMediaType: OCTET_STREAM } } } } },
+          response: { 200: { description: 'The file’s bytes', content: { [OCTET_STREAM]: { schema: BYTES } } } },
         },
       },
       async (request, reply) => reply.header('Content-Type', OCTET_STREAM).send(await sessions.readFile(request.params.session_id, request.params['*'])),
@@ -87,7 +98,10 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
 
     app.delete<SessionRoute>(
       '/v1/sessions/:session_id',
-      { config: { errors: ['session.not_found'] }, schema: { summary: 'End a session: its sandbox and everything in it go', params: SessionParams, response: { 200: routeSchema(SessionSchema) } } },
+      {
+        config: { errors: ['session.not_found'] },
+        schema: { summary: 'End a session: its sandbox and everything in it go', params: SessionParams, response: { 200: routeSchema(SessionSchema) } },
+      },
       (request) => sessions.remove(request.params.session_id),
     );
   };

@@ -14,6 +14,9 @@ export const sessionCreateTool: Tool<typeof SessionCreateRequestSchema> = {
   annotations: { title: 'Start a session', readOnlyHint: false, destructiveHint: false, openWorldHint: false },
   async call(request, { sessions }) {
     const session = await sessions.create(request);
-    return { result: session, text: `session ${session.id}: ${session.lang ?? 'commands only'}${session.version ? ` ${session.version}` : ''} on ${session.backend}, work dir ${session.work_dir}` };
+    return {
+      result: session,
+      text: `session ${session.id}: ${session.lang ?? 'commands only'}${session.version ? ` ${session.version}` : ''} on ${session.backend}, work dir ${session.work_dir}`,
+    };
   },
 };

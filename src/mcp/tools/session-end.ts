@@ -2,7 +2,10 @@ import { Type } from '@sinclair/typebox';
 import { SESSION_ID_PATTERN, SessionSchema } from '../../contract/session.js';
 import type { Tool } from '../tool.js';
 
-const SessionEndInput = Type.Object({ session_id: Type.String({ pattern: SESSION_ID_PATTERN, description: 'The id session_create answered with.' }) }, { additionalProperties: false });
+const SessionEndInput = Type.Object(
+  { session_id: Type.String({ pattern: SESSION_ID_PATTERN, description: 'The id session_create answered with.' }) },
+  { additionalProperties: false },
+);
 
 export const sessionEndTool: Tool<typeof SessionEndInput> = {
   name: 'session_end',

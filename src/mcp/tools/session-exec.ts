@@ -26,10 +26,10 @@ export const sessionExecTool: Tool<typeof SessionExecInput> = {
   output: SessionExecResultSchema,
   annotations: { title: 'Run a cell or command in a session', readOnlyHint: false, destructiveHint: false, openWorldHint: false },
   async call({ session_id, code, lang, argv, stdin, timeout }, { sessions }) {
-    if ((code === undefined) === (argv === undefined)) throw new CodedError(contractError('validation.invalid_request', 'give exactly one of code (a cell) or argv (a command)', { field: 'code' }));
+    if ((code === undefined) === (argv === undefined))
+      throw new CodedError(contractError('validation.invalid_request', 'give exactly one of code (a cell) or argv (a command)', { field: 'code' }));
     const common = timeout === undefined ? {} : { timeout };
-    const request =
-      code !== undefined ? { code, ...(lang === undefined ? {} : { lang }), ...common } : { argv: argv!, ...(stdin === undefined ? {} : { stdin }), ...common };
+    const request = code !== undefined ? { code, ...(lang === undefined ? {} : { lang }), ...common } : { argv: argv!, ...(stdin === undefined ? {} : { stdin }), ...common };
     const result = await sessions.exec(session_id, request);
     return { result, text: sessionExecText(result) };
   },

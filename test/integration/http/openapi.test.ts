@@ -30,9 +30,19 @@ interface OpenApiDocument {
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
-const JSON_ROUTES = ['post /v1/jobs', 'post /v1/exec', 'post /v1/tasks'];
-/** The one code a route sends with another status than the table's: the cluster's admission. */
-const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = { 'post /v1/jobs': { 'backend.unavailable': 503 } };
+/** The routes that gate their body's media type (415). */
+const JSON_ROUTES = ['post /v1/jobs', 'post /v1/exec', 'post /v1/tasks', 'post /v1/sessions', 'post /v1/sessions/{session_id}/exec', 'put /v1/sessions/{session_id}/files/{path}'];
+/** The routes whose body is not JSON only: a job's workspace may be a multipart upload; a session file is its bytes. */
+const BODY_TYPES: Record<string, string[]> = {
+  'post /v1/jobs': ['application/json', 'multipart/form-data'],
+  'put /v1/sessions/{session_id}/files/{path}': ['application/octet-stream'],
+};
+/** Codes a route sends with another status than the table's: refusals of what is usually a result. */
+const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = {
+  'post /v1/jobs': { 'backend.unavailable': 503 },
+  'post /v1/sessions': { 'backend.unavailable': 503, 'backend.setup_failed': 500 },
+  'post /v1/sessions/{session_id}/exec': { 'policy.command_denied': 403, 'policy.shell_denied': 403 },
+};
 
 function operations(document: OpenApiDocument): Array<[string, Operation]> {
   return Object.entries(document.paths).flatMap(([path, item]) =>
@@ -134,9 +144,7 @@ describe('the OpenAPI document', () => {
       );
       for (const name of JSON_ROUTES) {
         const [method, path] = name.split(' ') as [string, string];
-        // POST /v1/jobs also takes a multipart upload of its workspace.
-        const expected = name === 'post /v1/jobs' ? ['application/json', 'multipart/form-data'] : ['application/json'];
-        assert.deepEqual(Object.keys(document.paths[path]![method]!.requestBody!.content), expected, `${name} takes JSON`);
+        assert.deepEqual(Object.keys(document.paths[path]![method]!.requestBody!.content), BODY_TYPES[name] ?? ['application/json'], `${name} takes its media types`);
       }
     } finally {
       await server.stop();

@@ -46,7 +46,7 @@ describe('agent-runner mcp', () => {
     const { tools } = await client.listTools();
     assert.deepEqual(
       tools.map((tool) => tool.name),
-      ['run_snippet', 'run_job', 'list_runtimes'],
+      ['run_snippet', 'run_job', 'session_create', 'session_exec', 'session_end', 'list_runtimes'],
     );
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
     assert.deepEqual(byName.get('run_snippet')!.inputSchema.required, ['lang', 'code']);
@@ -67,6 +67,23 @@ describe('agent-runner mcp', () => {
     assert.match(String(trace_id), /^tr-/);
     assert.ok((usage as { wall_ms: number }).wall_ms >= 0);
     assert.deepEqual(result.content, [{ type: 'text', text: 'exit_code: 0\n--- stdout\n42\n' }]);
+  });
+
+  it('a session keeps a python interpreter across session_exec calls until session_end', async () => {
+    const created = await client.callTool({ name: 'session_create', arguments: { lang: 'python' } });
+    assert.equal(created.isError, undefined, JSON.stringify(created));
+    const { id } = created.structuredContent as { id: string };
+    await client.callTool({ name: 'session_exec', arguments: { session_id: id, code: 'x = 41' } });
+    const next = await client.callTool({ name: 'session_exec', arguments: { session_id: id, code: 'print(x + 1)\nx * 2' } });
+    assert.deepEqual(next.structuredContent, { ...(next.structuredContent as object), stdout: '42\n', value: '82', exit_code: 0, session_ended: false });
+    assert.deepEqual(next.content, [{ type: 'text', text: 'exit_code: 0\n--- value\n82\n--- stdout\n42\n' }]);
+    const both = await client.callTool({ name: 'session_exec', arguments: { session_id: id, code: '1', argv: ['ls'] } });
+    assert.equal((both.structuredContent as { error: { code: string } }).error.code, 'validation.invalid_request');
+    const ended = await client.callTool({ name: 'session_end', arguments: { session_id: id } });
+    assert.equal((ended.structuredContent as { state: string }).state, 'ended');
+    const after = await client.callTool({ name: 'session_exec', arguments: { session_id: id, code: 'x' } });
+    assert.equal(after.isError, true);
+    assert.equal((after.structuredContent as { error: { code: string } }).error.code, 'session.ended');
   });
 
   it('run_snippet answers a program that fails as a normal result', async () => {
