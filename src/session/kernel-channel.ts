@@ -88,8 +88,10 @@ export class KernelChannel {
     this.pending.set(id, {
       deliver: (message) => {
         const checked = validate(schema, message);
-        if (checked.ok) resolve(checked.value);
-        else this.lose(`the kernel answered out of protocol: ${checked.message}`);
+        if (checked.ok) return resolve(checked.value);
+        // This waiter has left `pending` already: lose() fails the others, this one is failed here.
+        this.lose(`the kernel answered out of protocol: ${checked.message}`);
+        reject(this.lost!);
       },
       fail: reject,
     });

@@ -86,6 +86,16 @@ describe('sessions over HTTP', async () => {
     assert.equal(described.ended_reason, stuck.error);
   });
 
+  it('a cell that writes to the protocol itself ends only its own session', async () => {
+    const session = await client.createSession({ lang: 'python' });
+    const forged = await client.sessionExec(session.id, { code: 'import os\nos.write(4, b"\\x7f\\xff\\xff\\xffforged reply")' });
+    assert.equal(forged.session_ended, true);
+    assert.match(String(forged.error), /not the protocol: frame of \d+ bytes exceeds the maximum/);
+    const other = await client.createSession({ lang: 'python' });
+    assert.equal((await client.sessionExec(other.id, { code: '6 * 7' })).value, '42');
+    await client.endSession(other.id);
+  });
+
   it('a node session keeps its globals, awaits a cell, and survives an interrupted loop', async () => {
     const session = await client.createSession({ lang: 'js' });
     assert.equal(session.lang, 'node');
