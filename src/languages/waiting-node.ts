@@ -7,6 +7,10 @@
  * await, and uncaught errors printed by node itself.
  */
 export const WAITING_NODE = `
+// Node makes its stdio streams on first use, which costs a program's console.log as much as
+// the rest of its run: made here, while the interpreter waits, they are part of its start-up.
+process.stdout;
+process.stderr;
 const fs = require('node:fs');
 const path = require('node:path');
 const Module = require('node:module');
