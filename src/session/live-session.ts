@@ -5,7 +5,7 @@ import type { Session, SessionExecRequest, SessionExecResult, SessionFileWritten
 import { KernelFileReplySchema, KernelRunReplySchema, type KernelRequest, type KernelRunReply } from '../contract/session-kernel.js';
 import type { SessionSettings } from '../config/schema.js';
 import type { Invocation } from '../languages/language.js';
-import type { SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import type { Mount, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
 import { KernelChannel, KernelLost } from './kernel-channel.js';
 
@@ -23,7 +23,7 @@ export interface SessionPlan {
   /** The language cells run in; null: commands and files only (on the python kernel). */
   lang: string | null;
   kernel: Invocation;
-  mounts: SandboxBackendTemplate['mounts'];
+  mounts: readonly Mount[];
   backend: SandboxBackend;
   memoryBytes: number;
   maxProcesses: number;
@@ -36,7 +36,6 @@ export interface SessionPlan {
   outputBytes: number;
 }
 
-type SandboxBackendTemplate = Parameters<SandboxBackend['prepare']>[0];
 type ExecOptions = { timeoutMs: number };
 
 /**
