@@ -3,7 +3,7 @@
 // runs whatever runner the project uses), except for git, whose output is never another tool's
 // (a diff may contain any text), and a stdout that parses as one JSON document.
 import { parseJsonDocument } from './json.js';
-import { templateOf } from './logs.js';
+import { shapeOf } from './fold.js';
 import type { Family, Kind } from './types.js';
 
 // Detection reads the start and end of each stream; a runner announces itself at one or the other.
@@ -167,7 +167,7 @@ function looksLikeLog(streams: readonly (readonly string[])[]): boolean {
       if (line.trim() === '') continue;
       lines++;
       if (LOG_LINE_RE.test(line)) logLines++;
-      templates.add(templateOf(line));
+      templates.add(shapeOf(line));
     }
   }
   // Either most lines look like log records, or the output is mostly the same few lines.

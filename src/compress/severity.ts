@@ -56,3 +56,18 @@ export function isWarningLine(line: string): boolean {
 export function isProblemLine(line: string): boolean {
   return isErrorLine(line) || isWarningLine(line);
 }
+
+// A failure said in words or by an access log's status, without a level: "job_2900 failed",
+// "connection refused", "exited with code 2", `"GET /x HTTP/1.1" 502`. Not an error for the
+// modes that anchor on errors (a test named "handles failed payments" is no error), but never
+// to be folded into another line or summarised away.
+const FAILURE_RE =
+  /\b(?:fail(?:s|ed|ing|ures?)?|crash(?:ed|es)?|abort(?:ed|s)?|timed out|refused|denied|unreachable|cannot|could not|couldn't|unable to|not found|exit(?:ed)? (?:with )?(?:code|status) [1-9])\b|HTTP\/[\d.]+" [45]\d\d\b/i;
+
+export function namesFailure(line: string): boolean {
+  return FAILURE_RE.test(scanned(line));
+}
+
+export function isProblemOrFailureLine(line: string): boolean {
+  return isProblemLine(line) || namesFailure(line);
+}

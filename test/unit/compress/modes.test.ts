@@ -189,6 +189,16 @@ describe('logs mode', () => {
     assert.ok(r.stdout.includes('ERROR disk full\n') && r.stdout.includes('ERROR disk missing\n'));
   });
 
+  it('never counts a failing job into another one (issue 18)', () => {
+    const stdout = [...Array.from({ length: 20 }, (_, i) => `job_${1000 + i} started\njob_${1000 + i} done`), 'job_1234 failed', 'job_2900 failed'].join('\n');
+    for (const mode of ['logs', 'route'] as const) {
+      const r = run(mode, stdout);
+      assert.equal(r.detected_kind, 'logs');
+      assert.match(r.stdout, /^job_\{1234,2900\} failed {2}\[×2\]$/m, mode);
+      assert.match(r.stdout, /^job_1000 started {2}\[×20 similar\]$/m, mode);
+    }
+  });
+
   it('keeps errors first when the distinct lines exceed the cap', () => {
     const stdout = `${lines(30_000, (i) => `unique line ${'abcdefghij'.repeat(3)} ${String.fromCharCode(97 + (i % 26))}${i.toString(36)}`.replace(/\d/g, 'x'))}FATAL cannot continue\n`;
     const r = run('logs', stdout);
