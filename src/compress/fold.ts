@@ -3,7 +3,7 @@
 // problem is never counted into another one: its group is written with every varying part
 // kept, `job_{1234,2900} failed`, since those parts (which job, which file) are what an agent
 // acts on.
-import { LINE_CHAR_LIMIT } from './lines.js';
+import { LINE_CHAR_LIMIT, type LineSink } from './lines.js';
 
 /**
  * A line cut into what repeats between similar lines and what varies:
@@ -278,4 +278,9 @@ export function foldLines(lines: readonly string[], isProblem: (line: string) =>
     else out.push({ text: g.first, count: g.count, fold: g.exact ? 'repeats' : 'similar', problem: g.problem });
   }
   return out;
+}
+
+/** Keeps lines that all report a problem, repeats folded; the cap drops them last. */
+export function keepProblemLines(sink: LineSink, lines: readonly string[]): void {
+  for (const folded of foldLines(lines, () => true)) sink.keep(foldedText(folded), true);
 }

@@ -298,6 +298,18 @@ describe('json mode', () => {
     assert.ok(r.stdout_compressed_bytes < r.stdout_original_bytes / 20);
   });
 
+  it('lists every value reporting a failure with its path, past the first array item', () => {
+    const doc = {
+      results: Array.from({ length: 40 }, (_, i) => ({ job: `job_${1000 + i}`, status: i === 7 || i === 31 ? 'failed' : 'done' })),
+      log: ['ERROR job_1007 failed: disk full'],
+    };
+    const r = run('json', JSON.stringify(doc, null, 2));
+    assert.ok(r.stdout.includes('// 3 values reporting errors, warnings or failures:\n'));
+    assert.ok(r.stdout.includes('.results[{7,31}].status: "failed"  [×2]\n'));
+    assert.ok(r.stdout.includes('.log[0]: "ERROR job_1007 failed: disk full"\n'));
+    assert.ok(r.strategy.includes('json:problems'));
+  });
+
   it('summarises instead when the text is not JSON', () => {
     const r = run(
       'json',
@@ -316,8 +328,17 @@ describe('summary mode', () => {
     assert.ok(r.stdout.includes('entry 960\n') && r.stdout.includes('entry 999\n'));
     assert.ok(!r.stdout.includes('entry 500\n'));
     assert.ok(r.stdout.includes('error: something broke in the middle'));
-    assert.match(r.stdout, /… 919 of 1000 lines omitted; 1 error and 0 warning lines among them, 1 shown/);
+    assert.match(r.stdout, /… 919 of 1000 lines omitted; of the lines in between, 1 error, 0 warning and 0 failure lines are kept/);
     assert.deepEqual(r.strategy, ['summary:head-tail', 'summary:problems']);
+  });
+
+  it('keeps every error and failure line in between, each varying part of similar ones', () => {
+    const stdout = lines(1000, (i) => (i % 5 === 0 && i >= 100 && i < 900 ? `retry ${i} failed` : i === 503 ? 'FATAL out of disk' : `entry ${i}`));
+    const r = run('summary', stdout);
+    const retries = Array.from({ length: 160 }, (_, k) => 100 + 5 * k);
+    assert.ok(r.stdout.includes(`retry {${retries.join(',')}} failed  [×160]\n`));
+    assert.ok(r.stdout.includes('FATAL out of disk\n'));
+    assert.match(r.stdout, /… 759 of 1000 lines omitted; of the lines in between, 1 error, 0 warning and 160 failure lines are kept/);
   });
 
   it('leaves short output alone', () => {
