@@ -96,6 +96,13 @@ describe('tests mode', () => {
     assert.ok(r.strategy.includes('stack:drop-internal'));
   });
 
+  it('keeps an error line that looks like a framework frame', () => {
+    const frame = '#9 10.16 npm error gyp ERR! stack     at ClientRequest.emit (node:events:519:28)';
+    const stdout = `${lines(20, (i) => `  ✓ case ${i}`)}  ✗ installs\n${frame}\n20 passed, 1 failed\n`;
+    const r = run('tests', stdout);
+    assert.ok(r.stdout.includes(`${frame}\n`));
+  });
+
   it('works on an unknown runner with the common pass/fail marks', () => {
     const stdout = `${lines(50, (i) => `  ✓ case ${i}`)}  ✗ case 50\n    expected 1 to equal 2\n50 passed, 1 failed\n`;
     const r = run('tests', stdout);
