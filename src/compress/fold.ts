@@ -35,8 +35,8 @@ function isHexLetter(c: number): boolean {
   return (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
 }
 
-// The slots of the line being scanned, as (start, end, mask) triples. One buffer for every
-// line: an array per line halved the throughput of the logs mode.
+// The slots of the line being scanned, as (start, end, mask) triples: one buffer reused for
+// every line rather than an array per line, since this runs on every line of a log.
 let slotBuffer = new Int32Array(3 * 64);
 
 function pushSlot(n: number, start: number, end: number, mask: number): number {
@@ -102,32 +102,32 @@ function findSlots(line: string): number {
   return n;
 }
 
-function escapeNul(text: string): string {
-  return text.includes(NUL) ? text.replaceAll(NUL, NUL + NUL) : text;
-}
-
-/** Builds the shape key of a line and, with `parts`, records its pieces. */
-function scan(line: string, parts?: Parts): string {
-  const n = findSlots(line);
+/** What is left of a line once the parts that differ between repeats are masked. */
+export function shapeOf(line: string): string {
+  // A literal NUL is doubled, so that no text reads as a mask.
+  const text = line.includes(NUL) ? line.replaceAll(NUL, NUL + NUL) : line;
+  const n = findSlots(text);
+  if (n === 0) return text;
   let key = '';
   let fixedStart = 0;
   for (let k = 0; k < n; k += 3) {
-    const start = slotBuffer[k]!;
-    const end = slotBuffer[k + 1]!;
-    const fixed = line.slice(fixedStart, start);
-    key += escapeNul(fixed) + MASKS[slotBuffer[k + 2]!]!;
-    parts?.fixed.push(fixed);
-    parts?.slots.push(line.slice(start, end));
-    fixedStart = end;
+    key += text.slice(fixedStart, slotBuffer[k]) + MASKS[slotBuffer[k + 2]!]!;
+    fixedStart = slotBuffer[k + 1]!;
   }
-  const rest = line.slice(fixedStart);
-  parts?.fixed.push(rest);
-  return key + escapeNul(rest);
+  return key + text.slice(fixedStart);
 }
 
-/** What is left of a line once the parts that differ between repeats are masked. */
-export function shapeOf(line: string): string {
-  return scan(line);
+function partsOf(line: string): Parts {
+  const n = findSlots(line);
+  const parts: Parts = { fixed: [], slots: [] };
+  let fixedStart = 0;
+  for (let k = 0; k < n; k += 3) {
+    parts.fixed.push(line.slice(fixedStart, slotBuffer[k]));
+    parts.slots.push(line.slice(slotBuffer[k], slotBuffer[k + 1]));
+    fixedStart = slotBuffer[k + 1]!;
+  }
+  parts.fixed.push(line.slice(fixedStart));
+  return parts;
 }
 
 /** One line of folded output and how many input lines it stands for. */
@@ -233,11 +233,7 @@ class ChoiceWriter {
 
 /** Lines of one shape, in order, written with every part that varies between them kept. */
 function foldKeepingVariants(lines: readonly string[], out: FoldedLine[]): void {
-  const parts = lines.map((line) => {
-    const p: Parts = { fixed: [], slots: [] };
-    scan(line, p);
-    return p;
-  });
+  const parts = lines.map(partsOf);
   const writer = new ChoiceWriter(parts[0]!, unitsOf(parts), out);
   for (const p of parts) writer.add(p);
   writer.flush();
