@@ -2,11 +2,13 @@
 # Captures the output-compression corpus: builds small sample projects in a scratch
 # directory, runs the real tools on them and stores what they printed under
 # test/fixtures/compress/<sample>/ (stdout.txt, stderr.txt, argv.json, expect.json).
-# The outputs are never written by hand; expect.json's strings are pulled out of them.
+# The outputs are never written by hand, except those of tools that cannot run here
+# (sample_hand_made), whose expect.json says so; expect.json's strings are pulled out of them.
 #
 # usage: scripts/capture-compress-corpus.sh [sample...]   (no names: every sample)
-# needs: node/npm (reaching the npm registry), git, go, cargo (~/.cargo/bin),
-#        /usr/bin/python3 with pytest (apt-get install -y python3-pytest), curl.
+# needs: node/npm (reaching the npm registry), git, go, cargo (~/.cargo/bin), gcc, make,
+#        /usr/bin/python3 with pytest and venv (apt-get install -y python3-pytest python3-venv),
+#        pytest wheels in /opt/pypi/files for the other pytest versions, curl.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -977,7 +979,598 @@ sample_http_log() {
     --grep '(code 501, message Unsupported method .+)$'
 }
 
-ALL=(node_test vitest jest pytest go cargo tsc eslint python_traceback git http_log)
+# A Python project's virtualenv with one pytest version, installed from the local wheel index
+# the machine's pip is set up with (no network).
+pytest_venv() { # DIR VERSION
+  /usr/bin/python3 -m venv "$1"
+  "$1/bin/pip" install -q --no-index --find-links /opt/pypi/files "pytest==$2" >/dev/null
+}
+
+sample_pytest_versions() {
+  local dir="$WORK/pytest-versions"
+  mkdir -p "$dir/tests"
+  cat >"$dir/tests/test_orders.py" <<'EOF'
+import warnings
+
+import pytest
+
+
+def order_total(lines):
+    return sum(qty * price for qty, price in lines)
+
+
+@pytest.fixture
+def catalogue():
+    raise FileNotFoundError("catalogue.json: no such file")
+
+
+@pytest.mark.parametrize("n", range(50))
+def test_total_of_n_lines(n):
+    assert order_total([(1, 2)] * n) == 2 * n
+
+
+def test_total_with_discount():
+    assert order_total([(3, 9.99)]) == 29.97
+
+
+def test_lookup_uses_catalogue(catalogue):
+    assert catalogue["sku-1"]
+
+
+def test_legacy_rounding():
+    warnings.warn("round_half_up() is deprecated, use decimal", DeprecationWarning)
+    assert round(2.675, 2) == 2.68
+
+
+@pytest.mark.skip(reason="needs the payments sandbox")
+def test_refund_flow():
+    pass
+EOF
+  cat >"$dir/tests/test_stock.py" <<'EOF'
+import pytest
+
+
+class Stock:
+    def __init__(self):
+        self.items = {}
+
+    def take(self, sku, qty):
+        have = self.items.get(sku, 0)
+        if qty > have:
+            raise KeyError(f"{sku}: only {have} left")
+        self.items[sku] = have - qty
+
+
+@pytest.mark.parametrize("sku", [f"sku-{i}" for i in range(30)])
+def test_empty_stock_has_none(sku):
+    assert Stock().items.get(sku) is None
+
+
+def test_take_more_than_stocked():
+    Stock().take("sku-7", 2)
+EOF
+  cd "$dir"
+  local version verbose
+  # pytest 8 terse, pytest 9 verbose: the two ways an agent usually runs it.
+  for version in 8.4.2 9.1.1; do
+    pytest_venv "$WORK/venv-pytest-$version" "$version"
+    verbose=$([ "$version" = 9.1.1 ] && echo -v || true)
+    capture "pytest-${version%%.*}${verbose:+-verbose}" "$WORK/venv-pytest-$version/bin/python" -m pytest -rfE $verbose
+    expect "pytest-${version%%.*}${verbose:+-verbose}" tests tests:pytest \
+      --grep '^(FAILED \S+)' --grep '^(ERROR \S+)' \
+      --grep '^(E\s+.+)$' \
+      --grep '^(=+ .*(?:failed|passed).* =+)$'
+  done
+  # A passing run, verbose, on the apt-installed pytest of the other samples.
+  capture pytest-pass-verbose "$PY" -m pytest -v tests/test_stock.py -k "not take_more"
+  expect pytest-pass-verbose tests tests:pytest \
+    --grep '^(=+ \d+ passed.* =+)$'
+}
+
+sample_jest_versions() {
+  local dir="$WORK/jest30"
+  npm_project "$dir" 'jest@^30'
+  mkdir -p "$dir/__tests__"
+  cat >"$dir/__tests__/pricing.test.js" <<'EOF'
+const price = (cents, vat) => Math.round(cents * (1 + vat));
+
+describe('price', () => {
+  for (let c = 100; c < 2600; c += 100) {
+    test(`adds VAT to ${c} cents`, () => expect(price(c, 0.2)).toBe(c * 1.2));
+  }
+  test('rounds half cents up', () => {
+    console.log('rounding', 1005, 'at', 0.075);
+    expect(price(1005, 0.075)).toBe(1081);
+  });
+  test('rejects negative amounts', () => {
+    expect(() => price(-1, 0.2)).toThrow('negative amount');
+  });
+});
+EOF
+  cat >"$dir/__tests__/report.test.js" <<'EOF'
+const { buildReport } = require('../lib/report');
+
+test('builds the monthly report', () => {
+  expect(buildReport([])).toEqual({ rows: 0 });
+});
+EOF
+  cd "$dir"
+  capture jest-30 npx jest
+  expect jest-30 tests tests:jest \
+    --grep '^\s*● (.+)$' \
+    --grep "(Cannot find module '\.\./lib/report')" \
+    --grep '^(Tests:\s+.+)$'
+
+  dir="$WORK/jest27"
+  npm_project "$dir" 'jest@^27'
+  mkdir -p "$dir/__tests__"
+  cat >"$dir/__tests__/slug.test.js" <<'EOF'
+const slug = (s) => s.toLowerCase().trim().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+
+describe('slug', () => {
+  const titles = ['Hello World', 'Price: 10 EUR', '  padded  ', 'Déjà vu', 'a--b', 'MiXeD CaSe'];
+  for (const [i, t] of titles.entries()) {
+    for (let k = 0; k < 6; k++) test(`slugifies title ${i} variant ${k}`, () => expect(slug(`${t} ${k}`)).toMatch(/^[a-z0-9-]+$/));
+  }
+});
+EOF
+  cd "$dir"
+  capture jest-27-pass-verbose npx jest --verbose
+  expect jest-27-pass-verbose tests tests:jest \
+    --grep '^(Tests:\s+.+)$'
+}
+
+sample_vitest_versions() {
+  local dir="$WORK/vitest2"
+  npm_project "$dir" 'vitest@^2'
+  mkdir -p "$dir/src"
+  cat >"$dir/src/queue.test.ts" <<'EOF'
+import { describe, expect, it } from 'vitest';
+
+class Queue<T> {
+  private items: T[] = [];
+  push(x: T) { this.items.push(x); }
+  pop(): T | undefined { return this.items.pop(); }
+  get size() { return this.items.length; }
+}
+
+describe('Queue', () => {
+  for (let n = 0; n < 40; n++) {
+    it(`holds ${n} items`, () => {
+      const q = new Queue<number>();
+      for (let i = 0; i < n; i++) q.push(i);
+      expect(q.size).toBe(n);
+    });
+  }
+  it('pops in FIFO order', () => {
+    const q = new Queue<string>();
+    q.push('job_1234');
+    q.push('job_2900');
+    console.log('popping from', q.size, 'items');
+    expect(q.pop()).toBe('job_1234');
+  });
+  it('reports an empty pop', () => {
+    expect(new Queue().pop()).toBeNull();
+  });
+});
+EOF
+  cd "$dir"
+  capture vitest-2 npx vitest run
+  expect vitest-2 tests tests:vitest \
+    --grep '^\s*FAIL\s+(.+)$' \
+    --grep '^((?:Assertion)?Error: .+)$' \
+    --grep '^\s+(Tests\s+.+)$'
+
+  dir="$WORK/vitest1"
+  npm_project "$dir" 'vitest@^1'
+  mkdir -p "$dir/src"
+  cat >"$dir/src/units.test.ts" <<'EOF'
+import { describe, expect, it } from 'vitest';
+
+const km = (miles: number) => miles * 1.609344;
+
+describe('km', () => {
+  for (let m = 0; m < 60; m++) it(`converts ${m} miles`, () => expect(km(m)).toBeCloseTo(m * 1.609344));
+});
+EOF
+  cd "$dir"
+  capture vitest-1-pass npx vitest run --reporter=verbose
+  expect vitest-1-pass tests tests:vitest \
+    --grep '^\s+(Tests\s+.+)$'
+}
+
+sample_mocha() {
+  local dir="$WORK/mocha"
+  npm_project "$dir" 'mocha@^10'
+  mkdir -p "$dir/test" "$dir/lib"
+  cat >"$dir/lib/ledger.js" <<'EOF'
+class Ledger {
+  constructor() { this.entries = []; }
+  add(cents) { this.entries.push(cents); }
+  balance() { return this.entries.reduce((a, b) => a + b, 0); }
+}
+module.exports = { Ledger };
+EOF
+  cat >"$dir/test/ledger.test.js" <<'EOF'
+const assert = require('node:assert/strict');
+const { Ledger } = require('../lib/ledger');
+
+describe('Ledger', () => {
+  for (let i = 1; i <= 30; i++) {
+    it(`records entry ${i}`, () => {
+      const l = new Ledger();
+      l.add(i * 100);
+      assert.equal(l.balance(), i * 100);
+    });
+  }
+  it('balances after a refund', () => {
+    const l = new Ledger();
+    l.add(500);
+    l.add(-499);
+    assert.equal(l.balance(), 0);
+  });
+  it('rejects a negative opening amount', () => {
+    assert.throws(() => new Ledger().add(-5), /negative/);
+  });
+  it('loads the opening balance', async function () {
+    this.timeout(50);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  });
+  describe('export', () => {
+    for (let i = 1; i <= 15; i++) it(`exports row ${i}`, () => assert.ok(String(i)));
+    it.skip('exports to the bank format', () => {});
+  });
+});
+EOF
+  cd "$dir"
+  capture mocha-10 npx mocha
+  expect mocha-10 tests tests:mocha \
+    --grep '^\s+\d+\) (.+)$' \
+    --grep '^\s+((?:AssertionError \[ERR_ASSERTION\]|Error): .+)$' \
+    --grep '^\s+(\d+ (?:passing|failing|pending)).*$'
+
+  dir="$WORK/mocha11"
+  npm_project "$dir" 'mocha@^11'
+  mkdir -p "$dir/test"
+  cp -r "$WORK/mocha/lib" "$dir/lib"
+  # The passing tests of the mocha 10 sample, in a run of their own.
+  sed -e '/balances after a refund/,/^  describe/{/^  describe/!d}' "$WORK/mocha/test/ledger.test.js" >"$dir/test/ledger.test.js"
+  cd "$dir"
+  capture mocha-11-pass npx mocha
+  expect mocha-11-pass tests tests:mocha \
+    --grep '^\s+(\d+ (?:passing|failing|pending)).*$'
+}
+
+sample_go_more() {
+  local dir="$WORK/go-more"
+  mkdir -p "$dir/ids" "$dir/slots" "$dir/rates"
+  printf 'module example.com/depot\n\ngo 1.19\n' >"$dir/go.mod"
+  cat >"$dir/ids/ids.go" <<'EOF'
+package ids
+
+import "fmt"
+
+func Job(n int) string { return fmt.Sprintf("job_%04d", n) }
+EOF
+  cat >"$dir/ids/ids_test.go" <<'EOF'
+package ids
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestJob(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if got := Job(n); len(got) != 8 {
+				t.Errorf("Job(%d) = %q", n, got)
+			}
+		})
+	}
+}
+EOF
+  cat >"$dir/slots/slots.go" <<'EOF'
+package slots
+
+func Free(taken []bool) int {
+	n := 0
+	for _, t := range taken {
+		if !t {
+			n++
+		}
+	}
+	return n
+}
+EOF
+  cat >"$dir/slots/slots_test.go" <<'EOF'
+package slots
+
+import "testing"
+
+func TestFree(t *testing.T) {
+	if got := Free([]bool{true, false, false}); got != 2 {
+		t.Fatalf("Free = %d, want 2", got)
+	}
+}
+
+func TestFreeOfNone(t *testing.T) {
+	if got := Free(nil); got != 1 {
+		t.Errorf("Free(nil) = %d, want 1", got)
+	}
+}
+EOF
+  cat >"$dir/rates/rates.go" <<'EOF'
+package rates
+
+func Convert(cents int, rate float64) int {
+	return cents * rate
+}
+EOF
+  cat >"$dir/rates/rates_test.go" <<'EOF'
+package rates
+
+import "testing"
+
+func TestConvert(t *testing.T) {
+	if Convert(100, 1.5) != 150 {
+		t.Fail()
+	}
+}
+EOF
+  cd "$dir"
+  # Three packages: one passes, one fails a test, one does not compile.
+  capture go-test-mixed go test ./...
+  expect go-test-mixed tests tests:go \
+    --grep '^\s*--- FAIL: (\S+)' \
+    --grep '^(rates/rates\.go:\d+:\d+: .+)$' \
+    --grep '^(FAIL\s+example\.com/\S+).*$'
+  capture go-test-pass go test -v ./ids
+  expect go-test-pass tests tests:go \
+    --grep '^(PASS)$'
+}
+
+sample_cargo_more() {
+  local dir="$WORK/cargo-pass"
+  mkdir -p "$dir/src"
+  printf '[package]\nname = "tally"\nversion = "0.1.0"\nedition = "2021"\n' >"$dir/Cargo.toml"
+  {
+    cat <<'EOF'
+//! Counting helpers.
+
+/// Adds one.
+///
+/// ```
+/// assert_eq!(tally::inc(1), 2);
+/// ```
+pub fn inc(x: u32) -> u32 {
+    let unused_total = 0;
+    x + 1
+}
+
+fn never_called() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+EOF
+    for i in $(seq 1 40); do
+      printf '    #[test]\n    fn inc_%d() {\n        assert_eq!(inc(%d), %d);\n    }\n\n' "$i" "$i" $((i + 1))
+    done
+    echo '}'
+  } >"$dir/src/lib.rs"
+  cd "$dir"
+  # Passing tests after a build with warnings.
+  capture cargo-test-pass cargo test
+  expect cargo-test-pass tests tests:cargo \
+    --grep '^(warning: .+)$' \
+    --grep '^(test result: .+)$'
+
+  local bad="$WORK/rustc-direct"
+  mkdir -p "$bad"
+  cat >"$bad/main.rs" <<'EOF'
+fn longest<'a>(a: &'a str, b: &'a str) -> &'a str {
+    if a.len() > b.len() { a } else { b }
+}
+
+fn main() {
+    let names = vec![String::from("job_1234"), String::from("job_2900")];
+    let moved = names;
+    println!("{}", names.len());
+    let mut first = &moved[0];
+    let mut all = moved;
+    all.push(String::from("job_3100"));
+    println!("{} {}", first, longest("a", "bc"));
+}
+EOF
+  cd "$bad"
+  capture rustc-direct rustc --edition 2021 main.rs
+  expect rustc-direct errors errors:rustc \
+    --grep '^(error(?:\[E\d+\])?: .+)$' \
+    --grep '^\s*(--> \S+)$'
+}
+
+sample_tsc_pretty() {
+  local dir="$WORK/tsc4"
+  npm_project "$dir" 'typescript@~4.9'
+  mkdir -p "$dir/src"
+  echo '{ "compilerOptions": { "strict": true, "target": "ES2020", "module": "commonjs", "noEmit": true }, "include": ["src"] }' >"$dir/tsconfig.json"
+  for n in 1 2 3 4; do
+    cat >"$dir/src/job$n.ts" <<EOF
+interface Job { id: string; attempts: number; lastError?: string }
+
+export function retry$n(job: Job): Job {
+  return { ...job, attempts: job.attempts + '1' };
+}
+
+export function describe$n(job: Job): string {
+  return job.id + ': ' + job.lastError.trim();
+}
+EOF
+  done
+  cd "$dir"
+  # --pretty prints each error with its code frame and a closing per-file count.
+  capture tsc-4-pretty npx tsc --pretty -p .
+  expect tsc-4-pretty errors errors:tsc \
+    --grep 'TS\d+: (?:\x1b\[0m)?(.+)$' \
+    --grep '^(Found \d+ errors.*)$'
+}
+
+sample_eslint8() {
+  local dir="$WORK/eslint8"
+  npm_project "$dir" 'eslint@^8'
+  mkdir -p "$dir/src"
+  echo '{ "root": true, "extends": "eslint:recommended", "env": { "node": true, "es2022": true }, "rules": { "eqeqeq": "error", "no-unused-vars": "warn" } }' >"$dir/.eslintrc.json"
+  for n in $(seq 1 12); do
+    if [ $((n % 4)) -eq 0 ]; then
+      printf 'const job%d = (id) => id == null ? "none" : `job_${id}`;\nmodule.exports = { job%d, extra: unknownHelper%d };\n' "$n" "$n" "$n" >"$dir/src/file$n.js"
+    else
+      printf 'module.exports = (x) => x * %d;\n' "$n" >"$dir/src/file$n.js"
+    fi
+  done
+  cd "$dir"
+  capture eslint-8 env ESLINT_USE_FLAT_CONFIG=false npx eslint src
+  expect eslint-8 errors errors:eslint \
+    --grep '^\s+(\d+:\d+\s+error\s+.+)$' \
+    --grep '^(✖ \d+ problems .+)$'
+}
+
+sample_gcc_make() {
+  local dir="$WORK/c-project"
+  mkdir -p "$dir/src"
+  cat >"$dir/src/queue.c" <<'EOF'
+#include <stdlib.h>
+#include "queue.h"
+
+int queue_push(struct queue *q, int job) {
+    if (q->len == q->cap) return -1;
+    q->items[q->len++] = job;
+    return 0;
+}
+EOF
+  cat >"$dir/src/queue.h" <<'EOF'
+struct queue { int *items; int len; int cap; };
+int queue_push(struct queue *q, int job);
+EOF
+  cat >"$dir/src/report.c" <<'EOF'
+#include <stdio.h>
+#include "queue.h"
+
+void report(struct queue *q) {
+    int unused;
+    for (int i = 0; i < q->len; i++)
+        printf("job_%d failed after %s attempts\n", q->items[i], i);
+    printf("%d jobs\n", q->length);
+}
+EOF
+  cat >"$dir/src/worker.c" <<'EOF'
+#include "queue.h"
+
+int run(struct queue *q) {
+    int done = 0
+    for (int i = 0; i < q->len; i++) done += execute(q->items[i]);
+    return done;
+}
+EOF
+  for n in 1 2 3 4 5 6; do
+    printf '#include "queue.h"\nint helper%d(struct queue *q) { return q->len * %d; }\n' "$n" "$n" >"$dir/src/helper$n.c"
+  done
+  cat >"$dir/Makefile" <<'EOF'
+CFLAGS = -Wall -Wextra -O2
+OBJS = $(patsubst src/%.c,build/%.o,$(wildcard src/*.c))
+
+all: build/depot
+
+build/depot: $(OBJS)
+	$(CC) -o $@ $^
+
+build/%.o: src/%.c src/queue.h | build
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+build:
+	mkdir -p build
+EOF
+  cd "$dir"
+  capture gcc-errors gcc -Wall -Wextra -c src/report.c src/worker.c
+  expect gcc-errors errors errors:gcc \
+    --grep '^(src/\S+:\d+:\d+: (?:error|warning): .+)$'
+  # -k: every object that can be built is, so the failures sit among the successful steps.
+  capture make-k make -k
+  expect make-k errors errors:gcc \
+    --grep '^(src/\S+:\d+:\d+: error: .+)$' \
+    --grep '^(make: \*\*\* .+)$'
+}
+
+sample_pip_error() {
+  local dir="$WORK/pip-build"
+  mkdir -p "$dir/fastsum"
+  cat >"$dir/fastsum/setup.py" <<'EOF'
+from setuptools import Extension, setup
+
+setup(name="fastsum", version="0.3.1", ext_modules=[Extension("fastsum", ["fastsum.c"])])
+EOF
+  cat >"$dir/fastsum/fastsum.c" <<'EOF'
+#include <Python.h>
+
+static PyObject *fastsum(PyObject *self, PyObject *args) {
+    long total = 0
+    return PyLong_FromLong(total);
+}
+EOF
+  /usr/bin/python3 -m venv "$dir/venv"
+  cd "$dir"
+  # Offline: the build fails on the extension (no Python headers, and a syntax error).
+  capture pip-install-error "$dir/venv/bin/pip" install --no-index --no-build-isolation ./fastsum
+  expect pip-install-error errors errors:gcc \
+    --grep '(fastsum\.c:\d+:\d+: error: .+)$' \
+    --grep '^(error: legacy-install-failure)$' \
+    --grep '(error: subprocess-exited-with-error)'
+}
+
+sample_npm_eresolve() {
+  local dir="$WORK/npm-eresolve"
+  mkdir -p "$dir"
+  cd "$dir"
+  echo '{ "name": "npm-eresolve", "version": "1.0.0", "private": true }' >package.json
+  capture npm-install-eresolve npm install --no-audit --no-fund react@18 react-dom@17
+  expect npm-install-eresolve logs logs:npm \
+    --grep '^(npm error code ERESOLVE)$' \
+    --grep '^(npm error Could not resolve dependency:)$'
+}
+
+# Tools that cannot run here (no docker daemon, cluster, systemd journal or nginx): their
+# samples were written by hand after the real formats and are kept as they are; only their
+# expect.json is made here, marked hand_made.
+sample_hand_made() {
+  LAST_RC=1
+  expect docker-build errors errors:docker \
+    --grep '^(ERROR: failed to solve: .+)$' \
+    --grep '(>>> RUN npm ci --omit=dev)$' \
+    --grep '(npm error gyp ERR! configure error)$' \
+    --hand-made 'no docker daemon here: written after BuildKit plain progress output of a failing npm ci step'
+  LAST_RC=0
+  expect journald logs logs \
+    --grep 'job_(\d+) failed' \
+    --grep '(Main process exited, code=exited, status=1/FAILURE)$' \
+    --grep '(unhandled rejection: Error: connect ECONNREFUSED \S+)$' \
+    --hand-made 'no systemd journal here: written after journalctl output of a crashing service unit'
+  expect nginx-access-log logs logs \
+    --grep 'orders/(\d+) HTTP/1\.1" 50[24] ' \
+    --grep '"GET (\S+\.pdf) HTTP/1\.1" 404 ' \
+    --hand-made 'no nginx here: written after the combined log format with a request-time field'
+  expect nginx-error-log logs logs \
+    --grep '\[crit\] .*(SSL_do_handshake\(\) failed)' \
+    --grep '(upstream timed out \(110: Connection timed out\))' \
+    --grep '(connect\(\) failed \(111: Connection refused\))' \
+    --hand-made 'no nginx here: written after its error log format'
+  expect kubectl-get-pods summary summary \
+    --grep '^\S+\s+(\S+)\s+\S+\s+(?:CrashLoopBackOff|ImagePullBackOff|Error|OOMKilled)\s' \
+    --hand-made 'no cluster here: written after kubectl get pods -A -o wide'
+}
+
+ALL=(node_test vitest jest pytest go cargo tsc eslint python_traceback git http_log
+  pytest_versions jest_versions vitest_versions mocha go_more cargo_more tsc_pretty eslint8 gcc_make pip_error npm_eresolve hand_made)
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${ALL[@]}")
 for s in "${selected[@]}"; do

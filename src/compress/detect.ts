@@ -3,7 +3,7 @@
 // runs whatever runner the project uses), except for git, whose output is never another tool's
 // (a diff may contain any text), and a stdout that parses as one JSON document.
 import { parseJsonDocument } from './json.js';
-import { templateOf } from './logs.js';
+import { shapeOf } from './fold.js';
 import type { Family, Kind } from './types.js';
 
 // Detection reads the start and end of each stream; a runner announces itself at one or the other.
@@ -19,6 +19,7 @@ interface Signature {
 const SIGNATURES: readonly Signature[] = [
   { kind: { family: 'tests', tool: 'node' }, line: /^TAP version \d+$|^# Subtest: |^ℹ (?:tests|pass|fail) \d+$/ },
   { kind: { family: 'tests', tool: 'vitest' }, line: /^\s*(?:RUN|DEV)\s+v\d+\.\d+\.\d+ |^\s+Test Files\s{2}/ },
+  { kind: { family: 'tests', tool: 'mocha' }, line: /^\s+\d+ passing \(\d+m?s\)$/ },
   { kind: { family: 'tests', tool: 'jest' }, line: /^Test Suites: \d+|^(?:PASS|FAIL) \S+\.(?:test|spec)\.\w+/ },
   { kind: { family: 'tests', tool: 'pytest' }, line: /^=+ test session starts =+$|^=+ .*\b(?:passed|failed)\b.* in [\d.]+s\b.*=+$/ },
   { kind: { family: 'tests', tool: 'cargo' }, line: /^test result: (?:ok|FAILED)\. \d+ passed|^running \d+ tests?$/ },
@@ -31,6 +32,8 @@ const SIGNATURES: readonly Signature[] = [
   { kind: { family: 'errors', tool: 'rustc' }, line: /^\s*--> \S+\.rs:\d+:\d+$/ },
   { kind: { family: 'errors', tool: 'python' }, line: /^Traceback \(most recent call last\):$/ },
   { kind: { family: 'errors', tool: 'go' }, line: /^\S+\.go:\d+:\d+: / },
+  // gcc and clang, also indented as pip and other build front ends print them.
+  { kind: { family: 'errors', tool: 'gcc' }, line: /^\s*\S+\.(?:c|h|cc|cpp|cxx|hh|hpp|m|mm):\d+:\d+: (?:fatal )?(?:error|warning): / },
   { kind: { family: 'git', tool: 'log' }, line: /^commit [0-9a-f]{40}\b/ },
   { kind: { family: 'git', tool: 'diff' }, line: /^diff --git a\// },
   {
@@ -117,6 +120,8 @@ function commandKind([program, ...args]: readonly string[]): Kind | undefined {
       return { family: 'tests', tool: 'vitest' };
     case 'jest':
       return { family: 'tests', tool: 'jest' };
+    case 'mocha':
+      return { family: 'tests', tool: 'mocha' };
     case 'pytest':
     case 'py.test':
       return { family: 'tests', tool: 'pytest' };
@@ -128,6 +133,13 @@ function commandKind([program, ...args]: readonly string[]): Kind | undefined {
       return sub !== undefined && ['build', 'b', 'check', 'c', 'clippy', 'run', 'r'].includes(sub) ? { family: 'errors', tool: 'rustc' } : undefined;
     case 'rustc':
       return { family: 'errors', tool: 'rustc' };
+    case 'gcc':
+    case 'g++':
+    case 'cc':
+    case 'c++':
+    case 'clang':
+    case 'clang++':
+      return { family: 'errors', tool: 'gcc' };
     case 'tsc':
     case 'vue-tsc':
       return { family: 'errors', tool: 'tsc' };
@@ -140,6 +152,10 @@ function commandKind([program, ...args]: readonly string[]): Kind | undefined {
     case 'yarn':
     case 'bun':
       return sub === undefined || ['install', 'i', 'ci', 'add', 'update', 'upgrade'].includes(sub) ? { family: 'logs', tool: 'npm' } : undefined;
+    case 'docker':
+    case 'podman':
+      // `docker build`, `docker buildx build`: a build's log, read for its failing step.
+      return sub === 'build' || (sub === 'buildx' && args.includes('build')) ? { family: 'errors', tool: 'docker' } : undefined;
     case 'jq':
       return { family: 'json' };
     default:
@@ -167,7 +183,7 @@ function looksLikeLog(streams: readonly (readonly string[])[]): boolean {
       if (line.trim() === '') continue;
       lines++;
       if (LOG_LINE_RE.test(line)) logLines++;
-      templates.add(templateOf(line));
+      templates.add(shapeOf(line));
     }
   }
   // Either most lines look like log records, or the output is mostly the same few lines.

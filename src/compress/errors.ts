@@ -16,7 +16,12 @@ const VERDICT_LINES = 3;
 // Error lines whose shape is specific to one tool and carries no "error" word.
 const TOOL_ANCHORS: Readonly<Record<string, RegExp>> = {
   go: /^\S+\.go:\d+(?::\d+)?: |^# \S+$/,
-  tsc: /^\S+\(\d+,\d+\): |^\S+:\d+:\d+ - /,
+  // Error locations, and the count --pretty closes with (a per-file table may follow it).
+  tsc: /^\S+\(\d+,\d+\): |^\S+:\d+:\d+ - |^Found \d+ errors?\b/,
+  // A note points at the declaration an error is about; it may come after the error's frame.
+  gcc: /^\s*\S+:\d+:\d+: note: /,
+  // The failing instruction, which BuildKit shows in a frame of the Dockerfile.
+  docker: /^Dockerfile:\d+$|^\s*\d+ \| >>> /,
 };
 
 // Lines that continue the message above them: rustc's "  --> file", "12 | code", "= note",

@@ -1,6 +1,10 @@
 // JSON documents: show the structure (keys, types, sizes) with the first element of each array
-// as a sample, instead of every element. Anything that does not parse is summarised instead.
+// as a sample, instead of every element, then every value that reports an error, a warning or a
+// failure with its path (a test report's failed entries are rarely the first). Anything that
+// does not parse is summarised instead.
+import { keepProblemLines } from './fold.js';
 import { LineSink, byteLength } from './lines.js';
+import { isProblemOrFailureLine } from './severity.js';
 import { compressSummary } from './summary.js';
 import type { StreamResult } from './types.js';
 
@@ -92,6 +96,30 @@ function render(value: Json, depth: number, indent: string, prefix: string, out:
   out.keep(`${indent}}`);
 }
 
+function childPath(path: string, key: string | number): string {
+  if (typeof key === 'number') return `${path}[${key}]`;
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+
+/** `path: value` for each string value, or key, that reports a problem, in document order. */
+function problemValues(root: Json): string[] {
+  const found: string[] = [];
+  // An explicit stack: JSON.parse takes nesting deeper than the call stack does.
+  const stack: { path: string; key?: string; value: Json }[] = [{ path: '', value: root }];
+  while (stack.length > 0) {
+    const { path, key, value } = stack.pop()!;
+    const problem = (typeof value === 'string' && isProblemOrFailureLine(value)) || (key !== undefined && isProblemOrFailureLine(key));
+    if (problem) found.push(`${path}: ${isScalar(value) ? JSON.stringify(value) : closedContainer(value as Json[] | { [key: string]: Json })}`);
+    if (isScalar(value)) continue;
+    const children: [string | number, Json][] = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value as { [key: string]: Json });
+    for (let i = children.length - 1; i >= 0; i--) {
+      const [k, v] = children[i]!;
+      stack.push({ path: childPath(path, k), key: typeof k === 'string' ? k : undefined, value: v });
+    }
+  }
+  return found;
+}
+
 export function compressJson(lines: readonly string[]): StreamResult {
   const text = lines.join('\n');
   const parsed = parseJsonDocument(text);
@@ -103,5 +131,11 @@ export function compressJson(lines: readonly string[]): StreamResult {
   sink.markOmitted('json:structure');
   sink.note(`// JSON ${Array.isArray(parsed.value) ? 'array' : 'object'}, ${byteLength(text)} bytes: structure only, each array shown by its first item`);
   render(parsed.value, 0, '', '', sink);
+  const problems = problemValues(parsed.value);
+  if (problems.length > 0) {
+    sink.use('json:problems');
+    sink.note(`// ${problems.length} values reporting errors, warnings or failures:`);
+    keepProblemLines(sink, problems);
+  }
   return sink.finish();
 }

@@ -19,8 +19,8 @@ const ERROR_PATTERNS: readonly RegExp[] = [
   /^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt|Fault)\w*(?: \[[\w_]+\])?:\s/,
   /^(?:Uncaught|Unhandled)\w*\b/,
   /^panic: |^fatal error: |^\s*thread '.*' (?:\(\d+\) )?panicked at /,
-  // npm, yarn, pip, make
-  /^npm (?:ERR!|error) |^error Command failed|^ERROR: |^make(?:\[\d+\])?: \*\*\*/,
+  // npm, yarn, pip, make; npm and node-gyp also behind a prefix (docker build's "#9 9.413 ")
+  /(?:^|\s)npm (?:ERR!|error) |\bERR! |^error Command failed|^ERROR: |^make(?:\[\d+\])?: \*\*\*/,
   /\b(?:ERROR|FATAL|CRITICAL|SEVERE)\b/,
   /\bSegmentation fault\b|\bcore dumped\b|\bKilled\b|\bout of memory\b/i,
 ];
@@ -55,4 +55,20 @@ export function isWarningLine(line: string): boolean {
 
 export function isProblemLine(line: string): boolean {
   return isErrorLine(line) || isWarningLine(line);
+}
+
+// A failure said in words, by an access log's status or a pod's: "job_2900 failed", "connection
+// refused", "exited with code 2", `"GET /x HTTP/1.1" 502`, CrashLoopBackOff. Not an error for
+// the modes that anchor on errors (a test named "handles failed payments" is no error), but
+// never to be folded into another line or summarised away. A hyphen ends no word here, so that
+// package names ("error-ex", "p-try-fail") name no failure.
+const FAILURE_RE =
+  /(?<![\w-])(?:error|fail(?:s|ed|ing|ures?)?|crash(?:ed|es)?|abort(?:ed|s)?|timed out|refused|denied|unreachable|cannot|could not|couldn't|unable to|not found|exit(?:ed)? (?:with )?(?:code|status) [1-9]|CrashLoopBackOff|ImagePullBackOff|ErrImagePull|OOMKilled|Evicted)(?![\w-])|HTTP\/[\d.]+" [45]\d\d\b/i;
+
+export function namesFailure(line: string): boolean {
+  return FAILURE_RE.test(scanned(line));
+}
+
+export function isProblemOrFailureLine(line: string): boolean {
+  return isProblemLine(line) || namesFailure(line);
 }

@@ -1,12 +1,13 @@
 // Output of unknown shape: the start says what the command did, the end how it finished; in
-// between only error and warning lines are worth an agent's context, plus how much was skipped.
+// between only the lines reporting errors, warnings and failures are worth an agent's context,
+// all of them (repeats folded, see fold.ts), plus how much was skipped.
+import { keepProblemLines } from './fold.js';
 import { LineSink } from './lines.js';
-import { isErrorLine, isWarningLine } from './severity.js';
+import { isErrorLine, isWarningLine, namesFailure } from './severity.js';
 import type { StreamResult } from './types.js';
 
 const HEAD_LINES = 40;
 const TAIL_LINES = 40;
-const MAX_MIDDLE_PROBLEMS = 100;
 
 export function compressSummary(lines: readonly string[]): StreamResult {
   const sink = new LineSink();
@@ -18,27 +19,23 @@ export function compressSummary(lines: readonly string[]): StreamResult {
   sink.use('summary:head-tail');
   for (let i = 0; i < HEAD_LINES; i++) sink.keep(lines[i]!);
 
-  let errors = 0;
-  let warnings = 0;
-  let shown = 0;
+  const counts = { error: 0, warning: 0, failure: 0 };
   const middle: string[] = [];
   for (let i = HEAD_LINES; i < n - TAIL_LINES; i++) {
     const line = lines[i]!;
-    const error = isErrorLine(line);
-    if (!error && !isWarningLine(line)) continue;
-    if (error) errors++;
-    else warnings++;
-    if (shown < MAX_MIDDLE_PROBLEMS) {
-      middle.push(line);
-      shown++;
-    }
+    const severity = isErrorLine(line) ? 'error' : isWarningLine(line) ? 'warning' : namesFailure(line) ? 'failure' : undefined;
+    if (severity === undefined) continue;
+    counts[severity]++;
+    middle.push(line);
   }
-  const skipped = n - HEAD_LINES - TAIL_LINES - shown;
-  const counts = errors + warnings > 0 ? `; ${errors} error and ${warnings} warning lines among them, ${shown} shown` : '';
+  const omitted = n - HEAD_LINES - TAIL_LINES - middle.length;
+  const kept = middle.length > 0 ? `; of the lines in between, ${counts.error} error, ${counts.warning} warning and ${counts.failure} failure lines are kept` : '';
   sink.markOmitted('summary:head-tail');
-  sink.note(`… ${skipped} of ${n} lines omitted${counts}`);
-  if (shown > 0) sink.use('summary:problems');
-  for (const line of middle) sink.keep(line, true);
+  sink.note(`… ${omitted} of ${n} lines omitted${kept}`);
+  if (middle.length > 0) {
+    sink.use('summary:problems');
+    keepProblemLines(sink, middle);
+  }
   for (let i = n - TAIL_LINES; i < n; i++) sink.keep(lines[i]!);
   return sink.finish();
 }

@@ -40,6 +40,13 @@ export const RUNNERS: Readonly<Record<string, RunnerSyntax>> = {
     // jest's code frames: context rows and the caret row; the failing row ("> 12 |") stays.
     noise: /^\s+\d+ \|(?: |$)|^\s+\|\s*\^+\s*$/,
   },
+  mocha: {
+    // The spec reporter: "✔ name", pending "- name"; each failure is listed as "1) name" where
+    // it ran and again, with its error, after the totals.
+    pass: /^\s*(?:✔|✓) |^\s+- /,
+    failStart: /^\s+\d+\) /,
+    summary: /^\s+\d+ (?:passing|failing|pending)\b/,
+  },
   pytest: {
     pass: /^\S+::\S.* (?:PASSED|SKIPPED|XFAIL|XPASS)(?:\s+\[\s*\d+%\])?$/,
     failStart: /^_{3,} .+ _{3,}$|^\S+::\S.* (?:FAILED|ERROR)(?:\s+\[\s*\d+%\])?$|^(?:FAILED|ERROR) \S+/,

@@ -57,15 +57,17 @@ export function compressTests(lines: readonly string[], kind: Kind): StreamResul
       }
       passIndent = -1;
     }
-    if (blank || syntax.noise?.test(line)) {
+    // Noise and framework frames go, unless a line reports a problem itself: behind a prefix
+    // ("#9 10.16 npm error gyp ERR! stack at …") a log's error line can look like either.
+    const problem = !blank && isProblemLine(line);
+    if (blank || (!problem && syntax.noise?.test(line))) {
       sink.markOmitted('tests:drop-noise');
       continue;
     }
-    if (isInternalFrame(line)) {
+    if (!problem && isInternalFrame(line)) {
       sink.markOmitted('stack:drop-internal');
       continue;
     }
-    const problem = isProblemLine(line);
     if (block >= 0 && syntax.detail && !problem && !syntax.detail.test(line)) {
       sink.markOmitted('tests:trim-failure-context');
       continue;

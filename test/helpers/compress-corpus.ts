@@ -1,4 +1,5 @@
-// Loads the captured corpus under test/fixtures/compress/ (see scripts/capture-compress-corpus.sh).
+// Loads the captured corpus under test/fixtures/compress/ (see scripts/capture-compress-corpus.sh;
+// an expect.json with "hand_made" belongs to a sample written by hand, not captured).
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

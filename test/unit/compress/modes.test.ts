@@ -96,6 +96,13 @@ describe('tests mode', () => {
     assert.ok(r.strategy.includes('stack:drop-internal'));
   });
 
+  it('keeps an error line that looks like a framework frame', () => {
+    const frame = '#9 10.16 npm error gyp ERR! stack     at ClientRequest.emit (node:events:519:28)';
+    const stdout = `${lines(20, (i) => `  ✓ case ${i}`)}  ✗ installs\n${frame}\n20 passed, 1 failed\n`;
+    const r = run('tests', stdout);
+    assert.ok(r.stdout.includes(`${frame}\n`));
+  });
+
   it('works on an unknown runner with the common pass/fail marks', () => {
     const stdout = `${lines(50, (i) => `  ✓ case ${i}`)}  ✗ case 50\n    expected 1 to equal 2\n50 passed, 1 failed\n`;
     const r = run('tests', stdout);
@@ -187,6 +194,16 @@ describe('logs mode', () => {
     const stdout = `${lines(50, () => 'ok')}ERROR disk full\nERROR disk missing\n`;
     const r = run('logs', stdout);
     assert.ok(r.stdout.includes('ERROR disk full\n') && r.stdout.includes('ERROR disk missing\n'));
+  });
+
+  it('never counts a failing job into another one (issue 18)', () => {
+    const stdout = [...Array.from({ length: 20 }, (_, i) => `job_${1000 + i} started\njob_${1000 + i} done`), 'job_1234 failed', 'job_2900 failed'].join('\n');
+    for (const mode of ['logs', 'route'] as const) {
+      const r = run(mode, stdout);
+      assert.equal(r.detected_kind, 'logs');
+      assert.match(r.stdout, /^job_\{1234,2900\} failed {2}\[×2\]$/m, mode);
+      assert.match(r.stdout, /^job_1000 started {2}\[×20 similar\]$/m, mode);
+    }
   });
 
   it('keeps errors first when the distinct lines exceed the cap', () => {
@@ -288,6 +305,18 @@ describe('json mode', () => {
     assert.ok(r.stdout_compressed_bytes < r.stdout_original_bytes / 20);
   });
 
+  it('lists every value reporting a failure with its path, past the first array item', () => {
+    const doc = {
+      results: Array.from({ length: 40 }, (_, i) => ({ job: `job_${1000 + i}`, status: i === 7 || i === 31 ? 'failed' : 'done' })),
+      log: ['ERROR job_1007 failed: disk full'],
+    };
+    const r = run('json', JSON.stringify(doc, null, 2));
+    assert.ok(r.stdout.includes('// 3 values reporting errors, warnings or failures:\n'));
+    assert.ok(r.stdout.includes('.results[{7,31}].status: "failed"  [×2]\n'));
+    assert.ok(r.stdout.includes('.log[0]: "ERROR job_1007 failed: disk full"\n'));
+    assert.ok(r.strategy.includes('json:problems'));
+  });
+
   it('summarises instead when the text is not JSON', () => {
     const r = run(
       'json',
@@ -306,8 +335,17 @@ describe('summary mode', () => {
     assert.ok(r.stdout.includes('entry 960\n') && r.stdout.includes('entry 999\n'));
     assert.ok(!r.stdout.includes('entry 500\n'));
     assert.ok(r.stdout.includes('error: something broke in the middle'));
-    assert.match(r.stdout, /… 919 of 1000 lines omitted; 1 error and 0 warning lines among them, 1 shown/);
+    assert.match(r.stdout, /… 919 of 1000 lines omitted; of the lines in between, 1 error, 0 warning and 0 failure lines are kept/);
     assert.deepEqual(r.strategy, ['summary:head-tail', 'summary:problems']);
+  });
+
+  it('keeps every error and failure line in between, each varying part of similar ones', () => {
+    const stdout = lines(1000, (i) => (i % 5 === 0 && i >= 100 && i < 900 ? `retry ${i} failed` : i === 503 ? 'FATAL out of disk' : `entry ${i}`));
+    const r = run('summary', stdout);
+    const retries = Array.from({ length: 160 }, (_, k) => 100 + 5 * k);
+    assert.ok(r.stdout.includes(`retry {${retries.join(',')}} failed  [×160]\n`));
+    assert.ok(r.stdout.includes('FATAL out of disk\n'));
+    assert.match(r.stdout, /… 759 of 1000 lines omitted; of the lines in between, 1 error, 0 warning and 160 failure lines are kept/);
   });
 
   it('leaves short output alone', () => {
