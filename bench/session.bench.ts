@@ -47,7 +47,9 @@ for (const kind of kinds) {
       50,
     );
     await sessions.remove(id);
-    console.log(`${kind.padEnd(15)}${lang.padEnd(8)}${summary(bareTimes)}${summary(cellTimes)}${`${(median(cellTimes) / median(bareTimes)).toFixed(2)}x`.padEnd(8)}${formatMs(median(starts))}`);
+    console.log(
+      `${kind.padEnd(15)}${lang.padEnd(8)}${summary(bareTimes)}${summary(cellTimes)}${`${(median(cellTimes) / median(bareTimes)).toFixed(2)}x`.padEnd(8)}${formatMs(median(starts))}`,
+    );
   }
 }
 await sessions.close();
