@@ -1,5 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { exitAfterFlush, printJson } from '../util/stdio.js';
+import { registerDelete } from './commands/delete.js';
+import { registerGc } from './commands/gc.js';
 import { registerKill } from './commands/kill.js';
 import { registerList } from './commands/list.js';
 import { registerRestart } from './commands/restart.js';
@@ -20,7 +22,8 @@ export async function runCli(): Promise<void> {
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) })
     .showHelpAfterError('(add --help for usage)');
-  for (const register of [registerRun, registerStatus, registerTail, registerWait, registerKill, registerRestart, registerList, registerSchema]) register(program);
+  for (const register of [registerRun, registerStatus, registerTail, registerWait, registerKill, registerRestart, registerList, registerDelete, registerGc, registerSchema])
+    register(program);
 
   try {
     await program.parseAsync();

@@ -20,6 +20,15 @@ export function seconds(text: string): number {
   return value;
 }
 
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
+
+/** Seconds, from 45s, 90m, 12h, 30d, 2w or a bare number of seconds (no declared dependency parses these). */
+export function duration(text: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$/i.exec(text);
+  if (!match) throw new InvalidArgumentError('expected a duration such as 30d, 12h, 90m or 45s');
+  return Number(match[1]) * DURATION_UNITS[(match[2] || 's').toLowerCase()]!;
+}
+
 export function count(text: string): number {
   const value = Number(text);
   if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) throw new InvalidArgumentError('expected a whole number, 0 or more');

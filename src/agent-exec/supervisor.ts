@@ -23,9 +23,6 @@ const DRAIN_AFTER_EXIT_MS = 2000;
 const KILL_ROUNDS_MS = 5000;
 const SETUP_ERROR_BYTES = 1024;
 
-/** `agent-exec __supervise <dir>`: hidden, started only by the CLI, and speaking only through the job's files. */
-export const SUPERVISE_ARG = '__supervise';
-
 /**
  * The supervisor, started detached (its own session) by the CLI that launched or restarted
  * the job, so it outlives that CLI. It owns the job: spawns it, streams its output into the
@@ -38,6 +35,9 @@ export async function superviseAndExit(dir: string): Promise<never> {
     const paths = pathsIn(dir);
     const [definition, launched] = await Promise.all([readDefinition(paths), readRecord(paths)]);
     await new Supervisor(paths, definition, launched).run();
+    // Once the record is final: the pass costs the job nothing, and no command waits for it.
+    const { retainIfDue } = await import('./job-retention.js');
+    await retainIfDue(resolve(dir, '..', '..')).catch((error: Error) => process.stderr.write(`agent-exec supervisor: retention pass: ${error.stack ?? error.message}\n`));
     process.exit(0);
   } catch (error) {
     process.stderr.write(`agent-exec supervisor: ${(error as Error).stack ?? String(error)}\n`);

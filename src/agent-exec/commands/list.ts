@@ -1,8 +1,7 @@
 import { Option, type Command } from 'commander';
 import type { JobState } from '../../contract/agent-exec.js';
-import { listJobIds } from '../job-store.js';
 import { summaryFields } from '../job-fields.js';
-import { readJob, type JobView } from '../job-view.js';
+import { readJobs } from '../job-view.js';
 import { addRootOption, count, rootOf, type RootFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { success } from '../responses.js';
@@ -22,22 +21,13 @@ export function registerList(program: Command): void {
     .action(
       respond(async (flags: ListFlags) => {
         const root = rootOf(flags);
-        const jobs: JobView[] = [];
-        let skipped = 0;
-        for (const id of await listJobIds(root)) {
-          try {
-            jobs.push(await readJob(root, id));
-          } catch {
-            skipped++;
-          }
-        }
+        const { jobs, unreadable } = await readJobs(root);
         const matching = jobs.filter((job) => flags.state === undefined || job.state === flags.state);
-        matching.sort((a, b) => b.record.started_at.localeCompare(a.record.started_at) || a.id.localeCompare(b.id));
         return success('list', {
           root,
           jobs: matching.slice(0, flags.limit).map(summaryFields),
           truncated: matching.length > flags.limit,
-          skipped,
+          skipped: unreadable,
         });
       }),
     );

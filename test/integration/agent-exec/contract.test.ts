@@ -13,7 +13,7 @@ describe('agent-exec contract', () => {
     assert.equal(response.type, 'schema');
     assert.equal(response.schema_format, 'json-schema-draft-07');
     assert.equal((response.schema as { title: string }).title, 'agent-exec CLI response schema');
-    assert.equal(response.generated_at, '2026-02-19T00:00:00Z');
+    assert.equal(response.generated_at, '2026-11-25T00:00:00Z');
   });
 
   for (const [name, args] of [
@@ -27,6 +27,8 @@ describe('agent-exec contract', () => {
     ['a bad signal', ['kill', 'c0ffee000001', '--signal', 'NOPE']],
     ['a bad --env', ['run', '--env', 'NOEQUALS', '--', 'true']],
     ['--network none without the sandbox', ['run', '--sandbox', 'none', '--network', 'none', '--', 'true']],
+    ['a bad duration', ['gc', '--older-than', 'soon']],
+    ['delete without an id', ['delete']],
   ] as const) {
     it(`answers ${name} with an invalid_argument error object on stdout and exit 2`, async () => {
       const { code, response, stderr } = await agentExec(root, [...args]);
@@ -39,10 +41,15 @@ describe('agent-exec contract', () => {
     });
   }
 
+  it('a bad --timeout names the option and the value', async () => {
+    const { response } = await agentExec(root, ['run', '--timeout', 'abc', '--', 'true']);
+    assert.match(response.error.message, /--timeout <seconds>.*'abc'.*expected seconds/);
+  });
+
   it('--help is help text, exit 0', async () => {
     const { code, stdout } = await runCli('agent-exec', ['--help']);
     assert.equal(code, 0);
-    for (const command of ['run', 'status', 'tail', 'wait', 'kill', 'restart', 'list', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
+    for (const command of ['run', 'status', 'tail', 'wait', 'kill', 'restart', 'list', 'delete', 'gc', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
     assert.doesNotMatch(stdout, /__supervise/);
   });
 
