@@ -35,6 +35,17 @@ export function count(text: string): number {
   return value;
 }
 
+const TAG = /^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$/;
+const MAX_TAG_LENGTH = 128;
+
+/** A repeatable --tag: dot-separated words of letters, digits and hyphens (ci, project.build), as tumf/agent-exec has them. */
+export function tags(text: string, previous: string[]): string[] {
+  if (!TAG.test(text) || text.length > MAX_TAG_LENGTH) {
+    throw new InvalidArgumentError(`expected words of letters, digits and hyphens joined by dots, such as ci or project.build (at most ${MAX_TAG_LENGTH} characters)`);
+  }
+  return previous.includes(text) ? previous : [...previous, text];
+}
+
 /** TERM, SIGTERM, term or 15 all name SIGTERM. */
 export function signalName(text: string): NodeJS.Signals {
   const upper = text.trim().toUpperCase();

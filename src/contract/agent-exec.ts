@@ -136,6 +136,7 @@ const EXCERPT = {
 };
 
 const Argv = Type.Array(Type.String());
+const Tags = Type.Optional(Type.Array(Type.String(), { description: "The job's --tag labels, as given at run." }));
 const Root = Type.String({ description: 'The directory the jobs live in.' });
 
 const JobLimits = define(
@@ -181,6 +182,7 @@ const StatusResponse = define(
     updated_at: Type.Optional(Timestamp),
     pid: Type.Optional(Nullable(Type.Integer(), { description: 'The process the supervisor started (bwrap for a sandboxed job); null until it has.' })),
     argv: Type.Optional(Argv),
+    tags: Tags,
     cwd: Type.Optional(Type.String()),
     sandbox: Type.Optional(StringEnum(['workspace', 'none'])),
     network: Type.Optional(StringEnum(['host', 'none'])),
@@ -222,6 +224,7 @@ const SUMMARY = {
   finished_at: Type.Optional(Nullable(Timestamp)),
   updated_at: Type.Optional(Nullable(Timestamp)),
   argv: Type.Optional(Argv),
+  tags: Tags,
 };
 
 const JobSummary = define('JobSummary', Type.Object(SUMMARY));

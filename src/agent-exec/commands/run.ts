@@ -11,7 +11,7 @@ import { newJobId } from '../job-id.js';
 import { createJobDir, ensureRoot, resetLogs, writeDefinition, type JobDefinition, type JobPaths, type NetworkMode, type SandboxMode } from '../job-store.js';
 import { launchSupervisor } from '../launch.js';
 import { DEFAULT_LIMITS, LIMIT_FLOORS, type JobLimits } from '../limits.js';
-import { addObserveOptions, byteSize, cpuCount, processCount, rootOf, seconds, type ObserveFlags } from '../options.js';
+import { addObserveOptions, byteSize, cpuCount, processCount, rootOf, seconds, tags, type ObserveFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
 import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
@@ -37,6 +37,7 @@ interface RunFlags extends ObserveFlags {
   cpus?: number;
   tmpSize: number;
   maxLogBytes: number;
+  tag: string[];
 }
 
 const DEFAULT_KILL_AFTER_S = 5;
@@ -55,6 +56,7 @@ export function registerRun(program: Command): void {
     .option('--mask <KEY>', "show this variable's value as *** in responses (repeatable)", collect, [])
     .addOption(new Option('--stdin <value>', "the job's stdin: this text, or - to pass on this command's stdin").conflicts('stdinFile'))
     .option('--stdin-file <file>', "the job's stdin: a copy of this file")
+    .addOption(new Option('--tag <tag>', 'label the job, for list --tag (repeatable): words of letters, digits and hyphens joined by dots').argParser(tags).default([]))
     .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
     .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))
     .addOption(
@@ -141,6 +143,7 @@ async function defineJob(argv: string[], flags: RunFlags, root: string): Promise
     network: flags.network,
     limits,
     ...(sandboxed ? { read_paths: named.read, write_paths: named.write } : {}),
+    tags: flags.tag,
     log_key: randomBytes(12).toString('hex'),
     created_at: new Date().toISOString(),
   };

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { logPathFields, outcomeFields, timingFields } from '../job-fields.js';
+import { logPathFields, outcomeFields, tagsOf, timingFields } from '../job-fields.js';
 import { logKeyOf } from '../job-store.js';
 import { limitsOf } from '../limits.js';
 import { logExtent } from '../log-ranges.js';
@@ -20,6 +20,7 @@ export function registerStatus(program: Command): void {
         updated_at: record.updated_at,
         pid: record.pid,
         argv: definition.argv,
+        tags: tagsOf(view),
         cwd: definition.cwd,
         sandbox: definition.sandbox,
         network: definition.network,

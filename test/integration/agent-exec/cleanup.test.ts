@@ -45,6 +45,15 @@ describe('agent-exec delete and retention with real jobs', () => {
   const fixtures = rootWithFixtures();
   after(() => removeDir(fixtures));
 
+  it('tags: given at run, shown by status and list, list --tag keeps jobs with all of them', async () => {
+    const tagged = await ok(root, ['run', '--cwd', cwd, '--tag', 'ci', '--tag', 'project.build', '--tag', 'ci', '--sandbox', 'none', '--', 'true']);
+    assert.deepEqual((await ok(root, ['status', tagged.job_id])).tags, ['ci', 'project.build']);
+    const listed = await ok(root, ['list', '--tag', 'project.build', '--tag', 'ci']);
+    assert.deepEqual(ids(listed), [tagged.job_id]);
+    assert.deepEqual((listed.jobs as Array<{ tags: string[] }>)[0]!.tags, ['ci', 'project.build']);
+    assert.deepEqual(ids(await ok(root, ['list', '--tag', 'ci', '--tag', 'release'])), []);
+  });
+
   it('delete refuses a running job (invalid_state, nothing removed) until it is killed', async () => {
     const run = await ok(root, ['run', '--cwd', cwd, '--no-wait', '--sandbox', 'none', '--', 'sleep', '120']);
     const refused = await agentExec(root, ['delete', run.job_id]);

@@ -28,6 +28,7 @@ describe('agent-exec contract', () => {
     ['a bad --env', ['run', '--env', 'NOEQUALS', '--', 'true']],
     ['--network none without the sandbox', ['run', '--sandbox', 'none', '--network', 'none', '--', 'true']],
     ['a bad duration', ['gc', '--older-than', 'soon']],
+    ['a bad tag', ['run', '--tag', 'two words', '--', 'true']],
     ['delete without an id', ['delete']],
   ] as const) {
     it(`answers ${name} with an invalid_argument error object on stdout and exit 2`, async () => {
