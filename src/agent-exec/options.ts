@@ -46,6 +46,12 @@ export function tags(text: string, previous: string[]): string[] {
   return previous.includes(text) ? previous : [...previous, text];
 }
 
+export function httpUrl(text: string): string {
+  const url = URL.canParse(text) ? new URL(text) : null;
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new InvalidArgumentError('expected an http:// or https:// URL');
+  return url.href;
+}
+
 /** TERM, SIGTERM, term or 15 all name SIGTERM. */
 export function signalName(text: string): NodeJS.Signals {
   const upper = text.trim().toUpperCase();

@@ -35,14 +35,28 @@ export async function superviseAndExit(dir: string): Promise<never> {
     const paths = pathsIn(dir);
     const [definition, launched] = await Promise.all([readDefinition(paths), readRecord(paths)]);
     await new Supervisor(paths, definition, launched).run();
-    // Once the record is final: the pass costs the job nothing, and no command waits for it.
-    const { retainIfDue } = await import('./job-retention.js');
-    await retainIfDue(resolve(dir, '..', '..')).catch((error: Error) => process.stderr.write(`agent-exec supervisor: retention pass: ${error.stack ?? error.message}\n`));
+    await afterEnd(paths, definition);
     process.exit(0);
   } catch (error) {
     process.stderr.write(`agent-exec supervisor: ${(error as Error).stack ?? String(error)}\n`);
     process.exit(1);
   }
+}
+
+/**
+ * Once the record is final: the job's end told once to --notify-url and --notify-command, then
+ * the retention pass when one is due. No command waits for this, and it costs the job nothing;
+ * loaded only now, for the same reason.
+ */
+async function afterEnd(paths: JobPaths, definition: JobDefinition): Promise<void> {
+  const log = (line: string) => process.stderr.write(`agent-exec supervisor: ${line}\n`);
+  const root = resolve(paths.dir, '..', '..');
+  if (definition.notify) {
+    const [{ notifyEnd }, { readJob }] = await Promise.all([import('./notify.js'), import('./job-view.js')]);
+    for (const outcome of await notifyEnd(await readJob(root, definition.id), definition.notify)) log(outcome);
+  }
+  const { retainIfDue } = await import('./job-retention.js');
+  await retainIfDue(root).catch((error: Error) => log(`retention pass: ${error.stack ?? error.message}`));
 }
 
 /** The launcher holds our stdin open until it has recorded our pid: its end (or death) says go. */

@@ -29,6 +29,7 @@ describe('agent-exec contract', () => {
     ['--network none without the sandbox', ['run', '--sandbox', 'none', '--network', 'none', '--', 'true']],
     ['a bad duration', ['gc', '--older-than', 'soon']],
     ['a bad tag', ['run', '--tag', 'two words', '--', 'true']],
+    ['a --notify-url that is not http(s)', ['run', '--notify-url', 'ftp://example.com/', '--', 'true']],
     ['delete without an id', ['delete']],
   ] as const) {
     it(`answers ${name} with an invalid_argument error object on stdout and exit 2`, async () => {
