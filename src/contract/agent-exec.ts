@@ -270,6 +270,21 @@ const GcResponse = define(
   }),
 );
 
+const HelpEntry = define('HelpEntry', Type.Object({ term: Type.String(), description: Type.String() }));
+
+const HelpResponse = define(
+  'HelpResponse',
+  successResponse(Type.Literal('help'), {
+    command: Type.String({ description: 'Whose help this is, e.g. "agent-exec run".' }),
+    usage: Type.String(),
+    description: Type.String(),
+    commands: Type.Array(HelpEntry, { description: 'Its subcommands.' }),
+    arguments: Type.Array(HelpEntry),
+    options: Type.Array(HelpEntry, { description: 'Each term is the flags; the description ends with the choices and default, if any.' }),
+    text: Type.String({ description: 'The same help as text for people.' }),
+  }),
+);
+
 const SchemaResponse = define(
   'SchemaResponse',
   successResponse(Type.Literal('schema'), {
@@ -279,7 +294,19 @@ const SchemaResponse = define(
   }),
 );
 
-const RESPONSES = [ErrorResponse, RunLikeResponse, StatusResponse, TailResponse, WaitResponse, KillResponse, ListResponse, SchemaResponse, DeleteResponse, GcResponse];
+const RESPONSES = [
+  ErrorResponse,
+  RunLikeResponse,
+  StatusResponse,
+  TailResponse,
+  WaitResponse,
+  KillResponse,
+  ListResponse,
+  SchemaResponse,
+  DeleteResponse,
+  GcResponse,
+  HelpResponse,
+];
 
 /** The document shipped as schemas/agent-exec-response.schema.json (TypeBox's symbols drop out of its JSON). */
 export const AGENT_EXEC_RESPONSE_SCHEMA = {

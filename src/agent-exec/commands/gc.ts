@@ -16,7 +16,7 @@ export function registerGc(program: Command): void {
     program
       .command('gc')
       .description(
-        "delete jobs that ended (exited, killed, failed) by age and by count, as --older-than and --keep say, else as the configuration's retention says (as run does by itself, at most every retention.intervalMinutes)",
+        "delete jobs that ended (exited, killed, failed) by age and by count: as --older-than and --keep say, else as the configuration's retention says (which each job's supervisor applies by itself once its job ends)",
       ),
   )
     .addOption(new Option('--older-than <duration>', 'delete jobs that ended longer ago than this: 45s, 90m, 12h, 30d, 2w').argParser(duration))

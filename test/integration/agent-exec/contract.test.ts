@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { runCli } from '../../helpers/cli.js';
 import { agentExec, ok, removeDir, rootWithFixtures, tempDir } from '../../helpers/agent-exec.js';
 
 describe('agent-exec contract', () => {
@@ -48,11 +47,23 @@ describe('agent-exec contract', () => {
     assert.match(response.error.message, /--timeout <seconds>.*'abc'.*expected seconds/);
   });
 
-  it('--help is help text, exit 0', async () => {
-    const { code, stdout } = await runCli('agent-exec', ['--help']);
+  it('--help and help CMD answer with a help response, exit 0: the text, and its facts as fields', async () => {
+    const { code, response } = await agentExec(empty, ['--help']);
     assert.equal(code, 0);
-    for (const command of ['run', 'status', 'tail', 'wait', 'kill', 'restart', 'list', 'delete', 'gc', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
-    assert.doesNotMatch(stdout, /__supervise/);
+    assert.equal(response.type, 'help');
+    const terms = (response.commands as Array<{ term: string }>).map(({ term }) => term.split(' ')[0]);
+    assert.deepEqual(terms, ['run', 'status', 'tail', 'wait', 'kill', 'restart', 'list', 'delete', 'gc', 'schema', 'help']);
+    assert.match(response.text as string, /^Usage: agent-exec /);
+    assert.doesNotMatch(JSON.stringify(response), /__supervise/);
+    for (const args of [
+      ['help', 'gc'],
+      ['gc', '--help'],
+    ]) {
+      const gc = await agentExec(empty, args);
+      assert.equal(gc.code, 0);
+      assert.deepEqual([gc.response.command, gc.response.usage], ['agent-exec gc', 'agent-exec gc [options]']);
+      assert.ok((gc.response.options as Array<{ term: string }>).some(({ term }) => term === '--older-than <duration>'));
+    }
   });
 
   it('an unknown id is job_not_found, exit 1', async () => {
