@@ -28,7 +28,7 @@ const retryable = (status: number) => status >= 500 || status === 408 || status 
 
 /**
  * Tells the targets once that the job has ended, with its final status (the JSON `status`
- * prints), both at once; each says how it went, for the supervisor's log. Never throws.
+ * prints), both at once; each says how it went, for the supervisor's log.
  */
 export async function notifyEnd(view: JobView, targets: NotifyTargets, bounds: NotifyBounds = NOTIFY_BOUNDS): Promise<string[]> {
   const body = JSON.stringify(await statusResponse(view));

@@ -53,7 +53,12 @@ async function afterEnd(paths: JobPaths, definition: JobDefinition): Promise<voi
   const root = resolve(paths.dir, '..', '..');
   if (definition.notify) {
     const [{ notifyEnd }, { readJob }] = await Promise.all([import('./notify.js'), import('./job-view.js')]);
-    for (const outcome of await notifyEnd(await readJob(root, definition.id), definition.notify)) log(outcome);
+    const { notify } = definition;
+    // Unreadable (deleted since it ended, say): nothing to tell, and the retention pass still runs.
+    const outcomes = await readJob(root, definition.id)
+      .then((view) => notifyEnd(view, notify))
+      .catch((error: Error) => [`nobody notified: ${error.message}`]);
+    for (const outcome of outcomes) log(outcome);
   }
   const { retainIfDue } = await import('./job-retention.js');
   await retainIfDue(root).catch((error: Error) => log(`retention pass: ${error.stack ?? error.message}`));
