@@ -3,7 +3,7 @@
  * is never renamed; a new failure gets a new code.
  */
 export type ErrorCode =
-  'invalid_argument' | 'job_not_found' | 'ambiguous_job_id' | 'job_unreadable' | 'command_not_found' | 'sandbox_unavailable' | 'launch_failed' | 'internal_error';
+  'invalid_argument' | 'job_not_found' | 'ambiguous_job_id' | 'job_unreadable' | 'invalid_state' | 'command_not_found' | 'sandbox_unavailable' | 'launch_failed' | 'internal_error';
 
 /** A failure agent-exec expected and can name; anything else is reported as internal_error. */
 export class AgentExecError extends Error {

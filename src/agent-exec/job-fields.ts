@@ -30,7 +30,12 @@ export function summaryFields(view: JobView): JobSummary {
     finished_at: record.finished_at,
     updated_at: record.updated_at,
     argv: view.definition.argv,
+    tags: tagsOf(view),
   };
+}
+
+export function tagsOf(view: JobView): string[] {
+  return view.definition.tags ?? [];
 }
 
 export function timingFields(view: JobView): Timing {

@@ -39,6 +39,10 @@ export interface JobDefinition {
   /** Host paths the workspace sandbox shows besides the system: --read (read-only) and --write, real paths. */
   read_paths?: string[];
   write_paths?: string[];
+  /** Told once when a run of the job ends (notify.ts); absent when neither was given. */
+  notify?: { url: string | null; command: string | null };
+  /** --tag labels, for list --tag (absent in jobs made before tags). */
+  tags?: string[];
   /** Finds a capped log's truncation mark (log-window.ts); the job id in jobs made before it. */
   log_key?: string;
   created_at: string;

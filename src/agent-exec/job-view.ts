@@ -3,8 +3,8 @@ import type { JobState } from '../contract/agent-exec.js';
 import { isAlive } from '../sandbox/process-tree.js';
 import { AgentExecError } from './errors.js';
 import { resolveJobId } from './job-id.js';
-import { jobPaths, readDefinition, readRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
-import { SUPERVISE_ARG } from './supervisor.js';
+import { jobPaths, listJobIds, readDefinition, readRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
+import { SUPERVISE_ARG } from './supervise-arg.js';
 
 export interface JobView {
   root: string;
@@ -38,6 +38,21 @@ export async function readJob(root: string, id: string): Promise<JobView> {
   return { root, id, paths, definition, record, state: effectiveState(record, paths) };
 }
 
+/** Every job that can be read, newest first, and how many directories could not be. */
+export async function readJobs(root: string): Promise<{ jobs: JobView[]; unreadable: number }> {
+  const jobs: JobView[] = [];
+  let unreadable = 0;
+  for (const id of await listJobIds(root)) {
+    try {
+      jobs.push(await readJob(root, id));
+    } catch {
+      unreadable++;
+    }
+  }
+  jobs.sort((a, b) => b.record.started_at.localeCompare(a.record.started_at) || a.id.localeCompare(b.id));
+  return { jobs, unreadable };
+}
+
 export function refresh(view: JobView): Promise<JobView> {
   return readJob(view.root, view.id);
 }
@@ -51,7 +66,7 @@ function effectiveState(record: JobRecord, paths: JobPaths): JobState {
  * Alive and still ours: a recycled pid runs some other command line (a zombie has none). The
  * directory is compared as a file, since the root may be spelled differently (symlinks) here.
  */
-export function supervisorAlive(pid: number, paths: JobPaths): boolean {
+function supervisorAlive(pid: number, paths: JobPaths): boolean {
   if (!isAlive(pid)) return false;
   try {
     const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');

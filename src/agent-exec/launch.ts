@@ -5,7 +5,7 @@ import { stdioWithoutLeaks } from '../sandbox/fd-hygiene.js';
 import { writeRecord, type JobPaths } from './job-store.js';
 import { readJob, type JobView } from './job-view.js';
 import { watchJob } from './job-watch.js';
-import { SUPERVISE_ARG } from './supervisor.js';
+import { SUPERVISE_ARG } from './supervise-arg.js';
 
 /** A supervisor is a fresh node process: starting it takes a moment, far less than this. */
 const LAUNCH_TIMEOUT_MS = 15_000;

@@ -20,10 +20,36 @@ export function seconds(text: string): number {
   return value;
 }
 
+const DURATION_UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
+
+/** Seconds, from 45s, 90m, 12h, 30d, 2w or a bare number of seconds (no declared dependency parses these). */
+export function duration(text: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$/i.exec(text);
+  if (!match) throw new InvalidArgumentError('expected a duration such as 30d, 12h, 90m or 45s');
+  return Number(match[1]) * DURATION_UNITS[(match[2] || 's').toLowerCase()]!;
+}
+
 export function count(text: string): number {
   const value = Number(text);
   if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value)) throw new InvalidArgumentError('expected a whole number, 0 or more');
   return value;
+}
+
+const TAG = /^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$/;
+const MAX_TAG_LENGTH = 128;
+
+/** A repeatable --tag: dot-separated words of letters, digits and hyphens (ci, project.build), as tumf/agent-exec has them. */
+export function tags(text: string, previous: string[]): string[] {
+  if (!TAG.test(text) || text.length > MAX_TAG_LENGTH) {
+    throw new InvalidArgumentError(`expected words of letters, digits and hyphens joined by dots, such as ci or project.build (at most ${MAX_TAG_LENGTH} characters)`);
+  }
+  return previous.includes(text) ? previous : [...previous, text];
+}
+
+export function httpUrl(text: string): string {
+  const url = URL.canParse(text) ? new URL(text) : null;
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new InvalidArgumentError('expected an http:// or https:// URL');
+  return url.href;
 }
 
 /** TERM, SIGTERM, term or 15 all name SIGTERM. */

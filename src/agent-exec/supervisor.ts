@@ -23,9 +23,6 @@ const DRAIN_AFTER_EXIT_MS = 2000;
 const KILL_ROUNDS_MS = 5000;
 const SETUP_ERROR_BYTES = 1024;
 
-/** `agent-exec __supervise <dir>`: hidden, started only by the CLI, and speaking only through the job's files. */
-export const SUPERVISE_ARG = '__supervise';
-
 /**
  * The supervisor, started detached (its own session) by the CLI that launched or restarted
  * the job, so it outlives that CLI. It owns the job: spawns it, streams its output into the
@@ -38,11 +35,33 @@ export async function superviseAndExit(dir: string): Promise<never> {
     const paths = pathsIn(dir);
     const [definition, launched] = await Promise.all([readDefinition(paths), readRecord(paths)]);
     await new Supervisor(paths, definition, launched).run();
+    await afterEnd(paths, definition);
     process.exit(0);
   } catch (error) {
     process.stderr.write(`agent-exec supervisor: ${(error as Error).stack ?? String(error)}\n`);
     process.exit(1);
   }
+}
+
+/**
+ * Once the record is final: the job's end told once to --notify-url and --notify-command, then
+ * the retention pass when one is due. No command waits for this, and it costs the job nothing;
+ * loaded only now, for the same reason.
+ */
+async function afterEnd(paths: JobPaths, definition: JobDefinition): Promise<void> {
+  const log = (line: string) => process.stderr.write(`agent-exec supervisor: ${line}\n`);
+  const root = resolve(paths.dir, '..', '..');
+  if (definition.notify) {
+    const [{ notifyEnd }, { readJob }] = await Promise.all([import('./notify.js'), import('./job-view.js')]);
+    const { notify } = definition;
+    // Unreadable (deleted since it ended, say): nothing to tell, and the retention pass still runs.
+    const outcomes = await readJob(root, definition.id)
+      .then((view) => notifyEnd(view, notify))
+      .catch((error: Error) => [`nobody notified: ${error.message}`]);
+    for (const outcome of outcomes) log(outcome);
+  }
+  const { retainIfDue } = await import('./job-retention.js');
+  await retainIfDue(root).catch((error: Error) => log(`retention pass: ${error.stack ?? error.message}`));
 }
 
 /** The launcher holds our stdin open until it has recorded our pid: its end (or death) says go. */

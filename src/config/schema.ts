@@ -15,7 +15,7 @@ const MiB = 1024 * 1024;
 
 const PositiveInteger = (fallback: number, description?: string) => Type.Integer({ minimum: 1, default: fallback, ...(description ? { description } : {}) });
 const PositiveNumber = (fallback: number, description?: string) => Type.Number({ exclusiveMinimum: 0, default: fallback, ...(description ? { description } : {}) });
-const Nullable = <S extends TSchema>(schema: S, description: string) => Type.Union([schema, Type.Null()], { default: null, description });
+const Nullable = <S extends TSchema>(schema: S, description: string, fallback: number | null = null) => Type.Union([schema, Type.Null()], { default: fallback, description });
 
 /** A plain string enum: a wrong value then reads `field must be one of [...]`, not a union's first branch. */
 function StringEnum<const T extends readonly string[]>(values: T, fallback: T[number], description: string) {
@@ -205,6 +205,16 @@ export const ServiceSettingsSchema = Section({
 });
 export type ServiceSettings = Static<typeof ServiceSettingsSchema>;
 
+export const RetentionSettingsSchema = Section(
+  {
+    maxAgeDays: Nullable(Type.Number({ exclusiveMinimum: 0 }), 'Ended runs older than this are deleted (null: kept).', 30),
+    maxCount: Nullable(Type.Integer({ minimum: 1 }), 'At most this many runs are kept, the oldest ended ones going first (null: no cap).', 1000),
+    intervalMinutes: PositiveNumber(10, 'An automatic pass over one place runs at most this often.'),
+  },
+  "The runs kept on this machine outside the service: agent-exec jobs (under each root) and the runs `agent-runner run`, MCP's run_job and the library keep under <stateDir>/runs. A pass runs on its own when a job ends (agent-exec) or a run starts (the others), and `agent-exec gc` without flags applies it.",
+);
+export type RetentionSettings = Static<typeof RetentionSettingsSchema>;
+
 export const RunnerConfigSchema = Type.Object(
   {
     stateDir: Type.String({ minLength: 1, description: 'Compile cache, toolchain mirrors, job staging. Must be reachable by unprivileged uids. Default: see defaultStateDir.' }),
@@ -215,6 +225,7 @@ export const RunnerConfigSchema = Type.Object(
     sessions: SessionSettingsSchema,
     backends: BackendsSchema,
     service: ServiceSettingsSchema,
+    retention: RetentionSettingsSchema,
   },
   { additionalProperties: false, title: 'agent-runner configuration' },
 );

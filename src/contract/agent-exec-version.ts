@@ -6,5 +6,5 @@
 export const AGENT_EXEC_SCHEMA_RELEASE = {
   version: '0.1',
   /** When this version was last changed (RFC 3339): the schema's $comment, and `agent-exec schema`'s generated_at. */
-  updated_at: '2026-02-19T00:00:00Z',
+  updated_at: '2026-11-25T00:00:00Z',
 } as const;

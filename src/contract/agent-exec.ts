@@ -136,6 +136,8 @@ const EXCERPT = {
 };
 
 const Argv = Type.Array(Type.String());
+const Tags = Type.Optional(Type.Array(Type.String(), { description: "The job's --tag labels, as given at run." }));
+const Root = Type.String({ description: 'The directory the jobs live in.' });
 
 const JobLimits = define(
   'JobLimits',
@@ -180,6 +182,7 @@ const StatusResponse = define(
     updated_at: Type.Optional(Timestamp),
     pid: Type.Optional(Nullable(Type.Integer(), { description: 'The process the supervisor started (bwrap for a sandboxed job); null until it has.' })),
     argv: Type.Optional(Argv),
+    tags: Tags,
     cwd: Type.Optional(Type.String()),
     sandbox: Type.Optional(StringEnum(['workspace', 'none'])),
     network: Type.Optional(StringEnum(['host', 'none'])),
@@ -212,26 +215,73 @@ const KillResponse = define(
   }),
 );
 
-const JobSummary = define(
-  'JobSummary',
-  Type.Object({
-    job_id: Type.String(),
-    state: JobState,
-    exit_code: Type.Optional(Nullable(Type.Integer())),
-    started_at: Timestamp,
-    finished_at: Type.Optional(Nullable(Timestamp)),
-    updated_at: Type.Optional(Nullable(Timestamp)),
-    argv: Type.Optional(Argv),
-  }),
-);
+/** A job in a few fields: what list shows of each, and what delete and gc say they removed. */
+const SUMMARY = {
+  job_id: Type.String(),
+  state: JobState,
+  exit_code: Type.Optional(Nullable(Type.Integer())),
+  started_at: Timestamp,
+  finished_at: Type.Optional(Nullable(Timestamp)),
+  updated_at: Type.Optional(Nullable(Timestamp)),
+  argv: Type.Optional(Argv),
+  tags: Tags,
+};
+
+const JobSummary = define('JobSummary', Type.Object(SUMMARY));
 
 const ListResponse = define(
   'ListResponse',
   successResponse(Type.Literal('list'), {
-    root: Type.String({ description: 'The directory the jobs live in.' }),
+    root: Root,
     jobs: Type.Array(JobSummary, { description: 'Newest first.' }),
     truncated: Type.Boolean({ description: 'More jobs matched than --limit.' }),
     skipped: Type.Integer({ minimum: 0, description: 'Job directories that could not be read.' }),
+  }),
+);
+
+const DeleteResponse = define(
+  'DeleteResponse',
+  successResponse(Type.Literal('delete'), {
+    root: Root,
+    ...SUMMARY,
+  }),
+);
+
+const RetiredJob = define(
+  'RetiredJob',
+  Type.Object({
+    ...SUMMARY,
+    reason: StringEnum(['age', 'count'], { description: 'age: it ended before the age limit; count: the oldest ended job beyond the count limit.' }),
+  }),
+);
+
+const GcResponse = define(
+  'GcResponse',
+  successResponse(Type.Literal('gc'), {
+    root: Root,
+    dry_run: Type.Boolean({ description: 'True: nothing was deleted; jobs lists what would have been.' }),
+    policy_source: StringEnum(['flags', 'config'], { description: 'flags: --older-than and --keep; config: the retention section of the configuration (no flag given).' }),
+    older_than_s: Nullable(Type.Number({ minimum: 0 }), { description: 'Jobs that ended longer ago than this went (null: no age limit).' }),
+    keep: Nullable(Type.Integer({ minimum: 0 }), { description: 'At most this many jobs were kept, the oldest ended ones going first (null: no count limit).' }),
+    jobs: Type.Array(RetiredJob, { description: 'The jobs deleted (or, with dry_run, that would be), oldest first. Running and unknown jobs never are.' }),
+    deleted: NonNegative,
+    kept: Type.Integer({ minimum: 0, description: 'Jobs left (or, with dry_run, that would be).' }),
+    skipped: Type.Integer({ minimum: 0, description: 'Job directories that could not be read, left alone.' }),
+  }),
+);
+
+const HelpEntry = define('HelpEntry', Type.Object({ term: Type.String(), description: Type.String() }));
+
+const HelpResponse = define(
+  'HelpResponse',
+  successResponse(Type.Literal('help'), {
+    command: Type.String({ description: 'Whose help this is, e.g. "agent-exec run".' }),
+    usage: Type.String(),
+    description: Type.String(),
+    commands: Type.Array(HelpEntry, { description: 'Its subcommands.' }),
+    arguments: Type.Array(HelpEntry),
+    options: Type.Array(HelpEntry, { description: 'Each term is the flags; the description ends with the choices and default, if any.' }),
+    text: Type.String({ description: 'The same help as text for people.' }),
   }),
 );
 
@@ -244,7 +294,19 @@ const SchemaResponse = define(
   }),
 );
 
-const RESPONSES = [ErrorResponse, RunLikeResponse, StatusResponse, TailResponse, WaitResponse, KillResponse, ListResponse, SchemaResponse];
+const RESPONSES = [
+  ErrorResponse,
+  RunLikeResponse,
+  StatusResponse,
+  TailResponse,
+  WaitResponse,
+  KillResponse,
+  ListResponse,
+  SchemaResponse,
+  DeleteResponse,
+  GcResponse,
+  HelpResponse,
+];
 
 /** The document shipped as schemas/agent-exec-response.schema.json (TypeBox's symbols drop out of its JSON). */
 export const AGENT_EXEC_RESPONSE_SCHEMA = {
@@ -260,5 +322,6 @@ export type AgentExecResponse = Static<(typeof RESPONSES)[number]>;
 export type ErrorResponse = Static<typeof ErrorResponse>;
 export type RunLikeResponse = Static<typeof RunLikeResponse>;
 export type JobSummary = Static<typeof JobSummary>;
+export type RetiredJob = Static<typeof RetiredJob>;
 export type Snapshot = Static<typeof Snapshot>;
 export type JobState = Static<typeof JobState>;

@@ -10,6 +10,7 @@ import { startClusterFrontDoor } from '../postgres/serve-cluster.js';
 import { WorkerProcess } from '../service/worker-process.js';
 import { Sessions } from '../session/sessions.js';
 import { DiskRunStore } from '../store/disk-store.js';
+import type { RetentionPolicy } from '../util/retention.js';
 import { buildApp } from './app.js';
 import { isLoopback, type HttpAddress } from './listen-address.js';
 
@@ -30,7 +31,7 @@ export interface ServiceConfig {
   bodyLimitBytes: number;
   /** Header, request, keep-alive and idle deadlines; connections in all and per client address. */
   clients: ServiceSettings['clients'];
-  retention: { maxAgeMs: number | null; maxCount: number | null };
+  retention: RetentionPolicy;
   /** A pino logger; `false` logs nothing. */
   logger: Logger | false;
   /** Admission reads its limits and backend kinds; the worker process runs on its configuration. */

@@ -14,13 +14,14 @@ import { ServiceError, storeRefusal } from '../service/service-error.js';
 import { DuplicateJobError, isTerminal, StoreUnavailableError, type StatusRecord } from '../store/port.js';
 import { redactRequest } from '../store/redact.js';
 import type { StoreAvailability } from '../store/resilient-store.js';
+import type { RetentionPolicy } from '../util/retention.js';
 import type { Cluster } from './cluster.js';
 import { CHANNELS } from './notifications.js';
 
 export interface ClusterFrontDoorOptions {
   /** Jobs that may wait (all front doors together) before submissions get 503 queue.full. */
   queueCapacity: number;
-  retention: { maxAgeMs: number | null; maxCount: number | null };
+  retention: RetentionPolicy;
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
 }
 

@@ -33,6 +33,7 @@ import type { RunJobLimitValues } from './config.js';
 import { LiveOutput, type OutputListener } from './live-output.js';
 import { interruptionError, interruptionOf, interruptionStatus, setupFailure, type Interruption } from './outcome.js';
 import { RunnerRuntime } from './runtime.js';
+import { StateRuns } from './state-runs.js';
 import { checkSentWorkspace, MaterialisedWorkspace } from './sent-workspace.js';
 import { admitWorkspacePath, type Caller } from './workspace-path.js';
 
@@ -40,7 +41,7 @@ export interface RunJobOptions {
   runtime?: RunnerRuntime;
   /** Aborting cancels: the whole tree is killed and the status is `canceled`. */
   signal?: AbortSignal;
-  /** Where this run's logs and artifacts are kept (default: <stateDir>/runs/<job_id>). */
+  /** Where this run's logs and artifacts are kept (default: <stateDir>/runs/<job_id>, with its result.json, under the configured retention: state-runs.ts). */
   runDir?: string;
   /** Called when the command is about to start (after policy and snapshot). */
   onRunning?: () => void;
@@ -84,7 +85,18 @@ export async function runJob(request: unknown, options: RunJobOptions = {}): Pro
   const normalised = normalise(request, runtime, options.caller ?? 'local');
   if ('error' in normalised) return builder.finish('failed', normalised.error);
   builder.adopt(normalised);
-  return new RunJobExecution(runtime, normalised, builder, options).run();
+  const given = options.runDir;
+  if (given !== undefined) return new RunJobExecution(runtime, normalised, builder, options, () => privateDir(given)).run();
+  const runs = new StateRuns(runtime.config);
+  const result = await new RunJobExecution(runtime, normalised, builder, options, () => runs.open(normalised.jobId)).run();
+  await runs.keep(result);
+  return result;
+}
+
+/** A run dir holds the job's logs and artifacts: private to our user. */
+async function privateDir(dir: string): Promise<string> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  return dir;
 }
 
 /**
@@ -176,6 +188,8 @@ class RunJobExecution {
     private readonly job: NormalisedJob,
     private readonly builder: ResultBuilder,
     private readonly options: RunJobOptions,
+    /** Creates the run dir and says where it is, once the run gets that far. */
+    private readonly openRunDir: () => Promise<string>,
   ) {}
 
   async run(): Promise<RunJobResult> {
@@ -183,15 +197,11 @@ class RunJobExecution {
     const denied = this.staticPolicy();
     if (denied) return builder.finish('policy_denied', denied);
 
-    const runDir = this.options.runDir ?? join(this.runtime.config.stateDir, 'runs', job.jobId);
     let sandbox: PreparedSandbox | undefined;
     let sent: MaterialisedWorkspace | undefined;
     let started = false;
     try {
-      // The state dir stays reachable by the jobs' uids (toolchains, caches); a run dir is
-      // private to our user: it holds the job's logs and artifacts.
-      if (this.options.runDir === undefined) await mkdir(this.runtime.config.stateDir, { recursive: true, mode: 0o755 });
-      await mkdir(runDir, { recursive: true, mode: 0o700 });
+      const runDir = await this.openRunDir();
       // A workspace sent in the request is written out (and judged) before any sandbox is taken.
       const { workspace } = job.request;
       if (workspace && workspace.source !== 'local_path') {

@@ -8,6 +8,7 @@ import type { RunnerRuntime } from '../runner/runtime.js';
 import { DuplicateJobError, isTerminal, StoreUnavailableError, type RunStore, type StatusRecord } from '../store/port.js';
 import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact.js';
 import { ResilientRunStore, STORE_RETRY_MS, type StoreAvailability } from '../store/resilient-store.js';
+import { expired, type RetentionPolicy } from '../util/retention.js';
 import type { EventCursor, JobEvent } from '../contract/job-events.js';
 import type { JobEvents } from './events.js';
 import { cursorJobId, cursorOf, unknownCursor } from './job-cursor.js';
@@ -18,7 +19,7 @@ import { ServiceError, storeRefusal } from './service-error.js';
 import type { WorkerPorts } from './worker-ports.js';
 
 export interface FrontDoorOptions {
-  retention: { maxAgeMs: number | null; maxCount: number | null };
+  retention: RetentionPolicy;
   log: { info(obj: object, msg: string): void; warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
 }
 
@@ -311,18 +312,18 @@ export class FrontDoor implements JobDesk {
     return record;
   }
 
-  /** Deletes terminal runs past the age limit, then the oldest beyond the count limit. */
+  /** Deletes terminal runs past the age limit, and the oldest beyond the count limit. */
   private async applyRetention(): Promise<void> {
-    const { maxAgeMs, maxCount } = this.options.retention;
-    const terminal = [...this.index.values()].filter((record) => isTerminal(record.status)).sort(byCreation);
-    const cutoff = maxAgeMs === null ? null : Date.now() - maxAgeMs;
-    const overCount = maxCount === null ? 0 : Math.max(0, this.index.size - maxCount);
-    const doomed = terminal.filter((record, position) => position < overCount || (cutoff !== null && Date.parse(record.updated_at) < cutoff));
-    for (const record of doomed) {
-      this.index.delete(record.job_id);
-      this.recentResults.delete(record.job_id);
+    const runs = [...this.index.values()].map((record) => ({
+      id: record.job_id,
+      bornAt: Date.parse(record.created_at),
+      endedAt: isTerminal(record.status) ? Date.parse(record.updated_at) : null,
+    }));
+    for (const { entry } of expired(runs, this.options.retention)) {
+      this.index.delete(entry.id);
+      this.recentResults.delete(entry.id);
       // A run dir that cannot be deleted now (a failing device) is found again on the next start.
-      await this.store.remove(record.job_id).catch((error: Error) => this.options.log.error({ job_id: record.job_id, err: error }, 'a run past retention could not be deleted'));
+      await this.store.remove(entry.id).catch((error: Error) => this.options.log.error({ job_id: entry.id, err: error }, 'a run past retention could not be deleted'));
     }
   }
 }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { AgentExecError } from '../errors.js';
 import { resetLogs } from '../job-store.js';
-import { isSettled, loadJob, supervisorAlive, type JobView } from '../job-view.js';
+import { isSettled, loadJob, type JobView } from '../job-view.js';
 import { watchJob } from '../job-watch.js';
 import { launchSupervisor } from '../launch.js';
 import { addObserveOptions, rootOf, type ObserveFlags } from '../options.js';
@@ -32,12 +32,16 @@ export function registerRestart(program: Command): void {
   );
 }
 
-/** The old run is over, and its supervisor gone, before the new one may write the record. */
+/**
+ * The old run is over before the new one may write the record: settled, which its supervisor
+ * writes last of all it writes there (what it does after, such as notifying, is not the new
+ * run's concern), or with its supervisor gone.
+ */
 async function endPrevious(view: JobView): Promise<void> {
   await stopJob(view, 'SIGTERM');
   const timeoutMs = stopTimeoutMs(view);
-  const ended = await watchJob(view, (job) => isSettled(job.state) && !supervisorAlive(job.record.supervisor_pid, job.paths), timeoutMs);
-  if (!isSettled(ended.state) || supervisorAlive(ended.record.supervisor_pid, ended.paths)) {
+  const ended = await watchJob(view, (job) => isSettled(job.state), timeoutMs);
+  if (!isSettled(ended.state)) {
     throw new AgentExecError('internal_error', `job ${view.id} did not end within ${timeoutMs} ms; it was not restarted`, { retryable: true });
   }
 }

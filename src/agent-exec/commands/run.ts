@@ -11,7 +11,7 @@ import { newJobId } from '../job-id.js';
 import { createJobDir, ensureRoot, resetLogs, writeDefinition, type JobDefinition, type JobPaths, type NetworkMode, type SandboxMode } from '../job-store.js';
 import { launchSupervisor } from '../launch.js';
 import { DEFAULT_LIMITS, LIMIT_FLOORS, type JobLimits } from '../limits.js';
-import { addObserveOptions, byteSize, cpuCount, processCount, rootOf, seconds, type ObserveFlags } from '../options.js';
+import { addObserveOptions, byteSize, cpuCount, httpUrl, processCount, rootOf, seconds, tags, type ObserveFlags } from '../options.js';
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
 import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
@@ -37,6 +37,9 @@ interface RunFlags extends ObserveFlags {
   cpus?: number;
   tmpSize: number;
   maxLogBytes: number;
+  tag: string[];
+  notifyUrl?: string;
+  notifyCommand?: string;
 }
 
 const DEFAULT_KILL_AFTER_S = 5;
@@ -55,6 +58,14 @@ export function registerRun(program: Command): void {
     .option('--mask <KEY>', "show this variable's value as *** in responses (repeatable)", collect, [])
     .addOption(new Option('--stdin <value>', "the job's stdin: this text, or - to pass on this command's stdin").conflicts('stdinFile'))
     .option('--stdin-file <file>', "the job's stdin: a copy of this file")
+    .addOption(new Option('--tag <tag>', 'label the job, for list --tag (repeatable): words of letters, digits and hyphens joined by dots').argParser(tags).default([]))
+    .addOption(
+      new Option('--notify-url <url>', "POST the job's final status (the JSON status prints) here once it ends; retried with backoff for up to a minute").argParser(httpUrl),
+    )
+    .option(
+      '--notify-command <command>',
+      "run this shell command line (sh -c, unsandboxed, in the job's cwd) once the job ends, its final status JSON on stdin; killed after a minute",
+    )
     .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
     .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))
     .addOption(
@@ -141,6 +152,8 @@ async function defineJob(argv: string[], flags: RunFlags, root: string): Promise
     network: flags.network,
     limits,
     ...(sandboxed ? { read_paths: named.read, write_paths: named.write } : {}),
+    tags: flags.tag,
+    ...(flags.notifyUrl !== undefined || flags.notifyCommand !== undefined ? { notify: { url: flags.notifyUrl ?? null, command: flags.notifyCommand ?? null } } : {}),
     log_key: randomBytes(12).toString('hex'),
     created_at: new Date().toISOString(),
   };

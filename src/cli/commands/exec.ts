@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { executeSnippet, invalidSnippetResponse } from '../../runner/snippet.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { GuestClient } from '../../guest/client.js';
@@ -37,7 +37,7 @@ export function registerExec(program: Command): void {
     .description('run one snippet in the sandbox: request JSON on stdin, or --lang with --code/--file; prints the response JSON')
     .option('-l, --lang <lang>', 'language: python, node, go, rust, bash')
     .option('-c, --code <code>', 'source code')
-    .option('-f, --file <path>', 'read the source code from a file')
+    .addOption(new Option('-f, --file <path>', 'read the source code from a file').conflicts('code'))
     .option('-t, --timeout <seconds>', 'seconds the program may run')
     .option('--trace-id <id>', 'trace id to echo')
     .option('--stdin', "pass this command's stdin to the program (with --code or --file)")
@@ -88,6 +88,7 @@ async function buildRequest(flags: ExecFlags): Promise<{ json: unknown } | { unp
   const code = flags.file !== undefined ? await readFile(flags.file, 'utf8') : flags.code;
   const files = await Promise.all(flags.addFile.map(async (path) => ({ name: basename(path), content: (await readFile(path)).toString('base64'), encoding: 'base64' })));
   const number = (flag: string, text: string | undefined) => positiveOption(flag, text, { integer: true });
+  const timeout = positiveOption('--timeout', flags.timeout, { integer: false });
   const memoryMb = number('--memory-mb', flags.memoryMb);
   const outputBytes = number('--output-bytes', flags.outputBytes);
   return {
@@ -95,7 +96,7 @@ async function buildRequest(flags: ExecFlags): Promise<{ json: unknown } | { unp
       ...(flags.traceId !== undefined ? { trace_id: flags.traceId } : {}),
       lang: flags.lang,
       code,
-      ...(flags.timeout !== undefined ? { timeout: Number(flags.timeout) } : {}),
+      ...(timeout !== undefined ? { timeout } : {}),
       ...(flags.langVersion !== undefined ? { version: flags.langVersion } : {}),
       ...(flags.stdin ? { stdin: await readStdin() } : {}),
       ...(flags.arg.length > 0 ? { args: flags.arg } : {}),

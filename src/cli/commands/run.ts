@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { RunJobResult } from '../../contract/run-job.js';
 import { runJob } from '../../runner/run-job.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
@@ -32,13 +32,19 @@ interface RunFlags {
 }
 
 const collect = (value: string, previous: string[]) => [...previous, value];
+/** What builds a request from flags; --request brings a whole one, which they would silently not change. */
+const REQUEST_FLAGS = ['workspace', 'jobId', 'cwd', 'env', 'allowEnv', 'allowCommand', 'allowShell', 'network', 'timeoutMs', 'memoryMb', 'artifact', 'include', 'exclude'];
 
 export function registerRun(program: Command): void {
   program
     .command('run')
     .description('run one RunJobRequest (--request FILE, or JSON on stdin, or the flags below with -- argv) and print the RunJobResult')
     .argument('[argv...]', 'the command, after --')
-    .option('-r, --request <file>', 'read the RunJobRequest from a file ("-" for stdin)')
+    .addOption(
+      new Option('-r, --request <file>', 'read the RunJobRequest from a file ("-" for stdin): the whole request, so no argv or flag that builds one goes with it').conflicts(
+        REQUEST_FLAGS,
+      ),
+    )
     .option('-w, --workspace <dir>', 'snapshot this directory as the work dir')
     .option('--job-id <id>', 'job id (default job_<uuid>)')
     .option('--cwd <dir>', 'working directory inside the snapshot')
@@ -64,6 +70,11 @@ export function registerRun(program: Command): void {
       '\nExit status: 0 when the result is completed, 1 otherwise.\nExamples:\n  agent-runner run --workspace . --artifact "dist/**" -- python3 build.py\n  agent-runner run --server http://runner:3000 --follow --workspace . -- python3 test.py',
     )
     .action(async (argv: string[], flags: RunFlags) => {
+      if (flags.request !== undefined && argv.length > 0) {
+        throw new Error(
+          `--request ${flags.request} is the whole RunJobRequest, its command included: put the command in its command.argv, or drop --request and give the command after -- (got ${JSON.stringify(argv)})`,
+        );
+      }
       const request = withBackend(flags.request !== undefined || argv.length === 0 ? await readRequestJson(flags.request) : requestFromFlags(argv, flags), flags.backend);
       const server = flags.server ?? process.env.AGENT_RUNNER_URL;
       let result: RunJobResult;

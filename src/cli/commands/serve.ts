@@ -7,6 +7,7 @@ import { parseHttpAddress } from '../../http/listen-address.js';
 import { loadOrCreateServiceToken } from '../../http/service-token.js';
 import { startService } from '../../http/service.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
+import { retentionPolicy } from '../../util/retention.js';
 import { countOption, positiveOption } from '../flag-values.js';
 
 const MiB = 1024 * 1024;
@@ -79,7 +80,7 @@ export function registerServe(program: Command): void {
         databaseUrl: settings.databaseUrl,
         bodyLimitBytes: settings.bodyLimitBytes,
         clients: settings.clients,
-        retention: { maxAgeMs: settings.retention.maxAgeDays === null ? null : settings.retention.maxAgeDays * 86_400_000, maxCount: settings.retention.maxCount },
+        retention: retentionPolicy(settings.retention),
         logger,
         runtime: new RunnerRuntime(config),
       });

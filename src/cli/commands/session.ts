@@ -1,5 +1,5 @@
 import { readFile, writeFile } from 'node:fs/promises';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { AgentRunnerClient } from '../../client/client.js';
 import { AgentRunnerError } from '../../client/types.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
@@ -55,7 +55,7 @@ export function registerSession(program: Command): void {
     .argument('<id>', 'the session')
     .argument('[argv...]', 'a command and its arguments, after --')
     .option('-c, --code <code>', 'a cell, run in the session’s interpreter')
-    .option('-f, --file <path>', 'read the cell from a file (- for stdin)')
+    .addOption(new Option('-f, --file <path>', 'read the cell from a file (- for stdin)').conflicts('code'))
     .option('-t, --timeout <seconds>', 'seconds the cell or command may run')
     .action((id: string, argv: string[], flags: ServerFlags & { code?: string; file?: string; timeout?: string }) =>
       answer(flags, async (client) => {

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { runCli } from '../../helpers/cli.js';
 import { agentExec, ok, removeDir, rootWithFixtures, tempDir } from '../../helpers/agent-exec.js';
 
 describe('agent-exec contract', () => {
@@ -13,7 +12,7 @@ describe('agent-exec contract', () => {
     assert.equal(response.type, 'schema');
     assert.equal(response.schema_format, 'json-schema-draft-07');
     assert.equal((response.schema as { title: string }).title, 'agent-exec CLI response schema');
-    assert.equal(response.generated_at, '2026-02-19T00:00:00Z');
+    assert.equal(response.generated_at, '2026-11-25T00:00:00Z');
   });
 
   for (const [name, args] of [
@@ -27,6 +26,10 @@ describe('agent-exec contract', () => {
     ['a bad signal', ['kill', 'c0ffee000001', '--signal', 'NOPE']],
     ['a bad --env', ['run', '--env', 'NOEQUALS', '--', 'true']],
     ['--network none without the sandbox', ['run', '--sandbox', 'none', '--network', 'none', '--', 'true']],
+    ['a bad duration', ['gc', '--older-than', 'soon']],
+    ['a bad tag', ['run', '--tag', 'two words', '--', 'true']],
+    ['a --notify-url that is not http(s)', ['run', '--notify-url', 'ftp://example.com/', '--', 'true']],
+    ['delete without an id', ['delete']],
   ] as const) {
     it(`answers ${name} with an invalid_argument error object on stdout and exit 2`, async () => {
       const { code, response, stderr } = await agentExec(root, [...args]);
@@ -39,11 +42,28 @@ describe('agent-exec contract', () => {
     });
   }
 
-  it('--help is help text, exit 0', async () => {
-    const { code, stdout } = await runCli('agent-exec', ['--help']);
+  it('a bad --timeout names the option and the value', async () => {
+    const { response } = await agentExec(root, ['run', '--timeout', 'abc', '--', 'true']);
+    assert.match(response.error.message, /--timeout <seconds>.*'abc'.*expected seconds/);
+  });
+
+  it('--help and help CMD answer with a help response, exit 0: the text, and its facts as fields', async () => {
+    const { code, response } = await agentExec(empty, ['--help']);
     assert.equal(code, 0);
-    for (const command of ['run', 'status', 'tail', 'wait', 'kill', 'restart', 'list', 'schema']) assert.match(stdout, new RegExp(`^  ${command} `, 'm'));
-    assert.doesNotMatch(stdout, /__supervise/);
+    assert.equal(response.type, 'help');
+    const terms = (response.commands as Array<{ term: string }>).map(({ term }) => term.split(' ')[0]);
+    assert.deepEqual(terms, ['run', 'status', 'tail', 'wait', 'kill', 'restart', 'list', 'delete', 'gc', 'schema', 'help']);
+    assert.match(response.text as string, /^Usage: agent-exec /);
+    assert.doesNotMatch(JSON.stringify(response), /__supervise/);
+    for (const args of [
+      ['help', 'gc'],
+      ['gc', '--help'],
+    ]) {
+      const gc = await agentExec(empty, args);
+      assert.equal(gc.code, 0);
+      assert.deepEqual([gc.response.command, gc.response.usage], ['agent-exec gc', 'agent-exec gc [options]']);
+      assert.ok((gc.response.options as Array<{ term: string }>).some(({ term }) => term === '--older-than <duration>'));
+    }
   });
 
   it('an unknown id is job_not_found, exit 1', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -95,6 +95,21 @@ describe('agent-runner CLI', () => {
     const result = JSON.parse(stdout) as { job_id: string; stdout: { text: string } };
     assert.equal(result.job_id, 'cli-stdin-job');
     assert.equal(result.stdout.text, 'stdin request\n');
+    assert.deepEqual(JSON.parse(readFileSync(join(TEST_STATE_DIR, 'runs', 'cli-stdin-job', 'result.json'), 'utf8')), result, 'kept beside its logs');
+  });
+
+  it('refuses flags it could only misread, saying which and why', async () => {
+    const refusals: Array<[string[], RegExp]> = [
+      [['exec', '--lang', 'python', '--code', 'print(1)', '--timeout', 'abc'], /--timeout must be a positive number, got "abc"/],
+      [['exec', '--lang', 'python', '--code', 'print(1)', '--file', 'x.py'], /'-f, --file <path>' cannot be used with option '-c, --code <code>'/],
+      [['run', '--request', 'request.json', '--', 'echo', 'hi'], /--request request.json is the whole RunJobRequest.*\["echo","hi"\]/],
+    ];
+    for (const [args, message] of refusals) {
+      const { code, stdout, stderr } = await runCli('agent-runner', args);
+      assert.notEqual(code, 0);
+      assert.equal(stdout, '');
+      assert.match(stderr, message);
+    }
   });
 
   it('task reads a task request and prints its response', async () => {

@@ -41,6 +41,7 @@ describe('configuration defaults', () => {
       databaseUrl: null,
       workers: null,
     });
+    assert.deepEqual(config.retention, { maxAgeDays: 30, maxCount: 1000, intervalMinutes: 10 });
   });
 
   it('hands out fresh objects: a caller changing its copy changes no other', () => {
