@@ -158,10 +158,13 @@ for (const { name, outfile, plugins, check } of BINS) {
   writeFileSync(join(OUT, `${name}.js`), ESM_ENTRY(name));
   rmSync(join(OUT, `${name}.js.map`), { force: true });
   if (basename(outfile) === `${name}.cjs`) continue;
-  // The bundle is compiled inside a function (the loader's): a hashbang line there is a syntax error.
-  writeFileSync(outfile, readFileSync(outfile, 'utf8').replace(/^#!.*\n/, ''));
+  // The bundle is compiled inside a function (the loader's): a hashbang line there is a syntax
+  // error. The line is emptied, not removed, so that the source map's lines still match.
+  writeFileSync(outfile, readFileSync(outfile, 'utf8').replace(/^#!.*/, ''));
   writeFileSync(join(OUT, `${name}.cjs`), CACHED_LOADER(name));
-  // The cache holds what one run compiles: the loader, commander and one command (list, of no jobs).
+  // The cache holds the bundle's code that one run compiles: commander's parsing, the command
+  // definitions and one command (list, of no jobs); what another command needs beyond it is
+  // compiled when it runs.
   const scratch = mkdtempSync(join(tmpdir(), 'bundle-cli-'));
   try {
     execFileSync(process.execPath, [join(OUT, `${name}.cjs`), 'list'], {
