@@ -4,6 +4,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { BACKEND_KIND_NAMES } from '../contract/backend-kinds.js';
 import { TASK_BOUNDS } from '../contract/task.js';
+import { SERVICE_DEFAULTS } from './service-defaults.js';
 
 /**
  * The whole configuration, defined once: every setting, its type and its default. Loading
@@ -168,12 +169,12 @@ export const BackendsSchema = Section({
 });
 
 export const ServiceSettingsSchema = Section({
-  addr: Type.String({ minLength: 1, default: '127.0.0.1:3000', description: 'HOST:PORT to listen on; anything but loopback needs auth on.' }),
-  storeDir: Type.String({ minLength: 1, default: './agent-runner-runs', description: 'Run store directory (relative: to the working directory).' }),
+  addr: Type.String({ minLength: 1, default: SERVICE_DEFAULTS.addr, description: 'HOST:PORT to listen on; anything but loopback needs auth on.' }),
+  storeDir: Type.String({ minLength: 1, default: SERVICE_DEFAULTS.storeDir, description: 'Run store directory (relative: to the working directory).' }),
   token: Nullable(Type.String({ minLength: 1 }), 'API token for Authorization: Bearer (null: generated into <stateDir>/service-token on first start).'),
   auth: Type.Boolean({ default: true, description: 'Every route but /health needs the bearer token; false opts out (loopback addresses only).' }),
-  queueCapacity: PositiveInteger(1000, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
-  bodyLimitBytes: PositiveInteger(10 * MiB, 'Largest request body; 413 beyond.'),
+  queueCapacity: PositiveInteger(SERVICE_DEFAULTS.queueCapacity, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
+  bodyLimitBytes: PositiveInteger(SERVICE_DEFAULTS.bodyLimitBytes, 'Largest request body; 413 beyond.'),
   clients: Section(
     {
       headersTimeoutMs: PositiveInteger(10_000, 'A client has this long to send its request line and headers; then 408 request.timeout and the connection closes.'),
@@ -188,12 +189,12 @@ export const ServiceSettingsSchema = Section({
     },
     'Bounds on HTTP clients, so a slow or greedy client costs itself, not the service.',
   ),
-  graceMs: Type.Integer({ minimum: 0, default: 30_000, description: 'On SIGTERM, how long running jobs may finish before they are canceled.' }),
+  graceMs: Type.Integer({ minimum: 0, default: SERVICE_DEFAULTS.graceMs, description: 'On SIGTERM, how long running jobs may finish before they are canceled.' }),
   retention: Section({
     maxAgeDays: Nullable(Type.Number({ exclusiveMinimum: 0 }), 'Terminal runs older than this are deleted (null: kept).'),
     maxCount: Nullable(Type.Integer({ minimum: 1 }), 'At most this many runs are kept, oldest terminal ones going first (null: no cap).'),
   }),
-  logLevel: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'pino level.'),
+  logLevel: StringEnum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], SERVICE_DEFAULTS.logLevel, 'pino level.'),
   databaseUrl: Nullable(
     Type.String({ minLength: 1 }),
     'PostgreSQL connection string (also AGENT_RUNNER_DATABASE_URL). Set: the distributed mode, where front doors and workers share the queue, the run store and the events in that database; null: the embedded queue and on-disk store.',

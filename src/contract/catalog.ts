@@ -1,5 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
 import { RunJobRequestSchema, RunJobResultSchema } from './run-job.js';
+import type { ContractSchemaName } from './schema-names.js';
 import { SnippetRequestSchema, SnippetResponseSchema } from './snippet.js';
 import { TaskRequestSchema, TaskResponseSchema } from './task.js';
 
@@ -11,7 +12,7 @@ export const CONTRACT_SCHEMAS: Readonly<Record<string, TSchema>> = {
   'snippet-response': SnippetResponseSchema,
   'task-request': TaskRequestSchema,
   'task-response': TaskResponseSchema,
-};
+} satisfies Record<ContractSchemaName, TSchema>;
 
 /** Plain JSON Schema (TypeBox's symbols dropped). */
 export function jsonSchemaOf(schema: TSchema): Record<string, unknown> {

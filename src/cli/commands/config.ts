@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { loadConfig } from '../../config/load.js';
 import type { RunnerConfig } from '../../config/schema.js';
 import { printJson } from '../../util/stdio.js';
 import { positiveOption } from '../flag-values.js';
@@ -10,7 +9,8 @@ export function registerConfig(program: Command): void {
     .description('print the effective configuration as JSON: defaults < --config file < AGENT_RUNNER_* variables < flags')
     .option('--state-dir <dir>', 'compile cache, toolchain mirrors, job staging')
     .option('--concurrency <n>', 'jobs running at once')
-    .action((flags: { stateDir?: string; concurrency?: string }) => {
+    .action(async (flags: { stateDir?: string; concurrency?: string }) => {
+      const { loadConfig } = await import('../../config/load.js');
       const config = loadConfig(process.env, {
         stateDir: flags.stateDir,
         concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true }),

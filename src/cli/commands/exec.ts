@@ -1,10 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { Option, type Command } from 'commander';
-import { executeSnippet, invalidSnippetResponse } from '../../runner/snippet.js';
-import { RunnerRuntime } from '../../runner/runtime.js';
-import { GuestClient } from '../../guest/client.js';
-import { parseListenAddress } from '../../guest/listen-address.js';
 import { backendOption, withBackend } from '../backend-option.js';
 import { positiveOption } from '../flag-values.js';
 import { cancelOnInterrupt } from '../interrupts.js';
@@ -53,6 +49,7 @@ export function registerExec(program: Command): void {
     .addOption(backendOption())
     .addHelpText('after', "\nThe process exits with the snippet's exit_code (124 timeout, 127 unsupported language, 2 invalid request).")
     .action(async (flags: ExecFlags) => {
+      const [{ executeSnippet, invalidSnippetResponse }, { RunnerRuntime }] = await Promise.all([import('../../runner/snippet.js'), import('../../runner/runtime.js')]);
       const runtime = RunnerRuntime.shared();
       if (flags.listLanguages) {
         printJson({ languages: await runtime.toolchains.describe() });
@@ -108,6 +105,7 @@ async function buildRequest(flags: ExecFlags): Promise<{ json: unknown } | { unp
 }
 
 async function viaGuest(address: string, request: unknown, token: string | undefined) {
+  const [{ GuestClient }, { parseListenAddress }] = await Promise.all([import('../../guest/client.js'), import('../../guest/listen-address.js')]);
   const parsed = parseListenAddress(address);
   if (parsed.kind === 'vsock') throw new Error('--guest takes unix: or tcp: addresses (vsock is reached from the host through its own bridge)');
   const client = await GuestClient.connect(parsed, token === undefined ? {} : { token });

@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { startGuestServer, formatListenAddress } from '../../guest/server.js';
-import { parseListenAddress } from '../../guest/listen-address.js';
 import { positiveOption } from '../flag-values.js';
 
 export function registerGuest(program: Command): void {
@@ -13,6 +11,7 @@ export function registerGuest(program: Command): void {
     .option('--token <token>', 'every connection must first send {"auth": TOKEN} (or AGENT_RUNNER_GUEST_TOKEN); required on a non-loopback tcp: address')
     .option('--insecure', 'listen on a non-loopback tcp: address without a token: anyone who reaches it runs code')
     .action(async (flags: { listen: string; concurrency?: string; maxFrameBytes?: string; token?: string; insecure?: boolean }) => {
+      const [{ startGuestServer, formatListenAddress }, { parseListenAddress }] = await Promise.all([import('../../guest/server.js'), import('../../guest/listen-address.js')]);
       const token = flags.token ?? (process.env.AGENT_RUNNER_GUEST_TOKEN || undefined);
       const server = await startGuestServer(parseListenAddress(flags.listen), {
         ...(token !== undefined ? { token } : {}),

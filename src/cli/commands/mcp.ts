@@ -1,8 +1,4 @@
 import type { Command } from 'commander';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { loadConfig } from '../../config/load.js';
-import { McpFace } from '../../mcp/server.js';
-import { RunnerRuntime } from '../../runner/runtime.js';
 import { backendOption } from '../backend-option.js';
 
 export function registerMcp(program: Command): void {
@@ -17,6 +13,12 @@ export function registerMcp(program: Command): void {
     )
     .addHelpText('after', '\nstdout carries the protocol; diagnostics go to stderr. The server stops when stdin ends, or on SIGTERM or SIGINT.')
     .action(async (flags: { backend?: string; workspaceRoot?: string[] }) => {
+      const [{ StdioServerTransport }, { loadConfig }, { McpFace }, { RunnerRuntime }] = await Promise.all([
+        import('@modelcontextprotocol/sdk/server/stdio.js'),
+        import('../../config/load.js'),
+        import('../../mcp/server.js'),
+        import('../../runner/runtime.js'),
+      ]);
       // --backend is the default of calls that name none, not an override of those that do.
       const config = loadConfig(process.env, {
         ...(flags.backend === undefined ? {} : { backends: { default: flags.backend } }),

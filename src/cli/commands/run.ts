@@ -1,13 +1,10 @@
 import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import type { RunJobResult } from '../../contract/run-job.js';
-import { runJob } from '../../runner/run-job.js';
-import { RunnerRuntime } from '../../runner/runtime.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { backendOption, withBackend } from '../backend-option.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { positiveOption } from '../flag-values.js';
-import { runFollowingHere, runOnService } from '../remote-run.js';
 import { readRequestJson } from '../request-input.js';
 
 interface RunFlags {
@@ -79,8 +76,14 @@ export function registerRun(program: Command): void {
       const server = flags.server ?? process.env.AGENT_RUNNER_URL;
       let result: RunJobResult;
       if (server) {
+        const { runOnService } = await import('../remote-run.js');
         result = await runOnService(server, flags.token, request as Record<string, unknown>, flags.follow ?? false);
       } else {
+        const [{ runJob }, { RunnerRuntime }, { runFollowingHere }] = await Promise.all([
+          import('../../runner/run-job.js'),
+          import('../../runner/runtime.js'),
+          import('../remote-run.js'),
+        ]);
         const runtime = RunnerRuntime.shared();
         result = flags.follow ? await runFollowingHere(request, runtime) : await cancelOnInterrupt((signal) => runJob(request, { runtime, signal }));
         await runtime.dispose();

@@ -1,13 +1,9 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { pino, type Logger } from 'pino';
-import { loadConfig, type ConfigOverrides } from '../../config/load.js';
-import { DEFAULT_SERVICE_SETTINGS as defaults, type RunnerConfig, type ServiceSettings } from '../../config/schema.js';
-import { parseHttpAddress } from '../../http/listen-address.js';
-import { loadOrCreateServiceToken } from '../../http/service-token.js';
-import { startService } from '../../http/service.js';
-import { RunnerRuntime } from '../../runner/runtime.js';
-import { retentionPolicy } from '../../util/retention.js';
+import type { Logger } from 'pino';
+import type { ConfigOverrides } from '../../config/load.js';
+import type { RunnerConfig, ServiceSettings } from '../../config/schema.js';
+import { SERVICE_DEFAULTS as defaults } from '../../config/service-defaults.js';
 import { countOption, positiveOption } from '../flag-values.js';
 
 const MiB = 1024 * 1024;
@@ -64,6 +60,14 @@ export function registerServe(program: Command): void {
     )
     .action(async (flags: ServeFlags, command: Command) => {
       if (command.getOptionValueSource('auth') === 'default') delete flags.auth;
+      const [{ pino }, { loadConfig }, { parseHttpAddress }, { startService }, { RunnerRuntime }, { retentionPolicy }] = await Promise.all([
+        import('pino'),
+        import('../../config/load.js'),
+        import('../../http/listen-address.js'),
+        import('../../http/service.js'),
+        import('../../runner/runtime.js'),
+        import('../../util/retention.js'),
+      ]);
       const config = loadConfig(process.env, overrides(flags));
       const settings = config.service;
       const workers = settings.workers ?? config.concurrency;
@@ -73,7 +77,7 @@ export function registerServe(program: Command): void {
       const running = await startService({
         address: parseHttpAddress(settings.addr),
         storeDir: resolve(settings.storeDir),
-        token: serviceToken(config, logger),
+        token: await serviceToken(config, logger),
         queueCapacity: settings.queueCapacity,
         concurrency: config.concurrency,
         workers,
@@ -111,9 +115,10 @@ export function registerServe(program: Command): void {
  * stderr (the terminal of whoever started the service, never the JSON logs on stdout). Null
  * only when authentication is turned off.
  */
-function serviceToken(config: RunnerConfig, logger: Logger): string | null {
+async function serviceToken(config: RunnerConfig, logger: Logger): Promise<string | null> {
   if (!config.service.auth) return null;
   if (config.service.token !== null) return config.service.token;
+  const { loadOrCreateServiceToken } = await import('../../http/service-token.js');
   const { token, file, generated } = loadOrCreateServiceToken(config.stateDir);
   if (generated) {
     process.stderr.write(

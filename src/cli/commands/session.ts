@@ -1,7 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
-import { AgentRunnerClient } from '../../client/client.js';
-import { AgentRunnerError } from '../../client/types.js';
+import type { AgentRunnerClient } from '../../client/client.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
 import { exitAfterFlush, printJson, readStdin, readStdinBytes } from '../../util/stdio.js';
 import { backendOption } from '../backend-option.js';
@@ -105,6 +104,7 @@ export function registerSession(program: Command): void {
 async function answer(flags: ServerFlags, call: (client: AgentRunnerClient) => Promise<unknown>): Promise<void> {
   const url = flags.server ?? process.env.AGENT_RUNNER_URL ?? 'http://127.0.0.1:3000';
   const token = flags.token ?? process.env.AGENT_RUNNER_TOKEN;
+  const [{ AgentRunnerClient }, { AgentRunnerError }] = await Promise.all([import('../../client/client.js'), import('../../client/types.js')]);
   const client = new AgentRunnerClient({ url, ...(token ? { token } : {}) });
   try {
     const result = await call(client);

@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { RunnerRuntime } from '../../runner/runtime.js';
-import { runTask } from '../../tasks/run-task.js';
 import { backendOption, withBackend } from '../backend-option.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
@@ -14,6 +12,7 @@ export function registerTask(program: Command): void {
     .addOption(backendOption())
     .addHelpText('after', '\nExit status: 0 when the task returned a result, 1 when it answered with an error.')
     .action(async (flags: { request?: string; backend?: string }) => {
+      const [{ RunnerRuntime }, { runTask }] = await Promise.all([import('../../runner/runtime.js'), import('../../tasks/run-task.js')]);
       const runtime = RunnerRuntime.shared();
       const request = withBackend(await readRequestJson(flags.request), flags.backend);
       const response = await cancelOnInterrupt((signal) => runTask(request, { runtime, signal }));

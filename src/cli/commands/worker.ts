@@ -1,10 +1,6 @@
 import type { Command } from 'commander';
-import { pino } from 'pino';
-import { loadConfig } from '../../config/load.js';
-import { DEFAULT_SERVICE_SETTINGS as defaults, type ServiceSettings } from '../../config/schema.js';
-import { startClusterWorker } from '../../postgres/serve-cluster.js';
-import { RunnerRuntime } from '../../runner/runtime.js';
-import { JobStaging } from '../../runner/staging.js';
+import type { ServiceSettings } from '../../config/schema.js';
+import { SERVICE_DEFAULTS as defaults } from '../../config/service-defaults.js';
 import { positiveOption } from '../flag-values.js';
 
 interface WorkerFlags {
@@ -23,6 +19,13 @@ export function registerWorker(program: Command): void {
     .option('--grace-ms <n>', `on SIGTERM, how long running jobs may finish before they go back to the queue for another worker (default ${defaults.graceMs})`)
     .option('--log-level <level>', `pino level (default ${defaults.logLevel})`)
     .action(async (flags: WorkerFlags) => {
+      const [{ pino }, { loadConfig }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
+        import('pino'),
+        import('../../config/load.js'),
+        import('../../postgres/serve-cluster.js'),
+        import('../../runner/runtime.js'),
+        import('../../runner/staging.js'),
+      ]);
       const config = loadConfig(process.env, {
         concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true }),
         service: {

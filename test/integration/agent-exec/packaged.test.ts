@@ -30,7 +30,7 @@ describe('agent-exec from the packed tarball', () => {
   const installDir = mkdtempSync(join(tmpdir(), 'agent-exec-install-'));
   after(() => [packDir, installDir].forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  it('schema prints the shipped schema once installed elsewhere', { timeout: 120_000 }, async () => {
+  it('schema prints the shipped schema once installed elsewhere; so does agent-runner schema', { timeout: 120_000 }, async () => {
     const { stdout: packed } = await run('npm', ['pack', '--json', '--pack-destination', packDir], { cwd: ROOT, env: ENV });
     const [{ filename }] = JSON.parse(packed) as Array<{ filename: string }>;
     writeFileSync(join(installDir, 'package.json'), '{ "private": true }\n');
@@ -44,5 +44,12 @@ describe('agent-exec from the packed tarball', () => {
     assert.equal(response.ok, true);
     assert.equal(response.type, 'schema');
     assert.deepEqual(response.schema, JSON.parse(readFileSync(join(ROOT, 'schemas', 'agent-exec-response.schema.json'), 'utf8')));
+
+    // agent-runner's bin is bundled apart from the modules its commands load when they run.
+    const agentRunner = join(installDir, 'node_modules', '.bin', 'agent-runner');
+    const help = await run(agentRunner, ['--help'], { cwd: installDir, env: ENV });
+    assert.match(help.stdout, /^ {2}schema <name> /m);
+    const schema = await run(agentRunner, ['schema', 'run-request'], { cwd: installDir, env: ENV });
+    assert.equal((JSON.parse(schema.stdout) as { $schema: string }).$schema, 'http://json-schema.org/draft-07/schema#');
   });
 });
