@@ -6,6 +6,8 @@ import { VmJob } from './vm-job.js';
 
 /** Large enough for a chunk of workspace or artifact in base64, and no more. */
 const MAX_FRAME_BYTES = 8 * 1024 * 1024;
+/** How soon a port that read end of file is read again. */
+const RECONNECT_MS = 20;
 
 /**
  * The guest runner of a microVM (started by the guest's init): serves the sandbox operations
@@ -25,26 +27,28 @@ function main(channelPath: string | undefined): void {
   };
   const job = new VmJob(VmJob.backend(), ({ stream, data }) => send({ event: 'output', stream, data: data.toString('base64') }));
   let queue = Promise.resolve();
-  readFrames(
-    createReadStream(channelPath, { fd, autoClose: false, highWaterMark: 256 * 1024 }),
-    {
-      onMessage(message) {
-        const request = message as GuestRequest;
-        // kill and a streamed stdin must overtake a running start; everything else is answered in order.
-        const answer = () =>
-          job.handle(request).then(
-            (reply) => send({ id: request.id, ok: true, ...reply }),
-            (error: Error) => send({ id: request.id, ok: false, error: error.message }),
-          );
-        if (request.op === 'kill' || request.op === 'stdin') void answer();
-        else queue = queue.then(answer);
-      },
-      onProtocolError(error) {
-        process.stderr.write(`guest runner: ${error.message}\n`);
-      },
+  const handlers = {
+    onMessage(message: unknown) {
+      const request = message as GuestRequest;
+      // kill and a streamed stdin must overtake a running start; everything else is answered in order.
+      const answer = () =>
+        job.handle(request).then(
+          (reply) => send({ id: request.id, ok: true, ...reply }),
+          (error: Error) => send({ id: request.id, ok: false, error: error.message }),
+        );
+      if (request.op === 'kill' || request.op === 'stdin') void answer();
+      else queue = queue.then(answer);
     },
-    MAX_FRAME_BYTES,
-  );
+    onProtocolError(error: Error) {
+      process.stderr.write(`guest runner: ${error.message}\n`);
+    },
+    // A virtio port read while the host is not connected (yet: a loaded host connects late)
+    // returns end of file. This process is the guest's init: were it to end, the kernel would
+    // panic. It reads again until the host is there.
+    onEnd: () => setTimeout(serve, RECONNECT_MS),
+  };
+  const serve = () => readFrames(createReadStream(channelPath, { fd, autoClose: false, highWaterMark: 256 * 1024 }), handlers, MAX_FRAME_BYTES);
+  serve();
 }
 
 function writeAll(fd: number, buffer: Buffer): Promise<void> {
