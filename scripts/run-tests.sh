@@ -34,7 +34,10 @@ for set in "${sets[@]}"; do
     echo "# the ${failed[*]} tests failed (above); running the $set tests anyway" >&2
   fi
   echo "# $set tests: ${#files[@]} files under test/$set"
-  node --import tsx --test --test-reporter=spec "${files[@]}" || failed+=("$set")
+  # Two integration files at a time: most of their time is spent waiting (VM boots under
+  # emulation, sandboxes, servers), and each file's leftover checks look at its own process only.
+  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-2}" || echo 1)
+  node --import tsx --test --test-concurrency="$concurrency" --test-reporter=spec "${files[@]}" || failed+=("$set")
 done
 
 [ ${#failed[@]} -eq 0 ]
