@@ -4,7 +4,7 @@ import { findNativeExecutable, versionOf } from './resolve.js';
 
 export const bash: LanguageDefinition = {
   name: 'bash',
-  sourceFile: 'script.sh',
+  sourceFile: () => 'script.sh',
   memoryMechanism: 'address-space',
   async resolveToolchain(context) {
     const executable = findNativeExecutable(context, ['/usr/bin/bash', '/bin/bash'], ['bash']);

@@ -6,7 +6,7 @@ import { WAITING_NODE } from './waiting-node.js';
 
 export const node: LanguageDefinition = {
   name: 'node',
-  sourceFile: 'script.js',
+  sourceFile: () => 'script.js',
   // V8 reserves far more address space than it uses: only the cgroup can bound it.
   memoryMechanism: 'cgroup',
   async resolveToolchain(context) {
