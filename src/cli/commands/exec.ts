@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Command } from 'commander';
+import { LANGUAGE_NAMES } from '../../languages/catalog.js';
 import { executeSnippet, invalidSnippetResponse } from '../../runner/snippet.js';
 import { RunnerRuntime } from '../../runner/runtime.js';
 import { GuestClient } from '../../guest/client.js';
@@ -35,7 +36,7 @@ export function registerExec(program: Command): void {
   program
     .command('exec')
     .description('run one snippet in the sandbox: request JSON on stdin, or --lang with --code/--file; prints the response JSON')
-    .option('-l, --lang <lang>', 'language: python, node, go, rust, bash')
+    .option('-l, --lang <lang>', `language: ${LANGUAGE_NAMES}`)
     .option('-c, --code <code>', 'source code')
     .option('-f, --file <path>', 'read the source code from a file')
     .option('-t, --timeout <seconds>', 'seconds the program may run')
