@@ -1,10 +1,11 @@
 /**
  * The languages beyond python, node, go, rust and bash: a hello's start-up, bare (the
  * interpreter, or the program the runner cached: binary, JavaScript on node, jar on java -jar)
- * and through executeSnippet paced 50 ms, each also against `python3 -c` spawned directly; and a
- * compiled language's first run (its compile sandbox, then the run) against its compiler run
- * by hand on the host. Every round takes each measurement once, so a load that drifts (a shared
- * machine) weighs on all of them alike.
+ * and through executeSnippet paced 50 ms, each against `python3 -c` spawned directly; and a
+ * compiled language's first run (its compile sandbox, then the run) against its compiler run by
+ * hand on the host. One language at a time (the warm pool keeps 8 templates: interleaving all of
+ * them would measure its misses), but within a language every round takes each measurement once,
+ * python's included, so a load that drifts (a shared machine) weighs on all of them alike.
  *   node --import tsx bench/languages.bench.ts [--rounds N]
  */
 import { randomUUID } from 'node:crypto';
@@ -46,9 +47,10 @@ interface Case {
   compile?: { file: string; command: string };
 }
 
+const PYTHON = ['/usr/bin/python3', '-c', 'print("hello")'];
 const ESBUILD = join(import.meta.dirname, '..', 'node_modules', 'esbuild', 'bin', 'esbuild');
 const cases: Case[] = [
-  { lang: 'python', code: 'print("hello")', bare: async () => ['/usr/bin/python3', '-c', 'print("hello")'] },
+  { lang: 'python', code: 'print("hello")', bare: async () => PYTHON },
   {
     lang: 'c',
     code: '// %m\n#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n',
@@ -80,53 +82,42 @@ const cases: Case[] = [
   },
 ];
 
-interface Samples {
-  bare: number[];
-  snippet: number[];
-  compileBare: number[];
-  firstRun: number[];
-}
-
 async function timed(run: () => Promise<unknown>): Promise<number> {
   const started = performance.now();
   await run();
   return performance.now() - started;
 }
 
-const warm = await Promise.all(cases.map(async (entry) => ({ ...entry, code: entry.code.replace('%m', 'warm'), argv: await entry.bare(entry.code.replace('%m', 'warm')) })));
-const samples = new Map<string, Samples>(cases.map(({ lang }) => [lang, { bare: [], snippet: [], compileBare: [], firstRun: [] }]));
-// The first round warms caches and pools, and is not counted.
-for (let round = 0; round <= rounds; round++) {
-  for (const { lang, code, argv, compile } of warm) {
+const ratio = (value: number, base: number) => `${(value / base).toFixed(2)}x`;
+console.log(`hello start-up, ${rounds} rounds per language, medians; "python" is python3 -c spawned directly in the same rounds`);
+console.log('lang        python      bare        vs python  executeSnippet  vs python  vs bare   first run (compile)  compiler by hand');
+for (const entry of cases) {
+  const code = entry.code.replace('%m', 'warm');
+  const argv = await entry.bare(code);
+  const samples = { python: [] as number[], bare: [] as number[], snippet: [] as number[], compileBare: [] as number[], firstRun: [] as number[] };
+  // The first rounds warm caches and the pool, and are not counted.
+  for (let round = -3; round < rounds; round++) {
+    const python = await timed(() => spawnBare(PYTHON));
     const bare = await timed(() => spawnBare(argv));
     await pause();
-    const run = await timed(() => snippet(lang, code));
+    const run = await timed(() => snippet(entry.lang, code));
     await pause();
-    let compileBare = NaN;
-    let firstRun = NaN;
-    if (compile) {
-      const fresh = cases.find((entry) => entry.lang === lang)!.code.replace('%m', randomUUID());
-      writeFileSync(join(scratch, compile.file), fresh);
-      compileBare = await timed(() => spawnBare(['/bin/sh', '-c', `cd ${scratch} && ${compile.command}`]));
-      firstRun = await timed(() => snippet(lang, fresh));
-    }
-    if (round === 0) continue;
-    const entry = samples.get(lang)!;
-    entry.bare.push(bare);
-    entry.snippet.push(run);
-    entry.compileBare.push(compileBare);
-    entry.firstRun.push(firstRun);
+    if (round < 0) continue;
+    samples.python.push(python);
+    samples.bare.push(bare);
+    samples.snippet.push(run);
   }
-}
-
-const python = median(samples.get('python')!.bare);
-console.log(`hello start-up, ${rounds} interleaved rounds, medians; python3 -c spawned directly: ${formatMs(python)}`);
-console.log('lang        bare        vs python3 -c  executeSnippet  vs python3 -c  vs bare   first run (compile)  compiler by hand');
-for (const [lang, entry] of samples) {
-  const [bare, run] = [median(entry.bare), median(entry.snippet)];
-  const compiled = Number.isNaN(entry.firstRun[0]!) ? '' : `${formatMs(median(entry.firstRun)).padEnd(21)}${formatMs(median(entry.compileBare))}`;
+  // A compile costs seconds: fewer rounds, each with code new to the cache.
+  for (let round = 0; entry.compile && round < Math.min(rounds, 5); round++) {
+    const fresh = entry.code.replace('%m', randomUUID());
+    writeFileSync(join(scratch, entry.compile.file), fresh);
+    samples.compileBare.push(await timed(() => spawnBare(['/bin/sh', '-c', `cd ${scratch} && ${entry.compile!.command}`])));
+    samples.firstRun.push(await timed(() => snippet(entry.lang, fresh)));
+  }
+  const [python, bare, run] = [median(samples.python), median(samples.bare), median(samples.snippet)];
+  const compiled = entry.compile ? `${formatMs(median(samples.firstRun)).padEnd(21)}${formatMs(median(samples.compileBare))}` : '';
   console.log(
-    `${lang.padEnd(12)}${formatMs(bare).padEnd(12)}${`${(bare / python).toFixed(2)}x`.padEnd(15)}${formatMs(run).padEnd(16)}${`${(run / python).toFixed(2)}x`.padEnd(15)}${`${(run / bare).toFixed(2)}x`.padEnd(9)}${compiled}`,
+    `${entry.lang.padEnd(12)}${formatMs(python).padEnd(12)}${formatMs(bare).padEnd(12)}${ratio(bare, python).padEnd(11)}${formatMs(run).padEnd(16)}${ratio(run, python).padEnd(11)}${ratio(run, bare).padEnd(10)}${compiled}`,
   );
 }
 await runtime.dispose();
