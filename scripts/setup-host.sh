@@ -14,8 +14,11 @@
 #   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
 #   chromium    the browser the dashboard's test drives (test/integration/http/dashboard.test.ts)
+#   g++, ruby, php-cli, perl, lua5.4, default-jdk-headless
+#               the cpp, ruby, php, perl, lua and java languages (gcc above is c's)
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
-# `apt-get install rustc`. Without root this only reports what is missing.
+# `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
+# Without root this only reports what is missing.
 set -euo pipefail
 
 want=()
@@ -38,6 +41,12 @@ need cc gcc
 # The exec guard (native/) is linked statically.
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || want+=(libc6-dev)
 need chromium chromium
+need g++ g++
+need ruby ruby
+need php php-cli
+need perl perl
+need lua5.4 lua5.4
+need javac default-jdk-headless
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"

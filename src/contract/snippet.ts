@@ -13,7 +13,11 @@ export const SNIPPET_FILE_NAME = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$';
 export const SnippetRequestSchema = Type.Object(
   {
     trace_id: Type.Optional(Type.String({ maxLength: 256, description: 'Echoed in the response; generated when missing.' })),
-    lang: Type.String({ minLength: 1, maxLength: 64, description: 'python, node, go, rust or bash.' }),
+    lang: Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description: 'python, node, go, rust, bash, c, cpp, typescript, ruby, php, perl, lua or java (or an alias: /v1/runtimes lists them).',
+    }),
     code: Type.String({ maxLength: 4 * 1024 * 1024, description: 'Source code of the snippet.' }),
     timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Seconds the program may run (compilation has its own budget). Default 10.' })),
     version: Type.Optional(

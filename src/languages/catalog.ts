@@ -1,13 +1,24 @@
 import type { Runtime } from '../contract/runtimes.js';
 import { bash } from './bash.js';
+import { c, cpp } from './gcc.js';
 import { go } from './go.js';
+import { java } from './java.js';
+import { LANGUAGE_NAMES } from './language-names.js';
 import type { LanguageDefinition, ResolveContext } from './language.js';
+import { lua } from './lua.js';
 import { node } from './node.js';
+import { perl } from './perl.js';
+import { php } from './php.js';
 import { python } from './python.js';
+import { ruby } from './ruby.js';
 import { rust } from './rust.js';
+import { typescript } from './typescript.js';
 import { isMissing, type ToolchainResult } from './toolchain.js';
 
-export const LANGUAGES: readonly LanguageDefinition[] = [python, node, go, rust, bash];
+export const LANGUAGES: readonly LanguageDefinition[] = [python, node, go, rust, bash, c, cpp, typescript, ruby, php, perl, lua, java];
+
+if (LANGUAGES.map((language) => language.name).join(', ') !== LANGUAGE_NAMES) throw new Error(`language-names.ts lists ${LANGUAGE_NAMES}, the catalog defines others`);
+export { LANGUAGE_NAMES };
 
 const ALIASES: Readonly<Record<string, string>> = {
   python3: 'python',
@@ -17,6 +28,13 @@ const ALIASES: Readonly<Record<string, string>> = {
   nodejs: 'node',
   golang: 'go',
   rs: 'rust',
+  gcc: 'c',
+  'c++': 'cpp',
+  'g++': 'cpp',
+  cxx: 'cpp',
+  ts: 'typescript',
+  rb: 'ruby',
+  pl: 'perl',
 };
 
 /** The names a language also answers to (its aliases). */

@@ -4,7 +4,7 @@ import { findNativeExecutable, versionOf } from './resolve.js';
 
 export const go: LanguageDefinition = {
   name: 'go',
-  sourceFile: 'main.go',
+  sourceFile: () => 'main.go',
   // The Go runtime reserves large virtual ranges at start: bounded by the cgroup and GOMEMLIMIT.
   memoryMechanism: 'cgroup',
   async resolveToolchain(context) {

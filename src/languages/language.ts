@@ -22,14 +22,23 @@ export interface Invocation {
   env: Record<string, string>;
 }
 
+/** What a compiler is given besides the paths. */
+export interface CompileInput {
+  code: string;
+  /** The names of the request's other files, beside the source in the job dir. */
+  files: readonly string[];
+  memoryBytes: number;
+}
+
 /** How one language is written to disk, compiled and run. */
 export interface LanguageDefinition {
   name: string;
-  sourceFile: string;
+  /** The source's file name in the job dir: java's must be named after its public class. */
+  sourceFile(code: string): string;
   memoryMechanism: MemoryMechanism;
   resolveToolchain(context: ResolveContext): Promise<ToolchainResult>;
   /** Present for compiled languages: runs in the job dir, writes `paths.compileOutput`. Sources are named relative, so diagnostics read `script.rs:2:18`. */
-  compile?(toolchain: Toolchain, paths: JobPaths): Invocation;
+  compile?(toolchain: Toolchain, paths: JobPaths, input: CompileInput): Invocation;
   run(toolchain: Toolchain, paths: JobPaths, limits: { memoryBytes: number }): Invocation;
   /**
    * An interpreter that starts before its program is known and then reads it from stdin

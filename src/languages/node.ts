@@ -7,7 +7,7 @@ import { WAITING_NODE } from './waiting-node.js';
 
 export const node: LanguageDefinition = {
   name: 'node',
-  sourceFile: 'script.js',
+  sourceFile: () => 'script.js',
   // V8 reserves far more address space than it uses: only the cgroup can bound it.
   memoryMechanism: 'cgroup',
   async resolveToolchain(context) {
@@ -27,8 +27,8 @@ export const node: LanguageDefinition = {
   },
 };
 
-/** The interpreter and its flags, whichever way the program reaches it. */
-function nodeFlags(executable: string, memoryBytes: number): string[] {
+/** The interpreter and its flags, whichever way the program reaches it (typescript's too). */
+export function nodeFlags(executable: string, memoryBytes: number): string[] {
   // A heap cap under the cgroup limit turns runaway allocation into a JS heap error, not a kill.
   const heapMiB = Math.max(16, Math.floor((memoryBytes / 1024 / 1024) * 0.75));
   return [executable, `--max-old-space-size=${heapMiB}`, '--experimental-detect-module', '--disable-warning=ExperimentalWarning'];

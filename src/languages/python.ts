@@ -6,7 +6,7 @@ import { findNativeExecutable, versionOf } from './resolve.js';
 
 export const python: LanguageDefinition = {
   name: 'python',
-  sourceFile: 'script.py',
+  sourceFile: () => 'script.py',
   // RLIMIT_AS makes oversized allocations raise MemoryError instead of an OOM kill.
   memoryMechanism: 'address-space',
   async resolveToolchain(context) {

@@ -98,6 +98,11 @@ export function relocatedMount(hostRoot: string, name: string): Mount {
   return { host: hostRoot, sandbox: `/opt/toolchains/${name}`, writable: false };
 }
 
+/** Mount for configuration an install reads from outside /usr (under /etc), at its own path. */
+export function configMount(dir: string): Mount {
+  return { host: dir, sandbox: dir, writable: false };
+}
+
 export function installRoot(executable: string): string {
   return dirname(dirname(executable));
 }

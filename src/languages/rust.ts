@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
@@ -11,7 +11,7 @@ const run = promisify(execFile);
 
 export const rust: LanguageDefinition = {
   name: 'rust',
-  sourceFile: 'script.rs',
+  sourceFile: () => 'script.rs',
   memoryMechanism: 'cgroup',
   async resolveToolchain(context) {
     const cargoBin = join(process.env.CARGO_HOME ?? join(homedir(), '.cargo'), 'bin');
@@ -25,7 +25,7 @@ export const rust: LanguageDefinition = {
   },
   compile(toolchain, paths) {
     return {
-      argv: [toolchain.executable, '--edition', '2021', '-C', 'opt-level=2', '-C', 'debuginfo=0', '--color', 'never', '-o', paths.compileOutput, rust.sourceFile],
+      argv: [toolchain.executable, '--edition', '2021', '-C', 'opt-level=2', '-C', 'debuginfo=0', '--color', 'never', '-o', paths.compileOutput, basename(paths.source)],
       env: {},
     };
   },

@@ -7,8 +7,13 @@ export interface Toolchain {
   /** Path of the executable as the sandbox sees it. */
   executable: string;
   version: string;
-  /** Extra read-only mounts the toolchain needs (for installs outside /usr). */
+  /** Extra read-only mounts the toolchain needs (installs outside /usr, configuration under /etc). */
   mounts: Mount[];
+  /**
+   * What a compiled language's programs run on, when not on the machine itself: java's JVM,
+   * typescript's node. Its mounts are the run's; the compiler's are not.
+   */
+  runtime?: Toolchain;
 }
 
 export interface MissingToolchain {

@@ -6,6 +6,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool as ToolListing } from '@modelcontextprotocol/sdk/types.js';
 import { CodedError, contractError, type ContractError } from '../contract/errors.js';
 import { validate } from '../contract/validate.js';
+import { LANGUAGE_NAMES } from '../languages/catalog.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { Caller } from '../runner/workspace-path.js';
 import { Sessions } from '../session/sessions.js';
@@ -61,8 +62,7 @@ export class McpFace {
       { name: 'agent-runner', title: 'agent-runner', version: VERSION },
       {
         capabilities: { tools: {} },
-        instructions:
-          'Runs code in sandboxes on this machine. run_snippet runs a short program (python, node, go, rust, bash) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; list_runtimes lists the languages installed.',
+        instructions: `Runs code in sandboxes on this machine. run_snippet runs a short program (${LANGUAGE_NAMES}) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; list_runtimes lists the languages installed.`,
       },
     );
     this.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.listing }));

@@ -60,7 +60,7 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   if (version !== undefined && !versionMatches(versionNumber(toolchain.version), version)) {
     return failure(traceId, SNIPPET_EXIT.unsupported, `unsupported version: ${language.name} ${version} (this runner has ${versionNumber(toolchain.version)})`);
   }
-  const files = extraFiles(checked.value.files ?? [], language);
+  const files = extraFiles(checked.value.files ?? [], language.sourceFile(code));
   if (typeof files === 'string') return invalidSnippetResponse(traceId, files);
 
   try {
@@ -97,11 +97,11 @@ function askedLimits(request: SnippetRequest, limits: SnippetLimits): Pick<Snipp
 }
 
 /** The request's extra files, beside the source; a name the job dir already uses is refused. */
-function extraFiles(files: NonNullable<SnippetRequest['files']>, language: LanguageDefinition): InlineFile[] | string {
-  const taken = new Set([language.sourceFile, 'program', 'out']);
+function extraFiles(files: NonNullable<SnippetRequest['files']>, sourceFile: string): InlineFile[] | string {
+  const taken = new Set([sourceFile, 'program', 'out']);
   const staged: InlineFile[] = [];
   for (const file of files) {
-    if (taken.has(file.name)) return `files: ${file.name} is already used by the job (the source is ${language.sourceFile}); names must be unique`;
+    if (taken.has(file.name)) return `files: ${file.name} is already used by the job (the source is ${sourceFile}); names must be unique`;
     taken.add(file.name);
     const content = file.encoding === 'base64' ? Buffer.from(file.content, 'base64') : file.content;
     staged.push({ name: file.name, sandboxPath: join(JOB_DIR, file.name), executable: false, content });
@@ -110,32 +110,32 @@ function extraFiles(files: NonNullable<SnippetRequest['files']>, language: Langu
 }
 
 class SnippetJob {
-  private readonly paths: JobPaths;
-
   constructor(
     private readonly runtime: RunnerRuntime,
     private readonly backend: SandboxBackend,
     private readonly language: LanguageDefinition,
     private readonly toolchain: Toolchain,
     private readonly signal: AbortSignal | undefined,
-  ) {
-    this.paths = { ...PATHS, source: join(JOB_DIR, language.sourceFile) };
-  }
+  ) {}
 
   async run(code: string, request: SnippetRun): Promise<Outcome> {
-    const source: JobFile = { name: this.language.sourceFile, sandboxPath: this.paths.source, executable: false, content: code };
+    const sourceFile = this.language.sourceFile(code);
+    const paths: JobPaths = { ...PATHS, source: join(JOB_DIR, sourceFile) };
+    const source: JobFile = { name: sourceFile, sandboxPath: paths.source, executable: false, content: code };
     const files: JobFile[] = [source, ...request.files];
-    if (this.language.compile) {
-      const built = await this.compiled(code, this.language.compile(this.toolchain, this.paths), source, request.files);
-      if ('failed' in built) return built.failed;
-      files.push({ name: 'program', sandboxPath: this.paths.program, executable: true, hostSource: built.program });
-    }
     const limits = this.runtime.config.snippet;
+    if (this.language.compile) {
+      const input = { code, files: request.files.map((file) => file.name), memoryBytes: limits.compileMemoryBytes };
+      const built = await this.compiled(code, this.language.compile(this.toolchain, paths, input), source, request.files);
+      if ('failed' in built) return built.failed;
+      files.push({ name: 'program', sandboxPath: paths.program, executable: true, hostSource: built.program });
+    }
     const { memoryBytes } = request;
     const stdout = new CappedCapture(request.outputBytes.stdout);
     const stderr = new CappedCapture(request.outputBytes.stderr);
-    // A compiled program runs without its compiler: the toolchain is mounted only to compile.
-    const mounts = this.language.compile ? [] : this.toolchain.mounts;
+    // A compiled program runs without its compiler: the toolchain is mounted only to compile,
+    // and the run gets what its runtime needs (java's JVM, typescript's node), if anything.
+    const mounts = this.language.compile ? (this.toolchain.runtime?.mounts ?? []) : this.toolchain.mounts;
     const resources = { memoryBytes, memoryMechanism: this.language.memoryMechanism, maxProcesses: limits.maxProcesses };
     const io = { timeoutMs: request.timeoutMs, stdout, stderr };
     const waiting = request.files.length === 0 ? this.language.waiting?.(this.toolchain, { memoryBytes }) : undefined;
@@ -143,11 +143,11 @@ class SnippetJob {
     if (waiting) {
       // The interpreter is already up in a pre-started sandbox (every snippet of the language
       // shares this template); it reads the program, then the program its stdin, from the pipe.
-      const header = JSON.stringify({ source: this.paths.source, bytes: Buffer.byteLength(code), args: request.args });
+      const header = JSON.stringify({ source: paths.source, bytes: Buffer.byteLength(code), args: request.args });
       const stdin = Buffer.concat([Buffer.from(`${header}\n`), Buffer.from(code), Buffer.from(request.stdin ?? '')]);
       outcome = await this.sandboxed(this.backend, waiting, mounts, [], { ...io, stdin }, resources, true);
     } else {
-      const invocation = this.language.run(this.toolchain, this.paths, { memoryBytes });
+      const invocation = this.language.run(this.toolchain, paths, { memoryBytes });
       invocation.argv.push(...request.args);
       outcome = await this.sandboxed(this.backend, invocation, mounts, files, { ...io, ...(request.stdin === undefined ? {} : { stdin: request.stdin }) }, resources);
     }

@@ -78,7 +78,7 @@ export class GvisorBackend implements SandboxBackend {
       const ready = await this.prepareHost();
       const notes = [
         `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
-        `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python and bash`,
+        `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python, bash, ruby, php, perl and lua`,
         'network: none only (jobs with network allow are refused)',
         'no Landlock in gVisor: without allow_shell, shells are hidden and writable paths are noexec; allowed_commands cannot be enforced (such run jobs end backend_unavailable)',
       ];

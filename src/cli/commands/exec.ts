@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { Option, type Command } from 'commander';
+import { LANGUAGE_NAMES } from '../../languages/language-names.js';
 import { backendOption, withBackend } from '../backend-option.js';
 import { positiveOption } from '../flag-values.js';
 import { cancelOnInterrupt } from '../interrupts.js';
@@ -31,7 +32,7 @@ export function registerExec(program: Command): void {
   program
     .command('exec')
     .description('run one snippet in the sandbox: request JSON on stdin, or --lang with --code/--file; prints the response JSON')
-    .option('-l, --lang <lang>', 'language: python, node, go, rust, bash')
+    .option('-l, --lang <lang>', `language: ${LANGUAGE_NAMES}`)
     .option('-c, --code <code>', 'source code')
     .addOption(new Option('-f, --file <path>', 'read the source code from a file').conflicts('code'))
     .option('-t, --timeout <seconds>', 'seconds the program may run')

@@ -44,7 +44,7 @@ describe('agent-runner CLI', () => {
     const { languages } = JSON.parse(stdout) as { languages: Array<{ name: string; available: boolean; version: string }> };
     assert.deepEqual(
       languages.map((language) => language.name),
-      ['python', 'node', 'go', 'rust', 'bash'],
+      ['python', 'node', 'go', 'rust', 'bash', 'c', 'cpp', 'typescript', 'ruby', 'php', 'perl', 'lua', 'java'],
     );
     assert.ok(languages.every((language) => language.available && language.version));
   });
