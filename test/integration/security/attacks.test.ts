@@ -152,8 +152,10 @@ for (const kind of kinds) {
           'python',
           'import os\nn = 0\nfor i in range(1000):\n    try:\n        if os.fork() == 0:\n            os._exit(0)\n        n += 1\n    except OSError:\n        break\nprint(n < 1000)',
         );
-        // On gvisor the forks stall at the host-task limit (pids.max) and the job ends at its timeout.
-        if (gvisor) assert.equal(response.exit_code, 124, JSON.stringify(response));
+        // On gvisor the forks stall at the host-task limit (pids.max) and the job ends at its
+        // timeout; or, as with the fork bombs, gVisor itself cannot start a thread there and the
+        // whole sandbox ends (exit 2, docs/security.md), which a loaded host makes likelier.
+        if (gvisor) assert.ok([124, 2].includes(response.exit_code), JSON.stringify(response));
         else assert.equal(response.stdout, 'True\n');
         await nextJobRunsNormally();
       });
