@@ -232,7 +232,11 @@ export class BubblewrapBackend implements SandboxBackend {
         const sandbox: LaunchedSandbox = await this.launch(template, ready, uid, {
           // Called only after launch returned, when `sandbox` is set.
           onIdleDeath: () => this.warm.remove(key, sandbox),
-          onFinished: () => void this.refill(key, template, ready),
+          // Replaced after its job, or after dying idle; not once evicted: refilling an evicted key
+          // would evict the next, whose refill evicts the next, round all the keys for ever.
+          onFinished: () => {
+            if (this.warm.keeps(key)) void this.refill(key, template, ready);
+          },
         });
         this.warm.add(key, sandbox);
       }

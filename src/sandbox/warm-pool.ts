@@ -31,6 +31,11 @@ export class WarmPool<T extends { discard(): void }> {
     return item;
   }
 
+  /** True while the key has its place among the warm keys: taken empty, but not evicted. */
+  keeps(key: string): boolean {
+    return this.idle.has(key);
+  }
+
   /** How many more this key wants. */
   shortfall(key: string): number {
     return this.perKey - (this.idle.get(key)?.length ?? 0);
