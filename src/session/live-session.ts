@@ -78,6 +78,10 @@ export class LiveSession {
     return this.plan.id;
   }
 
+  get lang(): string | null {
+    return this.plan.lang;
+  }
+
   get running(): boolean {
     return this.endedReason === null;
   }
@@ -156,13 +160,8 @@ export class LiveSession {
 
   /** Ends the session (idempotent): the kernel's stdin closes and its whole sandbox is killed. */
   async end(reason: string): Promise<void> {
-    if (this.endedReason === null) {
-      this.endedReason = reason;
-      clearTimeout(this.idleTimer);
-      this.channel.lose(`the session has ended: ${reason}`);
-      this.stop.abort();
-      this.onEnded(this);
-    }
+    this.settle(reason);
+    this.stop.abort();
     await this.ended;
   }
 
@@ -192,8 +191,7 @@ export class LiveSession {
     try {
       sandbox = await plan.backend.prepare(template);
     } catch (error) {
-      if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 });
-      throw error;
+      throw refusedHere(error);
     }
     const prepared = sandbox;
     this.outcome = prepared.start({
@@ -222,19 +220,27 @@ export class LiveSession {
 
   /** The sandbox is gone (the kernel exited, was killed, or its lifetime ran out). */
   private finished(reason: string): void {
-    if (this.endedReason === null) {
-      this.endedReason = reason;
-      clearTimeout(this.idleTimer);
-      this.channel.lose(reason);
-      this.onEnded(this);
-    }
+    this.settle(reason);
     this.markEnded();
+  }
+
+  /** The first reason the session ends for is the one it keeps; pending and later requests fail. */
+  private settle(reason: string): void {
+    if (this.endedReason !== null) return;
+    this.endedReason = reason;
+    clearTimeout(this.idleTimer);
+    this.channel.lose(`the session has ended: ${reason}`);
+    this.onEnded(this);
+  }
+
+  private endedError(): CodedError {
+    return new CodedError(contractError('session.ended', `session ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
   }
 
   /** Serves one request after those before it; refused once the session has ended. */
   private serve<T>(work: () => Promise<T>): Promise<T> {
     const next = this.queue.then(async () => {
-      if (!this.running) throw new CodedError(contractError('session.ended', `session ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
+      if (!this.running) throw this.endedError();
       clearTimeout(this.idleTimer);
       try {
         return await work();
@@ -261,7 +267,7 @@ export class LiveSession {
     } catch (error) {
       if (!(error instanceof KernelLost)) throw error;
       await this.end(error.message);
-      throw new CodedError(contractError('session.ended', `session ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
+      throw this.endedError();
     }
     if (!('error' in reply)) return reply;
     const { code, message: said } = reply.error;
@@ -298,6 +304,11 @@ export class LiveSession {
       duration_ms: durationMs,
     };
   }
+}
+
+/** A sandbox (or toolchain) this host cannot give: 503 backend.unavailable at a session's creation. */
+export function refusedHere(error: unknown): unknown {
+  return error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
 }
 
 function truncationNote(name: string, written: number, kept: number): string {

@@ -9,9 +9,8 @@ import { checkCommand } from '../policy/command.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import { SandboxUnavailableError } from '../sandbox/types.js';
 import { launchKernel } from './kernel-launcher.js';
-import { LiveSession, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
+import { LiveSession, refusedHere, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
 
 interface SessionPolicy {
   allowedCommands: string[] | undefined;
@@ -64,11 +63,10 @@ export class Sessions {
   /** A cell or a command; a command is first checked against the session's policy, as a run job's is. */
   async exec(id: string, request: SessionExecRequest): Promise<SessionExecResult> {
     const { session, policy } = this.find(id);
-    const described = session.describe();
     if ('code' in request) {
-      if (described.lang === null) throw invalid('code: this session has no interpreter (it was made without lang); run commands with argv', 'code');
-      if (request.lang !== undefined && findLanguage(request.lang)?.name !== described.lang) {
-        throw invalid(`lang: this session runs ${described.lang} cells, not ${request.lang}`, 'lang');
+      if (session.lang === null) throw invalid('code: this session has no interpreter (it was made without lang); run commands with argv', 'code');
+      if (request.lang !== undefined && findLanguage(request.lang)?.name !== session.lang) {
+        throw invalid(`lang: this session runs ${session.lang} cells, not ${request.lang}`, 'lang');
       }
     } else {
       const denied = await policyDecision(request.argv, policy);
@@ -151,8 +149,7 @@ export class Sessions {
     try {
       backend = this.runtime.backends.get(request.backend?.kind);
     } catch (error) {
-      if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', error.message), { http_status: 503 });
-      throw error;
+      throw refusedHere(error);
     }
     // Every kernel is started by python (kernel-launcher.ts); a session of commands is served
     // by the python kernel itself, its cells refused.
