@@ -10,10 +10,11 @@ export class AgentRunnerError extends Error {
   constructor(
     readonly status: number,
     readonly code: string,
-    message: string,
+    /** The service's own message, as its error body has it (`message` adds the code in front). */
+    readonly reason: string,
     readonly details?: unknown,
   ) {
-    super(`${code}: ${message}`);
+    super(`${code}: ${reason}`);
     this.name = 'AgentRunnerError';
   }
 }

@@ -113,7 +113,7 @@ async function answer(flags: ServerFlags, call: (client: AgentRunnerClient) => P
     exitAfterFlush(exitCode === 0 ? 0 : 1);
   } catch (error) {
     if (!(error instanceof AgentRunnerError)) throw error;
-    printJson({ error: { code: error.code, message: error.message.slice(error.code.length + 2), ...(error.details === undefined ? {} : { details: error.details }) } });
+    printJson({ error: { code: error.code, message: error.reason, ...(error.details === undefined ? {} : { details: error.details }) } });
     exitAfterFlush(1);
   }
 }
