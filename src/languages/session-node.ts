@@ -62,6 +62,18 @@ function captured(limit) {
   return out;
 }
 
+/**
+ * At most \`limit\` bytes of UTF-8 (whole characters), and the size it had: the host keeps no
+ * more, and a reply that outgrew the channel's frame maximum would end the session.
+ */
+function cut(text, limit) {
+  const data = Buffer.from(text);
+  if (data.length <= limit) return [text, data.length];
+  let end = limit;
+  while (end > 0 && (data[end] & 0xc0) === 0x80) end -= 1;
+  return [data.subarray(0, end).toString(), data.length];
+}
+
 let cells = 0;
 /** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */
 function cellStack(error) {
@@ -113,6 +125,9 @@ async function cell(request) {
       Object.assign(reply, { status: 'error', exit_code: 1, error: errorText(error) });
       process.stderr.write(cellStack(error) + '\\n');
     }
+  }
+  for (const field of ['value', 'error']) {
+    if (reply[field] !== null) [reply[field], reply[field + '_bytes']] = cut(reply[field], request.output_bytes);
   }
   return Object.assign(reply, captured(request.output_bytes));
 }

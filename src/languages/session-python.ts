@@ -59,6 +59,14 @@ def _kernel():
             os.ftruncate(fd, 0)
         return out
 
+    def cut(text, limit):
+        # At most \`limit\` bytes of UTF-8 (whole characters), and the size it had: the host keeps
+        # no more, and a reply that outgrew the channel's frame maximum would end the session.
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) <= limit:
+            return text, len(data)
+        return data[:limit].decode("utf-8", "ignore"), len(data)
+
     state = {"cell": 0, "timed_out": False, "running": False}
 
     def on_alarm(signum, frame):
@@ -107,9 +115,21 @@ def _kernel():
                 else:
                     last_own = last_own.tb_next
             error = error.with_traceback(trace)
-            sys.stderr.write("".join(traceback.format_exception(type(error), error, error.__traceback__)))
+            printed, size = cut("".join(traceback.format_exception(type(error), error, error.__traceback__)), request["output_bytes"])
+            if size > request["output_bytes"]:
+                printed += "\\n[traceback truncated: %d bytes]\\n" % size
+            try:
+                sys.stderr.write(printed)
+                sys.stderr.flush()
+            except OSError:
+                # The capture file is at the session's file size limit (the cell's own output
+                # filled it): the error field still says what was raised.
+                pass
             message = traceback.format_exception_only(type(error), error)[-1].strip()
             reply.update(status="timed_out" if timed_out else "error", exit_code=124 if timed_out else 1, error=message)
+        for field in ("value", "error"):
+            if reply[field] is not None:
+                reply[field], reply[field + "_bytes"] = cut(reply[field], request["output_bytes"])
         reply.update(captured(request["output_bytes"]))
         return reply
 
