@@ -271,7 +271,8 @@ export class LiveSession {
     }
     if (!('error' in reply)) return reply;
     const { code, message: said } = reply.error;
-    if (code === 'not_found' || code === 'not_a_file') throw new CodedError(contractError('session.file_not_found', said, { path: message.path }));
+    if (code === 'not_found') throw new CodedError(contractError('session.file_not_found', said, { path: message.path }));
+    if (code === 'not_a_file') throw new CodedError(contractError('session.file_not_regular', said, { path: message.path }));
     if (code === 'too_large') throw new CodedError(contractError('session.file_too_large', said, { path: message.path }));
     throw new CodedError(contractError('validation.invalid_request', said, { path: message.path }));
   }

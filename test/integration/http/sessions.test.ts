@@ -140,6 +140,27 @@ describe('sessions over HTTP', async () => {
     });
   }
 
+  for (const [lang, mkfifo] of [
+    ['python', 'import os\nos.mkfifo("pipe")\nkept = "still here"'],
+    ['node', `require('child_process').execFileSync('mkfifo', ['pipe']); globalThis.kept = 'still here'`],
+  ] as const) {
+    it(`a ${lang} session serves only regular files: a FIFO a cell made is refused at once, and the kernel answers the next cell`, async () => {
+      const session = await client.createSession({ lang });
+      try {
+        assert.equal((await client.sessionExec(session.id, { code: mkfifo })).exit_code, 0);
+        const read = await refusal(client.getSessionFile(session.id, 'pipe'));
+        assert.deepEqual([read.status, read.code], [422, 'session.file_not_regular']);
+        assert.match(read.message, /pipe is not a regular file/);
+        const written = await refusal(client.putSessionFile(session.id, 'pipe', 'into the fifo'));
+        assert.deepEqual([written.status, written.code], [422, 'session.file_not_regular']);
+        const next = await client.sessionExec(session.id, { code: 'kept' });
+        assert.deepEqual([next.value, next.session_ended], [`'still here'`, false]);
+      } finally {
+        await client.endSession(session.id);
+      }
+    });
+  }
+
   it('a node session keeps its globals, awaits a cell, and survives an interrupted loop', async () => {
     const session = await client.createSession({ lang: 'js' });
     assert.equal(session.lang, 'node');
