@@ -25,6 +25,7 @@ export const ERROR_CODES = {
   'session.ended': { http: 409, description: 'the session has ended (its ended_reason says why); create another' },
   'session.file_not_found': { http: 404, description: 'no such file in the session’s work dir' },
   'session.file_too_large': { http: 413, description: 'the file is over the session file limit' },
+  'session.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },
   'queue.full': { http: 503, description: 'the queue is at capacity; retry later' },
   'queue.closed': { http: 503, description: 'the service is shutting down' },
   'store.unavailable': {

@@ -12,7 +12,11 @@ export const KernelReadySchema = Type.Object({ ready: Type.Literal(true), versio
 const Text = Type.String();
 const Count = Type.Integer({ minimum: 0 });
 
-/** A cell's or command's outcome; stdout and stderr are the first `output_bytes` of `*_bytes` written. */
+/**
+ * A cell's or command's outcome. Each text field is at most the request's `output_bytes` of
+ * UTF-8, cut by the kernel, which says how long it was in `*_bytes` (value and error: only when
+ * cut). The host cuts again whatever the kernel says: a cell can write a reply of its own.
+ */
 export const KernelRunReplySchema = Type.Object({
   id: Type.Integer(),
   status: Type.Union([Type.Literal('ok'), Type.Literal('error'), Type.Literal('timed_out')]),
@@ -23,6 +27,8 @@ export const KernelRunReplySchema = Type.Object({
   stderr: Text,
   stdout_bytes: Count,
   stderr_bytes: Count,
+  value_bytes: Type.Optional(Count),
+  error_bytes: Type.Optional(Count),
 });
 export type KernelRunReply = Static<typeof KernelRunReplySchema>;
 

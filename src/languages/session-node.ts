@@ -62,6 +62,18 @@ function captured(limit) {
   return out;
 }
 
+/**
+ * At most \`limit\` bytes of UTF-8 (whole characters), and the size it had: the host keeps no
+ * more, and a reply that outgrew the channel's frame maximum would end the session.
+ */
+function cut(text, limit) {
+  const data = Buffer.from(text);
+  if (data.length <= limit) return [text, data.length];
+  let end = limit;
+  while (end > 0 && (data[end] & 0xc0) === 0x80) end -= 1;
+  return [data.subarray(0, end).toString(), data.length];
+}
+
 let cells = 0;
 /** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */
 function cellStack(error) {
@@ -113,6 +125,9 @@ async function cell(request) {
       Object.assign(reply, { status: 'error', exit_code: 1, error: errorText(error) });
       process.stderr.write(cellStack(error) + '\\n');
     }
+  }
+  for (const field of ['value', 'error']) {
+    if (reply[field] !== null) [reply[field], reply[field + '_bytes']] = cut(reply[field], request.output_bytes);
   }
   return Object.assign(reply, captured(request.output_bytes));
 }
@@ -169,20 +184,40 @@ function inside(relative) {
   return real;
 }
 
+// Only regular files are served. Opened O_NONBLOCK, and refused by what fstat says: a FIFO a
+// cell made would otherwise hold the kernel until something wrote to it.
+function notRegular(request) {
+  return { error: { code: 'not_a_file', message: request.path + ' is not a regular file (a directory, FIFO, socket or device): only regular files are read and written' } };
+}
+
 function writeFile(request) {
   const full = path.resolve(work, request.path);
   fs.mkdirSync(path.dirname(full), { recursive: true });
   const target = inside(request.path);
   const data = Buffer.from(request.data, 'base64');
-  fs.writeFileSync(target, data, { mode: request.mode ?? 0o644, flag: fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW });
+  const { O_WRONLY, O_CREAT, O_TRUNC, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
+  let fd;
+  try {
+    fd = fs.openSync(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, request.mode ?? 0o644);
+  } catch (error) {
+    // A FIFO nobody reads, or a socket.
+    if (error.code === 'ENXIO') return notRegular(request);
+    throw error;
+  }
+  try {
+    if (!fs.fstatSync(fd).isFile()) return notRegular(request);
+    fs.writeFileSync(fd, data);
+  } finally {
+    fs.closeSync(fd);
+  }
   return { bytes: data.length };
 }
 
 function readFile(request) {
-  const fd = fs.openSync(inside(request.path), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  const fd = fs.openSync(inside(request.path), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
   try {
     const info = fs.fstatSync(fd);
-    if (!info.isFile()) return { error: { code: 'not_a_file', message: request.path + ' is not a regular file' } };
+    if (!info.isFile()) return notRegular(request);
     if (info.size > request.max_bytes) return { error: { code: 'too_large', message: request.path + ' has ' + info.size + ' bytes, over the limit of ' + request.max_bytes } };
     return { data: fs.readFileSync(fd).toString('base64') };
   } finally {

@@ -15,7 +15,7 @@
  */
 export const SESSION_PYTHON = `
 def _kernel():
-    import os, sys, ast, base64, json, linecache, signal, struct, traceback
+    import os, sys, ast, base64, errno, json, linecache, signal, stat, struct, traceback
     work = sys.argv[1]
     # The launcher (session/kernel-launcher.ts) left the protocol on fds 3 and 4, and fds 1 and 2
     # on the capture files: the processes a cell starts need neither protocol fd.
@@ -58,6 +58,14 @@ def _kernel():
             out[name + "_bytes"] = size
             os.ftruncate(fd, 0)
         return out
+
+    def cut(text, limit):
+        # At most \`limit\` bytes of UTF-8 (whole characters), and the size it had: the host keeps
+        # no more, and a reply that outgrew the channel's frame maximum would end the session.
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) <= limit:
+            return text, len(data)
+        return data[:limit].decode("utf-8", "ignore"), len(data)
 
     state = {"cell": 0, "timed_out": False, "running": False}
 
@@ -107,9 +115,21 @@ def _kernel():
                 else:
                     last_own = last_own.tb_next
             error = error.with_traceback(trace)
-            sys.stderr.write("".join(traceback.format_exception(type(error), error, error.__traceback__)))
+            printed, size = cut("".join(traceback.format_exception(type(error), error, error.__traceback__)), request["output_bytes"])
+            if size > request["output_bytes"]:
+                printed += "\\n[traceback truncated: %d bytes]\\n" % size
+            try:
+                sys.stderr.write(printed)
+                sys.stderr.flush()
+            except OSError:
+                # The capture file is at the session's file size limit (the cell's own output
+                # filled it): the error field still says what was raised.
+                pass
             message = traceback.format_exception_only(type(error), error)[-1].strip()
             reply.update(status="timed_out" if timed_out else "error", exit_code=124 if timed_out else 1, error=message)
+        for field in ("value", "error"):
+            if reply[field] is not None:
+                reply[field], reply[field + "_bytes"] = cut(reply[field], request["output_bytes"])
         reply.update(captured(request["output_bytes"]))
         return reply
 
@@ -179,8 +199,15 @@ def _kernel():
         full = inside(request["path"])
         os.makedirs(os.path.dirname(full), exist_ok=True)
         data = base64.b64decode(request["data"])
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, request.get("mode", 0o644))
         try:
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK, request.get("mode", 0o644))
+        except OSError as error:
+            if error.errno == errno.ENXIO:  # a FIFO nobody reads, or a socket
+                return not_regular(request)
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return not_regular(request)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -188,14 +215,18 @@ def _kernel():
             os.close(fd)
         return {"bytes": len(data)}
 
+    # Only regular files are served. Opened O_NONBLOCK, and refused by what fstat says: a FIFO a
+    # cell made would otherwise hold the kernel until something wrote to it.
+    def not_regular(request):
+        return {"error": {"code": "not_a_file", "message": "%s is not a regular file (a directory, FIFO, socket or device): only regular files are read and written" % request["path"]}}
+
     def read_file(request):
         full = inside(request["path"])
-        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             info = os.fstat(fd)
-            import stat
             if not stat.S_ISREG(info.st_mode):
-                return {"error": {"code": "not_a_file", "message": "%s is not a regular file" % request["path"]}}
+                return not_regular(request)
             if info.st_size > request["max_bytes"]:
                 return {"error": {"code": "too_large", "message": "%s has %d bytes, over the limit of %d" % (request["path"], info.st_size, request["max_bytes"])}}
             parts = []

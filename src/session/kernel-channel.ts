@@ -6,8 +6,12 @@ import { CappedCapture } from '../sandbox/output-capture.js';
 import type { OutputSink } from '../sandbox/types.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
 
-/** A reply carries at most a file of the session limit in base64, a cell's capped output, and some room. */
+/** Room in a reply for everything but its file or its texts. */
 const FRAME_ROOM_BYTES = 1024 * 1024;
+/** A run reply's texts: stdout, stderr, value and error. */
+const REPLY_TEXTS = 4;
+/** The most JSON spends on one byte of UTF-8: a control character is `\u00XX`. */
+const JSON_BYTES_PER_BYTE = 6;
 /** What the kernel says on its own stderr before it moves fd 2 (a crash at start-up) is kept for the error. */
 const KERNEL_STDERR_BYTES = 16 * 1024;
 
@@ -40,9 +44,16 @@ export class KernelChannel {
   private lost: KernelLost | null = null;
   private readonly ready: Promise<Static<typeof KernelReadySchema>>;
 
-  constructor(maxFileBytes: number) {
+  /**
+   * The frame maximum holds any reply a kernel makes (a file of the session limit in base64, or
+   * a run reply whose texts the kernel cut to `outputBytes` each, however JSON escapes them), so
+   * a frame over it is a cell's own writing to the protocol: it ends the session, unread.
+   */
+  constructor(maxFileBytes: number, outputBytes: number) {
     this.stdin = this.input;
-    this.decoder = new FrameDecoder(Math.ceil((maxFileBytes * 4) / 3) + FRAME_ROOM_BYTES);
+    const fileReply = Math.ceil((maxFileBytes * 4) / 3);
+    const runReply = REPLY_TEXTS * JSON_BYTES_PER_BYTE * outputBytes;
+    this.decoder = new FrameDecoder(Math.max(fileReply, runReply) + FRAME_ROOM_BYTES);
     this.ready = new Promise((resolve, reject) => this.expect(0, KernelReadySchema, resolve, reject));
     // Rejections are read by whoever awaits `started`; an unawaited one must not crash the host.
     this.ready.catch(() => undefined);

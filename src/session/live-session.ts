@@ -62,7 +62,7 @@ export class LiveSession {
     private readonly plan: SessionPlan,
     private readonly onEnded: (session: LiveSession) => void,
   ) {
-    this.channel = new KernelChannel(plan.maxFileBytes);
+    this.channel = new KernelChannel(plan.maxFileBytes, plan.outputBytes);
     this.expiresAt = new Date(this.createdAt.getTime() + plan.settings.lifetimeSeconds * 1000);
     this.ended = new Promise((resolve) => (this.markEnded = resolve));
   }
@@ -271,7 +271,8 @@ export class LiveSession {
     }
     if (!('error' in reply)) return reply;
     const { code, message: said } = reply.error;
-    if (code === 'not_found' || code === 'not_a_file') throw new CodedError(contractError('session.file_not_found', said, { path: message.path }));
+    if (code === 'not_found') throw new CodedError(contractError('session.file_not_found', said, { path: message.path }));
+    if (code === 'not_a_file') throw new CodedError(contractError('session.file_not_regular', said, { path: message.path }));
     if (code === 'too_large') throw new CodedError(contractError('session.file_too_large', said, { path: message.path }));
     throw new CodedError(contractError('validation.invalid_request', said, { path: message.path }));
   }
@@ -291,14 +292,16 @@ export class LiveSession {
     return posix.normalize(path);
   }
 
+  /** The reply with the host's cap on each of its texts: the kernel's word on their sizes is not trusted. */
   private result(reply: KernelRunReply, durationMs: number): SessionExecResult {
+    const limit = this.plan.outputBytes;
     return {
       session_id: this.plan.id,
-      stdout: reply.stdout + truncationNote('stdout', reply.stdout_bytes, Buffer.byteLength(reply.stdout)),
-      stderr: reply.stderr + truncationNote('stderr', reply.stderr_bytes, Buffer.byteLength(reply.stderr)),
+      stdout: capped('stdout', reply.stdout, reply.stdout_bytes, limit),
+      stderr: capped('stderr', reply.stderr, reply.stderr_bytes, limit),
       exit_code: reply.exit_code,
-      error: reply.error,
-      value: reply.value,
+      error: reply.error === null ? null : capped('error', reply.error, reply.error_bytes ?? 0, limit),
+      value: reply.value === null ? null : capped('value', reply.value, reply.value_bytes ?? 0, limit),
       timed_out: reply.status === 'timed_out',
       session_ended: false,
       duration_ms: durationMs,
@@ -311,8 +314,16 @@ export function refusedHere(error: unknown): unknown {
   return error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
 }
 
-function truncationNote(name: string, written: number, kept: number): string {
-  return written > kept ? `\n[${name} truncated: ${written} bytes written, the first ${kept} kept]` : '';
+/**
+ * The first `limit` bytes of `text` (whole characters), with a note when it had more: more
+ * than it holds, or than the kernel says it cut it from (`claimed`).
+ */
+function capped(name: string, text: string, claimed: number, limit: number): string {
+  const bytes = Buffer.from(text, 'utf8');
+  const kept = utf8Prefix(bytes, limit);
+  const total = Math.max(claimed, bytes.length);
+  if (total <= kept.length) return text;
+  return `${kept.toString('utf8')}\n[${name} truncated: ${total} bytes, the first ${kept.length} kept]`;
 }
 
 function tooLarge(path: string, bytes: number, limit: number): CodedError {
@@ -325,4 +336,12 @@ function describeExit(outcome: SandboxOutcome, said: string): string {
   if (outcome.oomKilled) return 'the session ran out of memory and was killed';
   const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
   return `the interpreter exited (${how})${said.trim() ? `: ${said.trim().slice(-2000)}` : ''}`;
+}
+
+/** The longest prefix of `bytes` (valid UTF-8) of at most `limit` bytes that ends between two characters. */
+function utf8Prefix(bytes: Buffer, limit: number): Buffer {
+  if (bytes.length <= limit) return bytes;
+  let end = limit;
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end -= 1;
+  return bytes.subarray(0, end);
 }

@@ -13,8 +13,8 @@ export function registerMcp(program: Command): void {
     )
     .addHelpText('after', '\nstdout carries the protocol; diagnostics go to stderr. The server stops when stdin ends, or on SIGTERM or SIGINT.')
     .action(async (flags: { backend?: string; workspaceRoot?: string[] }) => {
-      const [{ StdioServerTransport }, { loadConfig }, { McpFace }, { RunnerRuntime }] = await Promise.all([
-        import('@modelcontextprotocol/sdk/server/stdio.js'),
+      const [{ BoundedStdioTransport }, { loadConfig }, { McpFace }, { RunnerRuntime }] = await Promise.all([
+        import('../../mcp/stdio-transport.js'),
         import('../../config/load.js'),
         import('../../mcp/server.js'),
         import('../../runner/runtime.js'),
@@ -45,6 +45,6 @@ export function registerMcp(program: Command): void {
       process.stdout.on('error', () => stop('stdout closed'));
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));
-      await face.connect(new StdioServerTransport());
+      await face.connect(new BoundedStdioTransport());
     });
 }

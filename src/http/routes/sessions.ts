@@ -70,7 +70,7 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
     app.put<FileRoute & { Body: Buffer }>(
       '/v1/sessions/:session_id/files/*',
       {
-        config: { accepts: [OCTET_STREAM], errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_too_large', 'request.too_large'] },
+        config: { accepts: [OCTET_STREAM], errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_too_large', 'session.file_not_regular', 'request.too_large'] },
         // The body schema documents the bytes; a Buffer is no JSON value to validate.
         attachValidation: true,
         schema: {
@@ -86,7 +86,7 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
     app.get<FileRoute>(
       '/v1/sessions/:session_id/files/*',
       {
-        config: { errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_not_found', 'session.file_too_large'] },
+        config: { errors: [...LIVE_ERRORS, 'validation.path_escape', 'session.file_not_found', 'session.file_not_regular', 'session.file_too_large'] },
         schema: {
           summary: 'Read a file of the session’s work dir',
           params: FileParams,

@@ -96,6 +96,71 @@ describe('sessions over HTTP', async () => {
     await client.endSession(other.id);
   });
 
+  it('a reply a cell forges on the protocol gets no more than the host keeps of any output', async () => {
+    const session = await client.createSession({ lang: 'python' });
+    // The session's first request has id 1: the cell answers it before its kernel does.
+    const forged = await client.sessionExec(session.id, {
+      code: [
+        'import json, os, struct',
+        'reply = {"id": 1, "status": "ok", "exit_code": 0, "error": None, "value": None, "stdout": "x" * (8 << 20), "stderr": "", "stdout_bytes": 0, "stderr_bytes": 0}',
+        'frame = json.dumps(reply).encode()',
+        'frame = struct.pack(">I", len(frame)) + frame',
+        'while frame:',
+        '    frame = frame[os.write(4, frame):]',
+      ].join('\n'),
+    });
+    assert.equal(forged.stdout.length, (1 << 20) + '\n[stdout truncated: 8388608 bytes, the first 1048576 kept]'.length);
+    assert.ok(forged.stdout.endsWith('x\n[stdout truncated: 8388608 bytes, the first 1048576 kept]'), forged.stdout.slice(-200));
+    await client.endSession(session.id);
+  });
+
+  for (const [lang, setup, big, raise, kept] of [
+    ['python', 'kept = "still here"', '"x" * (30 << 20)', 'raise ValueError("y" * (30 << 20))', `'still here'`],
+    [
+      'node',
+      'globalThis.kept = "still here"',
+      `({ [Symbol.for('nodejs.util.inspect.custom')]: () => 'x'.repeat(30 << 20) })`,
+      `throw new Error('y'.repeat(30 << 20))`,
+      `'still here'`,
+    ],
+  ] as const) {
+    it(`a ${lang} cell whose value or error is over the output cap gets it cut, saying so, and the session keeps its state`, async () => {
+      const session = await client.createSession({ lang });
+      await client.sessionExec(session.id, { code: setup });
+      const value = await client.sessionExec(session.id, { code: big });
+      assert.equal(value.session_ended, false, String(value.error));
+      // The tail only: a pattern run over a whole MiB takes seconds.
+      assert.match(String(value.value).slice(-200), /x{100}\n\[value truncated: 3145728\d bytes, the first 10485\d\d kept\]$/);
+      assert.ok(Buffer.byteLength(String(value.value)) < (1 << 20) + 100);
+      const raised = await client.sessionExec(session.id, { code: raise });
+      assert.deepEqual([raised.exit_code, raised.session_ended], [1, false]);
+      assert.match(String(raised.error).slice(-200), /y{100}\n\[error truncated: 3145\d+ bytes, the first 10485\d\d kept\]$/);
+      assert.equal((await client.sessionExec(session.id, { code: 'kept' })).value, kept);
+      await client.endSession(session.id);
+    });
+  }
+
+  for (const [lang, mkfifo] of [
+    ['python', 'import os\nos.mkfifo("pipe")\nkept = "still here"'],
+    ['node', `require('child_process').execFileSync('mkfifo', ['pipe']); globalThis.kept = 'still here'`],
+  ] as const) {
+    it(`a ${lang} session serves only regular files: a FIFO a cell made is refused at once, and the kernel answers the next cell`, async () => {
+      const session = await client.createSession({ lang });
+      try {
+        assert.equal((await client.sessionExec(session.id, { code: mkfifo })).exit_code, 0);
+        const read = await refusal(client.getSessionFile(session.id, 'pipe'));
+        assert.deepEqual([read.status, read.code], [422, 'session.file_not_regular']);
+        assert.match(read.message, /pipe is not a regular file/);
+        const written = await refusal(client.putSessionFile(session.id, 'pipe', 'into the fifo'));
+        assert.deepEqual([written.status, written.code], [422, 'session.file_not_regular']);
+        const next = await client.sessionExec(session.id, { code: 'kept' });
+        assert.deepEqual([next.value, next.session_ended], [`'still here'`, false]);
+      } finally {
+        await client.endSession(session.id);
+      }
+    });
+  }
+
   it('a node session keeps its globals, awaits a cell, and survives an interrupted loop', async () => {
     const session = await client.createSession({ lang: 'js' });
     assert.equal(session.lang, 'node');

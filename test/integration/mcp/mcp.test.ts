@@ -190,36 +190,117 @@ describe('agent-runner mcp --workspace-root', () => {
   });
 });
 
-describe('agent-runner mcp on its own stdio', () => {
-  it('speaks only the protocol on stdout, and stops when stdin ends, killing the calls still running', async () => {
-    mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
-    const marker = `mcp-stdin-${randomUUID().slice(0, 8)}`;
-    const child = spawn(process.execPath, [CLI, 'mcp'], { env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-    const send = (message: object) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
-    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
-    send({ method: 'notifications/initialized' });
-    send({ id: 2, method: 'tools/call', params: { name: 'run_snippet', arguments: { lang: 'bash', code: `exec -a ${marker} sleep 250`, timeout: 280 } } });
-    await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the snippet runs');
-    child.stdin.end();
-    // Far below the snippet's own 250 s: only a canceled call lets the server stop this soon.
-    const code = await Promise.race([exited, sleep(30_000).then(() => 'still running')]);
-    if (code === 'still running') child.kill('SIGKILL');
-    assert.equal(code, 0, stderr);
-    assert.deepEqual(hostProcessesMatching(marker), []);
-    const messages = stdout
+/** The built CLI spoken to line by line, as a client that may send anything. */
+function startRawServer() {
+  mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
+  const child = spawn(process.execPath, [CLI, 'mcp'], { env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+  // A server that stopped reading is the failure the tests report, not an EPIPE thrown at them.
+  child.stdin.on('error', () => undefined);
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const messages = () =>
+    stdout
       .split('\n')
       .filter(Boolean)
-      .map((line) => JSON.parse(line) as { jsonrpc: string; id?: number });
-    assert.ok(
-      messages.every((message) => message.jsonrpc === '2.0'),
-      stdout,
-    );
-    assert.equal(messages[0]!.id, 1);
-    assert.match(stderr, /stopping \(stdin closed\)/);
+      .map((line) => JSON.parse(line) as RawMessage);
+  return {
+    child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    messages,
+    sendLine: (line: string) => child.stdin.write(`${line}\n`),
+    send: (message: object) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`),
+    initialize() {
+      this.send({ id: 'init', method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
+      this.send({ method: 'notifications/initialized' });
+    },
+    async answer(id: string | number | null, count = 1): Promise<RawMessage> {
+      await waitUntil(() => messages().filter((message) => message.id === id).length >= count, `an answer to ${JSON.stringify(id)}`);
+      return messages().filter((message) => message.id === id)[count - 1]!;
+    },
+    /** Its exit code, or 'still running' after 30 s (far below anything it was asked to run). */
+    exit: () => Promise.race([exited, sleep(30_000).then(() => 'still running' as const)]),
+    /** Whatever the test's outcome: no server outlives its test. */
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+interface RawMessage {
+  jsonrpc: string;
+  id?: string | number | null;
+  result?: { tools?: Array<{ name: string }>; structuredContent?: Record<string, unknown> };
+  error?: { code: number; message: string };
+}
+
+describe('agent-runner mcp on its own stdio', () => {
+  it('speaks only the protocol on stdout, and stops when stdin ends, killing the calls still running', async () => {
+    const server = startRawServer();
+    try {
+      const marker = `mcp-stdin-${randomUUID().slice(0, 8)}`;
+      server.initialize();
+      server.send({ id: 2, method: 'tools/call', params: { name: 'run_snippet', arguments: { lang: 'bash', code: `exec -a ${marker} sleep 250`, timeout: 280 } } });
+      await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the snippet runs');
+      server.child.stdin.end();
+      // Far below the snippet's own 250 s: only a canceled call lets the server stop this soon.
+      assert.equal(await server.exit(), 0, server.stderr());
+      assert.deepEqual(hostProcessesMatching(marker), []);
+      const messages = server.messages();
+      assert.ok(
+        messages.every((message) => message.jsonrpc === '2.0'),
+        server.stdout(),
+      );
+      assert.equal(messages[0]!.id, 'init');
+      assert.match(server.stderr(), /stopping \(stdin closed\)/);
+    } finally {
+      server.kill();
+    }
+  });
+
+  it('answers a message over its cap, or one that is not JSON, with an error and goes on serving', async () => {
+    const server = startRawServer();
+    try {
+      server.initialize();
+      const code = `# ${'x'.repeat(12 << 20)}`;
+      server.send({ id: 'huge', method: 'tools/call', params: { name: 'run_snippet', arguments: { lang: 'python', code } } });
+      server.send({ id: 'list', method: 'tools/list' });
+      const refused = await server.answer('huge');
+      assert.equal(refused.error?.code, -32600);
+      assert.match(String(refused.error?.message), /message over 10485760 bytes, the most this server reads in one line/);
+      assert.ok((await server.answer('list')).result?.tools?.some((tool) => tool.name === 'run_snippet'));
+
+      server.sendLine('{"jsonrpc": "2.0", "id": "broken", ');
+      assert.equal((await server.answer(null)).error?.code, -32700);
+      server.send({ id: 'list', method: 'tools/list' });
+      assert.ok((await server.answer('list', 2)).result?.tools);
+    } finally {
+      server.kill();
+    }
+  });
+
+  it('ends the sessions it made, sandboxes and all, when stdin ends after a message over its cap', async () => {
+    const server = startRawServer();
+    try {
+      const marker = `mcp-session-${randomUUID().slice(0, 8)}`;
+      server.initialize();
+      server.send({ id: 'create', method: 'tools/call', params: { name: 'session_create', arguments: { lang: 'python' } } });
+      const { id } = (await server.answer('create')).result!.structuredContent as { id: string };
+      // A process the session's cell leaves running, named by the marker (argv[0]).
+      const cell = `import subprocess\nsubprocess.Popen([${JSON.stringify(marker)}, "250"], executable="sleep", start_new_session=True)`;
+      server.send({ id: 'cell', method: 'tools/call', params: { name: 'session_exec', arguments: { session_id: id, code: cell } } });
+      await server.answer('cell');
+      await waitUntil(() => hostProcessesMatching(marker).length > 0, "the session's process runs");
+      server.sendLine(`{"jsonrpc": "2.0", "id": "huge", "method": "tools/list", "params": {"pad": "${'x'.repeat(12 << 20)}"}}`);
+      assert.equal((await server.answer('huge')).error?.code, -32600);
+      server.child.stdin.end();
+      assert.equal(await server.exit(), 0, server.stderr());
+      assert.deepEqual(hostProcessesMatching(marker), []);
+    } finally {
+      server.kill();
+    }
   });
 });

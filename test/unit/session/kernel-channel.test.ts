@@ -9,7 +9,7 @@ const REPLY = { status: 'ok', exit_code: 0, error: null, value: '1', stdout: '',
 
 /** A channel whose kernel is played by the test: what the host sends is decoded, replies are pushed in. */
 function kernelChannel() {
-  const channel = new KernelChannel(1024);
+  const channel = new KernelChannel(1024, 100);
   const sent: Array<Record<string, unknown>> = [];
   const decoder = new FrameDecoder();
   channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message) => sent.push(message as Record<string, unknown>)));
