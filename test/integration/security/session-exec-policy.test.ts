@@ -87,6 +87,23 @@ describe('a session holds its exec policy inside its sandbox, not only by readin
     });
   });
 
+  it('inline code gets the refusal python3 -c gets, as on run jobs: python3 -m timeit -s CODE, perl -MCODE', async () => {
+    await withSession({}, async (id) => {
+      for (const argv of [
+        ['python3', '-c', 'print(1)'],
+        ['python3', '-m', 'timeit', '-n', '1', '-s', 'import os; os.system("id")', 'pass'],
+        ['perl', '-Mstrict;system(q(id))', '/dev/null'],
+      ]) {
+        const refused = await client.sessionExec(id, { argv }).then(
+          () => assert.fail(`${argv.join(' ')} ran`),
+          (error: AgentRunnerError) => error,
+        );
+        assert.deepEqual([refused.status, refused.code], [403, 'policy.shell_denied']);
+        assert.match(refused.reason, /inline code/);
+      }
+    });
+  });
+
   it('allow_shell still gives a shell to a session that asks for it', async () => {
     await withSession({ policy: { allow_shell: true } }, async (id) => {
       const result = await client.sessionExec(id, { argv: ['sh', '-c', 'id -u'] });
