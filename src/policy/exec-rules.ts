@@ -14,27 +14,44 @@ export interface ExecPolicy {
 const MAX_INTERPRETER_DEPTH = 8;
 
 /**
- * What a run job may execute inside its sandbox, decided by the host once argv[0] is resolved
- * and enforced there by the exec guard, whatever the job's argv or code does:
+ * What the face itself runs, executable whatever the policy says: the program the exec guard
+ * starts (a run job's argv[0]; a session's kernel launcher) and, for a session, the
+ * interpreter its kernel becomes.
+ */
+export interface ExecSubject {
+  /** The sandbox path the exec guard executes. */
+  program: string;
+  /** The face's own programs as resolved in the sandbox; the interpreters they need follow. */
+  commands: readonly ResolvedCommand[];
+  /** Read-only trees of the face's own, executable whole (a toolchain installed outside /usr). */
+  trees?: readonly string[];
+}
+
+/**
+ * The one translation of an exec policy into the rules its sandbox enforces, for every face
+ * that runs argv (run jobs, sessions): decided by the host once the subject is resolved and
+ * enforced inside the sandbox by the exec guard, whatever the argv or the code does:
  *  - no allowed_commands, shells allowed: anything (the program still by absolute path);
  *  - no allowed_commands, no shells: the read-only system (its shells are absent: withoutShells)
- *    and the program itself; nothing the job writes is executable, so no shell can be brought in;
+ *    and the subject; nothing the job writes is executable, so no shell can be brought in;
  *  - allowed_commands: exactly the listed commands as found on the sandbox's own PATH (a pinned
- *    one only if it matches its pin now), the program, and the interpreters these need (the
+ *    one only if it matches its pin now), the subject, and the interpreters these need (the
  *    ELF loader, a `#!` program, the one `env` names).
  */
-export async function execRulesFor(policy: ExecPolicy, program: ResolvedCommand, sandbox: PreparedSandbox, cwd: string): Promise<ExecRules> {
-  if (policy.allowed_commands === null) {
-    return { program: program.sandboxPath, executable: policy.allow_shell ? 'any' : { system: true, files: await withInterpreters([program], sandbox) } };
-  }
-  const allowed: ResolvedCommand[] = [program];
+export async function execRulesFor(policy: ExecPolicy, subject: ExecSubject, sandbox: PreparedSandbox, cwd: string): Promise<ExecRules> {
+  const { program } = subject;
+  if (policy.allowed_commands === null && policy.allow_shell) return { program, executable: 'any' };
+  const own = subject.commands;
+  const trees = subject.trees ?? [];
+  if (policy.allowed_commands === null) return { program, executable: { system: true, files: [...(await withInterpreters(own, sandbox)), ...trees] } };
+  const allowed = [...own];
   for (const rule of policy.allowed_commands) {
     const name = typeof rule === 'string' ? rule : rule.path !== undefined && posix.isAbsolute(rule.path) ? rule.path : rule.basename;
     const resolved = await sandbox.resolveCommand(name, { searchPath: SANDBOX_SEARCH_PATH, cwd });
     if (resolved === null || basename(resolved.sandboxPath) !== (typeof rule === 'string' ? rule : rule.basename)) continue;
     if (typeof rule === 'string' || (await pinMatches(rule, resolved))) allowed.push(resolved);
   }
-  return { program: program.sandboxPath, executable: { system: false, files: await withInterpreters(allowed, sandbox) } };
+  return { program, executable: { system: false, files: [...(await withInterpreters(allowed, sandbox)), ...trees] } };
 }
 
 /** The commands' real paths and, transitively, those of what the kernel loads to run them. */

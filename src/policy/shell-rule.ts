@@ -1,5 +1,6 @@
 import { basename } from 'node:path';
 import { SHELL_NAMES } from '../sandbox/shell-files.js';
+import { findInlineCode, isInterpreter } from './inline-code.js';
 
 /**
  * The allow_shell rule, as read from argv: an early, explainable refusal only. What holds
@@ -7,29 +8,13 @@ import { SHELL_NAMES } from '../sandbox/shell-files.js';
  * Landlock exec rules). Without allow_shell a job may not:
  *  - run a shell as argv[0] (sh, bash, dash, zsh, fish, ksh, ash, csh, tcsh, busybox), in any
  *    form, since a shell turns data into code; nor
- *  - hand an interpreter inline code (python -c, node -e/-p/--eval, perl -e/-E, ruby -e,
- *    php -r, deno eval, bun -e), which is a shell by another name.
+ *  - hand an interpreter inline code (inline-code.ts says what that is: code in an option, a
+ *    module as the program, code from stdin), which is a shell by another name.
  * Wrappers that just run their arguments (env, nice, nohup, timeout, stdbuf, setsid, ionice,
  * time, xargs, flock, chrt, taskset) are looked through, their valued options skipped with
  * their values, so `timeout -s KILL 5 bash -c ...` and `env -S 'bash -c ...'` are still shells.
- * Running a script file (python3 main.py) is allowed. The inline-code check is conservative:
- * an inline flag anywhere before `--` denies (`python3 tool.py -c conf` too), since options
- * that take values make "where the interpreter's own options end" unknowable in general.
+ * Running a script file (python3 main.py) is allowed.
  */
-const INLINE_CODE_FLAGS: ReadonlyArray<[RegExp, ReadonlySet<string>]> = [
-  [/^python(\d+(\.\d+)?)?$|^pypy3?$/, new Set(['-c'])],
-  [/^node(js)?$/, new Set(['-e', '--eval', '-p', '--print'])],
-  [/^perl$/, new Set(['-e', '-E'])],
-  [/^ruby$/, new Set(['-e'])],
-  [/^php$/, new Set(['-r'])],
-  [/^(deno)$/, new Set(['eval'])],
-  [/^bun$/, new Set(['-e', '--eval', '-p', '--print'])],
-  [/^(lua|luajit)$/, new Set(['-e'])],
-];
-
-/** Node options that load a module: a `data:` URL there is inline code. */
-const NODE_MODULE_FLAGS = new Set(['--import', '--require', '-r', '--loader', '--experimental-loader']);
-
 /**
  * Wrappers that run their arguments as a command, with the options of theirs that take a value
  * (`timeout -s KILL 5 cmd`: KILL is the value, 5 an operand) and how many operands precede the
@@ -84,15 +69,9 @@ export function findShellUse(argv: readonly string[]): ShellFinding | null {
   while (index < argv.length) {
     const program = basename(argv[index]!);
     if (SHELL_NAMES.has(program)) return { program, reason: `${program} is a shell` };
-    const inline = INLINE_CODE_FLAGS.find(([name]) => name.test(program));
-    if (inline) {
-      const args = argv.slice(index + 1);
-      const end = args.indexOf('--');
-      const own = end < 0 ? args : args.slice(0, end);
-      const flag = own.find((arg) => isInlineFlag(arg, inline[1]));
-      if (flag !== undefined) return { program, reason: `${program} ${flag} runs inline code` };
-      const module = /^node(js)?$/.test(program) ? dataModule(own) : undefined;
-      return module === undefined ? null : { program, reason: `${program} ${module} loads inline code` };
+    if (isInterpreter(program)) {
+      const inline = findInlineCode(program, argv.slice(index + 1));
+      return inline === null ? null : { program, reason: inline.reason };
     }
     const wrapper = WRAPPERS.get(program);
     if (!wrapper) return null;
@@ -104,25 +83,6 @@ export function findShellUse(argv: readonly string[]): ShellFinding | null {
     index = next.index;
   }
   return null;
-}
-
-/** `-c`, `--eval=code`, or a short-option cluster holding it (`-Sc`, `-cprint(1)`). */
-function isInlineFlag(arg: string, flags: ReadonlySet<string>): boolean {
-  if (flags.has(arg)) return true;
-  if ([...flags].some((flag) => flag.startsWith('--') && arg.startsWith(`${flag}=`))) return true;
-  if (!/^-[^-]/.test(arg)) return false;
-  return [...flags].some((flag) => /^-[A-Za-z]$/.test(flag) && new RegExp(`^-[A-Za-z]*${flag[1]}`).test(arg));
-}
-
-/** `node --import data:...` (or `--require=data:...`): a module given as text. */
-function dataModule(args: readonly string[]): string | undefined {
-  for (const [position, arg] of args.entries()) {
-    const [flag, attached] = arg.split(/=(.*)/s, 2) as [string, string | undefined];
-    if (!NODE_MODULE_FLAGS.has(flag)) continue;
-    const value = attached ?? args[position + 1];
-    if (value?.startsWith('data:')) return `${flag} ${value.slice(0, 32)}`;
-  }
-  return undefined;
 }
 
 /**

@@ -229,7 +229,7 @@ class RunJobExecution {
       if (!resolved) return builder.finish('failed', contractError('run.spawn_failed', `command not found or not executable: ${argv0}`, { argv0 }));
       const unusablePath = await this.checkRequestPath(sandbox, argv0);
       if (unusablePath) return builder.finish('setup_failed', unusablePath);
-      await sandbox.restrictExec(await execRulesFor(job.policy, resolved, sandbox, posix.join(WORK_DIR, job.cwd)));
+      await sandbox.restrictExec(await execRulesFor(job.policy, { program: resolved.sandboxPath, commands: [resolved] }, sandbox, posix.join(WORK_DIR, job.cwd)));
 
       started = true;
       const outcome = await this.execute(sandbox, runDir);

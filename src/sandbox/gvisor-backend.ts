@@ -80,7 +80,7 @@ export class GvisorBackend implements SandboxBackend {
         `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
         `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python, bash, ruby, php, perl and lua`,
         'network: none only (jobs with network allow are refused)',
-        'no Landlock in gVisor: without allow_shell, shells are hidden and writable paths are noexec; allowed_commands cannot be enforced (such run jobs end backend_unavailable)',
+        'no Landlock in gVisor: exec rules are mounts: without allow_shell, shells are hidden and writable paths are noexec; with allowed_commands, every path is noexec but the allowed programs and their interpreters',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: `cgroup-${ready.cgroups.version}` };
     } catch (error) {

@@ -8,7 +8,7 @@ import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { feedStdin } from './job-stdin.js';
 import { forkWhenQuiet } from './fork-gate.js';
 import type { HostWorkDir } from './host-work-dir.js';
-import { buildOciConfig, type OciPlan } from './oci-bundle.js';
+import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
 import { signalGroup } from './process-tree.js';
 import { watchRun } from './run-watch.js';
 import { copyToStagedFile, fillStagedFile } from './staged-files.js';
@@ -40,7 +40,7 @@ export interface GvisorJob {
   /** The bundle directory (config.json, rootfs, staged files, the work dir when not leased). */
   bundleDir: string;
   /** Everything of the config but what only start knows (argv[0], noexec). */
-  plan: Omit<OciPlan, 'noexecWritable'>;
+  plan: Omit<OciPlan, 'executable'>;
   /** Whether argv[0] comes from restrictExec (template.guardExec). */
   guarded: boolean;
   /** Sandbox paths the job can write (nothing there may be executed under restricting rules). */
@@ -102,18 +102,14 @@ export class GvisorSandbox implements PreparedSandbox {
   }
 
   /**
-   * gVisor has no Landlock. What it can enforce without it: `any`, and "the system but nothing
-   * written" (shells hidden by the template, every writable mount noexec). A per-file allowlist
-   * (allowed_commands) it cannot, nor an executable argv[0] inside a noexec mount.
+   * gVisor has no Landlock: the rules are enforced by the mounts instead (oci-bundle.ts). `any`
+   * as is; "the system but nothing written": every writable mount noexec (shells hidden by the
+   * template); a list of files (allowed_commands): every mount noexec but those files, each
+   * bound over itself. A file the job can write cannot be allowed alone (its mount is noexec).
    */
   async restrictExec(rules: ExecRules): Promise<void> {
     if (!this.job.guarded) throw new Error('this sandbox was not made with guardExec');
     if (rules.executable !== 'any') {
-      if (!rules.executable.system) {
-        throw new SandboxUnavailableError(
-          'the gvisor backend cannot enforce allowed_commands: gVisor has no Landlock, so a per-file exec allowlist cannot be applied inside the job (run it on local_process)',
-        );
-      }
       const written = rules.executable.files.find((file) => this.job.writablePaths.some((dir) => file === dir || file.startsWith(`${dir}/`)));
       if (written !== undefined) {
         throw new SandboxUnavailableError(
@@ -175,7 +171,7 @@ export class GvisorSandbox implements PreparedSandbox {
       if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
       argv = [this.rules.program, ...argv.slice(1)];
     }
-    const config = buildOciConfig({ ...job.plan, argv, noexecWritable: this.rules !== null && this.rules.executable !== 'any' });
+    const config = buildOciConfig({ ...job.plan, argv, executable: ociExecutable(this.rules) });
     await writeFile(join(job.bundleDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
     const devNull = openSync('/dev/null', 'r');
     try {
@@ -235,6 +231,12 @@ export class GvisorSandbox implements PreparedSandbox {
       this.job.onFinished();
     }
   }
+}
+
+/** The exec rules as mounts: noexec where nothing may be executed. */
+function ociExecutable(rules: ExecRules | null): OciExecutable {
+  if (rules === null || rules.executable === 'any') return 'any';
+  return rules.executable.system ? 'system' : { only: rules.executable.files };
 }
 
 /** Sandbox paths a job may write: /tmp, its scratch dirs, the writable mounts. */

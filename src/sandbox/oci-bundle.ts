@@ -18,13 +18,19 @@ export interface OciPlan {
   hidden: readonly string[];
   /** A host file that is empty and not executable. */
   emptyFile: string;
-  /** Every writable mount is noexec: nothing the job writes can be executed. */
-  noexecWritable: boolean;
+  /**
+   * What the job may execute, enforced by mounts (gVisor has no Landlock): `any`; `system`,
+   * every writable mount noexec, so nothing the job writes runs; `only` these sandbox paths
+   * (files or trees), every mount noexec and each of these bound read-only over itself without.
+   */
+  executable: OciExecutable;
   tmpBytes: number;
   limits: ResourceLimits;
   /** The job's host cgroup (cgroups.ts), made before runsc joins it, and its limits. */
   cgroup: { path: string; limits: CgroupLimits };
 }
+
+export type OciExecutable = 'any' | 'system' | { only: readonly string[] };
 
 interface OciMount {
   destination: string;
@@ -89,8 +95,15 @@ export function buildOciSeccomp(): { defaultAction: 'SCMP_ACT_ALLOW'; syscalls: 
 export function buildOciConfig(plan: OciPlan): object {
   const { limits } = plan;
   const cgroup = plan.cgroup.limits;
-  const noexec = plan.noexecWritable ? ['noexec'] : [];
-  const readOnly = (source: string, destination: string): OciMount => ({ destination, type: 'bind', source, options: ['rbind', 'ro', 'nosuid', 'nodev'] });
+  const noexec = plan.executable === 'any' ? [] : ['noexec'];
+  const only = typeof plan.executable === 'object' ? plan.executable.only : null;
+  const systemNoexec = only === null ? [] : ['noexec'];
+  const readOnly = (source: string, destination: string, extra: readonly string[] = systemNoexec): OciMount => ({
+    destination,
+    type: 'bind',
+    source,
+    options: ['rbind', 'ro', 'nosuid', 'nodev', ...extra],
+  });
   const mounts: OciMount[] = [
     { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
     // No view of the (gVisor) sysfs, as in the bubblewrap profile.
@@ -112,6 +125,9 @@ export function buildOciConfig(plan: OciPlan): object {
         ? { destination: mount.sandbox, type: 'bind', source: mount.host, options: ['rbind', 'rw', 'nosuid', 'nodev', ...noexec] }
         : readOnly(mount.host, mount.sandbox),
     ),
+    // Last, so each lands on the noexec mount that holds it: the allowed files alone stay executable.
+    // A hidden shell stays hidden even when listed: allow_shell is false.
+    ...(only ?? []).filter((path) => !plan.hidden.includes(path)).map((path) => readOnly(hostPathOf(path, plan.mounts), path, [])),
   ];
   return {
     ociVersion: '1.0.2',
@@ -147,4 +163,10 @@ export function buildOciConfig(plan: OciPlan): object {
       },
     },
   };
+}
+
+/** Where a sandbox path comes from on the host: a bound mount's source, else the system's own path. */
+function hostPathOf(path: string, mounts: readonly Mount[]): string {
+  const mount = [...mounts].reverse().find((candidate) => path === candidate.sandbox || path.startsWith(`${candidate.sandbox}/`));
+  return mount === undefined ? path : mount.host + path.slice(mount.sandbox.length);
 }

@@ -5,7 +5,9 @@ import type { Session, SessionExecRequest, SessionExecResult, SessionFileWritten
 import { KernelFileReplySchema, KernelRunReplySchema, type KernelRequest, type KernelRunReply } from '../contract/session-kernel.js';
 import type { SessionSettings } from '../config/schema.js';
 import type { Invocation } from '../languages/language.js';
-import type { Mount, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
+import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
+import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
 import { KernelChannel, KernelLost } from './kernel-channel.js';
 
@@ -23,7 +25,12 @@ export interface SessionPlan {
   /** The language cells run in; null: commands and files only (on the python kernel). */
   lang: string | null;
   kernel: Invocation;
+  /** Sandbox paths of the programs the kernel runs as (the python launcher, then the language's interpreter). */
+  interpreters: readonly string[];
+  /** Read-only toolchain mounts the kernel runs from. */
   mounts: readonly Mount[];
+  /** Enforced inside the sandbox (shells hidden, exec guard), the argv check being the early refusal. */
+  policy: ExecPolicy;
   backend: SandboxBackend;
   memoryBytes: number;
   maxProcesses: number;
@@ -177,6 +184,9 @@ export class LiveSession {
       workDir: SESSION_WORK_DIR,
       workDirBytes: plan.settings.workDirBytes,
       network: plan.network,
+      // The policy holds inside, for the kernel and all it starts, as a run job's does.
+      guardExec: true,
+      withoutShells: !plan.policy.allow_shell,
       // The session may run anything (node, compilers): bounded as a whole by its cgroup.
       limits: {
         memoryBytes: plan.memoryBytes,
@@ -187,13 +197,18 @@ export class LiveSession {
         cpuCores: plan.cpuCores,
       },
     } as const;
-    let sandbox;
+    let prepared;
     try {
-      sandbox = await plan.backend.prepare(template);
+      prepared = await plan.backend.prepare(template);
     } catch (error) {
       throw refusedHere(error);
     }
-    const prepared = sandbox;
+    try {
+      await prepared.restrictExec(await this.execRules(prepared));
+    } catch (error) {
+      prepared.discard();
+      throw refusedHere(error);
+    }
     this.outcome = prepared.start({
       timeoutMs: plan.settings.lifetimeSeconds * 1000,
       stdin: this.channel.stdin,
@@ -216,6 +231,25 @@ export class LiveSession {
       clearTimeout(deadline);
     }
     this.touch();
+  }
+
+  /**
+   * The session's exec rules, from the same translation as a run job's: the kernel's launcher
+   * is the program, the interpreters it becomes and their toolchain trees are its own.
+   */
+  private async execRules(sandbox: PreparedSandbox): Promise<ExecRules> {
+    const lookup = { searchPath: SANDBOX_SEARCH_PATH, cwd: SESSION_WORK_DIR };
+    const commands = await Promise.all(this.plan.interpreters.map((path) => sandbox.resolveCommand(path, lookup)));
+    return execRulesFor(
+      this.plan.policy,
+      {
+        program: this.plan.kernel.argv[0]!,
+        commands: commands.filter((command) => command !== null),
+        trees: this.plan.mounts.filter((mount) => !mount.writable).map((mount) => mount.sandbox),
+      },
+      sandbox,
+      SESSION_WORK_DIR,
+    );
   }
 
   /** The sandbox is gone (the kernel exited, was killed, or its lifetime ran out). */

@@ -6,16 +6,12 @@ import { python } from '../languages/python.js';
 import type { LanguageDefinition } from '../languages/language.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
 import { checkCommand } from '../policy/command.js';
+import type { ExecPolicy } from '../policy/exec-rules.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { launchKernel } from './kernel-launcher.js';
 import { LiveSession, refusedHere, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
-
-interface SessionPolicy {
-  allowedCommands: string[] | undefined;
-  allowShell: boolean;
-}
 
 /**
  * The live sessions of one process (the service's front door, or `agent-runner mcp`): made,
@@ -23,7 +19,7 @@ interface SessionPolicy {
  * while, so its id answers with why it ended rather than with nothing.
  */
 export class Sessions {
-  private readonly sessions = new Map<string, { session: LiveSession; policy: SessionPolicy }>();
+  private readonly sessions = new Map<string, { session: LiveSession; policy: ExecPolicy }>();
   private starting = 0;
   private closed = false;
 
@@ -43,9 +39,9 @@ export class Sessions {
     }
     this.starting += 1;
     try {
-      const { plan, policy } = await this.plan(request);
+      const plan = await this.plan(request);
       const session = await LiveSession.start(plan, (ended) => this.forgetLater(ended));
-      this.sessions.set(session.id, { session, policy });
+      this.sessions.set(session.id, { session, policy: plan.policy });
       return session.describe();
     } finally {
       this.starting -= 1;
@@ -104,7 +100,7 @@ export class Sessions {
     return live;
   }
 
-  private find(id: string): { session: LiveSession; policy: SessionPolicy } {
+  private find(id: string): { session: LiveSession; policy: ExecPolicy } {
     const found = this.sessions.get(id);
     if (!found) throw new CodedError(contractError('session.not_found', `no session ${JSON.stringify(id)}`));
     return found;
@@ -120,21 +116,19 @@ export class Sessions {
     return toolchain;
   }
 
-  private async plan(request: SessionCreateRequest): Promise<{ plan: SessionPlan; policy: SessionPolicy }> {
+  private async plan(request: SessionCreateRequest): Promise<SessionPlan> {
     const { config } = this.runtime;
     const settings = config.sessions;
     const language = request.lang === undefined ? null : findLanguage(request.lang);
     if (language === undefined) throw invalid(`lang: unsupported language ${JSON.stringify(request.lang)}`, 'lang');
     if (language && !language.kernel)
       throw invalid(`lang: a session keeps a live interpreter for python and node only, not ${language.name}; omit lang for a session of commands`, 'lang');
-    const policy = { allowedCommands: undefined as string[] | undefined, allowShell: request.policy?.allow_shell ?? language !== null };
-    if (language && !policy.allowShell) throw invalid('policy.allow_shell: cells are inline interpreter code, so a session with lang needs allow_shell', 'policy.allow_shell');
+    const allowShell = request.policy?.allow_shell ?? language !== null;
+    if (language && !allowShell) throw invalid('policy.allow_shell: cells are inline interpreter code, so a session with lang needs allow_shell', 'policy.allow_shell');
     const rules = request.policy?.allowed_commands;
-    if (rules) {
-      if (rules.some((rule) => typeof rule !== 'string'))
-        throw invalid('policy.allowed_commands: sessions take command names only, not pinned path or sha256 rules', 'policy.allowed_commands');
-      policy.allowedCommands = rules as string[];
-    }
+    if (rules?.some((rule) => typeof rule !== 'string'))
+      throw invalid('policy.allowed_commands: sessions take command names only, not pinned path or sha256 rules', 'policy.allowed_commands');
+    const policy: ExecPolicy = { allowed_commands: rules ?? null, allow_shell: allowShell };
     const memoryBytes = request.limits?.memory_bytes ?? settings.memoryBytes;
     if (memoryBytes > settings.maxMemoryBytes) throw invalid(`limits.memory_bytes must be at most ${settings.maxMemoryBytes}, got ${memoryBytes}`, 'limits.memory_bytes');
     const maxProcesses = request.limits?.max_processes ?? settings.maxProcesses;
@@ -157,32 +151,35 @@ export class Sessions {
     const kernelLanguage = language ?? python;
     const toolchain = kernelLanguage === python ? launcher : await this.toolchain(kernelLanguage);
     return {
+      id: `ses_${randomBytes(16).toString('hex')}`,
+      lang: language?.name ?? null,
+      kernel: launchKernel(launcher, kernelLanguage.kernel!(toolchain, { memoryBytes }, SESSION_WORK_DIR)),
+      interpreters: [...new Set([launcher.executable, toolchain.executable])],
+      mounts: [...new Set([...launcher.mounts, ...toolchain.mounts])],
       policy,
-      plan: {
-        id: `ses_${randomBytes(16).toString('hex')}`,
-        lang: language?.name ?? null,
-        kernel: launchKernel(launcher, kernelLanguage.kernel!(toolchain, { memoryBytes }, SESSION_WORK_DIR)),
-        mounts: [...new Set([...launcher.mounts, ...toolchain.mounts])],
-        backend,
-        memoryBytes,
-        maxProcesses,
-        maxOpenFiles: config.runJob.maxOpenFiles,
-        maxFileBytes: settings.maxFileBytes,
-        cpuCores: config.runJob.cpuCores,
-        network,
-        idleTimeoutSeconds,
-        settings,
-        outputBytes: Math.max(config.snippet.maxStdoutBytes, config.snippet.maxStderrBytes),
-      },
+      backend,
+      memoryBytes,
+      maxProcesses,
+      maxOpenFiles: config.runJob.maxOpenFiles,
+      maxFileBytes: settings.maxFileBytes,
+      cpuCores: config.runJob.cpuCores,
+      network,
+      idleTimeoutSeconds,
+      settings,
+      outputBytes: Math.max(config.snippet.maxStdoutBytes, config.snippet.maxStderrBytes),
     };
   }
 }
 
-/** The run-job rules for a command: a shell or inline code needs allow_shell; allowed_commands by name. */
-async function policyDecision(argv: readonly string[], policy: SessionPolicy): Promise<ContractError | null> {
-  const shell = policy.allowShell ? null : findShellUse(argv);
+/**
+ * The run-job rules for a command, read from its argv: the early, explainable refusal (a shell
+ * or inline code needs allow_shell; allowed_commands by name). What holds whatever the argv
+ * is enforced inside the session's sandbox (LiveSession: no shells, the exec guard's rules).
+ */
+async function policyDecision(argv: readonly string[], policy: ExecPolicy): Promise<ContractError | null> {
+  const shell = policy.allow_shell ? null : findShellUse(argv);
   if (shell) return contractError('policy.shell_denied', `${shell.reason}: this session's policy has allow_shell false`, { program: shell.program });
-  const decision = await checkCommand(argv[0]!, policy.allowedCommands, null);
+  const decision = await checkCommand(argv[0]!, policy.allowed_commands ?? undefined, null);
   return decision.allowed ? null : contractError('policy.command_denied', decision.message, decision.details);
 }
 

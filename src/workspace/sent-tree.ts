@@ -1,7 +1,8 @@
 import { constants } from 'node:fs';
 import { mkdir, open, symlink } from 'node:fs/promises';
-import { join, posix } from 'node:path';
+import { join } from 'node:path';
 import { contractError, type ContractError } from '../contract/errors.js';
+import { linkEscape, linkEscapeReason } from './tree-links.js';
 
 /**
  * The caps on a workspace sent in a request, from the run-job configuration. They count what
@@ -21,8 +22,6 @@ const MAX_SENT_DEPTH = 128;
 /** Linux's PATH_MAX and NAME_MAX, less the terminating NUL: longer ones could not be made. */
 const MAX_PATH_BYTES = 4095;
 const MAX_NAME_BYTES = 255;
-/** Links followed while resolving one path, as the kernel's limit (past it: ELOOP, nowhere). */
-const MAX_LINK_HOPS = 40;
 
 /** A refusal of a sent workspace, with the stable code the request is answered with. */
 export class SentWorkspaceError extends Error {
@@ -49,7 +48,8 @@ type Kind = 'file' | 'dir' | 'symlink';
  * The rules every entry of a sent workspace (inline file or archive entry) passes, in one
  * place, and, given a destination, the writing of the tree into it. Refused with
  * `validation.path_escape`: absolute paths, `..` segments, a path through a link, links whose
- * target is absolute or leaves the tree (lexically, or resolved through the tree's own links),
+ * target is absolute or leaves the tree (lexically, or resolved through the tree's own links:
+ * the judgement of tree-links.ts, which the host snapshot shares),
  * hard links and special entries. Refused with `limits.workspace_too_large`: more entries,
  * bytes, bytes in one file or levels than the caps. Refused with `validation.invalid_request`:
  * a path given twice, or under a file. A path naming the root (`.`, `./`) is the root.
@@ -133,12 +133,10 @@ export class SentTree {
   addSymlink(raw: string, target: string, origin: EntryOrigin): void {
     if (target === '' || target.includes('\0')) throw invalid(`${origin.label} ${JSON.stringify(raw)} is a link without a usable target`, origin, raw);
     if (Buffer.byteLength(target) > MAX_PATH_BYTES) throw invalid(`${origin.label} ${JSON.stringify(raw)} has a link target over ${MAX_PATH_BYTES} bytes`, origin, raw);
-    if (posix.isAbsolute(target))
-      throw escape(`${origin.label} ${JSON.stringify(raw)} is a link to the absolute path ${JSON.stringify(target)}, outside the workspace`, origin, raw);
     const path = this.place(raw, 'symlink', origin);
-    const lexical = posix.normalize(posix.join(posix.dirname(path), target));
-    if (lexical === '..' || lexical.startsWith('../'))
-      throw escape(`${origin.label} ${JSON.stringify(raw)} is a link to ${JSON.stringify(target)}, outside the workspace`, origin, raw);
+    // Absolute and `..` targets are refused at once; through the other links once all are in.
+    const early = linkEscape(path, target, () => undefined);
+    if (early !== null) throw escape(`${origin.label} ${JSON.stringify(raw)} is ${linkEscapeReason(target, early)}`, origin, raw);
     this.links.set(path, { target, origin, raw });
   }
 
@@ -149,14 +147,10 @@ export class SentTree {
 
   /** Every entry is in: the links are judged against the whole tree, then made. */
   async finish(): Promise<SentTreeReport> {
+    const linkAt = (path: string): string | undefined => this.links.get(path)?.target;
     for (const [path, link] of this.links) {
-      if (this.escapes(path, link.target)) {
-        throw escape(
-          `${link.origin.label} ${JSON.stringify(link.raw)} is a link to ${JSON.stringify(link.target)}, which leaves the workspace through its other links`,
-          link.origin,
-          link.raw,
-        );
-      }
+      const leaves = linkEscape(path, link.target, linkAt);
+      if (leaves !== null) throw escape(`${link.origin.label} ${JSON.stringify(link.raw)} is ${linkEscapeReason(link.target, leaves)}`, link.origin, link.raw);
     }
     if (this.destination !== null) {
       for (const [path, link] of this.links) {
@@ -201,35 +195,6 @@ export class SentTree {
       );
     }
     this.kinds.set(path, kind);
-  }
-
-  /**
-   * Resolves the link as the kernel would inside the sandbox, through the links the tree
-   * holds: true when a `..` climbs above the root. A lexical check alone misses `sub/up -> ..`
-   * beside `sub/out -> up/..`. Components the tree lacks are taken as written.
-   */
-  private escapes(path: string, target: string): boolean {
-    const at = path.split('/').slice(0, -1);
-    const pending = target.split('/').reverse();
-    let hops = 0;
-    while (pending.length > 0) {
-      const part = pending.pop()!;
-      if (part === '' || part === '.') continue;
-      if (part === '..') {
-        if (at.length === 0) return true;
-        at.pop();
-        continue;
-      }
-      at.push(part);
-      const link = this.links.get(at.join('/'));
-      if (link === undefined) continue;
-      hops += 1;
-      // The kernel gives up here (ELOOP): the path leads nowhere, so nowhere outside either.
-      if (hops > MAX_LINK_HOPS) return false;
-      at.pop();
-      pending.push(...link.target.split('/').reverse());
-    }
-    return false;
   }
 
   private async makeParents(path: string): Promise<void> {

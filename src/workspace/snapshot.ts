@@ -7,6 +7,7 @@ import { Semaphore } from '../util/semaphore.js';
 import { isExcludedDirectoryName, isExcludedFileName, PathFilter, VIRTUALENV_MARKER } from './exclusions.js';
 import { SafeDir } from './safe-fs.js';
 import { treeHash, type TreeEntry } from './tree-hash.js';
+import { linkEscape, linkEscapeReason } from './tree-links.js';
 
 export interface SnapshotOptions {
   include?: readonly string[];
@@ -55,6 +56,8 @@ class SnapshotCopier {
   private readonly filter: PathFilter;
   private readonly entries: TreeEntry[] = [];
   private readonly skipped: SkippedEntry[] = [];
+  /** The links to keep, by tree path: their targets, relative. */
+  private readonly links = new Map<string, string>();
   private skippedCount = 0;
   private files = 0;
   private bytes = 0;
@@ -76,6 +79,7 @@ class SnapshotCopier {
     } finally {
       await dir.close();
     }
+    await this.makeLinks();
     this.skipped.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     if (this.skippedCount > this.skipped.length) this.skipped.push({ path: '...', reason: `${this.skippedCount - this.skipped.length} more not listed` });
     return { files: this.files, bytes: this.bytes, skipped: this.skipped, sha256: treeHash(this.entries) };
@@ -91,7 +95,7 @@ class SnapshotCopier {
       if (entry.isDirectory()) {
         if (!isExcludedDirectoryName(entry.name) && !this.filter.prunesDirectory(relativePath)) subdirectories.push(entry.name);
       } else if (entry.isSymbolicLink()) {
-        if (!isExcludedFileName(entry.name) && this.filter.includesFile(relativePath)) pending.push(this.copySymlink(dir, entry.name, relativePath));
+        if (!isExcludedFileName(entry.name) && this.filter.includesFile(relativePath)) pending.push(this.readSymlink(dir, entry.name, relativePath));
       } else if (entry.isFile()) {
         if (!isExcludedFileName(entry.name) && this.filter.includesFile(relativePath)) pending.push(this.slots.run(() => this.copyFile(dir, entry.name, relativePath)));
       } else {
@@ -163,20 +167,39 @@ class SnapshotCopier {
     }
   }
 
-  /** Links are kept only when they resolve inside the workspace; absolute ones are made relative. */
-  private async copySymlink(dir: SafeDir, name: string, relativePath: string): Promise<void> {
+  /**
+   * A link is read as it is met and made once the whole tree is walked (makeLinks), since
+   * whether it stays inside depends on the other links. Absolute ones into the workspace are
+   * made relative first.
+   */
+  private async readSymlink(dir: SafeDir, name: string, relativePath: string): Promise<void> {
     const target = await readlink(dir.entryPath(name));
-    const parent = posix.dirname(relativePath);
-    const resolved = isAbsolute(target) ? relative(this.root, target).split('\\').join('/') : posix.normalize(posix.join(parent, target));
-    if (resolved === '..' || resolved.startsWith('../') || isAbsolute(resolved) || resolved === '') {
-      this.skip(relativePath, `symlink to ${target} leaves the workspace`);
+    if (!isAbsolute(target)) {
+      this.links.set(relativePath, target);
       return;
     }
-    const kept = isAbsolute(target) ? posix.relative(parent, resolved) || '.' : target;
-    const path = join(this.destination, relativePath);
-    await symlink(kept, path);
-    if (this.options.ownerUid !== null) await lchown(path, this.options.ownerUid, this.options.ownerUid);
-    this.entries.push({ kind: 'symlink', path: relativePath, target: kept });
+    const inside = relative(this.root, target).split('\\').join('/');
+    if (inside === '' || inside === '..' || inside.startsWith('../') || isAbsolute(inside)) {
+      this.skip(relativePath, `symlink: ${linkEscapeReason(target, 'absolute')}`);
+      return;
+    }
+    this.links.set(relativePath, posix.relative(posix.dirname(relativePath), inside) || '.');
+  }
+
+  /** Keeps only the links that resolve inside the tree, judged as a sent workspace's are (tree-links.ts). */
+  private async makeLinks(): Promise<void> {
+    const linkAt = (path: string): string | undefined => this.links.get(path);
+    for (const [relativePath, target] of this.links) {
+      const leaves = linkEscape(relativePath, target, linkAt);
+      if (leaves !== null) {
+        this.skip(relativePath, `symlink: ${linkEscapeReason(target, leaves)}`);
+        continue;
+      }
+      const path = join(this.destination, relativePath);
+      await symlink(target, path);
+      if (this.options.ownerUid !== null) await lchown(path, this.options.ownerUid, this.options.ownerUid);
+      this.entries.push({ kind: 'symlink', path: relativePath, target });
+    }
   }
 
   private skip(path: string, reason: string): void {

@@ -106,10 +106,30 @@ describe('shell policy inside the job', () => {
   });
 
   it('a job that may not run shells can still run the system tools', async () => {
-    const result = await runJob({ workspace: local(workspace), command: { argv: ['python3', '-m', 'json.tool', '--help'] } }, { runtime });
-    assert.equal(result.status, 'completed', result.stderr.text);
+    const result = await runJob({ workspace: local(workspace), command: { argv: ['python3', '-I', '-W', 'ignore', 'one.txt'] } }, { runtime });
+    // one.txt holds `x`: python ran it as its script (a NameError), no inline code involved.
+    assert.match(result.stderr.text, /NameError: name 'x' is not defined/);
     const tools = await runJob({ workspace: local(workspace), command: { argv: ['find', '.', '-name', 'one.txt', '-exec', 'cat', '{}', ';'] } }, { runtime });
     assert.equal(tools.stdout.text, 'x\n', tools.stderr.text);
+  });
+});
+
+describe('inline code is refused as one rule (inline-code.ts)', () => {
+  const runtime = testRuntime();
+  after(() => runtime.dispose());
+
+  it('python3 -m timeit -s CODE and perl -MCODE get the refusal python3 -c gets', async () => {
+    const refusals = [];
+    for (const argv of [
+      ['python3', '-c', 'print(1)'],
+      ['python3', '-m', 'timeit', '-n', '1', '-s', 'import os; os.system("id")', 'pass'],
+      ['perl', '-Mstrict;system(q(id))', '/dev/null'],
+    ]) {
+      const result = await runJob({ command: { argv } }, { runtime });
+      refusals.push([result.status, result.error?.code, result.policy.rule]);
+      assert.match(result.error!.message, /inline code/);
+    }
+    assert.deepEqual(refusals, Array(3).fill(['policy_denied', 'policy.shell_denied', 'allow_shell']));
   });
 });
 

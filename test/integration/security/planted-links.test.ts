@@ -34,7 +34,8 @@ describe('links planted in the work dir never lead host-side code out of it', ()
     const result = await runJob({ workspace: { source: 'local_path', path: escapingWorkspace() }, command: { argv: ['true'], cwd: `a/${marker}` } }, { runtime });
     assert.equal(result.status, 'setup_failed');
     assert.equal(result.error?.code, 'backend.setup_failed');
-    assert.match(result.error!.message, /link or not a directory/);
+    // The snapshot drops `a` (it leaves through x/y), so the cwd is not there at all.
+    assert.match(result.error!.message, /does not exist in the workspace snapshot/);
     assert.deepEqual(foundUnder(TEST_STATE_DIR, marker), [], 'no directory was made outside the work dir');
   });
 
@@ -91,5 +92,18 @@ describe('links planted in the work dir never lead host-side code out of it', ()
       result.artifacts.map((artifact) => artifact.path),
       ['d/7/hit.txt'],
     );
+  });
+});
+
+describe('a local_path workspace is judged by the links a sent archive is judged by', () => {
+  it('drops and lists a link that leaves only through another link (e1 -> d/up/.., d/up -> ..), in the words of the archive refusal', async () => {
+    const path = makeWorkspace({ 'd/keep.txt': 'd' });
+    symlinkSync('..', join(path, 'd', 'up'));
+    symlinkSync('d/up/..', join(path, 'e1'));
+    const result = await runJob({ workspace: { source: 'local_path', path }, command: { argv: ['ls', '-A', '.', 'd'] } }, { runtime });
+    assert.equal(result.status, 'completed', JSON.stringify(result.error));
+    assert.deepEqual(result.workspace?.skipped, [{ path: 'e1', reason: 'symlink: a link to "d/up/..", which leaves the workspace through its other links' }]);
+    assert.doesNotMatch(result.stdout.text, /e1/, 'the link is not in the work dir');
+    assert.match(result.stdout.text, /up/, 'd/up stays: it names the workspace root');
   });
 });

@@ -16,7 +16,7 @@ const plan: OciPlan = {
   scratch: ['/tmp/job'],
   hidden: ['/usr/bin/dash'],
   emptyFile: '/state/empty',
-  noexecWritable: false,
+  executable: 'any',
   tmpBytes: 1024,
   limits: { memoryBytes: 1 << 20, memoryMechanism: 'address-space', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 4096, cpuCores: 1.5 },
   cgroup: { path: '/agent-runner/1-1-x', limits: { memoryBytes: 1 << 20, maxProcesses: 264, cpuCores: 1.5 } },
@@ -87,7 +87,7 @@ describe('OCI config of a gvisor job', () => {
   });
 
   it('makes every writable mount noexec when nothing written may be executed', () => {
-    const writable = config({ noexecWritable: true }).mounts.filter(({ options }) => !options.includes('ro'));
+    const writable = config({ executable: 'system' }).mounts.filter(({ options }) => !options.includes('ro'));
     assert.deepEqual(
       writable.filter(({ options }) => !options.includes('noexec')).map(({ destination }) => destination),
       [],
@@ -96,6 +96,26 @@ describe('OCI config of a gvisor job', () => {
       writable.map(({ destination }) => destination),
       ['/proc', '/tmp', '/tmp/job', '/workspace'],
     );
+  });
+
+  it('with an exec allowlist, every mount is noexec but the listed paths, each bound over itself last; a hidden shell stays hidden', () => {
+    const { mounts } = config({ executable: { only: ['/usr/bin/python3.11', '/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2', '/usr/bin/dash'] } });
+    const executable = mounts.filter(({ options }) => !options.includes('noexec'));
+    assert.deepEqual(
+      executable.map(({ destination, source, options }) => [destination, source, options.includes('ro')]),
+      [
+        ['/sys', 'tmpfs', true],
+        ['/usr/bin/python3.11', '/usr/bin/python3.11', true],
+        ['/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2', '/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2', true],
+      ],
+    );
+    assert.deepEqual(mounts.slice(-2), executable.slice(1), 'after the mounts they land on');
+    // A listed file inside a bound mount comes from that mount's source.
+    const bound = config({
+      mounts: [{ host: '/state/toolchains/node', sandbox: '/opt/toolchains/node', writable: false }],
+      executable: { only: ['/opt/toolchains/node/bin/node'] },
+    });
+    assert.equal(bound.mounts.at(-1)!.source, '/state/toolchains/node/bin/node');
   });
 
   it('names the cgroup made for the job with its limits, and new namespaces including the network', () => {
