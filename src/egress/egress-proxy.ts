@@ -38,7 +38,8 @@ class Refusal extends Error {
  * TLS, which must agree), never by a DNS answer: the proxy resolves the allowed name itself
  * and refuses one that leads to the host, loopback, private, link-local, CGNAT or unspecified
  * addresses. Tunnels to hosts with secrets are ended here with a leaf of the job's CA, so the
- * proxy can put each secret's value in place of its placeholder, in headers to those hosts only.
+ * proxy can put each secret's value in place of its placeholder, in headers of HTTPS requests to
+ * those hosts only.
  *
  * node's http, net and tls rather than a proxy package: the decision needs the SNI before any
  * byte goes upstream and the interception a CA of our own, which the maintained proxy
@@ -103,7 +104,9 @@ export class EgressProxy {
     try {
       const target = requestTarget(request, tunnelled);
       const address = await this.admit(target);
-      const secrets = secretsFor(this.egress.secrets, target.host);
+      // Values go out over TLS only: a job that asks for http:// sends its placeholder, so no
+      // secret crosses a network in clear, whatever scheme the job picks.
+      const secrets = tunnelled ? secretsFor(this.egress.secrets, target.host) : [];
       const headers = substituteHeaders(request.headers, secrets);
       for (const name of HOP_HEADERS) delete headers[name];
       const path = tunnelled || !request.url!.includes('://') ? request.url! : pathOf(request.url!);
