@@ -8,7 +8,7 @@ x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoPro
 type KeyPair = webcrypto.CryptoKeyPair;
 
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
-/** Leaves and the CA are made for one job: they need outlive it by little (clock skew aside). */
+/** Leaves and the CA are made for one job: they need not outlive it by much (clock skew aside). */
 const VALIDITY_MS = 2 * 24 * 3600 * 1000;
 const SKEW_MS = 3600 * 1000;
 
@@ -29,7 +29,8 @@ export class JobCa {
   ) {}
 
   static async create(): Promise<JobCa> {
-    const [keys, leafKeys] = await Promise.all([generateKeys(), generateKeys()]);
+    // The CA's private key cannot even be exported from webcrypto; the leaves' must be, for node's TLS.
+    const [keys, leafKeys] = await Promise.all([generateKeys(false), generateKeys(true)]);
     const now = Date.now();
     const certificate = await x509.X509CertificateGenerator.createSelfSigned({
       serialNumber: serial(),
@@ -87,8 +88,8 @@ export class JobCa {
   }
 }
 
-function generateKeys(): Promise<KeyPair> {
-  return webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']) as Promise<KeyPair>;
+function generateKeys(extractable: boolean): Promise<KeyPair> {
+  return webcrypto.subtle.generateKey(ALGORITHM, extractable, ['sign', 'verify']) as Promise<KeyPair>;
 }
 
 /** A positive random serial (the top bit clear keeps its DER integer positive). */

@@ -11,6 +11,11 @@ export const PROXY_ADDRESS = '127.0.0.1:3128';
 export const CA_BUNDLE_FILE = 'egress-ca-bundle.pem';
 /** The host's roots (Debian's ca-certificates), which the bundle keeps trusting. */
 const SYSTEM_CA_FILE = '/etc/ssl/certs/ca-certificates.crt';
+/**
+ * Connections the relay serves at once: each is a socat process on the host, outside the job's
+ * cgroup, so the job's own process limit does not bound them. Past this, new ones wait.
+ */
+const RELAY_MAX_CONNECTIONS = 64;
 /** How long the relay may take to listen before the job is given up as not set up. */
 const RELAY_READY_MS = 10_000;
 
@@ -94,7 +99,7 @@ export class ProxiedNetwork implements AttachedNetwork {
       const relay = await this.helpers.spawn(
         this.tools.setpriv,
         ['--pdeathsig', 'KILL', '--', this.tools.nsenter, '--net=/proc/self/fd/3', '--', this.tools.socat, '-d', '-d',
-          `TCP-LISTEN:${PROXY_ADDRESS.split(':')[1]},bind=${PROXY_ADDRESS.split(':')[0]},reuseaddr,fork`, `UNIX-CONNECT:${this.socketPath}`],
+          `TCP-LISTEN:${PROXY_ADDRESS.split(':')[1]},bind=${PROXY_ADDRESS.split(':')[0]},reuseaddr,fork,max-children=${RELAY_MAX_CONNECTIONS}`, `UNIX-CONNECT:${this.socketPath}`],
         { onStderr: (text) => (/listening on/.test(text) ? ready() : undefined) },
       );
       const outcome = await Promise.race([
