@@ -319,6 +319,24 @@ describe('egress by name: requests the runner refuses', () => {
       /command\.env also sets T/,
     ],
   ];
+  it('gvisor and microvm give jobs no network: egress by name there ends backend_unavailable, never run elsewhere', async () => {
+    for (const kind of ['gvisor', 'microvm'] as const) {
+      const result = await runJob(
+        {
+          command: { argv: ['true'] },
+          policy: { network: { allow_domains: ['api.test.example'] } },
+          secrets: { T: { value: SECRET, hosts: ['api.test.example'] } },
+          backend: { kind },
+        },
+        { runtime },
+      );
+      assert.equal(result.status, 'backend_unavailable', `${kind}: ${JSON.stringify(result.error)}`);
+      assert.equal(result.exit_code, null, `${kind}: nothing ran`);
+      assert.deepEqual(result.backend, { kind });
+      assert.ok(!JSON.stringify(result).includes(SECRET));
+    }
+  });
+
   for (const [label, request, field, message] of cases) {
     it(`${label}: validation.invalid_request naming ${field}, the value never quoted`, async () => {
       const result = await runJob({ command: { argv: ['true'] }, ...request }, { runtime });
