@@ -8,6 +8,7 @@ const LAYERS = [
   ['client'],
   ['config'],
   ['workspace'],
+  ['egress'],
   ['sandbox'],
   ['languages', 'policy'],
   ['runner'],

@@ -107,6 +107,10 @@ const PORT = '(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|65
 const HOST = '(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?|\\[[0-9A-Fa-f:.]+\\])';
 const EGRESS_ENTRY_PATTERN = `^${HOST}:${PORT}$`;
 const MAX_EGRESS_ENTRIES = 64;
+/** A domain name (at least two labels), or `*.` and one: any name below it. */
+const DOMAIN = '(?:\\*\\.)?(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)+[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?';
+const DOMAIN_PATTERN = `^${DOMAIN}$`;
+const DOMAIN_ENTRY_PATTERN = `^${DOMAIN}(?::${PORT})?$`;
 
 export const NetworkPolicySchema = Type.Union(
   [
@@ -121,14 +125,43 @@ export const NetworkPolicySchema = Type.Union(
       },
       { additionalProperties: false },
     ),
+    Type.Object(
+      {
+        allow_domains: Type.Array(Type.String({ pattern: DOMAIN_ENTRY_PATTERN, maxLength: 261 }), {
+          minItems: 1,
+          maxItems: MAX_EGRESS_ENTRIES,
+          description: 'Domain names or *.patterns, each with an optional :port (without one: 80 and 443), reached by HTTP and TLS through the egress proxy on the host.',
+        }),
+      },
+      { additionalProperties: false },
+    ),
   ],
   {
     default: 'none',
     description:
-      'none: loopback only. allow: a network namespace of its own behind user-mode networking (pasta) that never reaches the host (its loopback, its addresses, link-local and metadata addresses). {allow: [...]}: the same, with TCP connections to these pairs only and no DNS.',
+      'none: loopback only. allow: a network namespace of its own behind user-mode networking (pasta) that never reaches the host (its loopback, its addresses, link-local and metadata addresses). {allow: [...]}: the same, with TCP connections to these pairs only and no DNS. {allow_domains: [...]}: HTTP and TLS only, through an egress proxy on the host (the job gets HTTP_PROXY and HTTPS_PROXY) that decides by name (Host header, CONNECT target, TLS SNI) and refuses names that resolve to the host or private addresses; nothing else is reachable.',
   },
 );
 export type NetworkPolicy = Static<typeof NetworkPolicySchema>;
+
+export const SecretSchema = Type.Object(
+  {
+    value: Type.String({ minLength: 1, maxLength: 8192, description: 'Never stored, never inside the job.' }),
+    hosts: Type.Array(Type.String({ pattern: DOMAIN_PATTERN, maxLength: 255 }), {
+      minItems: 1,
+      maxItems: MAX_EGRESS_ENTRIES,
+      description: 'Names or *.patterns whose requests get the value in place of the placeholder.',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const SecretsSchema = Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), SecretSchema, {
+  maxProperties: 32,
+  description:
+    'Each name is an environment variable of the job holding a random placeholder; the egress proxy puts the value in place of the placeholder in the headers of requests to its hosts only (HTTPS through a CA made for the job). Needs policy.network {allow_domains}.',
+});
+export type Secrets = Static<typeof SecretsSchema>;
 
 export const PolicySchema = Type.Object(
   {
@@ -161,6 +194,7 @@ export const RunJobRequestSchema = Type.Object(
     workspace: Type.Optional(WorkspaceSchema),
     command: CommandSchema,
     policy: Type.Optional(PolicySchema),
+    secrets: Type.Optional(SecretsSchema),
     limits: Type.Optional(LimitsSchema),
     artifacts: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Globs of files to collect from the work dir after the run.' })),
     backend: Type.Optional(BackendChoiceSchema),

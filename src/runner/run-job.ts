@@ -24,6 +24,7 @@ import { LogFile, teeSinks } from '../sandbox/log-file.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { admitNetwork } from './network-admission.js';
+import { admitSecrets } from './secret-admission.js';
 import type { PreparedSandbox, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SentWorkspaceError } from '../workspace/sent-workspace.js';
 import { SnapshotError } from '../workspace/snapshot.js';
@@ -67,6 +68,8 @@ interface NormalisedJob {
   workspacePath: string | null;
   cwd: string;
   env: Record<string, string>;
+  /** Each secret's name and the placeholder the job sees for it (secret-admission.ts). */
+  secretPlaceholders: Record<string, string>;
   limits: RunJobLimitValues;
   policy: { allowed_commands: CommandRule[] | null; allowed_env: string[]; allow_shell: boolean; network: NetworkPolicy };
   /** The network the sandbox gives the job, its allowlist parsed. */
@@ -154,8 +157,11 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
     };
   }
   const network = value.policy?.network ?? 'none';
-  const sandboxNetwork = admitNetwork(network, config.allowNetwork, 'policy.network');
-  if (sandboxNetwork !== 'none' && 'error' in sandboxNetwork) return sandboxNetwork;
+  const admittedNetwork = admitNetwork(network, config.allowNetwork, 'policy.network');
+  if (admittedNetwork !== 'none' && 'error' in admittedNetwork) return admittedNetwork;
+  const env = value.command.env ?? {};
+  const secrets = admitSecrets(value.secrets, admittedNetwork, env);
+  if ('error' in secrets) return secrets;
   let workspacePath: string | null = null;
   // A workspace sent in the request names no host path: any caller may send one.
   if (value.workspace?.source === 'local_path' && caller !== null) {
@@ -169,7 +175,8 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
     request: value,
     workspacePath,
     cwd,
-    env: value.command.env ?? {},
+    env,
+    secretPlaceholders: secrets.placeholders,
     limits,
     policy: {
       allowed_commands: value.policy?.allowed_commands ?? null,
@@ -177,7 +184,7 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
       allow_shell: value.policy?.allow_shell ?? false,
       network,
     },
-    network: sandboxNetwork,
+    network: secrets.network,
     backendKind: runtime.backends.kindOf(value.backend?.kind) ?? runtime.backends.defaultKind,
   };
 }
@@ -269,7 +276,7 @@ class RunJobExecution {
       profile: 'run-job',
       argv: job.request.command.argv,
       cwd: posix.join(WORK_DIR, job.cwd),
-      env: job.env,
+      env: { ...job.env, ...job.secretPlaceholders },
       mounts: [],
       files: [],
       workDir: WORK_DIR,

@@ -9,7 +9,11 @@ import type { BackendCapabilities } from '../contract/backend.js';
 import { HostWorkDir } from './host-work-dir.js';
 import { baseEnvironment, probeTemplate } from './profiles.js';
 import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import type { EgressHostOptions } from '../egress/policy.js';
 import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from './job-network.js';
+import type { AttachedNetwork } from './netns-helpers.js';
+import { CA_BUNDLE_FILE, ProxiedNetwork } from './proxied-network.js';
+import type { NetworkFiles } from './bwrap-argv.js';
 import { meminfoText } from './meminfo.js';
 import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
 import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv, probeLandlock } from './exec-guard.js';
@@ -44,6 +48,8 @@ export interface BubblewrapOptions {
   warmTemplates?: number;
   /** The programs that give a job egress (job-network.ts); without them such jobs are unavailable. */
   networkTools?: NetworkTools;
+  /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
+  egress?: EgressHostOptions;
 }
 
 const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
@@ -63,6 +69,7 @@ const DEFAULTS = {
   requireCgroups: false,
   seccomp: true,
   networkTools: DEFAULT_NETWORK_TOOLS,
+  egress: {},
 };
 
 /**
@@ -126,7 +133,8 @@ export class BubblewrapBackend implements SandboxBackend {
         ready.landlockAbi > 0
           ? `Landlock ABI ${ready.landlockAbi}: run jobs' exec rules (allow_shell, allowed_commands) enforced inside the job`
           : 'no Landlock in this kernel: run jobs that restrict execution (allow_shell false, allowed_commands) cannot run',
-        this.egressMissing() ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
+        this.egressMissing('pasta') ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
+        this.egressMissing('proxy') ?? 'jobs with allow_domains reach HTTP and TLS by name through an egress proxy on the host, nothing else',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
@@ -137,10 +145,12 @@ export class BubblewrapBackend implements SandboxBackend {
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
     const ready = await this.prepareHost();
     // Never the host's network instead: without its tools a job asking for egress does not run.
-    const noEgress = template.network === 'none' ? null : this.egressMissing();
+    const noEgress = template.network === 'none' ? null : this.egressMissing('proxy' in template.network ? 'proxy' : 'pasta');
     if (noEgress) throw new SandboxUnavailableError(noEgress);
-    // A compiler's writable output dir belongs to one job: such templates are never pre-started.
-    const key = template.mounts.some((mount) => mount.writable) || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
+    // A compiler's writable output dir belongs to one job, and so do a proxied job's placeholders
+    // and secrets: such templates are never pre-started.
+    const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network);
+    const key = ownsParts || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
     let sandbox = key === null ? undefined : this.warm.take(key);
     if (sandbox && !sandbox.alive) sandbox = undefined;
     // The replacement is started once this job is over, so its setup does not compete with
@@ -165,14 +175,14 @@ export class BubblewrapBackend implements SandboxBackend {
     return this.ready;
   }
 
-  /** Why jobs with network cannot run here, or null when they can. */
-  private egressMissing(): string | null {
+  /** Why jobs with network (through pasta, or the egress proxy) cannot run here, or null when they can. */
+  private egressMissing(way: 'pasta' | 'proxy'): string | null {
     // The job's network namespace belongs to a user namespace only root can enter (job-network.ts).
-    if (process.getuid?.() !== 0) return 'jobs with network need agent-runner to run as root, to attach user-mode networking (pasta) to their namespace';
-    const { pasta, nft, nsenter, setpriv } = this.options.networkTools;
-    const missing =
-      missingTool('pasta', pasta, 'passt') ?? missingTool('nft', nft, 'nftables') ?? missingTool('nsenter', nsenter, 'util-linux') ?? missingTool('setpriv', setpriv, 'util-linux');
-    return missing && `jobs with network cannot run here: ${missing}`;
+    if (process.getuid?.() !== 0) return 'jobs with network need agent-runner to run as root, to attach their network to their namespace';
+    const { pasta, nft, nsenter, setpriv, socat } = this.options.networkTools;
+    const own = way === 'pasta' ? (missingTool('pasta', pasta, 'passt') ?? missingTool('nft', nft, 'nftables')) : missingTool('socat', socat, 'socat');
+    const missing = own ?? missingTool('nsenter', nsenter, 'util-linux') ?? missingTool('setpriv', setpriv, 'util-linux');
+    return missing && `jobs with ${way === 'pasta' ? 'network' : 'allow_domains'} cannot run here: ${missing}`;
   }
 
   private async initialise(): Promise<Ready> {
@@ -303,13 +313,19 @@ export class BubblewrapBackend implements SandboxBackend {
       for (const file of files) {
         fileMounts.push({ host: await stage(file.name, file.executable ? 0o755 : 0o644), sandbox: file.sandboxPath, writable: false });
       }
-      let network: JobNetwork | null = null;
-      let networkFiles: { hosts: string; resolvConf: string } | null = null;
+      let network: AttachedNetwork | null = null;
+      let networkFiles: NetworkFiles | null = null;
       if (template.network !== 'none') {
         networkFiles = { hosts: await stage(RESOLVER_FILES.hosts, 0o644), resolvConf: await stage(RESOLVER_FILES.resolvConf, 0o644) };
-        const pidFile = join(stagingDir, 'pasta.pid');
-        await writeFile(pidFile, '', { mode: 0o600, flag: 'wx' });
-        network = new JobNetwork(template.network, this.options.networkTools, pidFile);
+        if ('proxy' in template.network) {
+          const { proxy } = template.network;
+          if (proxy.secrets.length > 0) networkFiles.caBundle = await stage(CA_BUNDLE_FILE, 0o644);
+          network = new ProxiedNetwork(proxy, this.options.networkTools, join(stagingDir, 'egress.sock'), this.options.egress);
+        } else {
+          const pidFile = join(stagingDir, 'pasta.pid');
+          await writeFile(pidFile, '', { mode: 0o600, flag: 'wx' });
+          network = new JobNetwork(template.network, this.options.networkTools, pidFile);
+        }
       }
       this.cleaningUp.add(cleanedUp);
       // Under cgroup v2 only root may move a process out of the root group: the launcher starts
@@ -358,7 +374,7 @@ export class BubblewrapBackend implements SandboxBackend {
   private launcherArgv(
     template: SandboxTemplate,
     mounts: readonly Mount[],
-    networkFiles: { hosts: string; resolvConf: string } | null,
+    networkFiles: NetworkFiles | null,
     ready: Ready,
     cgroup: JobCgroup | null,
     becomeUid: number | null,
@@ -377,7 +393,12 @@ export class BubblewrapBackend implements SandboxBackend {
       meminfo: this.meminfoFor(limits.memoryBytes),
       argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
       cwd: template.cwd,
-      env: { ...baseEnvironment(template.profile), ...template.env },
+      // The proxy's variables last: a job's own HTTPS_PROXY would lead nowhere.
+      env: {
+        ...baseEnvironment(template.profile),
+        ...template.env,
+        ...(template.network !== 'none' && 'proxy' in template.network ? ProxiedNetwork.environment(template.network.proxy) : {}),
+      },
       mounts,
       networkFiles,
       hidden: template.withoutShells ? ready.shellFiles : [],

@@ -16,6 +16,16 @@ const DEV_LINKS = [
 ] as const;
 const DEV_TMPFS_BYTES = 64 * 1024;
 
+/** The job's resolver files when it has egress; with secrets, the CA bundle it trusts (proxied-network.ts). */
+export interface NetworkFiles {
+  hosts: string;
+  resolvConf: string;
+  caBundle?: string;
+}
+
+/** Where a job with secrets finds its CA bundle: the system's roots and its own job CA. */
+export const CA_BUNDLE_SANDBOX_PATH = '/etc/agent-runner-ca-bundle.pem';
+
 export interface BwrapPlan {
   layout: HostLayout;
   /** passwd/group files naming the sandbox user, so tools that look it up do not fail. */
@@ -30,7 +40,7 @@ export interface BwrapPlan {
    * The job's own /etc/hosts and /etc/resolv.conf when it has egress (job-network.ts fills
    * them before the job starts); null: loopback only, so no resolver files.
    */
-  networkFiles: { hosts: string; resolvConf: string } | null;
+  networkFiles: NetworkFiles | null;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
   hidden: readonly string[];
   tmpBytes: number;
@@ -83,6 +93,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
   for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
   if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
+  if (plan.networkFiles?.caBundle) args.push('--ro-bind', plan.networkFiles.caBundle, CA_BUNDLE_SANDBOX_PATH);
   args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
 
   // Fresh kernel views: procfs of the job's PID namespace, no /sys, and a /dev of five

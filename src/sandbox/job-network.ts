@@ -1,11 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, openSync, readFileSync, watch } from 'node:fs';
+import { readFileSync, watch } from 'node:fs';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { networkInterfaces } from 'node:os';
-import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { forkWhenQuiet } from './fork-gate.js';
-import { SandboxUnavailableError, type Egress, type EgressTarget } from './types.js';
+import { currentHostAddresses } from '../egress/refused-address.js';
+import { NetnsHelpers, type AttachedNetwork, type SandboxInfo } from './netns-helpers.js';
+import type { Egress, EgressTarget } from './types.js';
 
 /**
  * Egress for a job that may use the network, attached from outside to the network namespace
@@ -38,24 +36,23 @@ const ALWAYS_REFUSED = { v4: ['127.0.0.0/8', '169.254.0.0/16'], v6: ['::1', 'fe8
 
 /** How long pasta may take to come up before the job is given up as not set up. */
 const PASTA_READY_MS = 10_000;
-/** What is kept of a helper's stderr for the error. */
-const STDERR_LIMIT = 4096;
 
-/** The helper programs, all from Debian packages (passt, nftables, util-linux). */
+/** The helper programs, all from Debian packages (passt, nftables, util-linux, socat: the relay of proxied-network.ts). */
 export interface NetworkTools {
   pasta: string;
   nft: string;
   nsenter: string;
   setpriv: string;
+  socat: string;
 }
 
-export const DEFAULT_NETWORK_TOOLS: NetworkTools = { pasta: '/usr/bin/pasta', nft: '/usr/sbin/nft', nsenter: '/usr/bin/nsenter', setpriv: '/usr/bin/setpriv' };
-
-/** What bwrap's --info-fd says about the sandbox it made. */
-export interface SandboxInfo {
-  pid: number;
-  netNamespace: number;
-}
+export const DEFAULT_NETWORK_TOOLS: NetworkTools = {
+  pasta: '/usr/bin/pasta',
+  nft: '/usr/sbin/nft',
+  nsenter: '/usr/bin/nsenter',
+  setpriv: '/usr/bin/setpriv',
+  socat: '/usr/bin/socat',
+};
 
 interface ResolvedTarget {
   address: string;
@@ -178,33 +175,17 @@ async function resolveEgress(allow: readonly EgressTarget[]): Promise<ResolvedEg
   return resolved;
 }
 
-/** Every address of the host's interfaces, loopback included, as nftables writes them. */
-function hostAddresses(): string[] {
-  return Object.values(networkInterfaces()).flatMap((entries) => (entries ?? []).map((entry) => entry.address));
-}
-
 /** Names under which the backend stages the job's resolver files (bind-mounted read-only, filled by connect()). */
 export const RESOLVER_FILES = { hosts: 'network-hosts', resolvConf: 'network-resolv.conf' } as const;
 
-interface Helper {
-  /** The exit code; null when killed or not started (never rejects). */
-  exited: Promise<number | null>;
-  stderr(): string;
-}
-
 /**
- * One job's egress. attach() starts pasta as soon as bwrap reports the sandbox, so a pre-started
- * sandbox has its network up before its job comes; connect(), just before the job may exec,
- * resolves the allowlist, fills the resolver files and installs the rules. stop() kills pasta
- * and may come at any time (the sandbox ended, the job was given up).
+ * One job's egress through pasta. attach() starts pasta as soon as bwrap reports the sandbox,
+ * so a pre-started sandbox has its network up before its job comes; connect() resolves the
+ * allowlist, fills the resolver files and installs the rules.
  */
-export class JobNetwork {
-  private readonly helpers = new Set<ChildProcess>();
+export class JobNetwork implements AttachedNetwork {
+  private readonly helpers = new NetnsHelpers();
   private attached: Promise<void> | null = null;
-  /** The job's network namespace, held from attach() until the rules are in. */
-  private netns: number | null = null;
-  private stopped = false;
-  private idle = true;
 
   /** `pidFile`: an empty file pasta writes its pid into once the namespace is configured. */
   constructor(
@@ -215,18 +196,13 @@ export class JobNetwork {
 
   attach(sandbox: Promise<SandboxInfo | null>): void {
     this.attached = sandbox.then(async (info) => {
-      if (!info) throw new SandboxUnavailableError('bubblewrap did not report the sandbox it made (--info-fd)');
-      if (this.stopped) throw new Error('the sandbox ended before its network was set up');
-      this.netns = openSync(`/proc/${info.pid}/ns/net`, 'r');
-      // A pid can be reused: the namespace must be the one bwrap reported.
-      if (fstatSync(this.netns).ino !== info.netNamespace) throw new Error(`the sandbox (pid ${info.pid}) ended before its network was set up`);
+      this.helpers.open(info);
       await this.startPasta();
     });
     // Reported by connect(), when the sandbox is used.
     this.attached.catch(() => undefined);
   }
 
-  /** Resolves the allowlist, fills the resolver files through `stage`, installs the rules once pasta is up. */
   async connect(stage: (name: string, content: string) => Promise<void>): Promise<void> {
     const resolved = this.egress.allow === null ? null : await resolveEgress(this.egress.allow);
     const files = resolverFiles(this.egress, resolved?.pinned ?? []);
@@ -234,29 +210,22 @@ export class JobNetwork {
     if (!this.attached) throw new Error('the network was never attached to the sandbox');
     await this.attached;
     try {
-      const nft = await this.spawnHelper(this.tools.nsenter, ['--net=/proc/self/fd/3', '--', this.tools.nft, '-f', '-'], egressRuleset(hostAddresses(), resolved?.targets ?? null));
+      const nft = await this.helpers.spawn(this.tools.nsenter, ['--net=/proc/self/fd/3', '--', this.tools.nft, '-f', '-'], {
+        input: egressRuleset(currentHostAddresses(), resolved?.targets ?? null),
+      });
       const code = await nft.exited;
       if (code !== 0) throw new Error(`nft could not install the job's egress rules (exit ${code}): ${nft.stderr()}`);
     } finally {
-      this.closeNamespace();
+      this.helpers.close();
     }
   }
 
   stop(): void {
-    this.stopped = true;
-    for (const helper of this.helpers) helper.kill('SIGKILL');
-    this.closeNamespace();
+    this.helpers.stop();
   }
 
-  /** A pre-started sandbox's pasta must not keep this process alive on its own. */
   setIdle(idle: boolean): void {
-    this.idle = idle;
-    for (const helper of this.helpers) refWhileBusy(helper, idle);
-  }
-
-  private closeNamespace(): void {
-    if (this.netns !== null) closeSync(this.netns);
-    this.netns = null;
+    this.helpers.setIdle(idle);
   }
 
   /** pasta, tied to this process by PDEATHSIG (setpriv), so it never outlives a killed service. */
@@ -264,7 +233,7 @@ export class JobNetwork {
     const pidFile = watchPidFile(this.pidFile);
     let timer: NodeJS.Timeout | undefined;
     try {
-      const pasta = await this.spawnHelper(this.tools.setpriv, ['--pdeathsig', 'KILL', '--', this.tools.pasta, ...pastaArgs(this.egress, this.pidFile)]);
+      const pasta = await this.helpers.spawn(this.tools.setpriv, ['--pdeathsig', 'KILL', '--', this.tools.pasta, ...pastaArgs(this.egress, this.pidFile)]);
       const outcome = await Promise.race([
         pidFile.written.then(() => 'up' as const),
         // It stays up for the job's lifetime: an exit before its pid file is written is a failure.
@@ -277,43 +246,6 @@ export class JobNetwork {
       clearTimeout(timer);
       pidFile.close();
     }
-  }
-
-  /** Spawns a helper with the job's network namespace as its fd 3. */
-  private async spawnHelper(command: string, args: readonly string[], input?: string): Promise<Helper> {
-    const child = await forkWhenQuiet(() => {
-      // Checked in the same step as the fork: stop() closes the namespace fd.
-      if (this.stopped || this.netns === null) throw new Error('the sandbox ended before its network was set up');
-      const devNull = openSync('/dev/null', 'r');
-      try {
-        return spawn(command, args, { stdio: stdioWithoutLeaks([input === undefined ? 'ignore' : 'pipe', 'ignore', 'pipe', this.netns], devNull), env: {} });
-      } finally {
-        closeSync(devNull);
-      }
-    });
-    this.helpers.add(child);
-    refWhileBusy(child, this.idle);
-    let stderr = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      if (stderr.length < STDERR_LIMIT) stderr += chunk.toString('utf8');
-    });
-    child.stdin?.on('error', () => undefined);
-    child.stdin?.end(input);
-    const exited = new Promise<number | null>((resolve) => {
-      child.on('error', (error) => {
-        stderr += error.message;
-        resolve(null);
-      });
-      child.on('close', (code) => resolve(code));
-    }).finally(() => this.helpers.delete(child));
-    return { exited, stderr: () => stderr.trim() };
-  }
-}
-
-function refWhileBusy(child: ChildProcess, idle: boolean): void {
-  for (const handle of [child, child.stderr, child.stdin] as Array<{ ref?(): void; unref?(): void } | null>) {
-    if (idle) handle?.unref?.();
-    else handle?.ref?.();
   }
 }
 

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import { UNCOUNTED, type CgroupUsage, type JobCgroup } from './cgroups.js';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { feedStdin } from './job-stdin.js';
-import type { JobNetwork, SandboxInfo } from './job-network.js';
+import type { AttachedNetwork, SandboxInfo } from './netns-helpers.js';
 import { signalGroup } from './process-tree.js';
 import { watchRun } from './run-watch.js';
 import { copyToStagedFile, fillStagedFile } from './staged-files.js';
@@ -61,7 +61,7 @@ export interface LaunchParts {
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
   /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
-  network: JobNetwork | null;
+  network: AttachedNetwork | null;
   /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
   onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { CgroupUsage } from './cgroups.js';
+import type { ProxiedEgress } from '../egress/policy.js';
 import type { BackendCapabilities } from '../contract/backend.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
@@ -61,8 +62,11 @@ export interface ExecRules {
   executable: 'any' | { system: boolean; files: readonly string[] };
 }
 
-/** `none`: a network namespace with loopback only; otherwise egress through user-mode networking. */
-export type SandboxNetwork = 'none' | Egress;
+/**
+ * `none`: a network namespace with loopback only; `{allow}`: egress through user-mode
+ * networking; `{proxy}`: HTTP and TLS by name through the host's egress proxy, nothing else.
+ */
+export type SandboxNetwork = 'none' | Egress | { proxy: ProxiedEgress };
 
 /**
  * A network namespace of its own behind user-mode networking that never reaches the host

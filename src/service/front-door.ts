@@ -6,7 +6,7 @@ import { QueueClosedError, QueueFullError, type JobQueue, type QueueStats } from
 import { admitRunJob, unrunResult } from '../runner/run-job.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { DuplicateJobError, isTerminal, StoreUnavailableError, type RunStore, type StatusRecord } from '../store/port.js';
-import { blankRedactedEnv, hasRedactedEnv, redactRequest } from '../store/redact.js';
+import { blankRedactedValues, hasRedactedValues, redactRequest } from '../store/redact.js';
 import { ResilientRunStore, STORE_RETRY_MS, type StoreAvailability } from '../store/resilient-store.js';
 import { expired, type RetentionPolicy } from '../util/retention.js';
 import type { EventCursor, JobEvent } from '../contract/job-events.js';
@@ -63,7 +63,7 @@ export class FrontDoor implements JobDesk {
   /**
    * Rebuilds the index. Jobs that were running when the last process died are marked failed
    * with run.interrupted (not re-run: a command may have had effects we cannot see). Jobs that
-   * were queued are queued again, oldest first, but those whose env values the store kept only
+   * were queued are queued again, oldest first, but those whose env or secret values the store kept only
    * as digests: they cannot run as asked, and end failed with store.redacted (never run).
    */
   async start(): Promise<{ recovered: number; interrupted: number; unreadable: string[] }> {
@@ -81,8 +81,9 @@ export class FrontDoor implements JobDesk {
         await this.interrupt(record.job_id, 'the service stopped while this job was running; it was not re-run');
       } else if (record.status === 'queued') {
         const request = await store.readRequest(record.job_id).catch(() => null);
-        if (hasRedactedEnv(request)) {
-          const message = 'the service restarted while this job was queued; its env values are kept only as sha256 digests, so it cannot run as asked; it never ran: resubmit it';
+        if (hasRedactedValues(request)) {
+          const message =
+            'the service restarted while this job was queued; its env and secret values are kept only as sha256 digests, so it cannot run as asked; it never ran: resubmit it';
           await this.record(record.job_id, await this.unrunResultOf(record.job_id, 'failed', contractError('store.redacted', message)));
         } else {
           requeue.push(record);
@@ -270,15 +271,15 @@ export class FrontDoor implements JobDesk {
 
   /**
    * The whole result of a job that did not run to its end, from its request: the one in memory,
-   * or the stored one, whose env values are digests; its replay hash then stays empty (the
+   * or the stored one, whose env and secret values are digests; its replay hash then stays empty (the
    * values it covers are not kept).
    */
   private async unrunResultOf(jobId: string, status: TerminalStatus, error: ContractError): Promise<RunJobResult> {
     const held = this.pending.get(jobId);
     if (held !== undefined) return unrunResult(held, status, error, this.runtime);
     const stored = await this.store.readRequest(jobId).catch(() => ({ job_id: jobId }));
-    const result = unrunResult(blankRedactedEnv(stored), status, error, this.runtime);
-    if (hasRedactedEnv(stored)) result.replay.request_sha256 = '';
+    const result = unrunResult(blankRedactedValues(stored), status, error, this.runtime);
+    if (hasRedactedValues(stored)) result.replay.request_sha256 = '';
     return result;
   }
 

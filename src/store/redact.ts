@@ -2,41 +2,51 @@ import { createHash } from 'node:crypto';
 
 /**
  * Secrets stay out of the run store. A request is stored with `command.env` keeping its keys,
- * each value replaced by `{"sha256": "<hex digest of the value's UTF-8 bytes>"}`: a record
- * still shows which variables a job had, and a caller can check a value it knows, but the
- * store (its files, its backups) never holds one. The job itself gets the real values, which
- * travel in memory only (front door -> worker); the replay hash is computed on them there.
+ * each value replaced by `{"sha256": "<hex digest of the value's UTF-8 bytes>"}`, and each of
+ * its `secrets` keeping its hosts, its value replaced the same way: a record still shows which
+ * variables and secrets a job had, and a caller can check a value it knows, but the store (its
+ * files, its backups) never holds one. The job itself gets the real env values (and for secrets
+ * only placeholders), which travel in memory only (front door -> worker); the replay hash is
+ * computed on them there.
  */
 export function redactRequest(request: unknown): unknown {
-  const env = envOf(request);
-  if (env === null) return request;
-  const redacted = Object.fromEntries(Object.entries(env).map(([key, value]) => [key, typeof value === 'string' ? { sha256: sha256(value) } : value]));
-  const { command } = request as { command: Record<string, unknown> };
-  return { ...(request as Record<string, unknown>), command: { ...command, env: redacted } };
+  return mapRedactable(request, (value) => (typeof value === 'string' ? { sha256: sha256(value) } : value));
 }
 
-/** A stored request whose env values were redacted: it cannot be run as asked. */
-export function hasRedactedEnv(request: unknown): boolean {
-  const env = envOf(request);
-  return env !== null && Object.values(env).some(isRedactedValue);
+/** A stored request whose env or secret values were redacted: it cannot be run as asked. */
+export function hasRedactedValues(request: unknown): boolean {
+  let found = false;
+  mapRedactable(request, (value) => {
+    found ||= isRedactedValue(value);
+    return value;
+  });
+  return found;
 }
 
 /**
- * The stored request with each redacted value as '' (keys kept): a shape the contract accepts,
- * from which a result of a job that never ran can be built. Never run it.
+ * The stored request with each redacted env value as '' and each redacted secret as a marker
+ * (keys and hosts kept): a shape the contract accepts, from which a result of a job that never
+ * ran can be built. Never run it.
  */
-export function blankRedactedEnv(request: unknown): unknown {
-  const env = envOf(request);
-  if (env === null || !hasRedactedEnv(request)) return request;
-  const blanked = Object.fromEntries(Object.entries(env).map(([key, value]) => [key, isRedactedValue(value) ? '' : value]));
-  const { command } = request as { command: Record<string, unknown> };
-  return { ...(request as Record<string, unknown>), command: { ...command, env: blanked } };
+export function blankRedactedValues(request: unknown): unknown {
+  if (!hasRedactedValues(request)) return request;
+  return mapRedactable(request, (value, kind) => (isRedactedValue(value) ? (kind === 'env' ? '' : 'redacted') : value));
 }
 
-function envOf(request: unknown): Record<string, unknown> | null {
-  if (!isObject(request) || !isObject(request.command)) return null;
-  const { env } = request.command;
-  return isObject(env) ? env : null;
+/** The request with `map` applied to each env value and each secret's value (a copy when there are any). */
+function mapRedactable(request: unknown, map: (value: unknown, kind: 'env' | 'secret') => unknown): unknown {
+  if (!isObject(request)) return request;
+  let mapped: Record<string, unknown> = request;
+  const { command, secrets } = request;
+  if (isObject(command) && isObject(command.env)) {
+    const env = Object.fromEntries(Object.entries(command.env).map(([key, value]) => [key, map(value, 'env')]));
+    mapped = { ...mapped, command: { ...command, env } };
+  }
+  if (isObject(secrets)) {
+    const redacted = Object.fromEntries(Object.entries(secrets).map(([name, secret]) => [name, isObject(secret) ? { ...secret, value: map(secret.value, 'secret') } : secret]));
+    mapped = { ...mapped, secrets: redacted };
+  }
+  return mapped;
 }
 
 function isRedactedValue(value: unknown): boolean {
