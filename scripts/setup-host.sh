@@ -11,7 +11,9 @@
 #               built from this host's files (its image is built on first use, cached by hash)
 #   postgresql  the distributed mode's database (`serve --database`, `agent-runner worker`); the
 #               test suite starts throw-away clusters of its own from its programs
-#   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`
+#   socat       vsock bridging for `agent-runner guest --listen vsock:PORT`, and the relay that
+#               puts a job's egress proxy (policy.network.allow_domains) on its loopback
+#   iproute2    ip: the test suite's own upstream hosts in network namespaces (egress tests)
 #   gcc, libc6-dev  the exec guard (native/exec-guard.c), built statically by `npm run build`
 #   chromium    the browser the dashboard's test drives (test/integration/http/dashboard.test.ts)
 #   g++, ruby, php-cli, perl, lua5.4, default-jdk-headless
@@ -29,6 +31,7 @@ need pasta passt
 need nft nftables
 need go golang-go
 need socat socat
+need ip iproute2
 need runsc runsc
 need qemu-system-x86_64 qemu-system-x86
 compgen -G '/boot/vmlinuz-*' >/dev/null || want+=(linux-image-amd64)
