@@ -2,8 +2,8 @@ import { mkdir, readdir, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ownedName } from '../sandbox/owned-dirs.js';
 import { isAlive } from '../sandbox/process-tree.js';
-import { bindReadOnly, unbind } from '../sandbox/read-only-bind.js';
-import { unmountOrphans } from '../sandbox/tmpfs.js';
+import { bindReadOnly } from '../sandbox/read-only-bind.js';
+import { unmountLazily, unmountOrphans } from '../sandbox/tmpfs.js';
 import { isWorldReachable } from './resolve.js';
 
 /**
@@ -64,7 +64,7 @@ export class PrivateToolchains {
   }
 
   private async retire(target: string): Promise<void> {
-    await unbind(target).catch(() => undefined);
+    await unmountLazily(target).catch(() => undefined);
     await rmdir(target).catch(() => undefined);
   }
 }

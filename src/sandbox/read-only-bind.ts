@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { forkWhenQuiet } from './fork-gate.js';
+import { unmountLazily } from './tmpfs.js';
 
 const run = promisify(execFile);
 
@@ -13,12 +14,7 @@ export async function bindReadOnly(source: string, target: string): Promise<void
   try {
     await forkWhenQuiet(() => run('/usr/bin/mount', ['-o', 'remount,bind,ro,nosuid,nodev', target]));
   } catch (error) {
-    await unbind(target).catch(() => undefined);
+    await unmountLazily(target).catch(() => undefined);
     throw error;
   }
-}
-
-/** Lazy: a sandbox still running may hold the bind in its own mount namespace. */
-export async function unbind(target: string): Promise<void> {
-  await forkWhenQuiet(() => run('/usr/bin/umount', ['--lazy', target]));
 }
