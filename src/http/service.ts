@@ -86,6 +86,9 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     url,
     async shutdown(graceMs: number) {
       await Promise.all([side.drain(graceMs), sessions.close()]);
+      // The sessions' sandboxes ran in this process, on this runtime: its pre-started
+      // sandboxes and idle work-dir mounts go with it (the worker disposes of its own).
+      await config.runtime.dispose();
       await app.close();
     },
   };

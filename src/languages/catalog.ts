@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { Runtime } from '../contract/runtimes.js';
 import { bash } from './bash.js';
 import { c, cpp } from './gcc.js';
@@ -5,6 +6,8 @@ import { go } from './go.js';
 import { java } from './java.js';
 import { LANGUAGE_NAMES } from './language-names.js';
 import type { LanguageDefinition, ResolveContext } from './language.js';
+import { PrivateToolchains } from './private-toolchains.js';
+import type { SearchContext } from './resolve.js';
 import { lua } from './lua.js';
 import { node } from './node.js';
 import { perl } from './perl.js';
@@ -65,8 +68,16 @@ export function findLanguage(name: string): LanguageDefinition | undefined {
 /** Resolves each toolchain once per process: spawning is the cost, so we look only once. */
 export class ToolchainCache {
   private readonly resolved = new Map<string, Promise<ToolchainResult>>();
+  private readonly context: ResolveContext;
 
-  constructor(private readonly context: ResolveContext) {}
+  constructor({ stateDir, ...search }: SearchContext & { stateDir: string }) {
+    this.context = { ...search, privateToolchains: new PrivateToolchains(join(stateDir, 'runtime', 'toolchains')) };
+  }
+
+  /** Unmounts the binds of private installs (the process is stopping). */
+  dispose(): Promise<void> {
+    return this.context.privateToolchains.dispose();
+  }
 
   get(language: LanguageDefinition): Promise<ToolchainResult> {
     let pending = this.resolved.get(language.name);

@@ -25,7 +25,7 @@ function gccLanguage(spec: GccLanguage): LanguageDefinition {
     async resolveToolchain(context) {
       const executable = findNativeExecutable(context, [`/usr/bin/${spec.driver}`], [spec.driver]);
       if (!executable) return { missing: true, message: `${spec.name} toolchain not found: install it with scripts/setup-host.sh (apt-get install ${spec.driver})` };
-      return placeToolchain(executable, await versionOf(executable, ['--version']), spec.name, context.stateDir);
+      return placeToolchain(executable, await versionOf(executable, ['--version']), spec.name, context.privateToolchains);
     },
     compile(toolchain, paths, { files }) {
       const sources = [basename(paths.source), ...files.filter((name) => spec.sources.test(name))];

@@ -10,7 +10,7 @@ export const go: LanguageDefinition = {
   async resolveToolchain(context) {
     const executable = findNativeExecutable(context, ['/usr/bin/go', '/usr/local/go/bin/go'], ['go']);
     if (!executable) return { missing: true, message: 'go toolchain not found: install it with scripts/setup-host.sh (apt-get install golang-go)' };
-    return placeToolchain(executable, await versionOf(executable, ['version'], { HOME: '/tmp' }), 'go', context.stateDir);
+    return placeToolchain(executable, await versionOf(executable, ['version'], { HOME: '/tmp' }), 'go', context.privateToolchains);
   },
   compile(toolchain, paths) {
     return {

@@ -27,7 +27,7 @@ export function interpreted(spec: InterpreterSpec): LanguageDefinition {
     async resolveToolchain(context) {
       const executable = findNativeExecutable(context, spec.wellKnown, spec.names);
       if (!executable) return { missing: true, message: `${spec.name} toolchain not found: ${spec.missing}` };
-      const toolchain = await placeToolchain(executable, await versionOf(executable, spec.versionArgs), spec.name, context.stateDir);
+      const toolchain = await placeToolchain(executable, await versionOf(executable, spec.versionArgs), spec.name, context.privateToolchains);
       return spec.configMounts ? { ...toolchain, mounts: [...toolchain.mounts, ...(await spec.configMounts(executable))] } : toolchain;
     },
     run(toolchain, paths) {

@@ -21,7 +21,7 @@ export const java: LanguageDefinition = {
   async resolveToolchain(context) {
     const javac = findNativeExecutable(context, ['/usr/bin/javac'], ['javac']);
     if (!javac) return { missing: true, message: 'java toolchain not found: install it with scripts/setup-host.sh (apt-get install default-jdk-headless)' };
-    const placed = await placeToolchain(javac, await versionOf(javac, ['--version']), 'java', context.stateDir);
+    const placed = await placeToolchain(javac, await versionOf(javac, ['--version']), 'java', context.privateToolchains);
     const toolchain: Toolchain = { ...placed, mounts: [...placed.mounts, ...configMounts(javac)] };
     const runtime: Toolchain = { ...toolchain, hostExecutable: join(dirname(javac), 'java'), executable: join(dirname(toolchain.executable), 'java') };
     return { ...toolchain, runtime };

@@ -1,9 +1,11 @@
 import type { MemoryMechanism } from '../sandbox/types.js';
+import type { PrivateToolchains } from './private-toolchains.js';
 import type { SearchContext } from './resolve.js';
 import type { ToolchainResult, Toolchain } from './toolchain.js';
 
 export interface ResolveContext extends SearchContext {
-  stateDir: string;
+  /** Makes an install under a private home reachable by the sandboxes. */
+  privateToolchains: PrivateToolchains;
 }
 
 /** Paths as the sandbox sees them. */

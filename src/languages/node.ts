@@ -14,7 +14,7 @@ export const node: LanguageDefinition = {
     const executable = findNativeExecutable(context, [process.execPath, '/usr/bin/node'], ['node']);
     if (!executable) return { missing: true, message: 'node toolchain not found: install Node.js 20 or later' };
     const version = executable === realpathSync(process.execPath) ? process.version : await versionOf(executable, ['--version']);
-    return placeToolchain(executable, version, 'node', context.stateDir);
+    return placeToolchain(executable, version, 'node', context.privateToolchains);
   },
   run(toolchain, paths, { memoryBytes }) {
     return { argv: [...nodeFlags(toolchain.executable, memoryBytes), paths.source], env: {} };

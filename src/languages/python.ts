@@ -13,7 +13,7 @@ export const python: LanguageDefinition = {
     // /usr/bin first: the python3 on PATH is often a pyenv shim costing ~100 ms a start.
     const executable = findNativeExecutable(context, ['/usr/bin/python3', '/usr/local/bin/python3'], ['python3']);
     if (!executable) return { missing: true, message: 'python toolchain not found: python3 is not installed (apt-get install python3)' };
-    return placeToolchain(executable, await versionOf(executable, ['--version']), 'python', context.stateDir);
+    return placeToolchain(executable, await versionOf(executable, ['--version']), 'python', context.privateToolchains);
   },
   run(toolchain, paths) {
     return { argv: [toolchain.executable, paths.source], env: { PYTHONDONTWRITEBYTECODE: '1' } };

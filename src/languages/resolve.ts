@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync, openSync, readSync, closeSync, realpathSync, statSync, renameSync, mkdirSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { openSync, readSync, closeSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, dirname, join, sep } from 'node:path';
 import { promisify } from 'node:util';
 import { isExecutableFile } from '../sandbox/command-path.js';
@@ -67,30 +66,6 @@ export function isWorldReachable(path: string): boolean {
     }
   }
   return true;
-}
-
-/**
- * A toolchain installed under a private home (rustup in /root) cannot be bind-mounted by the
- * unprivileged sandbox. Hard-link it once into the state dir (no copy of the bytes), keyed
- * by its path and version so an upgrade gets a fresh mirror.
- */
-export async function reachableCopy(root: string, version: string, stateDir: string, name: string): Promise<string> {
-  if (isWorldReachable(root)) return root;
-  const key = createHash('sha256').update(`${root}\0${version}`).digest('hex').slice(0, 16);
-  const mirrors = join(stateDir, 'toolchains');
-  const target = join(mirrors, `${name}-${key}`);
-  if (existsSync(target)) return target;
-  mkdirSync(mirrors, { recursive: true, mode: 0o755 });
-  const staging = `${target}.tmp-${process.pid}`;
-  try {
-    await run('cp', ['-al', root, staging]);
-  } catch {
-    // Hard links cannot cross file systems.
-    await run('rm', ['-rf', staging]);
-    await run('cp', ['-a', root, staging]);
-  }
-  renameSync(staging, target);
-  return target;
 }
 
 /** Mount for a toolchain root that lives outside /usr, relocated under /opt/toolchains. */

@@ -21,7 +21,7 @@ export const rust: LanguageDefinition = {
     // rustup installs a proxy; the real compiler lives in the active toolchain's sysroot.
     const { stdout } = await run(launcher, ['--print', 'sysroot'], { env: { ...process.env, PATH: `${cargoBin}:/usr/bin:/bin` } });
     const executable = join(stdout.trim(), 'bin', 'rustc');
-    return placeToolchain(executable, await versionOf(executable, ['--version']), 'rust', context.stateDir);
+    return placeToolchain(executable, await versionOf(executable, ['--version']), 'rust', context.privateToolchains);
   },
   compile(toolchain, paths) {
     return {

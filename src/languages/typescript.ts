@@ -21,7 +21,7 @@ export const typescript: LanguageDefinition = {
     const runtime = await node.resolveToolchain(context);
     if (isMissing(runtime)) return { missing: true, message: `typescript runs on node: ${runtime.message}` };
     const version = `esbuild ${await versionOf(executable, ['--version'])}`;
-    return { ...(await placeToolchain(executable, version, 'typescript', context.stateDir)), runtime };
+    return { ...(await placeToolchain(executable, version, 'typescript', context.privateToolchains)), runtime };
   },
   compile(toolchain, paths) {
     return {

@@ -38,9 +38,9 @@ export class RunnerRuntime {
     return this.backends.get();
   }
 
-  /** Stops pre-started sandboxes; jobs already running finish. */
-  dispose(): Promise<void> {
-    return this.backends.dispose();
+  /** Stops pre-started sandboxes and unmounts what this process mounted; jobs already running finish. */
+  async dispose(): Promise<void> {
+    await Promise.all([this.backends.dispose(), this.toolchains.dispose()]);
   }
 
   private static sharedRuntime: RunnerRuntime | undefined;

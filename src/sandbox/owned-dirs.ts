@@ -11,12 +11,12 @@ export function ownedName(): string {
   return `${process.pid}-${randomBytes(6).toString('hex')}`;
 }
 
-/** Removes directories under `root` whose owning process no longer exists; returns how many. */
+/** Removes directories (and files: a work dir's disk image) under `root` whose owning process no longer exists; returns how many. */
 export async function reapDeadOwners(root: string): Promise<number> {
   let reaped = 0;
   for (const entry of await readdir(root, { withFileTypes: true }).catch(() => [])) {
     const owner = Number(entry.name.split('-')[0]);
-    if (!entry.isDirectory() || !Number.isInteger(owner) || owner <= 0 || isAlive(owner)) continue;
+    if (!Number.isInteger(owner) || owner <= 0 || isAlive(owner)) continue;
     await rm(join(root, entry.name), { recursive: true, force: true });
     reaped += 1;
   }

@@ -10,18 +10,18 @@ export async function mountTmpfs(path: string, bytes: number): Promise<void> {
   await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,nosuid,nodev`, 'agent-runner-work', path]));
 }
 
-/** Lazy: the job's processes are gone, but a reader of ours may still hold an fd inside. */
-export async function unmountTmpfs(path: string): Promise<void> {
+/** Any of our mounts. Lazy: the job's processes are gone, but a reader of ours may still hold an fd inside. */
+export async function unmountLazily(path: string): Promise<void> {
   await forkWhenQuiet(() => run('/usr/bin/umount', ['--lazy', path]));
 }
 
-/** Unmounts work-dir tmpfs left under `root` by processes that died (their dirs are then reaped). */
+/** Unmounts what processes that died left mounted under `root` (their dirs are then reaped). */
 export async function unmountOrphans(root: string, isOwnerAlive: (pid: number) => boolean): Promise<void> {
   const mounts = await readFile('/proc/self/mounts', 'utf8').catch(() => '');
   for (const line of mounts.split('\n')) {
     const mountPoint = line.split(' ')[1]?.replace(/\\040/g, ' ');
     if (!mountPoint?.startsWith(`${root}/`)) continue;
     const owner = Number(mountPoint.slice(root.length + 1).split('-')[0]);
-    if (Number.isInteger(owner) && owner > 0 && !isOwnerAlive(owner)) await unmountTmpfs(mountPoint).catch(() => undefined);
+    if (Number.isInteger(owner) && owner > 0 && !isOwnerAlive(owner)) await unmountLazily(mountPoint).catch(() => undefined);
   }
 }

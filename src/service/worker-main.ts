@@ -15,6 +15,10 @@ import type { WorkerPorts } from './worker-ports.js';
 const channel = new IpcChannel(process as IpcEndpoint);
 // The front door is gone (even SIGKILLed): so are we, and our sandboxes with us (PDEATHSIG).
 process.on('disconnect', () => process.exit(0));
+// systemd and a terminal's Ctrl-C signal every process of the service at once. Dying here
+// would end our running jobs `run.interrupted` while the front door grants them their grace:
+// the front door stops us in order instead ('cancelAll', then 'stop', then it disconnects).
+for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => undefined);
 
 const log = (level: 'info' | 'warn' | 'error') => (obj: object, msg: string) => channel.notify('log', { level, obj, msg });
 const cancelListeners: Array<(jobId: string) => void> = [];

@@ -93,7 +93,8 @@ export class WorkerProcess {
   async stop(): Promise<void> {
     this.stopping = true;
     await this.channel.call('stop').catch(() => undefined);
-    this.child.disconnect();
+    // A worker that died meanwhile has no channel left to close.
+    if (this.child.connected) this.child.disconnect();
     await this.exited;
   }
 

@@ -38,7 +38,15 @@ const AUTH_VARIABLES = ['AGENT_RUNNER_TOKEN', 'AGENT_RUNNER_SERVICE__TOKEN', 'AG
  * unless the test chooses the authentication itself: auth flags or variables of its own, or
  * `token: false` (a server left to generate its token into the state dir).
  */
-export async function startServer(args: string[] = [], options: { storeDir?: string; env?: NodeJS.ProcessEnv; token?: false } = {}): Promise<ServerProcess> {
+export async function startServer(
+  args: string[] = [],
+  options: {
+    storeDir?: string;
+    env?: NodeJS.ProcessEnv;
+    token?: false;
+    /** A process group of its own, as under systemd: the test may signal the whole group. */ detached?: boolean;
+  } = {},
+): Promise<ServerProcess> {
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'store-'));
   const ownAuth = options.token === false || args.some((arg) => AUTH_FLAGS.includes(arg.split('=')[0]!)) || AUTH_VARIABLES.some((name) => options.env?.[name] !== undefined);
   const token = ownAuth ? null : randomBytes(16).toString('hex');
@@ -54,6 +62,7 @@ export async function startServer(args: string[] = [], options: { storeDir?: str
     // service lets HTTP callers snapshot under (a test sets the variable to '' for none).
     { AGENT_RUNNER_WORKSPACE_ROOTS: tmpdir(), ...options.env },
     (entry) => (entry.msg === 'agent-runner serving' && typeof entry.url === 'string' ? entry.url : undefined),
+    { detached: options.detached ?? false },
   );
   if (token !== null) tokens.set(new URL(url).origin, token);
   void exited.then(() => tokens.delete(new URL(url).origin));
@@ -80,8 +89,13 @@ export async function spawnLogged(
   argv: string[],
   env: NodeJS.ProcessEnv,
   ready: (entry: Record<string, unknown>) => string | undefined,
+  options: { detached: boolean } = { detached: false },
 ): Promise<{ child: ChildProcess; logs: string[]; stderr(): string; exited: Promise<number | null>; ready: string }> {
-  const child = spawn(process.execPath, argv, { env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, argv, {
+    env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached,
+  });
   const logs: string[] = [];
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));

@@ -1,0 +1,22 @@
+import { execFile } from 'node:child_process';
+import { truncate, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { forkWhenQuiet } from './fork-gate.js';
+
+const run = promisify(execFile);
+
+/**
+ * A size-limited file system on the host's disk (root only): ext4 in a sparse image file,
+ * mounted through a loop device. A job's work dir is one, not a tmpfs: tmpfs pages are charged
+ * to the memory cgroup of the process that writes them and cannot be reclaimed, so a job
+ * filling a work dir larger than its memory was OOM-killed before the file system was full.
+ * Page cache is reclaimable (written back under the cgroup's pressure): the job's memory
+ * limit and its work dir's size are independent, and a full work dir answers ENOSPC.
+ * No journal (scratch, never recovered); `discard` gives deleted files' blocks back to the host.
+ */
+export async function mountScratchDisk(path: string, image: string, bytes: number): Promise<void> {
+  await writeFile(image, '', { mode: 0o600, flag: 'wx' });
+  await truncate(image, bytes);
+  await forkWhenQuiet(() => run('/usr/sbin/mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', 'nodiscard', image]));
+  await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'ext4', '-o', 'loop,nosuid,nodev,discard', image, path]));
+}
