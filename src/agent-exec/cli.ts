@@ -1,4 +1,5 @@
 import { Command, CommanderError } from 'commander';
+import { whileAnswerOwed } from '../util/owed-answer.js';
 import { exitAfterFlush, printJson } from '../util/stdio.js';
 import { registerDelete } from './commands/delete.js';
 import { registerGc } from './commands/gc.js';
@@ -31,7 +32,10 @@ export async function runCli(): Promise<void> {
     register(program);
 
   try {
-    await program.parseAsync();
+    await whileAnswerOwed(program.parseAsync(), () => {
+      printJson(errorResponse(new Error('the command stopped before its answer (nothing was left to wait for)')));
+      exitAfterFlush(1);
+    });
   } catch (error) {
     if (!(error instanceof CommanderError)) {
       printJson(errorResponse(error));

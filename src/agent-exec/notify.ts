@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { signalGroup } from '../sandbox/process-tree.js';
 import type { JobDefinition } from './job-store.js';
@@ -34,9 +37,7 @@ export async function notifyEnd(view: JobView, targets: NotifyTargets, bounds: N
   const body = JSON.stringify(await statusResponse(view));
   return Promise.all([
     ...(targets.url ? [postWithRetries(targets.url, body, bounds).then(({ detail }) => `--notify-url: ${detail}`)] : []),
-    ...(targets.command
-      ? [runCommand(targets.command, body, { cwd: view.definition.cwd, timeoutMs: bounds.commandTimeoutMs }).then((detail) => `--notify-command: ${detail}`)]
-      : []),
+    ...(targets.command ? [runCommand(targets.command, body, { timeoutMs: bounds.commandTimeoutMs }).then((detail) => `--notify-command: ${detail}`)] : []),
   ]);
 }
 
@@ -67,23 +68,49 @@ export async function postWithRetries(url: string, body: string, bounds: NotifyB
 /**
  * Runs the caller's command line with `input` on its stdin, outside any sandbox (it is the
  * caller's, not the job's), in its own process group so a timeout takes down all it started.
+ * It runs in a fresh private directory (0700, removed afterwards), never in the job's cwd: a
+ * job controls that tree, and a relative path there could be a link it planted to a file only
+ * the caller may write, or a repository whose `core.fsmonitor` a `git status` would run.
  * Its output goes to the supervisor's log. Resolves when it exits, or is killed.
  */
-export function runCommand(command: string, input: string, options: { cwd: string; timeoutMs: number }): Promise<string> {
+export async function runCommand(command: string, input: string, options: { timeoutMs: number }): Promise<string> {
+  let cwd: string;
+  try {
+    cwd = await mkdtemp(join(tmpdir(), 'agent-exec-notify-'));
+  } catch (error) {
+    return `could not start: no directory of its own: ${(error as Error).message}`;
+  }
+  try {
+    return await runIn(cwd, command, input, options.timeoutMs);
+  } finally {
+    await rm(cwd, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+/**
+ * The supervisor's environment is the caller's (the CLI that launched or restarted the job);
+ * only PWD and OLDPWD go, since they may name the job's cwd (the caller's shell was there).
+ */
+function hookEnvironment(inherited: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { PWD: _pwd, OLDPWD: _oldPwd, ...rest } = inherited;
+  return rest;
+}
+
+function runIn(cwd: string, command: string, input: string, timeoutMs: number): Promise<string> {
   return new Promise((resolve) => {
-    const child = spawn('/bin/sh', ['-c', command], { cwd: options.cwd, stdio: ['pipe', 2, 2], detached: true });
+    const child = spawn('/bin/sh', ['-c', command], { cwd, env: hookEnvironment(process.env), stdio: ['pipe', 2, 2], detached: true });
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       signalGroup(child.pid!, 'SIGKILL');
-    }, options.timeoutMs);
+    }, timeoutMs);
     child.once('error', (error) => {
       clearTimeout(timer);
       resolve(`could not start: ${error.message}`);
     });
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      resolve(timedOut ? `killed after ${options.timeoutMs} ms` : `exited with ${code ?? signal}`);
+      resolve(timedOut ? `killed after ${timeoutMs} ms` : `exited with ${code ?? signal}`);
     });
     // A command that never reads its stdin closes it on us: no matter.
     child.stdin!.on('error', () => undefined);

@@ -10,7 +10,13 @@ import { AgentExecError, usageError } from './errors.js';
  */
 export async function checkBackend(requested: string): Promise<BackendKind> {
   const kind = canonicalKind(requested);
-  if (kind === null) throw usageError(`--backend ${JSON.stringify(requested)} is not a backend kind: local_process (bubblewrap), gvisor or microvm (firecracker)`);
+  // As every face answers a kind no backend has: unavailable here, like a kind that cannot run.
+  if (kind === null) {
+    throw new AgentExecError(
+      'sandbox_unavailable',
+      `unknown backend kind ${JSON.stringify(requested)}; known kinds: local_process (bubblewrap), gvisor, microvm (firecracker). The job was not run.`,
+    );
+  }
   if (kind === 'local_process') return kind;
   throw new AgentExecError(
     'sandbox_unavailable',

@@ -12,6 +12,7 @@ import { registerServe } from './commands/serve.js';
 import { registerSession } from './commands/session.js';
 import { registerTask } from './commands/task.js';
 import { registerWorker } from './commands/worker.js';
+import { whileAnswerOwed } from '../util/owed-answer.js';
 
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
@@ -34,7 +35,10 @@ registerSchema(program);
 registerConfig(program);
 registerBackends(program);
 
-program.parseAsync().catch((error: Error) => {
+whileAnswerOwed(program.parseAsync(), () => {
+  process.stderr.write('agent-runner: internal error: the command stopped before its answer (nothing was left to wait for)\n');
+  process.exit(2);
+}).catch((error: Error) => {
   process.stderr.write(`agent-runner: ${error.message}\n`);
   process.exit(2);
 });

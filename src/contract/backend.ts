@@ -9,8 +9,19 @@ export const BackendKindSchema = Type.Union(
 );
 export type BackendKindName = Static<typeof BackendKindSchema>;
 
+/**
+ * Any name is taken here: one no backend has is answered as a kind not usable on this host is
+ * (`backend_unavailable` / `backend.unavailable`, naming the known kinds), on every face.
+ */
+export const RequestedBackendKindSchema = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  description: `${BACKEND_KIND_NAMES.join(', ')}: local_process (alias bubblewrap), gvisor, or microvm (alias firecracker). Any other name ends the job backend_unavailable / backend.unavailable, as a kind not usable here does.`,
+  examples: [...BACKEND_KIND_NAMES],
+});
+
 export const BackendChoiceSchema = Type.Object(
-  { kind: BackendKindSchema },
+  { kind: RequestedBackendKindSchema },
   { additionalProperties: false, description: 'Which sandbox backend runs the job (default: the service default).' },
 );
 export type BackendChoice = Static<typeof BackendChoiceSchema>;

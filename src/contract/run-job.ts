@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { BackendChoiceSchema, BackendKindSchema } from './backend.js';
+import { BackendChoiceSchema, BackendKindSchema, RequestedBackendKindSchema } from './backend.js';
 import { ERROR_CODES } from './errors.js';
 import { UsageSchema } from './usage.js';
 
@@ -245,7 +245,10 @@ export const RunJobResultSchema = Type.Object(
     job_id: Type.String(),
     trace: TraceSchema,
     status: Type.Union(TERMINAL_STATUSES.map((status) => Type.Literal(status))),
-    backend: Type.Object({ kind: BackendKindSchema }, { description: 'The canonical kind that ran (or would have run) the job.' }),
+    backend: Type.Object(
+      { kind: Type.Union([BackendKindSchema, RequestedBackendKindSchema]) },
+      { description: 'The canonical kind that ran (or would have run) the job; a kind no backend has, as it was requested.' },
+    ),
     command: Type.Object({ argv: Type.Array(Type.String()), cwd: Type.String() }),
     exit_code: Type.Union([Type.Integer(), Type.Null()]),
     signal: Type.Union([Type.String(), Type.Null()]),

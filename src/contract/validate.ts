@@ -32,7 +32,7 @@ export function validate<S extends TSchema>(schema: S, value: unknown, options: 
   const first = deepest(errors);
   if (!first) return { ok: false, message: 'request is invalid', field: '', details: [] };
   if (first.keyword === 'discriminator') return { ok: false, message: describeDiscriminator(first, schema, value), field: fieldOf(first), details: errors };
-  return { ok: false, message: describeError(first, value), field: fieldOf(first), details: errors };
+  return { ok: false, message: describeError(first, value, errors), field: fieldOf(first), details: errors };
 }
 
 /**
@@ -113,7 +113,14 @@ function valueAt(root: unknown, instancePath: string): unknown {
   return node;
 }
 
-function describeError(error: ErrorObject, root: unknown): string {
+/** A union of literals fails once per alternative, at the same place: the values of all of them. */
+function allowedValues(error: ErrorObject, errors: readonly ErrorObject[]): unknown[] {
+  const params = error.params as { allowedValues?: unknown[]; allowedValue?: unknown };
+  if (params.allowedValues) return params.allowedValues;
+  return errors.filter((other) => other.keyword === 'const' && other.instancePath === error.instancePath).map((other) => (other.params as { allowedValue: unknown }).allowedValue);
+}
+
+function describeError(error: ErrorObject, root: unknown, errors: readonly ErrorObject[]): string {
   const field = fieldOf(error) || 'request';
   const got = describeType(valueAt(root, error.instancePath));
   const params = error.params as Record<string, unknown>;
@@ -142,7 +149,7 @@ function describeError(error: ErrorObject, root: unknown): string {
       return `${field} must match ${params.pattern}, got ${got}`;
     case 'enum':
     case 'const':
-      return `${field} must be one of ${JSON.stringify(params.allowedValues ?? [params.allowedValue])}, got ${got}`;
+      return `${field} must be one of ${JSON.stringify(allowedValues(error, errors))}, got ${got}`;
     default:
       return `${field} ${error.message ?? 'is invalid'}`;
   }

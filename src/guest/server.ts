@@ -7,7 +7,7 @@ import { executeSnippet } from '../runner/snippet.js';
 import { RunnerRuntime } from '../runner/runtime.js';
 import { Semaphore } from '../util/semaphore.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../wire/frame-codec.js';
-import { serveConnection, type ServedConnection } from './connection.js';
+import { DEFAULT_DEADLINES, serveConnection, type ConnectionDeadlines, type ServedConnection } from './connection.js';
 import { formatListenAddress, isLoopbackHost, type ListenAddress } from './listen-address.js';
 import { startVsockBridge } from './vsock-bridge.js';
 
@@ -25,6 +25,8 @@ export interface GuestServerOptions {
   token?: string;
   /** Listen on a non-loopback TCP address without a token: anyone who reaches it runs code. */
   insecure?: boolean;
+  /** How long a connection may take to authenticate, sit idle, or send one frame (connection.ts). */
+  deadlines?: Partial<ConnectionDeadlines>;
 }
 
 export interface GuestServer {
@@ -45,20 +47,19 @@ export async function startGuestServer(address: ListenAddress, options: GuestSer
   const slots = new Semaphore(options.concurrency ?? runtime.config.concurrency);
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   const onError = options.onConnectionError ?? (() => undefined);
+  const deadlines = { ...DEFAULT_DEADLINES, ...options.deadlines };
   // Half-open: a client may send its last request and end its side, then read the answers.
   const connections = new Set<ServedConnection>();
   const server = createServer({ allowHalfOpen: true }, (socket) => {
-    const connection = serveConnection(
-      socket,
-      (request, signal) => slots.run(() => executeSnippet(request, { runtime, signal })),
-      maxFrameBytes,
-      onError,
-      options.token === undefined ? {} : { token: options.token },
-    );
+    const connection = serveConnection(socket, (request, signal) => slots.run(() => executeSnippet(request, { runtime, signal })), maxFrameBytes, onError, {
+      deadlines,
+      ...(options.token === undefined ? {} : { token: options.token }),
+    });
     connections.add(connection);
     socket.on('close', () => connections.delete(connection));
   });
-  // Each connection may hold MAX_UNANSWERED frames: bounding connections bounds our memory.
+  // Each connection may hold MAX_UNANSWERED frames: bounding connections bounds our memory. The
+  // deadlines keep connections that authenticate or send nothing from holding these slots.
   server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
 
   let bridge: ChildProcess | undefined;

@@ -9,6 +9,8 @@ import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
+import { enforceFirstHeaderDeadline } from './header-deadline.js';
+import { closeOnUnreadBody } from './unread-body.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
@@ -77,6 +79,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   limitConnections(app.server, { total: clients.maxConnections, perAddress: clients.maxConnectionsPerAddress }, (address) =>
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
+  enforceFirstHeaderDeadline(app.server, clients.headersTimeoutMs);
+  closeOnUnreadBody(app);
   if (options.token) installBearerAuth(app, options.token);
   installMediaTypeGate(app);
   await app.register(swagger, openapiOptions(options.token));

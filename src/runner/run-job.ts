@@ -29,7 +29,6 @@ import type { PreparedSandbox, SandboxNetwork, SandboxOutcome } from '../sandbox
 import { SentWorkspaceError } from '../workspace/sent-workspace.js';
 import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';
-import type { BackendKind } from '../contract/backend-kinds.js';
 import type { RunJobLimitValues } from './config.js';
 import { LiveOutput, type OutputListener } from './live-output.js';
 import { interruptionError, interruptionOf, interruptionStatus, setupFailure, type Interruption } from './outcome.js';
@@ -74,7 +73,8 @@ interface NormalisedJob {
   policy: { allowed_commands: CommandRule[] | null; allowed_env: string[]; allow_shell: boolean; network: NetworkPolicy };
   /** The network the sandbox gives the job, its allowlist parsed. */
   network: SandboxNetwork;
-  backendKind: BackendKind;
+  /** Canonical; a name no backend has as requested, which the registry refuses (backend.unavailable). */
+  backendKind: string;
 }
 
 /**
@@ -111,7 +111,7 @@ export async function admitRunJob(
   request: unknown,
   runtime: RunnerRuntime = RunnerRuntime.shared(),
   caller: Caller = 'local',
-): Promise<{ jobId: string; traceId: string | undefined; backendKind: BackendKind } | { error: ContractError }> {
+): Promise<{ jobId: string; traceId: string | undefined; backendKind: string } | { error: ContractError }> {
   const normalised = normalise(request, runtime, caller);
   if ('error' in normalised) return normalised;
   const { workspace } = normalised.request;
@@ -185,7 +185,7 @@ function normalise(request: unknown, runtime: RunnerRuntime, caller: Caller | nu
       network,
     },
     network: secrets.network,
-    backendKind: runtime.backends.kindOf(value.backend?.kind) ?? runtime.backends.defaultKind,
+    backendKind: runtime.backends.kindOf(value.backend?.kind),
   };
 }
 

@@ -239,8 +239,14 @@ export class LaunchedSandbox implements PreparedSandbox {
     }
   }
 
+  /**
+   * Killed unstarted. Its teardown is owed to whoever waits for the backend's dispose, so it
+   * holds the event loop as a started sandbox does: left idle (unref'd), a CLI whose job ended
+   * before its command started could see the loop empty mid-teardown and exit 0 unanswered.
+   */
   discard(): void {
     this.started = true;
+    this.setIdle(false);
     this.release();
     this.kill();
   }

@@ -26,9 +26,12 @@ export class BackendRegistry {
     return backend;
   }
 
-  /** The kind a request would run on (aliases resolved), or null when it names none known. */
-  kindOf(requested?: string): BackendKind | null {
-    return requested === undefined ? this.defaultKind : canonicalKind(requested);
+  /**
+   * The kind a request would run on (aliases resolved); a name no backend has stays as it was
+   * given, so the job is refused by get() (backend.unavailable), never run on another kind.
+   */
+  kindOf(requested?: string): string {
+    return requested === undefined ? this.defaultKind : (canonicalKind(requested) ?? requested);
   }
 
   async describe(): Promise<BackendDescription[]> {

@@ -91,6 +91,11 @@ export class FrameDecoder {
     }
   }
 
+  /** True from a frame's first byte until its last. */
+  get midFrame(): boolean {
+    return this.expected !== null || this.buffered > 0;
+  }
+
   get pendingBytes(): number {
     return this.buffered;
   }

@@ -8,8 +8,13 @@ export interface FramedHandlers {
   onEnd?(): void;
 }
 
+export interface FrameReader {
+  /** True while a frame has begun to arrive and is not complete: what a per-frame deadline watches. */
+  midFrame(): boolean;
+}
+
 /** Wires a FrameDecoder to a byte stream (socket or pipe) and reports messages in order. */
-export function readFrames(stream: NodeJS.ReadableStream | Duplex, handlers: FramedHandlers, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): void {
+export function readFrames(stream: NodeJS.ReadableStream | Duplex, handlers: FramedHandlers, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): FrameReader {
   const decoder = new FrameDecoder(maxFrameBytes);
   let failed = false;
   const fail = (error: unknown) => {
@@ -36,6 +41,7 @@ export function readFrames(stream: NodeJS.ReadableStream | Duplex, handlers: Fra
     }
     handlers.onEnd?.();
   });
+  return { midFrame: () => decoder.midFrame };
 }
 
 export function writeFrame(stream: NodeJS.WritableStream | Duplex, value: unknown, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): boolean {

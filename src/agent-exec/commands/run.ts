@@ -64,7 +64,7 @@ export function registerRun(program: Command): void {
     )
     .option(
       '--notify-command <command>',
-      "run this shell command line (sh -c, unsandboxed, in the job's cwd) once the job ends, its final status JSON on stdin; killed after a minute",
+      "run this shell command line (sh -c, unsandboxed, in a fresh private directory, never the job's cwd) once the job ends, its final status JSON on stdin; killed after a minute",
     )
     .addOption(new Option('--timeout <seconds>', 'SIGTERM the whole process tree after this long').argParser(seconds))
     .addOption(new Option('--kill-after <seconds>', 'SIGKILL the tree this long after a SIGTERM (timeout or kill)').argParser(seconds).default(DEFAULT_KILL_AFTER_S))

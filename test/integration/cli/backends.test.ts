@@ -52,6 +52,21 @@ describe('backends by kind', () => {
     assert.deepEqual(result.backend, { kind: 'microvm' });
   });
 
+  it('a kind no backend has ends backend_unavailable / backend.unavailable naming the known kinds, on the library and the CLI, and runs nothing', async () => {
+    const result = await runJob({ command: { argv: ['true'] }, backend: { kind: 'nope' } }, { runtime });
+    assert.equal(result.status, 'backend_unavailable', JSON.stringify(result.error));
+    assert.equal(result.error?.code, 'backend.unavailable');
+    assert.match(result.error!.message, /unknown backend kind "nope"; known kinds: local_process, gvisor, microvm/);
+    assert.equal(result.exit_code, null, 'nothing ran');
+    assert.deepEqual(result.backend, { kind: 'nope' });
+    const snippet = await executeSnippet({ lang: 'python', code: 'print(1)', backend: { kind: 'nope' } }, { runtime });
+    assert.equal(snippet.exit_code, 126, JSON.stringify(snippet));
+    assert.match(snippet.error, /^sandbox unavailable: unknown backend kind "nope"/);
+    const run = await runCli('agent-runner', ['run', '--backend', 'nope', '--', 'true']);
+    assert.equal(run.code, 1, run.stdout);
+    assert.equal(JSON.parse(run.stdout).status, 'backend_unavailable');
+  });
+
   it('aliases resolve to their kind: bubblewrap runs on local_process', async () => {
     const result = await runJob({ command: { argv: ['true'] }, backend: { kind: 'bubblewrap' } }, { runtime });
     assert.equal(result.status, 'completed');
@@ -93,8 +108,9 @@ describe('backends by kind', () => {
       assert.equal(response.error.code, 'sandbox_unavailable');
       assert.match(response.error.message, /gvisor/);
       const unknown = await agentExec(root, ['run', '--cwd', cwd, '--backend', 'nope', '--', 'true']);
-      assert.equal(unknown.code, 2);
-      assert.equal(unknown.response.error.code, 'invalid_argument');
+      assert.equal(unknown.code, 1);
+      assert.equal(unknown.response.error.code, 'sandbox_unavailable');
+      assert.match(unknown.response.error.message, /unknown backend kind "nope"; known kinds: local_process/);
     });
   });
 });

@@ -39,6 +39,19 @@ describe('HTTP backends', () => {
     assert.equal(download.headers.get('x-artifact-sha256'), createHash('sha256').update('sandbox in a VM').digest('hex'));
   });
 
+  it('a kind no backend has ends backend_unavailable / backend.unavailable naming the known kinds, as a job and as a snippet', async () => {
+    const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] }, backend: { kind: 'nope' } });
+    assert.equal(submitted.status, 202, submitted.text);
+    const state = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}?wait=30`);
+    assert.equal(state.json.status, 'backend_unavailable', JSON.stringify(state.json.result));
+    assert.equal(state.json.result.error.code, 'backend.unavailable');
+    assert.match(state.json.result.error.message, /unknown backend kind "nope"; known kinds: local_process, gvisor, microvm/);
+    assert.deepEqual(state.json.result.backend, { kind: 'nope' });
+    const snippet = await api(server.url, 'POST', '/v1/exec', { lang: 'python', code: 'print(1)', backend: { kind: 'nope' } });
+    assert.equal(snippet.json.exit_code, 126, snippet.text);
+    assert.match(snippet.json.error, /^sandbox unavailable: unknown backend kind "nope"/);
+  });
+
   it('a job its kind cannot run ends backend_unavailable, and the service goes on', async () => {
     const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'microvm' } });
     assert.equal(submitted.status, 202);

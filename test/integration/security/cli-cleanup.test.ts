@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { runCli } from '../../helpers/cli.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
@@ -50,4 +51,28 @@ describe('the CLI leaves nothing mounted', () => {
       assert.deepEqual(mountsUnder(dir), []);
     });
   }
+});
+
+// The sandbox prepared for such a job is discarded unstarted; its teardown once left nothing
+// holding the event loop, and node exited 0 with nothing printed about half the time.
+describe('a job that ends before its command starts is answered, non-zero, every time', () => {
+  const RUNS = 20;
+  const commands: Record<string, { argv: string[]; cwd?: string }> = {
+    'an argv that is a bwrap option': { argv: ['--bind', '/', '/tmp'] },
+    'an empty argv[0]': { argv: [''] },
+    'a missing command': { argv: ['no-such-command-anywhere'] },
+    'a cwd the work dir lacks': { argv: ['true'], cwd: 'no-such-dir' },
+  };
+  it(`${Object.keys(commands).join(', ')}: ${RUNS} runs each`, async () => {
+    for (let round = 0; round < RUNS; round++) {
+      await Promise.all(
+        Object.entries(commands).map(async ([what, command]) => {
+          const { code, stdout, stderr } = await runCli('agent-runner', ['run'], { stdin: JSON.stringify({ command }) });
+          assert.notEqual(code, 0, `${what}, run ${round + 1}: exit 0 (stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr)})`);
+          const result = JSON.parse(stdout) as { status: string };
+          assert.notEqual(result.status, 'completed', `${what}, run ${round + 1}`);
+        }),
+      );
+    }
+  });
 });

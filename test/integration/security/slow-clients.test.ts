@@ -166,3 +166,58 @@ describe('slow HTTP clients cost themselves, not the service', () => {
     assert.equal(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error.code, 'request.malformed');
   });
 });
+
+describe('answers before the body, and silent connections', () => {
+  // Node's own request deadline is far off: only the service's own doing closes these in time.
+  const env = clientBounds({ HEADERS_TIMEOUT_MS: 2_000, REQUEST_TIMEOUT_MS: 600_000, IDLE_TIMEOUT_MS: 600_000 });
+  let server: ServerProcess;
+  after(() => server?.stop());
+
+  it('an unauthenticated POST announcing 1 GiB is answered 401 from its headers, and the connection closed without reading the body', async () => {
+    server = await startServer([], { env });
+    const { hostname, port } = new URL(server.url);
+    let answer = '';
+    let sent = 0;
+    const socket = connect({ host: hostname, port: Number(port) }, () => {
+      socket.write(`POST /v1/jobs HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: ${1 << 30}\r\n\r\n`);
+    });
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    socket.on('error', () => undefined); // writing into a closed connection: that is the point
+    let closed = false;
+    socket.on('close', () => (closed = true));
+    // A slow sender: a little of the body at a time, for as long as the server keeps the connection.
+    const sending = setInterval(() => {
+      if (!socket.writable) return;
+      socket.write('x'.repeat(1024));
+      sent += 1024;
+    }, 50);
+    try {
+      await waitUntil(() => closed, 'the server closes the connection', 60_000);
+    } finally {
+      clearInterval(sending);
+      socket.destroy();
+    }
+    assert.match(answer, /^HTTP\/1\.1 401 /);
+    assert.match(answer, /\r\nconnection: close\r\n/i);
+    assert.equal(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error.code, 'auth.unauthorized');
+    assert.ok(sent < 1 << 20, `closed after ${sent} bytes of the body, long before its end`);
+  });
+
+  it('a connection that never sends a byte is answered 408 and closed by the server', async () => {
+    server ??= await startServer([], { env });
+    const { hostname, port } = new URL(server.url);
+    let answer = '';
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+    socket.on('error', () => undefined);
+    let closed = false;
+    socket.on('close', () => (closed = true));
+    try {
+      await waitUntil(() => closed, 'the server closes the silent connection', 60_000);
+    } finally {
+      socket.destroy();
+    }
+    assert.match(answer, /^HTTP\/1\.1 408 /);
+    assert.equal(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).error.code, 'request.timeout');
+  });
+});
