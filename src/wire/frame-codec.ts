@@ -96,10 +96,6 @@ export class FrameDecoder {
     return this.expected !== null || this.buffered > 0;
   }
 
-  get pendingBytes(): number {
-    return this.buffered;
-  }
-
   private take(count: number): Buffer {
     const first = this.chunks[0];
     let out: Buffer;
