@@ -179,6 +179,33 @@ describe('sessions over HTTP', async () => {
     await client.endSession(session.id);
   });
 
+  it('a session allowed domains reaches out only through its egress proxy, which refuses a name it was not given', async () => {
+    const session = await client.createSession({ lang: 'python', network: { allow_domains: ['api.example.org'] } });
+    try {
+      const cell = await client.sessionExec(session.id, {
+        code: [
+          'import os, socket, urllib.request, urllib.error',
+          'print(os.environ["HTTPS_PROXY"])',
+          'try:',
+          '    urllib.request.urlopen("http://denied.example.org/", timeout=10)',
+          'except urllib.error.HTTPError as error:',
+          '    print(error.code, error.read().decode())',
+          'try:',
+          '    socket.create_connection(("1.1.1.1", 80), timeout=5)',
+          '    print("direct: connected")',
+          'except OSError as error:',
+          '    print("direct:", type(error).__name__)',
+        ].join('\n'),
+      });
+      assert.equal(cell.error, null, JSON.stringify(cell));
+      assert.match(cell.stdout, /^http:\/\/127\.0\.0\.1:\d+\n/);
+      assert.match(cell.stdout, /\n403 [^\n]*denied\.example\.org:80 is not allowed by policy\.network\.allow_domains/);
+      assert.match(cell.stdout, /\ndirect: (OSError|ConnectionRefusedError|TimeoutError)\n$/);
+    } finally {
+      await client.endSession(session.id);
+    }
+  });
+
   it('refuses what it cannot do with stable codes, and caps live sessions', async () => {
     assert.equal((await refusal(client.session('ses_00000000000000000000000000000000'))).code, 'session.not_found');
     const bash = await refusal(client.createSession({ lang: 'bash' }));
