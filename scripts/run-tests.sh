@@ -38,7 +38,15 @@ for set in "${sets[@]}"; do
   # checks look at its own process only): about 10 instead of 15 minutes here, but on 2 cores a
   # microVM snippet under emulation then ran past its 10 s timeout once, so CI runs one at a time.
   concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-1}" || echo 1)
-  node --import tsx --test --test-concurrency="$concurrency" --test-reporter=spec "${files[@]}" || failed+=("$set")
+  # No stuck test may hang the run. --test-timeout bounds each file as a whole (node's runner
+  # fails a file past it, naming it, kills it and goes on) and each test without a timeout of its
+  # own. A process a killed file left behind can still hold the runner's pipe open after its
+  # summary is printed, so the set as a whole runs under timeout(1) too.
+  file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-10} * 60000))
+  set_minutes=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_SET_MINUTES:-75}" || echo 15)
+  set_deadline_s=$((set_minutes * 60))
+  timeout --kill-after=30 "$set_deadline_s" \
+    node --import tsx --test --test-concurrency="$concurrency" --test-timeout="$file_deadline_ms" --test-reporter=spec "${files[@]}" || failed+=("$set")
 done
 
 [ ${#failed[@]} -eq 0 ]
