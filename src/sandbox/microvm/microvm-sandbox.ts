@@ -154,7 +154,9 @@ export class MicrovmSandbox implements PreparedSandbox {
       if (streamed) streamStdin(vm, streamed);
       const { exit } = await started;
       if (!exit) throw new Error('the guest answered start without an exit');
-      return { ...exit, signal: exit.signal as NodeJS.Signals | null, timedOut: exit.timedOut || watch.timedOut, aborted: exit.aborted || watch.aborted };
+      // The guest aborts a job only when the host sends its kill, which the host sends for its
+      // own reason: a cancel, or its deadline when the guest was too slow to reach its own.
+      return { ...exit, signal: exit.signal as NodeJS.Signals | null, timedOut: exit.timedOut || watch.timedOut, aborted: watch.aborted };
     } catch (error) {
       // The VM died under the job (killed at the host's deadline, or the guest crashed): as a SIGKILL.
       if (watch.timedOut || watch.aborted || !vm.alive) {

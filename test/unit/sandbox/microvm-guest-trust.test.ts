@@ -38,6 +38,30 @@ function lyingGuest(files: Record<string, string>, listed: Array<{ path: string;
 }
 
 describe('a microVM guest is not trusted', () => {
+  it('a job the host kills at its own deadline is timed out, though the guest reports the kill as an abort', async () => {
+    // A guest too slow to reach its own deadline (emulation under load): the host's deadline
+    // comes first, and the guest answers the host's kill with an aborted exit.
+    let killed!: () => void;
+    const kill = new Promise<void>((resolve) => (killed = resolve));
+    const channel = {
+      onOutput: () => undefined,
+      async request(body: { op: string }) {
+        if (body.op === 'kill') {
+          killed();
+          return { id: 2, ok: true };
+        }
+        if (body.op !== 'start') throw new Error(`unexpected ${body.op}`);
+        await kill;
+        const usage = { cpuUserMs: 0, cpuSystemMs: 0, peakMemoryBytes: 0 };
+        return { id: 1, ok: true, exit: { exitCode: null, signal: 'SIGKILL', timedOut: false, aborted: true, oomKilled: false, usage, durationMs: 1 } };
+      },
+    };
+    const vm = { alive: true, channel, destroy: async () => undefined } as unknown as QemuVm;
+    const sandbox = new MicrovmSandbox(vm, template, mkdtempSync(join(tmpdir(), 'scratch-')), () => undefined);
+    const outcome = await sandbox.start({ timeoutMs: 10, stdout: { write: () => undefined }, stderr: { write: () => undefined } });
+    assert.deepEqual([outcome.timedOut, outcome.aborted], [true, false]);
+  });
+
   it("collects artifacts by the host's own checks: paths, byte caps and digests", async () => {
     const storeDir = mkdtempSync(join(tmpdir(), 'guest-store-'));
     const vm = lyingGuest({ 'ok.txt': 'real bytes', 'big.bin': 'x'.repeat(64), '../escape': 'owned' }, [
