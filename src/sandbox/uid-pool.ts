@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { killUntilGone, processesOfUid } from './process-tree.js';
 
@@ -11,8 +11,8 @@ const SWEEP_TIMEOUT_MS = 2_000;
  *
  * The uids are shared by every agent-runner process on the host (a service, its worker, a
  * CLI run beside them): a process claims a uid host-wide with a lock file before it first
- * uses it, and keeps the claim while it lives. A claim whose process is gone (same pid and
- * start time no longer running) is taken over.
+ * uses it (see claim()), and keeps the claim while it lives. A claim whose process is gone
+ * (same pid and start time no longer running) no longer counts.
  */
 export class UidPool {
   /** Uids this process holds a claim on and no job uses now. */
@@ -57,8 +57,9 @@ export class UidPool {
   }
 
   private claimNew(): number | undefined {
+    const held = liveClaims(this.lockDir);
     for (let uid = this.base; uid < this.base + this.size; uid += 1) {
-      if (!this.claimed.has(uid) && claim(join(this.lockDir, String(uid)))) {
+      if (!this.claimed.has(uid) && !held.has(uid) && claim(this.lockDir, uid)) {
         this.claimed.add(uid);
         this.unswept.add(uid);
         return uid;
@@ -69,41 +70,70 @@ export class UidPool {
 }
 
 /** Who we are, in a form that a recycled pid cannot fake: pid and start time. */
-const SELF = identity(process.pid);
+const SELF = identity(process.pid) ?? `${process.pid}.unknown`;
 
-function claim(path: string): boolean {
-  for (let attempt = 0; attempt < 2; attempt += 1) {
-    try {
-      const fd = openSync(path, 'wx', 0o600);
-      writeSync(fd, SELF ?? String(process.pid));
-      closeSync(fd);
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    }
-    let holder: string;
-    try {
-      holder = readFileSync(path, 'utf8');
-    } catch {
-      continue;
-    }
-    if (holder === '' || identity(Number(holder.split(' ')[0])) === holder) return false;
-    // The holder is gone: its claim is stale.
-    try {
-      unlinkSync(path);
-    } catch {
-      // Another process took it over first.
-    }
-  }
+/**
+ * A claim is a file `<uid>.<pid>.<start time>`, one per claiming process, which no other
+ * process removes while its process lives. A process holds a uid when, after writing its own
+ * claim, it sees no other live claim on it: of two claimants the later writer sees the
+ * earlier's (both may see each other and both step back; never both keep it). Taking a stale
+ * claim over by unlinking and rewriting one shared `<uid>` file was not atomic: two processes
+ * that read the same dead holder both won (the second unlinked the first's fresh claim), ran
+ * jobs as one uid, and each job's processes counted against the other's RLIMIT_NPROC, so
+ * bwrap's clone failed with EAGAIN.
+ */
+function claim(lockDir: string, uid: number): boolean {
+  const own = join(lockDir, `${uid}.${SELF}`);
+  closeSync(openSync(own, 'wx', 0o600));
+  if (!liveClaims(lockDir).has(uid)) return true;
+  unlinkSync(own);
   return false;
 }
 
-/** "pid starttime" from /proc, or null when the process does not exist. */
+/**
+ * The uids other live processes claim. A dead process's claims are removed (their names are
+ * its own, so no live claim goes with them). A `<uid>` file of an older agent-runner still
+ * running ("pid start time" inside) counts too; it is left for its own kind to take over.
+ */
+function liveClaims(lockDir: string): Set<number> {
+  const held = new Set<number>();
+  for (const name of readdirSync(lockDir)) {
+    const [uid, pid, startTime] = name.split('.');
+    if (pid === undefined) {
+      if (isLegacyClaimLive(join(lockDir, name))) held.add(Number(uid));
+      continue;
+    }
+    const holder = `${pid}.${startTime}`;
+    if (holder === SELF) continue;
+    if (identity(Number(pid)) === holder) held.add(Number(uid));
+    else unlinkQuietly(join(lockDir, name));
+  }
+  return held;
+}
+
+function isLegacyClaimLive(path: string): boolean {
+  try {
+    const [pid, startTime] = readFileSync(path, 'utf8').split(' ');
+    return identity(Number(pid)) === `${pid}.${startTime}`;
+  } catch {
+    return false;
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Another process removed it first.
+  }
+}
+
+/** "pid.starttime" from /proc, or null when the process does not exist. */
 function identity(pid: number): string | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-    return `${pid} ${startTime}`;
+    return `${pid}.${startTime}`;
   } catch {
     return null;
   }
