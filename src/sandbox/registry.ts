@@ -9,6 +9,9 @@ import { SandboxUnavailableError, type SandboxBackend } from './types.js';
  */
 export class BackendRegistry {
   private readonly backends = new Map<BackendKind, SandboxBackend>();
+  /** Kinds whose first probe has not answered yet: described as preparing, never waited for. */
+  private readonly preparing = new Set<BackendKind>();
+  private preparationStarted = false;
 
   constructor(
     backends: readonly SandboxBackend[],
@@ -34,19 +37,39 @@ export class BackendRegistry {
     return requested === undefined ? this.defaultKind : (canonicalKind(requested) ?? requested);
   }
 
+  /**
+   * Starts every backend's host preparation (a guest image build, an accelerator probe) and
+   * does not wait for it: a service listens at once. A job for a backend still preparing waits
+   * for it in prepare(), which awaits the same preparation.
+   */
+  prepareInBackground(): void {
+    if (this.preparationStarted) return;
+    this.preparationStarted = true;
+    for (const backend of this.backends.values()) {
+      this.preparing.add(backend.kind);
+      const settled = () => void this.preparing.delete(backend.kind);
+      void backend.status().then(settled, settled);
+    }
+  }
+
+  /** Every backend as it is now; one still preparing (prepareInBackground) is described so, unwaited. */
   async describe(): Promise<BackendDescription[]> {
     return Promise.all(
       [...this.backends.values()].map(async (backend) => {
+        const aliases = Object.entries(BACKEND_ALIASES)
+          .filter(([, kind]) => kind === backend.kind)
+          .map(([alias]) => alias);
+        const base = { kind: backend.kind, aliases, capabilities: backend.capabilities };
+        if (this.preparing.has(backend.kind)) {
+          return {
+            ...base,
+            available: false,
+            state: 'preparing' as const,
+            notes: ['still being prepared on this host (its probes, a guest image build): jobs for it wait until it is ready'],
+          };
+        }
         const status = await backend.status();
-        return {
-          kind: backend.kind,
-          aliases: Object.entries(BACKEND_ALIASES)
-            .filter(([, kind]) => kind === backend.kind)
-            .map(([alias]) => alias),
-          available: status.available,
-          notes: status.notes,
-          capabilities: backend.capabilities,
-        };
+        return { ...base, available: status.available, state: status.available ? ('ready' as const) : ('unavailable' as const), notes: status.notes };
       }),
     );
   }
