@@ -9,8 +9,8 @@ import { SandboxUnavailableError, type SandboxBackend } from './types.js';
  */
 export class BackendRegistry {
   private readonly backends = new Map<BackendKind, SandboxBackend>();
-  /** Kinds whose first probe has not answered yet: described as preparing, never waited for. */
-  private readonly preparing = new Set<BackendKind>();
+  /** Kinds whose first probe has not answered yet, and when it will: described as preparing, never waited for. */
+  private readonly preparing = new Map<BackendKind, Promise<void>>();
   private preparationStarted = false;
 
   constructor(
@@ -46,9 +46,30 @@ export class BackendRegistry {
     if (this.preparationStarted) return;
     this.preparationStarted = true;
     for (const backend of this.backends.values()) {
-      this.preparing.add(backend.kind);
       const settled = () => void this.preparing.delete(backend.kind);
-      void backend.status().then(settled, settled);
+      this.preparing.set(backend.kind, backend.status().then(settled, settled));
+    }
+  }
+
+  /**
+   * Waits for a backend still being prepared, at most `timeoutMs` (the job's own timeout): a
+   * job submitted on a first start runs once its backend is ready rather than failing, and
+   * one whose timeout passes first ends backend.unavailable saying why.
+   */
+  async whenPrepared(backend: SandboxBackend, timeoutMs: number): Promise<void> {
+    const preparation = this.preparing.get(backend.kind);
+    if (!preparation) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new SandboxUnavailableError(`the ${backend.kind} backend was still being prepared on this host when the job's timeout (${timeoutMs} ms) passed`)),
+        timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([preparation, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

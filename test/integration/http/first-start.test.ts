@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { api, startServer } from '../../helpers/server.js';
+import { api, startServer, waitTerminal } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
@@ -44,6 +44,14 @@ describe('first start', () => {
       const microvm = backends.json.find((backend: { kind: string }) => backend.kind === 'microvm');
       assert.equal(microvm.state, 'preparing', backends.text);
       assert.equal(microvm.available, false, backends.text);
+
+      // A job whose timeout passes while its backend is still preparing ends saying so.
+      const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] }, backend: { kind: 'microvm' }, limits: { timeout_ms: 500 } });
+      assert.equal(submitted.status, 202, submitted.text);
+      const late = await waitTerminal(server.url, submitted.json.job_id);
+      assert.equal(late.status, 'backend_unavailable', JSON.stringify(late.result));
+      assert.equal(late.result.error.code, 'backend.unavailable');
+      assert.match(late.result.error.message, /still being prepared/);
 
       held.release();
       await waitUntil(async () => !(await api(server.url, 'GET', '/health')).json.preparing.includes('microvm'), 'microvm prepared');
