@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -26,8 +26,19 @@ function heldMicrovmCache(stateDir: string): { cacheDir: string; release(): void
   const fifo = join(images, remembered);
   rmSync(fifo);
   execFileSync('mkfifo', [fifo]);
-  // Opening a FIFO for writing waits for its reader: the service's preparation.
-  return { cacheDir, release: () => writeFileSync(fifo, JSON.stringify({ accel: 'tcg', note: 'TCG (held by the test)' })) };
+  let released = false;
+  return {
+    cacheDir,
+    // Non-blocking: it fails (ENXIO) rather than hangs when no service reads it; a service
+    // blocked reading it would never exit (its thread pool holds the blocked read).
+    release() {
+      if (released) return;
+      released = true;
+      const fd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+      writeSync(fd, JSON.stringify({ accel: 'tcg', note: 'TCG (held by the test)' }));
+      closeSync(fd);
+    },
+  };
 }
 
 describe('first start', () => {
@@ -58,6 +69,12 @@ describe('first start', () => {
       const after = await api(server.url, 'GET', '/v1/backends');
       assert.equal(after.json.find((backend: { kind: string }) => backend.kind === 'microvm').state, 'ready', after.text);
     } finally {
+      // A failed assertion left the preparation held: let it go, or the worker outlives the test.
+      try {
+        held.release();
+      } catch {
+        // ENXIO: nothing reads it any more.
+      }
       await server.stop();
       rmSync(stateDir, { recursive: true, force: true });
     }
@@ -65,13 +82,17 @@ describe('first start', () => {
 
   it('an idle service exits 0 on SIGTERM, its worker with it', async () => {
     const server = await startServer();
-    await waitUntil(async () => (await api(server.url, 'GET', '/health')).json.preparing.length === 0, 'every backend prepared', 120_000);
-    const worker = execFileSync('ps', ['-o', 'pid=', '--ppid', String(server.child.pid)], { encoding: 'utf8' }).trim();
-    assert.match(worker, /^\d+$/, 'one worker process runs beside the front door');
-    server.child.kill('SIGTERM');
-    // A hang guard, not a measure: an idle service used to make a warm VM pool on its way out.
-    const code = await Promise.race([server.exited, new Promise<string>((resolve) => setTimeout(() => resolve('still running after 20 s'), 20_000).unref())]);
-    assert.equal(code, 0, server.stderr());
-    assert.equal(existsSync(`/proc/${worker}`), false, 'the worker process is gone');
+    try {
+      await waitUntil(async () => (await api(server.url, 'GET', '/health')).json.preparing.length === 0, 'every backend prepared', 120_000);
+      const worker = execFileSync('ps', ['-o', 'pid=', '--ppid', String(server.child.pid)], { encoding: 'utf8' }).trim();
+      assert.match(worker, /^\d+$/, 'one worker process runs beside the front door');
+      server.child.kill('SIGTERM');
+      // A hang guard, not a measure: an idle service used to make a warm VM pool on its way out.
+      const code = await Promise.race([server.exited, new Promise<string>((resolve) => setTimeout(() => resolve('still running after 20 s'), 20_000).unref())]);
+      assert.equal(code, 0, server.stderr());
+      assert.equal(existsSync(`/proc/${worker}`), false, 'the worker process is gone');
+    } finally {
+      await server.stop();
+    }
   });
 });
