@@ -45,7 +45,11 @@ export const BackendDescriptionSchema = Type.Object(
   {
     kind: Type.Union(BACKEND_KINDS.map((kind) => Type.Literal(kind))),
     aliases: Type.Array(Type.String()),
-    available: Type.Boolean(),
+    available: Type.Boolean({ description: 'Whether a job can run on it now (false while it is still preparing).' }),
+    state: Type.Union([Type.Literal('ready'), Type.Literal('preparing'), Type.Literal('unavailable')], {
+      description:
+        'ready: jobs run on it; preparing: the service is still preparing it (probes, a guest image build) and a job for it waits until it is ready, within its own timeout; unavailable: it cannot run here (notes say why).',
+    }),
     notes: Type.Array(Type.String(), { description: 'Why it is unavailable, or how it enforces limits here.' }),
     capabilities: BackendCapabilitiesSchema,
   },

@@ -74,6 +74,9 @@ export const HealthSchema = Type.Object(
       held_jobs: Type.Integer({ description: 'jobs whose status or result is held in memory until the store takes it' }),
     }),
     backend: BackendDescriptionSchema,
+    preparing: Type.Array(Type.String(), {
+      description: 'backend kinds still being prepared (probes, a guest image build): jobs for them wait until they are ready; empty once every backend is prepared',
+    }),
   },
   { $id: 'Health' },
 );

@@ -269,10 +269,12 @@ class RunJobExecution {
     return null;
   }
 
-  private prepareSandbox(): Promise<PreparedSandbox> {
+  private async prepareSandbox(): Promise<PreparedSandbox> {
     const { job } = this;
     const config = this.runtime.config.runJob;
-    return this.runtime.backends.get(job.backendKind).prepare({
+    const backend = this.runtime.backends.get(job.backendKind);
+    await this.runtime.backends.whenPrepared(backend, job.limits.timeout_ms);
+    return backend.prepare({
       profile: 'run-job',
       argv: job.request.command.argv,
       cwd: posix.join(WORK_DIR, job.cwd),

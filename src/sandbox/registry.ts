@@ -9,6 +9,9 @@ import { SandboxUnavailableError, type SandboxBackend } from './types.js';
  */
 export class BackendRegistry {
   private readonly backends = new Map<BackendKind, SandboxBackend>();
+  /** Kinds whose first probe has not answered yet, and when it will: described as preparing, never waited for. */
+  private readonly preparing = new Map<BackendKind, Promise<void>>();
+  private preparationStarted = false;
 
   constructor(
     backends: readonly SandboxBackend[],
@@ -34,19 +37,60 @@ export class BackendRegistry {
     return requested === undefined ? this.defaultKind : (canonicalKind(requested) ?? requested);
   }
 
+  /**
+   * Starts every backend's host preparation (a guest image build, an accelerator probe) and
+   * does not wait for it: a service listens at once. A job for a backend still preparing waits
+   * for it in prepare(), which awaits the same preparation.
+   */
+  prepareInBackground(): void {
+    if (this.preparationStarted) return;
+    this.preparationStarted = true;
+    for (const backend of this.backends.values()) {
+      const settled = () => void this.preparing.delete(backend.kind);
+      this.preparing.set(backend.kind, backend.status().then(settled, settled));
+    }
+  }
+
+  /**
+   * Waits for a backend still being prepared, at most `timeoutMs` (the job's own timeout): a
+   * job submitted on a first start runs once its backend is ready rather than failing, and
+   * one whose timeout passes first ends backend.unavailable saying why.
+   */
+  async whenPrepared(backend: SandboxBackend, timeoutMs: number): Promise<void> {
+    const preparation = this.preparing.get(backend.kind);
+    if (!preparation) return;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new SandboxUnavailableError(`the ${backend.kind} backend was still being prepared on this host when the job's timeout (${timeoutMs} ms) passed`)),
+        timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([preparation, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Every backend as it is now; one still preparing (prepareInBackground) is described so, unwaited. */
   async describe(): Promise<BackendDescription[]> {
     return Promise.all(
       [...this.backends.values()].map(async (backend) => {
+        const aliases = Object.entries(BACKEND_ALIASES)
+          .filter(([, kind]) => kind === backend.kind)
+          .map(([alias]) => alias);
+        const base = { kind: backend.kind, aliases, capabilities: backend.capabilities };
+        if (this.preparing.has(backend.kind)) {
+          return {
+            ...base,
+            available: false,
+            state: 'preparing' as const,
+            notes: ['still being prepared on this host (its probes, a guest image build): jobs for it wait until it is ready'],
+          };
+        }
         const status = await backend.status();
-        return {
-          kind: backend.kind,
-          aliases: Object.entries(BACKEND_ALIASES)
-            .filter(([, kind]) => kind === backend.kind)
-            .map(([alias]) => alias),
-          available: status.available,
-          notes: status.notes,
-          capabilities: backend.capabilities,
-        };
+        return { ...base, available: status.available, state: status.available ? ('ready' as const) : ('unavailable' as const), notes: status.notes };
       }),
     );
   }

@@ -63,6 +63,8 @@ let runtime: RunnerRuntime;
 let loop: WorkerLoop;
 channel.handle('init', async (config: RunnerConfig, slots: number) => {
   runtime = new RunnerRuntime(config);
+  // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
+  runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
   if (orphans > 0) log('info')({ orphans }, 'removed work dirs left by a previous process');
   loop = new WorkerLoop(ports, runtime, slots, { info: log('info'), error: log('error') });

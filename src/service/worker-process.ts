@@ -74,7 +74,8 @@ export class WorkerProcess {
    * busy or restarting worker must not make the service look dead), refreshed behind.
    */
   knownBackends(): BackendDescription[] {
-    if (Date.now() - this.backendsAt > BACKENDS_REFRESH_MS) {
+    const preparing = this.lastBackends.some((backend) => backend.state === 'preparing');
+    if (preparing || Date.now() - this.backendsAt > BACKENDS_REFRESH_MS) {
       this.backendsAt = Date.now();
       void this.backends().then(
         (backends) => (this.lastBackends = backends),

@@ -26,6 +26,7 @@ export function healthRoutes(frontDoor: JobDesk, worker: WorkerProcess, defaultK
           exec: { running: synchronous.running, waiting: synchronous.queued, concurrency: synchronous.capacity },
           store: { ...store, held_jobs: heldJobs },
           backend: backends.find((backend) => backend.kind === defaultKind) ?? backends[0],
+          preparing: backends.filter((backend) => backend.state === 'preparing').map((backend) => backend.kind),
         };
       },
     );

@@ -29,6 +29,8 @@ interface Ready {
   shape: VmShape;
   /** Made on the first job (its snapshot is taken then, once per image): status stays cheap. */
   pool: () => Promise<WarmVmPool | null>;
+  /** The pool if a job made one, never making it: disposing of an idle backend boots no VM. */
+  madePool: () => Promise<WarmVmPool | null> | undefined;
   /** Which accelerator, and why not KVM when not. */
   accelNote: string;
 }
@@ -57,6 +59,8 @@ export class MicrovmBackend implements SandboxBackend {
   private readonly options: Required<MicrovmOptions>;
   private ready: Promise<Ready> | undefined;
   private readonly live = new Set<Promise<void>>();
+  /** Set by dispose(): a preparation still running stops before its next slow step (the KVM probe boot). */
+  private disposed = false;
 
   constructor(options: MicrovmOptions) {
     this.options = { ...DEFAULTS, ...options };
@@ -121,8 +125,9 @@ export class MicrovmBackend implements SandboxBackend {
   }
 
   async dispose(): Promise<void> {
+    this.disposed = true;
     const ready = await this.ready?.catch(() => null);
-    await (await ready?.pool().catch(() => null))?.dispose();
+    await (await ready?.madePool()?.catch(() => null))?.dispose();
     await Promise.all(this.live);
   }
 
@@ -151,6 +156,7 @@ export class MicrovmBackend implements SandboxBackend {
     await reapDeadOwners(join(runtimeDir, 'jobs'));
     await reapDeadOwners(join(runtimeDir, 'vms'));
     const image = await guestImage(join(cacheDir, 'images'));
+    if (this.disposed) throw new SandboxUnavailableError('the microvm backend was disposed of while it was being prepared');
     const accel = await this.chooseAccel(image, cacheDir);
     const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: accel.accel };
     const { warmPoolSize, bootTimeoutMs } = this.options;
@@ -169,6 +175,7 @@ export class MicrovmBackend implements SandboxBackend {
         pool.catch(() => (pool = undefined));
         return pool;
       },
+      madePool: () => pool,
     };
   }
 

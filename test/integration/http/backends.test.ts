@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { api, startServer, waitTerminal, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
 describe('HTTP backends', () => {
@@ -12,6 +13,8 @@ describe('HTTP backends', () => {
   after(() => server.stop());
 
   it('GET /v1/backends answers the kinds, as the CLI prints them', async () => {
+    // The service listens before its backends are prepared: /health says when they are.
+    await waitUntil(async () => (await api(server.url, 'GET', '/health')).json.preparing.length === 0, 'every backend prepared', 120_000);
     const { status, json } = await api(server.url, 'GET', '/v1/backends');
     assert.equal(status, 200);
     assert.deepEqual(
@@ -20,6 +23,10 @@ describe('HTTP backends', () => {
     );
     assert.equal(json[0].available, true);
     assert.equal(json[2].available, true, JSON.stringify(json[2].notes));
+    assert.deepEqual(
+      json.map((backend: { state: string }) => backend.state),
+      ['ready', 'ready', 'ready'],
+    );
   });
 
   it('a run job on firecracker completes in its own VM, with its artifacts', async () => {
