@@ -83,29 +83,32 @@ const SELF = identity(process.pid) ?? `${process.pid}.unknown`;
  * bwrap's clone failed with EAGAIN.
  */
 function claim(lockDir: string, uid: number): boolean {
-  const own = join(lockDir, `${uid}.${SELF}`);
+  const ownName = `${uid}.${SELF}`;
+  const own = join(lockDir, ownName);
   closeSync(openSync(own, 'wx', 0o600));
-  if (!liveClaims(lockDir).has(uid)) return true;
+  if (!liveClaims(lockDir, ownName).has(uid)) return true;
   unlinkSync(own);
   return false;
 }
 
 /**
- * The uids other live processes claim. A dead process's claims are removed (their names are
- * its own, so no live claim goes with them). A `<uid>` file of an older agent-runner still
- * running ("pid start time" inside) counts too; it is left for its own kind to take over.
+ * The uids live processes claim, this one's included (another pool of this process, a second
+ * runtime, holds its claims as any process does), but for the claim file `except`. A dead
+ * process's claims are removed (their names are its own, so no live claim goes with them). A
+ * `<uid>` file of an older agent-runner still running ("pid start time" inside) counts too; it
+ * is left for its own kind to take over.
  */
-function liveClaims(lockDir: string): Set<number> {
+function liveClaims(lockDir: string, except?: string): Set<number> {
   const held = new Set<number>();
   for (const name of readdirSync(lockDir)) {
+    if (name === except) continue;
     const [uid, pid, startTime] = name.split('.');
     if (pid === undefined) {
       if (isLegacyClaimLive(join(lockDir, name))) held.add(Number(uid));
       continue;
     }
     const holder = `${pid}.${startTime}`;
-    if (holder === SELF) continue;
-    if (identity(Number(pid)) === holder) held.add(Number(uid));
+    if (holder === SELF || identity(Number(pid)) === holder) held.add(Number(uid));
     else unlinkQuietly(join(lockDir, name));
   }
   return held;

@@ -41,6 +41,15 @@ describe('uids are allocated across processes', () => {
     await third.exit();
   });
 
+  it('two pools of one process (two runtimes) never hold the same uid', async () => {
+    const lockDir = mkdtempSync(join(tmpdir(), 'uid-locks-'));
+    const { UidPool } = (await import(POOL)) as typeof import('../../../src/sandbox/uid-pool.js');
+    const first = new UidPool(70010, 4, lockDir);
+    const second = new UidPool(70010, 4, lockDir);
+    const uids = [first.tryAcquire(), first.tryAcquire(), second.tryAcquire(), second.tryAcquire(), second.tryAcquire()];
+    assert.deepEqual(uids, [70010, 70011, 70012, 70013, undefined]);
+  });
+
   it('two agent-runner processes run sandboxes at the same time without colliding', async () => {
     const runs = await Promise.all(Array.from({ length: 4 }, (_, index) => runCli('agent-runner', ['exec', '--lang', 'bash', '--code', `echo run-${index}; sleep 0.3`])));
     runs.forEach((run, index) => {
