@@ -73,11 +73,16 @@ const examples = [...examplesOf('snippet-job-request.md'), ...examplesOf('snippe
 
 after(() => runtime.dispose());
 
+// The backends are described before any test is registered: with a test already registered,
+// node's runner could finish the file's root (and dispose of the runtime) while this module
+// was still awaiting a backend's preparation, which then ended as disposed of (microvm, skipped).
+const kinds = await availableKinds(runtime, 'snippet');
+
 it('found every example in both documents', () => {
   assert.equal(examples.length, 26);
 });
 
-for (const kind of await availableKinds(runtime, 'snippet')) {
+for (const kind of kinds) {
   describe(`snippet documents conformance on ${kind}`, { concurrency: 2 }, () => {
     for (const { doc, request, documented } of examples) {
       it(`${doc} ${request.trace_id} (${request.lang})`, async () => {
