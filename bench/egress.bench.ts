@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/runner/config.js';
 import { runJob } from '../src/runner/run-job.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
-import { formatMs, median, percentile, spawnBare, timeRuns } from './stats.js';
+import { compareToBarePython } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 20;
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir: join(tmpdir(), 'agent-runner-bench-state') }));
@@ -23,15 +23,15 @@ const SHAPES: Array<[string, Record<string, unknown>]> = [
   ['allow_domains + secret', { policy: { allow_shell: true, network: domains }, secrets: { TOKEN: { value: 'bench-secret', hosts: ['api.example.org'] } } }],
 ];
 
-const cell = (samples: number[]) => `${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(22);
-console.log(`run job per network policy, ${iterations} sequential runs each (median / p90), ratio to bare python3 -c in this run`);
-const bareTimes = await timeRuns(iterations, 3, () => spawnBare(['/usr/bin/python3', '-c', 'print("hello")']));
-console.log(`${'bare'.padEnd(26)}${cell(bareTimes)}1.00x`);
-for (const [name, extra] of SHAPES) {
-  const times = await timeRuns(iterations, 3, async () => {
-    const result = await runJob({ command: { argv: ['python3', '-c', 'print("hello")'] }, policy: { allow_shell: true }, ...extra }, { runtime });
-    if (result.status !== 'completed') throw new Error(`${name}: ${JSON.stringify(result.error)}`);
-  });
-  console.log(`${name.padEnd(26)}${cell(times)}${(median(times) / median(bareTimes)).toFixed(2)}x`);
-}
+await compareToBarePython(
+  'run job per network policy',
+  iterations,
+  SHAPES.map(([name, extra]) => [
+    name,
+    async () => {
+      const result = await runJob({ command: { argv: ['python3', '-c', 'print("hello")'] }, policy: { allow_shell: true }, ...extra }, { runtime });
+      if (result.status !== 'completed') throw new Error(`${name}: ${JSON.stringify(result.error)}`);
+    },
+  ]),
+);
 await runtime.dispose();

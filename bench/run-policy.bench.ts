@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/runner/config.js';
 import { runJob } from '../src/runner/run-job.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
-import { formatMs, median, percentile, spawnBare, timeRuns } from './stats.js';
+import { compareToBarePython } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 20;
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir: join(tmpdir(), 'agent-runner-bench-state') }));
@@ -23,15 +23,15 @@ const POLICIES: Array<[string, Record<string, unknown>]> = [
   ['allowed_commands', { allowed_commands: ['python3'] }],
 ];
 
-const cell = (samples: number[]) => `${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(22);
-console.log(`run job per exec policy, ${iterations} sequential runs each (median / p90), ratio to bare python3 -c in this run`);
-const bareTimes = await timeRuns(iterations, 3, () => spawnBare(['/usr/bin/python3', '-c', 'print("hello")']));
-console.log(`${'bare'.padEnd(22)}${cell(bareTimes)}1.00x`);
-for (const [name, policy] of POLICIES) {
-  const times = await timeRuns(iterations, 3, async () => {
-    const result = await runJob({ workspace: { source: 'local_path', path: workspace }, command: { argv: ['python3', 'main.py'] }, policy }, { runtime });
-    if (result.status !== 'completed') throw new Error(`${name}: ${JSON.stringify(result.error)}`);
-  });
-  console.log(`${name.padEnd(22)}${cell(times)}${(median(times) / median(bareTimes)).toFixed(2)}x`);
-}
+await compareToBarePython(
+  'run job per exec policy',
+  iterations,
+  POLICIES.map(([name, policy]) => [
+    name,
+    async () => {
+      const result = await runJob({ workspace: { source: 'local_path', path: workspace }, command: { argv: ['python3', 'main.py'] }, policy }, { runtime });
+      if (result.status !== 'completed') throw new Error(`${name}: ${JSON.stringify(result.error)}`);
+    },
+  ]),
+);
 await runtime.dispose();

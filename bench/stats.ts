@@ -38,3 +38,19 @@ export function spawnBare(argv: readonly string[]): Promise<void> {
     child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${argv.join(' ')} exited ${code}`))));
   });
 }
+
+/**
+ * Times each named run job against the bare `python3 -c` spawned in the same run and prints a
+ * row each: median / p90 and the ratio of the medians.
+ */
+export async function compareToBarePython(title: string, iterations: number, runs: ReadonlyArray<[string, () => Promise<unknown>]>): Promise<void> {
+  const width = Math.max(...runs.map(([name]) => name.length)) + 4;
+  const cell = (samples: number[]) => `${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(22);
+  console.log(`${title}, ${iterations} sequential runs each (median / p90), ratio to bare python3 -c in this run`);
+  const bareTimes = await timeRuns(iterations, 3, () => spawnBare(['/usr/bin/python3', '-c', 'print("hello")']));
+  console.log(`${'bare'.padEnd(width)}${cell(bareTimes)}1.00x`);
+  for (const [name, run] of runs) {
+    const times = await timeRuns(iterations, 3, run);
+    console.log(`${name.padEnd(width)}${cell(times)}${(median(times) / median(bareTimes)).toFixed(2)}x`);
+  }
+}
