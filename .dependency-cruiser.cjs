@@ -17,6 +17,7 @@ const LAYERS = [
   ['service'],
   ['postgres'],
   ['http', 'guest', 'agent-exec', 'mcp'],
+  ['server'],
   ['cli'],
 ];
 
@@ -40,6 +41,13 @@ module.exports = {
       from: { path: folders([layer]) },
       to: { path: folders(LAYERS.slice(index + 1)) },
     })),
+    {
+      name: 'http-is-fastify-only',
+      severity: 'error',
+      comment: 'http/ serves routes over the ports it is handed; which queue, store and workers stand behind them (embedded or PostgreSQL) is for server/ to assemble.',
+      from: { path: '^src/http/' },
+      to: { path: '^src/postgres/' },
+    },
     {
       name: 'no-unlisted-folder',
       severity: 'error',

@@ -64,7 +64,7 @@ export function registerServe(program: Command): void {
         import('pino'),
         import('../../config/load.js'),
         import('../../http/listen-address.js'),
-        import('../../http/service.js'),
+        import('../../server/service.js'),
         import('../../runner/runtime.js'),
         import('../../util/retention.js'),
       ]);

@@ -22,7 +22,7 @@ export function registerWorker(program: Command): void {
       const [{ pino }, { loadConfig }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
         import('pino'),
         import('../../config/load.js'),
-        import('../../postgres/serve-cluster.js'),
+        import('../../server/cluster.js'),
         import('../../runner/runtime.js'),
         import('../../runner/staging.js'),
       ]);

@@ -6,7 +6,7 @@ import { describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_CODES, type ErrorCode } from '../../../src/contract/errors.js';
-import { startService } from '../../../src/http/service.js';
+import { startService } from '../../../src/server/service.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { api, startServer } from '../../helpers/server.js';
 

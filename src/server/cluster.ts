@@ -1,9 +1,10 @@
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { WorkerLoop } from '../service/worker-loop.js';
 import { WorkerProcess, type LogSink } from '../service/worker-process.js';
-import { ClusterFrontDoor, type ClusterFrontDoorOptions } from './cluster-front-door.js';
-import { Cluster } from './cluster.js';
-import { WorkerNode } from './worker-node.js';
+import { ClusterFrontDoor, type ClusterFrontDoorOptions } from '../postgres/cluster-front-door.js';
+import { Cluster } from '../postgres/cluster.js';
+import { WorkerNode } from '../postgres/worker-node.js';
+import type { DeskAndWorker } from './desk-and-worker.js';
 
 /**
  * `serve --database URL`: a cluster front door, and beside it a worker process with `slots`
@@ -15,7 +16,7 @@ export async function startClusterFrontDoor(options: {
   slots: number;
   desk: Omit<ClusterFrontDoorOptions, 'log'>;
   log: LogSink;
-}): Promise<{ desk: ClusterFrontDoor; worker: WorkerProcess; drain(graceMs: number): Promise<void> }> {
+}): Promise<DeskAndWorker> {
   const cluster = new Cluster(options.url, options.runtime, { applicationName: 'agent-runner-serve' });
   await cluster.open();
   const desk = new ClusterFrontDoor(cluster, { ...options.desk, log: options.log });

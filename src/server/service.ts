@@ -1,18 +1,14 @@
 import type { FastifyInstance } from 'fastify';
 import { pino, type Logger } from 'pino';
-import { MemoryQueue } from '../queue/memory-queue.js';
-import type { RunnerRuntime } from '../runner/runtime.js';
-import { LocalJobEvents } from '../service/events.js';
 import type { ServiceSettings } from '../config/schema.js';
-import { FrontDoor } from '../service/front-door.js';
+import { buildApp } from '../http/app.js';
+import { isLoopback, type HttpAddress } from '../http/listen-address.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
 import type { JobDesk } from '../service/job-desk.js';
-import { startClusterFrontDoor } from '../postgres/serve-cluster.js';
-import { WorkerProcess } from '../service/worker-process.js';
 import { Sessions } from '../session/sessions.js';
-import { DiskRunStore } from '../store/disk-store.js';
 import type { RetentionPolicy } from '../util/retention.js';
-import { buildApp } from './app.js';
-import { isLoopback, type HttpAddress } from './listen-address.js';
+import { startClusterFrontDoor } from './cluster.js';
+import { startEmbedded } from './embedded.js';
 
 /** What the service runs on, as `agent-runner serve` derives it from the configuration (src/config/). */
 export interface ServiceConfig {
@@ -47,7 +43,7 @@ export interface RunningService {
 }
 
 /**
- * The service: a front door (HTTP, admission, the queue, the run store) and one worker process
+ * The composition root of `agent-runner serve`. The service: a front door (HTTP, admission, the queue, the run store) and one worker process
  * beside it that runs what the queue hands out, plus snippets and tasks. Embedded by default
  * (the in-process queue and the on-disk store; recovers what a previous process left); with a
  * database URL, one of the cluster's front doors (postgres/). Then listens.
@@ -65,7 +61,14 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
         desk: { queueCapacity: config.queueCapacity, retention: config.retention },
         log: logger,
       })
-    : await startEmbedded(config, logger);
+    : await startEmbedded({
+        runtime: config.runtime,
+        storeDir: config.storeDir,
+        queueCapacity: config.queueCapacity,
+        slots: config.workers,
+        retention: config.retention,
+        log: logger,
+      });
   const sessions = new Sessions(config.runtime);
   const app = await buildApp({
     frontDoor: side.desk,
@@ -90,37 +93,6 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
       // sandboxes and idle work-dir mounts go with it (the worker disposes of its own).
       await config.runtime.dispose();
       await app.close();
-    },
-  };
-}
-
-/** The front door over the in-process queue and the on-disk store, its worker process forked beside it. */
-async function startEmbedded(config: ServiceConfig, logger: Logger): Promise<{ desk: FrontDoor; worker: WorkerProcess; drain(graceMs: number): Promise<void> }> {
-  const { runtime } = config;
-  const frontDoor = new FrontDoor(
-    runtime,
-    { queue: new MemoryQueue(config.queueCapacity), store: new DiskRunStore(config.storeDir), events: new LocalJobEvents() },
-    { retention: config.retention, log: logger },
-  );
-  const recovery = await frontDoor.start();
-  logger.info(recovery, 'run store loaded');
-  const worker = await WorkerProcess.start({
-    config: runtime.config,
-    slots: config.workers,
-    ports: frontDoor.workerPorts(),
-    onLost: (jobIds) => frontDoor.workerLost(jobIds),
-    log: logger,
-  });
-  return {
-    desk: frontDoor,
-    worker,
-    async drain(graceMs: number) {
-      await frontDoor.close();
-      const graceOver = setTimeout(() => worker.cancelAll(), graceMs);
-      await frontDoor.idle();
-      clearTimeout(graceOver);
-      await worker.stop();
-      await frontDoor.flushStore();
     },
   };
 }
