@@ -1,7 +1,11 @@
+import { CodedError, type ContractError } from '../contract/errors.js';
+import type { ProtocolSide } from './worker-protocol.js';
+
 /**
  * Calls and notices over a Node IPC channel (a forked child's `process.send`), both ways.
  * The front door and its worker process speak nothing else: every call has an id and one
- * reply, so a worker's death fails what was pending instead of leaving it hanging.
+ * reply, so a worker's death fails what was pending instead of leaving it hanging. `Local`
+ * is what this end answers and hears, `Remote` what the other end does (worker-protocol.ts).
  */
 export interface IpcEndpoint {
   send(message: unknown): boolean;
@@ -11,7 +15,8 @@ export interface IpcEndpoint {
 type Message =
   | { kind: 'call'; id: number; method: string; args: unknown[] }
   | { kind: 'reply'; id: number; ok: true; value: unknown }
-  | { kind: 'reply'; id: number; ok: false; error: string }
+  // A CodedError keeps its contract error (code, details, extras) across: the HTTP face answers it as it would here.
+  | { kind: 'reply'; id: number; ok: false; error: string; coded?: { error: ContractError; extra: Record<string, unknown> } }
   | { kind: 'notice'; name: string; payload: unknown };
 
 export class IpcClosedError extends Error {
@@ -20,7 +25,10 @@ export class IpcClosedError extends Error {
   }
 }
 
-export class IpcChannel {
+type Calls<Side extends ProtocolSide> = Side['calls'];
+type Result<Side extends ProtocolSide, M extends keyof Calls<Side>> = Awaited<ReturnType<Calls<Side>[M]>>;
+
+export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide> {
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private readonly handlers = new Map<string, (...args: never[]) => unknown>();
@@ -31,24 +39,24 @@ export class IpcChannel {
     endpoint.on('message', (message) => this.receive(message as Message));
   }
 
-  call<T>(method: string, ...args: unknown[]): Promise<T> {
+  call<M extends keyof Calls<Remote> & string>(method: M, ...args: Parameters<Calls<Remote>[M]>): Promise<Result<Remote, M>> {
     if (this.closed !== null) return Promise.reject(new IpcClosedError(this.closed));
     const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<Result<Remote, M>>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
       this.post({ kind: 'call', id, method, args });
     });
   }
 
-  notify(name: string, payload: unknown): void {
+  notify<N extends keyof Remote['notices'] & string>(name: N, payload: Remote['notices'][N]): void {
     if (this.closed === null) this.post({ kind: 'notice', name, payload });
   }
 
-  handle<A extends unknown[], R>(method: string, handler: (...args: A) => R | Promise<R>): void {
+  handle<M extends keyof Calls<Local> & string>(method: M, handler: (...args: Parameters<Calls<Local>[M]>) => Result<Local, M> | Promise<Result<Local, M>>): void {
     this.handlers.set(method, handler as (...args: never[]) => unknown);
   }
 
-  onNotice<P>(name: string, handler: (payload: P) => void): void {
+  onNotice<N extends keyof Local['notices'] & string>(name: N, handler: (payload: Local['notices'][N]) => void): void {
     this.noticeHandlers.set(name, handler as (payload: never) => void);
   }
 
@@ -76,7 +84,7 @@ export class IpcChannel {
         const waiter = this.pending.get(message.id);
         this.pending.delete(message.id);
         if (message.ok) waiter?.resolve(message.value);
-        else waiter?.reject(new Error(message.error));
+        else waiter?.reject(message.coded ? new CodedError(message.coded.error, message.coded.extra) : new Error(message.error));
         return;
       }
       case 'notice':
@@ -92,7 +100,8 @@ export class IpcChannel {
       const value = (await handler(...(call.args as never[]))) ?? null;
       this.post({ kind: 'reply', id: call.id, ok: true, value });
     } catch (error) {
-      this.post({ kind: 'reply', id: call.id, ok: false, error: (error as Error).message });
+      const coded = error instanceof CodedError ? { error: error.error, extra: error.extra } : undefined;
+      this.post({ kind: 'reply', id: call.id, ok: false, error: (error as Error).message, ...(coded ? { coded } : {}) });
     }
   }
 }

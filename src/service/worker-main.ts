@@ -1,4 +1,3 @@
-import type { RunnerConfig } from '../runner/config.js';
 import { RunnerRuntime } from '../runner/runtime.js';
 import { executeSnippet } from '../runner/snippet.js';
 import { JobStaging } from '../runner/staging.js';
@@ -6,13 +5,14 @@ import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
 import { WorkerLoop } from './worker-loop.js';
 import type { WorkerPorts } from './worker-ports.js';
+import type { FrontDoorSide, LogLevel, WorkerSide } from './worker-protocol.js';
 
 /**
  * The worker process (see worker-process.ts): its ports are calls to the front door that
  * forked it. It has no stdout of its own (the front door's is its log); what it logs goes
  * to the front door's logger.
  */
-const channel = new IpcChannel(process as IpcEndpoint);
+const channel = new IpcChannel<WorkerSide, FrontDoorSide>(process as IpcEndpoint);
 // The front door is gone (even SIGKILLed): so are we, and our sandboxes with us (PDEATHSIG).
 process.on('disconnect', () => process.exit(0));
 // systemd and a terminal's Ctrl-C signal every process of the service at once. Dying here
@@ -20,14 +20,14 @@ process.on('disconnect', () => process.exit(0));
 // the front door stops us in order instead ('cancelAll', then 'stop', then it disconnects).
 for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => undefined);
 
-const log = (level: 'info' | 'warn' | 'error') => (obj: object, msg: string) => channel.notify('log', { level, obj, msg });
+const log = (level: LogLevel) => (obj: object, msg: string) => channel.notify('log', { level, obj, msg });
 const cancelListeners: Array<(jobId: string) => void> = [];
 /** A lease arrives with its claim (one round trip); claim() then reads it here. */
 const claims = new Map<string, { request: unknown; runDir: string }>();
 const ports: WorkerPorts = {
   queue: {
     lease: async () => {
-      const leased = await channel.call<{ jobId: string; request: unknown; runDir: string } | null>('lease');
+      const leased = await channel.call('lease');
       if (!leased) return null;
       claims.set(leased.jobId, { request: leased.request, runDir: leased.runDir });
       return { jobId: leased.jobId };
@@ -48,11 +48,11 @@ const ports: WorkerPorts = {
   },
   events: { onCancel: (listener) => void cancelListeners.push(listener) },
 };
-channel.onNotice('cancel', (jobId: string) => cancelListeners.forEach((listener) => listener(jobId)));
+channel.onNotice('cancel', (jobId) => cancelListeners.forEach((listener) => listener(jobId)));
 
 /** Snippets and tasks in flight, by the caller's token, so a hung-up client stops its job. */
 const calls = new Map<number, AbortController>();
-channel.onNotice('abort', (token: number) => calls.get(token)?.abort());
+channel.onNotice('abort', (token) => calls.get(token)?.abort());
 function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController();
   calls.set(token, controller);
@@ -61,7 +61,7 @@ function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>):
 
 let runtime: RunnerRuntime;
 let loop: WorkerLoop;
-channel.handle('init', async (config: RunnerConfig, slots: number) => {
+channel.handle('init', async (config, slots) => {
   runtime = new RunnerRuntime(config);
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
@@ -70,8 +70,8 @@ channel.handle('init', async (config: RunnerConfig, slots: number) => {
   loop = new WorkerLoop(ports, runtime, slots, { info: log('info'), error: log('error') });
   loop.start();
 });
-channel.handle('exec', (token: number, request: unknown) => abortable(token, (signal) => executeSnippet(request, { runtime, signal })));
-channel.handle('task', (token: number, request: unknown) => abortable(token, (signal) => runTask(request, { runtime, signal })));
+channel.handle('exec', (token, request) => abortable(token, (signal) => executeSnippet(request, { runtime, signal })));
+channel.handle('task', (token, request) => abortable(token, (signal) => runTask(request, { runtime, signal })));
 channel.handle('backends', () => runtime.backends.describe());
 channel.handle('runtimes', () => runtime.toolchains.runtimes());
 channel.onNotice('cancelAll', () => loop.cancelAll());

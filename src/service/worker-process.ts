@@ -1,13 +1,15 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BackendDescription } from '../contract/backend.js';
-import type { OutputStream } from '../contract/job-events.js';
 import type { Runtime } from '../contract/runtimes.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
 import type { WorkerPorts } from './worker-ports.js';
+import type { FrontDoorSide, WorkerSide } from './worker-protocol.js';
+
+type WorkerChannel = IpcChannel<FrontDoorSide, WorkerSide>;
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.js', import.meta.url));
 const BACKENDS_REFRESH_MS = 10_000;
@@ -36,7 +38,7 @@ export interface WorkerProcessOptions {
  */
 export class WorkerProcess {
   private child!: ChildProcess;
-  private channel!: IpcChannel;
+  private channel!: WorkerChannel;
   private readonly leased = new Set<string>();
   private nextCall = 1;
   private lastBackends: BackendDescription[] = [];
@@ -53,11 +55,11 @@ export class WorkerProcess {
   }
 
   exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {
-    return this.cancellable('exec', request, signal);
+    return this.cancellable((token) => this.channel.call('exec', token, request), signal);
   }
 
   task(request: unknown, signal: AbortSignal): Promise<TaskResponse> {
-    return this.cancellable('task', request, signal);
+    return this.cancellable((token) => this.channel.call('task', token, request), signal);
   }
 
   backends(): Promise<BackendDescription[]> {
@@ -101,7 +103,7 @@ export class WorkerProcess {
 
   private async spawn(): Promise<void> {
     const child = fork(WORKER_MAIN, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced' });
-    const channel = new IpcChannel(child as IpcEndpoint);
+    const channel: WorkerChannel = new IpcChannel(child as IpcEndpoint);
     const gone = new AbortController();
     this.child = child;
     this.channel = channel;
@@ -117,7 +119,7 @@ export class WorkerProcess {
     this.backendsAt = Date.now();
   }
 
-  private serve(channel: IpcChannel, gone: AbortSignal): void {
+  private serve(channel: WorkerChannel, gone: AbortSignal): void {
     const { queue, runs } = this.options.ports;
     // One round trip hands out a job with what the worker needs to run it (lease and claim).
     channel.handle('lease', async () => {
@@ -132,35 +134,36 @@ export class WorkerProcess {
       return { ...lease, ...(await runs.claim(lease.jobId)) };
     });
     // Notices, not calls: the worker needs no answer, and the channel keeps them in order.
-    channel.onNotice('running', (jobId: string) => void runs.markRunning(jobId).catch(() => undefined));
-    channel.onNotice('output', ({ jobId, stream, text }: { jobId: string; stream: OutputStream; text: string }) => runs.appendOutput(jobId, stream, text));
-    channel.onNotice('complete', (jobId: string) => {
+    channel.onNotice('running', (jobId) => void runs.markRunning(jobId).catch(() => undefined));
+    channel.onNotice('output', ({ jobId, stream, text }) => runs.appendOutput(jobId, stream, text));
+    channel.onNotice('complete', (jobId) => {
       this.leased.delete(jobId);
       void queue.complete(jobId);
     });
-    channel.onNotice('fail', (jobId: string) => {
+    channel.onNotice('fail', (jobId) => {
       this.leased.delete(jobId);
       void queue.fail(jobId);
     });
-    channel.handle('finish', (jobId: string, result: Parameters<typeof runs.finish>[1]) => runs.finish(jobId, result));
-    channel.onNotice('log', ({ level, obj, msg }: { level: 'info' | 'warn' | 'error'; obj: object; msg: string }) => this.options.log[level](obj, msg));
+    channel.handle('finish', (jobId, result) => runs.finish(jobId, result));
+    channel.onNotice('log', ({ level, obj, msg }) => this.options.log[level](obj, msg));
     this.options.ports.events.onCancel((jobId) => {
       if (this.leased.has(jobId)) channel.notify('cancel', jobId);
     });
   }
 
-  private async cancellable<T>(method: string, request: unknown, signal: AbortSignal): Promise<T> {
+  /** A call the worker stops when `signal` aborts: `call` sends the token that names it. */
+  private async cancellable<R>(call: (token: number) => Promise<R>, signal: AbortSignal): Promise<R> {
     const token = this.nextCall++;
     const abort = () => this.channel.notify('abort', token);
     signal.addEventListener('abort', abort, { once: true });
     try {
-      return await this.channel.call<T>(method, token, request);
+      return await call(token);
     } finally {
       signal.removeEventListener('abort', abort);
     }
   }
 
-  private async lost(channel: IpcChannel, how: number | string | null): Promise<void> {
+  private async lost(channel: WorkerChannel, how: number | string | null): Promise<void> {
     channel.close(`exited (${how})`);
     if (this.stopping) return;
     const jobs = [...this.leased];

@@ -1,0 +1,65 @@
+import type { BackendDescription } from '../contract/backend.js';
+import type { OutputStream } from '../contract/job-events.js';
+import type { RunJobResult } from '../contract/run-job.js';
+import type { Runtime } from '../contract/runtimes.js';
+import type { SnippetResponse } from '../contract/snippet.js';
+import type { TaskResponse } from '../contract/task.js';
+import type { RunnerConfig } from '../runner/config.js';
+
+/**
+ * The one protocol between a front door and its worker process (worker-process.ts forks,
+ * worker-main.ts runs): what each side answers (`calls`, one reply each) and hears
+ * (`notices`, no reply). Both sides' IpcChannel is typed by it, so tsc checks every name,
+ * argument and result of `call`/`handle` and `notify`/`onNotice` on both ends.
+ */
+export interface ProtocolSide {
+  calls: Record<string, (...args: never[]) => unknown>;
+  notices: Record<string, unknown>;
+}
+
+/** A job handed out with its claim: one round trip. */
+export interface LeasedJob {
+  jobId: string;
+  request: unknown;
+  runDir: string;
+}
+
+export type LogLevel = 'info' | 'warn' | 'error';
+
+/** What the worker process answers and hears. */
+export type WorkerSide = {
+  calls: {
+    /** The worker's runtime and its job loop with `slots` slots. */
+    init(config: RunnerConfig, slots: number): void;
+    /** `token` names the call for an `abort` notice (a client that hung up). */
+    exec(token: number, request: unknown): SnippetResponse;
+    task(token: number, request: unknown): TaskResponse;
+    backends(): BackendDescription[];
+    runtimes(): Runtime[];
+    /** After its jobs ended: it records what it holds and disposes of its sandboxes. */
+    stop(): void;
+  };
+  notices: {
+    /** A job it leased was canceled. */
+    cancel: string;
+    /** Every running job is canceled (the grace is over). */
+    cancelAll: null;
+    /** The snippet or task of this token: its caller is gone. */
+    abort: number;
+  };
+};
+
+/** What the front door answers and hears from its worker. */
+export type FrontDoorSide = {
+  calls: {
+    lease(): LeasedJob | null;
+    finish(jobId: string, result: RunJobResult): void;
+  };
+  notices: {
+    running: string;
+    output: { jobId: string; stream: OutputStream; text: string };
+    complete: string;
+    fail: string;
+    log: { level: LogLevel; obj: object; msg: string };
+  };
+};
