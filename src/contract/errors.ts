@@ -23,6 +23,10 @@ export const ERROR_CODES = {
   'sessions.full': { http: 503, description: 'as many sessions as the server allows are live; end one (DELETE) or retry later' },
   'session.not_found': { http: 404, description: 'no session with that id (ended sessions are forgotten after a while)' },
   'session.ended': { http: 409, description: 'the session has ended (its ended_reason says why); create another' },
+  'session.lost': {
+    http: 410,
+    description: 'the process that held the session (a front door’s worker) stopped or died: the session and its files are gone; create another',
+  },
   'session.file_not_found': { http: 404, description: 'no such file in the session’s work dir' },
   'session.file_too_large': { http: 413, description: 'the file is over the session file limit' },
   'session.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },

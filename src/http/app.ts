@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { validate } from '../contract/validate.js';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
-import type { Sessions } from '../session/sessions.js';
+import type { SessionHost } from '../session/session-host.js';
 import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
@@ -29,8 +29,8 @@ import { Semaphore } from '../util/semaphore.js';
 export interface AppOptions {
   frontDoor: JobDesk;
   worker: WorkerProcess;
-  /** Sessions live in this process (they hold a running sandbox each). */
-  sessions: Sessions;
+  /** Where sessions live (a sandbox host, never this process): the routes reach them by id. */
+  sessions: SessionHost;
   /** The largest file a session takes or gives. */
   sessionFileBytes: number;
   /** The backend kind jobs run on when they name none, for /health. */

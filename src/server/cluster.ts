@@ -33,6 +33,7 @@ export async function startClusterFrontDoor(options: {
   return {
     desk,
     worker,
+    sessions: worker.sessions,
     async drain(graceMs) {
       desk.close();
       await node.leave({ stopped: () => worker.stop(), cancelAll: () => worker.cancelAll() }, graceMs);

@@ -1,10 +1,13 @@
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
+import type { SessionHost } from '../session/session-host.js';
 
 /** What either mode (embedded, cluster) hands the HTTP face: a desk for jobs and the worker process beside it. */
 export interface DeskAndWorker {
   desk: JobDesk;
   worker: WorkerProcess;
+  /** How the session routes reach a session by id. */
+  sessions: SessionHost;
   /** SIGTERM: stop admitting, give running jobs `graceMs`, cancel the rest, stop the worker. */
   drain(graceMs: number): Promise<void>;
 }

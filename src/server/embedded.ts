@@ -35,6 +35,7 @@ export async function startEmbedded(options: {
   return {
     desk: frontDoor,
     worker,
+    sessions: worker.sessions,
     async drain(graceMs: number) {
       await frontDoor.close();
       const graceOver = setTimeout(() => worker.cancelAll(), graceMs);

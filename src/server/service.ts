@@ -5,7 +5,6 @@ import { buildApp } from '../http/app.js';
 import { isLoopback, type HttpAddress } from '../http/listen-address.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { JobDesk } from '../service/job-desk.js';
-import { Sessions } from '../session/sessions.js';
 import type { RetentionPolicy } from '../util/retention.js';
 import { startClusterFrontDoor } from './cluster.js';
 import { startEmbedded } from './embedded.js';
@@ -44,7 +43,7 @@ export interface RunningService {
 
 /**
  * The composition root of `agent-runner serve`. The service: a front door (HTTP, admission, the queue, the run store) and one worker process
- * beside it that runs what the queue hands out, plus snippets and tasks. Embedded by default
+ * beside it that runs what the queue hands out, plus snippets, tasks and sessions. Embedded by default
  * (the in-process queue and the on-disk store; recovers what a previous process left); with a
  * database URL, one of the cluster's front doors (postgres/). Then listens.
  */
@@ -69,11 +68,10 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
         retention: config.retention,
         log: logger,
       });
-  const sessions = new Sessions(config.runtime);
   const app = await buildApp({
     frontDoor: side.desk,
     worker: side.worker,
-    sessions,
+    sessions: side.sessions,
     sessionFileBytes: config.runtime.config.sessions.maxFileBytes,
     defaultBackend: config.runtime.backends.defaultKind,
     token: config.token,
@@ -88,9 +86,9 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     frontDoor: side.desk,
     url,
     async shutdown(graceMs: number) {
-      await Promise.all([side.drain(graceMs), sessions.close()]);
-      // The sessions' sandboxes ran in this process, on this runtime: its pre-started
-      // sandboxes and idle work-dir mounts go with it (the worker disposes of its own).
+      // Sessions end at once (new ones refused) while jobs have their grace.
+      await Promise.all([side.drain(graceMs), side.worker.closeSessions()]);
+      // Admission's probes and toolchain lookups ran on this runtime; the worker disposes of its own.
       await config.runtime.dispose();
       await app.close();
     },

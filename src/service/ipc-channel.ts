@@ -8,7 +8,8 @@ import type { ProtocolSide } from './worker-protocol.js';
  * is what this end answers and hears, `Remote` what the other end does (worker-protocol.ts).
  */
 export interface IpcEndpoint {
-  send(message: unknown): boolean;
+  /** With a callback, a message that cannot be sent (the other end died: EPIPE) is an error there, not an 'error' event that would crash us. */
+  send(message: unknown, callback: (error: Error | null) => void): boolean;
   on(event: 'message', listener: (message: unknown) => void): unknown;
 }
 
@@ -68,10 +69,13 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
   }
 
   private post(message: Message): void {
+    const failed = (error: Error | null) => {
+      if (error && this.closed === null) this.close(error.message);
+    };
     try {
-      this.endpoint.send(message);
+      this.endpoint.send(message, failed);
     } catch (error) {
-      this.close((error as Error).message);
+      failed(error as Error);
     }
   }
 

@@ -1,15 +1,17 @@
 import { RunnerRuntime } from '../runner/runtime.js';
 import { executeSnippet } from '../runner/snippet.js';
+import { Sessions } from '../session/sessions.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
 import { WorkerLoop } from './worker-loop.js';
 import type { WorkerPorts } from './worker-ports.js';
-import type { FrontDoorSide, LogLevel, WorkerSide } from './worker-protocol.js';
+import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './worker-protocol.js';
 
 /**
- * The worker process (see worker-process.ts): its ports are calls to the front door that
- * forked it. It has no stdout of its own (the front door's is its log); what it logs goes
+ * The worker process (see worker-process.ts), the one sandbox host beside a front door: its
+ * job loop, the snippets and tasks asked over HTTP, and the live sessions. Its ports are calls
+ * to the front door that forked it. It has no stdout of its own (the front door's is its log); what it logs goes
  * to the front door's logger.
  */
 const channel = new IpcChannel<WorkerSide, FrontDoorSide>(process as IpcEndpoint);
@@ -61,8 +63,11 @@ function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>):
 
 let runtime: RunnerRuntime;
 let loop: WorkerLoop;
+let sessions: Sessions;
 channel.handle('init', async (config, slots) => {
   runtime = new RunnerRuntime(config);
+  // Before the first await: the front door may route a session call here while init still runs.
+  sessions = new Sessions(runtime);
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
@@ -75,7 +80,15 @@ channel.handle('task', (token, request) => abortable(token, (signal) => runTask(
 channel.handle('backends', () => runtime.backends.describe());
 channel.handle('runtimes', () => runtime.toolchains.runtimes());
 channel.onNotice('cancelAll', () => loop.cancelAll());
+channel.handle('sessionCreate', (request) => sessions.create(request));
+channel.handle('sessionList', () => sessions.list());
+channel.handle('sessionDescribe', (id) => sessions.describe(id));
+channel.handle('sessionExec', (id, request) => sessions.exec(id, request));
+channel.handle('sessionWriteFile', (id, path, content) => sessions.writeFile(id, path, asBuffer(content)));
+channel.handle('sessionReadFile', (id, path) => sessions.readFile(id, path));
+channel.handle('sessionRemove', (id) => sessions.remove(id));
+channel.handle('sessionsClose', () => sessions.close());
 channel.handle('stop', async () => {
-  await loop.stopped();
+  await Promise.all([loop.stopped(), sessions.close()]);
   await runtime.dispose();
 });

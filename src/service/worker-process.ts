@@ -1,13 +1,15 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { BackendDescription } from '../contract/backend.js';
+import { CodedError, contractError } from '../contract/errors.js';
 import type { Runtime } from '../contract/runtimes.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
-import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
+import type { SessionHost } from '../session/session-host.js';
+import { IpcChannel, IpcClosedError, type IpcEndpoint } from './ipc-channel.js';
 import type { WorkerPorts } from './worker-ports.js';
-import type { FrontDoorSide, WorkerSide } from './worker-protocol.js';
+import { asBuffer, type FrontDoorSide, type WorkerSide } from './worker-protocol.js';
 
 type WorkerChannel = IpcChannel<FrontDoorSide, WorkerSide>;
 
@@ -32,9 +34,10 @@ export interface WorkerProcessOptions {
 
 /**
  * The worker beside a front door, in a process of its own: it leases and runs jobs, snippets
- * and tasks, and every fork a sandbox needs happens there, never in the front door's event
- * loop. It is forked once, at start (and again if it dies: its leased jobs are failed as
- * interrupted, never silently lost); it dies with the front door.
+ * and tasks, holds the live sessions, and every fork a sandbox needs happens there, never in
+ * the front door's event loop. It is forked once, at start (and again if it dies: its leased
+ * jobs are failed as interrupted, never silently lost; its sessions are lost); it dies with
+ * the front door.
  */
 export class WorkerProcess {
   private child!: ChildProcess;
@@ -53,6 +56,17 @@ export class WorkerProcess {
     await worker.spawn();
     return worker;
   }
+
+  /** The sessions, which live in the worker process: each call goes to it by id. */
+  readonly sessions: SessionHost = {
+    create: (request) => this.sessionCall(() => this.channel.call('sessionCreate', request)),
+    list: () => this.sessionCall(() => this.channel.call('sessionList')),
+    describe: (id) => this.sessionCall(() => this.channel.call('sessionDescribe', id)),
+    exec: (id, request) => this.sessionCall(() => this.channel.call('sessionExec', id, request)),
+    writeFile: (id, path, content) => this.sessionCall(() => this.channel.call('sessionWriteFile', id, path, content)),
+    readFile: (id, path) => this.sessionCall(async () => asBuffer(await this.channel.call('sessionReadFile', id, path))),
+    remove: (id) => this.sessionCall(() => this.channel.call('sessionRemove', id)),
+  };
 
   exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {
     return this.cancellable((token) => this.channel.call('exec', token, request), signal);
@@ -90,6 +104,11 @@ export class WorkerProcess {
   /** Every job the worker still runs is stopped (they end `canceled`, and are recorded). */
   cancelAll(): void {
     this.channel.notify('cancelAll', null);
+  }
+
+  /** The service is stopping: every session ends now, new ones are refused. */
+  async closeSessions(): Promise<void> {
+    await this.channel.call('sessionsClose').catch(() => undefined);
   }
 
   /** After the queue closed and its jobs ended: the worker records what it holds and exits. */
@@ -160,6 +179,16 @@ export class WorkerProcess {
       return await call(token);
     } finally {
       signal.removeEventListener('abort', abort);
+    }
+  }
+
+  /** A worker that died took its sessions with it: their calls answer session.lost, never hang. */
+  private async sessionCall<R>(call: () => Promise<R>): Promise<R> {
+    try {
+      return await call();
+    } catch (error) {
+      if (!(error instanceof IpcClosedError)) throw error;
+      throw new CodedError(contractError('session.lost', `the worker process that held the session is gone (${error.message}); create another session`));
     }
   }
 

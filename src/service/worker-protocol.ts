@@ -2,6 +2,7 @@ import type { BackendDescription } from '../contract/backend.js';
 import type { OutputStream } from '../contract/job-events.js';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { Runtime } from '../contract/runtimes.js';
+import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
@@ -36,8 +37,19 @@ export type WorkerSide = {
     task(token: number, request: unknown): TaskResponse;
     backends(): BackendDescription[];
     runtimes(): Runtime[];
-    /** After its jobs ended: it records what it holds and disposes of its sandboxes. */
+    /** After its jobs ended: it ends its sessions, records what it holds and disposes of its sandboxes. */
     stop(): void;
+    // Sessions live in the worker process (session/sessions.ts); the front door routes to them by id.
+    sessionCreate(request: SessionCreateRequest): Session;
+    sessionList(): Session[];
+    sessionDescribe(id: string): Session;
+    sessionExec(id: string, request: SessionExecRequest): SessionExecResult;
+    /** Bytes cross as a Uint8Array: structured cloning keeps the bytes, not the Buffer class. */
+    sessionWriteFile(id: string, path: string, content: Uint8Array): SessionFileWritten;
+    sessionReadFile(id: string, path: string): Uint8Array;
+    sessionRemove(id: string): Session;
+    /** The service is stopping: every session ends, new ones are refused. */
+    sessionsClose(): void;
   };
   notices: {
     /** A job it leased was canceled. */
@@ -63,3 +75,8 @@ export type FrontDoorSide = {
     log: { level: LogLevel; obj: object; msg: string };
   };
 };
+
+/** The bytes a Uint8Array of the protocol carries, as a Buffer (no copy). */
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

@@ -9,7 +9,7 @@ import {
   SessionSchema,
 } from '../../contract/session.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
-import type { Sessions } from '../../session/sessions.js';
+import type { SessionHost } from '../../session/session-host.js';
 import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
@@ -18,15 +18,16 @@ const BYTES = { type: 'string', contentMediaType: OCTET_STREAM };
 const SessionParams = routeSchema(Type.Object({ session_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
 const FileParams = routeSchema(Type.Object({ session_id: Type.String(), '*': Type.String({ description: 'the file’s path in the work dir, slashes and all' }) }));
-const LIVE_ERRORS = ['session.not_found', 'session.ended'] as const;
+const LIVE_ERRORS = ['session.not_found', 'session.ended', 'session.lost'] as const;
 type SessionRoute = { Params: { session_id: string } };
 type FileRoute = { Params: { session_id: string; '*': string } };
 
 /**
- * Sessions (session/): a sandbox that lives across calls. They live in this process, so in the
- * distributed mode a session answers on the front door that made it.
+ * Sessions (session/): a sandbox that lives across calls. They live in a sandbox host (the
+ * worker process), never in this one: every route hands its session id to `sessions`, which
+ * finds the session (in the distributed mode, through whichever front door's worker holds it).
  */
-export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
+export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
   return async (app: FastifyInstance) => {
     app.addContentTypeParser(OCTET_STREAM, { parseAs: 'buffer', bodyLimit: maxFileBytes }, (_request, body, done) => done(null, body));
 
@@ -43,13 +44,13 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
       async (request, reply) => reply.code(201).send(await sessions.create(request.body)),
     );
 
-    app.get('/v1/sessions', { schema: { summary: 'The sessions of this front door, live and recently ended', response: { 200: routeSchema(SessionListSchema) } } }, () => ({
-      sessions: sessions.list(),
+    app.get('/v1/sessions', { schema: { summary: 'The sessions of this front door, live and recently ended', response: { 200: routeSchema(SessionListSchema) } } }, async () => ({
+      sessions: await sessions.list(),
     }));
 
     app.get<SessionRoute>(
       '/v1/sessions/:session_id',
-      { config: { errors: ['session.not_found'] }, schema: { summary: 'A session’s state', params: SessionParams, response: { 200: routeSchema(SessionSchema) } } },
+      { config: { errors: ['session.not_found', 'session.lost'] }, schema: { summary: 'A session’s state', params: SessionParams, response: { 200: routeSchema(SessionSchema) } } },
       (request) => sessions.describe(request.params.session_id),
     );
 
@@ -99,7 +100,7 @@ export function sessionRoutes(sessions: Sessions, maxFileBytes: number) {
     app.delete<SessionRoute>(
       '/v1/sessions/:session_id',
       {
-        config: { errors: ['session.not_found'] },
+        config: { errors: ['session.not_found', 'session.lost'] },
         schema: { summary: 'End a session: its sandbox and everything in it go', params: SessionParams, response: { 200: routeSchema(SessionSchema) } },
       },
       (request) => sessions.remove(request.params.session_id),

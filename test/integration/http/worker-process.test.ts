@@ -42,6 +42,39 @@ describe('the worker process beside the front door', () => {
       assert.equal((await api(server.url, 'GET', `/v1/jobs/${jobId}?wait=60`)).json.status, 'completed');
     }));
 
+  it('hosts the sessions: while a session lives, the front door has no child but its worker', async () => {
+    const server = await startServer(['--concurrency', '1']);
+    try {
+      const session = await api(server.url, 'POST', '/v1/sessions', { lang: 'python' });
+      assert.equal(session.status, 201, session.text);
+      assert.equal((await api(server.url, 'POST', `/v1/sessions/${session.json.id}/exec`, { code: 'x = 41' })).status, 200);
+      const worker = workerOf(server.child.pid!);
+      assert.ok(worker, 'the front door forked its worker');
+      assert.deepEqual(childrenOf(server.child.pid!), [worker], 'the session sandbox is no child of the front door');
+      assert.ok(childrenOf(worker).length > 0, 'the session sandbox is a child of the worker');
+      assert.equal((await api(server.url, 'POST', `/v1/sessions/${session.json.id}/exec`, { code: 'x + 1' })).json.value, '42');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('a worker killed holding a session: the session answers session.lost or session.not_found, never hangs, and new sessions work', async () => {
+    const server = await startServer(['--concurrency', '1']);
+    try {
+      const session = await api(server.url, 'POST', '/v1/sessions', {});
+      assert.equal(session.status, 201, session.text);
+      const first = workerOf(server.child.pid!)!;
+      process.kill(first, 'SIGKILL');
+      const gone = await api(server.url, 'GET', `/v1/sessions/${session.json.id}`);
+      assert.ok((gone.status === 410 && gone.json.error.code === 'session.lost') || (gone.status === 404 && gone.json.error.code === 'session.not_found'), gone.text);
+      await waitUntil(() => workerOf(server.child.pid!) !== undefined && workerOf(server.child.pid!) !== first, 'a new worker runs');
+      const next = await api(server.url, 'POST', '/v1/sessions', {});
+      assert.equal(next.status, 201, next.text);
+    } finally {
+      await server.stop();
+    }
+  });
+
   it('a worker killed mid-job loses nothing: the job ends run.interrupted, a new worker runs what follows', () =>
     withRunningJob(async (server, jobId) => {
       const queued = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'after the crash'] } });
