@@ -74,4 +74,14 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (job_id, attempt, stream, byte_offset)
   );
   `,
+  `
+  -- Which front door's worker holds a session (sessions live in one process): the others
+  -- forward its calls there. Rows outlive their session by at most its lifetime.
+  CREATE TABLE agent_runner.session_owners (
+    session_id text PRIMARY KEY,
+    address text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE INDEX session_owners_by_age ON agent_runner.session_owners (created_at);
+  `,
 ];

@@ -3,18 +3,24 @@ import { WorkerLoop } from '../service/worker-loop.js';
 import { WorkerProcess, type LogSink } from '../service/worker-process.js';
 import { ClusterFrontDoor, type ClusterFrontDoorOptions } from '../postgres/cluster-front-door.js';
 import { Cluster } from '../postgres/cluster.js';
+import { ClusterSessions } from '../postgres/cluster-sessions.js';
+import { SessionOwners } from '../postgres/session-owners.js';
 import { WorkerNode } from '../postgres/worker-node.js';
 import type { DeskAndWorker } from './desk-and-worker.js';
 
 /**
  * `serve --database URL`: a cluster front door, and beside it a worker process with `slots`
- * job slots (0: it only runs the synchronous snippets and tasks this front door is asked for).
+ * job slots (0: it only runs the synchronous snippets and tasks this front door is asked for,
+ * and the sessions made through it, which the other front doors forward to it).
  */
 export async function startClusterFrontDoor(options: {
   url: string;
   runtime: RunnerRuntime;
   slots: number;
   desk: Omit<ClusterFrontDoorOptions, 'log'>;
+  /** This front door's URL as the others reach it (known once it listens), and the token they send. */
+  address: () => string;
+  token: string | null;
   log: LogSink;
 }): Promise<DeskAndWorker> {
   const cluster = new Cluster(options.url, options.runtime, { applicationName: 'agent-runner-serve' });
@@ -30,10 +36,12 @@ export async function startClusterFrontDoor(options: {
     log: options.log,
   });
   if (options.slots > 0) await node.join(options.slots, await worker.backends());
+  const { lifetimeSeconds, endedRetentionSeconds } = options.runtime.config.sessions;
+  const owners = new SessionOwners(cluster.db, lifetimeSeconds + endedRetentionSeconds);
   return {
     desk,
     worker,
-    sessions: worker.sessions,
+    sessions: new ClusterSessions(worker.sessions, owners, options.address, options.token),
     async drain(graceMs) {
       desk.close();
       await node.leave({ stopped: () => worker.stop(), cancelAll: () => worker.cancelAll() }, graceMs);

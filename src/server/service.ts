@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { hostname } from 'node:os';
 import { pino, type Logger } from 'pino';
 import type { ServiceSettings } from '../config/schema.js';
 import { buildApp } from '../http/app.js';
@@ -52,12 +53,15 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     throw new Error(`refusing to listen on ${config.address.host} without authentication: drop --no-auth (service.auth: false), or listen on a loopback address`);
   }
   const logger = config.logger || pino({ level: 'silent' });
+  let address = '';
   const side = config.databaseUrl
     ? await startClusterFrontDoor({
         url: config.databaseUrl,
         runtime: config.runtime,
         slots: config.workers,
         desk: { queueCapacity: config.queueCapacity, retention: config.retention },
+        address: () => address,
+        token: config.token,
         log: logger,
       })
     : await startEmbedded({
@@ -81,6 +85,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     logger,
   });
   const url = await app.listen({ host: config.address.host, port: config.address.port });
+  address = reachableUrl(url, config.address.host);
   return {
     app,
     frontDoor: side.desk,
@@ -93,4 +98,14 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
       await app.close();
     },
   };
+}
+
+/**
+ * Our URL as other front doors reach it. Listening on every interface, Fastify names a
+ * loopback address: the host's name is what a peer on another machine can resolve.
+ */
+function reachableUrl(url: string, listenHost: string): string {
+  const parsed = new URL(url);
+  if (['0.0.0.0', '::', ''].includes(listenHost)) parsed.hostname = hostname();
+  return parsed.origin;
 }

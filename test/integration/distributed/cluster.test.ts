@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { contractError } from '../../../src/contract/errors.js';
@@ -198,5 +199,39 @@ describe('the distributed mode on PostgreSQL', () => {
     const ended = await api(door.url, 'GET', `/v1/jobs/${accepted!.json.job_id}?wait=60`);
     assert.equal(ended.json.status, 'completed', ended.text);
     assert.equal((await api(door.url, 'GET', '/health')).json.status, 'ok');
+  });
+
+  test('a session made through one front door is used through another; when its front door stops, the others answer 410 session.lost', async () => {
+    // The front doors of one cluster share their token: they forward a session's calls with it.
+    const token = randomBytes(16).toString('hex');
+    const auth = { authorization: `Bearer ${token}` };
+    // In `servers` as soon as each listens, so that after() stops both whatever happens here.
+    const [maker, other] = await Promise.all(
+      [0, 1].map(() => startServer(['--database', database.url, '--workers', '0', '--token', token]).then((server) => (servers.push(server), server))),
+    );
+    const made = await api(maker!.url, 'POST', '/v1/sessions', { lang: 'python' }, auth);
+    assert.equal(made.status, 201, made.text);
+    const path = `/v1/sessions/${made.json.id}`;
+    assert.equal((await api(other!.url, 'POST', `${path}/exec`, { code: 'x = 41' }, auth)).status, 200);
+    assert.equal((await api(maker!.url, 'POST', `${path}/exec`, { code: 'x + 1' }, auth)).json.value, '42');
+    const written = await fetch(`${other!.url}${path}/files/notes.txt`, {
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/octet-stream' },
+      body: 'from the other door',
+    });
+    assert.equal(written.status, 201, await written.text());
+    assert.equal(await (await fetch(`${maker!.url}${path}/files/notes.txt`, { headers: auth })).text(), 'from the other door');
+    const missing = await api(other!.url, 'GET', `${path}/files/absent.txt`, undefined, auth);
+    assert.equal(missing.status, 404, missing.text);
+    assert.equal(missing.json.error.code, 'session.file_not_found', 'the owner’s error crosses as it is');
+    assert.equal((await api(other!.url, 'GET', path, undefined, auth)).json.state, 'running');
+
+    await maker!.stop();
+    const lost = await api(other!.url, 'POST', `${path}/exec`, { code: 'x' }, auth);
+    assert.equal(lost.status, 410, lost.text);
+    assert.equal(lost.json.error.code, 'session.lost');
+    const unknown = await api(other!.url, 'GET', `/v1/sessions/ses_${'0'.repeat(32)}`, undefined, auth);
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.equal(unknown.json.error.code, 'session.not_found');
   });
 });
