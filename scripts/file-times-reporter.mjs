@@ -7,6 +7,7 @@
 import { relative } from 'node:path';
 
 const SHOWN = 10;
+const LINGER_MS = 5_000;
 
 export default async function* fileTimes(source) {
   const files = new Map();
@@ -25,4 +26,8 @@ export default async function* fileTimes(source) {
   const seconds = (ms) => (ms / 1000).toFixed(1).padStart(7);
   yield `\n# slowest ${Math.min(SHOWN, slowest.length)} of ${slowest.length} test files (top-level tests s, wall s)\n`;
   for (const { file, wall, tests } of slowest.slice(0, SHOWN)) yield `#${seconds(tests)} ${seconds(wall)}  ${relative(process.cwd(), file)}\n`;
+  // The run is over. A file the runner killed at its deadline can leave a process that holds
+  // the runner's pipe from it open, and with it the runner itself, after the summary: give the
+  // reporters a moment to flush, then end with the exit code the runner set (1 on any failure).
+  setTimeout(() => process.exit(), LINGER_MS).unref();
 }

@@ -48,15 +48,20 @@ for set in "${sets[@]}"; do
   # No stuck test may hang the run. --test-timeout bounds each file as a whole (node's runner
   # fails a file past it, naming it, kills it and goes on) and each test without a timeout of its
   # own. A process a killed file left behind can still hold the runner's pipe open after its
-  # summary is printed, so the set as a whole runs under timeout(1) too.
-  file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-10} * 60000))
+  # summary is printed: the file-times reporter ends the runner shortly after the summary, and
+  # the set as a whole runs under timeout(1) too.
+  file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-5} * 60000))
   set_minutes=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_SET_MINUTES:-75}" || echo 15)
   set_deadline_s=$((set_minutes * 60))
   timeout --kill-after=30 "$set_deadline_s" \
     node --import tsx --test --test-concurrency="$concurrency" --test-timeout="$file_deadline_ms" \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=./scripts/file-times-reporter.mjs --test-reporter-destination=stdout \
-    "${run[@]}" || failed+=("$set")
+    "${run[@]}" &
+  # timeout(1) leads a process group of its own; whatever a killed file left in it goes with the set.
+  group=$!
+  wait "$group" || failed+=("$set")
+  pkill -KILL -g "$group" 2>/dev/null || true
 done
 
 [ ${#failed[@]} -eq 0 ]
