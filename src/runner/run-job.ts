@@ -4,12 +4,13 @@ import type { RunJobResult, TerminalStatus } from '../contract/run-job.js';
 import { normaliseJob } from './job-admission.js';
 import { RunJobExecution, type ExecutionHooks } from './job-execution.js';
 import { ResultBuilder } from './job-result.js';
-import { RunnerRuntime } from './runtime.js';
+import { withRuntime, type RunnerRuntime } from './runtime.js';
 import { StateRuns } from './state-runs.js';
 import { checkSentWorkspace } from './sent-workspace.js';
 import type { Caller } from './workspace-path.js';
 
 export interface RunJobOptions extends ExecutionHooks {
+  /** The runtime to run on; without one, a runtime made for this call from the environment's configuration (runtime.ts: withRuntime). */
   runtime?: RunnerRuntime;
   /** Where this run's logs and artifacts are kept (default: <stateDir>/runs/<job_id>, with its result.json, under the configured retention: state-runs.ts). */
   runDir?: string;
@@ -25,8 +26,11 @@ export interface RunJobOptions extends ExecutionHooks {
  * Runs one RunJobRequest to a RunJobResult. Never throws: a bad request, a denial or a broken
  * sandbox is a result with a status and a stable error code.
  */
-export async function runJob(request: unknown, options: RunJobOptions = {}): Promise<RunJobResult> {
-  const runtime = options.runtime ?? RunnerRuntime.shared();
+export function runJob(request: unknown, options: RunJobOptions = {}): Promise<RunJobResult> {
+  return withRuntime(options.runtime, (runtime) => runOn(runtime, request, options));
+}
+
+async function runOn(runtime: RunnerRuntime, request: unknown, options: RunJobOptions): Promise<RunJobResult> {
   const builder = new ResultBuilder(request);
   const normalised = normaliseJob(request, runtime, options.caller ?? 'local');
   if ('error' in normalised) return builder.finish('failed', normalised.error);
@@ -52,7 +56,7 @@ async function privateDir(dir: string): Promise<string> {
  */
 export async function admitRunJob(
   request: unknown,
-  runtime: RunnerRuntime = RunnerRuntime.shared(),
+  runtime: RunnerRuntime,
   caller: Caller = 'local',
 ): Promise<{ jobId: string; traceId: string | undefined; backendKind: string } | { error: ContractError }> {
   const normalised = normaliseJob(request, runtime, caller);
@@ -67,7 +71,7 @@ export async function admitRunJob(
 }
 
 /** A whole result for a job that never ran (canceled while queued, interrupted by a restart). */
-export function unrunResult(request: unknown, status: TerminalStatus, error: ContractError, runtime: RunnerRuntime = RunnerRuntime.shared()): RunJobResult {
+export function unrunResult(request: unknown, status: TerminalStatus, error: ContractError, runtime: RunnerRuntime): RunJobResult {
   const builder = new ResultBuilder(request);
   const normalised = normaliseJob(request, runtime, null);
   if (!('error' in normalised)) builder.adopt(normalised);
