@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { Value } from '@sinclair/typebox/value';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { KernelFileReplySchema, KernelReadySchema, KernelRunReplySchema } from '../../../src/contract/session-kernel.js';
 import type { LanguageDefinition } from '../../../src/languages/language.js';
 import { node } from '../../../src/languages/node.js';
 import { python } from '../../../src/languages/python.js';
@@ -41,20 +43,23 @@ async function startKernel(lang: 'python' | 'node'): Promise<GuestProcess> {
   const invocation = language.kernel!(toolchain, { memoryBytes: 512 << 20 }, WORK);
   const kernel = startGuest([...OWN_TMP, ...invocation.argv], { frameFd: 1, env: { ...process.env, ...invocation.env } });
   const ready = (await kernel.next()) as { ready: boolean; version: string };
-  assert.equal(ready.ready, true);
+  assert.ok(Value.Check(KernelReadySchema, ready), JSON.stringify(ready));
   if (lang === 'node') assert.equal(ready.version, process.versions.node);
   else assert.match(ready.version, /^3\.\d+\.\d+$/);
   return kernel;
 }
 
 let ids = 0;
+/** One request; its reply, of the shape the host checks (contract/session-kernel.ts), less its id. */
 async function ask(kernel: GuestProcess, request: Record<string, unknown>): Promise<Record<string, unknown>> {
   const id = (ids += 1);
   kernel.send({ id, ...request });
   const reply = (await kernel.next()) as Record<string, unknown>;
   assert.equal(reply.id, id, JSON.stringify(reply));
-  delete reply.id;
-  return reply;
+  const schema = request.op === 'cell' || request.op === 'command' ? KernelRunReplySchema : KernelFileReplySchema;
+  assert.ok(Value.Check(schema, reply), JSON.stringify(reply));
+  const { id: _id, ...rest } = reply;
+  return rest;
 }
 
 const cell = (code: string) => ({ op: 'cell', code, timeout_ms: 10_000, output_bytes: 1 << 20 });
@@ -103,28 +108,28 @@ for (const lang of ['python', 'node'] as const) {
 
     it('reads frames split across writes and several frames in one write', async () => {
       const kernel = await startKernel(lang);
-      const first = encodeFrame({ id: 'a', ...cell(CODE.define[lang]) });
-      const second = encodeFrame({ id: 'b', ...cell(CODE.useAndShow[lang]) });
+      const first = encodeFrame({ id: 1001, ...cell(CODE.define[lang]) });
+      const second = encodeFrame({ id: 1002, ...cell(CODE.useAndShow[lang]) });
       for (const piece of [first.subarray(0, 2), first.subarray(2, 7), first.subarray(7)]) {
         kernel.write(piece);
         // Apart in time, so the kernel sees the pieces in separate reads.
         await sleep(20);
       }
-      assert.equal(((await kernel.next()) as { id: string }).id, 'a');
-      kernel.write(Buffer.concat([second, encodeFrame({ id: 'c', op: 'read', path: 'missing.txt', max_bytes: 10 })]));
+      assert.equal(((await kernel.next()) as { id: number }).id, 1001);
+      kernel.write(Buffer.concat([second, encodeFrame({ id: 1003, op: 'read', path: 'missing.txt', max_bytes: 10 })]));
       const [b, c] = [(await kernel.next()) as Record<string, unknown>, (await kernel.next()) as Record<string, unknown>];
-      assert.deepEqual([b.id, b.value], ['b', '42']);
-      assert.deepEqual(c, { id: 'c', error: { code: 'not_found', message: 'missing.txt does not exist' } });
+      assert.deepEqual([b.id, b.value], [1002, '42']);
+      assert.deepEqual(c, { id: 1003, error: { code: 'not_found', message: 'missing.txt does not exist' } });
       kernel.endInput();
       assert.equal(await kernel.exited, 0);
     });
 
     it("a frame a cell forges on fd 4 reaches the host ahead of the kernel's reply, framed like it: the host must check every reply", async () => {
       const kernel = await startKernel(lang);
-      kernel.send({ id: 'real', ...cell(CODE.forge[lang]) });
+      kernel.send({ id: 1, ...cell(CODE.forge[lang]) });
       assert.deepEqual(await kernel.next(), { id: 99, forged: true });
       const reply = (await kernel.next()) as Record<string, unknown>;
-      assert.deepEqual([reply.id, reply.status], ['real', 'ok']);
+      assert.deepEqual([reply.id, reply.status], [1, 'ok']);
     });
 
     it("a forged header over the frame maximum is refused by the host's decoder", async () => {
