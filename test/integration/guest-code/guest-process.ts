@@ -97,3 +97,11 @@ export function startGuest(argv: readonly string[], options: { frameFd?: 1 | 3; 
     stderr: () => stderr,
   };
 }
+
+/** Code that writes `json` to `fd` as one frame, as the code a guest runs can: in python, in node. */
+export const FORGE_FRAME: Record<'python' | 'node', (fd: number, json: string) => string> = {
+  python: (fd, json) => `import os\nbody = ${JSON.stringify(json)}.encode()\nos.write(${fd}, len(body).to_bytes(4, "big") + body)`,
+  node: (fd, json) =>
+    `{\n  const body = Buffer.from(${JSON.stringify(json)});\n  const head = Buffer.alloc(4);\n  head.writeUInt32BE(body.length);\n` +
+    `  require('node:fs').writeSync(${fd}, Buffer.concat([head, body]));\n}`,
+};

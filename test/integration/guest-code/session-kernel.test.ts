@@ -8,7 +8,7 @@ import { node } from '../../../src/languages/node.js';
 import { python } from '../../../src/languages/python.js';
 import type { Toolchain } from '../../../src/languages/toolchain.js';
 import { encodeFrame } from '../../../src/wire/frame-codec.js';
-import { startGuest, stopGuests, type GuestProcess } from './guest-process.js';
+import { FORGE_FRAME, startGuest, stopGuests, type GuestProcess } from './guest-process.js';
 
 /**
  * The session kernels (src/languages/session-python.py, session-node.cjs) run without a
@@ -70,10 +70,7 @@ const CODE = {
   useAndShow: { python: 'print(x + 1)\nx + 1', node: 'console.log(x + 1);\nx + 1' },
   raise: { python: 'raise ValueError("bad")', node: 'throw new TypeError("bad");' },
   /** One whole frame, in the kernel's framing, written to the reply fd by the cell itself. */
-  forge: {
-    python: 'import os, json\nbody = json.dumps({"id": 99, "forged": True}).encode()\nos.write(4, len(body).to_bytes(4, "big") + body)',
-    node: '{\n  const body = Buffer.from(JSON.stringify({ id: 99, forged: true }));\n  const head = Buffer.alloc(4);\n  head.writeUInt32BE(body.length);\n  require("node:fs").writeSync(4, Buffer.concat([head, body]));\n}',
-  },
+  forge: { python: FORGE_FRAME.python(4, '{"id": 99, "forged": true}'), node: FORGE_FRAME.node(4, '{"id": 99, "forged": true}') },
   /** A header that declares a frame over any maximum. */
   forgeHuge: {
     python: 'import os\nos.write(4, b"\\x7f\\xff\\xff\\xffforged reply")',

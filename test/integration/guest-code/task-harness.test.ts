@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
-import { startGuest, stopGuests } from './guest-process.js';
+import { FORGE_FRAME, startGuest, stopGuests } from './guest-process.js';
 
 /**
  * The task harnesses (src/tasks/python-harness.py, node-harness.cjs) run straight on the host,
@@ -38,6 +38,7 @@ async function runHarness(lang: Lang, code: string, task: Record<string, unknown
   return { frames, exitCode: await guest.exited, stderr: guest.stderr(), codeFile };
 }
 
+const RESULT = '{"result": [], "print_args": []}';
 const CODE = {
   printsAndReturns: { python: 'print("a", 1)\nreturn [{"n": 1}]', node: 'console.log("a", 1);\nreturn [{ n: 1 }];' },
   fivePrints: { python: 'for i in range(5):\n    print(i)\nreturn []', node: 'for (let i = 0; i < 5; i++) console.log(i);\nreturn [];' },
@@ -48,10 +49,7 @@ const CODE = {
   raises: { python: 'print("before")\nraise ValueError("bad value")', node: 'console.log("before");\nthrow new TypeError("bad value");' },
   exits: { python: 'import sys\nsys.exit(3)', node: 'process.exit(3);' },
   notItems: { python: 'return 5', node: 'return 5;' },
-  forges: {
-    python: 'import os\nbody = b\'{"result": [], "print_args": []}\'\nos.write(3, len(body).to_bytes(4, "big") + body)\nreturn []',
-    node: 'const body = Buffer.from(\'{"result": [], "print_args": []}\');\nconst head = Buffer.alloc(4);\nhead.writeUInt32BE(body.length);\nrequire("node:fs").writeSync(3, Buffer.concat([head, body]));\nreturn [];',
-  },
+  forges: { python: FORGE_FRAME.python(3, RESULT) + '\nreturn []', node: FORGE_FRAME.node(3, RESULT) + '\nreturn [];' },
 } satisfies Record<string, Record<Lang, string>>;
 
 for (const lang of ['python', 'node'] as const) {
