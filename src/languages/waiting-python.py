@@ -1,12 +1,10 @@
-/**
- * A python that starts before its program is known and waits for it on stdin: one JSON line
- * `{"source": PATH, "bytes": N, "args": [...]}`, then the program's N bytes; whatever follows is
- * the program's own stdin, untouched (read here with os.read, byte-exact, never buffered). It
- * then runs as `python3 PATH ARGS...` would: the file written at PATH, `__main__` with its
- * `__file__`, `sys.argv`, `sys.path[0]` the program's directory, and a traceback that starts at
- * the program's own frames. Used by one job only: its sandbox ends with it.
- */
-export const WAITING_PYTHON = `
+# A python that starts before its program is known (`python3 -c WAITING`, python.ts) and waits
+# for it on stdin: one JSON line `{"source": PATH, "bytes": N, "args": [...]}`, then the
+# program's N bytes; whatever follows is the program's own stdin, untouched (read here with
+# os.read, byte-exact, never buffered). It then runs as `python3 PATH ARGS...` would: the file
+# written at PATH, `__main__` with its `__file__`, `sys.argv`, `sys.path[0]` the program's
+# directory, and a traceback that starts at the program's own frames. Used by one job only: its
+# sandbox ends with it.
 import json
 
 def _run():
@@ -23,7 +21,7 @@ def _run():
         return b"".join(parts)
 
     line = b""
-    while not line.endswith(b"\\n"):
+    while not line.endswith(b"\n"):
         byte = os.read(0, 1)
         if not byte:
             os._exit(70)
@@ -65,4 +63,3 @@ def _run():
     os._exit(0)
 
 _run()
-`;

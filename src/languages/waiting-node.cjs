@@ -1,16 +1,15 @@
 /**
- * A node that starts before its program is known and waits for it on stdin, as
- * waiting-python.ts does: one JSON line `{"source", "bytes", "args"}`, the program's bytes,
- * then the program's own stdin (read here byte-exact with readSync, so none of it is taken).
- * The program then runs as `node PATH ARGS...` would, through node's own entry point
- * (`Module.runMain`): CommonJS or ES module by the same detection, `require.main`, top-level
- * await, and uncaught errors printed by node itself.
+ * A node that starts before its program is known (`node -e WAITING`, node.ts) and waits for it
+ * on stdin, as waiting-python.py does: one JSON line `{"source", "bytes", "args"}`, the
+ * program's bytes, then the program's own stdin (read here byte-exact with readSync, so none of
+ * it is taken). The program then runs as `node PATH ARGS...` would, through node's own entry
+ * point (`Module.runMain`): CommonJS or ES module by the same detection, `require.main`,
+ * top-level await, and uncaught errors printed by node itself.
  */
-export const WAITING_NODE = `
 // Node makes its stdio streams on first use, which costs a program's console.log as much as
 // the rest of its run: made here, while the interpreter waits, they are part of its start-up.
-process.stdout;
-process.stderr;
+void process.stdout;
+void process.stderr;
 const fs = require('node:fs');
 const path = require('node:path');
 const Module = require('node:module');
@@ -33,7 +32,7 @@ function readExact(count) {
 let line = '';
 for (;;) {
   const byte = readExact(1).toString('latin1');
-  if (byte === '\\n') break;
+  if (byte === '\n') break;
   line += byte;
 }
 const header = JSON.parse(line);
@@ -43,4 +42,3 @@ process.chdir(path.dirname(header.source));
 fs.writeFileSync(header.source, source);
 process.argv.splice(1, process.argv.length, header.source, ...header.args);
 Module.runMain(header.source);
-`;

@@ -1,14 +1,13 @@
 /**
- * A session's node, as session-python.ts describes for python: started as
- * `node -e KERNEL WORK_DIR` by the launcher, frames on fds 3 and 4, fds 1 and 2 files read back
- * after each cell. A cell runs in the kernel's global context
+ * A session's node, as session-python.py describes for python: started as
+ * `node -e KERNEL WORK_DIR` (node.ts) by the launcher, frames on fds 3 and 4, fds 1 and 2 files
+ * read back after each cell. A cell runs in the kernel's global context
  * (`vm.runInThisContext`), so globals and top-level declarations persist; `require` resolves
  * from the work dir. A timeout interrupts synchronous code (vm's own timeout) and abandons a
  * cell's promise; either way the context stays. A cell with top-level `await` runs as an async
  * function, so its own declarations stay in it (assign to globalThis to keep them). Between
  * requests the event loop runs: timers and servers a cell started go on.
  */
-export const SESSION_NODE = `
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
@@ -27,8 +26,8 @@ process.chdir(work);
 // A cell's write past RLIMIT_FSIZE fails in that write, not by killing the session.
 process.on('SIGXFSZ', () => undefined);
 // What a cell leaves running may throw later: it is reported in the next cell's stderr.
-process.on('uncaughtException', (error) => process.stderr.write('Uncaught ' + util.inspect(error) + '\\n'));
-process.on('unhandledRejection', (reason) => process.stderr.write('Unhandled rejection: ' + util.inspect(reason) + '\\n'));
+process.on('uncaughtException', (error) => process.stderr.write('Uncaught ' + util.inspect(error) + '\n'));
+process.on('unhandledRejection', (reason) => process.stderr.write('Unhandled rejection: ' + util.inspect(reason) + '\n'));
 
 globalThis.require = createRequire(path.join(work, 'cell.js'));
 globalThis.module = { exports: {} };
@@ -51,7 +50,7 @@ function send(message) {
 
 function captured(limit) {
   const out = {};
-  for (const [fd, name] of [[1, 'stdout'], [2, 'stderr']]) {
+  for (const [name, fd] of Object.entries({ stdout: 1, stderr: 2 })) {
     const size = fs.fstatSync(fd).size;
     const buffer = Buffer.alloc(Math.min(size, limit));
     fs.readSync(readers[name], buffer, 0, buffer.length, 0);
@@ -63,7 +62,7 @@ function captured(limit) {
 }
 
 /**
- * At most \`limit\` bytes of UTF-8 (whole characters), and the size it had: the host keeps no
+ * At most `limit` bytes of UTF-8 (whole characters), and the size it had: the host keeps no
  * more, and a reply that outgrew the channel's frame maximum would end the session.
  */
 function cut(text, limit) {
@@ -78,9 +77,9 @@ let cells = 0;
 /** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */
 function cellStack(error) {
   if (!(error instanceof Error) || typeof error.stack !== 'string') return 'Uncaught ' + util.inspect(error);
-  const lines = error.stack.split('\\n');
-  const ours = lines.findIndex((line) => /^    at (Script\\.runInThisContext|new Script) /.test(line));
-  return (ours === -1 ? lines : lines.slice(0, ours)).join('\\n');
+  const lines = error.stack.split('\n');
+  const ours = lines.findIndex((line) => /^ {4}at (Script\.runInThisContext|new Script) /.test(line));
+  return (ours === -1 ? lines : lines.slice(0, ours)).join('\n');
 }
 function errorText(error) {
   return error instanceof Error ? error.name + ': ' + error.message : 'Uncaught ' + util.inspect(error);
@@ -98,7 +97,7 @@ async function cell(request) {
     } catch (error) {
       // Top-level await: the cell runs as an async function (its declarations stay in it).
       if (!(error instanceof SyntaxError) || !/await/.test(error.message)) throw error;
-      script = new vm.Script('(async () => {\\n' + request.code + '\\n})()', { filename, lineOffset: -1 });
+      script = new vm.Script('(async () => {\n' + request.code + '\n})()', { filename, lineOffset: -1 });
     }
     let value = script.runInThisContext({ timeout: request.timeout_ms, breakOnSigint: false });
     if (value instanceof Promise) {
@@ -111,8 +110,8 @@ async function cell(request) {
       if (value === expired) {
         reply.status = 'timed_out';
         reply.exit_code = 124;
-        reply.error = 'the cell\\'s promise did not settle within its timeout; it was abandoned (what it started may still run)';
-        process.stderr.write(reply.error + '\\n');
+        reply.error = "the cell's promise did not settle within its timeout; it was abandoned (what it started may still run)";
+        process.stderr.write(reply.error + '\n');
         value = undefined;
       }
     }
@@ -120,10 +119,10 @@ async function cell(request) {
   } catch (error) {
     if (error && error.code === 'ERR_SCRIPT_EXECUTION_TIMEOUT') {
       Object.assign(reply, { status: 'timed_out', exit_code: 124, error: 'the cell ran past its timeout and was interrupted' });
-      process.stderr.write(reply.error + '\\n');
+      process.stderr.write(reply.error + '\n');
     } else {
       Object.assign(reply, { status: 'error', exit_code: 1, error: errorText(error) });
-      process.stderr.write(cellStack(error) + '\\n');
+      process.stderr.write(cellStack(error) + '\n');
     }
   }
   for (const field of ['value', 'error']) {
@@ -144,7 +143,9 @@ function command(request) {
       timedOut = true;
       try {
         process.kill(-child.pid, 'SIGKILL');
-      } catch {}
+      } catch {
+        // The group has ended already: nothing is left to kill.
+      }
     }, request.timeout_ms);
     for (const name of ['stdout', 'stderr']) {
       child[name].on('data', (chunk) => {
@@ -157,11 +158,21 @@ function command(request) {
     child.stdin.end(request.stdin ?? '');
     child.on('error', (error) => {
       clearTimeout(timer);
-      resolve(Object.assign(reply, { status: 'error', exit_code: error.code === 'ENOENT' ? 127 : 126, error: request.argv[0] + ': ' + error.message, stdout: '', stderr: '', stdout_bytes: 0, stderr_bytes: 0 }));
+      resolve(
+        Object.assign(reply, {
+          status: 'error',
+          exit_code: error.code === 'ENOENT' ? 127 : 126,
+          error: request.argv[0] + ': ' + error.message,
+          stdout: '',
+          stderr: '',
+          stdout_bytes: 0,
+          stderr_bytes: 0,
+        }),
+      );
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
-      reply.exit_code = timedOut ? 124 : code ?? 128 + (require('node:os').constants.signals[signal] ?? 0);
+      reply.exit_code = timedOut ? 124 : (code ?? 128 + (require('node:os').constants.signals[signal] ?? 0));
       reply.status = timedOut ? 'timed_out' : reply.exit_code === 0 ? 'ok' : 'error';
       for (const name of ['stdout', 'stderr']) {
         reply[name] = Buffer.concat(kept[name]).toString('utf8');
@@ -174,7 +185,7 @@ function command(request) {
 
 function inside(relative) {
   const full = path.resolve(work, relative);
-  let real = full;
+  let real;
   try {
     real = fs.realpathSync(full);
   } catch {
@@ -252,4 +263,3 @@ input.on('data', (chunk) => {
 });
 input.on('end', () => process.exit(0));
 send({ ready: true, version: process.versions.node });
-`;

@@ -1,19 +1,16 @@
-/**
- * A session's python: one interpreter that lives across requests, started as
- * `python3 -c KERNEL WORK_DIR` by the session's launcher (session/kernel-launcher.ts).
- * Requests and replies are length-prefixed JSON frames (as everywhere else) on fds 3 and 4;
- * fds 1 and 2 are files, so a cell's output, and that of the processes it starts, is read back
- * from them after the cell and the files emptied for the next. Operations:
- * - `cell`: runs code in `__main__`, where names persist between cells; the value of a last
- *   expression comes back as its repr. A timeout raises KeyboardInterrupt in the cell (SIGALRM):
- *   the interpreter and its names stay.
- * - `command`: runs argv in the work dir in its own process group, output capped, killed whole
- *   at its timeout.
- * - `write` / `read`: a file of the work dir (the host has checked the path's form; the kernel
- *   refuses one whose links lead out of the work dir, though the sandbox is the boundary).
- * The host treats every reply as untrusted: a cell can write to these fds as well.
- */
-export const SESSION_PYTHON = `
+# A session's python: one interpreter that lives across requests, started as
+# `python3 -c KERNEL WORK_DIR` (python.ts) by the session's launcher (session/kernel-launcher.ts).
+# Requests and replies are length-prefixed JSON frames (as everywhere else) on fds 3 and 4;
+# fds 1 and 2 are files, so a cell's output, and that of the processes it starts, is read back
+# from them after the cell and the files emptied for the next. Operations:
+# - `cell`: runs code in `__main__`, where names persist between cells; the value of a last
+#   expression comes back as its repr. A timeout raises KeyboardInterrupt in the cell (SIGALRM):
+#   the interpreter and its names stay.
+# - `command`: runs argv in the work dir in its own process group, output capped, killed whole
+#   at its timeout.
+# - `write` / `read`: a file of the work dir (the host has checked the path's form; the kernel
+#   refuses one whose links lead out of the work dir, though the sandbox is the boundary).
+# The host treats every reply as untrusted: a cell can write to these fds as well.
 def _kernel():
     import os, sys, ast, base64, errno, json, linecache, signal, stat, struct, traceback
     work = sys.argv[1]
@@ -60,7 +57,7 @@ def _kernel():
         return out
 
     def cut(text, limit):
-        # At most \`limit\` bytes of UTF-8 (whole characters), and the size it had: the host keeps
+        # At most `limit` bytes of UTF-8 (whole characters), and the size it had: the host keeps
         # no more, and a reply that outgrew the channel's frame maximum would end the session.
         data = text.encode("utf-8", "surrogatepass")
         if len(data) <= limit:
@@ -117,7 +114,7 @@ def _kernel():
             error = error.with_traceback(trace)
             printed, size = cut("".join(traceback.format_exception(type(error), error, error.__traceback__)), request["output_bytes"])
             if size > request["output_bytes"]:
-                printed += "\\n[traceback truncated: %d bytes]\\n" % size
+                printed += "\n[traceback truncated: %d bytes]\n" % size
             try:
                 sys.stderr.write(printed)
                 sys.stderr.flush()
@@ -253,4 +250,3 @@ def _kernel():
         send(reply)
 
 _kernel()
-`;

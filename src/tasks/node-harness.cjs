@@ -1,11 +1,11 @@
 /**
  * The node side of a code task, staged read-only into the sandbox and run as
- * `node harness.cjs <code file> <input file>` with fd 3 as the result pipe (see launch.ts):
+ * `node task-harness.cjs <code file> <input file>` with fd 3 as the result pipe (see launch.ts):
  * each kept console.log() call as it is made, then one message. The code can write to fd 3
  * too, so the parent checks all of it (result-channel.ts): this side only has to keep to the
  * protocol. CommonJS, so the code can be handed `require`.
  */
-export const NODE_HARNESS = String.raw`'use strict';
+'use strict';
 const fs = require('node:fs');
 const util = require('node:util');
 const vm = require('node:vm');
@@ -35,7 +35,7 @@ function writeFrame(payload) {
   const frame = Buffer.alloc(4 + payload.length);
   frame.writeUInt32BE(payload.length, 0);
   payload.copy(frame, 4);
-  for (let offset = 0; offset < frame.length; ) offset += fs.writeSync(RESULT_FD, frame, offset);
+  for (let offset = 0; offset < frame.length;) offset += fs.writeSync(RESULT_FD, frame, offset);
 }
 
 /**
@@ -149,9 +149,10 @@ function resultMessage(result, prints, maxResultBytes) {
 }
 
 function errorMessage(error, prints) {
-  const info = error instanceof Error
-    ? { message: String(error.message), description: String(error.name), stack: String(error.stack ?? '') }
-    : { message: util.inspect(error), description: typeName(error), stack: '' };
+  const info =
+    error instanceof Error
+      ? { message: String(error.message), description: String(error.name), stack: String(error.stack ?? '') }
+      : { message: util.inspect(error), description: typeName(error), stack: '' };
   return Buffer.from(toJson({ error: { ...info, stderr: '' }, print_args: prints.list() }));
 }
 
@@ -197,4 +198,3 @@ async function main() {
 }
 
 main();
-`;
