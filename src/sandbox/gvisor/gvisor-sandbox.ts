@@ -3,18 +3,18 @@ import { closeSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JobCgroup } from './cgroups.js';
-import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { feedStdin } from './job-stdin.js';
-import { forkWhenQuiet } from './fork-gate.js';
-import type { HostWorkDir } from './host-work-dir.js';
+import type { JobCgroup } from '../host/cgroups.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { feedStdin } from '../job-stdin.js';
+import { forkWhenQuiet } from '../host/fork-gate.js';
+import type { HostWorkDir } from '../host/host-work-dir.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
-import { signalGroup } from './process-tree.js';
-import { watchRun } from './run-watch.js';
-import { copyToStagedFile, fillStagedFile } from './staged-files.js';
-import { removeTree } from './tree-removal.js';
-import type { CollectedArtifacts } from '../workspace/artifacts.js';
-import type { SnapshotReport } from '../workspace/snapshot.js';
+import { signalGroup } from '../host/process-tree.js';
+import { watchRun } from '../run-watch.js';
+import { copyToStagedFile, fillStagedFile } from '../host/staged-files.js';
+import { removeTree } from '../host/tree-removal.js';
+import type { CollectedArtifacts } from '../../workspace/artifacts.js';
+import type { SnapshotReport } from '../../workspace/snapshot.js';
 import {
   SandboxUnavailableError,
   type ArtifactRequest,
@@ -25,7 +25,7 @@ import {
   type SandboxOutcome,
   type WorkPathKind,
   type WorkspaceImport,
-} from './types.js';
+} from '../types.js';
 
 /** How this host runs runsc: the binary and its global flags (state root, network, platform). */
 export interface Runsc {

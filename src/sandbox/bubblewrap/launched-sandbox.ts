@@ -1,17 +1,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
-import { UNCOUNTED, type CgroupUsage, type JobCgroup } from './cgroups.js';
-import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { feedStdin } from './job-stdin.js';
-import type { AttachedNetwork, SandboxInfo } from './netns-helpers.js';
-import { signalGroup } from './process-tree.js';
-import { watchRun } from './run-watch.js';
-import { copyToStagedFile, fillStagedFile } from './staged-files.js';
-import { removeTree } from './tree-removal.js';
-import type { CollectedArtifacts } from '../workspace/artifacts.js';
-import type { SnapshotReport } from '../workspace/snapshot.js';
-import type { HostWorkDir } from './host-work-dir.js';
+import { UNCOUNTED, type CgroupUsage, type JobCgroup } from '../host/cgroups.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { feedStdin } from '../job-stdin.js';
+import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
+import { signalGroup } from '../host/process-tree.js';
+import { watchRun } from '../run-watch.js';
+import { copyToStagedFile, fillStagedFile } from '../host/staged-files.js';
+import { removeTree } from '../host/tree-removal.js';
+import type { CollectedArtifacts } from '../../workspace/artifacts.js';
+import type { SnapshotReport } from '../../workspace/snapshot.js';
+import type { HostWorkDir } from '../host/host-work-dir.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
 import {
   SandboxUnavailableError,
@@ -24,7 +24,7 @@ import {
   type SandboxOutcome,
   type WorkPathKind,
   type WorkspaceImport,
-} from './types.js';
+} from '../types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
 export const RELEASE_FD = 3;
