@@ -1,5 +1,5 @@
 import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
-import { lchown, mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
 import { replaceFile, writeIdentityFiles } from '../host/shared-files.js';
@@ -22,7 +22,9 @@ import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { forkWhenQuiet } from '../host/fork-gate.js';
 import { isAlive } from '../host/process-tree.js';
 import { unmountOrphans } from '../host/tmpfs.js';
-import { WorkDirPool, type WorkDirLease } from '../host/work-dir-pool.js';
+import type { WorkDirLease } from '../host/work-dir-pool.js';
+import { HostDirJobs } from '../host-dir-jobs.js';
+import { createStagedFile } from '../host/staged-files.js';
 import { UidPool } from '../host/uid-pool.js';
 import { WarmPool } from './warm-pool.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
@@ -51,8 +53,6 @@ export interface BubblewrapOptions {
   /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
   egress?: EgressHostOptions;
 }
-
-const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
 
 const DEFAULTS = {
   bwrapPath: '/usr/bin/bwrap',
@@ -109,9 +109,7 @@ export class BubblewrapBackend implements SandboxBackend {
   private readonly uids: UidPool | null;
   private readonly warm: WarmPool<LaunchedSandbox>;
   private readonly refilling = new Set<string>();
-  private readonly workDirs: WorkDirPool;
-  /** One promise per launched sandbox, settled once its cleanup (cgroup, staging, work dir) is done. */
-  private readonly cleaningUp = new Set<Promise<void>>();
+  private readonly jobs: HostDirJobs;
   private ready: Promise<Ready> | undefined;
   private disposed = false;
 
@@ -119,7 +117,7 @@ export class BubblewrapBackend implements SandboxBackend {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
     this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
-    this.workDirs = new WorkDirPool(join(this.options.runtimeDir, 'workdirs'));
+    this.jobs = new HostDirJobs(this.options.runtimeDir);
   }
 
   async status(): Promise<BackendStatus> {
@@ -164,8 +162,7 @@ export class BubblewrapBackend implements SandboxBackend {
   async dispose(): Promise<void> {
     this.disposed = true;
     this.warm.drain();
-    await Promise.all(this.cleaningUp);
-    await this.workDirs.dispose();
+    await this.jobs.dispose();
   }
 
   private prepareHost(): Promise<Ready> {
@@ -270,8 +267,7 @@ export class BubblewrapBackend implements SandboxBackend {
   private async launch(template: SandboxTemplate, ready: Ready, uid: number | null, hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {}): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
-    let cleaned!: () => void;
-    const cleanedUp = new Promise<void>((resolve) => (cleaned = resolve));
+    let settleCleanup: (() => void) | null = null;
     const release = () => {
       if (uid !== null) this.uids!.release(uid);
     };
@@ -283,8 +279,7 @@ export class BubblewrapBackend implements SandboxBackend {
         const memoryBytes = limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes;
         cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses, cpuCores: limits.cpuCores ?? null }, uid);
       }
-      // Writable mounts belong to the job's uid for the job's lifetime.
-      if (uid !== null) for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
+      if (uid !== null) await this.jobs.handWritableMounts(template, uid);
       const stagingDir = join(this.options.runtimeDir, 'jobs', ownedName());
       await mkdir(stagingDir, { mode: 0o755 });
       const stagedFiles = new Map<string, string>();
@@ -294,7 +289,7 @@ export class BubblewrapBackend implements SandboxBackend {
         if (uid !== null) {
           // Root can give the work dir its own size-limited file system; otherwise only
           // RLIMIT_FSIZE bounds a single file.
-          lease = await this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid);
+          lease = await this.jobs.leaseWorkDir(template, uid);
           workDir = lease.path;
         } else {
           workDir = join(stagingDir, 'work');
@@ -306,7 +301,7 @@ export class BubblewrapBackend implements SandboxBackend {
       if (template.guardExec) fileMounts.push(EXEC_GUARD_MOUNT);
       const stage = async (name: string, mode: number): Promise<string> => {
         const host = join(stagingDir, name);
-        await writeFile(host, '', { mode, flag: 'wx' });
+        await createStagedFile(host, mode);
         stagedFiles.set(name, host);
         return host;
       };
@@ -327,7 +322,9 @@ export class BubblewrapBackend implements SandboxBackend {
           network = new JobNetwork(template.network, this.options.networkTools, pidFile);
         }
       }
-      this.cleaningUp.add(cleanedUp);
+      const settled = this.jobs.oweCleanup();
+      // Settled by the sandbox once it has cleaned up, or below if it cannot be launched.
+      settleCleanup = settled;
       // Under cgroup v2 only root may move a process out of the root group: the launcher starts
       // as root and takes the job's uid once inside (launcherArgv).
       const joinsAsRoot = uid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
@@ -340,7 +337,7 @@ export class BubblewrapBackend implements SandboxBackend {
             seccompFile: ready.seccompFile,
             uid: joinsAsRoot ? null : uid,
             cgroup,
-            stagingDir,
+            jobDir: stagingDir,
             stagedFiles,
             workDir,
             files: new HostWorkDir(workDir, template.workDir ?? null, uid),
@@ -349,8 +346,7 @@ export class BubblewrapBackend implements SandboxBackend {
             network,
             onFinished: () => {
               release();
-              this.cleaningUp.delete(cleanedUp);
-              cleaned();
+              settled();
               hooks.onFinished?.();
             },
             ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
@@ -358,7 +354,7 @@ export class BubblewrapBackend implements SandboxBackend {
           }),
       );
     } catch (error) {
-      this.cleaningUp.delete(cleanedUp);
+      settleCleanup?.();
       await cgroup?.dispose();
       await lease?.release();
       release();
