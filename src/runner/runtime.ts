@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { CompileCache } from '../languages/compile-cache.js';
 import { ToolchainCache } from '../languages/catalog.js';
-import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
-import { GvisorBackend } from '../sandbox/gvisor-backend.js';
+import { BubblewrapBackend } from '../sandbox/bubblewrap/bubblewrap-backend.js';
+import { GvisorBackend } from '../sandbox/gvisor/gvisor-backend.js';
 import { MicrovmBackend } from '../sandbox/microvm/microvm-backend.js';
 import { BackendRegistry } from '../sandbox/registry.js';
 import { canonicalKind } from '../contract/backend-kinds.js';

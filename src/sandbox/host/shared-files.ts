@@ -1,6 +1,6 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SANDBOX_GID, SANDBOX_UID } from './bwrap-argv.js';
+import { SANDBOX_GID, SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
 
 /**
  * Writes a shared file by renaming a new one over it: other agent-runner processes on the host

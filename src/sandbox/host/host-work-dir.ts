@@ -1,12 +1,12 @@
 import { constants } from 'node:fs';
 import { lstat, open as fsOpen, type FileHandle } from 'node:fs/promises';
-import { handleSha256 } from '../workspace/file-hash.js';
-import { collectArtifacts, type CollectedArtifacts } from '../workspace/artifacts.js';
-import { openInTree, SafeDir } from '../workspace/safe-fs.js';
-import { snapshotWorkspace, type SnapshotReport } from '../workspace/snapshot.js';
-import { commandCandidates } from './command-path.js';
+import { handleSha256 } from '../../workspace/file-hash.js';
+import { collectArtifacts, type CollectedArtifacts } from '../../workspace/artifacts.js';
+import { openInTree, SafeDir } from '../../workspace/safe-fs.js';
+import { snapshotWorkspace, type SnapshotReport } from '../../workspace/snapshot.js';
+import { commandCandidates } from '../command-path.js';
 import { resolveSandboxPath } from './sandbox-path.js';
-import type { ArtifactRequest, ResolvedCommand, WorkPathKind, WorkspaceImport } from './types.js';
+import type { ArtifactRequest, ResolvedCommand, WorkPathKind, WorkspaceImport } from '../types.js';
 
 /**
  * The operations on a job's files for a backend whose work dir is a host directory bound into

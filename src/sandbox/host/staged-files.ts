@@ -1,5 +1,5 @@
 import { constants } from 'node:fs';
-import { copyFile, open } from 'node:fs/promises';
+import { copyFile, open, writeFile } from 'node:fs/promises';
 import { whileWriting } from './fork-gate.js';
 
 // A staged inode is what is bind-mounted into the sandbox: both writers fill it in place
@@ -19,4 +19,9 @@ export function fillStagedFile(path: string, content: string | Buffer): Promise<
 
 export function copyToStagedFile(path: string, hostSource: string): Promise<void> {
   return whileWriting(() => copyFile(hostSource, path));
+}
+
+/** A staged file, created empty (`wx`: an inode of its own, never a file already there), filled later in place. */
+export async function createStagedFile(path: string, mode: number): Promise<void> {
+  await writeFile(path, '', { mode, flag: 'wx' });
 }

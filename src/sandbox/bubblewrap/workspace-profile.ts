@@ -1,7 +1,7 @@
 import { existsSync, lstatSync, readdirSync, readlinkSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { dirname, isAbsolute, join, posix, relative } from 'node:path';
-import { resolveExecutable } from './command-path.js';
-import { readHostLayout } from './host-layout.js';
+import { resolveExecutable } from '../command-path.js';
+import { readHostLayout } from '../host/host-layout.js';
 
 /**
  * The `workspace` profile (agent-exec): the job sees an allowlist of the host, never the whole

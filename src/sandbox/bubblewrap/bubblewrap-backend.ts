@@ -1,31 +1,29 @@
-import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
-import { lchown, mkdir, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
-import { replaceFile, writeIdentityFiles } from './shared-files.js';
-import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
-import { readHostLayout, type HostLayout } from './host-layout.js';
-import type { BackendCapabilities } from '../contract/backend.js';
-import { HostWorkDir } from './host-work-dir.js';
-import { baseEnvironment, probeTemplate } from './profiles.js';
+import { replaceFile } from '../host/shared-files.js';
+import { JobCgroup } from '../host/cgroups.js';
+import type { BackendCapabilities } from '../../contract/backend.js';
+import { HostWorkDir } from '../host/host-work-dir.js';
+import { baseEnvironment } from '../profiles.js';
 import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
-import type { EgressHostOptions } from '../egress/policy.js';
-import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from './job-network.js';
-import type { AttachedNetwork } from './netns-helpers.js';
-import { CA_BUNDLE_FILE, ProxiedNetwork } from './proxied-network.js';
+import type { EgressHostOptions } from '../../egress/policy.js';
+import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
+import type { AttachedNetwork } from '../host/netns-helpers.js';
+import { CA_BUNDLE_FILE, ProxiedNetwork } from '../host/proxied-network.js';
 import type { NetworkFiles } from './bwrap-argv.js';
 import { meminfoText } from './meminfo.js';
-import { buildFilter, encodeFilter, seccompSupported } from './seccomp.js';
-import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv, probeLandlock } from './exec-guard.js';
-import { findShellFiles } from './shell-files.js';
-import { ownedName, reapDeadOwners } from './owned-dirs.js';
-import { forkWhenQuiet } from './fork-gate.js';
-import { isAlive } from './process-tree.js';
-import { unmountOrphans } from './tmpfs.js';
-import { WorkDirPool, type WorkDirLease } from './work-dir-pool.js';
-import { UidPool } from './uid-pool.js';
+import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv } from './exec-guard.js';
+import { egressMissing, probeHost, probeNamespaces, type BubblewrapHost } from './host-probe.js';
+import { ownedName } from '../host/owned-dirs.js';
+import { forkWhenQuiet } from '../host/fork-gate.js';
+import type { WorkDirLease } from '../host/work-dir-pool.js';
+import { HostDirJobs } from '../host-dir-jobs.js';
+import { createStagedFile } from '../host/staged-files.js';
+import { UidPool } from '../host/uid-pool.js';
 import { WarmPool } from './warm-pool.js';
-import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 
 export interface BubblewrapOptions {
   bwrapPath?: string;
@@ -52,8 +50,6 @@ export interface BubblewrapOptions {
   egress?: EgressHostOptions;
 }
 
-const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
-
 const DEFAULTS = {
   bwrapPath: '/usr/bin/bwrap',
   prlimitPath: '/usr/bin/prlimit',
@@ -79,17 +75,6 @@ const DEFAULTS = {
  */
 const JOIN_CGROUPS = 'unset PWD OLDPWD; while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
-interface Ready {
-  seccompFile: string | null;
-  /** 0 when the kernel has none: guarded jobs whose rules restrict execution cannot run. */
-  landlockAbi: number;
-  /** The system's shells, hidden from jobs that may not run one. */
-  shellFiles: readonly string[];
-  layout: HostLayout;
-  identityFiles: { passwd: string; group: string };
-  cgroups: CgroupHost | null;
-}
-
 /**
  * The `local` backend: bubblewrap namespaces, rlimits through prlimit, per-job cgroups when
  * the host has them. As root, jobs run under a pooled unprivileged uid. Sandboxes for recent
@@ -109,17 +94,15 @@ export class BubblewrapBackend implements SandboxBackend {
   private readonly uids: UidPool | null;
   private readonly warm: WarmPool<LaunchedSandbox>;
   private readonly refilling = new Set<string>();
-  private readonly workDirs: WorkDirPool;
-  /** One promise per launched sandbox, settled once its cleanup (cgroup, staging, work dir) is done. */
-  private readonly cleaningUp = new Set<Promise<void>>();
-  private ready: Promise<Ready> | undefined;
+  private readonly jobs: HostDirJobs;
+  private ready: Promise<BubblewrapHost> | undefined;
   private disposed = false;
 
   constructor(options: BubblewrapOptions) {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
     this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
-    this.workDirs = new WorkDirPool(join(this.options.runtimeDir, 'workdirs'));
+    this.jobs = new HostDirJobs(this.options.runtimeDir);
   }
 
   async status(): Promise<BackendStatus> {
@@ -133,8 +116,8 @@ export class BubblewrapBackend implements SandboxBackend {
         ready.landlockAbi > 0
           ? `Landlock ABI ${ready.landlockAbi}: run jobs' exec rules (allow_shell, allowed_commands) enforced inside the job`
           : 'no Landlock in this kernel: run jobs that restrict execution (allow_shell false, allowed_commands) cannot run',
-        this.egressMissing('pasta') ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
-        this.egressMissing('proxy') ?? 'jobs with allow_domains reach HTTP and TLS by name through an egress proxy on the host, nothing else',
+        egressMissing('pasta', this.options.networkTools) ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
+        egressMissing('proxy', this.options.networkTools) ?? 'jobs with allow_domains reach HTTP and TLS by name through an egress proxy on the host, nothing else',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
@@ -145,7 +128,7 @@ export class BubblewrapBackend implements SandboxBackend {
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
     const ready = await this.prepareHost();
     // Never the host's network instead: without its tools a job asking for egress does not run.
-    const noEgress = template.network === 'none' ? null : this.egressMissing('proxy' in template.network ? 'proxy' : 'pasta');
+    const noEgress = template.network === 'none' ? null : egressMissing('proxy' in template.network ? 'proxy' : 'pasta', this.options.networkTools);
     if (noEgress) throw new SandboxUnavailableError(noEgress);
     // A compiler's writable output dir belongs to one job, and so do a proxied job's placeholders
     // and secrets: such templates are never pre-started.
@@ -164,75 +147,25 @@ export class BubblewrapBackend implements SandboxBackend {
   async dispose(): Promise<void> {
     this.disposed = true;
     this.warm.drain();
-    await Promise.all(this.cleaningUp);
-    await this.workDirs.dispose();
+    await this.jobs.dispose();
   }
 
-  private prepareHost(): Promise<Ready> {
+  private prepareHost(): Promise<BubblewrapHost> {
     this.ready ??= this.initialise();
     // A failed probe is retried next time: the admin may have installed bwrap meanwhile.
     this.ready.catch(() => (this.ready = undefined));
     return this.ready;
   }
 
-  /** Why jobs with network (through pasta, or the egress proxy) cannot run here, or null when they can. */
-  private egressMissing(way: 'pasta' | 'proxy'): string | null {
-    // The job's network namespace belongs to a user namespace only root can enter (job-network.ts).
-    if (process.getuid?.() !== 0) return 'jobs with network need agent-runner to run as root, to attach their network to their namespace';
-    const { pasta, nft, nsenter, setpriv, socat } = this.options.networkTools;
-    const own = way === 'pasta' ? (missingTool('pasta', pasta, 'passt') ?? missingTool('nft', nft, 'nftables')) : missingTool('socat', socat, 'socat');
-    const missing = own ?? missingTool('nsenter', nsenter, 'util-linux') ?? missingTool('setpriv', setpriv, 'util-linux');
-    return missing && `jobs with ${way === 'pasta' ? 'network' : 'allow_domains'} cannot run here: ${missing}`;
-  }
-
-  private async initialise(): Promise<Ready> {
-    const missing = missingTool('bubblewrap', this.options.bwrapPath, 'bubblewrap') ?? missingTool('prlimit', this.options.prlimitPath, 'util-linux');
-    if (missing) throw new SandboxUnavailableError(missing);
-    const cgroups = await detectCgroups();
-    if (!cgroups && this.options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
-    if (cgroups) await reapStaleCgroups(cgroups);
-    mkdirSync(join(this.options.runtimeDir, 'jobs'), { recursive: true, mode: 0o755 });
-    for (const dir of ['jobs', 'workdirs'].map((name) => join(this.options.runtimeDir, name))) {
-      await unmountOrphans(dir, isAlive);
-      await reapDeadOwners(dir);
-    }
-    const identityFiles = writeIdentityFiles(this.options.runtimeDir);
-    let seccompFile: string | null = null;
-    if (this.options.seccomp) {
-      if (!seccompSupported()) throw new SandboxUnavailableError(`the seccomp filter is written for x86_64; this host is ${process.arch} (set seccomp: false to run without it)`);
-      seccompFile = join(this.options.runtimeDir, 'seccomp-x86_64.bpf');
-      replaceFile(seccompFile, encodeFilter(buildFilter()));
-    }
-    let landlockAbi: number;
-    try {
-      landlockAbi = probeLandlock();
-    } catch (error) {
-      throw new SandboxUnavailableError((error as Error).message);
-    }
-    const ready: Ready = { layout: readHostLayout(), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
-    await this.probeNamespaces(ready);
+  /** The host probed, then a sandbox run on it. */
+  private async initialise(): Promise<BubblewrapHost> {
+    const ready = await probeHost(this.options);
+    await probeNamespaces(async (template) => this.launch(template, ready, await this.acquireUid(true)));
     return ready;
   }
 
-  /** Fails closed: if namespaces cannot be created here, no job runs at all. */
-  private async probeNamespaces(ready: Ready): Promise<void> {
-    const template = probeTemplate(['/usr/bin/true']);
-    const errors: Buffer[] = [];
-    const sandbox = await this.launch(template, ready, await this.acquireUid(true));
-    let outcome;
-    try {
-      outcome = await sandbox.start({ timeoutMs: 10_000, stdout: { write: () => undefined }, stderr: { write: (chunk) => errors.push(chunk) } });
-    } catch (error) {
-      throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${(error as Error).message}); user namespaces may be disabled`);
-    }
-    if (outcome.exitCode !== 0) {
-      const reason = Buffer.concat(errors).toString('utf8').trim() || `exit code ${outcome.exitCode}`;
-      throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${reason}); user namespaces may be disabled`);
-    }
-  }
-
   /** Keeps `warmPerTemplate` sandboxes of this template waiting; skipped when uids run short. */
-  private async refill(key: string, template: SandboxTemplate, ready: Ready): Promise<void> {
+  private async refill(key: string, template: SandboxTemplate, ready: BubblewrapHost): Promise<void> {
     if (this.refilling.has(key)) return;
     this.refilling.add(key);
     try {
@@ -267,11 +200,15 @@ export class BubblewrapBackend implements SandboxBackend {
     return uid;
   }
 
-  private async launch(template: SandboxTemplate, ready: Ready, uid: number | null, hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {}): Promise<LaunchedSandbox> {
+  private async launch(
+    template: SandboxTemplate,
+    ready: BubblewrapHost,
+    uid: number | null,
+    hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
+  ): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
-    let cleaned!: () => void;
-    const cleanedUp = new Promise<void>((resolve) => (cleaned = resolve));
+    let settleCleanup: (() => void) | null = null;
     const release = () => {
       if (uid !== null) this.uids!.release(uid);
     };
@@ -283,8 +220,7 @@ export class BubblewrapBackend implements SandboxBackend {
         const memoryBytes = limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes;
         cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses, cpuCores: limits.cpuCores ?? null }, uid);
       }
-      // Writable mounts belong to the job's uid for the job's lifetime.
-      if (uid !== null) for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, uid, uid);
+      if (uid !== null) await this.jobs.handWritableMounts(template, uid);
       const stagingDir = join(this.options.runtimeDir, 'jobs', ownedName());
       await mkdir(stagingDir, { mode: 0o755 });
       const stagedFiles = new Map<string, string>();
@@ -294,7 +230,7 @@ export class BubblewrapBackend implements SandboxBackend {
         if (uid !== null) {
           // Root can give the work dir its own size-limited file system; otherwise only
           // RLIMIT_FSIZE bounds a single file.
-          lease = await this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid);
+          lease = await this.jobs.leaseWorkDir(template, uid);
           workDir = lease.path;
         } else {
           workDir = join(stagingDir, 'work');
@@ -306,7 +242,7 @@ export class BubblewrapBackend implements SandboxBackend {
       if (template.guardExec) fileMounts.push(EXEC_GUARD_MOUNT);
       const stage = async (name: string, mode: number): Promise<string> => {
         const host = join(stagingDir, name);
-        await writeFile(host, '', { mode, flag: 'wx' });
+        await createStagedFile(host, mode);
         stagedFiles.set(name, host);
         return host;
       };
@@ -327,7 +263,9 @@ export class BubblewrapBackend implements SandboxBackend {
           network = new JobNetwork(template.network, this.options.networkTools, pidFile);
         }
       }
-      this.cleaningUp.add(cleanedUp);
+      const settled = this.jobs.oweCleanup();
+      // Settled by the sandbox once it has cleaned up, or below if it cannot be launched.
+      settleCleanup = settled;
       // Under cgroup v2 only root may move a process out of the root group: the launcher starts
       // as root and takes the job's uid once inside (launcherArgv).
       const joinsAsRoot = uid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
@@ -340,7 +278,7 @@ export class BubblewrapBackend implements SandboxBackend {
             seccompFile: ready.seccompFile,
             uid: joinsAsRoot ? null : uid,
             cgroup,
-            stagingDir,
+            jobDir: stagingDir,
             stagedFiles,
             workDir,
             files: new HostWorkDir(workDir, template.workDir ?? null, uid),
@@ -349,8 +287,7 @@ export class BubblewrapBackend implements SandboxBackend {
             network,
             onFinished: () => {
               release();
-              this.cleaningUp.delete(cleanedUp);
-              cleaned();
+              settled();
               hooks.onFinished?.();
             },
             ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
@@ -358,7 +295,7 @@ export class BubblewrapBackend implements SandboxBackend {
           }),
       );
     } catch (error) {
-      this.cleaningUp.delete(cleanedUp);
+      settleCleanup?.();
       await cgroup?.dispose();
       await lease?.release();
       release();
@@ -375,7 +312,7 @@ export class BubblewrapBackend implements SandboxBackend {
     template: SandboxTemplate,
     mounts: readonly Mount[],
     networkFiles: NetworkFiles | null,
-    ready: Ready,
+    ready: BubblewrapHost,
     cgroup: JobCgroup | null,
     becomeUid: number | null,
   ): { argv: string[]; bwrapOptions: string[] } {
@@ -420,14 +357,5 @@ export class BubblewrapBackend implements SandboxBackend {
     const path = join(this.options.runtimeDir, `meminfo-${memoryBytes}`);
     if (!existsSync(path)) replaceFile(path, meminfoText(memoryBytes));
     return path;
-  }
-}
-/** Why a program the backend needs cannot be run, or null. */
-function missingTool(tool: string, path: string, pkg: string): string | null {
-  try {
-    accessSync(path, constants.X_OK);
-    return null;
-  } catch {
-    return `${tool} is not installed at ${path}: run scripts/setup-host.sh (or apt-get install ${pkg})`;
   }
 }

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, fstatSync, openSync } from 'node:fs';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { forkWhenQuiet } from './fork-gate.js';
-import { SandboxUnavailableError } from './types.js';
+import { SandboxUnavailableError } from '../types.js';
 
 /** What bwrap's --info-fd says about the sandbox it made. */
 export interface SandboxInfo {

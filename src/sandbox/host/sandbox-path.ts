@@ -1,6 +1,6 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { SafeDir } from '../workspace/safe-fs.js';
+import { SafeDir } from '../../workspace/safe-fs.js';
 
 /** How many links one resolution may follow, as the kernel's ELOOP limit. */
 const MAX_LINKS = 40;

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
-import { EgressProxy } from '../egress/egress-proxy.js';
-import type { EgressHostOptions, ProxiedEgress } from '../egress/policy.js';
-import { CA_BUNDLE_SANDBOX_PATH } from './bwrap-argv.js';
+import { EgressProxy } from '../../egress/egress-proxy.js';
+import type { EgressHostOptions, ProxiedEgress } from '../../egress/policy.js';
+import { CA_BUNDLE_SANDBOX_PATH } from '../bubblewrap/bwrap-argv.js';
 import { RESOLVER_FILES, type NetworkTools } from './job-network.js';
 import { NetnsHelpers, type AttachedNetwork, type SandboxInfo } from './netns-helpers.js';
 
@@ -60,7 +60,7 @@ export class ProxiedNetwork implements AttachedNetwork {
 
   async connect(stage: (name: string, content: string) => Promise<void>): Promise<void> {
     // Loaded only for jobs with secrets: the certificate library is most of the proxy's weight.
-    const ca = this.egress.secrets.length > 0 ? await (await import('../egress/job-ca.js')).JobCa.create() : null;
+    const ca = this.egress.secrets.length > 0 ? await (await import('../../egress/job-ca.js')).JobCa.create() : null;
     const staged = [
       stage(RESOLVER_FILES.hosts, '127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost ip6-loopback\n'),
       stage(RESOLVER_FILES.resolvConf, '# No DNS in this job: its HTTP and TLS go by name through the proxy in HTTP_PROXY and HTTPS_PROXY.\n'),

@@ -3,29 +3,15 @@ import { closeSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JobCgroup } from './cgroups.js';
-import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { feedStdin } from './job-stdin.js';
-import { forkWhenQuiet } from './fork-gate.js';
-import type { HostWorkDir } from './host-work-dir.js';
+import type { JobCgroup } from '../host/cgroups.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { feedStdin } from '../job-stdin.js';
+import { forkWhenQuiet } from '../host/fork-gate.js';
+import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
-import { signalGroup } from './process-tree.js';
-import { watchRun } from './run-watch.js';
-import { copyToStagedFile, fillStagedFile } from './staged-files.js';
-import { removeTree } from './tree-removal.js';
-import type { CollectedArtifacts } from '../workspace/artifacts.js';
-import type { SnapshotReport } from '../workspace/snapshot.js';
-import {
-  SandboxUnavailableError,
-  type ArtifactRequest,
-  type ExecRules,
-  type PreparedSandbox,
-  type ResolvedCommand,
-  type SandboxIO,
-  type SandboxOutcome,
-  type WorkPathKind,
-  type WorkspaceImport,
-} from './types.js';
+import { signalGroup } from '../host/process-tree.js';
+import { watchRun } from '../run-watch.js';
+import { SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome } from '../types.js';
 
 /** How this host runs runsc: the binary and its global flags (state root, network, platform). */
 export interface Runsc {
@@ -33,26 +19,19 @@ export interface Runsc {
   globalArgs: readonly string[];
 }
 
-export interface GvisorJob {
+/** The job's directory (jobDir) is its bundle: config.json, rootfs, the staged files. */
+export interface GvisorJob extends HostDirParts {
   runsc: Runsc;
   /** Container id: ownedName(), so a later process can tell an orphan by its owner's pid. */
   id: string;
-  /** The bundle directory (config.json, rootfs, staged files, the work dir when not leased). */
-  bundleDir: string;
   /** Everything of the config but what only start knows (argv[0], noexec). */
   plan: Omit<OciPlan, 'executable'>;
   /** Whether argv[0] comes from restrictExec (template.guardExec). */
   guarded: boolean;
   /** Sandbox paths the job can write (nothing there may be executed under restricting rules). */
   writablePaths: readonly string[];
-  stagedFiles: ReadonlyMap<string, string>;
-  files: HostWorkDir;
-  /** Hands the leased work dir back once the caller released it (null: the template has none). */
-  releaseWorkDir: (() => Promise<void>) | null;
   /** The group runsc runs the sandbox in: its OOM count, and the sweep behind runsc delete. */
   cgroup: JobCgroup;
-  /** Called once, after the container and the bundle are gone. */
-  onFinished: () => void;
 }
 
 /** How often a kill is repeated while the container is still being created. */
@@ -65,40 +44,13 @@ type Exit = { code: number | null; signal: NodeJS.Signals | null };
  * its argv can be the absolute path restrictExec resolved, and the mounts can be noexec when
  * the rules say so. Every exit path deletes the container, then the bundle.
  */
-export class GvisorSandbox implements PreparedSandbox {
+export class GvisorSandbox extends HostDirSandbox {
   private rules: ExecRules | null = null;
-  private started = false;
-  private finished = false;
-  private releaseWorkDir!: () => void;
-  /** Cleanup must not delete the work dir while the caller still reads it. */
-  private readonly workDirReleased = new Promise<void>((resolve) => (this.releaseWorkDir = resolve));
 
   constructor(private readonly job: GvisorJob) {
-    void this.workDirReleased.then(() => this.cleanUp());
-  }
-
-  writeFile(name: string, content: string | Buffer): Promise<void> {
-    return fillStagedFile(this.stagedPath(name), content);
-  }
-
-  copyFile(name: string, hostSource: string): Promise<void> {
-    return copyToStagedFile(this.stagedPath(name), hostSource);
-  }
-
-  importWorkspace(source: WorkspaceImport): Promise<SnapshotReport> {
-    return this.job.files.importWorkspace(source);
-  }
-
-  statWorkPath(relativePath: string): Promise<WorkPathKind> {
-    return this.job.files.statPath(relativePath);
-  }
-
-  resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
-    return this.job.files.resolveCommand(argv0, lookup);
-  }
-
-  collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts> {
-    return this.job.files.collectArtifacts(request);
+    super(job);
+    // The container goes first: runsc delete kills what is left of the job.
+    void this.cleanUp(() => this.runsc('delete', '--force', job.id));
   }
 
   /**
@@ -121,15 +73,14 @@ export class GvisorSandbox implements PreparedSandbox {
   }
 
   async start(io: SandboxIO): Promise<SandboxOutcome> {
-    if (this.started) throw new Error('a sandbox runs exactly one job');
-    this.started = true;
+    this.beginStart();
     const { job } = this;
     let child;
     try {
       child = await this.launch();
     } catch (error) {
       // Nothing ran: without a work dir there is nothing for the caller to read either.
-      if (job.releaseWorkDir === null) this.release();
+      this.releaseIfNothingToRead();
       throw error;
     }
     child.stdout!.on('data', (chunk: Buffer) => io.stdout.write(chunk));
@@ -158,8 +109,7 @@ export class GvisorSandbox implements PreparedSandbox {
     // tells whether the host's OOM killer was the one.
     const oomKilled = await job.cgroup.oomKilled();
     const usage = await job.cgroup.usage();
-    // Without a work dir there is nothing for the caller to read afterwards.
-    if (job.releaseWorkDir === null) this.release();
+    this.releaseIfNothingToRead();
     return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, usage, durationMs };
   }
 
@@ -172,10 +122,10 @@ export class GvisorSandbox implements PreparedSandbox {
       argv = [this.rules.program, ...argv.slice(1)];
     }
     const config = buildOciConfig({ ...job.plan, argv, executable: ociExecutable(this.rules) });
-    await writeFile(join(job.bundleDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
+    await writeFile(join(job.jobDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
     const devNull = openSync('/dev/null', 'r');
     try {
-      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.bundleDir, job.id];
+      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.jobDir, job.id];
       const stdio = stdioWithoutLeaks<'pipe'>(['pipe', 'pipe', 'pipe'], devNull);
       // Its own process group (runsc and its gofer); the sandbox process makes its own.
       return await forkWhenQuiet(() => spawn(job.runsc.path, args, { detached: true, env: {}, cwd: '/', stdio }));
@@ -187,16 +137,6 @@ export class GvisorSandbox implements PreparedSandbox {
   discard(): void {
     this.started = true;
     this.release();
-  }
-
-  release(): void {
-    this.releaseWorkDir();
-  }
-
-  private stagedPath(name: string): string {
-    const path = this.job.stagedFiles.get(name);
-    if (!path) throw new Error(`no staged file named ${name}`);
-    return path;
   }
 
   /**
@@ -215,21 +155,6 @@ export class GvisorSandbox implements PreparedSandbox {
   /** A runsc command on this job's container; failures (already gone) are what cleanup wants. */
   private runsc(...args: string[]): Promise<void> {
     return new Promise((resolve) => execFile(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }, () => resolve()));
-  }
-
-  private async cleanUp(): Promise<void> {
-    if (this.finished) return;
-    this.finished = true;
-    try {
-      await this.runsc('delete', '--force', this.job.id);
-      await this.job.cgroup.killAll();
-      await this.job.cgroup.dispose();
-      await this.job.releaseWorkDir?.();
-      // rm never follows symlinks, so links the job planted are removed, not followed.
-      await removeTree(this.job.bundleDir);
-    } finally {
-      this.job.onFinished();
-    }
   }
 }
 

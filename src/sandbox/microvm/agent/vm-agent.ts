@@ -1,7 +1,7 @@
 import { createReadStream, openSync, write, writeFileSync } from 'node:fs';
-import type { GuestMessage, GuestRequest } from '../contract/vm-channel.js';
-import { encodeFrame } from '../wire/frame-codec.js';
-import { readFrames } from '../wire/framed-socket.js';
+import type { GuestMessage, GuestRequest } from '../../../contract/vm-channel.js';
+import { encodeFrame } from '../../../wire/frame-codec.js';
+import { readFrames } from '../../../wire/framed-socket.js';
 import { VmJob } from './vm-job.js';
 
 /** Large enough for a chunk of workspace or artifact in base64, and no more. */

@@ -1,8 +1,8 @@
-import { SANDBOX_GID, SANDBOX_HOSTNAME, SANDBOX_UID } from './bwrap-argv.js';
-import type { HostLayout } from './host-layout.js';
-import type { CgroupLimits } from './cgroups.js';
-import { CLONE_NEW_FLAG_BITS, DENIED_SYSCALLS, EPERM, TIOCLINUX, TIOCSTI } from './seccomp.js';
-import type { Mount, ResourceLimits } from './types.js';
+import { SANDBOX_GID, SANDBOX_HOSTNAME, SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import type { HostLayout } from '../host/host-layout.js';
+import type { CgroupLimits } from '../host/cgroups.js';
+import { CLONE_NEW_FLAG_BITS, DENIED_SYSCALLS, EPERM, TIOCLINUX, TIOCSTI } from '../host/seccomp.js';
+import type { Mount, ResourceLimits } from '../types.js';
 
 export interface OciPlan {
   layout: HostLayout;

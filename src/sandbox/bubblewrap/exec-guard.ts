@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { ExecRules } from './types.js';
+import type { ExecRules } from '../types.js';
 
 /**
  * The exec guard (native/exec-guard.c): a static program each guarded job starts as. It reads
@@ -9,7 +9,7 @@ import type { ExecRules } from './types.js';
  * with Landlock (execute rights; signal and abstract-socket scopes), then execs the program
  * by absolute path.
  */
-export const EXEC_GUARD_HOST_PATH = fileURLToPath(new URL('../../dist/native/exec-guard', import.meta.url));
+export const EXEC_GUARD_HOST_PATH = fileURLToPath(new URL('../../../dist/native/exec-guard', import.meta.url));
 const GUARD_SANDBOX_PATH = '/.agent-runner/exec-guard';
 /** The staged file holding the rules (a per-job file the host fills before start). */
 export const EXEC_RULES_FILE = 'exec-rules';

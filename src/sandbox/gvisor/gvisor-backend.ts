@@ -1,22 +1,24 @@
 import { execFile } from 'node:child_process';
-import { access, constants, lchown, mkdir, symlink, writeFile } from 'node:fs/promises';
+import { access, constants, mkdir, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { promisify } from 'node:util';
-import type { BackendCapabilities } from '../contract/backend.js';
-import { SANDBOX_UID } from './bwrap-argv.js';
-import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from './cgroups.js';
-import { readHostLayout, type HostLayout } from './host-layout.js';
-import { HostWorkDir } from './host-work-dir.js';
-import { ownedName, reapDeadOwners } from './owned-dirs.js';
-import { isAlive } from './process-tree.js';
-import { baseEnvironment, probeTemplate } from './profiles.js';
+import type { BackendCapabilities } from '../../contract/backend.js';
+import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from '../host/cgroups.js';
+import { readHostLayout, type HostLayout } from '../host/host-layout.js';
+import { HostWorkDir } from '../host/host-work-dir.js';
+import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
+import { isAlive } from '../host/process-tree.js';
+import { baseEnvironment, probeTemplate } from '../profiles.js';
 import { GvisorSandbox, writablePaths, type Runsc } from './gvisor-sandbox.js';
-import { replaceFile, writeIdentityFiles } from './shared-files.js';
-import { findShellFiles } from './shell-files.js';
-import { unmountOrphans } from './tmpfs.js';
-import { removeTree } from './tree-removal.js';
-import { WorkDirPool, type WorkDirLease } from './work-dir-pool.js';
-import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from './types.js';
+import { replaceFile, writeIdentityFiles } from '../host/shared-files.js';
+import { findShellFiles } from '../shell-files.js';
+import { unmountOrphans } from '../host/tmpfs.js';
+import { removeTree } from '../host/tree-removal.js';
+import type { WorkDirLease } from '../host/work-dir-pool.js';
+import { HostDirJobs } from '../host-dir-jobs.js';
+import { createStagedFile } from '../host/staged-files.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 
 const run = promisify(execFile);
 
@@ -30,7 +32,6 @@ export interface GvisorOptions {
 }
 
 const DEFAULTS = { runscPath: '/usr/bin/runsc', platform: 'ptrace', tmpBytes: 256 * 1024 * 1024 } as const;
-const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
 /**
  * gVisor's own host threads (its Go runtime grows them under load; 26 were seen failing against a
  * budget of 72): on the ptrace platform every guest thread also runs in a host stub task.
@@ -64,13 +65,12 @@ export class GvisorBackend implements SandboxBackend {
     profiles: ['snippet', 'task', 'run-job'],
   };
   private readonly options: Required<GvisorOptions>;
-  private readonly workDirs: WorkDirPool;
-  private readonly cleaningUp = new Set<Promise<void>>();
+  private readonly jobs: HostDirJobs;
   private ready: Promise<Ready> | undefined;
 
   constructor(options: GvisorOptions) {
     this.options = { ...DEFAULTS, ...options };
-    this.workDirs = new WorkDirPool(join(this.options.runtimeDir, 'workdirs'));
+    this.jobs = new HostDirJobs(this.options.runtimeDir);
   }
 
   async status(): Promise<BackendStatus> {
@@ -109,18 +109,17 @@ export class GvisorBackend implements SandboxBackend {
       await mkdir(join(bundleDir, 'rootfs'), { mode: 0o755 });
       for (const { path, target } of ready.layout.symlinks) await symlink(target, join(bundleDir, 'rootfs', path));
       const mounts: Mount[] = [...template.mounts];
-      // Writable mounts belong to the job's uid for the job's lifetime.
-      for (const mount of template.mounts) if (mount.writable) await lchown(mount.host, SANDBOX_UID, SANDBOX_UID);
+      await this.jobs.handWritableMounts(template, SANDBOX_UID);
       let workDir: string | null = null;
       if (template.workDir !== undefined) {
-        lease = await this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, SANDBOX_UID);
+        lease = await this.jobs.leaseWorkDir(template, SANDBOX_UID);
         workDir = lease.path;
         mounts.push({ host: workDir, sandbox: template.workDir, writable: true });
       }
       const stagedFiles = new Map<string, string>();
       for (const file of template.files) {
         const host = join(bundleDir, `file-${stagedFiles.size}`);
-        await writeFile(host, '', { mode: file.executable ? 0o755 : 0o644, flag: 'wx' });
+        await createStagedFile(host, file.executable ? 0o755 : 0o644);
         stagedFiles.set(file.name, host);
         mounts.push({ host, sandbox: file.sandboxPath, writable: false });
       }
@@ -141,25 +140,20 @@ export class GvisorBackend implements SandboxBackend {
         limits,
         cgroup: { path: cgroup.hierarchyPath, limits: cgroupLimits },
       };
-      let cleaned!: () => void;
-      const cleanedUp = new Promise<void>((resolve) => (cleaned = resolve));
-      this.cleaningUp.add(cleanedUp);
       const release = lease?.release ?? null;
       return new GvisorSandbox({
         runsc: ready.runsc,
         id: posix.basename(bundleDir),
-        bundleDir,
+        jobDir: bundleDir,
         plan,
         guarded: template.guardExec === true,
         writablePaths: writablePaths(plan),
         stagedFiles,
+        workDir,
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
         cgroup,
-        onFinished: () => {
-          this.cleaningUp.delete(cleanedUp);
-          cleaned();
-        },
+        onFinished: this.jobs.oweCleanup(),
       });
     } catch (error) {
       await cgroup?.dispose();
@@ -170,8 +164,7 @@ export class GvisorBackend implements SandboxBackend {
   }
 
   async dispose(): Promise<void> {
-    await Promise.all(this.cleaningUp);
-    await this.workDirs.dispose();
+    await this.jobs.dispose();
   }
 
   /** Fails closed: if runsc cannot start a sandbox here, no job runs on it, and status says why. */

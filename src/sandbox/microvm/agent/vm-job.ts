@@ -2,10 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../contract/vm-channel.js';
-import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
-import { probeTemplate } from '../sandbox/profiles.js';
-import type { PreparedSandbox, SandboxTemplate } from '../sandbox/types.js';
+import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../../../contract/vm-channel.js';
+import { BubblewrapBackend } from '../../bubblewrap/bubblewrap-backend.js';
+import { probeTemplate } from '../../profiles.js';
+import type { PreparedSandbox, SandboxTemplate } from '../../types.js';
 
 type Reply = Omit<Extract<GuestReply, { ok: true }>, 'id' | 'ok'>;
 type UntarEnd = NonNullable<Extract<GuestRequest, { op: 'untar' }>['end']>;

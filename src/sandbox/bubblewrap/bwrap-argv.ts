@@ -1,5 +1,5 @@
-import type { HostLayout } from './host-layout.js';
-import type { Mount } from './types.js';
+import type { HostLayout } from '../host/host-layout.js';
+import type { Mount } from '../types.js';
 import { viewLayers, type WorkspacePlan } from './workspace-profile.js';
 
 /** The uid/gid the job sees inside its user namespace; the host side is an unprivileged uid. */

@@ -1,9 +1,9 @@
 import { readFileSync, watch } from 'node:fs';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { currentHostAddresses } from '../egress/refused-address.js';
+import { currentHostAddresses } from '../../egress/refused-address.js';
 import { NetnsHelpers, type AttachedNetwork, type SandboxInfo } from './netns-helpers.js';
-import type { Egress, EgressTarget } from './types.js';
+import type { Egress, EgressTarget } from '../types.js';
 
 /**
  * Egress for a job that may use the network, attached from outside to the network namespace

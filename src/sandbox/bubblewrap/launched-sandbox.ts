@@ -1,30 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
-import { UNCOUNTED, type CgroupUsage, type JobCgroup } from './cgroups.js';
-import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { feedStdin } from './job-stdin.js';
-import type { AttachedNetwork, SandboxInfo } from './netns-helpers.js';
-import { signalGroup } from './process-tree.js';
-import { watchRun } from './run-watch.js';
-import { copyToStagedFile, fillStagedFile } from './staged-files.js';
-import { removeTree } from './tree-removal.js';
-import type { CollectedArtifacts } from '../workspace/artifacts.js';
-import type { SnapshotReport } from '../workspace/snapshot.js';
-import type { HostWorkDir } from './host-work-dir.js';
+import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { feedStdin } from '../job-stdin.js';
+import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
+import { signalGroup } from '../host/process-tree.js';
+import { watchRun } from '../run-watch.js';
+import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
-import {
-  SandboxUnavailableError,
-  type ArtifactRequest,
-  type ExecRules,
-  type OutputSink,
-  type PreparedSandbox,
-  type ResolvedCommand,
-  type SandboxIO,
-  type SandboxOutcome,
-  type WorkPathKind,
-  type WorkspaceImport,
-} from './types.js';
+import { SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
 export const RELEASE_FD = 3;
@@ -41,29 +26,18 @@ export const INFO_FD = 6;
 /** What a sandbox says while setting up is kept for the error if it dies before its job. */
 const SETUP_OUTPUT_LIMIT = 16 * 1024;
 
-export interface LaunchParts {
+/** The job's directory (jobDir) is its staging dir: the staged files, and the work dir when none is leased. */
+export interface LaunchParts extends HostDirParts {
   argv: readonly string[];
   /** bwrap's options, written NUL-separated to ARGS_FD. */
   bwrapOptions: readonly string[];
   /** Host file holding the encoded seccomp filter, passed as fd SECCOMP_FD. */
   seccompFile: string | null;
   uid: number | null;
-  cgroup: JobCgroup | null;
-  stagingDir: string;
-  /** Staged file name -> host path of the inode bind-mounted into the sandbox. */
-  stagedFiles: ReadonlyMap<string, string>;
-  /** The writable work directory (host side), if the template asked for one. */
-  workDir: string | null;
-  /** The job's files: the work dir as the runner may touch it. */
-  files: HostWorkDir;
   /** For a template made with guardExec: what its rules are checked against and encoded with. */
   execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
-  /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
-  releaseWorkDir: (() => Promise<void>) | null;
   /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
   network: AttachedNetwork | null;
-  /** Called once, after the process is gone and its cgroup and staging are cleaned up. */
-  onFinished: () => void;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
   onIdleDeath?: () => void;
   /** Released at once (the template's `startsEarly`): its argv waits for the job on stdin. */
@@ -77,19 +51,16 @@ type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boo
  * Construct it only when no staged write is in flight (fork-gate.ts): the constructor forks.
  * It runs at most one job and cleans up after itself (cgroup, staging dir, uid) when it ends.
  */
-export class LaunchedSandbox implements PreparedSandbox {
+export class LaunchedSandbox extends HostDirSandbox {
   private readonly child: ChildProcess;
   /** Resolves once the tree is gone, with what the cgroup saw, before any cleanup. */
   private readonly ended: Promise<Exit>;
   private sinks: { stdout: OutputSink; stderr: OutputSink };
   private readonly setupOutput: Buffer[] = [];
-  private started = false;
   private exit: Exit | null = null;
-  private releaseWorkDir!: () => void;
-  /** Cleanup must not delete the work dir while the caller still reads it. */
-  private readonly workDirReleased = new Promise<void>((resolve) => (this.releaseWorkDir = resolve));
 
   constructor(private readonly parts: LaunchParts) {
+    super(parts);
     const [command, ...args] = parts.argv;
     const keepSetupOutput: OutputSink = {
       write: (chunk) => {
@@ -130,28 +101,11 @@ export class LaunchedSandbox implements PreparedSandbox {
         this.parts.onIdleDeath?.();
         this.release();
       }
-      if (this.parts.workDir === null) this.release();
-      await this.workDirReleased;
+      this.releaseIfNothingToRead();
       await this.cleanUp();
     });
     this.setIdle(true);
     if (parts.startsEarly) this.pipe(RELEASE_FD).end('go');
-  }
-
-  importWorkspace(source: WorkspaceImport): Promise<SnapshotReport> {
-    return this.parts.files.importWorkspace(source);
-  }
-
-  statWorkPath(relativePath: string): Promise<WorkPathKind> {
-    return this.parts.files.statPath(relativePath);
-  }
-
-  resolveCommand(argv0: string, lookup: { searchPath: readonly string[]; cwd: string }): Promise<ResolvedCommand | null> {
-    return this.parts.files.resolveCommand(argv0, lookup);
-  }
-
-  collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts> {
-    return this.parts.files.collectArtifacts(request);
   }
 
   async restrictExec(rules: ExecRules): Promise<void> {
@@ -163,31 +117,12 @@ export class LaunchedSandbox implements PreparedSandbox {
     await this.writeFile(EXEC_RULES_FILE, encodeExecRules(rules, guard.systemTrees));
   }
 
-  release(): void {
-    this.releaseWorkDir();
-  }
-
   get alive(): boolean {
     return this.exit === null;
   }
 
-  writeFile(name: string, content: string | Buffer): Promise<void> {
-    return fillStagedFile(this.stagedPath(name), content);
-  }
-
-  copyFile(name: string, hostSource: string): Promise<void> {
-    return copyToStagedFile(this.stagedPath(name), hostSource);
-  }
-
-  private stagedPath(name: string): string {
-    const path = this.parts.stagedFiles.get(name);
-    if (!path) throw new Error(`no staged file named ${name}`);
-    return path;
-  }
-
   async start(io: SandboxIO): Promise<SandboxOutcome> {
-    if (this.started) throw new Error('a sandbox runs exactly one job');
-    this.started = true;
+    this.beginStart();
     if (!this.alive) {
       const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
       throw new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
@@ -272,17 +207,5 @@ export class LaunchedSandbox implements PreparedSandbox {
       else handle?.ref?.();
     }
     this.parts.network?.setIdle(idle);
-  }
-
-  private async cleanUp(): Promise<void> {
-    try {
-      await this.parts.cgroup?.killAll();
-      await this.parts.cgroup?.dispose();
-      await this.parts.releaseWorkDir?.();
-      // rm never follows symlinks, so links the job planted are removed, not followed.
-      await removeTree(this.parts.stagingDir);
-    } finally {
-      this.parts.onFinished();
-    }
   }
 }
