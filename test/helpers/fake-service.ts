@@ -98,6 +98,10 @@ export interface FakeServiceOptions {
   bodyLimitBytes?: number;
   queueCapacity?: number;
   execConcurrency?: number;
+  /** Where HTTP callers may name a local_path workspace. Default: the temp dir, where makeWorkspace() makes them, as for startServer(). */
+  workspaceRoots?: string[];
+  /** The run store's directory (admission refuses workspaces that overlap it). Default: a new temp dir. */
+  storeDir?: string;
   /** Another desk than the real front door (a fake of the JobDesk interface). */
   desk?: JobDesk;
 }
@@ -124,13 +128,15 @@ export interface FakeService {
 export const TEST_TOKEN = 'test-token-0123456789abcdef0123456789';
 
 export async function fakeService(options: FakeServiceOptions = {}): Promise<FakeService> {
-  // Workspaces made by makeWorkspace() live in the temp dir: the root HTTP callers may name, as for startServer().
-  const runtime = new RunnerRuntime(loadConfig({ ...process.env, AGENT_RUNNER_WORKSPACE_ROOTS: tmpdir() }, { stateDir: TEST_STATE_DIR }));
+  const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'store-'));
+  const runtime = new RunnerRuntime(
+    loadConfig(process.env, { stateDir: TEST_STATE_DIR, runJob: { workspaceRoots: options.workspaceRoots ?? [tmpdir()] }, service: { storeDir } }),
+  );
   const log = pino({ level: 'silent' });
   const queue = new MemoryQueue(options.queueCapacity ?? 100);
   const frontDoor = new FrontDoor(
     runtime,
-    { queue, store: new DiskRunStore(mkdtempSync(join(tmpdir(), 'store-'))), events: new LocalJobEvents() },
+    { queue, store: new DiskRunStore(storeDir), events: new LocalJobEvents() },
     { retention: { maxAgeMs: null, maxCount: null }, log },
   );
   await frontDoor.start();
