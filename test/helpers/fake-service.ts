@@ -98,6 +98,8 @@ export interface FakeServiceOptions {
   bodyLimitBytes?: number;
   queueCapacity?: number;
   execConcurrency?: number;
+  /** Configuration variables over the test runner's environment (AGENT_RUNNER_RUN_JOB__..., as startServer's env). */
+  env?: NodeJS.ProcessEnv;
   /** Where HTTP callers may name a local_path workspace. Default: the temp dir, where makeWorkspace() makes them, as for startServer(). */
   workspaceRoots?: string[];
   /** The run store's directory (admission refuses workspaces that overlap it). Default: a new temp dir. */
@@ -118,11 +120,20 @@ export interface FakeService {
   frontDoor: FrontDoor;
   worker: FakeWorker;
   token: string | null;
-  /** As helpers/server.ts's api(): the token sent unless `headers` say otherwise (null drops a header). */
+  /**
+   * As helpers/server.ts's api(): the token sent unless `headers` say otherwise (null drops a
+   * header); a string or Buffer body is sent as it is, anything else as JSON.
+   */
   api(method: string, path: string, body?: unknown, headers?: TestHeaders): Promise<InjectedResponse>;
   /** Leases the job as a worker would and records `result` (the job's terminal state) for it. */
   finishJob(jobId: string, result: (request: unknown) => RunJobResult): Promise<void>;
   close(): Promise<void>;
+}
+
+/** A multipart form as fetch would send it: its bytes and its Content-Type (with the boundary). */
+export async function encodeForm(form: FormData): Promise<{ body: Buffer; contentType: string }> {
+  const encoded = new Response(form);
+  return { body: Buffer.from(await encoded.arrayBuffer()), contentType: encoded.headers.get('content-type')! };
 }
 
 export const TEST_TOKEN = 'test-token-0123456789abcdef0123456789';
@@ -130,15 +141,11 @@ export const TEST_TOKEN = 'test-token-0123456789abcdef0123456789';
 export async function fakeService(options: FakeServiceOptions = {}): Promise<FakeService> {
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'store-'));
   const runtime = new RunnerRuntime(
-    loadConfig(process.env, { stateDir: TEST_STATE_DIR, runJob: { workspaceRoots: options.workspaceRoots ?? [tmpdir()] }, service: { storeDir } }),
+    loadConfig({ ...process.env, ...options.env }, { stateDir: TEST_STATE_DIR, runJob: { workspaceRoots: options.workspaceRoots ?? [tmpdir()] }, service: { storeDir } }),
   );
   const log = pino({ level: 'silent' });
   const queue = new MemoryQueue(options.queueCapacity ?? 100);
-  const frontDoor = new FrontDoor(
-    runtime,
-    { queue, store: new DiskRunStore(storeDir), events: new LocalJobEvents() },
-    { retention: { maxAgeMs: null, maxCount: null }, log },
-  );
+  const frontDoor = new FrontDoor(runtime, { queue, store: new DiskRunStore(storeDir), events: new LocalJobEvents() }, { retention: { maxAgeMs: null, maxCount: null }, log });
   await frontDoor.start();
   const worker = new FakeWorker();
   const token = options.token === undefined ? TEST_TOKEN : options.token;
@@ -169,7 +176,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
         method: method as 'GET',
         url: path,
         headers: Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== null)),
-        ...(body !== undefined ? { payload: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+        ...(body !== undefined ? { payload: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body) } : {}),
       });
       let json: any;
       try {
