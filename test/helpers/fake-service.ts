@@ -15,7 +15,6 @@ import { unrunResult } from '../../src/runner/run-job.js';
 import { RunnerRuntime } from '../../src/runner/runtime.js';
 import { LocalJobEvents } from '../../src/service/events.js';
 import { FrontDoor } from '../../src/service/front-door.js';
-import type { JobDesk } from '../../src/service/job-desk.js';
 import type { WorkerProcess } from '../../src/service/worker-process.js';
 import { Sessions } from '../../src/session/sessions.js';
 import { DiskRunStore } from '../../src/store/disk-store.js';
@@ -38,7 +37,7 @@ import type { TestHeaders } from './server.js';
 export type RouteWorker = Pick<WorkerProcess, 'exec' | 'task' | 'backends' | 'runtimes' | 'knownBackends'>;
 
 /** The three kinds, as a host with all of them ready describes them. */
-export const READY_BACKENDS: BackendDescription[] = (['local_process', 'gvisor', 'microvm'] as const).map((kind) => ({
+const READY_BACKENDS: BackendDescription[] = (['local_process', 'gvisor', 'microvm'] as const).map((kind) => ({
   kind,
   aliases: kind === 'microvm' ? ['firecracker'] : [],
   available: true,
@@ -47,17 +46,14 @@ export const READY_BACKENDS: BackendDescription[] = (['local_process', 'gvisor',
   capabilities: { network: ['none'], memory: ['cgroup'], snapshot: false, host_work_dir: kind !== 'microvm', profiles: ['snippet', 'run-job', 'task', 'workspace'] },
 }));
 
-export const RUNTIMES: Runtime[] = [
+const RUNTIMES: Runtime[] = [
   { language: 'python', version: '3.11.2', aliases: ['py', 'python3'], runtime: 'python' },
   { language: 'node', version: '20.19.0', aliases: ['js', 'javascript'], runtime: 'node' },
 ];
 
-/** A worker that runs nothing: it records what it was asked and answers what the test set. */
+/** A worker that runs nothing: it records the snippets it was asked and answers what the test set. */
 export class FakeWorker implements RouteWorker {
   readonly snippets: unknown[] = [];
-  readonly tasks: unknown[] = [];
-  backendList: BackendDescription[] = READY_BACKENDS;
-  runtimeList: Runtime[] = RUNTIMES;
   answerSnippet: (request: unknown, signal: AbortSignal) => Promise<SnippetResponse> = () => Promise.resolve(snippetAnswer({ stdout: 'ok\n' }));
   answerTask: (request: unknown, signal: AbortSignal) => Promise<TaskResponse> = (request) =>
     Promise.resolve({ task_id: (request as { task_id?: string }).task_id ?? 'task', result: [], print_args: [], usage: USAGE } as TaskResponse);
@@ -68,20 +64,19 @@ export class FakeWorker implements RouteWorker {
   }
 
   task(request: unknown, signal: AbortSignal): Promise<TaskResponse> {
-    this.tasks.push(request);
     return this.answerTask(request, signal);
   }
 
   backends(): Promise<BackendDescription[]> {
-    return Promise.resolve(this.backendList);
+    return Promise.resolve(READY_BACKENDS);
   }
 
   runtimes(): Promise<Runtime[]> {
-    return Promise.resolve(this.runtimeList);
+    return Promise.resolve(RUNTIMES);
   }
 
   knownBackends(): BackendDescription[] {
-    return this.backendList;
+    return READY_BACKENDS;
   }
 }
 
@@ -104,8 +99,6 @@ export interface FakeServiceOptions {
   workspaceRoots?: string[];
   /** The run store's directory (admission refuses workspaces that overlap it). Default: a new temp dir. */
   storeDir?: string;
-  /** Another desk than the real front door (a fake of the JobDesk interface). */
-  desk?: JobDesk;
 }
 
 export interface InjectedResponse {
@@ -117,7 +110,6 @@ export interface InjectedResponse {
 
 export interface FakeService {
   app: FastifyInstance;
-  frontDoor: FrontDoor;
   worker: FakeWorker;
   token: string | null;
   /**
@@ -136,7 +128,7 @@ export async function encodeForm(form: FormData): Promise<{ body: Buffer; conten
   return { body: Buffer.from(await encoded.arrayBuffer()), contentType: encoded.headers.get('content-type')! };
 }
 
-export const TEST_TOKEN = 'test-token-0123456789abcdef0123456789';
+const TEST_TOKEN = 'test-token-0123456789abcdef0123456789';
 
 export async function fakeService(options: FakeServiceOptions = {}): Promise<FakeService> {
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'store-'));
@@ -151,7 +143,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
   const token = options.token === undefined ? TEST_TOKEN : options.token;
   const settings = runtime.config.service;
   const app = await buildApp({
-    frontDoor: options.desk ?? frontDoor,
+    frontDoor,
     // The routes use only what RouteWorker names: the fake has that, not the process plumbing.
     worker: worker as unknown as WorkerProcess,
     sessions: new Sessions(runtime),
@@ -166,7 +158,6 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
   const ports = frontDoor.workerPorts();
   return {
     app,
-    frontDoor,
     worker,
     token,
     async api(method, path, body, headers = {}) {
