@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { loadConfig } from '../../../src/config/load.js';
@@ -8,7 +7,7 @@ import { runJob } from '../../../src/runner/run-job.js';
 import { runCli } from '../../helpers/cli.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 import { api, startServer, type ServerProcess } from '../../helpers/server.js';
-import { makeWorkspace } from '../../helpers/workspace.js';
+import { makeRoot, makeWorkspace, workspaceIn } from '../../helpers/workspace.js';
 
 /**
  * Class 1 of the second security round: a remote caller names host paths. Over HTTP a
@@ -19,17 +18,6 @@ import { makeWorkspace } from '../../helpers/workspace.js';
  */
 
 const local = (path: string) => ({ source: 'local_path' as const, path });
-
-/** A workspace root of its own (realpath: the temp dir may be reached through a link). */
-function makeRoot(): string {
-  return realpathSync(mkdtempSync(join(tmpdir(), 'roots-')));
-}
-
-function workspaceIn(root: string, files: Record<string, string>): string {
-  const dir = mkdtempSync(join(root, 'ws-'));
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
-  return dir;
-}
 
 async function submit(server: ServerProcess, body: unknown) {
   return api(server.url, 'POST', '/v1/jobs', body);
@@ -47,15 +35,9 @@ describe('workspace roots: the configuration', () => {
 describe('workspace roots over HTTP: --workspace-root', () => {
   let server: ServerProcess;
   let root: string;
-  let storeDir: string;
   before(async () => {
     root = makeRoot();
-    storeDir = join(root, 'store');
-    mkdirSync(storeDir);
-    server = await startServer(['--concurrency', '1', '--workspace-root', root, '--workspace-root', join(root, 'second')], {
-      storeDir,
-      env: { AGENT_RUNNER_WORKSPACE_ROOTS: '' },
-    });
+    server = await startServer(['--concurrency', '1', '--workspace-root', root], { env: { AGENT_RUNNER_WORKSPACE_ROOTS: '' } });
   });
   after(() => server.stop());
 

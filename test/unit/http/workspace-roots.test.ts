@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fakeService, type FakeService } from '../../helpers/fake-service.js';
-import { makeWorkspace } from '../../helpers/workspace.js';
+import { makeRoot, makeWorkspace, workspaceIn } from '../../helpers/workspace.js';
 
 /**
  * Class 1 of the second security round, its admission half in-process (moved from
@@ -14,17 +14,6 @@ import { makeWorkspace } from '../../helpers/workspace.js';
  */
 
 const local = (path: string) => ({ source: 'local_path' as const, path });
-
-/** A workspace root of its own (realpath: the temp dir may be reached through a link). */
-function makeRoot(): string {
-  return realpathSync(mkdtempSync(join(tmpdir(), 'roots-')));
-}
-
-function workspaceIn(root: string, files: Record<string, string>): string {
-  const dir = mkdtempSync(join(root, 'ws-'));
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
-  return dir;
-}
 
 async function submit(service: FakeService, body: unknown) {
   return service.api('POST', '/v1/jobs', body);
@@ -54,7 +43,7 @@ describe('workspace roots over HTTP: none configured', () => {
   });
 });
 
-describe('workspace roots over HTTP: --workspace-root', () => {
+describe('workspace roots over HTTP: two roots, the run store inside the first', () => {
   let server: FakeService;
   let root: string;
   let storeDir: string;
