@@ -28,6 +28,13 @@ export default tseslint.config(
     },
   },
   {
+    // Programs that run inside sandboxes (src/util/guest-program.ts): CommonJS scripts for node,
+    // run as a file or through `node -e`.
+    files: ['src/**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: globals.node },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
     files: ['test/**/*.ts'],
     rules: {
       // Tests read loosely typed JSON answers.

@@ -26,7 +26,8 @@
 // node's modules statically (that would be loaded by every command, `--help` included), and
 // when agent-exec's bundle would load anything at all. Each inlined module keeps the
 // import.meta.url it has in dist/ (paths to schemas/, native/, package.json are written
-// relative to the module). Usage: node scripts/bundle-cli.mjs
+// relative to the module, and the programs that run in sandboxes are read from beside it,
+// where scripts/copy-guest-programs.mjs put them). Usage: node scripts/bundle-cli.mjs
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';

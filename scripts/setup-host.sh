@@ -18,6 +18,7 @@
 #   chromium    the browser the dashboard's test drives (test/integration/http/dashboard.test.ts)
 #   g++, ruby, php-cli, perl, lua5.4, default-jdk-headless
 #               the cpp, ruby, php, perl, lua and java languages (gcc above is c's)
+#   python3-pyflakes  `npm run lint` checks the python that runs in sandboxes (scripts/lint-guest.sh)
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
 # Without root this only reports what is missing.
@@ -40,6 +41,7 @@ need mksquashfs squashfs-tools
 need cpio cpio
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || want+=(postgresql)
 need python3 python3
+/usr/bin/python3 -c 'import pyflakes' 2>/dev/null || want+=(python3-pyflakes)
 need cc gcc
 # The exec guard (native/) is linked statically.
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || want+=(libc6-dev)

@@ -7,7 +7,7 @@ export { readFrames, writeFrame } from './wire/framed-socket.js';
 export { startGuestServer, type GuestServer, type GuestServerOptions } from './guest/server.js';
 export { GuestClient } from './guest/client.js';
 export { parseListenAddress, formatListenAddress, type ListenAddress } from './guest/listen-address.js';
-export { BubblewrapBackend } from './sandbox/bubblewrap-backend.js';
+export { BubblewrapBackend } from './sandbox/bubblewrap/bubblewrap-backend.js';
 export type { SandboxBackend, SandboxTemplate, PreparedSandbox, SandboxOutcome, BackendStatus } from './sandbox/types.js';
 export { LANGUAGES, findLanguage } from './languages/catalog.js';
 export { runJob, type RunJobOptions } from './runner/run-job.js';

@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * The dashboard (README "Dashboard"): the queue and backends, jobs by status and page, one
+ * The dashboard (docs/http-api.md "Dashboard"): the queue and backends, jobs by status and page, one
  * job's live output, result and artifacts, and a form that runs a snippet. Every API call
  * carries the service token. Job output and everything else shown came from whoever submitted
  * a job: it reaches the page as text (textContent, append), never as markup.

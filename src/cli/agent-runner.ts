@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { resolve } from 'node:path';
 import { Command } from 'commander';
 import { registerBackends } from './commands/backends.js';
 import { registerConfig } from './commands/config.js';
@@ -17,12 +16,8 @@ import { whileAnswerOwed } from '../util/owed-answer.js';
 const program = new Command('agent-runner')
   .description('Runs untrusted code for AI agents in a sandbox.')
   .option('--config <file>', 'JSON configuration file (same as AGENT_RUNNER_CONFIG); AGENT_RUNNER_* variables and flags override it')
-  .showHelpAfterError()
-  // Through the environment, every command's loading sees the file, the shared runtime included.
-  .hook('preAction', (command) => {
-    const { config } = command.opts<{ config?: string }>();
-    if (config !== undefined) process.env.AGENT_RUNNER_CONFIG = resolve(config);
-  });
+  // Each command reads it where it loads its configuration (command-config.ts).
+  .showHelpAfterError();
 registerExec(program);
 registerRun(program);
 registerTask(program);

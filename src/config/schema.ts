@@ -8,8 +8,8 @@ import { SERVICE_DEFAULTS } from './service-defaults.js';
 
 /**
  * The whole configuration, defined once: every setting, its type and its default. Loading
- * (src/config/load.ts) layers a file, the environment and flags over these defaults; README
- * "Configuration" describes the layers.
+ * (src/config/load.ts) layers a file, the environment and flags over these defaults;
+ * docs/configuration.md describes the layers.
  */
 
 const MiB = 1024 * 1024;

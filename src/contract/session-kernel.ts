@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 
 /**
- * What the host and a session's kernel (languages/session-python.ts, session-node.ts) say to
+ * What the host and a session's kernel (languages/session-python.py, session-node.cjs) say to
  * each other, framed as everywhere else (wire/frame-codec.ts) on the kernel's stdin and stdout.
  * The kernel runs the job's own code, which can write to the same pipe: the host validates
  * every message against these schemas and trusts none of it beyond its shape.

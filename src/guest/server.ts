@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { executeSnippet } from '../runner/snippet.js';
-import { RunnerRuntime } from '../runner/runtime.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
 import { Semaphore } from '../util/semaphore.js';
 import { DEFAULT_MAX_FRAME_BYTES } from '../wire/frame-codec.js';
 import { DEFAULT_DEADLINES, serveConnection, type ConnectionDeadlines, type ServedConnection } from './connection.js';
@@ -16,7 +16,8 @@ const DEFAULT_MAX_CONNECTIONS = 64;
 export interface GuestServerOptions {
   /** Connections served at once; more are closed as they arrive (default 64). */
   maxConnections?: number;
-  runtime?: RunnerRuntime;
+  /** What runs the snippets: the server outlives any one call, so whoever starts it owns (and disposes of) the runtime. */
+  runtime: RunnerRuntime;
   /** Jobs running at once across all connections (default: the runtime's concurrency, the number of cores). */
   concurrency?: number;
   maxFrameBytes?: number;
@@ -37,13 +38,13 @@ export interface GuestServer {
 }
 
 /** The guest runner: framed snippet requests in, framed responses out. */
-export async function startGuestServer(address: ListenAddress, options: GuestServerOptions = {}): Promise<GuestServer> {
+export async function startGuestServer(address: ListenAddress, options: GuestServerOptions): Promise<GuestServer> {
   if (address.kind === 'tcp' && !isLoopbackHost(address.host) && options.token === undefined && !options.insecure) {
     throw new Error(
       `refusing to listen on ${formatListenAddress(address)} without a token: anyone who reaches it could run code. Pass --token TOKEN (clients send {"auth": TOKEN} first), or --insecure to accept that`,
     );
   }
-  const runtime = options.runtime ?? RunnerRuntime.shared();
+  const { runtime } = options;
   const slots = new Semaphore(options.concurrency ?? runtime.config.concurrency);
   const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
   const onError = options.onConnectionError ?? (() => undefined);

@@ -49,7 +49,7 @@ export interface LanguageDefinition {
    */
   waiting?(toolchain: Toolchain, limits: { memoryBytes: number }): Invocation;
   /**
-   * An interpreter that lives across a session's requests (session-python.ts): cells keep
+   * An interpreter that lives across a session's requests (session-python.py): cells keep
    * their names, commands and files run in `workDir`.
    */
   kernel?(toolchain: Toolchain, limits: { memoryBytes: number }, workDir: string): Invocation;

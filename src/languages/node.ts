@@ -2,8 +2,10 @@ import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
 import { realpathSync } from 'node:fs';
 import { findNativeExecutable, versionOf } from './resolve.js';
-import { SESSION_NODE } from './session-node.js';
-import { WAITING_NODE } from './waiting-node.js';
+import { guestProgram } from '../util/guest-program.js';
+
+const waitingNode = guestProgram(new URL('./waiting-node.cjs', import.meta.url));
+const sessionNode = guestProgram(new URL('./session-node.cjs', import.meta.url));
 
 export const node: LanguageDefinition = {
   name: 'node',
@@ -20,10 +22,10 @@ export const node: LanguageDefinition = {
     return { argv: [...nodeFlags(toolchain.executable, memoryBytes), paths.source], env: {} };
   },
   waiting(toolchain, { memoryBytes }) {
-    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', WAITING_NODE], env: {} };
+    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', waitingNode()], env: {} };
   },
   kernel(toolchain, { memoryBytes }, workDir) {
-    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', SESSION_NODE, workDir], env: {} };
+    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', sessionNode(), workDir], env: {} };
   },
 };
 

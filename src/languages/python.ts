@@ -1,8 +1,10 @@
 import type { LanguageDefinition } from './language.js';
-import { SESSION_PYTHON } from './session-python.js';
-import { WAITING_PYTHON } from './waiting-python.js';
 import { placeToolchain } from './place.js';
 import { findNativeExecutable, versionOf } from './resolve.js';
+import { guestProgram } from '../util/guest-program.js';
+
+const waitingPython = guestProgram(new URL('./waiting-python.py', import.meta.url));
+const sessionPython = guestProgram(new URL('./session-python.py', import.meta.url));
 
 export const python: LanguageDefinition = {
   name: 'python',
@@ -19,9 +21,9 @@ export const python: LanguageDefinition = {
     return { argv: [toolchain.executable, paths.source], env: { PYTHONDONTWRITEBYTECODE: '1' } };
   },
   waiting(toolchain) {
-    return { argv: [toolchain.executable, '-c', WAITING_PYTHON], env: { PYTHONDONTWRITEBYTECODE: '1' } };
+    return { argv: [toolchain.executable, '-c', waitingPython()], env: { PYTHONDONTWRITEBYTECODE: '1' } };
   },
   kernel(toolchain, _limits, workDir) {
-    return { argv: [toolchain.executable, '-c', SESSION_PYTHON, workDir], env: { PYTHONDONTWRITEBYTECODE: '1' } };
+    return { argv: [toolchain.executable, '-c', sessionPython(), workDir], env: { PYTHONDONTWRITEBYTECODE: '1' } };
   },
 };

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { CompileCache } from '../languages/compile-cache.js';
 import { ToolchainCache } from '../languages/catalog.js';
-import { BubblewrapBackend } from '../sandbox/bubblewrap-backend.js';
-import { GvisorBackend } from '../sandbox/gvisor-backend.js';
+import { BubblewrapBackend } from '../sandbox/bubblewrap/bubblewrap-backend.js';
+import { GvisorBackend } from '../sandbox/gvisor/gvisor-backend.js';
 import { MicrovmBackend } from '../sandbox/microvm/microvm-backend.js';
 import { BackendRegistry } from '../sandbox/registry.js';
 import { canonicalKind } from '../contract/backend-kinds.js';
@@ -10,7 +10,10 @@ import type { SearchContext } from '../languages/resolve.js';
 import type { SandboxBackend } from '../sandbox/types.js';
 import { loadConfig, type RunnerConfig } from './config.js';
 
-/** What every job shares: the backends, resolved toolchains, the compile cache. Built once. */
+/**
+ * What every job shares: the backends, resolved toolchains, the compile cache. Whoever makes one
+ * (a command, the service, an embedder) passes it to what runs jobs and disposes of it when done.
+ */
 export class RunnerRuntime {
   readonly backends: BackendRegistry;
   readonly toolchains: ToolchainCache;
@@ -42,12 +45,24 @@ export class RunnerRuntime {
   async dispose(): Promise<void> {
     await Promise.all([this.backends.dispose(), this.toolchains.dispose()]);
   }
+}
 
-  private static sharedRuntime: RunnerRuntime | undefined;
-
-  /** The process-wide runtime on the configuration from the environment. */
-  static shared(): RunnerRuntime {
-    RunnerRuntime.sharedRuntime ??= new RunnerRuntime(loadConfig());
-    return RunnerRuntime.sharedRuntime;
+/** Runs `use` on a runtime made from `config` for it alone, disposed of once `use` is done, whatever its outcome. */
+export async function usingRuntime<T>(config: RunnerConfig, use: (runtime: RunnerRuntime) => Promise<T>): Promise<T> {
+  const runtime = new RunnerRuntime(config);
+  try {
+    return await use(runtime);
+  } finally {
+    await runtime.dispose();
   }
+}
+
+/**
+ * Runs `use` on the caller's runtime or, when none is given (a library call such as README's),
+ * on one made for this call from the environment's configuration (loadConfig: AGENT_RUNNER_CONFIG,
+ * AGENT_RUNNER_*) and disposed of after it, so that the call leaves no pre-started sandbox,
+ * mount or timer behind it.
+ */
+export function withRuntime<T>(given: RunnerRuntime | undefined, use: (runtime: RunnerRuntime) => Promise<T>): Promise<T> {
+  return given === undefined ? usingRuntime(loadConfig(), use) : use(given);
 }

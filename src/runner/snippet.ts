@@ -10,12 +10,13 @@ import type { Invocation, JobPaths, LanguageDefinition } from '../languages/lang
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxIO, type SandboxOutcome } from '../sandbox/types.js';
-import { RunnerRuntime } from './runtime.js';
+import { withRuntime, type RunnerRuntime } from './runtime.js';
 import { interruptionOf } from './outcome.js';
 import { runStaged, type JobFile } from './staged-run.js';
 import { JobStaging } from './staging.js';
 
 export interface SnippetOptions {
+  /** The runtime to run on; without one, a runtime made for this call from the environment's configuration (runtime.ts: withRuntime). */
   runtime?: RunnerRuntime;
   /** Aborting kills the job as a timeout would. */
   signal?: AbortSignal;
@@ -31,8 +32,11 @@ const PATHS: JobPaths = { dir: JOB_DIR, source: '', program: join(JOB_DIR, 'prog
 /**
  * Runs one snippet request in the sandbox. Never throws: every failure is a response.
  */
-export async function executeSnippet(request: unknown, options: SnippetOptions = {}): Promise<SnippetResponse> {
-  const runtime = options.runtime ?? RunnerRuntime.shared();
+export function executeSnippet(request: unknown, options: SnippetOptions = {}): Promise<SnippetResponse> {
+  return withRuntime(options.runtime, (runtime) => executeOn(runtime, request, options.signal));
+}
+
+async function executeOn(runtime: RunnerRuntime, request: unknown, signal: AbortSignal | undefined): Promise<SnippetResponse> {
   const limits = runtime.config.snippet;
   const traceId = traceIdOf(request);
 
@@ -64,7 +68,7 @@ export async function executeSnippet(request: unknown, options: SnippetOptions =
   if (typeof files === 'string') return invalidSnippetResponse(traceId, files);
 
   try {
-    const job = new SnippetJob(runtime, backend, language, toolchain, options.signal);
+    const job = new SnippetJob(runtime, backend, language, toolchain, signal);
     const { stdin, args = [] } = checked.value;
     return { trace_id: traceId, ...(await job.run(code, { timeoutMs: timeoutSeconds * 1000, ...asked, files, args, ...(stdin === undefined ? {} : { stdin }) })) };
   } catch (error) {

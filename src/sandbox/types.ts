@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { CgroupUsage } from './cgroups.js';
+import type { CgroupUsage } from './host/cgroups.js';
 import type { ProxiedEgress } from '../egress/policy.js';
 import type { BackendCapabilities } from '../contract/backend.js';
 import type { BackendKind } from '../contract/backend-kinds.js';

@@ -1,29 +1,10 @@
 import type { Invocation } from '../languages/language.js';
 import type { Toolchain } from '../languages/toolchain.js';
+import { guestProgram } from '../util/guest-program.js';
 
-/**
- * Arranges a kernel's descriptors, then execs it: the protocol moves to fds 3 (requests) and 4
- * (replies), fds 1 and 2 become the capture files (/tmp/.session/stdout and stderr, appended to,
- * emptied after each cell) and fd 0 /dev/null. Then whatever a cell prints, and whatever the
- * processes it starts print, lands in the files and never in the protocol. Python does it
- * because node cannot: it has no dup2, and its stdio pipes are sockets, which cannot be reopened
- * through /proc.
- */
-const LAUNCHER = `
-import os, sys
-os.dup2(0, 3)
-os.dup2(1, 4)
-null = os.open("/dev/null", os.O_RDONLY)
-os.dup2(null, 0)
-os.close(null)
-os.makedirs("/tmp/.session", mode=0o700, exist_ok=True)
-for fd, name in ((1, "stdout"), (2, "stderr")):
-    capture = os.open("/tmp/.session/" + name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
-    os.dup2(capture, fd)
-    os.close(capture)
-os.execv(sys.argv[1], sys.argv[1:])
-`;
+/** The launcher (kernel-launcher.py) that moves a kernel's protocol off stdio before exec'ing it. */
+const launcher = guestProgram(new URL('./kernel-launcher.py', import.meta.url));
 
 export function launchKernel(python: Toolchain, kernel: Invocation): Invocation {
-  return { argv: [python.executable, '-c', LAUNCHER, ...kernel.argv], env: { ...kernel.env } };
+  return { argv: [python.executable, '-c', launcher(), ...kernel.argv], env: { ...kernel.env } };
 }

@@ -5,8 +5,7 @@ import type { Toolchain } from '../languages/toolchain.js';
 import type { SandboxTemplate } from '../sandbox/types.js';
 import type { JobFile } from '../runner/staged-run.js';
 import type { TaskRequest } from '../contract/task.js';
-import { NODE_HARNESS } from './node-harness.js';
-import { PYTHON_HARNESS } from './python-harness.js';
+import { guestProgram } from '../util/guest-program.js';
 
 /** Every sandbox has its own /tmp: one fixed dir serves all tasks, so templates repeat and the warm pool applies. */
 const TASK_DIR = '/tmp/task';
@@ -25,9 +24,9 @@ const LAUNCHER = ['/bin/sh', '-c', 'exec "$@" 3>&1 1>&2', 'task'];
  * File names without a python identifier in them: `import` can never pick them up. Python runs
  * unbuffered, so what the code writes to stdout or stderr is with the parent before a kill.
  */
-const HARNESSES: Readonly<Record<TaskRequest['lang'], { harness: string; code: string; source: string; env: Record<string, string> }>> = {
-  python: { harness: 'task-harness.py', code: 'task-code.py', source: PYTHON_HARNESS, env: { PYTHONUNBUFFERED: '1' } },
-  node: { harness: 'task-harness.cjs', code: 'task-code.js', source: NODE_HARNESS, env: {} },
+const HARNESSES: Readonly<Record<TaskRequest['lang'], { harness: string; code: string; source: () => string; env: Record<string, string> }>> = {
+  python: { harness: 'task-harness.py', code: 'task-code.py', source: guestProgram(new URL('./python-harness.py', import.meta.url)), env: { PYTHONUNBUFFERED: '1' } },
+  node: { harness: 'task-harness.cjs', code: 'task-code.js', source: guestProgram(new URL('./node-harness.cjs', import.meta.url)), env: {} },
 };
 const INPUT_FILE = 'task-input.json';
 
@@ -66,5 +65,5 @@ export function taskSandbox(
     },
   };
   const staged = (name: string, content: string): JobFile => ({ name, sandboxPath: path(name), executable: false, content });
-  return { template, files: [staged(files.harness, files.source), staged(files.code, job.code), staged(INPUT_FILE, job.input)] };
+  return { template, files: [staged(files.harness, files.source()), staged(files.code, job.code), staged(INPUT_FILE, job.input)] };
 }

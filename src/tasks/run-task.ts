@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { validate } from '../contract/validate.js';
 import { findLanguage } from '../languages/catalog.js';
 import { isMissing } from '../languages/toolchain.js';
-import { RunnerRuntime } from '../runner/runtime.js';
+import { withRuntime, type RunnerRuntime } from '../runner/runtime.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import type { SandboxOutcome } from '../sandbox/types.js';
 import { interruptionError, interruptionOf, setupFailure } from '../runner/outcome.js';
@@ -14,6 +14,7 @@ import { usageOf } from '../contract/usage.js';
 import { forgery, oversizedResult, type Expected } from './result-checks.js';
 
 export interface TaskOptions {
+  /** The runtime to run on; without one, a runtime made for this call from the environment's configuration (runtime.ts: withRuntime). */
   runtime?: RunnerRuntime;
   /** Aborting kills the task as a timeout would. */
   signal?: AbortSignal;
@@ -27,8 +28,7 @@ type Answer = Omit<TaskResultResponse, 'task_id'> | Omit<TaskErrorResponse, 'tas
  * task that fails are all responses.
  */
 export async function runTask(request: unknown, options: TaskOptions = {}): Promise<TaskResponse> {
-  const runtime = options.runtime ?? RunnerRuntime.shared();
-  return { task_id: taskIdOf(request), ...(await respond(runtime, request, options.signal)) };
+  return { task_id: taskIdOf(request), ...(await withRuntime(options.runtime, (runtime) => respond(runtime, request, options.signal))) };
 }
 
 async function respond(runtime: RunnerRuntime, request: unknown, signal: AbortSignal | undefined): Promise<Answer> {

@@ -5,7 +5,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
-import { runCli } from '../helpers/cli.js';
+import { runCli } from './cli.js';
 
 const SCHEMA = JSON.parse(readFileSync(new URL('../../schemas/agent-exec-response.schema.json', import.meta.url), 'utf8')) as object;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;

@@ -179,9 +179,16 @@ export function apiHeadersOnly(base: string, method: string, path: string, heade
   });
 }
 
+/** Polls /health until `holds` (see waitUntil); giving up, quotes the last answer. */
+export async function waitForHealth(base: string, holds: (health: any) => boolean, what: string, timeoutMs?: number): Promise<void> {
+  let last: unknown;
+  await waitUntil(async () => holds((last = (await api(base, 'GET', '/health')).json)), what, { timeoutMs, seen: () => JSON.stringify(last) });
+}
+
 /** Polls a job until it has `status` (see waitUntil). */
 export async function waitForStatus(base: string, jobId: string, status: string): Promise<void> {
-  await waitUntil(async () => (await api(base, 'GET', `/v1/jobs/${jobId}`)).json?.status === status, `${jobId} is ${status}`);
+  let last: unknown;
+  await waitUntil(async () => (last = (await api(base, 'GET', `/v1/jobs/${jobId}`)).json)?.status === status, `${jobId} is ${status}`, { seen: () => JSON.stringify(last) });
 }
 
 export interface JobGate {

@@ -15,7 +15,7 @@ import { addObserveOptions, byteSize, cpuCount, httpUrl, processCount, rootOf, s
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
 import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
-import { executableVisible, locateBwrap, namedPathProblem, privateHome, readWorkspaceView } from '../../sandbox/workspace-profile.js';
+import { executableVisible, locateBwrap, namedPathProblem, privateHome, readWorkspaceView } from '../../sandbox/bubblewrap/workspace-profile.js';
 
 interface RunFlags extends ObserveFlags {
   cwd?: string;

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { RunnerConfig } from '../../config/schema.js';
 import { printJson } from '../../util/stdio.js';
+import { commandConfig } from '../command-config.js';
 import { positiveOption } from '../flag-values.js';
 
 export function registerConfig(program: Command): void {
@@ -9,9 +10,8 @@ export function registerConfig(program: Command): void {
     .description('print the effective configuration as JSON: defaults < --config file < AGENT_RUNNER_* variables < flags')
     .option('--state-dir <dir>', 'compile cache, toolchain mirrors, job staging')
     .option('--concurrency <n>', 'jobs running at once')
-    .action(async (flags: { stateDir?: string; concurrency?: string }) => {
-      const { loadConfig } = await import('../../config/load.js');
-      const config = loadConfig(process.env, {
+    .action(async (flags: { stateDir?: string; concurrency?: string }, command: Command) => {
+      const config = await commandConfig(command, {
         stateDir: flags.stateDir,
         concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true }),
       });

@@ -3,6 +3,7 @@ import { basename } from 'node:path';
 import { Option, type Command } from 'commander';
 import { LANGUAGE_NAMES } from '../../languages/language-names.js';
 import { backendOption, withBackend } from '../backend-option.js';
+import { withCommandRuntime } from '../command-config.js';
 import { positiveOption } from '../flag-values.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { exitAfterFlush, printJson, readStdin } from '../../util/stdio.js';
@@ -49,15 +50,14 @@ export function registerExec(program: Command): void {
     .option('--list-backends', 'print the default backend and how it enforces limits on this host (see `agent-runner backends` for every kind)')
     .addOption(backendOption())
     .addHelpText('after', "\nThe process exits with the snippet's exit_code (124 timeout, 127 unsupported language, 2 invalid request).")
-    .action(async (flags: ExecFlags) => {
-      const [{ executeSnippet, invalidSnippetResponse }, { RunnerRuntime }] = await Promise.all([import('../../runner/snippet.js'), import('../../runner/runtime.js')]);
-      const runtime = RunnerRuntime.shared();
+    .action(async (flags: ExecFlags, command: Command) => {
+      const { executeSnippet, invalidSnippetResponse } = await import('../../runner/snippet.js');
       if (flags.listLanguages) {
-        printJson({ languages: await runtime.toolchains.describe() });
+        printJson({ languages: await withCommandRuntime(command, (runtime) => runtime.toolchains.describe()) });
         return exitAfterFlush(0);
       }
       if (flags.listBackends) {
-        printJson({ backends: [await runtime.backend.status()] });
+        printJson({ backends: [await withCommandRuntime(command, (runtime) => runtime.backend.status())] });
         return exitAfterFlush(0);
       }
       const request = await buildRequest(flags);
@@ -67,8 +67,7 @@ export function registerExec(program: Command): void {
           ? invalidSnippetResponse(undefined, `stdin is not valid JSON: ${request.unparseable}`)
           : flags.guest
             ? await viaGuest(flags.guest, json, flags.guestToken ?? (process.env.AGENT_RUNNER_GUEST_TOKEN || undefined))
-            : await cancelOnInterrupt((signal) => executeSnippet(json, { runtime, signal }));
-      await runtime.dispose();
+            : await withCommandRuntime(command, (runtime) => cancelOnInterrupt((signal) => executeSnippet(json, { runtime, signal })));
       printJson(response);
       exitAfterFlush(response.exit_code);
     });

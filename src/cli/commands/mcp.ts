@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { backendOption } from '../backend-option.js';
+import { commandConfig } from '../command-config.js';
 
 export function registerMcp(program: Command): void {
   program
@@ -12,15 +13,14 @@ export function registerMcp(program: Command): void {
       (dir: string, previous: string[] | undefined) => [...(previous ?? []), dir],
     )
     .addHelpText('after', '\nstdout carries the protocol; diagnostics go to stderr. The server stops when stdin ends, or on SIGTERM or SIGINT.')
-    .action(async (flags: { backend?: string; workspaceRoot?: string[] }) => {
-      const [{ BoundedStdioTransport }, { loadConfig }, { McpFace }, { RunnerRuntime }] = await Promise.all([
+    .action(async (flags: { backend?: string; workspaceRoot?: string[] }, command: Command) => {
+      const [{ BoundedStdioTransport }, { McpFace }, { RunnerRuntime }] = await Promise.all([
         import('../../mcp/stdio-transport.js'),
-        import('../../config/load.js'),
         import('../../mcp/server.js'),
         import('../../runner/runtime.js'),
       ]);
       // --backend is the default of calls that name none, not an override of those that do.
-      const config = loadConfig(process.env, {
+      const config = await commandConfig(command, {
         ...(flags.backend === undefined ? {} : { backends: { default: flags.backend } }),
         ...(flags.workspaceRoot === undefined ? {} : { runJob: { workspaceRoots: flags.workspaceRoot } }),
       });

@@ -3,6 +3,7 @@ import { Option, type Command } from 'commander';
 import type { RunJobResult } from '../../contract/run-job.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { backendOption, withBackend } from '../backend-option.js';
+import { withCommandRuntime } from '../command-config.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { positiveOption } from '../flag-values.js';
 import { readRequestJson } from '../request-input.js';
@@ -66,7 +67,7 @@ export function registerRun(program: Command): void {
       'after',
       '\nExit status: 0 when the result is completed, 1 otherwise.\nExamples:\n  agent-runner run --workspace . --artifact "dist/**" -- python3 build.py\n  agent-runner run --server http://runner:3000 --follow --workspace . -- python3 test.py',
     )
-    .action(async (argv: string[], flags: RunFlags) => {
+    .action(async (argv: string[], flags: RunFlags, command: Command) => {
       if (flags.request !== undefined && argv.length > 0) {
         throw new Error(
           `--request ${flags.request} is the whole RunJobRequest, its command included: put the command in its command.argv, or drop --request and give the command after -- (got ${JSON.stringify(argv)})`,
@@ -79,14 +80,10 @@ export function registerRun(program: Command): void {
         const { runOnService } = await import('../remote-run.js');
         result = await runOnService(server, flags.token, request as Record<string, unknown>, flags.follow ?? false);
       } else {
-        const [{ runJob }, { RunnerRuntime }, { runFollowingHere }] = await Promise.all([
-          import('../../runner/run-job.js'),
-          import('../../runner/runtime.js'),
-          import('../remote-run.js'),
-        ]);
-        const runtime = RunnerRuntime.shared();
-        result = flags.follow ? await runFollowingHere(request, runtime) : await cancelOnInterrupt((signal) => runJob(request, { runtime, signal }));
-        await runtime.dispose();
+        const [{ runJob }, { runFollowingHere }] = await Promise.all([import('../../runner/run-job.js'), import('../remote-run.js')]);
+        result = await withCommandRuntime(command, (runtime) =>
+          flags.follow ? runFollowingHere(request, runtime) : cancelOnInterrupt((signal) => runJob(request, { runtime, signal })),
+        );
       }
       if (!flags.follow) printJson(result);
       exitAfterFlush(result.status === 'completed' ? 0 : 1);

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { ConfigOverrides } from '../../config/load.js';
 import type { RunnerConfig, ServiceSettings } from '../../config/schema.js';
 import { SERVICE_DEFAULTS as defaults } from '../../config/service-defaults.js';
+import { commandConfig } from '../command-config.js';
 import { countOption, positiveOption } from '../flag-values.js';
 
 const MiB = 1024 * 1024;
@@ -60,15 +61,14 @@ export function registerServe(program: Command): void {
     )
     .action(async (flags: ServeFlags, command: Command) => {
       if (command.getOptionValueSource('auth') === 'default') delete flags.auth;
-      const [{ pino }, { loadConfig }, { parseHttpAddress }, { startService }, { RunnerRuntime }, { retentionPolicy }] = await Promise.all([
+      const [{ pino }, { parseHttpAddress }, { startService }, { RunnerRuntime }, { retentionPolicy }] = await Promise.all([
         import('pino'),
-        import('../../config/load.js'),
         import('../../http/listen-address.js'),
         import('../../http/service.js'),
         import('../../runner/runtime.js'),
         import('../../util/retention.js'),
       ]);
-      const config = loadConfig(process.env, overrides(flags));
+      const config = await commandConfig(command, overrides(flags));
       const settings = config.service;
       const workers = settings.workers ?? config.concurrency;
       if (workers === 0 && settings.databaseUrl === null) throw new Error('--workers 0 needs --database: without one, no other process runs the jobs this service accepts');

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { backendOption, withBackend } from '../backend-option.js';
+import { withCommandRuntime } from '../command-config.js';
 import { cancelOnInterrupt } from '../interrupts.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { readRequestJson } from '../request-input.js';
@@ -11,12 +12,10 @@ export function registerTask(program: Command): void {
     .option('-r, --request <file>', 'read the task request from a file ("-" or omitted: stdin)')
     .addOption(backendOption())
     .addHelpText('after', '\nExit status: 0 when the task returned a result, 1 when it answered with an error.')
-    .action(async (flags: { request?: string; backend?: string }) => {
-      const [{ RunnerRuntime }, { runTask }] = await Promise.all([import('../../runner/runtime.js'), import('../../tasks/run-task.js')]);
-      const runtime = RunnerRuntime.shared();
+    .action(async (flags: { request?: string; backend?: string }, command: Command) => {
+      const { runTask } = await import('../../tasks/run-task.js');
       const request = withBackend(await readRequestJson(flags.request), flags.backend);
-      const response = await cancelOnInterrupt((signal) => runTask(request, { runtime, signal }));
-      await runtime.dispose();
+      const response = await withCommandRuntime(command, (runtime) => cancelOnInterrupt((signal) => runTask(request, { runtime, signal })));
       printJson(response);
       exitAfterFlush('result' in response ? 0 : 1);
     });

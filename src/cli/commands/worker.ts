@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { ServiceSettings } from '../../config/schema.js';
 import { SERVICE_DEFAULTS as defaults } from '../../config/service-defaults.js';
+import { commandConfig } from '../command-config.js';
 import { positiveOption } from '../flag-values.js';
 
 interface WorkerFlags {
@@ -18,15 +19,14 @@ export function registerWorker(program: Command): void {
     .option('--concurrency <n>', 'jobs running at once (default: the number of cores)')
     .option('--grace-ms <n>', `on SIGTERM, how long running jobs may finish before they go back to the queue for another worker (default ${defaults.graceMs})`)
     .option('--log-level <level>', `pino level (default ${defaults.logLevel})`)
-    .action(async (flags: WorkerFlags) => {
-      const [{ pino }, { loadConfig }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
+    .action(async (flags: WorkerFlags, command: Command) => {
+      const [{ pino }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
         import('pino'),
-        import('../../config/load.js'),
         import('../../postgres/serve-cluster.js'),
         import('../../runner/runtime.js'),
         import('../../runner/staging.js'),
       ]);
-      const config = loadConfig(process.env, {
+      const config = await commandConfig(command, {
         concurrency: positiveOption('--concurrency', flags.concurrency, { integer: true }),
         service: {
           databaseUrl: flags.database,

@@ -28,7 +28,7 @@ const CONTENT_SECURITY_POLICY = [
 
 /**
  * The dashboard's files are served without the token: they hold no data, only the page that
- * asks for it and sends it on every API call (README "Dashboard").
+ * asks for it and sends it on every API call (docs/http-api.md "Dashboard").
  */
 export function isDashboardRoute(url: string): boolean {
   return url === PREFIX || url.startsWith(`${PREFIX}/`);

@@ -5,7 +5,7 @@ import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, sta
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { SANDBOX_UID } from '../bwrap-argv.js';
+import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
 import { SandboxUnavailableError } from '../types.js';
 
 const run = promisify(execFile);
@@ -183,7 +183,7 @@ async function readHead(path: string): Promise<Buffer> {
 /** This package's files the guest runs: the compiled code, and the one dependency it loads. */
 async function packageFiles(): Promise<string[]> {
   const dist = join(PACKAGE_ROOT, 'dist');
-  if (!existsSync(join(dist, 'guest', 'vm-agent.js'))) throw new SandboxUnavailableError(`the guest runner is not built at ${dist}: run npm run build`);
+  if (!existsSync(join(dist, 'sandbox', 'microvm', 'agent', 'vm-agent.js'))) throw new SandboxUnavailableError(`the guest runner is not built at ${dist}: run npm run build`);
   const out: string[] = [join(PACKAGE_ROOT, 'package.json')];
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true })) {
@@ -275,7 +275,7 @@ async function writeRootExtras(root: string): Promise<void> {
       'for port in /sys/class/virtio-ports/*; do',
       `  if [ "$($b cat "$port/name")" = "${GUEST_PORT_NAME}" ]; then channel=/dev/\${port##*/}; fi`,
       'done',
-      `exec /usr/bin/node ${GUEST_PACKAGE_DIR}/dist/guest/vm-agent.js "$channel"`,
+      `exec /usr/bin/node ${GUEST_PACKAGE_DIR}/dist/sandbox/microvm/agent/vm-agent.js "$channel"`,
       '',
     ].join('\n'),
   );

@@ -1,8 +1,8 @@
 import { access, constants, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
-import { ownedName, reapDeadOwners } from '../owned-dirs.js';
-import { removeTree } from '../tree-removal.js';
+import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
+import { removeTree } from '../host/tree-removal.js';
 import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 import { guestImage, type GuestImage } from './guest-image.js';
 import { MicrovmSandbox } from './microvm-sandbox.js';
@@ -41,7 +41,7 @@ const KVM_PROBE_TIMEOUT_MS = 15_000;
 /**
  * The `microvm` backend (alias `firecracker`): each job gets a VM of its own, QEMU's
  * `-M microvm` machine booting Debian's stock kernel on a read-only root built from the host's
- * files (guest-image.ts), and never reused. The guest runner inside (guest/vm-agent.ts) makes
+ * files (guest-image.ts), and never reused. The guest runner inside (agent/vm-agent.ts) makes
  * the job's sandbox with the same bubblewrap backend the host uses and performs the prepared
  * sandbox's operations for the host over the VM's channel; the guest kernel is one more
  * boundary. VMs come warm from a snapshot taken once a booted guest was ready (warm-vm-pool.ts).

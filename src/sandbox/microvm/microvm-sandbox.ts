@@ -6,7 +6,7 @@ import type { Artifact } from '../../contract/run-job.js';
 import { storeArtifact, type CollectedArtifacts } from '../../workspace/artifacts.js';
 import { snapshotWorkspace, type SnapshotReport } from '../../workspace/snapshot.js';
 import { watchRun } from '../run-watch.js';
-import { removeTree } from '../tree-removal.js';
+import { removeTree } from '../host/tree-removal.js';
 import {
   SandboxUnavailableError,
   type ArtifactRequest,
@@ -20,7 +20,7 @@ import {
   type WorkspaceImport,
 } from '../types.js';
 import { GUEST_MAX_FRAME_BYTES } from './guest-channel.js';
-import { UNCOUNTED } from '../cgroups.js';
+import { UNCOUNTED } from '../host/cgroups.js';
 import type { QemuVm } from './qemu-vm.js';
 
 /** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */

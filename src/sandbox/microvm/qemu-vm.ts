@@ -4,8 +4,8 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { stdioWithoutLeaks } from '../fd-hygiene.js';
-import { removeTree } from '../tree-removal.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { removeTree } from '../host/tree-removal.js';
 import { GuestChannel } from './guest-channel.js';
 import { GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
 

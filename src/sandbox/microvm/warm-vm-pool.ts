@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ownedName } from '../owned-dirs.js';
-import { removeTree } from '../tree-removal.js';
+import { ownedName } from '../host/owned-dirs.js';
+import { removeTree } from '../host/tree-removal.js';
 import type { GuestImage } from './guest-image.js';
 import { QemuVm, type VmShape } from './qemu-vm.js';
 

@@ -68,7 +68,7 @@ describe('agent-exec --notify-url and --notify-command', () => {
   });
 
   // The job runs sandboxed, as root (it keeps uid 0 for its cwd); the hook is the caller's, on the host.
-  it("a link the job plants in its cwd is not followed by the README's command: a root-only file outside the job's view stays as it was", async () => {
+  it("a link the job plants in its cwd is not followed by docs/agent-exec.md's command: a root-only file outside the job's view stays as it was", async () => {
     const victimDir = outsideDir('/var/tmp', 'agent-exec-victim-');
     const victim = join(victimDir, 'victim.txt');
     writeFileSync(victim, 'root only\n');

@@ -9,7 +9,7 @@ import { cursorOf } from '../../../src/service/job-cursor.js';
 import { startWorker, type WorkerProcessHandle } from '../../helpers/cluster.js';
 import { startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { api, startServer, waitForStatus, type ServerProcess } from '../../helpers/server.js';
+import { api, type ServerProcess, startServer, waitForHealth, waitForStatus } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const sleepJob = (seconds: number, id?: string) => ({ ...(id ? { job_id: id } : {}), command: { argv: ['/usr/bin/sleep', String(seconds)] } });
@@ -191,7 +191,7 @@ describe('the distributed mode on PostgreSQL', () => {
     const submit = await api(door.url, 'POST', '/v1/jobs', sleepJob(0));
     assert.equal(submit.status, 503, submit.text);
     assert.equal(submit.json.error.code, 'store.unavailable');
-    await waitUntil(async () => (await api(door.url, 'GET', '/health')).json.status === 'degraded', 'health says degraded');
+    await waitForHealth(door.url, (health) => health.status === 'degraded', 'health says degraded');
     database.start();
     let accepted: Awaited<ReturnType<typeof api>> | undefined;
     await waitUntil(async () => (accepted = await api(door.url, 'POST', '/v1/jobs', sleepJob(0))).status === 202, 'the front door takes jobs again');

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { api, startServer, waitTerminal, type ServerProcess } from '../../helpers/server.js';
-import { waitUntil } from '../../helpers/wait.js';
+import { api, type ServerProcess, startServer, waitForHealth, waitTerminal } from '../../helpers/server.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
 describe('HTTP backends', () => {
@@ -14,7 +13,7 @@ describe('HTTP backends', () => {
 
   it('GET /v1/backends answers the kinds, as the CLI prints them', async () => {
     // The service listens before its backends are prepared: /health says when they are.
-    await waitUntil(async () => (await api(server.url, 'GET', '/health')).json.preparing.length === 0, 'every backend prepared', 120_000);
+    await waitForHealth(server.url, (health) => health.preparing.length === 0, 'every backend prepared', 120_000);
     const { status, json } = await api(server.url, 'GET', '/v1/backends');
     assert.equal(status, 200);
     assert.deepEqual(

@@ -5,8 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { api, startServer, waitTerminal } from '../../helpers/server.js';
-import { waitUntil } from '../../helpers/wait.js';
+import { api, startServer, waitForHealth, waitTerminal } from '../../helpers/server.js';
 
 const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
 
@@ -65,7 +64,7 @@ describe('first start', () => {
       assert.match(late.result.error.message, /still being prepared/);
 
       held.release();
-      await waitUntil(async () => !(await api(server.url, 'GET', '/health')).json.preparing.includes('microvm'), 'microvm prepared');
+      await waitForHealth(server.url, (health) => !health.preparing.includes('microvm'), 'microvm prepared');
       const after = await api(server.url, 'GET', '/v1/backends');
       assert.equal(after.json.find((backend: { kind: string }) => backend.kind === 'microvm').state, 'ready', after.text);
     } finally {
@@ -83,7 +82,7 @@ describe('first start', () => {
   it('an idle service exits 0 on SIGTERM, its worker with it', async () => {
     const server = await startServer();
     try {
-      await waitUntil(async () => (await api(server.url, 'GET', '/health')).json.preparing.length === 0, 'every backend prepared', 120_000);
+      await waitForHealth(server.url, (health) => health.preparing.length === 0, 'every backend prepared', 120_000);
       const worker = execFileSync('ps', ['-o', 'pid=', '--ppid', String(server.child.pid)], { encoding: 'utf8' }).trim();
       assert.match(worker, /^\d+$/, 'one worker process runs beside the front door');
       server.child.kill('SIGTERM');

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { api, jobGate, startServer, waitForStatus } from '../../helpers/server.js';
+import { api, jobGate, startServer, waitForHealth, waitForStatus } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 
@@ -53,7 +53,7 @@ describe('restart survival and draining', () => {
       await waitForStatus(server.url, running.json.job_id, 'running');
       server.child.kill('SIGTERM');
       // The queue closes as the signal is handled; /health says when, instead of a guessed sleep.
-      await waitUntil(async () => (await api(server.url, 'GET', '/health')).json?.queue.accepting === false, 'the queue closes on SIGTERM');
+      await waitForHealth(server.url, (health) => health?.queue.accepting === false, 'the queue closes on SIGTERM');
       const refused = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } });
       assert.equal(refused.status, 503);
       assert.equal(refused.json.error.code, 'queue.closed');

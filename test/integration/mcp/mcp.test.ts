@@ -155,7 +155,14 @@ describe('agent-runner mcp', () => {
     const marker = `mcp-cancel-${randomUUID().slice(0, 8)}`;
     const controller = new AbortController();
     const call = client.callTool({ name: 'run_snippet', arguments: { lang: 'bash', code: `exec -a ${marker} sleep 250`, timeout: 280 } }, undefined, { signal: controller.signal });
-    await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the snippet runs');
+    // A call answered before its process is seen (a sandbox that could not start) fails here, quoting the answer.
+    let answered: unknown;
+    void call.then(
+      (result) => (answered = result),
+      (error: unknown) => (answered = String(error)),
+    );
+    await waitUntil(() => hostProcessesMatching(marker).length > 0 || answered !== undefined, 'the snippet runs', { seen: () => `stderr ${stderr()}` });
+    assert.equal(answered, undefined, `answered before it ran: ${JSON.stringify(answered)}; stderr ${stderr()}`);
     controller.abort();
     await assert.rejects(call, /abort/i);
     await waitUntil(() => hostProcessesMatching(marker).length === 0, 'the canceled snippet is killed', 20_000);
@@ -217,8 +224,15 @@ function startRawServer() {
       this.send({ id: 'init', method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } });
       this.send({ method: 'notifications/initialized' });
     },
+    /** What a wait that gives up quotes: everything the server wrote. */
+    seen: () => `stdout ${JSON.stringify(stdout.slice(-4000))}, stderr ${JSON.stringify(stderr.slice(-4000))}`,
+    /** Waits until a call's process runs on the host; fails at once, quoting it, if the call is answered first. */
+    async running(marker: string, id: string | number): Promise<void> {
+      await waitUntil(() => hostProcessesMatching(marker).length > 0 || messages().some((message) => message.id === id), `call ${id} runs`, { seen: this.seen });
+      assert.ok(hostProcessesMatching(marker).length > 0, `call ${id} was answered before its process was seen: ${this.seen()}`);
+    },
     async answer(id: string | number | null, count = 1): Promise<RawMessage> {
-      await waitUntil(() => messages().filter((message) => message.id === id).length >= count, `an answer to ${JSON.stringify(id)}`);
+      await waitUntil(() => messages().filter((message) => message.id === id).length >= count, `an answer to ${JSON.stringify(id)}`, { seen: this.seen });
       return messages().filter((message) => message.id === id)[count - 1]!;
     },
     /** Its exit code, or 'still running' after 30 s (far below anything it was asked to run). */
@@ -244,7 +258,7 @@ describe('agent-runner mcp on its own stdio', () => {
       const marker = `mcp-stdin-${randomUUID().slice(0, 8)}`;
       server.initialize();
       server.send({ id: 2, method: 'tools/call', params: { name: 'run_snippet', arguments: { lang: 'bash', code: `exec -a ${marker} sleep 250`, timeout: 280 } } });
-      await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the snippet runs');
+      await server.running(marker, 2);
       server.child.stdin.end();
       // Far below the snippet's own 250 s: only a canceled call lets the server stop this soon.
       assert.equal(await server.exit(), 0, server.stderr());
@@ -293,7 +307,7 @@ describe('agent-runner mcp on its own stdio', () => {
       const cell = `import subprocess\nsubprocess.Popen([${JSON.stringify(marker)}, "250"], executable="sleep", start_new_session=True)`;
       server.send({ id: 'cell', method: 'tools/call', params: { name: 'session_exec', arguments: { session_id: id, code: cell } } });
       await server.answer('cell');
-      await waitUntil(() => hostProcessesMatching(marker).length > 0, "the session's process runs");
+      await waitUntil(() => hostProcessesMatching(marker).length > 0, "the session's process runs", { seen: server.seen });
       server.sendLine(`{"jsonrpc": "2.0", "id": "huge", "method": "tools/list", "params": {"pad": "${'x'.repeat(12 << 20)}"}}`);
       assert.equal((await server.answer('huge')).error?.code, -32600);
       server.child.stdin.end();

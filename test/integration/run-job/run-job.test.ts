@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
@@ -227,5 +228,25 @@ describe('run jobs, canceled', () => {
     const result = await pending;
     assert.equal(result.status, 'canceled');
     assert.equal(result.error?.code, 'run.canceled');
+  });
+});
+
+describe('run jobs, the library without a runtime', () => {
+  const stateDir = mkdtempSync(join(tmpdir(), 'run-job-own-runtime-'));
+  // As any state dir: the sandboxes' uids read what the runtime puts in it.
+  chmodSync(stateDir, 0o755);
+  const previous = process.env.AGENT_RUNNER_STATE_DIR;
+  before(() => (process.env.AGENT_RUNNER_STATE_DIR = stateDir));
+  after(() => {
+    if (previous === undefined) delete process.env.AGENT_RUNNER_STATE_DIR;
+    else process.env.AGENT_RUNNER_STATE_DIR = previous;
+    rmSync(stateDir, { recursive: true, force: true });
+  });
+  it("runs on a runtime made for the call from the environment's configuration, as README's example does", async () => {
+    const result = await runJob({ command: { argv: ['echo', '42'] } });
+    assert.equal(result.status, 'completed', JSON.stringify(result.error));
+    assert.equal(result.stdout.text, '42\n');
+    // Kept where that configuration's state dir says: the call ran on it, not on another runtime.
+    assert.equal(JSON.parse(readFileSync(join(stateDir, 'runs', result.job_id, 'result.json'), 'utf8')).job_id, result.job_id);
   });
 });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runJob } from '../../../src/runner/run-job.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
+import { kindLeftOut } from '../../helpers/backends.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
@@ -13,7 +14,7 @@ after(() => runtime.dispose());
 const status = await runtime.backends.get('gvisor').status();
 const run = (lang: string, code: string, timeout = 10) => executeSnippet({ lang, code, timeout, backend: { kind: 'gvisor' } }, { runtime });
 
-describe('gvisor isolation', { skip: status.available ? false : status.notes.join('; ') }, () => {
+describe('gvisor isolation', { skip: kindLeftOut('gvisor') || (status.available ? false : status.notes.join('; ')) }, () => {
   it('says which runsc and platform it runs on', () => {
     assert.match(status.notes[0]!, /^runsc \S+, platform ptrace/);
   });

@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { executeSnippet } from '../../../src/runner/snippet.js';
-import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap-backend.js';
+import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap/bubblewrap-backend.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { runJob } from '../../../src/runner/run-job.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
+import { kindLeftOut } from '../../helpers/backends.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 
 /** The microvm backend's isolation, on real QEMU; reported as skipped, with why, where it is unavailable. */
@@ -16,7 +17,7 @@ function qemuProcesses(): string[] {
   return out.split('\n').filter((line) => line.includes('qemu-system-x86_64') && line.includes(TEST_STATE_DIR));
 }
 
-describe('microvm isolation', { skip: status.available ? false : status.notes.join('; ') }, () => {
+describe('microvm isolation', { skip: kindLeftOut('microvm') || (status.available ? false : status.notes.join('; ')) }, () => {
   after(async () => {
     await runtime.dispose();
     assert.deepEqual(qemuProcesses(), [], 'no VM outlives the runtime');

@@ -17,7 +17,7 @@ import { api, startServer, waitTerminal, type ServerProcess } from '../../helper
  * against the other's RLIMIT_NPROC (bwrap's clone fails EAGAIN past it).
  */
 
-const POOL = fileURLToPath(new URL('../../../dist/sandbox/uid-pool.js', import.meta.url));
+const POOL = fileURLToPath(new URL('../../../dist/sandbox/host/uid-pool.js', import.meta.url));
 const BASE = 70_100;
 const SIZE = 48;
 const CLAIMANTS = 4;

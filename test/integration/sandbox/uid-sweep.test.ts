@@ -4,8 +4,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { isAlive } from '../../../src/sandbox/process-tree.js';
-import { UidPool } from '../../../src/sandbox/uid-pool.js';
+import { isAlive } from '../../../src/sandbox/host/process-tree.js';
+import { UidPool } from '../../../src/sandbox/host/uid-pool.js';
 
 describe('the uid pool', () => {
   it('kills what still runs as a newly claimed uid before its first job (a dead runner’s leftovers would take its forks)', async () => {

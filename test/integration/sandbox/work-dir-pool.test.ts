@@ -3,7 +3,7 @@ import { lstatSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFi
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
-import { WorkDirPool } from '../../../src/sandbox/work-dir-pool.js';
+import { WorkDirPool } from '../../../src/sandbox/host/work-dir-pool.js';
 
 const notRoot = process.getuid?.() !== 0 && 'tmpfs mounts need root';
 

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { runJob } from '../../../src/runner/run-job.js';
-import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap-backend.js';
+import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap/bubblewrap-backend.js';
 import { EgressUpstream } from '../../helpers/egress-upstream.js';
 import { api, startServer } from '../../helpers/server.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';

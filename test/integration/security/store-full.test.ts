@@ -4,8 +4,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { api, jobGate, startServer, waitForStatus, type JobGate, type ServerProcess } from '../../helpers/server.js';
-import { waitUntil } from '../../helpers/wait.js';
+import { api, jobGate, type JobGate, type ServerProcess, startServer, waitForHealth, waitForStatus } from '../../helpers/server.js';
 
 /**
  * Security round 2, class 7 (exhaustion of the faces), its full-disk half: a full disk under
@@ -92,7 +91,7 @@ describe('a full disk under the run store', { skip: process.getuid?.() === 0 ? f
     assert.equal(waited.json.status, 'completed', JSON.stringify(waited.json.result?.error));
     assert.equal(waited.json.result.stdout.text, 'queued before the disk filled\n');
 
-    await waitUntil(async () => (await api(url, 'GET', '/health')).json.status === 'ok', 'the held records are written and the store is healthy');
+    await waitForHealth(url, (health) => health.status === 'ok', 'the held records are written and the store is healthy');
     for (const jobId of [running.json.job_id, queued.json.job_id] as string[]) {
       const served = (await api(url, 'GET', `/v1/jobs/${jobId}`)).json;
       assert.deepEqual(onDisk(jobId, 'result.json'), served.result);

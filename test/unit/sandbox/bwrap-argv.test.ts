@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildBwrapArgs, type BwrapPlan } from '../../../src/sandbox/bwrap-argv.js';
+import { buildBwrapArgs, type BwrapPlan } from '../../../src/sandbox/bubblewrap/bwrap-argv.js';
 import { bwrapFlags } from '../../helpers/bwrap-flags.js';
 
 const plan: BwrapPlan = {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { forkWhenQuiet, whileWriting } from '../../../src/sandbox/fork-gate.js';
+import { forkWhenQuiet, whileWriting } from '../../../src/sandbox/host/fork-gate.js';
 
 describe('fork gate (ETXTBSY)', () => {
   it('holds a fork back until the staged writes in flight are done', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DNS_FORWARD_ADDRESS, egressRuleset, pastaArgs, resolverFiles } from '../../../src/sandbox/job-network.js';
+import { DNS_FORWARD_ADDRESS, egressRuleset, pastaArgs, resolverFiles } from '../../../src/sandbox/host/job-network.js';
 
 const HOST_ADDRESSES = ['127.0.0.1', '192.0.2.2', '::1', 'fd00::2', 'fe80::fc:ff:fe00:1'];
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildOciConfig, type OciPlan } from '../../../src/sandbox/oci-bundle.js';
-import { DENIED_SYSCALLS } from '../../../src/sandbox/seccomp.js';
+import { buildOciConfig, type OciPlan } from '../../../src/sandbox/gvisor/oci-bundle.js';
+import { DENIED_SYSCALLS } from '../../../src/sandbox/host/seccomp.js';
 
 const plan: OciPlan = {
   layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildFilter, DENIED_SYSCALLS, encodeFilter, SYSCALLS_X86_64 } from '../../../src/sandbox/seccomp.js';
+import { buildFilter, DENIED_SYSCALLS, encodeFilter, SYSCALLS_X86_64 } from '../../../src/sandbox/host/seccomp.js';
 
 /** Runs the filter's classic BPF over a seccomp_data, as the kernel would: the decision it returns. */
 function decide(nr: number, args: number[] = [], arch = 0xc000003e): number {

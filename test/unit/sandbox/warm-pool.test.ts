@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { WarmPool } from '../../../src/sandbox/warm-pool.js';
+import { WarmPool } from '../../../src/sandbox/bubblewrap/warm-pool.js';
 
 const item = (discarded: string[], name: string) => ({ discard: () => discarded.push(name) });
 

@@ -1,0 +1,361 @@
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { buildBwrapArgs } from './bwrap-argv.js';
+import { replaceFile } from '../host/shared-files.js';
+import { JobCgroup } from '../host/cgroups.js';
+import type { BackendCapabilities } from '../../contract/backend.js';
+import { HostWorkDir } from '../host/host-work-dir.js';
+import { baseEnvironment } from '../profiles.js';
+import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import type { EgressHostOptions } from '../../egress/policy.js';
+import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
+import type { AttachedNetwork } from '../host/netns-helpers.js';
+import { CA_BUNDLE_FILE, ProxiedNetwork } from '../host/proxied-network.js';
+import type { NetworkFiles } from './bwrap-argv.js';
+import { meminfoText } from './meminfo.js';
+import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv } from './exec-guard.js';
+import { egressMissing, probeHost, probeNamespaces, type BubblewrapHost } from './host-probe.js';
+import { ownedName } from '../host/owned-dirs.js';
+import { forkWhenQuiet } from '../host/fork-gate.js';
+import type { WorkDirLease } from '../host/work-dir-pool.js';
+import { HostDirJobs } from '../host-dir-jobs.js';
+import { createStagedFile } from '../host/staged-files.js';
+import { UidPool } from '../host/uid-pool.js';
+import { WarmPool } from './warm-pool.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
+
+export interface BubblewrapOptions {
+  bwrapPath?: string;
+  prlimitPath?: string;
+  /** Host directory for this backend's own files (passwd/group, meminfo, per-job staging). */
+  runtimeDir: string;
+  /** First of the unprivileged host uids handed to jobs when running as root. */
+  uidBase?: number;
+  uidCount?: number;
+  /** Where processes on this host claim uids from the shared range (lock files). */
+  uidLockDir?: string;
+  /** Require per-job cgroups; without them the backend reports itself unavailable. */
+  requireCgroups?: boolean;
+  tmpBytes?: number;
+  shmBytes?: number;
+  /** Apply the syscall filter (seccomp.ts); where it cannot be applied the backend is unavailable. */
+  seccomp?: boolean;
+  /** Pre-started sandboxes kept per template (0 disables), for the most recent `warmTemplates` templates. */
+  warmPerTemplate?: number;
+  warmTemplates?: number;
+  /** The programs that give a job egress (job-network.ts); without them such jobs are unavailable. */
+  networkTools?: NetworkTools;
+  /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
+  egress?: EgressHostOptions;
+}
+
+const DEFAULTS = {
+  bwrapPath: '/usr/bin/bwrap',
+  prlimitPath: '/usr/bin/prlimit',
+  shPath: '/bin/sh',
+  uidBase: 64100,
+  uidCount: 256,
+  // Host-wide, whatever each process's state dir: every agent-runner here shares the range.
+  uidLockDir: '/run/agent-runner/uids',
+  tmpBytes: 256 * 1024 * 1024,
+  shmBytes: 64 * 1024 * 1024,
+  warmPerTemplate: 2,
+  warmTemplates: 8,
+  requireCgroups: false,
+  seccomp: true,
+  networkTools: DEFAULT_NETWORK_TOOLS,
+  egress: {},
+};
+
+/**
+ * Moves the launcher into the job's cgroups, then becomes the rest of argv (prlimit, bwrap).
+ * The shell exports PWD; unset, so bwrap's own environment (visible as the sandbox's
+ * /proc/1/environ) stays empty.
+ */
+const JOIN_CGROUPS = 'unset PWD OLDPWD; while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+
+/**
+ * The `local` backend: bubblewrap namespaces, rlimits through prlimit, per-job cgroups when
+ * the host has them. As root, jobs run under a pooled unprivileged uid. Sandboxes for recent
+ * templates are started ahead of need and wait, fully set up, for their job.
+ */
+export class BubblewrapBackend implements SandboxBackend {
+  readonly kind = 'local_process';
+  readonly name = 'local';
+  readonly capabilities: BackendCapabilities = {
+    network: ['none', 'egress', 'host'],
+    memory: ['cgroup', 'address-space'],
+    snapshot: false,
+    host_work_dir: true,
+    profiles: ['snippet', 'task', 'run-job', 'workspace'],
+  };
+  private readonly options: Required<BubblewrapOptions>;
+  private readonly uids: UidPool | null;
+  private readonly warm: WarmPool<LaunchedSandbox>;
+  private readonly refilling = new Set<string>();
+  private readonly jobs: HostDirJobs;
+  private ready: Promise<BubblewrapHost> | undefined;
+  private disposed = false;
+
+  constructor(options: BubblewrapOptions) {
+    this.options = { ...DEFAULTS, ...options };
+    this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
+    this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
+    this.jobs = new HostDirJobs(this.options.runtimeDir);
+  }
+
+  async status(): Promise<BackendStatus> {
+    try {
+      const ready = await this.prepareHost();
+      const notes = [
+        ready.cgroups
+          ? `per-job cgroups (${ready.cgroups.version}) bound memory and processes`
+          : 'no writable cgroup hierarchy: memory and process limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC)',
+        ready.seccompFile ? 'seccomp syscall filter applied' : 'seccomp syscall filter disabled by configuration',
+        ready.landlockAbi > 0
+          ? `Landlock ABI ${ready.landlockAbi}: run jobs' exec rules (allow_shell, allowed_commands) enforced inside the job`
+          : 'no Landlock in this kernel: run jobs that restrict execution (allow_shell false, allowed_commands) cannot run',
+        egressMissing('pasta', this.options.networkTools) ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
+        egressMissing('proxy', this.options.networkTools) ?? 'jobs with allow_domains reach HTTP and TLS by name through an egress proxy on the host, nothing else',
+      ];
+      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
+    } catch (error) {
+      return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
+    }
+  }
+
+  async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
+    const ready = await this.prepareHost();
+    // Never the host's network instead: without its tools a job asking for egress does not run.
+    const noEgress = template.network === 'none' ? null : egressMissing('proxy' in template.network ? 'proxy' : 'pasta', this.options.networkTools);
+    if (noEgress) throw new SandboxUnavailableError(noEgress);
+    // A compiler's writable output dir belongs to one job, and so do a proxied job's placeholders
+    // and secrets: such templates are never pre-started.
+    const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network);
+    const key = ownsParts || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
+    let sandbox = key === null ? undefined : this.warm.take(key);
+    if (sandbox && !sandbox.alive) sandbox = undefined;
+    // The replacement is started once this job is over, so its setup does not compete with
+    // the job for CPU (and the event loop) while the caller waits; and only for a template
+    // seen before, so one-off commands do not pay for a sandbox no one will use.
+    const refill = key === null || !this.warm.noteUse(key) ? undefined : () => void this.refill(key, template, ready);
+    return sandbox ?? this.launch(template, ready, await this.acquireUid(true), { onFinished: refill });
+  }
+
+  /** Kills the warm sandboxes and waits until every sandbox has cleaned up (work-dir mounts included). */
+  async dispose(): Promise<void> {
+    this.disposed = true;
+    this.warm.drain();
+    await this.jobs.dispose();
+  }
+
+  private prepareHost(): Promise<BubblewrapHost> {
+    this.ready ??= this.initialise();
+    // A failed probe is retried next time: the admin may have installed bwrap meanwhile.
+    this.ready.catch(() => (this.ready = undefined));
+    return this.ready;
+  }
+
+  /** The host probed, then a sandbox run on it. */
+  private async initialise(): Promise<BubblewrapHost> {
+    const ready = await probeHost(this.options);
+    await probeNamespaces(async (template) => this.launch(template, ready, await this.acquireUid(true)));
+    return ready;
+  }
+
+  /** Keeps `warmPerTemplate` sandboxes of this template waiting; skipped when uids run short. */
+  private async refill(key: string, template: SandboxTemplate, ready: BubblewrapHost): Promise<void> {
+    if (this.refilling.has(key)) return;
+    this.refilling.add(key);
+    try {
+      while (!this.disposed && this.warm.shortfall(key) > 0) {
+        const uid = await this.acquireUid(false);
+        if (uid === undefined) return;
+        const sandbox: LaunchedSandbox = await this.launch(template, ready, uid, {
+          // Called only after launch returned, when `sandbox` is set.
+          onIdleDeath: () => this.warm.remove(key, sandbox),
+          // Replaced after its job, or after dying idle; not once evicted: refilling an evicted key
+          // would evict the next, whose refill evicts the next, round all the keys for ever.
+          onFinished: () => {
+            if (this.warm.keeps(key)) void this.refill(key, template, ready);
+          },
+        });
+        this.warm.add(key, sandbox);
+      }
+    } catch {
+      // Warming is an optimisation: a failure here shows up, with its reason, on the cold path.
+    } finally {
+      this.refilling.delete(key);
+    }
+  }
+
+  /** `wait`: block until a uid is free (a job); otherwise give up at once (warming). */
+  private async acquireUid(wait: true): Promise<number | null>;
+  private async acquireUid(wait: false): Promise<number | null | undefined>;
+  private async acquireUid(wait: boolean): Promise<number | null | undefined> {
+    if (!this.uids) return null;
+    const uid = wait ? await this.uids.acquire() : this.uids.tryAcquire();
+    if (uid !== undefined) await this.uids.ready(uid);
+    return uid;
+  }
+
+  private async launch(
+    template: SandboxTemplate,
+    ready: BubblewrapHost,
+    uid: number | null,
+    hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
+  ): Promise<LaunchedSandbox> {
+    let cgroup: JobCgroup | null = null;
+    let lease: WorkDirLease | null = null;
+    let settleCleanup: (() => void) | null = null;
+    const release = () => {
+      if (uid !== null) this.uids!.release(uid);
+    };
+    try {
+      const { limits } = template;
+      if (ready.cgroups) {
+        // Under RLIMIT_AS the program fails its own allocations first; the cgroup is the
+        // backstop for the sum over all its processes.
+        const memoryBytes = limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes;
+        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses, cpuCores: limits.cpuCores ?? null }, uid);
+      }
+      if (uid !== null) await this.jobs.handWritableMounts(template, uid);
+      const stagingDir = join(this.options.runtimeDir, 'jobs', ownedName());
+      await mkdir(stagingDir, { mode: 0o755 });
+      const stagedFiles = new Map<string, string>();
+      const fileMounts: Mount[] = [];
+      let workDir: string | null = null;
+      if (template.workDir !== undefined) {
+        if (uid !== null) {
+          // Root can give the work dir its own size-limited file system; otherwise only
+          // RLIMIT_FSIZE bounds a single file.
+          lease = await this.jobs.leaseWorkDir(template, uid);
+          workDir = lease.path;
+        } else {
+          workDir = join(stagingDir, 'work');
+          await mkdir(workDir, { mode: 0o755 });
+        }
+        fileMounts.push({ host: workDir, sandbox: template.workDir, writable: true });
+      }
+      const files = template.guardExec ? [...template.files, { name: EXEC_RULES_FILE, sandboxPath: EXEC_RULES_SANDBOX_PATH, executable: false }] : template.files;
+      if (template.guardExec) fileMounts.push(EXEC_GUARD_MOUNT);
+      const stage = async (name: string, mode: number): Promise<string> => {
+        const host = join(stagingDir, name);
+        await createStagedFile(host, mode);
+        stagedFiles.set(name, host);
+        return host;
+      };
+      for (const file of files) {
+        fileMounts.push({ host: await stage(file.name, file.executable ? 0o755 : 0o644), sandbox: file.sandboxPath, writable: false });
+      }
+      let network: AttachedNetwork | null = null;
+      let networkFiles: NetworkFiles | null = null;
+      if (template.network !== 'none') {
+        networkFiles = { hosts: await stage(RESOLVER_FILES.hosts, 0o644), resolvConf: await stage(RESOLVER_FILES.resolvConf, 0o644) };
+        if ('proxy' in template.network) {
+          const { proxy } = template.network;
+          if (proxy.secrets.length > 0) networkFiles.caBundle = await stage(CA_BUNDLE_FILE, 0o644);
+          network = new ProxiedNetwork(proxy, this.options.networkTools, join(stagingDir, 'egress.sock'), this.options.egress);
+        } else {
+          const pidFile = join(stagingDir, 'pasta.pid');
+          await writeFile(pidFile, '', { mode: 0o600, flag: 'wx' });
+          network = new JobNetwork(template.network, this.options.networkTools, pidFile);
+        }
+      }
+      const settled = this.jobs.oweCleanup();
+      // Settled by the sandbox once it has cleaned up, or below if it cannot be launched.
+      settleCleanup = settled;
+      // Under cgroup v2 only root may move a process out of the root group: the launcher starts
+      // as root and takes the job's uid once inside (launcherArgv).
+      const joinsAsRoot = uid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
+      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup, joinsAsRoot ? uid : null);
+      return await forkWhenQuiet(
+        () =>
+          new LaunchedSandbox({
+            argv,
+            bwrapOptions,
+            seccompFile: ready.seccompFile,
+            uid: joinsAsRoot ? null : uid,
+            cgroup,
+            jobDir: stagingDir,
+            stagedFiles,
+            workDir,
+            files: new HostWorkDir(workDir, template.workDir ?? null, uid),
+            execRules: template.guardExec ? { landlockAbi: ready.landlockAbi, systemTrees: ready.layout.directories } : null,
+            releaseWorkDir: lease ? lease.release : null,
+            network,
+            onFinished: () => {
+              release();
+              settled();
+              hooks.onFinished?.();
+            },
+            ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
+            startsEarly: template.startsEarly === true && network === null,
+          }),
+      );
+    } catch (error) {
+      settleCleanup?.();
+      await cgroup?.dispose();
+      await lease?.release();
+      release();
+      throw error;
+    }
+  }
+
+  /**
+   * The launcher chain, outermost first: [sh join-cgroups] -> [setpriv] -> prlimit -> bwrap ->
+   * job. bwrap's options travel through a pipe (ARGS_FD), only the job's argv stays on the
+   * command line. setpriv gives `becomeUid` to a launcher that joined its cgroups as root.
+   */
+  private launcherArgv(
+    template: SandboxTemplate,
+    mounts: readonly Mount[],
+    networkFiles: NetworkFiles | null,
+    ready: BubblewrapHost,
+    cgroup: JobCgroup | null,
+    becomeUid: number | null,
+  ): { argv: string[]; bwrapOptions: string[] } {
+    const { limits } = template;
+    const rlimits = [
+      `--nofile=${limits.maxOpenFiles}`,
+      `--fsize=${limits.maxFileBytes}`,
+      '--core=0',
+      `--nproc=${limits.maxProcesses}`,
+      ...(limits.memoryMechanism === 'address-space' ? [`--as=${limits.memoryBytes}`] : []),
+    ];
+    const bwrapArgs = buildBwrapArgs({
+      layout: ready.layout,
+      identityFiles: ready.identityFiles,
+      meminfo: this.meminfoFor(limits.memoryBytes),
+      argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
+      cwd: template.cwd,
+      // The proxy's variables last: a job's own HTTPS_PROXY would lead nowhere.
+      env: {
+        ...baseEnvironment(template.profile),
+        ...template.env,
+        ...(template.network !== 'none' && 'proxy' in template.network ? ProxiedNetwork.environment(template.network.proxy) : {}),
+      },
+      mounts,
+      networkFiles,
+      hidden: template.withoutShells ? ready.shellFiles : [],
+      tmpBytes: this.options.tmpBytes,
+      shmBytes: this.options.shmBytes,
+      blockFd: RELEASE_FD,
+      ...(networkFiles ? { infoFd: INFO_FD } : {}),
+      ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),
+    });
+    const split = bwrapArgs.indexOf('--');
+    const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, '--args', String(ARGS_FD), ...bwrapArgs.slice(split)];
+    if (!cgroup) return { argv: chain, bwrapOptions: bwrapArgs.slice(0, split) };
+    const become = becomeUid === null ? [] : [this.options.networkTools.setpriv, `--reuid=${becomeUid}`, `--regid=${becomeUid}`, '--clear-groups', '--'];
+    const argv = [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...become, ...chain];
+    return { argv, bwrapOptions: bwrapArgs.slice(0, split) };
+  }
+
+  private meminfoFor(memoryBytes: number): string {
+    const path = join(this.options.runtimeDir, `meminfo-${memoryBytes}`);
+    if (!existsSync(path)) replaceFile(path, meminfoText(memoryBytes));
+    return path;
+  }
+}

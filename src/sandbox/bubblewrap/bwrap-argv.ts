@@ -1,0 +1,184 @@
+import type { HostLayout } from '../host/host-layout.js';
+import type { Mount } from '../types.js';
+import { viewLayers, type WorkspacePlan } from './workspace-profile.js';
+
+/** The uid/gid the job sees inside its user namespace; the host side is an unprivileged uid. */
+export const SANDBOX_UID = 1000;
+export const SANDBOX_GID = 1000;
+export const SANDBOX_HOSTNAME = 'sandbox';
+
+const DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom'];
+const DEV_LINKS = [
+  ['/dev/fd', '/proc/self/fd'],
+  ['/dev/stdin', '/proc/self/fd/0'],
+  ['/dev/stdout', '/proc/self/fd/1'],
+  ['/dev/stderr', '/proc/self/fd/2'],
+] as const;
+const DEV_TMPFS_BYTES = 64 * 1024;
+
+/** The job's resolver files when it has egress; with secrets, the CA bundle it trusts (proxied-network.ts). */
+export interface NetworkFiles {
+  hosts: string;
+  resolvConf: string;
+  caBundle?: string;
+}
+
+/** Where a job with secrets finds its CA bundle: the system's roots and its own job CA. */
+export const CA_BUNDLE_SANDBOX_PATH = '/etc/agent-runner-ca-bundle.pem';
+
+export interface BwrapPlan {
+  layout: HostLayout;
+  /** passwd/group files naming the sandbox user, so tools that look it up do not fail. */
+  identityFiles: { passwd: string; group: string };
+  /** A /proc/meminfo that reports the job's memory limit, so `free` and runtimes size themselves to it. */
+  meminfo: string;
+  argv: readonly string[];
+  cwd: string;
+  env: Readonly<Record<string, string>>;
+  mounts: readonly Mount[];
+  /**
+   * The job's own /etc/hosts and /etc/resolv.conf when it has egress (job-network.ts fills
+   * them before the job starts); null: loopback only, so no resolver files.
+   */
+  networkFiles: NetworkFiles | null;
+  /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
+  hidden: readonly string[];
+  tmpBytes: number;
+  shmBytes: number;
+  /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
+  blockFd?: number;
+  /** bwrap writes the sandbox's pid (and namespace ids) here as JSON, then closes it. */
+  infoFd?: number;
+  /** fd holding the BPF syscall filter (seccomp.ts), applied just before exec. */
+  seccompFd?: number;
+}
+
+/**
+ * Every isolation flag in one place, readable top to bottom (and printable by a test).
+ * Mount order matters: later mounts land inside earlier ones (the job dir inside /tmp).
+ */
+export function buildBwrapArgs(plan: BwrapPlan): string[] {
+  // Each flag stays on one line with its operands.
+  // prettier-ignore
+  const args: string[] = [
+    ...(plan.blockFd !== undefined ? ['--block-fd', String(plan.blockFd)] : []),
+    ...(plan.infoFd !== undefined ? ['--info-fd', String(plan.infoFd)] : []),
+    // Namespaces: user, pid, ipc, uts, cgroup, mount, net. Egress, when allowed, is attached
+    // to the job's own network namespace from outside (job-network.ts), never the host's.
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    '--unshare-cgroup',
+    '--unshare-net',
+    '--uid', String(SANDBOX_UID),
+    '--gid', String(SANDBOX_GID),
+    '--hostname', SANDBOX_HOSTNAME,
+    // No nested user namespaces: they are the usual first step of a kernel exploit.
+    '--disable-userns',
+    // Lifetime: the job dies with its supervisor and cannot reach our terminal (TIOCSTI).
+    '--die-with-parent',
+    '--new-session',
+    '--cap-drop', 'ALL',
+    ...(plan.seccompFd !== undefined ? ['--seccomp', String(plan.seccompFd)] : []),
+    // Environment: exactly what the caller listed.
+    '--clearenv',
+  ];
+  for (const [key, value] of Object.entries(plan.env)) args.push('--setenv', key, value);
+
+  // Read-only system: /usr and the merged-/usr links, a hand-picked /etc.
+  for (const dir of plan.layout.directories) args.push('--ro-bind', dir, dir);
+  for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
+  // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
+  for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
+  for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
+  if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
+  if (plan.networkFiles?.caBundle) args.push('--ro-bind', plan.networkFiles.caBundle, CA_BUNDLE_SANDBOX_PATH);
+  args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
+
+  // Fresh kernel views: procfs of the job's PID namespace, no /sys, and a /dev of five
+  // harmless devices (no tty, no pts, no kvm), read-only but for its /dev/shm.
+  args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo');
+  args.push('--size', String(DEV_TMPFS_BYTES), '--tmpfs', '/dev');
+  for (const device of DEVICES) args.push('--dev-bind', device, device);
+  for (const [link, target] of DEV_LINKS) args.push('--symlink', target, link);
+  args.push('--size', String(plan.shmBytes), '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
+
+  // Writable space is size-limited tmpfs only, gone when the job ends.
+  args.push('--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
+  args.push('--dir', plan.cwd);
+
+  for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);
+  // The root bwrap builds is a tmpfs of mount points; freeze it so / and /etc take no writes.
+  args.push('--remount-ro', '/');
+
+  args.push('--chdir', plan.cwd, '--', ...plan.argv);
+  return args;
+}
+
+/**
+ * Every flag of the `workspace` profile, in order (later mounts land on top of earlier ones):
+ * the view of workspace-profile.ts, layer by layer, on an empty root that is then frozen.
+ * The job's environment reaches it through bwrap's own environment, never argv, so values
+ * stay out of /proc/<pid>/cmdline.
+ */
+export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
+  const size = String(plan.tmpBytes);
+  // Each flag stays on one line with its operands.
+  // prettier-ignore
+  const args = [
+    // Its own user namespace keeps the host's mounts locked read-only for the job; its own PID
+    // namespace makes the whole tree, double forks included, die with it.
+    '--unshare-user',
+    '--unshare-pid',
+    '--unshare-ipc',
+    ...(plan.network === 'none' ? ['--unshare-net'] : []),
+    '--disable-userns',
+    '--cap-drop', 'ALL',
+    // It dies with its supervisor and cannot reach a terminal (TIOCSTI).
+    '--die-with-parent',
+    '--new-session',
+    '--json-status-fd', String(plan.statusFd),
+  ];
+  /** Hidden directories are frozen last, so a path named inside one can still be mounted there. */
+  const frozen: string[] = [];
+  for (const layer of viewLayers(plan)) {
+    switch (layer.op) {
+      case 'symlink':
+        args.push('--symlink', layer.target, layer.path);
+        break;
+      case 'read-only':
+        args.push('--ro-bind', layer.path, layer.path);
+        break;
+      case 'writable':
+        args.push('--bind', layer.path, layer.path);
+        break;
+      // Secrets: an empty directory (read-only once frozen), or /dev/null, which bwrap mounts
+      // nodev, so opening it fails.
+      case 'hide-dir':
+        args.push('--tmpfs', layer.path);
+        frozen.push(layer.path);
+        break;
+      case 'hide-file':
+        args.push('--ro-bind', '/dev/null', layer.path);
+        break;
+      // Fresh kernel views: procfs of the job's PID namespace; bwrap's small /dev, read-only
+      // but for a size-limited /dev/shm.
+      case 'proc':
+        args.push('--proc', layer.path);
+        break;
+      case 'dev':
+        args.push('--dev', layer.path, '--size', size, '--tmpfs', `${layer.path}/shm`, '--remount-ro', layer.path);
+        break;
+      // Private scratch (/tmp, the home): tools need it, the host must not see it, and as RAM
+      // it is bounded.
+      case 'scratch':
+        args.push('--size', size, '--tmpfs', layer.path);
+        break;
+    }
+  }
+  for (const path of frozen) args.push('--remount-ro', path);
+  // The root bwrap builds is a tmpfs of mount points; freeze it so nothing lands beside them.
+  args.push('--remount-ro', '/', '--chdir', plan.cwd, '--', ...plan.argv);
+  return args;
+}

@@ -1,0 +1,211 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import type { Duplex } from 'node:stream';
+import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { feedStdin } from '../job-stdin.js';
+import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
+import { signalGroup } from '../host/process-tree.js';
+import { watchRun } from '../run-watch.js';
+import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
+import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
+import { SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
+
+/** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
+export const RELEASE_FD = 3;
+/** The launcher reads the seccomp filter from this fd (bwrap --seccomp). */
+export const SECCOMP_FD = 4;
+/**
+ * bwrap reads its options from this fd (--args), so what they carry (the job's environment
+ * values above all) never shows in any /proc/<pid>/cmdline on the host.
+ */
+export const ARGS_FD = 5;
+/** bwrap reports the sandbox's pid and namespaces on this fd (--info-fd), for sandboxes with egress. */
+export const INFO_FD = 6;
+
+/** What a sandbox says while setting up is kept for the error if it dies before its job. */
+const SETUP_OUTPUT_LIMIT = 16 * 1024;
+
+/** The job's directory (jobDir) is its staging dir: the staged files, and the work dir when none is leased. */
+export interface LaunchParts extends HostDirParts {
+  argv: readonly string[];
+  /** bwrap's options, written NUL-separated to ARGS_FD. */
+  bwrapOptions: readonly string[];
+  /** Host file holding the encoded seccomp filter, passed as fd SECCOMP_FD. */
+  seccompFile: string | null;
+  uid: number | null;
+  /** For a template made with guardExec: what its rules are checked against and encoded with. */
+  execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
+  /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
+  network: AttachedNetwork | null;
+  /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
+  onIdleDeath?: () => void;
+  /** Released at once (the template's `startsEarly`): its argv waits for the job on stdin. */
+  startsEarly?: boolean;
+}
+
+type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean; usage: CgroupUsage };
+
+/**
+ * One bubblewrap process tree: launched ahead of its job, blocked before exec, then released.
+ * Construct it only when no staged write is in flight (fork-gate.ts): the constructor forks.
+ * It runs at most one job and cleans up after itself (cgroup, staging dir, uid) when it ends.
+ */
+export class LaunchedSandbox extends HostDirSandbox {
+  private readonly child: ChildProcess;
+  /** Resolves once the tree is gone, with what the cgroup saw, before any cleanup. */
+  private readonly ended: Promise<Exit>;
+  private sinks: { stdout: OutputSink; stderr: OutputSink };
+  private readonly setupOutput: Buffer[] = [];
+  private exit: Exit | null = null;
+
+  constructor(private readonly parts: LaunchParts) {
+    super(parts);
+    const [command, ...args] = parts.argv;
+    const keepSetupOutput: OutputSink = {
+      write: (chunk) => {
+        if (Buffer.concat(this.setupOutput).length < SETUP_OUTPUT_LIMIT) this.setupOutput.push(Buffer.from(chunk));
+      },
+    };
+    this.sinks = { stdout: keepSetupOutput, stderr: keepSetupOutput };
+    const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
+    const devNull = openSync('/dev/null', 'r');
+    try {
+      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe', parts.network ? 'pipe' : 'ignore'], devNull);
+      this.child = spawn(command!, args, {
+        // Its own process group: a timeout kills the group, the PID namespace takes the rest.
+        detached: true,
+        env: {},
+        cwd: '/',
+        stdio,
+        ...(parts.uid !== null ? { uid: parts.uid, gid: parts.uid } : {}),
+      });
+    } finally {
+      if (filter !== null) closeSync(filter);
+      closeSync(devNull);
+    }
+    this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
+    this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
+    // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
+    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)]) stream?.on('error', () => undefined);
+    this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
+    parts.network?.attach(this.readInfo());
+    this.ended = new Promise<Omit<Exit, 'oomKilled' | 'usage'>>((resolve) => {
+      this.child.on('error', () => resolve({ code: null, signal: null }));
+      this.child.on('close', (code, signal) => resolve({ code, signal }));
+    }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false, usage: (await this.parts.cgroup?.usage()) ?? UNCOUNTED }));
+    void this.ended.then(async (exit) => {
+      this.exit = exit;
+      this.parts.network?.stop();
+      if (!this.started) {
+        this.parts.onIdleDeath?.();
+        this.release();
+      }
+      this.releaseIfNothingToRead();
+      await this.cleanUp();
+    });
+    this.setIdle(true);
+    if (parts.startsEarly) this.pipe(RELEASE_FD).end('go');
+  }
+
+  async restrictExec(rules: ExecRules): Promise<void> {
+    const guard = this.parts.execRules;
+    if (!guard) throw new Error('this sandbox was not made with guardExec');
+    if (needsLandlock(rules) && guard.landlockAbi < 1) {
+      throw new SandboxUnavailableError('this kernel has no Landlock, so exec rules (allow_shell false, allowed_commands) cannot be enforced inside the job');
+    }
+    await this.writeFile(EXEC_RULES_FILE, encodeExecRules(rules, guard.systemTrees));
+  }
+
+  get alive(): boolean {
+    return this.exit === null;
+  }
+
+  async start(io: SandboxIO): Promise<SandboxOutcome> {
+    this.beginStart();
+    if (!this.alive) {
+      const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
+      throw new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
+    }
+    this.setIdle(false);
+    await this.connectNetwork();
+    this.sinks = { stdout: io.stdout, stderr: io.stderr };
+    const watch = watchRun(io, {
+      kill: () => this.kill(),
+      // Pipes normally close as the tree dies; if a writer somehow survives, stop reading.
+      abandon: () => {
+        this.child.stdout?.destroy();
+        this.child.stderr?.destroy();
+      },
+    });
+
+    const startedAt = performance.now();
+    feedStdin(this.child.stdin!, io.stdin);
+    if (!this.parts.startsEarly) this.pipe(RELEASE_FD).end('go');
+    const exit = await this.ended;
+    const durationMs = performance.now() - startedAt;
+    watch.stop();
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: exit.oomKilled, usage: exit.usage, durationMs };
+  }
+
+  /** Finishes egress before the job may exec; on failure the sandbox is killed, then the error thrown. */
+  private async connectNetwork(): Promise<void> {
+    if (!this.parts.network) return;
+    try {
+      await this.parts.network.connect((name, content) => this.writeFile(name, content));
+    } catch (error) {
+      this.kill();
+      await this.ended;
+      throw error;
+    }
+  }
+
+  /** bwrap's --info-fd JSON: the sandbox's pid and namespace ids, written once, then closed. */
+  private async readInfo(): Promise<SandboxInfo | null> {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of this.pipe(INFO_FD)) chunks.push(chunk as Buffer);
+      const info = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
+      const pid = info['child-pid'];
+      const netNamespace = info['net-namespace'];
+      return typeof pid === 'number' && typeof netNamespace === 'number' ? { pid, netNamespace } : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * Killed unstarted. Its teardown is owed to whoever waits for the backend's dispose, so it
+   * holds the event loop as a started sandbox does: left idle (unref'd), a CLI whose job ended
+   * before its command started could see the loop empty mid-teardown and exit 0 unanswered.
+   */
+  discard(): void {
+    this.started = true;
+    this.setIdle(false);
+    this.release();
+    this.kill();
+  }
+
+  private kill(): void {
+    if (this.child.pid !== undefined && this.alive) signalGroup(this.child.pid, 'SIGKILL');
+    void this.parts.cgroup?.killAll();
+  }
+
+  /** The extra pipes (release, options, info): Node types stdio as a tuple of the first five. */
+  private pipe(fd: number): Duplex {
+    return (this.child.stdio as ReadonlyArray<unknown>)[fd] as Duplex;
+  }
+
+  /** An idle sandbox must not keep the host process alive on its own. */
+  private setIdle(idle: boolean): void {
+    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)] as Array<{
+      ref?(): void;
+      unref?(): void;
+    } | null>;
+    for (const handle of handles) {
+      if (idle) handle?.unref?.();
+      else handle?.ref?.();
+    }
+    this.parts.network?.setIdle(idle);
+  }
+}

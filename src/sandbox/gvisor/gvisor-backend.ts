@@ -1,0 +1,231 @@
+import { execFile } from 'node:child_process';
+import { access, constants, mkdir, symlink } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { promisify } from 'node:util';
+import type { BackendCapabilities } from '../../contract/backend.js';
+import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from '../host/cgroups.js';
+import { readHostLayout, type HostLayout } from '../host/host-layout.js';
+import { HostWorkDir } from '../host/host-work-dir.js';
+import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
+import { isAlive } from '../host/process-tree.js';
+import { baseEnvironment, probeTemplate } from '../profiles.js';
+import { GvisorSandbox, writablePaths, type Runsc } from './gvisor-sandbox.js';
+import { replaceFile, writeIdentityFiles } from '../host/shared-files.js';
+import { findShellFiles } from '../shell-files.js';
+import { unmountOrphans } from '../host/tmpfs.js';
+import { removeTree } from '../host/tree-removal.js';
+import type { WorkDirLease } from '../host/work-dir-pool.js';
+import { HostDirJobs } from '../host-dir-jobs.js';
+import { createStagedFile } from '../host/staged-files.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
+
+const run = promisify(execFile);
+
+export interface GvisorOptions {
+  runscPath?: string;
+  /** Host directory for this backend's files: runsc's state, bundles, identity files. */
+  runtimeDir: string;
+  /** gVisor platform: ptrace works everywhere; kvm needs a usable /dev/kvm (not on this machine kind). */
+  platform?: 'ptrace' | 'kvm' | 'systrap';
+  tmpBytes?: number;
+}
+
+const DEFAULTS = { runscPath: '/usr/bin/runsc', platform: 'ptrace', tmpBytes: 256 * 1024 * 1024 } as const;
+/**
+ * gVisor's own host threads (its Go runtime grows them under load; 26 were seen failing against a
+ * budget of 72): on the ptrace platform every guest thread also runs in a host stub task.
+ */
+const SENTRY_TASKS = 256;
+
+interface Ready {
+  runsc: Runsc;
+  version: string;
+  layout: HostLayout;
+  identityFiles: { passwd: string; group: string };
+  cgroups: CgroupHost;
+  emptyFile: string;
+  shellFiles: readonly string[];
+}
+
+/**
+ * The `gvisor` backend: each job is an OCI container run by runsc, so the job's system calls
+ * are served by gVisor's user-space kernel, not the host's. The view and limits are those of
+ * the bubblewrap profile; the work dir is a host directory bound in, so HostWorkDir serves the
+ * job's files. Runs as root only (runsc creates the sandbox's namespaces and cgroups).
+ */
+export class GvisorBackend implements SandboxBackend {
+  readonly kind = 'gvisor';
+  readonly name = 'gvisor';
+  readonly capabilities: BackendCapabilities = {
+    network: ['none'],
+    memory: ['cgroup', 'address-space'],
+    snapshot: false,
+    host_work_dir: true,
+    profiles: ['snippet', 'task', 'run-job'],
+  };
+  private readonly options: Required<GvisorOptions>;
+  private readonly jobs: HostDirJobs;
+  private ready: Promise<Ready> | undefined;
+
+  constructor(options: GvisorOptions) {
+    this.options = { ...DEFAULTS, ...options };
+    this.jobs = new HostDirJobs(this.options.runtimeDir);
+  }
+
+  async status(): Promise<BackendStatus> {
+    try {
+      const ready = await this.prepareHost();
+      const notes = [
+        `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
+        `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python, bash, ruby, php, perl and lua`,
+        'network: none only (jobs with network allow are refused)',
+        'no Landlock in gVisor: exec rules are mounts: without allow_shell, shells are hidden and writable paths are noexec; with allowed_commands, every path is noexec but the allowed programs and their interpreters',
+      ];
+      return { kind: this.kind, name: this.name, available: true, notes, resourceControl: `cgroup-${ready.cgroups.version}` };
+    } catch (error) {
+      return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
+    }
+  }
+
+  async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
+    return this.launch(template, await this.prepareHost());
+  }
+
+  private async launch(template: SandboxTemplate, ready: Ready): Promise<GvisorSandbox> {
+    if (template.network !== 'none') {
+      throw new SandboxUnavailableError('the gvisor backend gives jobs no network: network "allow" is not supported on it yet (run the job on local_process)');
+    }
+    const bundleDir = join(this.options.runtimeDir, 'jobs', ownedName());
+    let lease: WorkDirLease | null = null;
+    let cgroup: JobCgroup | null = null;
+    try {
+      const { limits } = template;
+      const cgroupLimits = { memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses + SENTRY_TASKS, cpuCores: limits.cpuCores ?? null };
+      // Ours, not runsc's: runsc leaves a group it did not make, so its OOM count is still there to read after the exit.
+      cgroup = await JobCgroup.create(ready.cgroups, cgroupLimits, null);
+      // The bundle is root's alone; its rootfs is the job's /, which the job must traverse.
+      await mkdir(bundleDir, { mode: 0o700 });
+      await mkdir(join(bundleDir, 'rootfs'), { mode: 0o755 });
+      for (const { path, target } of ready.layout.symlinks) await symlink(target, join(bundleDir, 'rootfs', path));
+      const mounts: Mount[] = [...template.mounts];
+      await this.jobs.handWritableMounts(template, SANDBOX_UID);
+      let workDir: string | null = null;
+      if (template.workDir !== undefined) {
+        lease = await this.jobs.leaseWorkDir(template, SANDBOX_UID);
+        workDir = lease.path;
+        mounts.push({ host: workDir, sandbox: template.workDir, writable: true });
+      }
+      const stagedFiles = new Map<string, string>();
+      for (const file of template.files) {
+        const host = join(bundleDir, `file-${stagedFiles.size}`);
+        await createStagedFile(host, file.executable ? 0o755 : 0o644);
+        stagedFiles.set(file.name, host);
+        mounts.push({ host, sandbox: file.sandboxPath, writable: false });
+      }
+      const covered = (dir: string) => template.cwd === dir || template.cwd.startsWith(`${posix.normalize(dir)}/`);
+      // runsc needs the cwd to exist; bwrap makes it (--dir), here it is scratch space of its own.
+      const scratch = template.cwd === '/tmp' || mounts.some((mount) => covered(mount.sandbox)) ? [] : [template.cwd];
+      const plan = {
+        layout: ready.layout,
+        identityFiles: ready.identityFiles,
+        argv: template.argv,
+        cwd: template.cwd,
+        env: { ...baseEnvironment(template.profile), ...template.env },
+        mounts,
+        scratch,
+        hidden: template.withoutShells ? ready.shellFiles : [],
+        emptyFile: ready.emptyFile,
+        tmpBytes: this.options.tmpBytes,
+        limits,
+        cgroup: { path: cgroup.hierarchyPath, limits: cgroupLimits },
+      };
+      const release = lease?.release ?? null;
+      return new GvisorSandbox({
+        runsc: ready.runsc,
+        id: posix.basename(bundleDir),
+        jobDir: bundleDir,
+        plan,
+        guarded: template.guardExec === true,
+        writablePaths: writablePaths(plan),
+        stagedFiles,
+        workDir,
+        files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
+        releaseWorkDir: release,
+        cgroup,
+        onFinished: this.jobs.oweCleanup(),
+      });
+    } catch (error) {
+      await cgroup?.dispose();
+      await lease?.release();
+      await removeTree(bundleDir);
+      throw error;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    await this.jobs.dispose();
+  }
+
+  /** Fails closed: if runsc cannot start a sandbox here, no job runs on it, and status says why. */
+  private async probe(ready: Ready): Promise<void> {
+    const template = probeTemplate(['/usr/bin/true']);
+    const said: Buffer[] = [];
+    const sink = { write: (chunk: Buffer) => void said.push(chunk) };
+    const sandbox = await this.launch(template, ready);
+    const outcome = await sandbox.start({ timeoutMs: 30_000, stdout: sink, stderr: sink }).finally(() => sandbox.release());
+    if (outcome.exitCode !== 0) {
+      const reason = Buffer.concat(said).toString('utf8').trim() || (outcome.timedOut ? 'it did not finish in 30 s' : `exit code ${outcome.exitCode ?? outcome.signal}`);
+      throw new SandboxUnavailableError(`runsc cannot start a sandbox on this host (platform ${this.options.platform}): ${reason}`);
+    }
+  }
+
+  private prepareHost(): Promise<Ready> {
+    // Whatever stops the host's set-up makes the kind unavailable, with the reason, for every face.
+    this.ready ??= this.initialise().catch((error: Error) => {
+      throw error instanceof SandboxUnavailableError ? error : new SandboxUnavailableError(`the gvisor backend cannot start here: ${error.message}`);
+    });
+    // A failed probe is retried next time: the admin may have installed runsc meanwhile.
+    this.ready.catch(() => (this.ready = undefined));
+    return this.ready;
+  }
+
+  private async initialise(): Promise<Ready> {
+    const { runscPath, runtimeDir, platform } = this.options;
+    try {
+      await access(runscPath, constants.X_OK);
+    } catch {
+      throw new SandboxUnavailableError(`runsc (gVisor) is not installed at ${runscPath}: run scripts/setup-host.sh (or apt-get install runsc)`);
+    }
+    if (process.getuid?.() !== 0) {
+      throw new SandboxUnavailableError('the gvisor backend needs root: runsc creates the sandbox namespaces and cgroups (rootless runsc cannot apply the limits)');
+    }
+    const { stdout } = await run(runscPath, ['--version'], { env: {} });
+    const version = /runsc version (\S+)/.exec(stdout)?.[1] ?? stdout.trim();
+    const stateDir = join(runtimeDir, 'runsc-state');
+    await mkdir(join(runtimeDir, 'jobs'), { recursive: true, mode: 0o700 });
+    await mkdir(stateDir, { recursive: true, mode: 0o700 });
+    const cgroups = await detectCgroups();
+    if (!cgroups) throw new SandboxUnavailableError('the gvisor backend needs a writable cgroup hierarchy with memory and pids controllers (none was found)');
+    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`, '--oci-seccomp'] };
+    await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
+    await reapStaleCgroups(cgroups);
+    const emptyFile = join(runtimeDir, 'empty');
+    replaceFile(emptyFile, '');
+    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), cgroups, emptyFile, shellFiles: findShellFiles() };
+    await this.probe(ready);
+    return ready;
+  }
+}
+
+/** Containers and bundles of agent-runner processes that died: their ids start with the owner's pid. */
+async function reapOrphans(runsc: Runsc, jobsDir: string, workDirsDir: string): Promise<void> {
+  const { stdout } = await run(runsc.path, [...runsc.globalArgs, 'list', '-quiet'], { env: {} }).catch(() => ({ stdout: '' }));
+  for (const id of stdout.split('\n').filter(Boolean)) {
+    const owner = Number(id.split('-')[0]);
+    if (Number.isInteger(owner) && owner > 0 && !isAlive(owner)) await run(runsc.path, [...runsc.globalArgs, 'delete', '--force', id], { env: {} }).catch(() => undefined);
+  }
+  await unmountOrphans(workDirsDir, isAlive);
+  await reapDeadOwners(jobsDir);
+  await reapDeadOwners(workDirsDir);
+}

@@ -1,0 +1,170 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { JobCgroup } from '../host/cgroups.js';
+import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
+import { feedStdin } from '../job-stdin.js';
+import { forkWhenQuiet } from '../host/fork-gate.js';
+import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
+import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
+import { signalGroup } from '../host/process-tree.js';
+import { watchRun } from '../run-watch.js';
+import { SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome } from '../types.js';
+
+/** How this host runs runsc: the binary and its global flags (state root, network, platform). */
+export interface Runsc {
+  path: string;
+  globalArgs: readonly string[];
+}
+
+/** The job's directory (jobDir) is its bundle: config.json, rootfs, the staged files. */
+export interface GvisorJob extends HostDirParts {
+  runsc: Runsc;
+  /** Container id: ownedName(), so a later process can tell an orphan by its owner's pid. */
+  id: string;
+  /** Everything of the config but what only start knows (argv[0], noexec). */
+  plan: Omit<OciPlan, 'executable'>;
+  /** Whether argv[0] comes from restrictExec (template.guardExec). */
+  guarded: boolean;
+  /** Sandbox paths the job can write (nothing there may be executed under restricting rules). */
+  writablePaths: readonly string[];
+  /** The group runsc runs the sandbox in: its OOM count, and the sweep behind runsc delete. */
+  cgroup: JobCgroup;
+}
+
+/** How often a kill is repeated while the container is still being created. */
+const KILL_RETRY_MS = 50;
+
+type Exit = { code: number | null; signal: NodeJS.Signals | null };
+
+/**
+ * One gVisor job. Nothing runs until start: the container is created then (`runsc run`), so
+ * its argv can be the absolute path restrictExec resolved, and the mounts can be noexec when
+ * the rules say so. Every exit path deletes the container, then the bundle.
+ */
+export class GvisorSandbox extends HostDirSandbox {
+  private rules: ExecRules | null = null;
+
+  constructor(private readonly job: GvisorJob) {
+    super(job);
+    // The container goes first: runsc delete kills what is left of the job.
+    void this.cleanUp(() => this.runsc('delete', '--force', job.id));
+  }
+
+  /**
+   * gVisor has no Landlock: the rules are enforced by the mounts instead (oci-bundle.ts). `any`
+   * as is; "the system but nothing written": every writable mount noexec (shells hidden by the
+   * template); a list of files (allowed_commands): every mount noexec but those files, each
+   * bound over itself. A file the job can write cannot be allowed alone (its mount is noexec).
+   */
+  async restrictExec(rules: ExecRules): Promise<void> {
+    if (!this.job.guarded) throw new Error('this sandbox was not made with guardExec');
+    if (rules.executable !== 'any') {
+      const written = rules.executable.files.find((file) => this.job.writablePaths.some((dir) => file === dir || file.startsWith(`${dir}/`)));
+      if (written !== undefined) {
+        throw new SandboxUnavailableError(
+          `the gvisor backend cannot run ${written} without allow_shell: writable paths are mounted noexec there, since gVisor has no Landlock to allow that one file (run it on local_process)`,
+        );
+      }
+    }
+    this.rules = rules;
+  }
+
+  async start(io: SandboxIO): Promise<SandboxOutcome> {
+    this.beginStart();
+    const { job } = this;
+    let child;
+    try {
+      child = await this.launch();
+    } catch (error) {
+      // Nothing ran: without a work dir there is nothing for the caller to read either.
+      this.releaseIfNothingToRead();
+      throw error;
+    }
+    child.stdout!.on('data', (chunk: Buffer) => io.stdout.write(chunk));
+    child.stderr!.on('data', (chunk: Buffer) => io.stderr.write(chunk));
+    child.stdin!.on('error', () => undefined);
+    const ended = new Promise<Exit>((resolve) => {
+      child.on('error', () => resolve({ code: null, signal: null }));
+      child.on('close', (code, signal) => resolve({ code, signal }));
+    });
+    const startedAt = performance.now();
+    const watch = watchRun(io, {
+      kill: () => void this.killUntil(ended),
+      abandon: () => {
+        if (child.pid !== undefined) signalGroup(child.pid, 'SIGKILL');
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      },
+    });
+    feedStdin(child.stdin!, io.stdin);
+    const exit = await ended;
+    const durationMs = performance.now() - startedAt;
+    watch.stop();
+    // runsc removes a container that ran to its end; one killed with runsc itself may be left.
+    await this.runsc('delete', '--force', job.id);
+    // runsc reports a job killed by a signal as 128 + its number, as a shell does; the group
+    // tells whether the host's OOM killer was the one.
+    const oomKilled = await job.cgroup.oomKilled();
+    const usage = await job.cgroup.usage();
+    this.releaseIfNothingToRead();
+    return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, usage, durationMs };
+  }
+
+  /** Writes the bundle's config and starts `runsc run` on it. */
+  private async launch(): Promise<ChildProcess> {
+    const { job } = this;
+    let argv = job.plan.argv;
+    if (job.guarded) {
+      if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
+      argv = [this.rules.program, ...argv.slice(1)];
+    }
+    const config = buildOciConfig({ ...job.plan, argv, executable: ociExecutable(this.rules) });
+    await writeFile(join(job.jobDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
+    const devNull = openSync('/dev/null', 'r');
+    try {
+      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.jobDir, job.id];
+      const stdio = stdioWithoutLeaks<'pipe'>(['pipe', 'pipe', 'pipe'], devNull);
+      // Its own process group (runsc and its gofer); the sandbox process makes its own.
+      return await forkWhenQuiet(() => spawn(job.runsc.path, args, { detached: true, env: {}, cwd: '/', stdio }));
+    } finally {
+      closeSync(devNull);
+    }
+  }
+
+  discard(): void {
+    this.started = true;
+    this.release();
+  }
+
+  /**
+   * Killing the container's init ends the whole sandbox, and runsc run then exits. A job killed
+   * within its first few hundred ms may have no container yet: the kill is repeated until it lands.
+   */
+  private async killUntil(ended: Promise<unknown>): Promise<void> {
+    let over = false;
+    void ended.then(() => (over = true));
+    while (!over) {
+      await this.runsc('kill', this.job.id, 'KILL');
+      await Promise.race([ended, sleep(KILL_RETRY_MS)]);
+    }
+  }
+
+  /** A runsc command on this job's container; failures (already gone) are what cleanup wants. */
+  private runsc(...args: string[]): Promise<void> {
+    return new Promise((resolve) => execFile(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }, () => resolve()));
+  }
+}
+
+/** The exec rules as mounts: noexec where nothing may be executed. */
+function ociExecutable(rules: ExecRules | null): OciExecutable {
+  if (rules === null || rules.executable === 'any') return 'any';
+  return rules.executable.system ? 'system' : { only: rules.executable.files };
+}
+
+/** Sandbox paths a job may write: /tmp, its scratch dirs, the writable mounts. */
+export function writablePaths(plan: Pick<OciPlan, 'scratch' | 'mounts'>): string[] {
+  return ['/tmp', ...plan.scratch, ...plan.mounts.filter((mount) => mount.writable).map((mount) => posix.normalize(mount.sandbox))];
+}

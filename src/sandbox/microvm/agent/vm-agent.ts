@@ -1,0 +1,64 @@
+import { createReadStream, openSync, write, writeFileSync } from 'node:fs';
+import type { GuestMessage, GuestRequest } from '../../../contract/vm-channel.js';
+import { encodeFrame } from '../../../wire/frame-codec.js';
+import { readFrames } from '../../../wire/framed-socket.js';
+import { VmJob } from './vm-job.js';
+
+/** Large enough for a chunk of workspace or artifact in base64, and no more. */
+const MAX_FRAME_BYTES = 8 * 1024 * 1024;
+/** How soon a port that read end of file is read again. */
+const RECONNECT_MS = 20;
+
+/**
+ * The guest runner of a microVM (started by the guest's init): serves the sandbox operations
+ * of one job over the VM's virtio-serial port, framed as everywhere else. One request at a
+ * time from the host; output events interleave with the replies.
+ */
+function main(channelPath: string | undefined): void {
+  if (!channelPath) throw new Error('usage: vm-agent.js /dev/vportNpM');
+  // A virtio port opens once: reads and writes share the one descriptor.
+  const fd = openSync(channelPath, 'r+');
+  // The job may fill the VM's memory; the kernel must not pick this process to free it.
+  writeFileSync('/proc/self/oom_score_adj', '-1000');
+  let writing = Promise.resolve();
+  const send = (message: GuestMessage) => {
+    const frame = encodeFrame(message, MAX_FRAME_BYTES);
+    writing = writing.then(() => writeAll(fd, frame));
+  };
+  const job = new VmJob(VmJob.backend(), ({ stream, data }) => send({ event: 'output', stream, data: data.toString('base64') }));
+  let queue = Promise.resolve();
+  const handlers = {
+    onMessage(message: unknown) {
+      const request = message as GuestRequest;
+      // kill and a streamed stdin must overtake a running start; everything else is answered in order.
+      const answer = () =>
+        job.handle(request).then(
+          (reply) => send({ id: request.id, ok: true, ...reply }),
+          (error: Error) => send({ id: request.id, ok: false, error: error.message }),
+        );
+      if (request.op === 'kill' || request.op === 'stdin') void answer();
+      else queue = queue.then(answer);
+    },
+    onProtocolError(error: Error) {
+      process.stderr.write(`guest runner: ${error.message}\n`);
+    },
+    // A virtio port read while the host is not connected (yet: a loaded host connects late)
+    // returns end of file. This process is the guest's init: were it to end, the kernel would
+    // panic. It reads again until the host is there.
+    onEnd: () => setTimeout(serve, RECONNECT_MS),
+  };
+  const serve = () => readFrames(createReadStream(channelPath, { fd, autoClose: false, highWaterMark: 256 * 1024 }), handlers, MAX_FRAME_BYTES);
+  serve();
+}
+
+function writeAll(fd: number, buffer: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    write(fd, buffer, 0, buffer.length, null, (error, written) => {
+      if (error) reject(error);
+      else if (written < buffer.length) resolve(writeAll(fd, buffer.subarray(written)));
+      else resolve();
+    });
+  });
+}
+
+main(process.argv[2]);

@@ -1,0 +1,174 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import { join, posix } from 'node:path';
+import { PassThrough } from 'node:stream';
+import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../../../contract/vm-channel.js';
+import { BubblewrapBackend } from '../../bubblewrap/bubblewrap-backend.js';
+import { probeTemplate } from '../../profiles.js';
+import type { PreparedSandbox, SandboxTemplate } from '../../types.js';
+
+type Reply = Omit<Extract<GuestReply, { ok: true }>, 'id' | 'ok'>;
+type UntarEnd = NonNullable<Extract<GuestRequest, { op: 'untar' }>['end']>;
+type OutputEvent = { stream: 'stdout' | 'stderr'; data: Buffer };
+
+/** The guest runner's own files, root's only (each made 0700 below). */
+const AGENT_DIR = '/run/agent-runner';
+const WORKSPACE_DIR = join(AGENT_DIR, 'workspace');
+const ARTIFACTS_DIR = join(AGENT_DIR, 'artifacts');
+
+/**
+ * The guest side of one VM's one job. The guest runs the very sandbox the host runs
+ * (BubblewrapBackend: namespaces, seccomp, Landlock exec rules, cgroup and rlimits), so a job
+ * sees the same minimal system on every backend; the VM around it is one more boundary, with
+ * a kernel of its own. Each request is a PreparedSandbox operation, answered in turn.
+ */
+export class VmJob {
+  private sandbox: PreparedSandbox | null = null;
+  private readonly parts = new Map<string, Buffer[]>();
+  private untar: { child: ChildProcess; done: Promise<number | null> } | null = null;
+  private readonly cancel = new AbortController();
+  private stdinStream: PassThrough | null = null;
+
+  constructor(
+    private readonly backend: BubblewrapBackend,
+    private readonly onOutput: (event: OutputEvent) => void,
+  ) {}
+
+  /** The guest's sandbox: no pre-started sandboxes (a VM runs one job), its files in the guest's /run. */
+  static backend(): BubblewrapBackend {
+    // Its runtime dir holds files the job reads (passwd, meminfo): not under a root-only dir.
+    return new BubblewrapBackend({ runtimeDir: '/run/agent-runner-sandbox', uidLockDir: '/run/agent-runner-uids', warmPerTemplate: 0 });
+  }
+
+  async handle(request: GuestRequest): Promise<Reply> {
+    switch (request.op) {
+      case 'ping':
+        return {};
+      case 'prime':
+        await this.prime();
+        return {};
+      case 'prepare':
+        if (this.sandbox) throw new Error('this VM already holds a job');
+        this.sandbox = await this.backend.prepare(asTemplate(request.template));
+        return {};
+      case 'write':
+        await this.write(request.name, Buffer.from(request.data, 'base64'), request.more);
+        return {};
+      case 'untar':
+        await this.untarPart(Buffer.from(request.data, 'base64'), request.end);
+        return {};
+      case 'stat':
+        return { kind: await this.prepared().statWorkPath(request.path) };
+      case 'resolve': {
+        const command = await this.prepared().resolveCommand(request.argv0, request);
+        if (command === null) return { command: null };
+        const [sha256, head] = await Promise.all([command.sha256(), command.head()]);
+        return { command: { sandboxPath: command.sandboxPath, realPath: command.realPath, sha256, head: head.toString('base64') } };
+      }
+      case 'exec_rules':
+        await this.prepared().restrictExec({ program: request.program, executable: request.executable });
+        return {};
+      case 'start':
+        return {
+          exit: await this.start(request.timeoutMs, request.streamStdin ? this.streamedStdin() : request.stdin === undefined ? undefined : Buffer.from(request.stdin, 'base64')),
+        };
+      case 'stdin': {
+        const input = this.streamedStdin();
+        input.write(Buffer.from(request.data, 'base64'));
+        if (request.end) input.end();
+        return {};
+      }
+      case 'kill':
+        this.cancel.abort();
+        return {};
+      case 'collect':
+        await rm(ARTIFACTS_DIR, { recursive: true, force: true });
+        await mkdir(ARTIFACTS_DIR, { recursive: true, mode: 0o700 });
+        return { collected: await this.prepared().collectArtifacts({ ...request, storeDir: ARTIFACTS_DIR }) };
+      case 'read_artifact':
+        return { data: (await readFile(artifactPath(request.path))).toString('base64') };
+    }
+  }
+
+  /** Made by whichever comes first, the start or its first stdin (which overtakes the start). */
+  private streamedStdin(): PassThrough {
+    this.stdinStream ??= new PassThrough();
+    return this.stdinStream;
+  }
+
+  private prepared(): PreparedSandbox {
+    if (!this.sandbox) throw new Error('no job was prepared');
+    return this.sandbox;
+  }
+
+  private async write(name: string, data: Buffer, more: boolean): Promise<void> {
+    const parts = this.parts.get(name) ?? [];
+    parts.push(data);
+    if (more) this.parts.set(name, parts);
+    else {
+      this.parts.delete(name);
+      await this.prepared().writeFile(name, Buffer.concat(parts));
+    }
+  }
+
+  /**
+   * The host's snapshot arrives as a tar stream, unpacked into the runner's own dir and then
+   * imported into the work dir as every backend imports a workspace (ownership, bounds).
+   */
+  private async untarPart(data: Buffer, end: UntarEnd | undefined): Promise<void> {
+    if (!this.untar) {
+      await rm(WORKSPACE_DIR, { recursive: true, force: true });
+      await mkdir(WORKSPACE_DIR, { recursive: true, mode: 0o700 });
+      const child = spawn('/usr/bin/tar', ['-x', '-C', WORKSPACE_DIR, '--no-same-owner', '-f', '-'], { stdio: ['pipe', 'ignore', 'pipe'], env: {} });
+      this.untar = { child, done: new Promise((resolve) => child.on('close', resolve)) };
+    }
+    const { child, done } = this.untar;
+    if (data.length > 0) await new Promise<void>((resolve, reject) => child.stdin!.write(data, (error) => (error ? reject(error) : resolve())));
+    if (!end) return;
+    child.stdin!.end();
+    if ((await done) !== 0) throw new Error('the workspace could not be unpacked in the guest');
+    this.untar = null;
+    await this.prepared().importWorkspace({ hostPath: WORKSPACE_DIR, ...end });
+    await rm(WORKSPACE_DIR, { recursive: true, force: true });
+  }
+
+  private async start(timeoutMs: number, stdin: Buffer | PassThrough | undefined): Promise<GuestExit> {
+    const sink = (stream: OutputEvent['stream']) => ({ write: (data: Buffer) => this.onOutput({ stream, data }) });
+    return this.prepared().start({
+      timeoutMs,
+      stdout: sink('stdout'),
+      stderr: sink('stderr'),
+      signal: this.cancel.signal,
+      ...(stdin === undefined ? {} : { stdin }),
+    });
+  }
+
+  /**
+   * Runs what jobs run, once, before the snapshot is taken: the backend is set up, and the
+   * interpreters' files are in the page cache of every VM restored from it.
+   */
+  private async prime(): Promise<void> {
+    const status = await this.backend.status();
+    if (!status.available) throw new Error(`the guest's sandbox is unavailable: ${status.notes.join('; ')}`);
+    for (const argv of [
+      ['/usr/bin/python3', '-c', 'import os, sys, json, re, collections'],
+      ['/usr/bin/node', '-e', '0'],
+      ['/usr/bin/bash', '-c', ':'],
+    ]) {
+      // node alone runs a dozen threads, each counted against maxProcesses.
+      const sandbox = await this.backend.prepare(probeTemplate(argv, { memoryBytes: 512 * 1024 * 1024, maxProcesses: 64, maxOpenFiles: 256 }));
+      const ignore = { write: () => undefined };
+      await sandbox.start({ timeoutMs: 60_000, stdout: ignore, stderr: ignore });
+    }
+  }
+}
+
+function asTemplate(template: GuestTemplate): SandboxTemplate {
+  return { ...template, mounts: [] };
+}
+
+function artifactPath(relative: string): string {
+  const normal = posix.normalize(relative);
+  if (normal.startsWith('/') || normal === '..' || normal.startsWith('../')) throw new Error(`${relative} is not inside the artifacts`);
+  return join(ARTIFACTS_DIR, normal);
+}
