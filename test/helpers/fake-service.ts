@@ -118,7 +118,7 @@ export interface FakeService {
    */
   api(method: string, path: string, body?: unknown, headers?: TestHeaders): Promise<InjectedResponse>;
   /** Leases the job as a worker would and records `result` (the job's terminal state) for it. */
-  finishJob(jobId: string, result: (request: unknown) => RunJobResult): Promise<void>;
+  finishJob(jobId: string, result: (request: unknown, runtime: RunnerRuntime) => RunJobResult): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -182,7 +182,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
       if (lease?.jobId !== jobId) throw new Error(`leased ${lease?.jobId ?? 'nothing'}, not ${jobId}: finish jobs in the order they were queued`);
       const { request } = await ports.runs.claim(jobId);
       await ports.runs.markRunning(jobId);
-      await ports.runs.finish(jobId, result(request));
+      await ports.runs.finish(jobId, result(request, runtime));
       await ports.queue.complete(jobId);
     },
     async close() {
@@ -194,9 +194,9 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
 }
 
 /** A job's result as its run would record it: `status`, with `fields` (an error among them) over what a job that never ran records. */
-export function jobResult(status: TerminalStatus, fields: Partial<RunJobResult> = {}): (request: unknown) => RunJobResult {
-  return (request) => {
-    const unrun = unrunResult(request, status, { code: 'run.exit_nonzero', message: 'set by the test' });
+export function jobResult(status: TerminalStatus, fields: Partial<RunJobResult> = {}): (request: unknown, runtime: RunnerRuntime) => RunJobResult {
+  return (request, runtime) => {
+    const unrun = unrunResult(request, status, { code: 'run.exit_nonzero', message: 'set by the test' }, runtime);
     delete unrun.error;
     return { ...unrun, ...fields };
   };
