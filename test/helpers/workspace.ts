@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, realpathSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -10,4 +10,16 @@ export function makeWorkspace(files: Record<string, string>, prefix = 'ws-'): st
     writeFileSync(join(root, path), content);
   }
   return root;
+}
+
+/** A workspace root of its own (realpath: the temp dir may be reached through a link). */
+export function makeRoot(): string {
+  return realpathSync(mkdtempSync(join(tmpdir(), 'roots-')));
+}
+
+/** A workspace of flat files in a fresh directory under `root`. */
+export function workspaceIn(root: string, files: Record<string, string>): string {
+  const dir = mkdtempSync(join(root, 'ws-'));
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content);
+  return dir;
 }

@@ -24,6 +24,7 @@ const textOf = (events: JobEvent[], stream: 'stdout' | 'stderr') =>
     .map((event) => (event.data as { text: string }).text)
     .join('');
 
+/** A finished job's replay is checked in-process: test/unit/http/events.test.ts. */
 describe('job events (Server-Sent Events)', () => {
   let server: ServerProcess;
   let client: AgentRunnerClient;
@@ -55,19 +56,6 @@ describe('job events (Server-Sent Events)', () => {
     const end = seen.at(-1)!.data as { status: string; result: { status: string; stdout: { text: string } } };
     assert.equal(end.result.status, 'canceled');
     assert.equal(end.result.stdout.text, 'ready\n');
-  });
-
-  it('replays a finished job from its result: the same output, the terminal status, then end', async () => {
-    const { job_id } = await client.run(printing(3, 0));
-    const state = await client.wait(job_id);
-    const events = await collect(client.events(job_id));
-    assert.deepEqual(
-      events.map((event) => event.event),
-      ['stdout', 'status', 'end'],
-    );
-    assert.equal(textOf(events, 'stdout'), state.result!.stdout.text);
-    assert.equal(textOf(events, 'stdout'), 'line 0\nline 1\nline 2\n');
-    assert.equal(events.at(-1)!.id, `1:${Buffer.byteLength(state.result!.stdout.text)}:0`);
   });
 
   it('resumes from Last-Event-ID: a client that drops mid-job and reconnects sees every byte once', async () => {

@@ -66,23 +66,9 @@ describe('service authentication by default', () => {
       assert.ok(server.stderr().includes(`Authorization: Bearer ${token}`), `printed to stderr: ${server.stderr()}`);
       assert.ok(!server.logs.some((line) => line.includes(token)), 'the token never reaches the JSON logs');
 
+      // Route by route, scheme by scheme, the token is checked in-process (test/unit/http/auth.test.ts).
       assert.equal((await api(server.url, 'GET', '/health', undefined, noAuth)).status, 200);
-      for (const [method, path, body] of [
-        ['GET', '/v1/jobs', undefined],
-        ['GET', '/v1/backends', undefined],
-        ['GET', '/openapi.json', undefined],
-        ['GET', '/no/such/route', undefined],
-        ['POST', '/v1/jobs', { command: { argv: ['true'] } }],
-        ['POST', '/v1/exec', { lang: 'python', code: 'print(1)' }],
-      ] as const) {
-        const denied = await api(server.url, method, path, body, noAuth);
-        assert.equal(denied.status, 401, `${method} ${path} without a token`);
-        assert.equal(denied.json.error.code, 'auth.unauthorized');
-        assert.equal(denied.headers.get('www-authenticate'), 'Bearer');
-      }
-      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: 'Bearer wrong' })).status, 401);
-      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: token })).status, 401, 'a bare token is not the Bearer scheme');
-      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: `Basic ${token}` })).status, 401);
+      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, noAuth)).status, 401);
       assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: `Bearer ${token}` })).status, 200);
     } finally {
       await server.stop();
@@ -113,19 +99,6 @@ describe('service authentication by default', () => {
       // SIGKILL would leave mounted under this state dir of its own.
       server.child.kill('SIGTERM');
       await server.exited;
-    }
-  });
-
-  it('matches the scheme name case-insensitively: bearer, BEARER', async () => {
-    const server = await startServer();
-    try {
-      assert.ok(server.token);
-      for (const scheme of ['bearer', 'BEARER', 'Bearer', 'bEaReR']) {
-        assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: `${scheme} ${server.token}` })).status, 200, scheme);
-      }
-      assert.equal((await api(server.url, 'GET', '/v1/jobs', undefined, { authorization: `bearer ${server.token}x` })).status, 401);
-    } finally {
-      await server.stop();
     }
   });
 
@@ -170,18 +143,5 @@ describe('service authentication by default', () => {
   it('refuses to turn authentication off beyond loopback, by flag or by configuration', async () => {
     await assert.rejects(startServer(['--addr', '0.0.0.0:0', '--no-auth']), /refusing to listen on 0\.0\.0\.0 without authentication/);
     await assert.rejects(startServer(['--addr', '0.0.0.0:0'], { env: { AGENT_RUNNER_SERVICE__AUTH: 'false' } }), /refusing to listen on 0\.0\.0\.0 without authentication/);
-  });
-
-  it('requires the bearer scheme in OpenAPI whenever auth is on', async () => {
-    const server = await startServer();
-    try {
-      const openapi = await api(server.url, 'GET', '/openapi.json');
-      assert.equal(openapi.status, 200);
-      assert.equal(openapi.json.components.securitySchemes.bearer.type, 'http');
-      assert.equal(openapi.json.components.securitySchemes.bearer.scheme, 'bearer');
-      assert.deepEqual(openapi.json.security, [{ bearer: [] }]);
-    } finally {
-      await server.stop();
-    }
   });
 });

@@ -1,17 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_CODES, type ErrorCode } from '../../../src/contract/errors.js';
-import { startService } from '../../../src/server/service.js';
-import { testRuntime } from '../../helpers/runtime.js';
-import { api, startServer } from '../../helpers/server.js';
+import { fakeService } from '../../helpers/fake-service.js';
 
 /**
- * /openapi.json as a remote client reads it: a valid OpenAPI 3.1 document (the validator's
+ * /openapi.json as a remote client reads it (in-process: inject() against the app the service
+ * builds; test/integration/security/service-auth.test.ts fetches it from a real service): a valid OpenAPI 3.1 document (the validator's
  * verdict, and every schema in it a JSON Schema 2020-12 that Ajv compiles in strict mode), with
  * every route, the bearer scheme, and per route the error statuses it answers with and the codes
  * each carries, as the code table says.
@@ -120,9 +116,9 @@ function assertErrorResponses(document: OpenApiDocument, authenticated: boolean)
 
 describe('the OpenAPI document', () => {
   it('is valid OpenAPI 3.1 with a token: the bearer scheme required on every route but /health, every error status described', async () => {
-    const server = await startServer();
+    const service = await fakeService();
     try {
-      const { status, json } = await api(server.url, 'GET', '/openapi.json');
+      const { status, json } = await service.api('GET', '/openapi.json');
       assert.equal(status, 200);
       const document = json as OpenApiDocument;
       await assertValid(document);
@@ -147,14 +143,14 @@ describe('the OpenAPI document', () => {
         assert.deepEqual(Object.keys(document.paths[path]![method]!.requestBody!.content), BODY_TYPES[name] ?? ['application/json'], `${name} takes its media types`);
       }
     } finally {
-      await server.stop();
+      await service.close();
     }
   });
 
   it('is valid without auth (--no-auth): the scheme declared, required nowhere, no 401', async () => {
-    const server = await startServer(['--no-auth']);
+    const service = await fakeService({ token: null });
     try {
-      const { status, json } = await api(server.url, 'GET', '/openapi.json');
+      const { status, json } = await service.api('GET', '/openapi.json');
       assert.equal(status, 200);
       const document = json as OpenApiDocument;
       await assertValid(document);
@@ -163,29 +159,14 @@ describe('the OpenAPI document', () => {
       for (const [name, operation] of operations(document)) assert.equal(operation.security, undefined, name);
       assertErrorResponses(document, false);
     } finally {
-      await server.stop();
+      await service.close();
     }
   });
 
   it('documents every route the service registers', async () => {
-    const runtime = testRuntime();
-    const settings = runtime.config.service;
-    const service = await startService({
-      address: { host: '127.0.0.1', port: 0 },
-      storeDir: mkdtempSync(join(tmpdir(), 'store-')),
-      token: null,
-      queueCapacity: 10,
-      concurrency: 1,
-      workers: 1,
-      databaseUrl: null,
-      bodyLimitBytes: settings.bodyLimitBytes,
-      clients: settings.clients,
-      retention: { maxAgeMs: null, maxCount: null },
-      logger: false,
-      runtime,
-    });
+    const service = await fakeService({ token: null });
     try {
-      const document = (await (await fetch(`${service.url}/openapi.json`)).json()) as OpenApiDocument;
+      const document = (await service.api('GET', '/openapi.json')).json as OpenApiDocument;
       const documented = operations(document);
       // Each documented operation is a route (Fastify's syntax: `:name`, the wildcard `*`)...
       for (const [name] of documented) {
@@ -207,7 +188,7 @@ describe('the OpenAPI document', () => {
         .filter((method) => method !== 'HEAD');
       assert.equal(documented.length, registered.length, `documented: ${documented.map(([name]) => name).join(', ')}`);
     } finally {
-      await service.shutdown(5_000);
+      await service.close();
     }
   });
 });
