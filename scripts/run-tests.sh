@@ -41,10 +41,10 @@ for set in "${sets[@]}"; do
     echo "# the ${failed[*]} tests failed (above); running the $set tests anyway" >&2
   fi
   echo "# $set tests: ${#files[@]} files under test/$set"
-  # AGENT_RUNNER_TEST_CONCURRENCY=2 runs two integration files at a time (each file's leftover
-  # checks look at its own process only): about 10 instead of 15 minutes here, but on 2 cores a
-  # microVM snippet under emulation then ran past its 10 s timeout once, so CI runs one at a time.
-  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-1}" || echo 1)
+  # Three integration files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
+  # look at its own process only): most of a file's time is waiting on a sandbox, a VM or a
+  # server, so on 2 cores three run in about 11 minutes where one at a time took 18 and two 12.
+  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-3}" || echo 1)
   # No stuck test may hang the run. --test-timeout bounds each file as a whole (node's runner
   # fails a file past it, naming it, kills it and goes on) and each test without a timeout of its
   # own. A process a killed file left behind can still hold the runner's pipe open after its

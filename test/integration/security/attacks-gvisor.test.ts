@@ -1,0 +1,3 @@
+import { attackSuite } from './attack-suite.js';
+
+await attackSuite('gvisor');
