@@ -41,10 +41,11 @@ for set in "${sets[@]}"; do
     echo "# the ${failed[*]} tests failed (above); running the $set tests anyway" >&2
   fi
   echo "# $set tests: ${#files[@]} files under test/$set"
-  # Three integration files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
-  # look at its own process only): most of a file's time is waiting on a sandbox, a VM or a
-  # server, so on 2 cores three run in about 11 minutes where one at a time took 18 and two 12.
-  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-3}" || echo 1)
+  # Two integration files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
+  # look at its own process only): on 2 cores about 12 minutes where one at a time took 18. Three
+  # took 11, but with both cores 97% busy a microVM under emulation then starved past a job's
+  # timeout in one of two fresh-clone runs.
+  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-2}" || echo 1)
   # No stuck test may hang the run. --test-timeout bounds each file as a whole (node's runner
   # fails a file past it, naming it, kills it and goes on) and each test without a timeout of its
   # own. A process a killed file left behind can still hold the runner's pipe open after its
