@@ -12,7 +12,7 @@ const LAYERS = [
   ['sandbox'],
   ['languages', 'policy'],
   ['runner'],
-  ['tasks', 'session'],
+  ['tasks', 'session', 'sandboxes', 'envd'],
   ['queue', 'store'],
   ['service'],
   ['postgres'],

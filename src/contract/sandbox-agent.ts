@@ -1,0 +1,163 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/**
+ * What the host and a sandbox's agent (src/sandboxes/sandbox-agent.py) say to each other,
+ * framed as everywhere else (wire/frame-codec.ts): requests on the agent's stdin, replies and
+ * events on its stdout. The agent is the long job of a long-lived sandbox: it starts processes
+ * (pipes or a pseudo-terminal), feeds and signals them, and does file operations and watches,
+ * all inside the sandbox's namespaces as the sandbox's user. It shares the sandbox with the
+ * code it runs, so the host validates every message against these schemas, caps every size
+ * itself, and trusts nothing beyond the shape.
+ *
+ * Requests carry an `id` the host chose; the reply to each carries it back, with the result
+ * or an `error`. Events (a process's output and end, a watch's changes) carry no id and come
+ * whenever they happen, in order per process and per watch. Bytes travel as base64.
+ */
+
+const Text = Type.String();
+const Id = Type.Integer({ minimum: 1 });
+const Pid = Type.Integer({ minimum: 1 });
+const Count = Type.Integer({ minimum: 0 });
+const Base64 = Type.String({ contentEncoding: 'base64' });
+
+/** The first frame the agent writes, once it serves requests. */
+export const AgentReadySchema = Type.Object({ ready: Type.Literal(true), version: Type.String({ maxLength: 64 }) });
+
+/**
+ * Why an operation failed, as the agent saw it (errno mapped to a word): the faces map these
+ * to their own errors (E2B's NotFound, AlreadyExists, InvalidArgument...).
+ */
+export const AgentErrorCodeSchema = Type.Union([
+  Type.Literal('not_found'),
+  Type.Literal('exists'),
+  Type.Literal('not_a_directory'),
+  Type.Literal('is_a_directory'),
+  Type.Literal('permission_denied'),
+  Type.Literal('invalid'),
+  Type.Literal('no_such_process'),
+  Type.Literal('failed'),
+]);
+export type AgentErrorCode = Static<typeof AgentErrorCodeSchema>;
+
+export const AgentErrorSchema = Type.Object({ code: AgentErrorCodeSchema, message: Text });
+export type AgentError = Static<typeof AgentErrorSchema>;
+
+/** One file system entry, read with lstat: a link is `symlink`, never followed. */
+export const AgentEntrySchema = Type.Object({
+  name: Text,
+  /** Absolute, as the sandbox sees it. */
+  path: Text,
+  type: Type.Union([Type.Literal('file'), Type.Literal('directory'), Type.Literal('symlink'), Type.Literal('other')]),
+  size: Count,
+  /** st_mode & 0o7777. */
+  mode: Count,
+  /** `ls -l` style, e.g. `-rw-r--r--`. */
+  permissions: Type.String({ maxLength: 16 }),
+  owner: Text,
+  group: Text,
+  modified_ms: Type.Number(),
+  symlink_target: Type.Optional(Text),
+});
+export type AgentEntry = Static<typeof AgentEntrySchema>;
+
+export const AgentProcessSchema = Type.Object({
+  pid: Pid,
+  cmd: Text,
+  args: Type.Array(Text),
+  envs: Type.Record(Type.String(), Type.String()),
+  cwd: Type.Optional(Text),
+  tag: Type.Optional(Text),
+});
+export type AgentProcess = Static<typeof AgentProcessSchema>;
+
+/** The requests, by `op`. Paths are absolute or relative to the sandbox user's home. */
+export type AgentRequest =
+  | {
+      op: 'start';
+      cmd: string;
+      args: string[];
+      envs: Record<string, string>;
+      cwd?: string;
+      tag?: string;
+      /** Output through a pseudo-terminal of this size instead of pipes (stdout and stderr merged). */
+      pty?: { cols: number; rows: number };
+      /** Keep stdin open for input; otherwise the process reads end of file at once. */
+      stdin: boolean;
+    }
+  | { op: 'input'; pid: number; data: string }
+  | { op: 'close_stdin'; pid: number }
+  /** Sent to the process's whole group (the process tree it started). */
+  | { op: 'signal'; pid: number; signal: number }
+  | { op: 'resize'; pid: number; cols: number; rows: number }
+  | { op: 'list' }
+  | { op: 'stat'; path: string }
+  /** Parents included; `created` false when the directory was there. */
+  | { op: 'mkdir'; path: string }
+  | { op: 'move'; source: string; destination: string }
+  /** Entries under `path`, down to `depth` levels (1: its children). */
+  | { op: 'list_dir'; path: string; depth: number }
+  /** A file, a link, or a directory with everything in it. */
+  | { op: 'remove'; path: string }
+  /** At most `length` bytes from `offset`; `eof` when the file ends there. */
+  | { op: 'read'; path: string; offset: number; length: number }
+  /** `append` false truncates (creating the file and its parents); true adds the next chunk. */
+  | { op: 'write'; path: string; data: string; append: boolean }
+  | { op: 'watch'; path: string; recursive: boolean }
+  | { op: 'unwatch'; watch: number };
+
+export type AgentRequestOf<Op extends AgentRequest['op']> = Extract<AgentRequest, { op: Op }>;
+
+const Failure = Type.Object({ id: Id, error: AgentErrorSchema });
+
+/** Each reply is its result or a Failure; which result is told by the request's op. */
+export const AgentReplySchemas = {
+  start: Type.Object({ id: Id, pid: Pid }),
+  input: Type.Object({ id: Id }),
+  close_stdin: Type.Object({ id: Id }),
+  signal: Type.Object({ id: Id }),
+  resize: Type.Object({ id: Id }),
+  list: Type.Object({ id: Id, processes: Type.Array(AgentProcessSchema) }),
+  stat: Type.Object({ id: Id, entry: AgentEntrySchema }),
+  mkdir: Type.Object({ id: Id, entry: AgentEntrySchema, created: Type.Boolean() }),
+  move: Type.Object({ id: Id, entry: AgentEntrySchema }),
+  list_dir: Type.Object({ id: Id, entries: Type.Array(AgentEntrySchema) }),
+  remove: Type.Object({ id: Id }),
+  read: Type.Object({ id: Id, data: Base64, eof: Type.Boolean() }),
+  write: Type.Object({ id: Id, entry: AgentEntrySchema }),
+  watch: Type.Object({ id: Id, watch: Type.Integer({ minimum: 1 }) }),
+  unwatch: Type.Object({ id: Id }),
+} as const satisfies Record<AgentRequest['op'], unknown>;
+
+export type AgentReplyOf<Op extends AgentRequest['op']> = Static<(typeof AgentReplySchemas)[Op]>;
+
+export const AgentFailureSchema = Failure;
+
+/** Output of a process, in the order it was read. */
+export const AgentOutputEventSchema = Type.Object({
+  event: Type.Literal('output'),
+  pid: Pid,
+  stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('pty')]),
+  data: Base64,
+});
+
+/** A process ended: its exit code, or the signal that ended it; its output all came before. */
+export const AgentEndEventSchema = Type.Object({
+  event: Type.Literal('end'),
+  pid: Pid,
+  exit_code: Type.Integer(),
+  signal: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+});
+
+/** A change under a watched directory; `name` is relative to the watched path. */
+export const AgentFsEventSchema = Type.Object({
+  event: Type.Literal('fs'),
+  watch: Type.Integer({ minimum: 1 }),
+  name: Text,
+  type: Type.Union([Type.Literal('create'), Type.Literal('write'), Type.Literal('remove'), Type.Literal('rename'), Type.Literal('chmod')]),
+});
+
+export const AgentEventSchema = Type.Union([AgentOutputEventSchema, AgentEndEventSchema, AgentFsEventSchema]);
+export type AgentEvent = Static<typeof AgentEventSchema>;
+export type AgentOutputEvent = Static<typeof AgentOutputEventSchema>;
+export type AgentEndEvent = Static<typeof AgentEndEventSchema>;
+export type AgentFsEvent = Static<typeof AgentFsEventSchema>;
