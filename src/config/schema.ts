@@ -146,6 +146,23 @@ export const SessionSettingsSchema = Section({
 });
 export type SessionSettings = Static<typeof SessionSettingsSchema>;
 
+export const SandboxSettingsSchema = Section({
+  max: PositiveInteger(8, 'Sandboxes running at once; one more is refused (503 sandboxes.full; 429 on the E2B API).'),
+  defaultTimeoutSeconds: PositiveInteger(300, "A sandbox is killed this long after it starts unless its timeout is set again (E2B's default)."),
+  maxTimeoutSeconds: PositiveInteger(24 * 3600, 'The longest timeout a request may set.'),
+  startTimeoutSeconds: PositiveInteger(60, "The sandbox and its agent must be up within this (a microVM's boot included)."),
+  memoryBytes: PositiveInteger(1024 * MiB, "Memory of a sandbox's processes together."),
+  maxProcesses: PositiveInteger(512),
+  maxFileBytes: PositiveInteger(1024 * MiB, 'The largest file a process in a sandbox may write.'),
+  homeBytes: PositiveInteger(1024 * MiB, "Size of the sandbox user's home directory, where its files live."),
+  endedRetentionSeconds: PositiveInteger(600, 'An ended sandbox still answers with why it ended this long.'),
+  allowInternetAccess: Type.Boolean({
+    default: false,
+    description: "Whether a sandbox may reach the internet when its request does not say (E2B's SDK asks for it by default; runJob.allowNetwork must allow it).",
+  }),
+});
+export type SandboxSettings = Static<typeof SandboxSettingsSchema>;
+
 export const BackendsSchema = Section({
   default: StringEnum(BACKEND_KIND_NAMES, 'local_process', 'The backend kind a job runs on when its request names none.'),
   microvm: Section(
@@ -224,6 +241,7 @@ export const RunnerConfigSchema = Type.Object(
     runJob: RunJobConfigSchema,
     tasks: TaskLimitsSchema,
     sessions: SessionSettingsSchema,
+    sandboxes: SandboxSettingsSchema,
     backends: BackendsSchema,
     service: ServiceSettingsSchema,
     retention: RetentionSettingsSchema,

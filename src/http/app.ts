@@ -5,6 +5,7 @@ import { validate } from '../contract/validate.js';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
 import type { SessionHost } from '../session/session-host.js';
+import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
@@ -16,6 +17,7 @@ import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
 import { backendRoutes } from './routes/backends.js';
 import { dashboardRoutes } from './routes/dashboard.js';
+import { e2bRoutes } from './routes/e2b.js';
 import { eventRoutes } from './routes/events.js';
 import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
@@ -31,6 +33,8 @@ export interface AppOptions {
   worker: WorkerProcess;
   /** Where sessions live (a sandbox host, never this process): the routes reach them by id. */
   sessions: SessionHost;
+  /** Where long-lived sandboxes live (the worker process); E2B's control plane reaches them by id. */
+  sandboxes: SandboxHost;
   /** The largest file a session takes or gives. */
   sessionFileBytes: number;
   /** The backend kind jobs run on when they name none, for /health. */
@@ -95,6 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(runtimeRoutes(options.worker));
   await app.register(pistonRoutes(options.worker, synchronousSlots));
   await app.register(sessionRoutes(options.sessions, options.sessionFileBytes));
+  await app.register(e2bRoutes(options.sandboxes));
   await app.register(dashboardRoutes());
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());
   return app;

@@ -10,20 +10,30 @@ export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/health']);
 /** The scheme name is case-insensitive (RFC 9110 11.1): `bearer` and `BEARER` are Bearer. */
 const BEARER = /^bearer +(\S+) *$/i;
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route is E2B's (routes/e2b.ts): a 401 is answered in E2B's shape, `{code, message}`. */
+    e2b?: boolean;
+  }
+}
+
 /**
- * Every route but /health and the dashboard's files needs `Authorization: Bearer <token>`,
- * compared in constant time; unknown routes too (a 401, not a 404, to a caller without the token).
+ * Every route but /health and the dashboard's files needs the token, compared in constant time;
+ * unknown routes too (a 401, not a 404, to a caller without it). It comes as `Authorization:
+ * Bearer <token>`, or as `X-API-Key: <token>`, which is how E2B's SDKs send their key.
  */
 export function installBearerAuth(app: FastifyInstance, token: string): void {
   const expected = digest(token);
   app.addHook('onRequest', async (request, reply) => {
     const route = request.routeOptions.url ?? '';
     if (OPEN_ROUTES.has(route) || isDashboardRoute(route)) return;
-    const given = BEARER.exec(request.headers.authorization ?? '')?.[1] ?? '';
+    const apiKey = request.headers['x-api-key'];
+    const given = BEARER.exec(request.headers.authorization ?? '')?.[1] ?? (typeof apiKey === 'string' ? apiKey : '');
     // Equal-length digests: timingSafeEqual needs them, and the token length leaks nothing.
-    if (!timingSafeEqual(digest(given), expected)) {
-      return sendError(reply.header('WWW-Authenticate', 'Bearer'), contractError('auth.unauthorized', 'missing or wrong bearer token'));
-    }
+    if (timingSafeEqual(digest(given), expected)) return;
+    const message = 'missing or wrong token (Authorization: Bearer, or X-API-Key)';
+    if (request.routeOptions.config.e2b) return reply.code(401).send({ code: 401, message });
+    return sendError(reply.header('WWW-Authenticate', 'Bearer'), contractError('auth.unauthorized', message));
   });
 }
 

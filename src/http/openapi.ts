@@ -1,6 +1,7 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import type { FastifySchema, RouteOptions } from 'fastify';
 import { ERROR_CODES, type ErrorCode } from '../contract/errors.js';
+import { E2bErrorSchema } from '../contract/e2b.js';
 import { ErrorBodySchema } from '../contract/service.js';
 import { OPEN_ROUTES } from './auth.js';
 import { routeSchema } from './route-schema.js';
@@ -71,7 +72,10 @@ function documented(schema: FastifySchema | undefined, route: RouteOptions, auth
   const secured = authenticated && !OPEN_ROUTES.has(route.url);
   const codes = new Map<number, Set<ErrorCode>>();
   const add = (code: ErrorCode, status: number = ERROR_CODES[code].http) => codes.set(status, (codes.get(status) ?? new Set()).add(code));
-  if (secured) add('auth.unauthorized');
+  // E2B's routes answer even our auth's 401 in their dialect (auth.ts).
+  const e2bUnauthorized =
+    secured && route.config?.e2b ? { 401: { description: 'missing or wrong token', content: { 'application/json': { schema: routeSchema(E2bErrorSchema) } } } } : {};
+  if (secured && !route.config?.e2b) add('auth.unauthorized');
   // A route in another API's dialect documents its own failures; only our auth, before it, is ours.
   if (!foreignErrors) {
     for (const code of ANY_ROUTE) add(code);
@@ -83,7 +87,7 @@ function documented(schema: FastifySchema | undefined, route: RouteOptions, auth
       else add(...entry);
     }
   }
-  const responses: Record<string, unknown> = { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes) };
+  const responses: Record<string, unknown> = { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes), ...e2bUnauthorized };
   return {
     ...schema,
     ...(schema?.params ? { params: namedWildcardParams(schema.params) } : {}),

@@ -1,6 +1,7 @@
 import { RunnerRuntime } from '../runner/runtime.js';
 import { executeSnippet } from '../runner/snippet.js';
 import { Sessions } from '../session/sessions.js';
+import { Sandboxes } from '../sandboxes/sandboxes.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
@@ -64,10 +65,12 @@ function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>):
 let runtime: RunnerRuntime;
 let loop: WorkerLoop;
 let sessions: Sessions;
+let sandboxes: Sandboxes;
 channel.handle('init', async (config, slots) => {
   runtime = new RunnerRuntime(config);
   // Before the first await: the front door may route a session call here while init still runs.
   sessions = new Sessions(runtime);
+  sandboxes = new Sandboxes(runtime);
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
@@ -88,7 +91,13 @@ channel.handle('sessionWriteFile', (id, path, content) => sessions.writeFile(id,
 channel.handle('sessionReadFile', (id, path) => sessions.readFile(id, path));
 channel.handle('sessionRemove', (id) => sessions.remove(id));
 channel.handle('sessionsClose', () => sessions.close());
+channel.handle('sandboxCreate', (request) => sandboxes.create(request));
+channel.handle('sandboxList', () => sandboxes.list());
+channel.handle('sandboxDescribe', (id) => sandboxes.describe(id));
+channel.handle('sandboxSetTimeout', (id, seconds) => sandboxes.setTimeout(id, seconds));
+channel.handle('sandboxKill', (id) => sandboxes.kill(id));
+channel.handle('sandboxesClose', () => sandboxes.close());
 channel.handle('stop', async () => {
-  await Promise.all([loop.stopped(), sessions.close()]);
+  await Promise.all([loop.stopped(), sessions.close(), sandboxes.close()]);
   await runtime.dispose();
 });

@@ -7,6 +7,7 @@ import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
 import type { SessionHost } from '../session/session-host.js';
+import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 import { IpcChannel, IpcClosedError, type IpcEndpoint } from './ipc-channel.js';
 import type { WorkerPorts } from './worker-ports.js';
 import { asBuffer, type FrontDoorSide, type WorkerSide } from './worker-protocol.js';
@@ -59,13 +60,23 @@ export class WorkerProcess {
 
   /** The sessions, which live in the worker process: each call goes to it by id. */
   readonly sessions: SessionHost = {
-    create: (request) => this.sessionCall(() => this.channel.call('sessionCreate', request)),
-    list: () => this.sessionCall(() => this.channel.call('sessionList')),
-    describe: (id) => this.sessionCall(() => this.channel.call('sessionDescribe', id)),
-    exec: (id, request) => this.sessionCall(() => this.channel.call('sessionExec', id, request)),
-    writeFile: (id, path, content) => this.sessionCall(() => this.channel.call('sessionWriteFile', id, path, content)),
-    readFile: (id, path) => this.sessionCall(async () => asBuffer(await this.channel.call('sessionReadFile', id, path))),
-    remove: (id) => this.sessionCall(() => this.channel.call('sessionRemove', id)),
+    create: (request) => this.hostCall('session', () => this.channel.call('sessionCreate', request)),
+    list: () => this.hostCall('session', () => this.channel.call('sessionList')),
+    describe: (id) => this.hostCall('session', () => this.channel.call('sessionDescribe', id)),
+    exec: (id, request) => this.hostCall('session', () => this.channel.call('sessionExec', id, request)),
+    writeFile: (id, path, content) => this.hostCall('session', () => this.channel.call('sessionWriteFile', id, path, content)),
+    readFile: (id, path) => this.hostCall('session', async () => asBuffer(await this.channel.call('sessionReadFile', id, path))),
+    remove: (id) => this.hostCall('session', () => this.channel.call('sessionRemove', id)),
+  };
+
+  /** The long-lived sandboxes, which live in the worker process too. */
+  readonly sandboxes: SandboxHost = {
+    create: (request) => this.hostCall('sandbox', () => this.channel.call('sandboxCreate', request)),
+    list: () => this.hostCall('sandbox', () => this.channel.call('sandboxList')),
+    describe: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxDescribe', id)),
+    setTimeout: (id, seconds) => this.hostCall('sandbox', () => this.channel.call('sandboxSetTimeout', id, seconds)),
+    kill: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxKill', id)),
+    envdSocket: () => null,
   };
 
   exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {
@@ -106,9 +117,9 @@ export class WorkerProcess {
     this.channel.notify('cancelAll', null);
   }
 
-  /** The service is stopping: every session ends now, new ones are refused. */
+  /** The service is stopping: every session and sandbox ends now, new ones are refused. */
   async closeSessions(): Promise<void> {
-    await this.channel.call('sessionsClose').catch(() => undefined);
+    await Promise.all([this.channel.call('sessionsClose').catch(() => undefined), this.channel.call('sandboxesClose').catch(() => undefined)]);
   }
 
   /** After the queue closed and its jobs ended: the worker records what it holds and exits. */
@@ -182,13 +193,13 @@ export class WorkerProcess {
     }
   }
 
-  /** A worker that died took its sessions with it: their calls answer session.lost, never hang. */
-  private async sessionCall<R>(call: () => Promise<R>): Promise<R> {
+  /** A worker that died took its sessions and sandboxes with it: their calls answer `*.lost`, never hang. */
+  private async hostCall<R>(what: 'session' | 'sandbox', call: () => Promise<R>): Promise<R> {
     try {
       return await call();
     } catch (error) {
       if (!(error instanceof IpcClosedError)) throw error;
-      throw new CodedError(contractError('session.lost', `the worker process that held the session is gone (${error.message}); create another session`));
+      throw new CodedError(contractError(`${what}.lost`, `the worker process that held the ${what} is gone (${error.message}); create another ${what}`));
     }
   }
 

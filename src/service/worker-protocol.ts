@@ -6,6 +6,7 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
+import type { Sandbox, SandboxCreateRequest } from '../contract/sandbox.js';
 
 /**
  * The one protocol between a front door and its worker process (worker-process.ts forks,
@@ -50,6 +51,14 @@ export type WorkerSide = {
     sessionRemove(id: string): Session;
     /** The service is stopping: every session ends, new ones are refused. */
     sessionsClose(): void;
+    // Long-lived sandboxes live in the worker process too (sandboxes/sandboxes.ts).
+    sandboxCreate(request: SandboxCreateRequest): Sandbox;
+    sandboxList(): Sandbox[];
+    sandboxDescribe(id: string): Sandbox;
+    sandboxSetTimeout(id: string, timeoutSeconds: number): Sandbox;
+    sandboxKill(id: string): Sandbox;
+    /** The service is stopping: every sandbox is killed, new ones are refused. */
+    sandboxesClose(): void;
   };
   notices: {
     /** A job it leased was canceled. */

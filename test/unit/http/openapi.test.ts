@@ -15,6 +15,7 @@ import { fakeService } from '../../helpers/fake-service.js';
 
 interface Operation {
   security?: unknown[];
+  tags?: string[];
   requestBody?: { content: Record<string, unknown> };
   responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }>;
 }
@@ -91,6 +92,15 @@ function assertErrorResponses(document: OpenApiDocument, authenticated: boolean)
       // Piston's dialect: its own failures are Piston's `{message}`; only our auth's 401 is ours.
       const expected = ['200', ...(name.startsWith('post') ? ['400'] : []), ...(open ? [] : ['401'])];
       assert.deepEqual(Object.keys(operation.responses).sort(), expected.sort(), name);
+      continue;
+    }
+    if (operation.tags?.includes('e2b')) {
+      // E2B's dialect: every failure, our auth's 401 included, is E2B's `{code, message}`.
+      for (const [status, response] of Object.entries(operation.responses)) {
+        if (Number(status) < 400) continue;
+        const schema = response.content?.['application/json']?.schema as { properties?: Record<string, unknown> } | undefined;
+        assert.deepEqual(Object.keys(schema?.properties ?? {}).sort(), ['code', 'message'], `${name} ${status}: E2B's error shape`);
+      }
       continue;
     }
     assert.equal('415' in operation.responses, JSON_ROUTES.includes(name), `${name}: 415 on the JSON routes`);

@@ -1,0 +1,91 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/**
+ * E2B's control plane (github:e2b-dev/E2B spec/openapi.yml, as the `e2b` SDK 2.x sends and
+ * reads it): the shapes agent-runner takes and answers on `/sandboxes` and `/v2/sandboxes`, so
+ * that the stock SDKs work against it unchanged. Field names are E2B's (camelCase, `sandboxID`).
+ * Fields E2B defines that this server does not do yet are refused by name (E2bUnsupported), never
+ * silently ignored: a caller asking for a network rule or a pause on timeout must know it is not
+ * there.
+ */
+
+/** The envd version this server speaks as: the SDK enables its features by it (default user, close stdin, octet-stream uploads). */
+export const E2B_ENVD_VERSION = '0.6.4';
+
+/** E2B's error body: `code` is the HTTP status (the SDK reads `code: 404` as not found). */
+export const E2bErrorSchema = Type.Object({ code: Type.Integer(), message: Type.String() }, { $id: 'E2bError' });
+export type E2bError = Static<typeof E2bErrorSchema>;
+
+const Metadata = Type.Record(Type.String({ maxLength: 256 }), Type.String({ maxLength: 4096 }));
+const EnvVars = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }));
+
+/** `POST /sandboxes` and `POST /v2/sandboxes`; unknown fields pass (newer SDKs add some), the named unsupported ones are refused. */
+export const E2bNewSandboxSchema = Type.Object(
+  {
+    templateID: Type.String({ minLength: 1, maxLength: 128 }),
+    timeout: Type.Optional(Type.Integer({ minimum: 0, description: 'Seconds until the sandbox is killed (default 300).' })),
+    metadata: Type.Optional(Metadata),
+    envVars: Type.Optional(EnvVars),
+    secure: Type.Optional(Type.Boolean({ description: 'Default true: envd takes only requests with the access token.' })),
+    allow_internet_access: Type.Optional(Type.Boolean()),
+    autoPause: Type.Optional(Type.Boolean()),
+  },
+  { $id: 'E2bNewSandbox', additionalProperties: true },
+);
+export type E2bNewSandbox = Static<typeof E2bNewSandboxSchema>;
+
+/** Fields of a create that ask for what this server does not do: refused with 400 when set. */
+export const E2B_UNSUPPORTED_CREATE_FIELDS = ['network', 'mcp', 'volumeMounts', 'autoResume', 'autoPauseMemory', 'iam'] as const;
+
+export const E2bSandboxSchema = Type.Object(
+  {
+    templateID: Type.String(),
+    sandboxID: Type.String(),
+    clientID: Type.String(),
+    envdVersion: Type.String(),
+    envdAccessToken: Type.Optional(Type.String()),
+    trafficAccessToken: Type.Union([Type.String(), Type.Null()]),
+    domain: Type.Union([Type.String(), Type.Null()]),
+  },
+  { $id: 'E2bSandbox' },
+);
+export type E2bSandbox = Static<typeof E2bSandboxSchema>;
+
+export const E2bListedSandboxSchema = Type.Object(
+  {
+    templateID: Type.String(),
+    sandboxID: Type.String(),
+    clientID: Type.String(),
+    startedAt: Type.String({ format: 'date-time' }),
+    endAt: Type.String({ format: 'date-time' }),
+    cpuCount: Type.Number(),
+    memoryMB: Type.Integer(),
+    diskSizeMB: Type.Integer(),
+    metadata: Metadata,
+    state: Type.Union([Type.Literal('running'), Type.Literal('paused')]),
+    envdVersion: Type.String(),
+  },
+  { $id: 'E2bListedSandbox' },
+);
+export type E2bListedSandbox = Static<typeof E2bListedSandboxSchema>;
+
+export const E2bSandboxDetailSchema = Type.Composite(
+  [E2bListedSandboxSchema, Type.Object({ envdAccessToken: Type.Optional(Type.String()), domain: Type.Union([Type.String(), Type.Null()]), allowInternetAccess: Type.Boolean() })],
+  { $id: 'E2bSandboxDetail' },
+);
+export type E2bSandboxDetail = Static<typeof E2bSandboxDetailSchema>;
+
+export const E2bTimeoutSchema = Type.Object({ timeout: Type.Integer({ minimum: 0 }) }, { $id: 'E2bTimeout', additionalProperties: true });
+export const E2bConnectSchema = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0 })) }, { $id: 'E2bConnect', additionalProperties: true });
+
+/** `GET /v2/sandboxes`: `metadata` is form-encoded `k=v&k2=v2` (each part URI-encoded again by the SDK), `state` a comma list. */
+export const E2bListQuerySchema = Type.Object(
+  {
+    metadata: Type.Optional(Type.String({ maxLength: 16384 })),
+    state: Type.Optional(Type.String({ maxLength: 64 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    nextToken: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: true },
+);
+export type E2bListQuery = Static<typeof E2bListQuerySchema>;

@@ -1,0 +1,242 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import {
+  E2B_ENVD_VERSION,
+  E2B_UNSUPPORTED_CREATE_FIELDS,
+  E2bConnectSchema,
+  E2bErrorSchema,
+  E2bListedSandboxSchema,
+  E2bListQuerySchema,
+  E2bNewSandboxSchema,
+  E2bSandboxDetailSchema,
+  E2bSandboxSchema,
+  E2bTimeoutSchema,
+  type E2bListedSandbox,
+  type E2bListQuery,
+  type E2bNewSandbox,
+  type E2bSandbox,
+  type E2bSandboxDetail,
+} from '../../contract/e2b.js';
+import { CodedError, ERROR_CODES } from '../../contract/errors.js';
+import type { Sandbox } from '../../contract/sandbox.js';
+import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
+import { routeSchema } from '../route-schema.js';
+
+const Params = routeSchema(Type.Object({ sandboxID: Type.String() }));
+type SandboxRoute = { Params: { sandboxID: string } };
+/** Who made a sandbox, in E2B's terms: one client, this server. */
+const CLIENT_ID = 'agent-runner';
+const E2B_ERROR = routeSchema(E2bErrorSchema);
+const DEFAULT_PAGE = 100;
+/** Its failures in E2B's shape, its 401 too (auth.ts). */
+const E2B_ROUTE = { foreignErrors: true, e2b: true };
+
+/**
+ * E2B's control plane (contract/e2b.ts) over the sandboxes the worker process holds, so the
+ * stock `e2b` SDKs work with `E2B_API_URL` pointing here. Answers in E2B's dialect: its field
+ * names, and failures as `{code, message}` where `code` is the HTTP status, which is how the SDK
+ * tells a missing sandbox (`code: 404`) from other errors. The SDK sends its key as `X-API-Key`,
+ * which auth.ts takes as the service token.
+ */
+export function e2bRoutes(sandboxes: SandboxHost) {
+  return async (app: FastifyInstance) => {
+    app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, _request, reply) => {
+      if (error instanceof CodedError) {
+        const retryAfter = error.extra.retry_after_seconds;
+        if (typeof retryAfter === 'number') void reply.header('Retry-After', String(retryAfter));
+        // A full server is E2B's 429 (the SDK retries it after Retry-After).
+        const status = error.error.code === 'sandboxes.full' ? 429 : typeof error.extra.http_status === 'number' ? error.extra.http_status : ERROR_CODES[error.error.code].http;
+        return e2bError(reply, status, error.message);
+      }
+      if (error.validation) return e2bError(reply, 400, error.message);
+      const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+      return e2bError(reply, status, status === 500 ? 'internal error' : error.message);
+    });
+
+    const errors = { 400: E2B_ERROR, 404: E2B_ERROR, 429: E2B_ERROR, 500: E2B_ERROR };
+    const create = async (request: { body: E2bNewSandbox }, reply: FastifyReply) => {
+      const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
+      if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
+      if (request.body.autoPause) return e2bError(reply, 400, 'autoPause: pausing is not supported by this server yet; leave it out');
+      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: internet } = request.body;
+      const sandbox = await sandboxes.create({
+        template: templateID,
+        ...(timeout ? { timeout_seconds: timeout } : {}),
+        ...(metadata ? { metadata } : {}),
+        ...(envVars ? { env_vars: envVars } : {}),
+        secure: secure ?? true,
+        ...(internet === undefined ? {} : { allow_internet_access: internet }),
+      });
+      return reply.code(201).send(created(sandbox));
+    };
+    for (const url of ['/sandboxes', '/v2/sandboxes']) {
+      app.post<{ Body: E2bNewSandbox }>(
+        url,
+        {
+          config: E2B_ROUTE,
+          schema: { summary: 'E2B: create a sandbox', tags: ['e2b'], body: routeSchema(E2bNewSandboxSchema), response: { 201: routeSchema(E2bSandboxSchema), ...errors } },
+        },
+        create,
+      );
+    }
+
+    app.get(
+      '/sandboxes',
+      { config: E2B_ROUTE, schema: { summary: 'E2B: the running sandboxes', tags: ['e2b'], response: { 200: routeSchema(Type.Array(E2bListedSandboxSchema)), ...errors } } },
+      async () => (await sandboxes.list()).filter((sandbox) => sandbox.state === 'running').map(listed),
+    );
+
+    app.get<{ Querystring: E2bListQuery }>(
+      '/v2/sandboxes',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: sandboxes by state and metadata, a page at a time (`x-next-token`)',
+          tags: ['e2b'],
+          querystring: routeSchema(E2bListQuerySchema),
+          response: { 200: routeSchema(Type.Array(E2bListedSandboxSchema)), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { metadata, state, limit = DEFAULT_PAGE, nextToken } = request.query;
+        const wanted = metadata === undefined ? {} : metadataFilter(metadata);
+        const states = state === undefined ? ['running', 'paused'] : state.split(',');
+        const matching = (await sandboxes.list())
+          .filter((sandbox) => sandbox.state === 'running' && states.includes('running'))
+          .filter((sandbox) => Object.entries(wanted).every(([key, value]) => sandbox.metadata[key] === value))
+          .sort((a, b) => a.started_at.localeCompare(b.started_at) || a.id.localeCompare(b.id));
+        const after = nextToken === undefined ? null : Buffer.from(nextToken, 'base64url').toString('utf8');
+        const from = after === null ? 0 : matching.findIndex((sandbox) => `${sandbox.started_at}/${sandbox.id}` > after);
+        const page = from < 0 ? [] : matching.slice(from, from + limit);
+        const last = page.at(-1);
+        if (last && from + limit < matching.length) void reply.header('x-next-token', Buffer.from(`${last.started_at}/${last.id}`).toString('base64url'));
+        return page.map(listed);
+      },
+    );
+
+    app.get<SandboxRoute>(
+      '/sandboxes/:sandboxID',
+      { config: E2B_ROUTE, schema: { summary: 'E2B: a sandbox', tags: ['e2b'], params: Params, response: { 200: routeSchema(E2bSandboxDetailSchema), ...errors } } },
+      async (request) => detail(await running(sandboxes, request.params.sandboxID)),
+    );
+
+    app.delete<SandboxRoute>(
+      '/sandboxes/:sandboxID',
+      { config: E2B_ROUTE, schema: { summary: 'E2B: kill a sandbox', tags: ['e2b'], params: Params, response: { 204: Type.Null(), ...errors } } },
+      async (request, reply) => {
+        await running(sandboxes, request.params.sandboxID);
+        await sandboxes.kill(request.params.sandboxID);
+        return reply.code(204).send();
+      },
+    );
+
+    app.post<SandboxRoute & { Body: { timeout: number } }>(
+      '/sandboxes/:sandboxID/timeout',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: kill the sandbox `timeout` seconds from now',
+          tags: ['e2b'],
+          params: Params,
+          body: routeSchema(E2bTimeoutSchema),
+          response: { 204: Type.Null(), ...errors },
+        },
+      },
+      async (request, reply) => {
+        await running(sandboxes, request.params.sandboxID);
+        await sandboxes.setTimeout(request.params.sandboxID, request.body.timeout);
+        return reply.code(204).send();
+      },
+    );
+
+    for (const url of ['/sandboxes/:sandboxID/connect', '/v2/sandboxes/:sandboxID/connect']) {
+      app.post<SandboxRoute & { Body: { timeout?: number } | undefined }>(
+        url,
+        {
+          config: E2B_ROUTE,
+          schema: {
+            summary: 'E2B: connect to a running sandbox (its timeout is moved out to `timeout` seconds from now, never in)',
+            tags: ['e2b'],
+            params: Params,
+            body: routeSchema(E2bConnectSchema),
+            response: { 200: routeSchema(E2bSandboxSchema), ...errors },
+          },
+        },
+        async (request) => {
+          const sandbox = await running(sandboxes, request.params.sandboxID);
+          const timeout = request.body?.timeout;
+          const later = timeout !== undefined && Date.now() + timeout * 1000 > Date.parse(sandbox.end_at);
+          return created(later ? await sandboxes.setTimeout(sandbox.id, timeout) : sandbox);
+        },
+      );
+    }
+  };
+}
+
+/** A sandbox that runs; an ended one is, for E2B, not found. */
+async function running(sandboxes: SandboxHost, id: string): Promise<Sandbox> {
+  const sandbox = await sandboxes.describe(id).catch((error: unknown) => {
+    if (error instanceof CodedError && error.error.code === 'sandbox.not_found') return null;
+    throw error;
+  });
+  if (sandbox === null || sandbox.state !== 'running') throw notFound(id);
+  return sandbox;
+}
+
+function notFound(id: string): Error {
+  return Object.assign(new Error(`sandbox ${JSON.stringify(id)} not found`), { statusCode: 404 });
+}
+
+function e2bError(reply: FastifyReply, status: number, message: string) {
+  return reply.code(status).send({ code: status, message });
+}
+
+function created(sandbox: Sandbox): E2bSandbox {
+  return {
+    templateID: sandbox.template,
+    sandboxID: sandbox.id,
+    clientID: CLIENT_ID,
+    envdVersion: E2B_ENVD_VERSION,
+    ...(sandbox.envd_access_token === undefined ? {} : { envdAccessToken: sandbox.envd_access_token }),
+    trafficAccessToken: null,
+    domain: null,
+  };
+}
+
+function listed(sandbox: Sandbox): E2bListedSandbox {
+  return {
+    templateID: sandbox.template,
+    sandboxID: sandbox.id,
+    clientID: CLIENT_ID,
+    startedAt: sandbox.started_at,
+    endAt: sandbox.end_at,
+    cpuCount: sandbox.cpu_count,
+    memoryMB: sandbox.memory_mb,
+    diskSizeMB: sandbox.disk_size_mb,
+    metadata: sandbox.metadata,
+    state: 'running',
+    envdVersion: E2B_ENVD_VERSION,
+  };
+}
+
+function detail(sandbox: Sandbox): E2bSandboxDetail {
+  return { ...listed(sandbox), domain: null, allowInternetAccess: sandbox.internet_access };
+}
+
+/**
+ * The SDK's metadata filter: `k=v&k2=v2` as a form, each key and value URI-encoded once more
+ * before the form is (so `a b` arrives as `a%20b` inside the form's value).
+ */
+function metadataFilter(encoded: string): Record<string, string> {
+  const filter: Record<string, string> = {};
+  for (const [key, value] of new URLSearchParams(encoded)) filter[safeDecode(key)] = safeDecode(value);
+  return filter;
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}

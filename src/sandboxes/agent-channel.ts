@@ -1,0 +1,159 @@
+import { PassThrough, type Readable } from 'node:stream';
+import {
+  AgentEventSchema,
+  AgentFailureSchema,
+  AgentReadySchema,
+  AgentReplySchemas,
+  type AgentEvent,
+  type AgentFsEvent,
+  type AgentReplyOf,
+  type AgentRequest,
+  type AgentRequestOf,
+} from '../contract/sandbox-agent.js';
+import { validate } from '../contract/validate.js';
+import { CappedCapture } from '../sandbox/output-capture.js';
+import type { OutputSink } from '../sandbox/types.js';
+import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
+import { AgentOperationError, SandboxGoneError, type ProcessListener, type SandboxAgentPort } from './agent-port.js';
+
+/**
+ * The largest frame read from an agent. Its honest frames are far smaller (an output event holds
+ * 64 KiB, a read chunk READ_CHUNK_BYTES, both in base64); a listing of a huge tree is the one that
+ * grows, and past this it ends the sandbox rather than the host's memory.
+ */
+const MAX_AGENT_FRAME_BYTES = 64 * 1024 * 1024;
+/** What the agent says on its own stderr (a crash at start-up) is kept for the reason it ended. */
+const AGENT_STDERR_BYTES = 16 * 1024;
+
+type Pending = { op: AgentRequest['op']; resolve(reply: unknown): void; reject(error: Error): void; listener?: ProcessListener };
+
+/**
+ * The host's end of a sandbox agent's pipes (contract/sandbox-agent.ts): requests framed onto its
+ * stdin, replies matched by id, events handed to whoever follows the process or watch. Requests
+ * may overlap (a process runs while files are read). A message that is not the protocol, or that
+ * fails its schema, ends the channel: the agent shares its sandbox with the code it runs, and a
+ * sandbox whose agent cannot be believed is over.
+ */
+export class AgentChannel implements SandboxAgentPort {
+  readonly stdin: Readable;
+  readonly stdout: OutputSink = { write: (chunk) => this.receive(chunk) };
+  readonly stderr = new CappedCapture(AGENT_STDERR_BYTES);
+  private readonly input = new PassThrough();
+  private readonly decoder = new FrameDecoder(MAX_AGENT_FRAME_BYTES);
+  private readonly pending = new Map<number, Pending>();
+  private readonly processes = new Map<number, Set<ProcessListener>>();
+  private readonly watches = new Map<number, Set<(event: AgentFsEvent) => void>>();
+  private nextId = 1;
+  private gone: SandboxGoneError | null = null;
+  private readyWaiter: { resolve(version: string): void; reject(error: Error): void } | null = null;
+  private readonly ready: Promise<string>;
+
+  constructor() {
+    this.stdin = this.input;
+    this.ready = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
+    // Whoever starts the sandbox awaits `started()`; an unawaited rejection must not crash the host.
+    this.ready.catch(() => undefined);
+  }
+
+  /** The agent's version, once it serves requests. */
+  started(): Promise<string> {
+    return this.ready;
+  }
+
+  request<Op extends Exclude<AgentRequest['op'], 'start'>>(request: AgentRequestOf<Op>): Promise<AgentReplyOf<Op>> {
+    return this.send(request) as Promise<AgentReplyOf<Op>>;
+  }
+
+  async start(request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
+    const { pid } = (await this.send(request, listener)) as AgentReplyOf<'start'>;
+    return { pid, detach: () => this.processes.get(pid)?.delete(listener) };
+  }
+
+  follow(pid: number, listener: ProcessListener): { detach(): void } {
+    if (this.gone) throw this.gone;
+    const listeners = this.processes.get(pid);
+    if (!listeners) throw new AgentOperationError({ code: 'no_such_process', message: `no process ${pid} is running` });
+    listeners.add(listener);
+    return { detach: () => listeners.delete(listener) };
+  }
+
+  onWatch(watch: number, listener: (event: AgentFsEvent) => void): { detach(): void } {
+    if (this.gone) throw this.gone;
+    let listeners = this.watches.get(watch);
+    if (!listeners) this.watches.set(watch, (listeners = new Set()));
+    listeners.add(listener);
+    return { detach: () => listeners.delete(listener) };
+  }
+
+  /** The sandbox is over: every pending and later request fails with `reason`, the agent's stdin ends. */
+  lose(reason: string): void {
+    if (this.gone) return;
+    this.gone = new SandboxGoneError(reason);
+    this.readyWaiter?.reject(this.gone);
+    for (const waiter of this.pending.values()) waiter.reject(this.gone);
+    this.pending.clear();
+    this.processes.clear();
+    this.watches.clear();
+    this.input.end();
+  }
+
+  private send(request: AgentRequest, listener?: ProcessListener): Promise<unknown> {
+    if (this.gone) return Promise.reject(this.gone);
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}) });
+      this.input.write(encodeFrame({ ...request, id }, MAX_AGENT_FRAME_BYTES));
+    });
+  }
+
+  private receive(chunk: Buffer): void {
+    if (this.gone) return;
+    try {
+      this.decoder.push(chunk, (message) => this.dispatch(message));
+    } catch (error) {
+      this.lose(`the sandbox's agent broke its protocol: ${(error as Error).message}`);
+    }
+  }
+
+  private dispatch(message: unknown): void {
+    if (this.gone) return;
+    const fields = (message !== null && typeof message === 'object' ? message : {}) as { id?: unknown; event?: unknown; ready?: unknown };
+    if (fields.ready !== undefined) return this.readied(message);
+    if (fields.event !== undefined) return this.event(message);
+    const waiter = typeof fields.id === 'number' ? this.pending.get(fields.id) : undefined;
+    if (!waiter) throw new Error(`a reply nobody asked for (id ${String(fields.id)})`);
+    this.pending.delete(fields.id as number);
+    const failure = validate(AgentFailureSchema, message);
+    if (failure.ok) return waiter.reject(new AgentOperationError(failure.value.error));
+    const reply = validate(AgentReplySchemas[waiter.op], message);
+    if (!reply.ok) throw new Error(`its answer to ${waiter.op}: ${reply.message}`);
+    // Attached before the next frame is read: the agent sends a process's first event after this reply.
+    if (waiter.op === 'start' && waiter.listener) this.processes.set((reply.value as AgentReplyOf<'start'>).pid, new Set([waiter.listener]));
+    waiter.resolve(reply.value);
+  }
+
+  private readied(message: unknown): void {
+    const ready = validate(AgentReadySchema, message);
+    if (!ready.ok || this.readyWaiter === null) throw new Error(`an unexpected ready message (${ready.ok ? 'a second one' : ready.message})`);
+    this.readyWaiter.resolve(ready.value.version);
+    this.readyWaiter = null;
+  }
+
+  private event(message: unknown): void {
+    const checked = validate(AgentEventSchema, message);
+    if (!checked.ok) throw new Error(`an event out of protocol: ${checked.message}`);
+    const event: AgentEvent = checked.value;
+    if (event.event === 'fs') {
+      for (const listener of this.watches.get(event.watch) ?? []) listener(event);
+      return;
+    }
+    const listeners = this.processes.get(event.pid);
+    if (!listeners) return;
+    if (event.event === 'output') {
+      for (const listener of listeners) listener.output(event);
+      return;
+    }
+    this.processes.delete(event.pid);
+    for (const listener of listeners) listener.end(event);
+  }
+}

@@ -1,0 +1,221 @@
+import { CodedError, contractError } from '../contract/errors.js';
+import type { Sandbox } from '../contract/sandbox.js';
+import type { SandboxSettings } from '../config/schema.js';
+import type { Mount, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import { SandboxUnavailableError } from '../sandbox/types.js';
+import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
+import { guestProgram } from '../util/guest-program.js';
+import { AgentChannel } from './agent-channel.js';
+import type { SandboxAgentPort } from './agent-port.js';
+
+/** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
+export const SANDBOX_HOME = '/home/user';
+export const SANDBOX_USER = 'user';
+
+/** The agent (sandbox-agent.py), the sandbox's one long job. */
+const agentSource = guestProgram(new URL('./sandbox-agent.py', import.meta.url));
+
+/** Everything a sandbox is made of, checked and resolved by Sandboxes.create. */
+export interface SandboxPlan {
+  id: string;
+  template: string;
+  backend: SandboxBackend;
+  /** Runs the agent: the python the host resolved, and the read-only trees it needs. */
+  python: { executable: string; mounts: readonly Mount[] };
+  /** Given to every process it starts, under what each start asks for. */
+  envVars: Readonly<Record<string, string>>;
+  metadata: Readonly<Record<string, string>>;
+  network: SandboxNetwork;
+  timeoutMs: number;
+  accessToken: string | null;
+  memoryBytes: number;
+  maxProcesses: number;
+  maxOpenFiles: number;
+  cpuCores: number;
+  settings: SandboxSettings;
+}
+
+/**
+ * One long-lived sandbox: a prepared sandbox whose one long job is the agent, serving
+ * processes, files and watches until the sandbox is killed or its timeout passes (which
+ * `setTimeout` moves). When it ends, every process in it ends with it: the backend kills the
+ * sandbox's whole tree, whatever the agent does.
+ */
+export class LiveSandbox {
+  private readonly channel = new AgentChannel();
+  private readonly stop = new AbortController();
+  private readonly startedAt = new Date();
+  private endAt: Date;
+  private timer: NodeJS.Timeout | undefined;
+  private endedReason: string | null = null;
+  private agentVersion: string | null = null;
+  private readonly ended: Promise<void>;
+  private markEnded!: () => void;
+
+  private constructor(
+    private readonly plan: SandboxPlan,
+    private readonly onEnded: (sandbox: LiveSandbox) => void,
+  ) {
+    this.endAt = new Date(this.startedAt.getTime() + plan.timeoutMs);
+    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+  }
+
+  /** Makes the sandbox and waits for its agent; throws CodedError (backend.unavailable, backend.setup_failed). */
+  static async start(plan: SandboxPlan, onEnded: (sandbox: LiveSandbox) => void): Promise<LiveSandbox> {
+    const sandbox = new LiveSandbox(plan, onEnded);
+    await sandbox.launch();
+    return sandbox;
+  }
+
+  get id(): string {
+    return this.plan.id;
+  }
+
+  get running(): boolean {
+    return this.endedReason === null;
+  }
+
+  get accessToken(): string | null {
+    return this.plan.accessToken;
+  }
+
+  get metadata(): Readonly<Record<string, string>> {
+    return this.plan.metadata;
+  }
+
+  /** Its agent, with the sandbox's environment under each process's own. */
+  get agent(): SandboxAgentPort {
+    const { channel, plan } = this;
+    return {
+      request: (request) => channel.request(request),
+      start: (request, listener) => channel.start({ ...request, envs: { ...plan.envVars, ...request.envs } }, listener),
+      follow: (pid, listener) => channel.follow(pid, listener),
+      onWatch: (watch, listener) => channel.onWatch(watch, listener),
+    };
+  }
+
+  /** `withToken`: the envd access token is shown to whoever created the sandbox, not in lists. */
+  describe(withToken = false): Sandbox {
+    const { plan } = this;
+    return {
+      id: plan.id,
+      template: plan.template,
+      backend: plan.backend.kind,
+      state: this.running ? 'running' : 'ended',
+      started_at: this.startedAt.toISOString(),
+      end_at: this.endAt.toISOString(),
+      metadata: { ...plan.metadata },
+      cpu_count: plan.cpuCores,
+      memory_mb: Math.floor(plan.memoryBytes / 2 ** 20),
+      disk_size_mb: Math.floor(plan.settings.homeBytes / 2 ** 20),
+      internet_access: plan.network !== 'none',
+      agent_version: this.agentVersion,
+      ...(withToken && plan.accessToken !== null ? { envd_access_token: plan.accessToken } : {}),
+      ...(this.endedReason === null ? {} : { ended_reason: this.endedReason }),
+    };
+  }
+
+  /** Kills the sandbox `timeoutMs` from now (0: now). */
+  setTimeout(timeoutMs: number): void {
+    if (!this.running) throw this.endedError();
+    this.endAt = new Date(Date.now() + timeoutMs);
+    this.arm();
+  }
+
+  /** Ends the sandbox (idempotent): its agent's stdin closes and its whole tree is killed. */
+  async end(reason: string): Promise<void> {
+    this.settle(reason);
+    this.stop.abort();
+    await this.ended;
+  }
+
+  endedError(): CodedError {
+    return new CodedError(contractError('sandbox.ended', `sandbox ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
+  }
+
+  private async launch(): Promise<void> {
+    const { plan } = this;
+    const template = {
+      profile: 'run-job',
+      argv: [plan.python.executable, '-I', '-S', '-c', agentSource()],
+      cwd: SANDBOX_HOME,
+      // The same for every sandbox of a kind, so a pre-started one serves the next create: what
+      // differs per sandbox (its env vars) reaches its processes through the agent.
+      env: { PATH: SANDBOX_SEARCH_PATH.join(':'), HOME: SANDBOX_HOME, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
+      mounts: plan.python.mounts,
+      files: [],
+      workDir: SANDBOX_HOME,
+      workDirBytes: plan.settings.homeBytes,
+      network: plan.network,
+      startsEarly: true,
+      limits: {
+        memoryBytes: plan.memoryBytes,
+        memoryMechanism: 'cgroup',
+        maxProcesses: plan.maxProcesses,
+        maxOpenFiles: plan.maxOpenFiles,
+        maxFileBytes: plan.settings.maxFileBytes,
+        cpuCores: plan.cpuCores,
+      },
+    } as const;
+    let prepared;
+    try {
+      prepared = await plan.backend.prepare(template);
+    } catch (error) {
+      throw error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
+    }
+    const outcome = prepared.start({
+      // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
+      timeoutMs: plan.settings.maxTimeoutSeconds * 1000,
+      stdin: this.channel.stdin,
+      stdout: this.channel.stdout,
+      stderr: this.channel.stderr,
+      signal: this.stop.signal,
+    });
+    void outcome.then(
+      (ended) => this.finished(describeExit(ended, this.channel.stderr.text())),
+      (error: Error) => this.finished(`the sandbox failed: ${error.message}`),
+    );
+    void this.ended.then(() => prepared.release());
+    const deadline = setTimeout(() => this.channel.lose(`the agent was not up within ${plan.settings.startTimeoutSeconds} s`), plan.settings.startTimeoutSeconds * 1000);
+    try {
+      this.agentVersion = await this.channel.started();
+    } catch (error) {
+      await this.end((error as Error).message);
+      throw new CodedError(contractError('backend.setup_failed', `the sandbox could not start: ${this.endedReason}`), { http_status: 500 });
+    } finally {
+      clearTimeout(deadline);
+    }
+    this.arm();
+  }
+
+  private arm(): void {
+    clearTimeout(this.timer);
+    const left = Math.max(0, this.endAt.getTime() - Date.now());
+    this.timer = setTimeout(() => void this.end('its timeout passed'), left);
+    this.timer.unref();
+  }
+
+  /** The sandbox is gone (the agent exited, was killed, or the sandbox failed). */
+  private finished(reason: string): void {
+    this.settle(reason);
+    this.markEnded();
+  }
+
+  /** The first reason the sandbox ends for is the one it keeps; pending and later requests fail. */
+  private settle(reason: string): void {
+    if (this.endedReason !== null) return;
+    this.endedReason = reason;
+    this.endAt = new Date();
+    clearTimeout(this.timer);
+    this.channel.lose(`sandbox ${this.plan.id} has ended: ${reason}`);
+    this.onEnded(this);
+  }
+}
+
+function describeExit(outcome: SandboxOutcome, said: string): string {
+  if (outcome.timedOut) return 'its longest lifetime passed';
+  if (outcome.aborted) return 'killed';
+  if (outcome.oomKilled) return 'it ran out of memory and was killed';
+  const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
+  return `its agent exited (${how})${said.trim() ? `: ${said.trim().slice(-2000)}` : ''}`;
+}

@@ -1,0 +1,19 @@
+import type { Sandbox, SandboxCreateRequest } from '../contract/sandbox.js';
+
+/**
+ * Where sandboxes live, as the front door sees it: every operation by sandbox id, each failing
+ * with a CodedError (sandbox.not_found, sandbox.ended, sandboxes.full, ...). The sandboxes run in
+ * the worker process beside the front door; their envd answers on a unix socket of that process
+ * (`envdSocket`), where the front door forwards what the E2B SDK sends a sandbox.
+ */
+export interface SandboxHost {
+  create(request: SandboxCreateRequest): Promise<Sandbox>;
+  /** Running and recently ended sandboxes. */
+  list(): Promise<Sandbox[]>;
+  describe(id: string): Promise<Sandbox>;
+  /** Kills the sandbox `timeoutSeconds` from now. */
+  setTimeout(id: string, timeoutSeconds: number): Promise<Sandbox>;
+  kill(id: string): Promise<Sandbox>;
+  /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */
+  envdSocket(): string | null;
+}

@@ -1,0 +1,156 @@
+import { randomBytes } from 'node:crypto';
+import { CodedError, contractError } from '../contract/errors.js';
+import type { Sandbox, SandboxCreateRequest } from '../contract/sandbox.js';
+import { python } from '../languages/python.js';
+import { isMissing } from '../languages/toolchain.js';
+import { admitNetwork } from '../runner/network-admission.js';
+import type { RunnerRuntime } from '../runner/runtime.js';
+import { SandboxUnavailableError } from '../sandbox/types.js';
+import type { SandboxAgentPort } from './agent-port.js';
+import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
+
+/** The templates a sandbox starts from; `base` is the host's system, as E2B's base image gives. */
+export const TEMPLATES = ['base'] as const;
+
+/** What a face of a sandbox's agent (envd) needs to serve it. */
+export interface SandboxAccess {
+  agent: SandboxAgentPort;
+  /** Required of every request to its envd when set (a secure sandbox). */
+  accessToken: string | null;
+  home: string;
+  user: string;
+}
+
+/**
+ * The long-lived sandboxes of one process (the worker process, the sandbox host): made, found
+ * and killed here, at most `sandboxes.max` at once. An ended sandbox is remembered for a while,
+ * so its id answers with why it ended rather than with nothing.
+ */
+export class Sandboxes {
+  private readonly sandboxes = new Map<string, LiveSandbox>();
+  private starting = 0;
+  private closed = false;
+
+  constructor(private readonly runtime: RunnerRuntime) {}
+
+  /** Starts a sandbox; throws CodedError (validation, template.not_found, sandboxes.full, backend.*). */
+  async create(request: SandboxCreateRequest): Promise<Sandbox> {
+    const settings = this.runtime.config.sandboxes;
+    if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
+    if (this.liveCount() + this.starting >= settings.max) {
+      throw new CodedError(contractError('sandboxes.full', `${settings.max} sandboxes are running, the most this server allows; kill one or retry later`, { max: settings.max }), {
+        retry_after_seconds: 5,
+      });
+    }
+    this.starting += 1;
+    try {
+      const sandbox = await LiveSandbox.start(await this.plan(request), (ended) => this.forgetLater(ended));
+      this.sandboxes.set(sandbox.id, sandbox);
+      return sandbox.describe(true);
+    } finally {
+      this.starting -= 1;
+    }
+  }
+
+  describe(id: string): Sandbox {
+    return this.find(id).describe();
+  }
+
+  /** Running and recently ended sandboxes. */
+  list(): Sandbox[] {
+    return [...this.sandboxes.values()].map((sandbox) => sandbox.describe());
+  }
+
+  setTimeout(id: string, timeoutSeconds: number): Sandbox {
+    const sandbox = this.find(id);
+    const max = this.runtime.config.sandboxes.maxTimeoutSeconds;
+    if (timeoutSeconds > max) throw invalid(`timeout must be at most ${max} seconds, got ${timeoutSeconds}`, 'timeout');
+    sandbox.setTimeout(timeoutSeconds * 1000);
+    return sandbox.describe();
+  }
+
+  async kill(id: string): Promise<Sandbox> {
+    const sandbox = this.find(id);
+    await sandbox.end('killed');
+    return sandbox.describe();
+  }
+
+  /** A running sandbox's agent and what guards it, or undefined when there is none by that id. */
+  access(id: string): SandboxAccess | undefined {
+    const sandbox = this.sandboxes.get(id);
+    if (!sandbox?.running) return undefined;
+    return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, user: SANDBOX_USER };
+  }
+
+  /** Kills every sandbox (the process is stopping); new ones are refused. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
+  }
+
+  private liveCount(): number {
+    let live = 0;
+    for (const sandbox of this.sandboxes.values()) if (sandbox.running) live += 1;
+    return live;
+  }
+
+  private find(id: string): LiveSandbox {
+    const found = this.sandboxes.get(id);
+    if (!found) throw new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
+    return found;
+  }
+
+  private forgetLater(sandbox: LiveSandbox): void {
+    setTimeout(() => this.sandboxes.delete(sandbox.id), this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
+  }
+
+  private async plan(request: SandboxCreateRequest): Promise<SandboxPlan> {
+    const { config } = this.runtime;
+    const settings = config.sandboxes;
+    const template = request.template ?? 'base';
+    if (!(TEMPLATES as readonly string[]).includes(template)) {
+      throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(template)}: this server has ${TEMPLATES.join(', ')}`, { template }));
+    }
+    const timeoutSeconds = request.timeout_seconds ?? settings.defaultTimeoutSeconds;
+    if (timeoutSeconds > settings.maxTimeoutSeconds) throw invalid(`timeout must be at most ${settings.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
+    // The operator's word on the internet wins: E2B's SDK asks for it on every create by default.
+    const internet = (request.allow_internet_access ?? settings.allowInternetAccess) && settings.allowInternetAccess && config.runJob.allowNetwork;
+    const network = admitNetwork(internet ? 'allow' : 'none', config.runJob.allowNetwork, 'allow_internet_access');
+    if (network !== 'none' && 'error' in network) throw new CodedError(network.error);
+    let backend;
+    try {
+      backend = this.runtime.backends.get(request.backend?.kind);
+    } catch (error) {
+      if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 });
+      throw error;
+    }
+    const toolchain = await this.runtime.toolchains.get(python);
+    if (isMissing(toolchain)) throw new CodedError(contractError('backend.unavailable', `sandboxes need python here: ${toolchain.message}`), { http_status: 503 });
+    return {
+      id: randomId(),
+      template,
+      backend,
+      python: { executable: toolchain.executable, mounts: toolchain.mounts },
+      envVars: request.env_vars ?? {},
+      metadata: request.metadata ?? {},
+      network,
+      timeoutMs: timeoutSeconds * 1000,
+      accessToken: request.secure ? randomBytes(24).toString('base64url') : null,
+      memoryBytes: settings.memoryBytes,
+      maxProcesses: settings.maxProcesses,
+      maxOpenFiles: config.runJob.maxOpenFiles,
+      cpuCores: config.runJob.cpuCores,
+      settings,
+    };
+  }
+}
+
+/** 24 characters of [0-9a-z] (about 124 bits): a sandbox's id is also the name its envd is reached by. */
+function randomId(): string {
+  const alphabet = '0123456789abcdefghijklmnopqrstuvwxyz';
+  return [...randomBytes(24)].map((byte) => alphabet[byte % 36]).join('');
+}
+
+function invalid(message: string, field: string): CodedError {
+  return new CodedError(contractError('validation.invalid_request', message, { field }));
+}
