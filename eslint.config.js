@@ -4,7 +4,8 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'test/fixtures/'] },
+  // src/envd/gen/ is written by protoc-gen-es (npm run gen:envd) and committed as generated.
+  { ignores: ['dist/', 'node_modules/', 'test/fixtures/', 'src/envd/gen/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,
