@@ -21,6 +21,8 @@ import type { SessionHost } from '../../src/session/session-host.js';
 import { DiskRunStore } from '../../src/store/disk-store.js';
 import { TEST_STATE_DIR } from './runtime.js';
 import type { TestHeaders } from './server.js';
+import { FakeSandboxHost } from './fake-sandboxes.js';
+import type { SandboxHost } from '../../src/sandboxes/sandbox-host.js';
 
 /**
  * The HTTP face in-process, for its contract (status codes, auth, media types, OpenAPI, Piston
@@ -100,6 +102,8 @@ export interface FakeServiceOptions {
   workspaceRoots?: string[];
   /** The run store's directory (admission refuses workspaces that overlap it). Default: a new temp dir. */
   storeDir?: string;
+  /** Where the sandbox routes reach sandboxes. Default: a FakeSandboxHost of records. */
+  sandboxes?: SandboxHost;
 }
 
 export interface InjectedResponse {
@@ -153,6 +157,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
   const frontDoor = new FrontDoor(runtime, { queue, store: new DiskRunStore(storeDir), events: new LocalJobEvents() }, { retention: { maxAgeMs: null, maxCount: null }, log });
   await frontDoor.start();
   const worker = new FakeWorker();
+  const sandboxes = options.sandboxes ?? new FakeSandboxHost();
   const token = options.token === undefined ? TEST_TOKEN : options.token;
   const settings = runtime.config.service;
   const app = await buildApp({
@@ -160,6 +165,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
     // The routes use only what RouteWorker names: the fake has that, not the process plumbing.
     worker: worker as unknown as WorkerProcess,
     sessions: noSessions,
+    sandboxes,
     sessionFileBytes: runtime.config.sessions.maxFileBytes,
     defaultBackend: runtime.backends.defaultKind,
     token,

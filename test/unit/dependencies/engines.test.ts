@@ -14,7 +14,7 @@ interface Manifest {
 }
 
 interface Lock {
-  packages: Record<string, { version?: string; engines?: { node?: string } }>;
+  packages: Record<string, { version?: string; optional?: boolean; engines?: { node?: string } }>;
 }
 
 function readRootJson<T>(name: string): T {
@@ -32,8 +32,9 @@ describe('dependencies fit the node versions package.json claims', () => {
   it("every locked package's engines.node takes in every node the claim names", () => {
     const excluding = Object.entries(packages).flatMap(([path, entry]) => {
       const range = entry.engines?.node;
-      // "" is this project itself.
-      return path === '' || range === undefined || semver.subset(claimed, range) ? [] : [`${path}@${entry.version}: node ${range}`];
+      // "" is this project itself. npm ci leaves out an optional package whose engines do not fit
+      // the node it runs on (e2b ships undici 8 so, for node 22.19 and later): it never runs there.
+      return path === '' || range === undefined || entry.optional === true || semver.subset(claimed, range) ? [] : [`${path}@${entry.version}: node ${range}`];
     });
     assert.deepEqual(excluding, [], `package.json claims node ${claimed}`);
   });

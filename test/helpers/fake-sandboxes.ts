@@ -1,0 +1,70 @@
+import { randomBytes } from 'node:crypto';
+import { CodedError, contractError } from '../../src/contract/errors.js';
+import type { Sandbox, SandboxCreateRequest } from '../../src/contract/sandbox.js';
+import type { SandboxHost } from '../../src/sandboxes/sandbox-host.js';
+
+/**
+ * A sandbox host that keeps sandboxes as records only (no sandbox, no agent): what the front
+ * door's routes do with ids, states, timeouts and metadata, checked in-process. The real host is
+ * the worker process's (src/sandboxes/sandboxes.ts), tested with real sandboxes.
+ */
+export class FakeSandboxHost implements SandboxHost {
+  readonly sandboxes = new Map<string, Sandbox>();
+  readonly created: SandboxCreateRequest[] = [];
+
+  async create(request: SandboxCreateRequest): Promise<Sandbox> {
+    if (request.template !== undefined && request.template !== 'base') {
+      throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(request.template)}`));
+    }
+    this.created.push(request);
+    const now = Date.now();
+    const sandbox: Sandbox = {
+      id: randomBytes(12).toString('hex'),
+      template: request.template ?? 'base',
+      backend: 'local_process',
+      state: 'running',
+      // Distinct start times keep the listing's order the order of creation.
+      started_at: new Date(now + this.sandboxes.size).toISOString(),
+      end_at: new Date(now + (request.timeout_seconds ?? 300) * 1000).toISOString(),
+      metadata: request.metadata ?? {},
+      cpu_count: 1,
+      memory_mb: 1024,
+      disk_size_mb: 1024,
+      internet_access: request.allow_internet_access ?? false,
+      agent_version: 'fake',
+    };
+    this.sandboxes.set(sandbox.id, sandbox);
+    return { ...sandbox, ...(request.secure ? { envd_access_token: 'fake-token' } : {}) };
+  }
+
+  async list(): Promise<Sandbox[]> {
+    return [...this.sandboxes.values()];
+  }
+
+  async describe(id: string): Promise<Sandbox> {
+    return this.find(id);
+  }
+
+  async setTimeout(id: string, timeoutSeconds: number): Promise<Sandbox> {
+    const sandbox = this.find(id);
+    sandbox.end_at = new Date(Date.now() + timeoutSeconds * 1000).toISOString();
+    return sandbox;
+  }
+
+  async kill(id: string): Promise<Sandbox> {
+    const sandbox = this.find(id);
+    sandbox.state = 'ended';
+    sandbox.ended_reason = 'killed';
+    return sandbox;
+  }
+
+  envdSocket(): string | null {
+    return null;
+  }
+
+  private find(id: string): Sandbox {
+    const sandbox = this.sandboxes.get(id);
+    if (!sandbox) throw new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
+    return sandbox;
+  }
+}

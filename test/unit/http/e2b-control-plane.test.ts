@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { AuthenticationError, Sandbox, SandboxError, SandboxNotFoundError } from 'e2b';
+import { FakeSandboxHost } from '../../helpers/fake-sandboxes.js';
+import { fakeService, type FakeService } from '../../helpers/fake-service.js';
+
+/**
+ * E2B's control plane (src/http/routes/e2b.ts) driven by the unmodified `e2b` SDK, against the
+ * front door in-process with a sandbox host of records: the shapes, field names, error bodies
+ * and paging the SDK needs. Real sandboxes behind the same routes: test/integration/e2b/.
+ */
+describe('E2B control plane, through the e2b SDK', () => {
+  let service: FakeService;
+  const host = new FakeSandboxHost();
+  let apiUrl = '';
+  const opts = () => ({ apiKey: service.token!, apiUrl, sandboxUrl: apiUrl });
+
+  before(async () => {
+    service = await fakeService({ sandboxes: host });
+    apiUrl = await service.app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(() => service.close());
+
+  it('creates a sandbox with its template, metadata, env vars and timeout, secure by default (the SDK no longer sends secure)', async () => {
+    const sandbox = await Sandbox.create('base', { ...opts(), metadata: { team: 'a b&c' }, envs: { GREETING: 'hi' }, timeoutMs: 120_000 });
+    assert.match(sandbox.sandboxId, /^[0-9a-f]{24}$/);
+    const request = host.created.at(-1)!;
+    assert.deepEqual(request, {
+      template: 'base',
+      timeout_seconds: 120,
+      metadata: { team: 'a b&c' },
+      env_vars: { GREETING: 'hi' },
+      secure: true,
+    });
+    const info = await Sandbox.getInfo(sandbox.sandboxId, opts());
+    assert.equal(info.templateId, 'base');
+    assert.equal(info.state, 'running');
+    assert.deepEqual(info.metadata, { team: 'a b&c' });
+    assert.ok(info.endAt.getTime() - info.startedAt.getTime() >= 119_000, 'ends about 120 s after it started');
+  });
+
+  it('lists by metadata (encoded as the SDK encodes it) and pages with x-next-token', async () => {
+    const tag = `run-${Date.now()}`;
+    const made = [];
+    for (let index = 0; index < 3; index++) made.push((await Sandbox.create('base', { ...opts(), metadata: { tag, 'odd key': `v ${index}` } })).sandboxId);
+    const byTag = Sandbox.list({ ...opts(), query: { metadata: { tag } }, limit: 2 });
+    const first = await byTag.nextItems();
+    assert.deepEqual(
+      first.map((item) => item.sandboxId),
+      made.slice(0, 2),
+    );
+    assert.equal(byTag.hasNext, true);
+    const second = await byTag.nextItems();
+    assert.deepEqual(
+      second.map((item) => item.sandboxId),
+      made.slice(2),
+    );
+    assert.equal(byTag.hasNext, false);
+    const odd = await Sandbox.list({ ...opts(), query: { metadata: { 'odd key': 'v 1' } } }).nextItems();
+    assert.deepEqual(
+      odd.map((item) => item.sandboxId),
+      [made[1]],
+    );
+    const paused = await Sandbox.list({ ...opts(), query: { state: ['paused'] } }).nextItems();
+    assert.deepEqual(paused, []);
+  });
+
+  it('sets the timeout, connects, and kills: a killed or unknown sandbox is not found', async () => {
+    const sandbox = await Sandbox.create('base', opts());
+    await sandbox.setTimeout(3_600_000);
+    const info = await sandbox.getInfo();
+    assert.ok(info.endAt.getTime() - Date.now() > 3_000_000, 'moved out to an hour');
+    const again = await Sandbox.connect(sandbox.sandboxId, opts());
+    assert.equal(again.sandboxId, sandbox.sandboxId);
+    assert.equal(await Sandbox.kill(sandbox.sandboxId, opts()), true);
+    assert.equal(await Sandbox.kill(sandbox.sandboxId, opts()), false);
+    await assert.rejects(Sandbox.getInfo(sandbox.sandboxId, opts()), SandboxNotFoundError);
+    await assert.rejects(Sandbox.connect('0'.repeat(24), opts()), SandboxNotFoundError);
+  });
+
+  it('refuses a wrong key, an unknown template and what it does not do, in E2B error shapes', async () => {
+    await assert.rejects(Sandbox.create('base', { ...opts(), apiKey: 'e2b_0000' }), AuthenticationError);
+    await assert.rejects(Sandbox.create('no-such-template', opts()), (error: Error) => error instanceof SandboxError && /no template/.test(error.message));
+    await assert.rejects(Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: 'pause' } }), (error: Error) => /autoPause/.test(error.message));
+    const raw = await fetch(`${apiUrl}/sandboxes/${'0'.repeat(24)}`, { headers: { 'x-api-key': service.token! } });
+    assert.equal(raw.status, 404);
+    assert.deepEqual(Object.keys((await raw.json()) as object).sort(), ['code', 'message']);
+  });
+});
