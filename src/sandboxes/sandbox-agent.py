@@ -37,6 +37,8 @@ MAX_REQUEST = 64 * 1024 * 1024
 # How long, after a process was reaped, its pipes are still read for output it left there, when
 # a process it started keeps them open.
 DRAIN_GRACE = 0.1
+# Then what they hold is read, up to this many chunks each (a full pipe is 16 of them).
+DRAIN_READS = 16
 
 ERROR_CODES = {
     errno.ENOENT: "not_found",
@@ -145,6 +147,15 @@ def resolve(path):
     if not isinstance(path, str) or not path:
         raise Invalid("path: expected a non-empty string")
     return os.path.normpath(os.path.join(home(), path))
+
+
+def make_parents(path):
+    parent = os.path.dirname(path)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except FileExistsError:
+        # Something that is not a directory stands where a parent should be.
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent)
 
 
 _names = {}
@@ -314,9 +325,7 @@ class Agent:
             now = time.monotonic()
             for process in list(self.processes.values()):
                 if process.deadline is not None and process.deadline <= now:
-                    for fd in list(process.outputs):
-                        self.close_output(process, fd)
-                    self.finish(process)
+                    self.stop_reading(process)
 
     def read_requests(self):
         data = os.read(self.proto_in, 1 << 20)
@@ -440,9 +449,27 @@ class Agent:
             # A terminal's master reads EIO once no one holds its other side.
             data = b""
         if data:
-            self.send({"event": "output", "pid": process.pid, "stream": process.outputs[fd], "data": base64.b64encode(data).decode()})
+            self.send_output(process, fd, data)
             return
         self.close_output(process, fd)
+        self.finish(process)
+
+    def send_output(self, process, fd, data):
+        self.send({"event": "output", "pid": process.pid, "stream": process.outputs[fd], "data": base64.b64encode(data).decode()})
+
+    def stop_reading(self, process):
+        """Past the grace: what the pipes hold now is still reported (bounded, as a process that
+        keeps them open may keep writing), then they are closed and the end reported."""
+        for fd in list(process.outputs):
+            for _ in range(DRAIN_READS):
+                try:
+                    data = os.read(fd, OUTPUT_CHUNK)
+                except OSError:
+                    break
+                if not data:
+                    break
+                self.send_output(process, fd, data)
+            self.close_output(process, fd)
         self.finish(process)
 
     def close_output(self, process, fd):
@@ -640,7 +667,7 @@ class Agent:
         source = resolve(request.get("source"))
         destination = resolve(request.get("destination"))
         os.lstat(source)
-        os.makedirs(os.path.dirname(destination), exist_ok=True)
+        make_parents(destination)
         os.rename(source, destination)
         return {"entry": entry_of(destination)}
 
@@ -700,7 +727,7 @@ class Agent:
         if append:
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         else:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            make_parents(path)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
         try:
