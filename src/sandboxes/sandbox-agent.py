@@ -149,6 +149,30 @@ def resolve(path):
     return os.path.normpath(os.path.join(home(), path))
 
 
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def open_regular(path, flags):
+    """Opens a file to read or write, refusing what is not a regular file: opened without
+    O_NONBLOCK, a FIFO the sandbox's code made would hold the agent until something used its
+    other end."""
+    try:
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+    except OSError as error:
+        if error.errno != errno.ENXIO:  # a FIFO no one reads, or a socket
+            raise
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return fd
+    os.close(fd)
+    number = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+    raise OSError(number, "not a regular file" if number == errno.EINVAL else os.strerror(number), path)
+
+
 def make_parents(path):
     parent = os.path.dirname(path)
     try:
@@ -292,9 +316,7 @@ class Agent:
 
     def send(self, message):
         payload = json.dumps(message, separators=(",", ":")).encode()
-        data = memoryview(len(payload).to_bytes(4, "big") + payload)
-        while data:
-            data = data[os.write(self.proto_out, data):]
+        write_all(self.proto_out, len(payload).to_bytes(4, "big") + payload)
 
     def run(self):
         wake_read, wake_write = os.pipe()
@@ -376,12 +398,13 @@ class Agent:
         # The host is gone: nothing the agent started outlives it, including what those
         # processes left behind (reparented to the agent, its subreaper).
         for _ in range(5):
+            running = [process for process in self.processes.values() if process.status is None]
             tree = process_tree(os.getpid())[1:]
-            for process in self.processes.values():
+            for process in running:
                 tree.extend(process_tree(process.pid))
             if not tree:
                 break
-            for process in self.processes.values():
+            for process in running:
                 try:
                     os.killpg(process.pid, signal.SIGKILL)
                 except OSError:
@@ -395,11 +418,13 @@ class Agent:
             give_up = time.monotonic() + 1.0
             while time.monotonic() < give_up:
                 try:
-                    pid, _status = os.waitpid(-1, os.WNOHANG)
+                    pid, status = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
                     break
                 if pid == 0:
                     time.sleep(0.01)
+                elif pid in self.processes:
+                    self.processes[pid].status = status
 
     # --- processes ------------------------------------------------------------------------
 
@@ -707,11 +732,9 @@ class Agent:
         path = resolve(request.get("path"))
         offset = count(request, "offset", 0)
         length = min(count(request, "length", 1), READ_CHUNK)
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path, os.O_RDONLY)
         try:
             info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
             data = os.pread(fd, length, offset)
         finally:
             os.close(fd)
@@ -729,11 +752,9 @@ class Agent:
         else:
             make_parents(path)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
+        fd = open_regular(path, flags)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
         finally:
             os.close(fd)
         return {"entry": entry_of(path)}
@@ -879,6 +900,12 @@ def main():
     # become /dev/null: nothing the agent starts can write a frame or read a request. The
     # agent's own failure, if any, still reaches whatever stderr it was given.
     proto_in, proto_out, diagnostics = os.dup(0), os.dup(1), os.dup(2)
+    # Nor anything else the agent was given: its own descriptors stay its own.
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.set_inheritable(int(name), False)
+        except OSError:
+            pass  # the listing's own descriptor, closed since
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)

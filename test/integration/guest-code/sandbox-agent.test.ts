@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
@@ -215,6 +216,11 @@ describe('sandbox agent: processes', () => {
     process.kill(Number(sleeper), 'SIGKILL');
   });
 
+  it('gives a process its stdio and no other descriptor of the agent (the protocol, the fds it was given)', async () => {
+    const pid = await agent.start({ cmd: '/bin/sh', args: ['-c', 'ls /proc/$$/fd'], envs: {}, stdin: true });
+    assert.equal((await agent.finish(pid)).stdout, '0\n1\n2\n');
+  });
+
   it('reports a process ended by a signal as a shell does: 128 + n and the signal', async () => {
     const pid = await agent.start({ cmd: '/bin/sh', args: ['-c', 'kill -TERM $$'], envs: {}, stdin: false });
     const { end } = await agent.finish(pid);
@@ -371,6 +377,11 @@ describe('sandbox agent: files', () => {
     assert.equal(await code({ op: 'list_dir', path: join(files, 'absent'), depth: 1 }), 'not_found');
     assert.equal(await code({ op: 'list_dir', path: join(files, 'plain'), depth: 1 }), 'not_a_directory');
     assert.equal(await code({ op: 'list_dir', path: files, depth: 0 }), 'invalid');
+    // A FIFO would hold the agent until something opened its other end: only regular files are read and written.
+    execFileSync('mkfifo', [join(files, 'fifo')]);
+    assert.equal(await code({ op: 'read', path: join(files, 'fifo'), offset: 0, length: 1 }), 'invalid');
+    assert.equal(await code({ op: 'write', path: join(files, 'fifo'), data: '', append: false }), 'invalid');
+    assert.equal(await code({ op: 'write', path: files, data: '', append: false }), 'is_a_directory');
   });
 
   it('makes directories with their parents, saying whether it made them', async () => {
