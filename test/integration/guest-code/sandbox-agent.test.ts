@@ -244,6 +244,20 @@ describe('sandbox agent: processes', () => {
     assert.equal(noInput.error?.code, 'no_such_process');
   });
 
+  it('feeds more input than a pipe holds without blocking, while reading what the process writes back', async () => {
+    const input = randomBytes(4 << 20).toString('hex');
+    const pid = await agent.start({ cmd: 'cat', args: [], envs: {}, stdin: true });
+    assert.equal((await agent.request({ op: 'resize', pid, cols: 80, rows: 24 })).error?.code, 'invalid', 'no terminal to resize');
+    for (let offset = 0; offset < input.length; offset += 1 << 20) {
+      assert.equal((await agent.request({ op: 'input', pid, data: base64(input.slice(offset, offset + (1 << 20))) })).error, undefined);
+    }
+    await agent.request({ op: 'close_stdin', pid });
+    const { stdout, end } = await agent.finish(pid);
+    assert.equal(stdout.length, input.length);
+    assert.ok(stdout === input);
+    assert.equal(end.exit_code, 0);
+  });
+
   it('runs a process on a terminal of the size asked, resized, echoing its input', async () => {
     const pid = await agent.start({
       cmd: '/bin/sh',
