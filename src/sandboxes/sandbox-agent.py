@@ -12,6 +12,7 @@
 import base64
 import ctypes
 import errno
+import fcntl
 import grp
 import json
 import os
@@ -23,7 +24,6 @@ import stat
 import struct
 import sys
 import termios
-import fcntl
 import time
 
 VERSION = "1"
