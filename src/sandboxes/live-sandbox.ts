@@ -4,16 +4,13 @@ import type { SandboxSettings } from '../config/schema.js';
 import type { Mount, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import { guestProgram } from '../util/guest-program.js';
 import { AgentChannel } from './agent-channel.js';
+import { sandboxAgentArgv } from './agent-program.js';
 import type { SandboxAgentPort } from './agent-port.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
 export const SANDBOX_HOME = '/home/user';
 export const SANDBOX_USER = 'user';
-
-/** The agent (sandbox-agent.py), the sandbox's one long job. */
-const agentSource = guestProgram(new URL('./sandbox-agent.py', import.meta.url));
 
 /** Everything a sandbox is made of, checked and resolved by Sandboxes.create. */
 export interface SandboxPlan {
@@ -137,7 +134,7 @@ export class LiveSandbox {
     const { plan } = this;
     const template = {
       profile: 'run-job',
-      argv: [plan.python.executable, '-I', '-S', '-c', agentSource()],
+      argv: sandboxAgentArgv(plan.python.executable),
       cwd: SANDBOX_HOME,
       // The same for every sandbox of a kind, so a pre-started one serves the next create: what
       // differs per sandbox (its env vars) reaches its processes through the agent.
