@@ -23,7 +23,7 @@ export const SandboxCreateRequestSchema = Type.Object(
     metadata: Type.Optional(Metadata),
     env_vars: Type.Optional(EnvVars),
     secure: Type.Optional(
-      Type.Boolean({ description: 'Its envd answers only requests with its access token (`X-Access-Token`), and file URLs are signed with it. Default false.' }),
+      Type.Boolean({ description: 'Its envd answers only requests with its access token (`X-Access-Token`), and file URLs are signed with it. Default true.' }),
     ),
     allow_internet_access: Type.Optional(Type.Boolean({ description: 'Egress to the internet (never to the host). Default: what the server allows.' })),
     backend: Type.Optional(BackendChoiceSchema),

@@ -12,6 +12,7 @@ import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { enforceFirstHeaderDeadline } from './header-deadline.js';
 import { closeOnUnreadBody } from './unread-body.js';
+import { installEnvdProxy } from './envd-proxy.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
@@ -84,6 +85,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
   enforceFirstHeaderDeadline(app.server, clients.headersTimeoutMs);
+  // Before auth and every other hook: a sandbox's traffic is its envd's, which checks its own token.
+  installEnvdProxy(app, options.sandboxes);
   closeOnUnreadBody(app);
   if (options.token) installBearerAuth(app, options.token);
   installMediaTypeGate(app);

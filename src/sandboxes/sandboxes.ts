@@ -18,7 +18,8 @@ export interface SandboxAccess {
   /** Required of every request to its envd when set (a secure sandbox). */
   accessToken: string | null;
   home: string;
-  user: string;
+  /** Whom its processes run as when a request names no one. */
+  defaultUser: string;
 }
 
 /**
@@ -79,7 +80,7 @@ export class Sandboxes {
   access(id: string): SandboxAccess | undefined {
     const sandbox = this.sandboxes.get(id);
     if (!sandbox?.running) return undefined;
-    return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, user: SANDBOX_USER };
+    return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, defaultUser: SANDBOX_USER };
   }
 
   /** Kills every sandbox (the process is stopping); new ones are refused. */
@@ -135,7 +136,7 @@ export class Sandboxes {
       metadata: request.metadata ?? {},
       network,
       timeoutMs: timeoutSeconds * 1000,
-      accessToken: request.secure ? randomBytes(24).toString('base64url') : null,
+      accessToken: request.secure === false ? null : randomBytes(24).toString('base64url'),
       memoryBytes: settings.memoryBytes,
       maxProcesses: settings.maxProcesses,
       maxOpenFiles: config.runJob.maxOpenFiles,

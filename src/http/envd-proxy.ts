@@ -1,0 +1,60 @@
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import type { SandboxHost } from '../sandboxes/sandbox-host.js';
+
+/** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon). */
+export const ENVD_PORT = 49983;
+/** `{port}-{sandboxId}.{domain}`, how E2B names a sandbox's port when a wildcard DNS name points here. */
+const SANDBOX_HOST = /^(\d{1,5})-([0-9a-z]{8,64})\./;
+
+/** The sandbox and port a request is for, or null when it is for this service itself. */
+export function sandboxTarget(headers: IncomingHttpHeaders): { sandboxId: string; port: number } | null {
+  const id = headers['e2b-sandbox-id'];
+  if (typeof id === 'string' && id !== '') {
+    const port = Number(headers['e2b-sandbox-port'] ?? ENVD_PORT);
+    return { sandboxId: id, port: Number.isInteger(port) ? port : -1 };
+  }
+  const byName = SANDBOX_HOST.exec(headers.host ?? '');
+  return byName ? { sandboxId: byName[2]!, port: Number(byName[1]) } : null;
+}
+
+/**
+ * Traffic for a sandbox, as E2B's SDK sends it to `E2B_SANDBOX_URL` (its `E2b-Sandbox-Id` and
+ * `E2b-Sandbox-Port` headers) or to a `{port}-{id}.{domain}` host name, goes to the sandbox's
+ * envd in the worker process (envd/), byte for byte, streams included, before anything of this
+ * service sees it: envd does its own auth (the sandbox's access token), so the service token is
+ * not asked for, as E2B's sandbox URLs do not carry the API key. Other ports of a sandbox are not
+ * served (yet): 502, which the SDK reads as a sandbox not running there.
+ */
+export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): void {
+  app.addHook('onRequest', async (request, reply) => {
+    const target = sandboxTarget(request.headers);
+    if (!target) return;
+    reply.hijack();
+    const socketPath = sandboxes.envdSocket();
+    if (target.port !== ENVD_PORT || socketPath === null) {
+      const message = socketPath === null ? 'the sandbox host is starting' : `port ${target.port} of sandbox ${target.sandboxId} is not served`;
+      sendJson(reply.raw, target.port === ENVD_PORT ? 503 : 502, { sandboxId: target.sandboxId, message, code: target.port === ENVD_PORT ? 503 : 502 });
+      return;
+    }
+    forward(request.raw, reply.raw, socketPath, { ...request.headers, 'e2b-sandbox-id': target.sandboxId });
+  });
+}
+
+function forward(incoming: IncomingMessage, outgoing: ServerResponse, socketPath: string, headers: IncomingHttpHeaders): void {
+  const upstream = httpRequest({ socketPath, method: incoming.method, path: incoming.url, headers }, (answer) => {
+    outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+    answer.pipe(outgoing);
+  });
+  upstream.on('error', (error) => {
+    if (!outgoing.headersSent) sendJson(outgoing, 502, { message: `the sandbox host did not answer: ${error.message}`, code: 502 });
+    else outgoing.destroy();
+  });
+  // The client went away: so does the forwarded request (envd keeps a command running without its client).
+  outgoing.on('close', () => upstream.destroy());
+  incoming.pipe(upstream);
+}
+
+function sendJson(response: ServerResponse, status: number, body: object): void {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+}
