@@ -11,8 +11,10 @@ const FILE_TYPE: Record<AgentEntry['type'], FileType> = {
   other: FileType.UNSPECIFIED,
 };
 
+export type EntryInfoInit = MessageInitShape<typeof EntryInfoSchema>;
+
 /** An agent's entry as envd's EntryInfo. No metadata: the agent keeps no `user.e2b.*` extended attributes. */
-export function toEntryInfo(entry: AgentEntry): MessageInitShape<typeof EntryInfoSchema> {
+export function toEntryInfo(entry: AgentEntry): EntryInfoInit {
   return {
     name: entry.name,
     type: FILE_TYPE[entry.type],

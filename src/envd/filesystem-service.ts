@@ -2,7 +2,7 @@ import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
 import type { AgentFsEvent } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { agentCall } from './agent-errors.js';
-import { toEntryInfo } from './entry-info.js';
+import { toEntryInfo, type EntryInfoInit } from './entry-info.js';
 import { describesEntry, toFilesystemEvent } from './fs-events.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
@@ -13,7 +13,7 @@ import type { WatcherRegistry } from './watchers.js';
 const KEEPALIVE = null;
 
 /** The entry an event is about, best effort as envd's include_entry: none when it is gone already. */
-async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentFsEvent) {
+async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentFsEvent): Promise<EntryInfoInit | undefined> {
   if (!describesEntry(event)) return undefined;
   try {
     const { entry } = await agent.request({ op: 'stat', path: `${directory.replace(/\/+$/, '')}/${event.name}` });
@@ -66,17 +66,18 @@ export function createFilesystemService(watchers: WatcherRegistry): ServiceImpl<
       const { agent, home } = callerOf(context).target;
       const path = expandHome(request.path, home);
       const { watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive: request.recursive }));
-      const queue = new StreamQueue<AgentFsEvent | typeof KEEPALIVE>();
-      const subscription = agent.onWatch(watch, (event) => queue.push(event));
+      // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
+      const queue = new StreamQueue<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>();
+      const subscription = agent.onWatch(watch, (event) => queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }));
       try {
         yield { event: { case: 'start', value: {} } };
-        for await (const event of queue.drain(context.signal, { idleMs: keepaliveIdleMs(context.requestHeader), item: () => KEEPALIVE })) {
-          if (event === KEEPALIVE) {
+        for await (const item of queue.drain(context.signal, { idleMs: keepaliveIdleMs(context.requestHeader), item: () => KEEPALIVE })) {
+          if (item === KEEPALIVE) {
             yield { event: { case: 'keepalive', value: {} } };
             continue;
           }
-          const entry = request.includeEntry ? await entryOf(agent, path, event) : undefined;
-          yield { event: { case: 'filesystem', value: { ...toFilesystemEvent(event), ...(entry && { entry }) } } };
+          const entry = await item.entry;
+          yield { event: { case: 'filesystem', value: { ...toFilesystemEvent(item.event), ...(entry && { entry }) } } };
         }
       } finally {
         subscription.detach();
