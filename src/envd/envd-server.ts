@@ -1,0 +1,79 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createContextValues } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { basicAuthUser, hasAccessToken, requestUser } from './access.js';
+import { handleFiles, sendJsonError } from './files-route.js';
+import { createFilesystemService } from './filesystem-service.js';
+import { Filesystem } from './gen/filesystem/filesystem_pb.js';
+import { Process } from './gen/process/process_pb.js';
+import { processService } from './process-service.js';
+import { callerKey, type EnvdCaller, type EnvdLookup } from './target.js';
+import { WatcherRegistry } from './watchers.js';
+
+/** The largest RPC request envd takes here: SendInput carries input, nothing else is large (files go through /files). */
+const MAX_RPC_REQUEST_BYTES = 16 * 1024 * 1024;
+
+export interface EnvdServer {
+  /** Listens wherever the worker tells it (a unix socket); the front door forwards E2B's envd traffic to it. */
+  server: Server;
+  /** Forgets what it keeps for a sandbox that ended (its polling watchers). */
+  sandboxEnded(sandboxId: string): void;
+}
+
+/**
+ * E2B's answer for a sandbox it does not have (its proxy's sandbox_not_found: 502 with this body),
+ * which the SDK reports as a sandbox that timed out, and which its health probe reads as "not running".
+ */
+function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void {
+  response.writeHead(502, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ sandboxId, message: 'The sandbox was not found', code: 502 }));
+}
+
+/**
+ * envd, E2B's in-sandbox daemon, for every sandbox of this host: Connect-RPC process.Process
+ * and filesystem.Filesystem, GET/POST /files and GET /health. The sandbox of each request is
+ * the one its `E2b-Sandbox-Id` header names (the SDK sends it; the front door forwards it),
+ * found through `lookup`.
+ */
+export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
+  const watchers = new WatcherRegistry();
+  const callers = new WeakMap<IncomingMessage, EnvdCaller>();
+  const rpc = connectNodeAdapter({
+    routes(router) {
+      router.service(Process, processService);
+      router.service(Filesystem, createFilesystemService(watchers));
+    },
+    readMaxBytes: MAX_RPC_REQUEST_BYTES,
+    // Newer SDKs may send fields these protos lack, as envd's own Go server ignores them.
+    jsonOptions: { ignoreUnknownFields: true },
+    contextValues: (request) => createContextValues().set(callerKey, callers.get(request as IncomingMessage)),
+  });
+
+  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    const url = new URL(request.url ?? '/', 'http://envd');
+    const sandboxId = request.headers['e2b-sandbox-id'];
+    if (typeof sandboxId !== 'string' || sandboxId === '') return sendJsonError(response, 400, 'the E2b-Sandbox-Id header is required');
+    const target = lookup(sandboxId);
+    if (!target) return sendSandboxNotFound(response, sandboxId);
+    if (request.method === 'GET' && url.pathname === '/health') {
+      response.writeHead(204).end();
+      return;
+    }
+    if (url.pathname === '/files' && (request.method === 'GET' || request.method === 'POST')) return handleFiles(request, response, url, target);
+    if (target.accessToken !== null && !hasAccessToken(request.headers, target.accessToken)) {
+      return sendJsonError(response, 401, 'unauthorized access, please provide a valid access token or method signing if supported');
+    }
+    const named = basicAuthUser(request.headers);
+    const user = requestUser(named, target.defaultUser);
+    if (user === undefined) return sendJsonError(response, 401, `invalid username: '${named}'`);
+    callers.set(request, { sandboxId, target, user });
+    rpc(request, response);
+  };
+
+  const server = createServer((request, response) => {
+    handle(request, response).catch((error: unknown) => sendJsonError(response, 500, error instanceof Error ? error.message : String(error)));
+  });
+  // An upload of 50 MiB through a slow link, or a stream a command keeps open, may take longer than node's default of 300 s:
+  // the front door and the sandbox's own lifetime bound them instead.
+  server.requestTimeout = 0;
+  return { server, sandboxEnded: (sandboxId) => watchers.forgetSandbox(sandboxId) };
+}

@@ -1,0 +1,190 @@
+import { once } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { posix } from 'node:path';
+import type { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { Busboy } from '@fastify/busboy';
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { AgentEntry } from '../contract/sandbox-agent.js';
+import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import { hasAccessToken, requestUser, signatureProblem } from './access.js';
+import { agentCall, httpStatusOf, toConnectError } from './agent-errors.js';
+import { expandHome, type EnvdTarget } from './target.js';
+
+/** Bytes per agent read or write: a frame of about 1.4 MiB once base64, well under the frame limit, and few round trips for 50 MiB. */
+export const FILE_CHUNK_BYTES = 1024 * 1024;
+
+/** envd's error body: `{code, message}` with the HTTP status as the code. */
+export function sendJsonError(response: ServerResponse, status: number, message: string): void {
+  if (response.headersSent) {
+    // Part of a download went out already: cutting the connection is the only way left to say it failed.
+    response.destroy();
+    return;
+  }
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ code: status, message }));
+}
+
+function sendFailure(response: ServerResponse, error: unknown): void {
+  const failure = toConnectError(error);
+  sendJsonError(response, httpStatusOf(failure), failure.rawMessage);
+}
+
+/** The absolute path a request means, resolved as the agent resolves it (against the user's home), so that two names for one file compare equal. */
+function absolutePath(target: EnvdTarget, path: string): string {
+  return posix.resolve(target.home, expandHome(path, target.home));
+}
+
+/**
+ * Writes `source` to `path` in chunks (the first truncating and creating parents, the rest
+ * appending), so that an upload of any size holds at most one chunk here.
+ */
+async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>): Promise<AgentEntry> {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let entry: AgentEntry | undefined;
+  const flush = async (): Promise<void> => {
+    const data = Buffer.concat(pending, pendingBytes).toString('base64');
+    pending = [];
+    pendingBytes = 0;
+    ({ entry } = await agentCall(() => agent.request({ op: 'write', path, data, append: entry !== undefined })));
+  };
+  for await (const chunk of source) {
+    pending.push(chunk);
+    pendingBytes += chunk.length;
+    if (pendingBytes >= FILE_CHUNK_BYTES) await flush();
+  }
+  // An empty upload still creates (or empties) the file.
+  if (pendingBytes > 0 || entry === undefined) await flush();
+  return entry!;
+}
+
+/** What envd answers for each written file (envd.yaml UploadSuccess). */
+function writeInfo(entry: AgentEntry) {
+  return { path: entry.path, name: entry.name, type: 'file' };
+}
+
+/** The file parts of a multipart body, one at a time: the parser waits while a part is being written. */
+function eachFilePart(request: IncomingMessage, handle: (stream: Readable, filename: string) => Promise<void>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    // preservePath: the SDK names each part by its target path ("dir/a.txt", "/home/user/x"), not a bare file name.
+    const parser = Busboy({ headers: { ...request.headers, 'content-type': request.headers['content-type'] ?? '' }, preservePath: true });
+    let chain = Promise.resolve();
+    let failed = false;
+    parser.on('file', (field, stream, filename) => {
+      chain = chain.then(async () => {
+        // envd writes only the parts named `file`; a part after a failure is read and dropped.
+        if (failed || field !== 'file') return void stream.resume();
+        try {
+          await handle(stream, filename);
+        } catch (error) {
+          failed = true;
+          stream.resume();
+          throw error;
+        }
+      });
+      chain.catch(reject);
+    });
+    parser.on('finish', () => chain.then(resolve, reject));
+    parser.on('error', (error) => reject(new ConnectError(`error reading form: ${error instanceof Error ? error.message : String(error)}`, Code.InvalidArgument)));
+    request.pipe(parser);
+  });
+}
+
+/** The request body as sent, decompressed when the SDK gzipped it (`files.write(..., {gzip: true})`). */
+function requestBody(request: IncomingMessage): AsyncIterable<Buffer> {
+  const encoding = request.headers['content-encoding'];
+  if (encoding === undefined || encoding === 'identity') return request;
+  if (encoding !== 'gzip') throw new ConnectError(`unsupported content encoding: ${encoding}`, Code.InvalidArgument);
+  return request.pipe(createGunzip());
+}
+
+async function upload(request: IncomingMessage, target: EnvdTarget, path: string | undefined): Promise<ReturnType<typeof writeInfo>[]> {
+  const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (mediaType === 'application/octet-stream') {
+    if (!path) throw new ConnectError('path query parameter is required for raw body upload', Code.InvalidArgument);
+    return [writeInfo(await writeFile(target.agent, absolutePath(target, path), requestBody(request)))];
+  }
+  if (!mediaType.startsWith('multipart/')) {
+    throw new ConnectError(`unsupported content type: ${mediaType || '(none)'}, expected multipart/form-data or application/octet-stream`, Code.InvalidArgument);
+  }
+  const written: ReturnType<typeof writeInfo>[] = [];
+  const seen = new Set<string>();
+  await eachFilePart(request, async (stream, filename) => {
+    const destination = absolutePath(target, path ?? filename);
+    if (!path && !filename) throw new ConnectError('a file part names no path', Code.InvalidArgument);
+    if (seen.has(destination)) {
+      throw new ConnectError(
+        `you cannot upload multiple files to the same path '${destination}' in one upload request, only the first specified file was uploaded`,
+        Code.InvalidArgument,
+      );
+    }
+    seen.add(destination);
+    written.push(writeInfo(await writeFile(target.agent, destination, stream)));
+  });
+  return written;
+}
+
+async function download(response: ServerResponse, target: EnvdTarget, path: string): Promise<void> {
+  const { agent } = target;
+  const absolute = absolutePath(target, path);
+  let entry: AgentEntry;
+  try {
+    ({ entry } = await agentCall(() => agent.request({ op: 'stat', path: absolute })));
+  } catch (error) {
+    const failure = toConnectError(error);
+    if (failure.code === Code.NotFound) return sendJsonError(response, 404, `path '${absolute}' does not exist`);
+    throw failure;
+  }
+  if (entry.type === 'directory') return sendJsonError(response, 400, `path '${entry.path}' is a directory`);
+  response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(entry.name)}` });
+  for (let offset = 0; !response.destroyed;) {
+    const chunk = await agentCall(() => agent.request({ op: 'read', path: entry.path, offset, length: FILE_CHUNK_BYTES }));
+    const data = Buffer.from(chunk.data, 'base64');
+    offset += data.length;
+    if (data.length > 0 && !response.write(data)) await once(response, 'drain');
+    if (chunk.eof || data.length === 0) break;
+  }
+  response.end();
+}
+
+/**
+ * envd's `GET /files` (download) and `POST /files` (multipart or raw upload). envd exempts
+ * /files from the access-token check of its other routes: a request without X-Access-Token
+ * may carry a signed URL instead (sandbox.downloadUrl / uploadUrl).
+ */
+export async function handleFiles(request: IncomingMessage, response: ServerResponse, url: URL, target: EnvdTarget): Promise<void> {
+  const path = url.searchParams.get('path') ?? undefined;
+  const username = url.searchParams.get('username') ?? undefined;
+  const operation = request.method === 'GET' ? 'read' : 'write';
+  if (target.accessToken !== null) {
+    const refused =
+      request.headers['x-access-token'] !== undefined
+        ? hasAccessToken(request.headers, target.accessToken)
+          ? undefined
+          : 'access token present in header but does not match'
+        : signatureProblem(
+            {
+              path: path ?? '',
+              operation,
+              username: username ?? '',
+              signature: url.searchParams.get('signature') ?? undefined,
+              expiration: url.searchParams.get('signature_expiration') ?? undefined,
+            },
+            target.accessToken,
+          );
+    if (refused) return sendJsonError(response, 401, refused);
+  }
+  // Both users are the sandbox's one user here; a name the sandbox lacks is refused as envd's user lookup refuses it.
+  if (requestUser(username, target.defaultUser) === undefined) return sendJsonError(response, 401, `error looking up user '${username}': unknown user`);
+  try {
+    if (operation === 'read') await download(response, target, path ?? target.home);
+    else {
+      const written = await upload(request, target, path);
+      response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(written));
+    }
+  } catch (error) {
+    // What the client still sends after a refused upload is read and dropped, so that it sees the answer.
+    request.resume();
+    sendFailure(response, error);
+  }
+}

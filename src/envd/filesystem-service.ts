@@ -1,0 +1,103 @@
+import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import type { AgentFsEvent } from '../contract/sandbox-agent.js';
+import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import { agentCall } from './agent-errors.js';
+import { toEntryInfo, type EntryInfoInit } from './entry-info.js';
+import { describesEntry, toFilesystemEvent } from './fs-events.js';
+import { Filesystem } from './gen/filesystem/filesystem_pb.js';
+import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
+import { callerOf, expandHome } from './target.js';
+import type { WatcherRegistry } from './watchers.js';
+
+/** A keepalive due in a WatchDir stream, among the agent's events. */
+const KEEPALIVE = null;
+
+/** The entry an event is about, best effort as envd's include_entry: none when it is gone already. */
+async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentFsEvent): Promise<EntryInfoInit | undefined> {
+  if (!describesEntry(event)) return undefined;
+  try {
+    const { entry } = await agent.request({ op: 'stat', path: `${directory.replace(/\/+$/, '')}/${event.name}` });
+    return toEntryInfo(entry);
+  } catch {
+    return undefined;
+  }
+}
+
+/** envd's filesystem.Filesystem over a sandbox's agent; paths are absolute, `~/...`, or relative to the user's home. */
+export function createFilesystemService(watchers: WatcherRegistry): ServiceImpl<typeof Filesystem> {
+  return {
+    async stat(request, context) {
+      const { target } = callerOf(context);
+      const { entry } = await agentCall(() => target.agent.request({ op: 'stat', path: expandHome(request.path, target.home) }));
+      return { entry: toEntryInfo(entry) };
+    },
+
+    async makeDir(request, context) {
+      const { target } = callerOf(context);
+      const made = await agentCall(() => target.agent.request({ op: 'mkdir', path: expandHome(request.path, target.home) }));
+      // envd answers an existing directory already_exists, which the SDK's makeDir turns into `false`.
+      if (!made.created) throw new ConnectError(`directory '${made.entry.path}' already exists`, Code.AlreadyExists);
+      return { entry: toEntryInfo(made.entry) };
+    },
+
+    async move(request, context) {
+      const { target } = callerOf(context);
+      const { entry } = await agentCall(() =>
+        target.agent.request({ op: 'move', source: expandHome(request.source, target.home), destination: expandHome(request.destination, target.home) }),
+      );
+      return { entry: toEntryInfo(entry) };
+    },
+
+    async listDir(request, context) {
+      const { target } = callerOf(context);
+      // envd lists the children when no depth is given.
+      const depth = Math.max(request.depth, 1);
+      const { entries } = await agentCall(() => target.agent.request({ op: 'list_dir', path: expandHome(request.path, target.home), depth }));
+      return { entries: entries.map(toEntryInfo) };
+    },
+
+    async remove(request, context) {
+      const { target } = callerOf(context);
+      await agentCall(() => target.agent.request({ op: 'remove', path: expandHome(request.path, target.home) }));
+      return {};
+    },
+
+    async *watchDir(request, context) {
+      const { agent, home } = callerOf(context).target;
+      const path = expandHome(request.path, home);
+      const { watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive: request.recursive }));
+      // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
+      const queue = new StreamQueue<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>();
+      const subscription = agent.onWatch(watch, (event) => queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }));
+      try {
+        yield { event: { case: 'start', value: {} } };
+        for await (const item of queue.drain(context.signal, { idleMs: keepaliveIdleMs(context.requestHeader), item: () => KEEPALIVE })) {
+          if (item === KEEPALIVE) {
+            yield { event: { case: 'keepalive', value: {} } };
+            continue;
+          }
+          const entry = await item.entry;
+          yield { event: { case: 'filesystem', value: { ...toFilesystemEvent(item.event), ...(entry && { entry }) } } };
+        }
+      } finally {
+        subscription.detach();
+        // The sandbox may be gone with its watches; nothing is left to stop then.
+        agent.request({ op: 'unwatch', watch }).catch(() => {});
+      }
+    },
+
+    async createWatcher(request, context) {
+      const caller = callerOf(context);
+      return { watcherId: await watchers.create(caller, expandHome(request.path, caller.target.home), request.recursive) };
+    },
+
+    async getWatcherEvents(request, context) {
+      return { events: watchers.take(callerOf(context), request.watcherId) };
+    },
+
+    async removeWatcher(request, context) {
+      await watchers.remove(callerOf(context), request.watcherId);
+      return {};
+    },
+  };
+}

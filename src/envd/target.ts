@@ -1,0 +1,38 @@
+import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
+import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+
+/** What envd needs of one live sandbox: its agent, and what E2B's envd was told at /init. */
+export interface EnvdTarget {
+  agent: SandboxAgentPort;
+  /** E2B's envdAccessToken: when set, every request but /health must prove it (X-Access-Token or a signed /files URL). */
+  accessToken: string | null;
+  /** The default working directory and the base of relative paths, e.g. /home/user. */
+  home: string;
+  /** The user a request runs as when it names none (E2B's `user`). */
+  defaultUser: string;
+}
+
+/** The sandbox of an id, as the sandbox host knows it; undefined when it has none of that id (ended or never created). */
+export type EnvdLookup = (sandboxId: string) => EnvdTarget | undefined;
+
+/** Whom one request is for: resolved and authenticated by the server before any handler runs. */
+export interface EnvdCaller {
+  sandboxId: string;
+  target: EnvdTarget;
+  user: string;
+}
+
+export const callerKey = createContextKey<EnvdCaller | undefined>(undefined, { description: 'the sandbox and user of an envd request' });
+
+export function callerOf(context: HandlerContext): EnvdCaller {
+  const caller = context.values.get(callerKey);
+  // The server resolves every request before routing it: a handler without a caller is a wiring bug.
+  if (!caller) throw new ConnectError('the request reached a handler without a sandbox', Code.Internal);
+  return caller;
+}
+
+/** E2B's envd expands a leading `~` to the user's home; the agent resolves what stays relative against the same home. */
+export function expandHome(path: string, home: string): string {
+  if (path === '~') return home;
+  return path.startsWith('~/') ? `${home}${path.slice(1)}` : path;
+}
