@@ -24,7 +24,8 @@ export function toEntryInfo(entry: AgentEntry): EntryInfoInit {
     permissions: entry.permissions,
     owner: entry.owner,
     group: entry.group,
-    modifiedTime: timestampFromMs(entry.modified_ms),
+    // Whole milliseconds: a fraction would make fractional nanos, which no Timestamp's JSON takes (the SDK keeps a Date anyway).
+    modifiedTime: timestampFromMs(Math.floor(entry.modified_ms)),
     ...(entry.symlink_target !== undefined && { symlinkTarget: entry.symlink_target }),
   };
 }

@@ -44,6 +44,11 @@ export interface SandboxTemplate {
   /** No shell of the system exists in the job's filesystem (shell-files.ts). */
   withoutShells?: boolean;
   /**
+   * Pseudo-terminals can be opened (a devpts of the sandbox's own, /dev/ptmx and /dev/tty):
+   * long-lived sandboxes give their processes terminals. Without it /dev has five harmless devices.
+   */
+  terminals?: boolean;
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.

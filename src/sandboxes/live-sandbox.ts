@@ -145,6 +145,7 @@ export class LiveSandbox {
       workDirBytes: plan.settings.homeBytes,
       network: plan.network,
       startsEarly: true,
+      terminals: true,
       limits: {
         memoryBytes: plan.memoryBytes,
         memoryMechanism: 'cgroup',

@@ -768,9 +768,10 @@ class Agent:
             raise OSError(number, os.strerror(number), path)
         return wd
 
-    def watch_directory(self, watch, relative):
+    def watch_directory(self, watch, relative, found=None):
         """Watches `relative` (under the watch's root), and for a recursive watch every directory
-        in it, without following links."""
+        in it, without following links. `found` collects what the directories already held (their
+        relative paths, parents first)."""
         path = os.path.join(watch["root"], relative) if relative else watch["root"]
         wd = self.add_inotify_watch(path, WATCH_MASK | (IN_DONT_FOLLOW if relative else 0))
         watch["wds"][wd] = relative
@@ -778,12 +779,17 @@ class Agent:
         if not watch["recursive"]:
             return
         try:
-            children = [child.name for child in os.scandir(path) if child.is_dir(follow_symlinks=False)]
+            children = [(child.name, child.is_dir(follow_symlinks=False)) for child in os.scandir(path)]
         except OSError:
             return
-        for name in children:
+        for name, is_dir in sorted(children):
+            child = os.path.join(relative, name)
+            if found is not None:
+                found.append(child)
+            if not is_dir:
+                continue
             try:
-                self.watch_directory(watch, os.path.join(relative, name))
+                self.watch_directory(watch, child, found)
             except OSError:
                 pass  # gone, or not readable: its parent's events still come
 
@@ -852,6 +858,9 @@ class Agent:
         if mask & (IN_DELETE_SELF | IN_MOVE_SELF) and relative:
             return  # a subdirectory's own end is its parent's event already
         path = os.path.join(relative, name) if name else relative
+        # What a new directory already holds when its watch is added (made with it, as by
+        # `mkdir -p a/b && echo > a/b/c`) made no event of its own: reported after the directory.
+        found = []
         if watch["recursive"] and mask & IN_ISDIR:
             if mask & IN_MOVED_FROM:
                 # Out of the tree, or about to come back under another name (IN_MOVED_TO).
@@ -862,13 +871,15 @@ class Agent:
                 # Watched before it is reported: a client that waits for this event then acts
                 # inside the directory is seen.
                 try:
-                    self.watch_directory(watch, path)
+                    self.watch_directory(watch, path, found)
                 except OSError:
                     pass
         for bits, kind in FS_EVENT_TYPES:
             if mask & bits:
                 self.send({"event": "fs", "watch": watch["id"], "name": path, "type": kind})
-                return
+                break
+        for child in found:
+            self.send({"event": "fs", "watch": watch["id"], "name": child, "type": "create"})
 
 
 def exec_child(cmd, args, env, directory, stdio, terminal, error_write):

@@ -14,6 +14,8 @@ export interface SandboxHost {
   /** Kills the sandbox `timeoutSeconds` from now. */
   setTimeout(id: string, timeoutSeconds: number): Promise<Sandbox>;
   kill(id: string): Promise<Sandbox>;
+  /** A running sandbox as its creator got it (its envd access token too); its timeout moved out to `timeoutSeconds` from now, never in. */
+  connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
   /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */
   envdSocket(): string | null;
 }

@@ -32,7 +32,11 @@ export class Sandboxes {
   private starting = 0;
   private closed = false;
 
-  constructor(private readonly runtime: RunnerRuntime) {}
+  constructor(
+    private readonly runtime: RunnerRuntime,
+    /** Told when a sandbox has ended, so what serves it (envd) forgets it. */
+    private readonly onEnded: (id: string) => void = () => undefined,
+  ) {}
 
   /** Starts a sandbox; throws CodedError (validation, template.not_found, sandboxes.full, backend.*). */
   async create(request: SandboxCreateRequest): Promise<Sandbox> {
@@ -70,6 +74,13 @@ export class Sandboxes {
     return sandbox.describe();
   }
 
+  connect(id: string, timeoutSeconds?: number): Sandbox {
+    const sandbox = this.find(id);
+    if (!sandbox.running) throw sandbox.endedError();
+    if (timeoutSeconds !== undefined && Date.now() + timeoutSeconds * 1000 > Date.parse(sandbox.describe().end_at)) this.setTimeout(id, timeoutSeconds);
+    return sandbox.describe(true);
+  }
+
   async kill(id: string): Promise<Sandbox> {
     const sandbox = this.find(id);
     await sandbox.end('killed');
@@ -102,6 +113,7 @@ export class Sandboxes {
   }
 
   private forgetLater(sandbox: LiveSandbox): void {
+    this.onEnded(sandbox.id);
     setTimeout(() => this.sandboxes.delete(sandbox.id), this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
 

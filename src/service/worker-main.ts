@@ -2,6 +2,8 @@ import { RunnerRuntime } from '../runner/runtime.js';
 import { executeSnippet } from '../runner/snippet.js';
 import { Sessions } from '../session/sessions.js';
 import { Sandboxes } from '../sandboxes/sandboxes.js';
+import { createEnvdServer, type EnvdServer } from '../envd/envd-server.js';
+import { listenEnvd } from '../envd/envd-socket.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
@@ -66,17 +68,22 @@ let runtime: RunnerRuntime;
 let loop: WorkerLoop;
 let sessions: Sessions;
 let sandboxes: Sandboxes;
+let envd: { server: EnvdServer; close(): Promise<void> };
 channel.handle('init', async (config, slots) => {
   runtime = new RunnerRuntime(config);
   // Before the first await: the front door may route a session call here while init still runs.
   sessions = new Sessions(runtime);
-  sandboxes = new Sandboxes(runtime);
+  const server = createEnvdServer((id) => sandboxes.access(id));
+  sandboxes = new Sandboxes(runtime, (id) => server.sandboxEnded(id));
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
   if (orphans > 0) log('info')({ orphans }, 'removed work dirs left by a previous process');
   loop = new WorkerLoop(ports, runtime, slots, { info: log('info'), error: log('error') });
   loop.start();
+  const listening = await listenEnvd(server.server);
+  envd = { server, close: listening.close };
+  return { envdSocket: listening.socketPath };
 });
 channel.handle('exec', (token, request) => abortable(token, (signal) => executeSnippet(request, { runtime, signal })));
 channel.handle('task', (token, request) => abortable(token, (signal) => runTask(request, { runtime, signal })));
@@ -96,8 +103,10 @@ channel.handle('sandboxList', () => sandboxes.list());
 channel.handle('sandboxDescribe', (id) => sandboxes.describe(id));
 channel.handle('sandboxSetTimeout', (id, seconds) => sandboxes.setTimeout(id, seconds));
 channel.handle('sandboxKill', (id) => sandboxes.kill(id));
+channel.handle('sandboxConnect', (id, timeoutSeconds) => sandboxes.connect(id, timeoutSeconds));
 channel.handle('sandboxesClose', () => sandboxes.close());
 channel.handle('stop', async () => {
   await Promise.all([loop.stopped(), sessions.close(), sandboxes.close()]);
+  await envd.close();
   await runtime.dispose();
 });

@@ -48,6 +48,8 @@ export class WorkerProcess {
   private lastBackends: BackendDescription[] = [];
   private backendsAt = 0;
   private stopping = false;
+  /** Where the worker's sandboxes' envd listens; null until it has started (again). */
+  private envdSocket: string | null = null;
   private exited!: Promise<void>;
 
   private constructor(private readonly options: WorkerProcessOptions) {}
@@ -76,7 +78,8 @@ export class WorkerProcess {
     describe: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxDescribe', id)),
     setTimeout: (id, seconds) => this.hostCall('sandbox', () => this.channel.call('sandboxSetTimeout', id, seconds)),
     kill: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxKill', id)),
-    envdSocket: () => null,
+    connect: (id, timeoutSeconds) => this.hostCall('sandbox', () => this.channel.call('sandboxConnect', id, timeoutSeconds)),
+    envdSocket: () => this.envdSocket,
   };
 
   exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {
@@ -144,7 +147,7 @@ export class WorkerProcess {
       }),
     );
     this.serve(channel, gone.signal);
-    await channel.call('init', this.options.config, this.options.slots);
+    this.envdSocket = (await channel.call('init', this.options.config, this.options.slots)).envdSocket;
     this.lastBackends = await this.backends();
     this.backendsAt = Date.now();
   }
@@ -205,6 +208,7 @@ export class WorkerProcess {
 
   private async lost(channel: WorkerChannel, how: number | string | null): Promise<void> {
     channel.close(`exited (${how})`);
+    this.envdSocket = null;
     if (this.stopping) return;
     const jobs = [...this.leased];
     this.leased.clear();

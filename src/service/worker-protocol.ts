@@ -31,8 +31,8 @@ export type LogLevel = 'info' | 'warn' | 'error';
 /** What the worker process answers and hears. */
 export type WorkerSide = {
   calls: {
-    /** The worker's runtime and its job loop with `slots` slots. */
-    init(config: RunnerConfig, slots: number): void;
+    /** The worker's runtime and its job loop with `slots` slots; answers where its sandboxes' envd listens. */
+    init(config: RunnerConfig, slots: number): { envdSocket: string };
     /** `token` names the call for an `abort` notice (a client that hung up). */
     exec(token: number, request: unknown): SnippetResponse;
     task(token: number, request: unknown): TaskResponse;
@@ -57,6 +57,7 @@ export type WorkerSide = {
     sandboxDescribe(id: string): Sandbox;
     sandboxSetTimeout(id: string, timeoutSeconds: number): Sandbox;
     sandboxKill(id: string): Sandbox;
+    sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
     /** The service is stopping: every sandbox is killed, new ones are refused. */
     sandboxesClose(): void;
   };

@@ -58,6 +58,12 @@ export class FakeSandboxHost implements SandboxHost {
     return sandbox;
   }
 
+  async connect(id: string, timeoutSeconds?: number): Promise<Sandbox> {
+    const sandbox = this.find(id);
+    if (timeoutSeconds !== undefined && Date.now() + timeoutSeconds * 1000 > Date.parse(sandbox.end_at)) await this.setTimeout(id, timeoutSeconds);
+    return { ...sandbox, envd_access_token: 'fake-token' };
+  }
+
   envdSocket(): string | null {
     return null;
   }

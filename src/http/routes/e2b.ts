@@ -163,10 +163,8 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           },
         },
         async (request) => {
-          const sandbox = await running(sandboxes, request.params.sandboxID);
-          const timeout = request.body?.timeout;
-          const later = timeout !== undefined && Date.now() + timeout * 1000 > Date.parse(sandbox.end_at);
-          return created(later ? await sandboxes.setTimeout(sandbox.id, timeout) : sandbox);
+          const { id } = await running(sandboxes, request.params.sandboxID);
+          return created(await sandboxes.connect(id, request.body?.timeout));
         },
       );
     }

@@ -339,6 +339,7 @@ export class BubblewrapBackend implements SandboxBackend {
       mounts,
       networkFiles,
       hidden: template.withoutShells ? ready.shellFiles : [],
+      terminals: template.terminals === true,
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,

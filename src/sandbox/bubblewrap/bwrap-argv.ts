@@ -43,6 +43,8 @@ export interface BwrapPlan {
   networkFiles: NetworkFiles | null;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
   hidden: readonly string[];
+  /** bwrap's own /dev, with a devpts instance of the sandbox's own (ptmx, pts/) and tty. */
+  terminals: boolean;
   tmpBytes: number;
   shmBytes: number;
   /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
@@ -97,11 +99,17 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
 
   // Fresh kernel views: procfs of the job's PID namespace, no /sys, and a /dev of five
-  // harmless devices (no tty, no pts, no kvm), read-only but for its /dev/shm.
+  // harmless devices (no tty, no pts, no kvm), read-only but for its /dev/shm. A sandbox with
+  // terminals gets bwrap's /dev instead: the same devices plus tty, and a devpts instance of its
+  // own (new in its user namespace, so it sees no host terminal); still no kvm, nothing else.
   args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo');
-  args.push('--size', String(DEV_TMPFS_BYTES), '--tmpfs', '/dev');
-  for (const device of DEVICES) args.push('--dev-bind', device, device);
-  for (const [link, target] of DEV_LINKS) args.push('--symlink', target, link);
+  if (plan.terminals) {
+    args.push('--dev', '/dev');
+  } else {
+    args.push('--size', String(DEV_TMPFS_BYTES), '--tmpfs', '/dev');
+    for (const device of DEVICES) args.push('--dev-bind', device, device);
+    for (const [link, target] of DEV_LINKS) args.push('--symlink', target, link);
+  }
   args.push('--size', String(plan.shmBytes), '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
 
   // Writable space is size-limited tmpfs only, gone when the job ends.

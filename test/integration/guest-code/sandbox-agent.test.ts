@@ -524,6 +524,18 @@ describe('sandbox agent: watches', () => {
     );
   });
 
+  it('reports what a new directory already held when its watch was added (made with it)', async () => {
+    const root = join(scratch, 'watched-made-whole');
+    mkdirSync(root);
+    const { watch } = (await agent.request({ op: 'watch', path: root, recursive: true })) as { watch: number };
+    // One write makes the parents and the file before the agent reads the directory's event.
+    assert.equal((await agent.request({ op: 'write', path: join(root, 'a', 'b', 'file.txt'), data: base64(Buffer.from('x')), append: false })).error, undefined);
+    const seen = new Set<string>();
+    for (const expected of ['create a', 'create a/b', 'create a/b/file.txt']) {
+      while (!seen.has(expected)) seen.add(await nextChange(watch));
+    }
+  });
+
   it('refuses a watch on a missing path or a file, and an unknown unwatch', async () => {
     assert.equal((await agent.request({ op: 'watch', path: join(scratch, 'absent'), recursive: true })).error?.code, 'not_found');
     writeFileSync(join(scratch, 'a-file'), '');

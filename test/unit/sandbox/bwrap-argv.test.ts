@@ -13,6 +13,7 @@ const plan: BwrapPlan = {
   mounts: [{ host: '/state/jobs/1/script.py', sandbox: '/tmp/job-1/script.py', writable: false }],
   networkFiles: null,
   hidden: ['/usr/bin/dash'],
+  terminals: false,
   tmpBytes: 1024,
   shmBytes: 512,
 };
@@ -41,6 +42,12 @@ describe('bubblewrap argv', () => {
       '--chdir /tmp/job-1',
     ]);
     assert.deepEqual(args.slice(args.indexOf('--') + 1), ['/usr/bin/python3', 'script.py']);
+  });
+
+  it("gives a sandbox with terminals bwrap's /dev (its own devpts), read-only but for /dev/shm", () => {
+    const flags = bwrapFlags(buildBwrapArgs({ ...plan, terminals: true }));
+    const dev = flags.slice(flags.indexOf('--ro-bind /state/meminfo /proc/meminfo') + 1, flags.indexOf('--remount-ro /dev') + 1);
+    assert.deepEqual(dev, ['--dev /dev', '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev']);
   });
 
   it('never shares the host network: egress gets its own resolver files and reports the sandbox for attaching', () => {

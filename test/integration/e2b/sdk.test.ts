@@ -1,0 +1,182 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type FilesystemEvent } from 'e2b';
+import type { BackendKind } from '../../../src/contract/backend-kinds.js';
+import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
+
+/**
+ * The unmodified `e2b` SDK against `agent-runner serve`, with E2B_API_URL and E2B_SANDBOX_URL both
+ * pointing at it: the control plane (create, connect, list, timeout, kill) and each sandbox's
+ * envd (commands, pty, files, watches), through the front door to the worker process's sandboxes.
+ * The whole surface on local_process; what differs by backend (the sandbox itself) on gVisor and
+ * the microVM too.
+ */
+describe('the e2b SDK against agent-runner', async () => {
+  let server: ServerProcess;
+  const kinds = await availableKinds(testRuntime(), 'run-job');
+  const opts = () => ({ apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+  const created: Sandbox[] = [];
+  const create = async (options: Parameters<typeof Sandbox.create>[1] = {}) => {
+    const sandbox = await Sandbox.create('base', { ...opts(), ...options });
+    created.push(sandbox);
+    return sandbox;
+  };
+
+  before(async () => {
+    server = await startServer([], { env: { AGENT_RUNNER_SANDBOXES__MAX: '16' } });
+  });
+  after(async () => {
+    await Promise.all(created.map((sandbox) => sandbox.kill().catch(() => undefined)));
+    await server.stop();
+  });
+
+  for (const kind of ['local_process', 'gvisor', 'microvm'] as const satisfies readonly BackendKind[]) {
+    const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
+    it(`runs a command, keeps a file, opens a terminal and is killed on ${kind}`, { skip }, async () => {
+      const backend = kind === 'local_process' ? {} : { AGENT_RUNNER_BACKENDS__DEFAULT: kind };
+      const local = Object.keys(backend).length === 0 ? server : await startServer([], { env: backend });
+      try {
+        const sandbox = await Sandbox.create('base', { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url, envs: { GREETING: 'hello' } });
+        const result = await sandbox.commands.run('echo "$GREETING from $(pwd)"; echo oops >&2');
+        assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user\n', stderr: 'oops\n' });
+        await sandbox.files.write('notes/today.txt', 'kept');
+        assert.equal((await sandbox.commands.run('cat notes/today.txt')).stdout, 'kept');
+        let typed = '';
+        const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: (data) => void (typed += Buffer.from(data).toString()) });
+        await sandbox.pty.sendInput(terminal.pid, Buffer.from('echo "on $(tty)"\n'));
+        await waitUntil(() => /on \/dev\/pts\/\d+/.test(typed), 'a terminal of its own', { timeoutMs: 60_000, seen: () => typed });
+        assert.equal(await sandbox.kill(), true);
+        assert.equal(await sandbox.isRunning(), false);
+      } finally {
+        if (local !== server) await local.stop();
+      }
+    });
+  }
+
+  it('commands: foreground, exit codes, background handles, stdin, connect, list and kill', async () => {
+    const sandbox = await create({ envs: { FROM_CREATE: 'c' } });
+    const failed = await sandbox.commands.run('echo out; echo err >&2; exit 3').catch((error: unknown) => error);
+    assert.ok(failed instanceof CommandExitError, `a non-zero exit is CommandExitError, got ${String(failed)}`);
+    assert.equal(failed.exitCode, 3);
+    assert.equal(failed.stdout, 'out\n');
+    assert.equal(failed.stderr, 'err\n');
+    const envs = await sandbox.commands.run('echo $FROM_CREATE $FROM_RUN', { envs: { FROM_RUN: 'r' }, cwd: '/tmp' });
+    assert.equal(envs.stdout, 'c r\n');
+    const streamed: string[] = [];
+    const background = await sandbox.commands.run('for i in 1 2 3; do echo line $i; sleep 0.1; done', { background: true, onStdout: (line) => void streamed.push(line) });
+    const done = await background.wait();
+    assert.equal(done.exitCode, 0);
+    assert.equal(streamed.join(''), 'line 1\nline 2\nline 3\n');
+
+    const cat = await sandbox.commands.run('cat', { background: true, stdin: true });
+    await sandbox.commands.sendStdin(cat.pid, 'typed\n');
+    await sandbox.commands.closeStdin(cat.pid);
+    assert.equal((await cat.wait()).stdout, 'typed\n');
+
+    const sleeper = await sandbox.commands.run('echo started; sleep 600', { background: true });
+    const listed = await sandbox.commands.list();
+    assert.ok(
+      listed.some((process) => process.pid === sleeper.pid),
+      `list shows the running command: ${JSON.stringify(listed)}`,
+    );
+    const second = await Sandbox.connect(sandbox.sandboxId, opts());
+    const followed = await second.commands.connect(sleeper.pid);
+    assert.equal(await second.commands.kill(sleeper.pid), true);
+    const ended = await followed.wait().catch((error: unknown) => error);
+    assert.ok(ended instanceof CommandExitError, 'a killed command ends with an error');
+    assert.equal(await sandbox.commands.kill(sleeper.pid), false, 'killing it again finds nothing');
+  });
+
+  it('a command past its timeout is killed with its whole process tree', async () => {
+    const sandbox = await create();
+    const outcome = await sandbox.commands.run('sh -c "sleep 300 & setsid sleep 301 & wait"', { timeoutMs: 1500 }).catch((error: unknown) => error);
+    assert.ok(outcome instanceof TimeoutError, `TimeoutError, got ${String(outcome)}`);
+    await waitUntil(
+      async () => (await sandbox.commands.run('ps -eo args')).stdout.split('\n').every((line) => !/^sleep 30[01]/.test(line)),
+      'no sleep of the tree is left',
+      30_000,
+    );
+  });
+
+  it('pty: a terminal that echoes input, resizes and is killed', async () => {
+    const sandbox = await create();
+    let seen = '';
+    const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: (data) => void (seen += Buffer.from(data).toString()) });
+    await sandbox.pty.sendInput(terminal.pid, Buffer.from('stty size; echo "tty: $(tty)"\n'));
+    await waitUntil(() => /24 80/.test(seen) && /tty: \/dev\/pts\//.test(seen), 'the terminal answers', { timeoutMs: 30_000, seen: () => seen });
+    await sandbox.pty.resize(terminal.pid, { cols: 100, rows: 40 });
+    await sandbox.pty.sendInput(terminal.pid, Buffer.from('stty size\n'));
+    await waitUntil(() => /40 100/.test(seen), 'the terminal has its new size', { timeoutMs: 30_000, seen: () => seen });
+    assert.equal(await sandbox.pty.kill(terminal.pid), true);
+  });
+
+  it('files: write, read, list with depth, info, makeDir, rename, remove, watch, and a 50 MiB round trip', async () => {
+    const sandbox = await create();
+    const events: FilesystemEvent[] = [];
+    await sandbox.files.makeDir('watched');
+    const watch = await sandbox.files.watchDir('watched', (event) => void events.push(event), { recursive: true });
+    await sandbox.files.write('watched/sub/a.txt', 'one');
+    assert.equal(await sandbox.files.read('watched/sub/a.txt'), 'one');
+    assert.deepEqual(
+      (await sandbox.files.list('watched', { depth: 1 })).map((entry) => entry.name),
+      ['sub'],
+    );
+    assert.deepEqual(
+      (await sandbox.files.list('watched', { depth: 2 })).map((entry) => entry.path),
+      ['/home/user/watched/sub', '/home/user/watched/sub/a.txt'],
+    );
+    assert.equal(await sandbox.files.makeDir('watched/sub'), false, 'makeDir of an existing directory');
+    assert.equal((await sandbox.files.getInfo('watched/sub/a.txt')).size, 3);
+    await sandbox.files.rename('watched/sub/a.txt', 'watched/sub/b.txt');
+    assert.equal(await sandbox.files.exists('watched/sub/a.txt'), false);
+    await sandbox.files.remove('watched/sub');
+    await waitUntil(() => events.some((event) => event.name === 'sub' && event.type === 'remove'), 'the watch sees the removal', {
+      timeoutMs: 30_000,
+      seen: () => JSON.stringify(events),
+    });
+    assert.ok(
+      events.some((event) => event.name === 'sub/a.txt' && event.type === 'create'),
+      JSON.stringify(events),
+    );
+    assert.ok(
+      events.some((event) => event.name === 'sub/a.txt' && event.type === 'rename'),
+      JSON.stringify(events),
+    );
+    await watch.stop();
+    await assert.rejects(sandbox.files.read('no/such/file'), FileNotFoundError);
+
+    const big = randomBytes(50 * 1024 * 1024);
+    await sandbox.files.write('big.bin', new Blob([big]));
+    const back = Buffer.from(await sandbox.files.read('big.bin', { format: 'bytes' }));
+    assert.equal(back.length, big.length);
+    assert.ok(back.equals(big), 'the 50 MiB come back as they went');
+  });
+
+  it("sandboxes are apart: one's files and processes are never another's; unknown ids are not found", async () => {
+    const [first, second] = [await create(), await create()];
+    await first.files.write('secret.txt', 'first only');
+    await first.commands.run('sleep 600', { background: true });
+    assert.equal(await second.files.exists('secret.txt'), false);
+    assert.deepEqual(await second.commands.list(), []);
+    await assert.rejects(Sandbox.connect('0'.repeat(24), opts()), SandboxNotFoundError);
+    const health = await fetch(`${server.url}/health`);
+    assert.equal(health.status, 200, 'the service stays healthy');
+  });
+
+  it('setTimeout moves the end, an expired sandbox ends with its processes, and lists filter by metadata', async () => {
+    const tag = randomBytes(4).toString('hex');
+    const sandbox = await create({ metadata: { tag }, timeoutMs: 60_000 });
+    await sandbox.setTimeout(2000);
+    const listed = await Sandbox.list({ ...opts(), query: { metadata: { tag } } }).nextItems();
+    assert.deepEqual(
+      listed.map((item) => item.sandboxId),
+      [sandbox.sandboxId],
+    );
+    await waitUntil(async () => !(await sandbox.isRunning()), 'the sandbox ends at its timeout', 30_000);
+    assert.deepEqual(await Sandbox.list({ ...opts(), query: { metadata: { tag } } }).nextItems(), []);
+  });
+});
