@@ -110,8 +110,8 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
   const written: ReturnType<typeof writeInfo>[] = [];
   const seen = new Set<string>();
   await eachFilePart(request, async (stream, filename) => {
-    const destination = absolutePath(target, path ?? filename);
     if (!path && !filename) throw new ConnectError('a file part names no path', Code.InvalidArgument);
+    const destination = absolutePath(target, path ?? filename);
     if (seen.has(destination)) {
       throw new ConnectError(
         `you cannot upload multiple files to the same path '${destination}' in one upload request, only the first specified file was uploaded`,
