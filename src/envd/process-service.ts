@@ -1,5 +1,5 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
-import type { AgentEndEvent } from '../contract/sandbox-agent.js';
+import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
@@ -40,10 +40,10 @@ async function sendInput(agent: SandboxAgentPort, pid: number, input: ProcessInp
  * with that timeout, not under the request's). The agent kills the whole process group, so a
  * command's children do not outlive its timeout (e2b-dev/E2B #500, #879).
  */
-function killAtDeadline(agent: SandboxAgentPort, pid: number, timeoutMs: number | undefined): () => void {
-  if (timeoutMs === undefined || timeoutMs <= 0) return () => {};
+function killAtDeadline(agent: SandboxAgentPort, pid: number, timeoutMs: number | undefined): (() => void) | undefined {
+  if (timeoutMs === undefined || timeoutMs <= 0) return undefined;
   const timer = setTimeout(() => {
-    // The process may have ended meanwhile, or the sandbox with it: nothing is left to kill then.
+    // The sandbox may have ended, and the process with it: nothing is left to kill then.
     agent.request({ op: 'signal', pid, signal: SIGKILL }).catch(() => {});
   }, timeoutMs);
   timer.unref();
@@ -88,14 +88,19 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       const size = request.pty ? { ...DEFAULT_PTY, ...request.pty.size } : undefined;
       const queue = new StreamQueue<ProcessEventInit>();
       const queueing = queueingListener(queue);
+      // The listener outlives the stream while a deadline is pending, for the end event alone, so
+      // that the kill at the deadline never reaches a later process given the same pid.
+      let streaming = true;
       let ended = false;
-      let cancelKill = (): void => {};
+      let cancelKill: (() => void) | undefined;
       const listener = {
-        output: queueing.output,
+        output(event: AgentOutputEvent) {
+          if (streaming) queueing.output(event);
+        },
         end(event: AgentEndEvent) {
           ended = true;
-          cancelKill();
-          queueing.end(event);
+          cancelKill?.();
+          if (streaming) queueing.end(event);
         },
       };
       const started = await agentCall(() =>
@@ -114,9 +119,12 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
           listener,
         ),
       );
-      // After the client left, the end event no longer clears the timer: the agent then answers the late kill no_such_process.
       if (!ended) cancelKill = killAtDeadline(target.agent, started.pid, context.timeoutMs());
-      yield* streamProcess(started.pid, queue, context, started.detach, streams.open(sandboxId, queue));
+      const leave = (): void => {
+        streaming = false;
+        if (ended || cancelKill === undefined) started.detach();
+      };
+      yield* streamProcess(started.pid, queue, context, leave, streams.open(sandboxId, queue));
     },
 
     async *connect(request, context) {

@@ -160,6 +160,19 @@ describe('envd process.Process', () => {
     });
     await rejectsWith(eventsOf(client.start({ process: { cmd: 'sleep' } }, { timeoutMs: 300 })), Code.DeadlineExceeded);
     assert.equal(await killed, 9);
+
+    const killedAfterLeaving = new Promise<number>((resolve) => {
+      target.agent.onStart = (process) => {
+        process.onSignal = (signal) => {
+          resolve(signal);
+          process.exit(0, signal);
+        };
+      };
+    });
+    const leaving = client.start({ process: { cmd: 'sleep' } }, { timeoutMs: 300 })[Symbol.asyncIterator]();
+    await leaving.next();
+    await leaving.return?.();
+    assert.equal(await killedAfterLeaving, 9);
     assert.deepEqual(stays.signals, []);
     assert.equal(stays.ended, false);
     stays.exit(0);
