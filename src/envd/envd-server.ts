@@ -6,7 +6,8 @@ import { handleFiles, sendJsonError } from './files-route.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { Process } from './gen/process/process_pb.js';
-import { processService } from './process-service.js';
+import { OpenStreams } from './open-streams.js';
+import { createProcessService } from './process-service.js';
 import { callerKey, type EnvdCaller, type EnvdLookup } from './target.js';
 import { WatcherRegistry } from './watchers.js';
 
@@ -16,7 +17,7 @@ const MAX_RPC_REQUEST_BYTES = 16 * 1024 * 1024;
 export interface EnvdServer {
   /** Listens wherever the worker tells it (a unix socket); the front door forwards E2B's envd traffic to it. */
   server: Server;
-  /** Forgets what it keeps for a sandbox that ended (its polling watchers). */
+  /** Ends the streams of a sandbox that ended (unavailable, as E2B answers a sandbox that timed out) and forgets its polling watchers. */
   sandboxEnded(sandboxId: string): void;
 }
 
@@ -36,11 +37,12 @@ function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void 
  */
 export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
   const watchers = new WatcherRegistry();
+  const streams = new OpenStreams();
   const callers = new WeakMap<IncomingMessage, EnvdCaller>();
   const rpc = connectNodeAdapter({
     routes(router) {
-      router.service(Process, processService);
-      router.service(Filesystem, createFilesystemService(watchers));
+      router.service(Process, createProcessService(streams));
+      router.service(Filesystem, createFilesystemService(watchers, streams));
     },
     readMaxBytes: MAX_RPC_REQUEST_BYTES,
     // Newer SDKs may send fields these protos lack, as envd's own Go server ignores them.
@@ -75,5 +77,11 @@ export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
   // An upload of 50 MiB through a slow link, or a stream a command keeps open, may take longer than node's default of 300 s:
   // the front door and the sandbox's own lifetime bound them instead.
   server.requestTimeout = 0;
-  return { server, sandboxEnded: (sandboxId) => watchers.forgetSandbox(sandboxId) };
+  return {
+    server,
+    sandboxEnded(sandboxId) {
+      streams.sandboxEnded(sandboxId);
+      watchers.forgetSandbox(sandboxId);
+    },
+  };
 }

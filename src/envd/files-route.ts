@@ -1,7 +1,7 @@
-import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { posix } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { Busboy } from '@fastify/busboy';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -110,8 +110,8 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
   const written: ReturnType<typeof writeInfo>[] = [];
   const seen = new Set<string>();
   await eachFilePart(request, async (stream, filename) => {
-    const destination = absolutePath(target, path ?? filename);
     if (!path && !filename) throw new ConnectError('a file part names no path', Code.InvalidArgument);
+    const destination = absolutePath(target, path ?? filename);
     if (seen.has(destination)) {
       throw new ConnectError(
         `you cannot upload multiple files to the same path '${destination}' in one upload request, only the first specified file was uploaded`,
@@ -137,14 +137,35 @@ async function download(response: ServerResponse, target: EnvdTarget, path: stri
   }
   if (entry.type === 'directory') return sendJsonError(response, 400, `path '${entry.path}' is a directory`);
   response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(entry.name)}` });
-  for (let offset = 0; !response.destroyed;) {
-    const chunk = await agentCall(() => agent.request({ op: 'read', path: entry.path, offset, length: FILE_CHUNK_BYTES }));
+  // pipeline reads the next chunk only as the client takes the last, and stops reading when the client leaves.
+  await pipeline(Readable.from(fileChunks(agent, entry.path)), response);
+}
+
+/** A file's bytes, a chunk per agent read. */
+async function* fileChunks(agent: SandboxAgentPort, path: string): AsyncGenerator<Buffer> {
+  for (let offset = 0; ;) {
+    const chunk = await agentCall(() => agent.request({ op: 'read', path, offset, length: FILE_CHUNK_BYTES }));
     const data = Buffer.from(chunk.data, 'base64');
     offset += data.length;
-    if (data.length > 0 && !response.write(data)) await once(response, 'drain');
-    if (chunk.eof || data.length === 0) break;
+    if (data.length > 0) yield data;
+    if (chunk.eof || data.length === 0) return;
   }
-  response.end();
+}
+
+/**
+ * Why a /files request may not go on, as envd's validateSigning says it: with an access token
+ * set, the X-Access-Token header must match it when present; else the URL must be signed.
+ */
+function accessProblem(request: IncomingMessage, url: URL, accessToken: string | null, operation: 'read' | 'write'): string | undefined {
+  if (accessToken === null) return undefined;
+  if (request.headers['x-access-token'] !== undefined) {
+    return hasAccessToken(request.headers, accessToken) ? undefined : 'access token present in header but does not match';
+  }
+  const query = (name: string) => url.searchParams.get(name) ?? undefined;
+  return signatureProblem(
+    { path: query('path') ?? '', operation, username: query('username') ?? '', signature: query('signature'), expiration: query('signature_expiration') },
+    accessToken,
+  );
 }
 
 /**
@@ -156,24 +177,8 @@ export async function handleFiles(request: IncomingMessage, response: ServerResp
   const path = url.searchParams.get('path') ?? undefined;
   const username = url.searchParams.get('username') ?? undefined;
   const operation = request.method === 'GET' ? 'read' : 'write';
-  if (target.accessToken !== null) {
-    const refused =
-      request.headers['x-access-token'] !== undefined
-        ? hasAccessToken(request.headers, target.accessToken)
-          ? undefined
-          : 'access token present in header but does not match'
-        : signatureProblem(
-            {
-              path: path ?? '',
-              operation,
-              username: username ?? '',
-              signature: url.searchParams.get('signature') ?? undefined,
-              expiration: url.searchParams.get('signature_expiration') ?? undefined,
-            },
-            target.accessToken,
-          );
-    if (refused) return sendJsonError(response, 401, refused);
-  }
+  const refused = accessProblem(request, url, target.accessToken, operation);
+  if (refused) return sendJsonError(response, 401, refused);
   // Both users are the sandbox's one user here; a name the sandbox lacks is refused as envd's user lookup refuses it.
   if (requestUser(username, target.defaultUser) === undefined) return sendJsonError(response, 401, `error looking up user '${username}': unknown user`);
   try {

@@ -5,6 +5,7 @@ import { agentCall } from './agent-errors.js';
 import { toEntryInfo, type EntryInfoInit } from './entry-info.js';
 import { describesEntry, toFilesystemEvent } from './fs-events.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
+import type { OpenStreams } from './open-streams.js';
 import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
 import { callerOf, expandHome } from './target.js';
 import type { WatcherRegistry } from './watchers.js';
@@ -24,7 +25,7 @@ async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentF
 }
 
 /** envd's filesystem.Filesystem over a sandbox's agent; paths are absolute, `~/...`, or relative to the user's home. */
-export function createFilesystemService(watchers: WatcherRegistry): ServiceImpl<typeof Filesystem> {
+export function createFilesystemService(watchers: WatcherRegistry, streams: OpenStreams): ServiceImpl<typeof Filesystem> {
   return {
     async stat(request, context) {
       const { target } = callerOf(context);
@@ -63,11 +64,15 @@ export function createFilesystemService(watchers: WatcherRegistry): ServiceImpl<
     },
 
     async *watchDir(request, context) {
-      const { agent, home } = callerOf(context).target;
+      const {
+        sandboxId,
+        target: { agent, home },
+      } = callerOf(context);
       const path = expandHome(request.path, home);
       const { watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive: request.recursive }));
       // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
       const queue = new StreamQueue<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>();
+      const close = streams.open(sandboxId, queue);
       const subscription = agent.onWatch(watch, (event) => queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }));
       try {
         yield { event: { case: 'start', value: {} } };
@@ -81,6 +86,7 @@ export function createFilesystemService(watchers: WatcherRegistry): ServiceImpl<
         }
       } finally {
         subscription.detach();
+        close();
         // The sandbox may be gone with its watches; nothing is left to stop then.
         agent.request({ op: 'unwatch', watch }).catch(() => {});
       }

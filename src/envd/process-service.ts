@@ -1,9 +1,10 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
-import type { AgentEndEvent } from '../contract/sandbox-agent.js';
+import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
+import type { OpenStreams } from './open-streams.js';
 import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
 import { callerOf, expandHome } from './target.js';
 
@@ -39,10 +40,10 @@ async function sendInput(agent: SandboxAgentPort, pid: number, input: ProcessInp
  * with that timeout, not under the request's). The agent kills the whole process group, so a
  * command's children do not outlive its timeout (e2b-dev/E2B #500, #879).
  */
-function killAtDeadline(agent: SandboxAgentPort, pid: number, timeoutMs: number | undefined): () => void {
-  if (timeoutMs === undefined || timeoutMs <= 0) return () => {};
+function killAtDeadline(agent: SandboxAgentPort, pid: number, timeoutMs: number | undefined): (() => void) | undefined {
+  if (timeoutMs === undefined || timeoutMs <= 0) return undefined;
   const timer = setTimeout(() => {
-    // The process may have ended meanwhile, or the sandbox with it: nothing is left to kill then.
+    // The sandbox may have ended, and the process with it: nothing is left to kill then.
     agent.request({ op: 'signal', pid, signal: SIGKILL }).catch(() => {});
   }, timeoutMs);
   timer.unref();
@@ -50,13 +51,14 @@ function killAtDeadline(agent: SandboxAgentPort, pid: number, timeoutMs: number 
 }
 
 /** Sends StartEvent, then the queued events until the end event; the listener is detached when the client leaves. */
-async function* streamProcess(pid: number, queue: StreamQueue<ProcessEventInit>, context: HandlerContext, detach: () => void): AsyncGenerator<StreamResponse> {
+async function* streamProcess(pid: number, queue: StreamQueue<ProcessEventInit>, context: HandlerContext, detach: () => void, close: () => void): AsyncGenerator<StreamResponse> {
   try {
     yield { event: startEvent(pid) };
     for await (const event of queue.drain(context.signal, { idleMs: keepaliveIdleMs(context.requestHeader), item: keepaliveEvent })) yield { event };
   } finally {
     // Leaving a stream never stops the process (envd: "we do not want the command to be killed if the request context is cancelled").
     detach();
+    close();
   }
 }
 
@@ -65,106 +67,119 @@ async function* streamProcess(pid: number, queue: StreamQueue<ProcessEventInit>,
  * E2B's `user` and `root` are both accepted (the server checks the name) but this first version
  * has no second uid inside a sandbox to switch to.
  */
-export const processService: ServiceImpl<typeof Process> = {
-  async list(_request, context) {
-    const { agent } = callerOf(context).target;
-    const { processes } = await agentCall(() => agent.request({ op: 'list' }));
-    return {
-      processes: processes.map((process) => ({
-        pid: process.pid,
-        ...(process.tag !== undefined && { tag: process.tag }),
-        config: { cmd: process.cmd, args: process.args, envs: process.envs, ...(process.cwd !== undefined && { cwd: process.cwd }) },
-      })),
-    };
-  },
+export function createProcessService(streams: OpenStreams): ServiceImpl<typeof Process> {
+  return {
+    async list(_request, context) {
+      const { agent } = callerOf(context).target;
+      const { processes } = await agentCall(() => agent.request({ op: 'list' }));
+      return {
+        processes: processes.map((process) => ({
+          pid: process.pid,
+          ...(process.tag !== undefined && { tag: process.tag }),
+          config: { cmd: process.cmd, args: process.args, envs: process.envs, ...(process.cwd !== undefined && { cwd: process.cwd }) },
+        })),
+      };
+    },
 
-  async *start(request, context) {
-    const { target } = callerOf(context);
-    const config = request.process;
-    if (!config?.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
-    const size = request.pty ? { ...DEFAULT_PTY, ...request.pty.size } : undefined;
-    const queue = new StreamQueue<ProcessEventInit>();
-    const queueing = queueingListener(queue);
-    let ended = false;
-    let cancelKill = (): void => {};
-    const listener = {
-      output: queueing.output,
-      end(event: AgentEndEvent) {
-        ended = true;
-        cancelKill();
-        queueing.end(event);
-      },
-    };
-    const started = await agentCall(() =>
-      target.agent.start(
-        {
-          op: 'start',
-          cmd: config.cmd,
-          args: config.args,
-          envs: config.envs,
-          cwd: config.cwd ? expandHome(config.cwd, target.home) : target.home,
-          ...(request.tag !== undefined && { tag: request.tag }),
-          ...(size && { pty: { cols: size.cols, rows: size.rows } }),
-          // envd keeps stdin open unless the request says false (older SDKs send nothing); a pseudo-terminal is always its input.
-          stdin: size !== undefined || request.stdin !== false,
+    async *start(request, context) {
+      const { sandboxId, target } = callerOf(context);
+      const config = request.process;
+      if (!config?.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
+      const size = request.pty ? { ...DEFAULT_PTY, ...request.pty.size } : undefined;
+      const queue = new StreamQueue<ProcessEventInit>();
+      const queueing = queueingListener(queue);
+      // The listener outlives the stream while a deadline is pending, for the end event alone, so
+      // that the kill at the deadline never reaches a later process given the same pid.
+      let streaming = true;
+      let ended = false;
+      let cancelKill: (() => void) | undefined;
+      const listener = {
+        output(event: AgentOutputEvent) {
+          if (streaming) queueing.output(event);
         },
-        listener,
-      ),
-    );
-    // After the client left, the end event no longer clears the timer: the agent then answers the late kill no_such_process.
-    if (!ended) cancelKill = killAtDeadline(target.agent, started.pid, context.timeoutMs());
-    yield* streamProcess(started.pid, queue, context, started.detach);
-  },
+        end(event: AgentEndEvent) {
+          ended = true;
+          cancelKill?.();
+          if (streaming) queueing.end(event);
+        },
+      };
+      const started = await agentCall(() =>
+        target.agent.start(
+          {
+            op: 'start',
+            cmd: config.cmd,
+            args: config.args,
+            envs: config.envs,
+            cwd: config.cwd ? expandHome(config.cwd, target.home) : target.home,
+            ...(request.tag !== undefined && { tag: request.tag }),
+            ...(size && { pty: { cols: size.cols, rows: size.rows } }),
+            // envd keeps stdin open unless the request says false (older SDKs send nothing); a pseudo-terminal is always its input.
+            stdin: size !== undefined || request.stdin !== false,
+          },
+          listener,
+        ),
+      );
+      if (!ended) cancelKill = killAtDeadline(target.agent, started.pid, context.timeoutMs());
+      const leave = (): void => {
+        streaming = false;
+        if (ended || cancelKill === undefined) started.detach();
+      };
+      yield* streamProcess(started.pid, queue, context, leave, streams.open(sandboxId, queue));
+    },
 
-  async *connect(request, context) {
-    const { agent } = callerOf(context).target;
-    const pid = await selectedPid(agent, request.process);
-    const queue = new StreamQueue<ProcessEventInit>();
-    const following = await agentCall(() => agent.follow(pid, queueingListener(queue)));
-    yield* streamProcess(pid, queue, context, following.detach);
-  },
+    async *connect(request, context) {
+      const {
+        sandboxId,
+        target: { agent },
+      } = callerOf(context);
+      const pid = await selectedPid(agent, request.process);
+      const queue = new StreamQueue<ProcessEventInit>();
+      const following = await agentCall(() => agent.follow(pid, queueingListener(queue)));
+      yield* streamProcess(pid, queue, context, following.detach, streams.open(sandboxId, queue));
+    },
 
-  async update(request, context) {
-    const { agent } = callerOf(context).target;
-    const pid = await selectedPid(agent, request.process);
-    const size = request.pty?.size;
-    if (size) await agentCall(() => agent.request({ op: 'resize', pid, cols: size.cols, rows: size.rows }));
-    return {};
-  },
+    async update(request, context) {
+      const { agent } = callerOf(context).target;
+      const pid = await selectedPid(agent, request.process);
+      const size = request.pty?.size;
+      if (size) await agentCall(() => agent.request({ op: 'resize', pid, cols: size.cols, rows: size.rows }));
+      return {};
+    },
 
-  async streamInput(requests, context) {
-    const { agent } = callerOf(context).target;
-    let pid: number | undefined;
-    for await (const message of requests) {
-      const event = message.event;
-      if (event.case === 'start') pid = await selectedPid(agent, event.value.process);
-      else if (event.case === 'data') {
-        if (pid === undefined) throw new ConnectError('the first message of StreamInput must be a start event', Code.InvalidArgument);
-        await sendInput(agent, pid, event.value.input);
+    async streamInput(requests, context) {
+      const { agent } = callerOf(context).target;
+      let pid: number | undefined;
+      for await (const message of requests) {
+        const event = message.event;
+        if (event.case === 'start') pid = await selectedPid(agent, event.value.process);
+        else if (event.case === 'data') {
+          if (pid === undefined) throw new ConnectError('the first message of StreamInput must be a start event', Code.InvalidArgument);
+          await sendInput(agent, pid, event.value.input);
+        }
       }
-    }
-    return {};
-  },
+      return {};
+    },
 
-  async sendInput(request, context) {
-    const { agent } = callerOf(context).target;
-    await sendInput(agent, await selectedPid(agent, request.process), request.input);
-    return {};
-  },
+    async sendInput(request, context) {
+      const { agent } = callerOf(context).target;
+      await sendInput(agent, await selectedPid(agent, request.process), request.input);
+      return {};
+    },
 
-  async sendSignal(request, context) {
-    const { agent } = callerOf(context).target;
-    const signal = SIGNAL_NUMBERS[request.signal];
-    if (signal === undefined) throw new ConnectError(`signal: ${Signal[request.signal] ?? request.signal} is not one envd sends`, Code.InvalidArgument);
-    const pid = await selectedPid(agent, request.process);
-    await agentCall(() => agent.request({ op: 'signal', pid, signal }));
-    return {};
-  },
+    async sendSignal(request, context) {
+      const { agent } = callerOf(context).target;
+      const signal = SIGNAL_NUMBERS[request.signal];
+      if (signal === undefined) throw new ConnectError(`signal: ${Signal[request.signal] ?? request.signal} is not one envd sends`, Code.InvalidArgument);
+      const pid = await selectedPid(agent, request.process);
+      await agentCall(() => agent.request({ op: 'signal', pid, signal }));
+      return {};
+    },
 
-  async closeStdin(request, context) {
-    const { agent } = callerOf(context).target;
-    const pid = await selectedPid(agent, request.process);
-    await agentCall(() => agent.request({ op: 'close_stdin', pid }));
-    return {};
-  },
-};
+    async closeStdin(request, context) {
+      const { agent } = callerOf(context).target;
+      const pid = await selectedPid(agent, request.process);
+      await agentCall(() => agent.request({ op: 'close_stdin', pid }));
+      return {};
+    },
+  };
+}

@@ -5,7 +5,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
  * the agent's events cannot be paused, so past this the stream ends (resource_exhausted) rather
  * than the worker's memory growing; the process runs on and the client may Connect again.
  */
-export const MAX_QUEUED_BYTES = 32 * 1024 * 1024;
+const MAX_QUEUED_BYTES = 32 * 1024 * 1024;
 
 /** envd's interval when the client names none (permissions/keepalive.go). */
 const DEFAULT_KEEPALIVE_SECONDS = 90;

@@ -8,7 +8,7 @@ import type { EnvdCaller } from './target.js';
  * Events a polling watcher keeps until it is read. A client that never polls should not grow the
  * worker without bound: past this the oldest events are dropped, the newest kept.
  */
-export const MAX_BUFFERED_EVENTS = 10_000;
+const MAX_BUFFERED_EVENTS = 10_000;
 
 interface Watcher {
   sandboxId: string;

@@ -160,9 +160,45 @@ describe('envd process.Process', () => {
     });
     await rejectsWith(eventsOf(client.start({ process: { cmd: 'sleep' } }, { timeoutMs: 300 })), Code.DeadlineExceeded);
     assert.equal(await killed, 9);
+
+    const killedAfterLeaving = new Promise<number>((resolve) => {
+      target.agent.onStart = (process) => {
+        process.onSignal = (signal) => {
+          resolve(signal);
+          process.exit(0, signal);
+        };
+      };
+    });
+    const leaving = client.start({ process: { cmd: 'sleep' } }, { timeoutMs: 300 })[Symbol.asyncIterator]();
+    await leaving.next();
+    await leaving.return?.();
+    assert.equal(await killedAfterLeaving, 9);
     assert.deepEqual(stays.signals, []);
     assert.equal(stays.ended, false);
     stays.exit(0);
+  });
+
+  it('ends the streams of a sandbox that ended as unavailable, and only its own', async () => {
+    const ending = fakeTarget();
+    envd.sandboxes.set('ending', ending);
+    const doomed = envd
+      .client(Process, 'ending')
+      .start({ process: { cmd: 'sleep' } })
+      [Symbol.asyncIterator]();
+    assert.equal((await doomed.next()).value!.event!.event.case, 'start');
+    const started = nextStart(target);
+    const other = envd
+      .client(Process, 'sbx1')
+      .start({ process: { cmd: 'sleep' } })
+      [Symbol.asyncIterator]();
+    await other.next();
+    const survivor = await started;
+    envd.envd.sandboxEnded('ending');
+    await rejectsWith(doomed.next(), Code.Unavailable);
+    survivor.write('stdout', 'still here');
+    assert.equal((await other.next()).value!.event!.event.case, 'data');
+    survivor.exit(0);
+    await other.return?.();
   });
 
   it('answers a start the agent refuses with its code, and a sandbox that ended as unavailable', async () => {

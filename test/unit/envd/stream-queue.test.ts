@@ -1,0 +1,35 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { StreamQueue, keepaliveIdleMs } from '../../../src/envd/stream-queue.js';
+
+describe('envd stream queue', () => {
+  it('sends a keepalive when nothing came for the idle time, and the items in order until the end', async () => {
+    const queue = new StreamQueue<string>();
+    const stream = queue.drain(new AbortController().signal, { idleMs: 1, item: () => 'keepalive' });
+    assert.equal((await stream.next()).value, 'keepalive');
+    queue.push('a');
+    queue.push('b');
+    queue.end();
+    queue.push('after the end');
+    assert.deepEqual([(await stream.next()).value, (await stream.next()).value, (await stream.next()).done], ['a', 'b', true]);
+  });
+
+  it('ends a stream whose client reads too slowly with resource_exhausted, and a waiting one on abort', async () => {
+    const full = new StreamQueue<string>(10);
+    full.push('0123456789', 10);
+    full.push('x', 1);
+    await assert.rejects(full.drain(new AbortController().signal).next(), (error: unknown) => error instanceof ConnectError && error.code === Code.ResourceExhausted);
+
+    const abort = new AbortController();
+    const waiting = new StreamQueue<string>().drain(abort.signal).next();
+    abort.abort(new Error('client left'));
+    await assert.rejects(waiting, /client left/);
+  });
+
+  it('reads the keepalive interval from Keepalive-Ping-Interval in seconds, 90 s as envd when absent or bad', () => {
+    assert.equal(keepaliveIdleMs(new Headers({ 'Keepalive-Ping-Interval': '50' })), 50_000);
+    assert.equal(keepaliveIdleMs(new Headers()), 90_000);
+    assert.equal(keepaliveIdleMs(new Headers({ 'Keepalive-Ping-Interval': '-3' })), 90_000);
+  });
+});
