@@ -4,7 +4,6 @@ import type { AgentEndEvent } from '../../../src/contract/sandbox-agent.js';
 import { CodedError } from '../../../src/contract/errors.js';
 import type { SandboxAgentPort } from '../../../src/sandboxes/agent-port.js';
 import { Sandboxes } from '../../../src/sandboxes/sandboxes.js';
-import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { waitUntil } from '../../helpers/wait.js';
 
@@ -18,47 +17,44 @@ async function run(agent: SandboxAgentPort, cmd: string, args: string[], envs: R
 }
 
 /**
- * Long-lived sandboxes (src/sandboxes/) on each backend the host has: the agent inside runs
+ * Long-lived sandboxes (src/sandboxes/) through the library, on local_process (every backend is
+ * driven through E2B's SDK in test/integration/e2b/sdk.test.ts): the agent inside runs
  * processes as the sandbox's user in its home, files written through it stay between calls,
  * env vars given at creation reach every process, and a kill ends the sandbox and what ran in it.
  */
 describe('long-lived sandboxes', async () => {
   const runtime = testRuntime();
   const sandboxes = new Sandboxes(runtime);
-  const kinds = await availableKinds(runtime, 'run-job');
   after(async () => {
     await sandboxes.close();
     await runtime.dispose();
   });
 
-  for (const kind of ['local_process', 'gvisor', 'microvm'] as const) {
-    const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
-    it(`runs processes and keeps files on ${kind}`, { skip }, async () => {
-      const sandbox = await sandboxes.create({ backend: { kind }, env_vars: { GREETING: 'hello' }, metadata: { test: 'yes' } });
-      const access = sandboxes.access(sandbox.id)!;
-      assert.ok(access, 'a running sandbox has an agent');
-      const who = await run(access.agent, '/bin/sh', ['-c', 'echo "$GREETING $HOME $(pwd)"; echo err >&2; exit 3']);
-      assert.equal(who.stdout, 'hello /home/user /home/user\n');
-      assert.equal(who.stderr, 'err\n');
-      assert.equal(who.end.exit_code, 3);
-      await access.agent.request({ op: 'write', path: 'notes/a.txt', data: Buffer.from('kept').toString('base64'), append: false });
-      const cat = await run(access.agent, '/bin/cat', ['/home/user/notes/a.txt']);
-      assert.equal(cat.stdout, 'kept');
-      const listed = await access.agent.request({ op: 'list_dir', path: '/home/user', depth: 2 });
-      assert.deepEqual(
-        listed.entries.map((entry) => entry.path),
-        ['/home/user/notes', '/home/user/notes/a.txt'],
-      );
-      const killed = await sandboxes.kill(sandbox.id);
-      assert.equal(killed.state, 'ended');
-      assert.equal(sandboxes.access(sandbox.id), undefined);
-      await assert.rejects(access.agent.request({ op: 'list' }), /has ended/);
-      await assert.rejects(
-        Promise.resolve().then(() => sandboxes.setTimeout(sandbox.id, 10)),
-        (error: unknown) => error instanceof CodedError && error.error.code === 'sandbox.ended',
-      );
-    });
-  }
+  it('runs processes and keeps files', async () => {
+    const sandbox = await sandboxes.create({ env_vars: { GREETING: 'hello' }, metadata: { test: 'yes' } });
+    const access = sandboxes.access(sandbox.id)!;
+    assert.ok(access, 'a running sandbox has an agent');
+    const who = await run(access.agent, '/bin/sh', ['-c', 'echo "$GREETING $HOME $(pwd)"; echo err >&2; exit 3']);
+    assert.equal(who.stdout, 'hello /home/user /home/user\n');
+    assert.equal(who.stderr, 'err\n');
+    assert.equal(who.end.exit_code, 3);
+    await access.agent.request({ op: 'write', path: 'notes/a.txt', data: Buffer.from('kept').toString('base64'), append: false });
+    const cat = await run(access.agent, '/bin/cat', ['/home/user/notes/a.txt']);
+    assert.equal(cat.stdout, 'kept');
+    const listed = await access.agent.request({ op: 'list_dir', path: '/home/user', depth: 2 });
+    assert.deepEqual(
+      listed.entries.map((entry) => entry.path),
+      ['/home/user/notes', '/home/user/notes/a.txt'],
+    );
+    const killed = await sandboxes.kill(sandbox.id);
+    assert.equal(killed.state, 'ended');
+    assert.equal(sandboxes.access(sandbox.id), undefined);
+    await assert.rejects(access.agent.request({ op: 'list' }), /has ended/);
+    await assert.rejects(
+      Promise.resolve().then(() => sandboxes.setTimeout(sandbox.id, 10)),
+      (error: unknown) => error instanceof CodedError && error.error.code === 'sandbox.ended',
+    );
+  });
 
   it('ends at its timeout, and refuses an unknown template and id', async () => {
     const sandbox = await sandboxes.create({ timeout_seconds: 1 });
