@@ -49,6 +49,11 @@ export interface SandboxTemplate {
    */
   terminals?: boolean;
   /**
+   * The name of the sandbox's user (uid 1000) as its passwd says: `user`, at home in /home/user,
+   * as E2B's sandboxes name theirs; `sandbox` (home /tmp) when not given.
+   */
+  user?: 'sandbox' | 'user';
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.

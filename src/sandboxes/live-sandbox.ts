@@ -146,6 +146,7 @@ export class LiveSandbox {
       network: plan.network,
       startsEarly: true,
       terminals: true,
+      user: 'user',
       limits: {
         memoryBytes: plan.memoryBytes,
         memoryMechanism: 'cgroup',

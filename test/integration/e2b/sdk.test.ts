@@ -41,8 +41,8 @@ describe('the e2b SDK against agent-runner', async () => {
       const local = Object.keys(backend).length === 0 ? server : await startServer([], { env: backend });
       try {
         const sandbox = await Sandbox.create('base', { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url, envs: { GREETING: 'hello' } });
-        const result = await sandbox.commands.run('echo "$GREETING from $(pwd)"; echo oops >&2');
-        assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user\n', stderr: 'oops\n' });
+        const result = await sandbox.commands.run('echo "$GREETING from $(pwd) as $(whoami)"; echo oops >&2');
+        assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user as user\n', stderr: 'oops\n' });
         await sandbox.files.write('notes/today.txt', 'kept');
         assert.equal((await sandbox.commands.run('cat notes/today.txt')).stdout, 'kept');
         let typed = '';
