@@ -150,6 +150,14 @@ export interface SandboxOutcome {
   durationMs: number;
 }
 
+/** A running sandbox's use of the host, read from its cgroup and its work dir's file system; null: not counted here. */
+export interface LiveUsage {
+  cpuMs: number | null;
+  memoryBytes: number | null;
+  workDirUsedBytes: number | null;
+  workDirTotalBytes: number | null;
+}
+
 /** Copies a host directory into the work dir (see workspace/snapshot.ts for what is left out). */
 export interface WorkspaceImport {
   hostPath: string;
@@ -207,6 +215,8 @@ export interface PreparedSandbox {
   collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts>;
   /** Runs the job to completion; never leaves a process behind. */
   start(io: SandboxIO): Promise<SandboxOutcome>;
+  /** What its processes use now, while it runs (a long-lived sandbox's metrics); absent where the backend cannot say. */
+  usageNow?(): Promise<LiveUsage>;
   /** Gives the sandbox up without running it. */
   discard(): void;
   /** The caller is done with the work directory (artifacts read); it may now be deleted. */

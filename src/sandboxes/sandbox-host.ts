@@ -1,4 +1,4 @@
-import type { Sandbox, SandboxCreateRequest } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../contract/sandbox.js';
 
 /**
  * Where sandboxes live, as the front door sees it: every operation by sandbox id, each failing
@@ -14,6 +14,8 @@ export interface SandboxHost {
   /** Kills the sandbox `timeoutSeconds` from now. */
   setTimeout(id: string, timeoutSeconds: number): Promise<Sandbox>;
   kill(id: string): Promise<Sandbox>;
+  /** What its processes use now (sandbox.ended once it has ended). */
+  metrics(id: string): Promise<SandboxMetrics>;
   /** A running sandbox as its creator got it (its envd access token too); its timeout moved out to `timeoutSeconds` from now, never in. */
   connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
   /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../contract/errors.js';
-import type { Sandbox, SandboxCreateRequest } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../contract/sandbox.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import { admitNetwork } from '../runner/network-admission.js';
@@ -79,6 +79,10 @@ export class Sandboxes {
     if (!sandbox.running) throw sandbox.endedError();
     if (timeoutSeconds !== undefined && Date.now() + timeoutSeconds * 1000 > Date.parse(sandbox.describe().end_at)) this.setTimeout(id, timeoutSeconds);
     return sandbox.describe(true);
+  }
+
+  metrics(id: string): Promise<SandboxMetrics> {
+    return this.find(id).metrics();
   }
 
   async kill(id: string): Promise<Sandbox> {

@@ -6,7 +6,7 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
-import type { Sandbox, SandboxCreateRequest } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../contract/sandbox.js';
 
 /**
  * The one protocol between a front door and its worker process (worker-process.ts forks,
@@ -57,6 +57,7 @@ export type WorkerSide = {
     sandboxDescribe(id: string): Sandbox;
     sandboxSetTimeout(id: string, timeoutSeconds: number): Sandbox;
     sandboxKill(id: string): Sandbox;
+    sandboxMetrics(id: string): SandboxMetrics;
     sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
     /** The service is stopping: every sandbox is killed, new ones are refused. */
     sandboxesClose(): void;

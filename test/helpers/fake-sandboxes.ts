@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../../src/contract/errors.js';
-import type { Sandbox, SandboxCreateRequest } from '../../src/contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../../src/contract/sandbox.js';
 import type { SandboxHost } from '../../src/sandboxes/sandbox-host.js';
 
 /**
@@ -62,6 +62,19 @@ export class FakeSandboxHost implements SandboxHost {
     const sandbox = this.find(id);
     if (timeoutSeconds !== undefined && Date.now() + timeoutSeconds * 1000 > Date.parse(sandbox.end_at)) await this.setTimeout(id, timeoutSeconds);
     return { ...sandbox, envd_access_token: 'fake-token' };
+  }
+
+  async metrics(id: string): Promise<SandboxMetrics> {
+    this.find(id);
+    return {
+      timestamp: new Date().toISOString(),
+      cpu_count: 1,
+      cpu_used_pct: 12.5,
+      mem_used_bytes: 1 << 20,
+      mem_total_bytes: 1 << 30,
+      disk_used_bytes: 4096,
+      disk_total_bytes: 1 << 30,
+    };
   }
 
   envdSocket(): string | null {
