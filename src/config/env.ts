@@ -64,7 +64,7 @@ function parse(variable: string, text: string, leaf: TSchema, convert: (value: n
     try {
       return JSON.parse(text) as unknown;
     } catch (error) {
-      throw new Error(`${variable} must be a JSON object: ${(error as Error).message}`);
+      throw new Error(`${variable} must be a JSON object: ${(error as Error).message}`, { cause: error });
     }
   }
   if (type === 'boolean') {
