@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type FilesystemEvent } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
@@ -7,6 +8,18 @@ import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
+
+/** The status of GET /health sent to the service under another host name (fetch keeps Host its own). */
+function statusByHost(url: string, host: string): Promise<number> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const request = httpRequest({ hostname, port, path: '/health', headers: { host } }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    request.on('error', reject).end();
+  });
+}
 
 /**
  * The unmodified `e2b` SDK against `agent-runner serve`, with E2B_API_URL and E2B_SANDBOX_URL both
@@ -158,13 +171,17 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.ok(back.equals(big), 'the 50 MiB come back as they went');
   });
 
-  it("sandboxes are apart: one's files and processes are never another's; unknown ids are not found", async () => {
+  it("sandboxes are apart: one's files and processes are never another's; unknown ids are not found; a host name routes", async () => {
     const [first, second] = [await create(), await create()];
     await first.files.write('secret.txt', 'first only');
     await first.commands.run('sleep 600', { background: true });
     assert.equal(await second.files.exists('secret.txt'), false);
     assert.deepEqual(await second.commands.list(), []);
     await assert.rejects(Sandbox.connect('0'.repeat(24), opts()), SandboxNotFoundError);
+    // A wildcard DNS name in front of the service reaches a sandbox's envd by host name alone.
+    assert.equal(await statusByHost(server.url, `49983-${first.sandboxId}.sandboxes.test`), 204);
+    assert.equal(await statusByHost(server.url, `49983-${'0'.repeat(24)}.sandboxes.test`), 502, 'an unknown sandbox, as E2B answers it');
+    assert.equal(await statusByHost(server.url, `49999-${first.sandboxId}.sandboxes.test`), 502, 'a port nothing serves');
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200, 'the service stays healthy');
   });
