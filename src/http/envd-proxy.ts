@@ -18,17 +18,31 @@ export function sandboxTarget(headers: IncomingHttpHeaders): { sandboxId: string
   return byName ? { sandboxId: byName[2]!, port: Number(byName[1]) } : null;
 }
 
+/** A route of one sandbox (E2B's `/sandboxes/{id}...`, `/v2/sandboxes/{id}/connect`, ours `/v1/sandboxes/{id}...`): its id. */
+const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
+
 /**
  * Traffic for a sandbox, as E2B's SDK sends it to `E2B_SANDBOX_URL` (its `E2b-Sandbox-Id` and
  * `E2b-Sandbox-Port` headers) or to a `{port}-{id}.{domain}` host name, goes to the sandbox's
  * envd in the worker process (envd/), byte for byte, streams included, before anything of this
  * service sees it: envd does its own auth (the sandbox's access token), so the service token is
  * not asked for, as E2B's sandbox URLs do not carry the API key. Other ports of a sandbox are not
- * served (yet): 502, which the SDK reads as a sandbox not running there.
+ * served (yet): 502, which the SDK reads as a sandbox not running there. In the distributed mode a
+ * request for a sandbox another front door holds (envd's, or a route of that sandbox) goes to that
+ * front door whole, which answers it as its own, auth included.
  */
 export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): void {
   app.addHook('onRequest', async (request, reply) => {
     const target = sandboxTarget(request.headers);
+    const id = target?.sandboxId ?? SANDBOX_ROUTE.exec(request.url)?.[1];
+    if (id === undefined) return;
+    const place = await sandboxes.placeOf(id);
+    if ('address' in place) {
+      reply.hijack();
+      const { hostname, port } = new URL(place.address);
+      forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, request.headers);
+      return;
+    }
     if (!target) return;
     reply.hijack();
     const socketPath = sandboxes.envdSocket();
@@ -37,17 +51,18 @@ export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): 
       sendJson(reply.raw, target.port === ENVD_PORT ? 503 : 502, { sandboxId: target.sandboxId, message, code: target.port === ENVD_PORT ? 503 : 502 });
       return;
     }
-    forward(request.raw, reply.raw, socketPath, { ...request.headers, 'e2b-sandbox-id': target.sandboxId });
+    forward(request.raw, reply.raw, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId });
   });
 }
 
-function forward(incoming: IncomingMessage, outgoing: ServerResponse, socketPath: string, headers: IncomingHttpHeaders): void {
-  const upstream = httpRequest({ socketPath, method: incoming.method, path: incoming.url, headers }, (answer) => {
+/** The request as it came, to a unix socket (this worker's envd) or another front door; its answer back as it comes. */
+function forward(incoming: IncomingMessage, outgoing: ServerResponse, to: { socketPath: string } | { host: string; port: number }, headers: IncomingHttpHeaders): void {
+  const upstream = httpRequest({ ...to, method: incoming.method, path: incoming.url, headers }, (answer) => {
     outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
     answer.pipe(outgoing);
   });
   upstream.on('error', (error) => {
-    if (!outgoing.headersSent) sendJson(outgoing, 502, { message: `the sandbox host did not answer: ${error.message}`, code: 502 });
+    if (!outgoing.headersSent) sendJson(outgoing, 502, { message: `the sandbox's host did not answer: ${error.message}`, code: 502 });
     else outgoing.destroy();
   });
   // The client went away: so does the forwarded request (envd keeps a command running without its client).

@@ -2,7 +2,7 @@ import { AgentRunnerClient } from '../client/client.js';
 import { AgentRunnerError } from '../client/types.js';
 import { CodedError, contractError, ERROR_CODES, type ErrorCode } from '../contract/errors.js';
 import type { SessionHost } from '../session/session-host.js';
-import type { SessionOwners } from './session-owners.js';
+import type { Owners } from './owners.js';
 
 /**
  * The sessions of the distributed mode, as one front door's routes see them. A session lives
@@ -19,7 +19,7 @@ export class ClusterSessions implements SessionHost {
 
   constructor(
     private readonly local: SessionHost,
-    private readonly owners: SessionOwners,
+    private readonly owners: Owners,
     /** This front door's address as the others reach it; known once it listens. */
     private readonly self: () => string,
     private readonly token: string | null,

@@ -84,4 +84,13 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX session_owners_by_age ON agent_runner.session_owners (created_at);
   `,
+  `
+  -- Which front door's worker holds a long-lived sandbox: the others forward its traffic there.
+  CREATE TABLE agent_runner.sandbox_owners (
+    sandbox_id text PRIMARY KEY,
+    address text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+  );
+  CREATE INDEX sandbox_owners_by_age ON agent_runner.sandbox_owners (created_at);
+  `,
 ];

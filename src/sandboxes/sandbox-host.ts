@@ -20,4 +20,11 @@ export interface SandboxHost {
   connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
   /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */
   envdSocket(): string | null;
+  /**
+   * Where a sandbox lives: this front door's worker (`here`, also for an id no one holds: it
+   * answers not found), or, in the distributed mode, the front door at `address` that holds it.
+   */
+  placeOf(id: string): Promise<SandboxPlace>;
 }
+
+export type SandboxPlace = { here: true } | { address: string };

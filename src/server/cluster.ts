@@ -4,7 +4,8 @@ import { WorkerProcess, type LogSink } from '../service/worker-process.js';
 import { ClusterFrontDoor, type ClusterFrontDoorOptions } from '../postgres/cluster-front-door.js';
 import { Cluster } from '../postgres/cluster.js';
 import { ClusterSessions } from '../postgres/cluster-sessions.js';
-import { SessionOwners } from '../postgres/session-owners.js';
+import { ClusterSandboxes } from '../postgres/cluster-sandboxes.js';
+import { Owners } from '../postgres/owners.js';
 import { WorkerNode } from '../postgres/worker-node.js';
 import type { DeskAndWorker } from './desk-and-worker.js';
 
@@ -37,11 +38,14 @@ export async function startClusterFrontDoor(options: {
   });
   if (options.slots > 0) await node.join(options.slots, await worker.backends());
   const { lifetimeSeconds, endedRetentionSeconds } = options.runtime.config.sessions;
-  const owners = new SessionOwners(cluster.db, lifetimeSeconds + endedRetentionSeconds);
+  const owners = new Owners(cluster.db, 'session_owners', lifetimeSeconds + endedRetentionSeconds);
+  const sandboxSettings = options.runtime.config.sandboxes;
+  const sandboxOwners = new Owners(cluster.db, 'sandbox_owners', sandboxSettings.maxTimeoutSeconds + sandboxSettings.endedRetentionSeconds);
   return {
     desk,
     worker,
     sessions: new ClusterSessions(worker.sessions, owners, options.address, options.token),
+    sandboxes: new ClusterSandboxes(worker.sandboxes, sandboxOwners, options.address),
     async drain(graceMs) {
       desk.close();
       await node.leave({ stopped: () => worker.stop(), cancelAll: () => worker.cancelAll() }, graceMs);

@@ -36,6 +36,7 @@ export async function startEmbedded(options: {
     desk: frontDoor,
     worker,
     sessions: worker.sessions,
+    sandboxes: worker.sandboxes,
     async drain(graceMs: number) {
       await frontDoor.close();
       const graceOver = setTimeout(() => worker.cancelAll(), graceMs);

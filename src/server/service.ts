@@ -76,7 +76,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     frontDoor: side.desk,
     worker: side.worker,
     sessions: side.sessions,
-    sandboxes: side.worker.sandboxes,
+    sandboxes: side.sandboxes,
     sessionFileBytes: config.runtime.config.sessions.maxFileBytes,
     defaultBackend: config.runtime.backends.defaultKind,
     token: config.token,

@@ -81,6 +81,7 @@ export class WorkerProcess {
     metrics: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxMetrics', id)),
     connect: (id, timeoutSeconds) => this.hostCall('sandbox', () => this.channel.call('sandboxConnect', id, timeoutSeconds)),
     envdSocket: () => this.envdSocket,
+    placeOf: async () => ({ here: true }),
   };
 
   exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {

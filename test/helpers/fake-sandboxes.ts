@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../../src/contract/errors.js';
 import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../../src/contract/sandbox.js';
-import type { SandboxHost } from '../../src/sandboxes/sandbox-host.js';
+import type { SandboxHost, SandboxPlace } from '../../src/sandboxes/sandbox-host.js';
 
 /**
  * A sandbox host that keeps sandboxes as records only (no sandbox, no agent): what the front
@@ -79,6 +79,10 @@ export class FakeSandboxHost implements SandboxHost {
 
   envdSocket(): string | null {
     return null;
+  }
+
+  async placeOf(): Promise<SandboxPlace> {
+    return { here: true };
   }
 
   private find(id: string): Sandbox {

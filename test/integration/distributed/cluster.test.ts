@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { Sandbox } from 'e2b';
 import pg from 'pg';
 import { contractError } from '../../../src/contract/errors.js';
 import { AgentRunnerClient, type JobEvent } from '../../../src/client/index.js';
@@ -233,5 +234,20 @@ describe('the distributed mode on PostgreSQL', () => {
     const unknown = await api(other!.url, 'GET', `/v1/sessions/ses_${'0'.repeat(32)}`, undefined, auth);
     assert.equal(unknown.status, 404, unknown.text);
     assert.equal(unknown.json.error.code, 'session.not_found');
+  });
+
+  test("an E2B sandbox made through one front door is driven through another: its routes and its envd's streams reach the front door that holds it", async () => {
+    const token = randomBytes(16).toString('hex');
+    const [maker, other] = await Promise.all(
+      [0, 1].map(() => startServer(['--database', database.url, '--workers', '0', '--token', token]).then((server) => (servers.push(server), server))),
+    );
+    const through = (server: ServerProcess) => ({ apiKey: token, apiUrl: server.url, sandboxUrl: server.url });
+    const sandbox = await Sandbox.create('base', through(maker!));
+    const elsewhere = await Sandbox.connect(sandbox.sandboxId, through(other!));
+    assert.equal((await elsewhere.commands.run('echo from the other door > note.txt && cat note.txt')).stdout, 'from the other door\n');
+    assert.equal(await sandbox.files.read('note.txt'), 'from the other door\n');
+    assert.equal((await Sandbox.getInfo(sandbox.sandboxId, through(other!))).state, 'running');
+    assert.equal(await Sandbox.kill(sandbox.sandboxId, through(other!)), true);
+    assert.equal(await sandbox.isRunning(), false);
   });
 });
