@@ -62,7 +62,11 @@ export type SandboxTimeoutRequest = Static<typeof SandboxTimeoutRequestSchema>;
 export const SandboxListSchema = Type.Object({ sandboxes: Type.Array(SandboxSchema) }, { $id: 'SandboxList', additionalProperties: false });
 
 const ExecCommon = {
-  envs: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }), { description: 'Added to the sandbox’s environment for this command.' })),
+  envs: Type.Optional(
+    Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }), {
+      description: 'Added to the sandbox’s environment for this command.',
+    }),
+  ),
   cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Where it runs: absolute, or relative to /home/user (the default).' })),
   stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024, description: 'Its standard input; end of file at once when omitted.' })),
   timeout: Type.Optional(
@@ -71,7 +75,10 @@ const ExecCommon = {
 };
 
 export const SandboxArgvExecSchema = Type.Object(
-  { argv: Type.Array(Type.String({ maxLength: 64 * 1024 }), { minItems: 1, maxItems: 4096, description: 'The program and its arguments, run as they are (no shell).' }), ...ExecCommon },
+  {
+    argv: Type.Array(Type.String({ maxLength: 64 * 1024 }), { minItems: 1, maxItems: 4096, description: 'The program and its arguments, run as they are (no shell).' }),
+    ...ExecCommon,
+  },
   { additionalProperties: false },
 );
 

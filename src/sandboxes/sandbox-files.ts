@@ -62,5 +62,7 @@ async function fileCall<T>(path: string, call: () => Promise<T>): Promise<T> {
 }
 
 function tooLarge(path: string, maxBytes: number): CodedError {
-  return new CodedError(contractError('sandbox.file_too_large', `${path} is over ${maxBytes} bytes, the largest file this server moves in or out of a sandbox`, { path, limit: maxBytes }));
+  return new CodedError(
+    contractError('sandbox.file_too_large', `${path} is over ${maxBytes} bytes, the largest file this server moves in or out of a sandbox`, { path, limit: maxBytes }),
+  );
 }
