@@ -11,11 +11,10 @@ import {
 } from '../../contract/sandbox.js';
 import type { SandboxCreateRequest, SandboxExecRequest, SandboxTimeoutRequest } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
+import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
-const OCTET_STREAM = 'application/octet-stream';
-const BYTES = { type: 'string', contentMediaType: OCTET_STREAM };
 const SandboxParams = routeSchema(Type.Object({ sandbox_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
 const FileParams = routeSchema(
@@ -33,7 +32,7 @@ type FileRoute = { Params: { sandbox_id: string; '*': string } };
  */
 export function sandboxRoutes(sandboxes: SandboxHost) {
   return async (app: FastifyInstance) => {
-    app.addContentTypeParser(OCTET_STREAM, { parseAs: 'buffer', bodyLimit: sandboxes.maxFileBytes() }, (_request, body, done) => done(null, body));
+    acceptFileBodies(app, sandboxes.maxFileBytes());
 
     app.post<{ Body: SandboxCreateRequest }>(
       '/v1/sandboxes',
@@ -115,7 +114,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Write a file into the sandbox, its parents made (the body is its bytes)',
           params: FileParams,
-          body: BYTES,
+          body: BYTES_SCHEMA,
           response: { 201: routeSchema(SandboxFileWrittenSchema) },
         },
       },
@@ -129,7 +128,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Read a file of the sandbox',
           params: FileParams,
-          response: { 200: { description: 'The file’s bytes', content: { [OCTET_STREAM]: { schema: BYTES } } } },
+          response: { 200: FILE_RESPONSE },
         },
       },
       async (request, reply) => reply.header('Content-Type', OCTET_STREAM).send(await sandboxes.readFile(request.params.sandbox_id, request.params['*'])),
