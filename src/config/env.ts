@@ -41,7 +41,8 @@ export function envSettings(env: NodeJS.ProcessEnv): EnvSetting[] {
 }
 
 function leaves(schema: TSchema, path: string[]): Array<[string[], TSchema]> {
-  if (schema.type !== 'object') return [[path, schema]];
+  // A map of named entries (sandboxes.templates) is one leaf: its variable holds JSON.
+  if (schema.type !== 'object' || schema.properties === undefined) return [[path, schema]];
   return Object.entries(schema.properties as Record<string, TSchema>).flatMap(([key, child]) => leaves(child, [...path, key]));
 }
 
@@ -59,6 +60,13 @@ function parse(variable: string, text: string, leaf: TSchema, convert: (value: n
   }
   // A list of paths, as PATH is written: `a:b:c` (empty entries dropped).
   if (type === 'array') return text.split(':').filter((entry) => entry !== '');
+  if (type === 'object') {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (error) {
+      throw new Error(`${variable} must be a JSON object: ${(error as Error).message}`, { cause: error });
+    }
+  }
   if (type === 'boolean') {
     if (text !== 'true' && text !== 'false') throw new Error(`${variable} must be true or false, got ${JSON.stringify(text)}`);
     return text === 'true';

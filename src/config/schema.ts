@@ -146,6 +146,27 @@ export const SessionSettingsSchema = Section({
 });
 export type SessionSettings = Static<typeof SessionSettingsSchema>;
 
+/** A sandbox template named in the configuration: what its sandboxes run on and with, over the sandboxes' defaults. */
+export const SandboxTemplateSchema = Type.Object(
+  {
+    backend: Type.Optional(
+      Type.Unsafe<(typeof BACKEND_KIND_NAMES)[number]>({
+        type: 'string',
+        enum: BACKEND_KIND_NAMES,
+        description: 'The backend kind its sandboxes run on (default: backends.default).',
+      }),
+    ),
+    memoryBytes: Type.Optional(Type.Integer({ minimum: 16 * MiB })),
+    cpuCores: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+    envVars: Type.Optional(
+      Type.Record(Type.String({ minLength: 1, pattern: '^[^=\\0]+$' }), Type.String(), { description: 'Given to every process, under what a create asks for.' }),
+    ),
+    allowInternetAccess: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type SandboxTemplateSettings = Static<typeof SandboxTemplateSchema>;
+
 export const SandboxSettingsSchema = Section({
   max: PositiveInteger(8, 'Sandboxes running at once; one more is refused (503 sandboxes.full; 429 on the E2B API).'),
   defaultTimeoutSeconds: PositiveInteger(300, "A sandbox is killed this long after it starts unless its timeout is set again (E2B's default)."),
@@ -159,6 +180,11 @@ export const SandboxSettingsSchema = Section({
   allowInternetAccess: Type.Boolean({
     default: false,
     description: "Whether a sandbox may reach the internet when its request does not say (E2B's SDK asks for it by default; runJob.allowNetwork must allow it).",
+  }),
+  templates: Type.Record(Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' }), SandboxTemplateSchema, {
+    default: {},
+    description:
+      "Templates by name beside `base` (the host's system, as E2B's base image gives): each a backend, limits and environment. Building one from a Dockerfile is not done.",
   }),
 });
 export type SandboxSettings = Static<typeof SandboxSettingsSchema>;

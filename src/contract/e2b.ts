@@ -89,3 +89,19 @@ export const E2bListQuerySchema = Type.Object(
   { additionalProperties: true },
 );
 export type E2bListQuery = Static<typeof E2bListQuerySchema>;
+
+/** One reading of `GET /sandboxes/{id}/metrics` (bytes, percent of `cpuCount` cores). */
+export const E2bSandboxMetricSchema = Type.Object(
+  {
+    timestamp: Type.String({ format: 'date-time' }),
+    timestampUnix: Type.Integer(),
+    cpuCount: Type.Number(),
+    cpuUsedPct: Type.Number(),
+    memUsed: Type.Integer(),
+    memTotal: Type.Integer(),
+    diskUsed: Type.Integer(),
+    diskTotal: Type.Integer(),
+  },
+  { $id: 'E2bSandboxMetric' },
+);
+export type E2bSandboxMetric = Static<typeof E2bSandboxMetricSchema>;

@@ -113,3 +113,18 @@ export const SandboxFileWrittenSchema = Type.Object(
   { $id: 'SandboxFileWritten', additionalProperties: false },
 );
 export type SandboxFileWritten = Static<typeof SandboxFileWrittenSchema>;
+
+/** What a sandbox's processes use now: from its cgroup and its home's file system, null where the backend cannot say. */
+export const SandboxMetricsSchema = Type.Object(
+  {
+    timestamp: Type.String({ format: 'date-time' }),
+    cpu_count: Type.Number(),
+    cpu_used_pct: Type.Union([Type.Number(), Type.Null()], { description: 'Of `cpu_count` cores, since the previous reading (or the start).' }),
+    mem_used_bytes: Type.Union([Type.Integer(), Type.Null()]),
+    mem_total_bytes: Type.Integer(),
+    disk_used_bytes: Type.Union([Type.Integer(), Type.Null()]),
+    disk_total_bytes: Type.Union([Type.Integer(), Type.Null()]),
+  },
+  { $id: 'SandboxMetrics', additionalProperties: false },
+);
+export type SandboxMetrics = Static<typeof SandboxMetricsSchema>;

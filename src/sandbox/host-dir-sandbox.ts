@@ -2,9 +2,10 @@ import type { JobCgroup } from './host/cgroups.js';
 import type { HostWorkDir } from './host/host-work-dir.js';
 import { copyToStagedFile, fillStagedFile } from './host/staged-files.js';
 import { removeTree } from './host/tree-removal.js';
+import { statfs } from 'node:fs/promises';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
-import type { ArtifactRequest, ExecRules, PreparedSandbox, ResolvedCommand, SandboxIO, SandboxOutcome, WorkPathKind, WorkspaceImport } from './types.js';
+import type { ArtifactRequest, ExecRules, LiveUsage, PreparedSandbox, ResolvedCommand, SandboxIO, SandboxOutcome, WorkPathKind, WorkspaceImport } from './types.js';
 
 /** What a sandbox whose files are host directories is made of; its backend's launch fills it in. */
 export interface HostDirParts {
@@ -44,6 +45,17 @@ export abstract class HostDirSandbox implements PreparedSandbox {
   abstract restrictExec(rules: ExecRules): Promise<void>;
   abstract start(io: SandboxIO): Promise<SandboxOutcome>;
   abstract discard(): void;
+
+  /** The cgroup's count, and the work dir's file system (its own tmpfs when the host is root): statfs reads the mount, never a path in it. */
+  async usageNow(): Promise<LiveUsage> {
+    const counted = (await this.host.cgroup?.current()) ?? { cpuMs: null, memoryBytes: null };
+    const disk = this.host.workDir === null ? null : await statfs(this.host.workDir).catch(() => null);
+    return {
+      ...counted,
+      workDirUsedBytes: disk === null ? null : (disk.blocks - disk.bfree) * disk.bsize,
+      workDirTotalBytes: disk === null ? null : disk.blocks * disk.bsize,
+    };
+  }
 
   writeFile(name: string, content: string | Buffer): Promise<void> {
     return fillStagedFile(this.stagedPath(name), content);

@@ -49,6 +49,11 @@ export interface SandboxTemplate {
    */
   terminals?: boolean;
   /**
+   * The name of the sandbox's user (uid 1000) as its passwd says: `user`, at home in /home/user,
+   * as E2B's sandboxes name theirs; `sandbox` (home /tmp) when not given.
+   */
+  user?: 'sandbox' | 'user';
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.
@@ -145,6 +150,14 @@ export interface SandboxOutcome {
   durationMs: number;
 }
 
+/** A running sandbox's use of the host, read from its cgroup and its work dir's file system; null: not counted here. */
+export interface LiveUsage {
+  cpuMs: number | null;
+  memoryBytes: number | null;
+  workDirUsedBytes: number | null;
+  workDirTotalBytes: number | null;
+}
+
 /** Copies a host directory into the work dir (see workspace/snapshot.ts for what is left out). */
 export interface WorkspaceImport {
   hostPath: string;
@@ -202,6 +215,8 @@ export interface PreparedSandbox {
   collectArtifacts(request: ArtifactRequest): Promise<CollectedArtifacts>;
   /** Runs the job to completion; never leaves a process behind. */
   start(io: SandboxIO): Promise<SandboxOutcome>;
+  /** What its processes use now, while it runs (a long-lived sandbox's metrics); absent where the backend cannot say. */
+  usageNow?(): Promise<LiveUsage>;
   /** Gives the sandbox up without running it. */
   discard(): void;
   /** The caller is done with the work directory (artifacts read); it may now be deleted. */

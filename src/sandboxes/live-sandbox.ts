@@ -1,7 +1,7 @@
 import { CodedError, contractError } from '../contract/errors.js';
-import type { Sandbox } from '../contract/sandbox.js';
+import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
 import type { SandboxSettings } from '../config/schema.js';
-import type { Mount, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
+import type { Mount, PreparedSandbox, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { AgentChannel } from './agent-channel.js';
@@ -46,6 +46,9 @@ export class LiveSandbox {
   private timer: NodeJS.Timeout | undefined;
   private endedReason: string | null = null;
   private agentVersion: string | null = null;
+  private prepared: PreparedSandbox | null = null;
+  /** The last CPU reading, for the share used since then. */
+  private lastCpu: { at: number; cpuMs: number } = { at: performance.now(), cpuMs: 0 };
   private readonly ended: Promise<void>;
   private markEnded!: () => void;
 
@@ -112,6 +115,28 @@ export class LiveSandbox {
     };
   }
 
+  /** Its processes' use now; the CPU share is of its cores since the previous reading. */
+  async metrics(): Promise<SandboxMetrics> {
+    if (!this.running) throw this.endedError();
+    const usage = (await this.prepared?.usageNow?.()) ?? null;
+    const now = performance.now();
+    let cpuUsedPct: number | null = null;
+    if (usage?.cpuMs != null) {
+      const elapsed = now - this.lastCpu.at;
+      if (elapsed > 0) cpuUsedPct = Math.min(100, Math.round((10_000 * (usage.cpuMs - this.lastCpu.cpuMs)) / (elapsed * this.plan.cpuCores)) / 100);
+      this.lastCpu = { at: now, cpuMs: usage.cpuMs };
+    }
+    return {
+      timestamp: new Date().toISOString(),
+      cpu_count: this.plan.cpuCores,
+      cpu_used_pct: cpuUsedPct,
+      mem_used_bytes: usage?.memoryBytes ?? null,
+      mem_total_bytes: this.plan.memoryBytes,
+      disk_used_bytes: usage?.workDirUsedBytes ?? null,
+      disk_total_bytes: usage?.workDirTotalBytes ?? null,
+    };
+  }
+
   /** Kills the sandbox `timeoutMs` from now (0: now). */
   setTimeout(timeoutMs: number): void {
     if (!this.running) throw this.endedError();
@@ -146,6 +171,7 @@ export class LiveSandbox {
       network: plan.network,
       startsEarly: true,
       terminals: true,
+      user: 'user',
       limits: {
         memoryBytes: plan.memoryBytes,
         memoryMechanism: 'cgroup',
@@ -161,6 +187,8 @@ export class LiveSandbox {
     } catch (error) {
       throw error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
     }
+    this.prepared = prepared;
+    this.lastCpu = { at: performance.now(), cpuMs: 0 };
     const outcome = prepared.start({
       // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
       timeoutMs: plan.settings.maxTimeoutSeconds * 1000,

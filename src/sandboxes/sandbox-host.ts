@@ -1,4 +1,4 @@
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 
 /**
  * Where sandboxes live, as the front door sees it: every operation by sandbox id, each failing
@@ -14,6 +14,8 @@ export interface SandboxHost {
   /** Kills the sandbox `timeoutSeconds` from now. */
   setTimeout(id: string, timeoutSeconds: number): Promise<Sandbox>;
   kill(id: string): Promise<Sandbox>;
+  /** What its processes use now (sandbox.ended once it has ended). */
+  metrics(id: string): Promise<SandboxMetrics>;
   /** A running sandbox as its creator got it (its envd access token too); its timeout moved out to `timeoutSeconds` from now, never in. */
   connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
   /** Runs a command to its end (its timeout and output caps a snippet's). */

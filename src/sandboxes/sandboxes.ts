@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../contract/errors.js';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import { admitNetwork } from '../runner/network-admission.js';
@@ -10,9 +10,6 @@ import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
-
-/** The templates a sandbox starts from; `base` is the host's system, as E2B's base image gives. */
-export const TEMPLATES = ['base'] as const;
 
 /** What a face of a sandbox's agent (envd) needs to serve it. */
 export interface SandboxAccess {
@@ -90,6 +87,10 @@ export class Sandboxes {
     if (!sandbox.running) throw sandbox.endedError();
     if (timeoutSeconds !== undefined && Date.now() + timeoutSeconds * 1000 > Date.parse(sandbox.describe().end_at)) this.setTimeout(id, timeoutSeconds);
     return sandbox.describe(true);
+  }
+
+  metrics(id: string): Promise<SandboxMetrics> {
+    return this.find(id).metrics();
   }
 
   async kill(id: string): Promise<Sandbox> {
@@ -171,19 +172,23 @@ export class Sandboxes {
   private async plan(request: SandboxCreateRequest): Promise<SandboxPlan> {
     const { config } = this.runtime;
     const settings = config.sandboxes;
+    // `base` is the host's system, as E2B's base image gives; the others are named in the configuration.
     const template = request.template ?? 'base';
-    if (!(TEMPLATES as readonly string[]).includes(template)) {
-      throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(template)}: this server has ${TEMPLATES.join(', ')}`, { template }));
+    const named = template === 'base' ? {} : Object.hasOwn(settings.templates, template) ? settings.templates[template]! : null;
+    if (named === null) {
+      const known = ['base', ...Object.keys(settings.templates)];
+      throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(template)}: this server has ${known.join(', ')}`, { template }));
     }
     const timeoutSeconds = request.timeout_seconds ?? settings.defaultTimeoutSeconds;
     if (timeoutSeconds > settings.maxTimeoutSeconds) throw invalid(`timeout must be at most ${settings.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
     // The operator's word on the internet wins: E2B's SDK asks for it on every create by default.
-    const internet = (request.allow_internet_access ?? settings.allowInternetAccess) && settings.allowInternetAccess && config.runJob.allowNetwork;
+    const allowed = named.allowInternetAccess ?? settings.allowInternetAccess;
+    const internet = (request.allow_internet_access ?? allowed) && allowed && config.runJob.allowNetwork;
     const network = admitNetwork(internet ? 'allow' : 'none', config.runJob.allowNetwork, 'allow_internet_access');
     if (network !== 'none' && 'error' in network) throw new CodedError(network.error);
     let backend;
     try {
-      backend = this.runtime.backends.get(request.backend?.kind);
+      backend = this.runtime.backends.get(request.backend?.kind ?? named.backend);
     } catch (error) {
       if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 });
       throw error;
@@ -195,15 +200,15 @@ export class Sandboxes {
       template,
       backend,
       python: { executable: toolchain.executable, mounts: toolchain.mounts },
-      envVars: request.env_vars ?? {},
+      envVars: { ...named.envVars, ...request.env_vars },
       metadata: request.metadata ?? {},
       network,
       timeoutMs: timeoutSeconds * 1000,
       accessToken: request.secure === false ? null : randomBytes(24).toString('base64url'),
-      memoryBytes: settings.memoryBytes,
+      memoryBytes: named.memoryBytes ?? settings.memoryBytes,
       maxProcesses: settings.maxProcesses,
       maxOpenFiles: config.runJob.maxOpenFiles,
-      cpuCores: config.runJob.cpuCores,
+      cpuCores: named.cpuCores ?? config.runJob.cpuCores,
       settings,
     };
   }

@@ -103,6 +103,7 @@ channel.handle('sandboxList', () => sandboxes.list());
 channel.handle('sandboxDescribe', (id) => sandboxes.describe(id));
 channel.handle('sandboxSetTimeout', (id, seconds) => sandboxes.setTimeout(id, seconds));
 channel.handle('sandboxKill', (id) => sandboxes.kill(id));
+channel.handle('sandboxMetrics', (id) => sandboxes.metrics(id));
 channel.handle('sandboxConnect', (id, timeoutSeconds) => sandboxes.connect(id, timeoutSeconds));
 channel.handle('sandboxExec', (id, request) => sandboxes.exec(id, request));
 channel.handle('sandboxWriteFile', (id, path, content) => sandboxes.writeFile(id, path, asBuffer(content)));

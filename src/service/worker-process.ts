@@ -78,6 +78,7 @@ export class WorkerProcess {
     describe: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxDescribe', id)),
     setTimeout: (id, seconds) => this.hostCall('sandbox', () => this.channel.call('sandboxSetTimeout', id, seconds)),
     kill: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxKill', id)),
+    metrics: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxMetrics', id)),
     connect: (id, timeoutSeconds) => this.hostCall('sandbox', () => this.channel.call('sandboxConnect', id, timeoutSeconds)),
     exec: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxExec', id, request)),
     writeFile: (id, path, content) => this.hostCall('sandbox', () => this.channel.call('sandboxWriteFile', id, path, content)),

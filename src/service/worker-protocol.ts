@@ -6,7 +6,7 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 
 /**
  * The one protocol between a front door and its worker process (worker-process.ts forks,
@@ -57,6 +57,7 @@ export type WorkerSide = {
     sandboxDescribe(id: string): Sandbox;
     sandboxSetTimeout(id: string, timeoutSeconds: number): Sandbox;
     sandboxKill(id: string): Sandbox;
+    sandboxMetrics(id: string): SandboxMetrics;
     sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
     sandboxExec(id: string, request: SandboxExecRequest): SandboxExecResult;
     sandboxWriteFile(id: string, path: string, content: Uint8Array): SandboxFileWritten;

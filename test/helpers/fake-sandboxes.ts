@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../../src/contract/errors.js';
 import { posix } from 'node:path';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten } from '../../src/contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../../src/contract/sandbox.js';
 import type { SandboxHost } from '../../src/sandboxes/sandbox-host.js';
 
 /**
@@ -97,6 +97,19 @@ export class FakeSandboxHost implements SandboxHost {
 
   maxFileBytes(): number {
     return this.fileLimit;
+  }
+
+  async metrics(id: string): Promise<SandboxMetrics> {
+    this.find(id);
+    return {
+      timestamp: new Date().toISOString(),
+      cpu_count: 1,
+      cpu_used_pct: 12.5,
+      mem_used_bytes: 1 << 20,
+      mem_total_bytes: 1 << 30,
+      disk_used_bytes: 4096,
+      disk_total_bytes: 1 << 30,
+    };
   }
 
   envdSocket(): string | null {

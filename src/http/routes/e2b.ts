@@ -9,6 +9,7 @@ import {
   E2bListQuerySchema,
   E2bNewSandboxSchema,
   E2bSandboxDetailSchema,
+  E2bSandboxMetricSchema,
   E2bSandboxSchema,
   E2bTimeoutSchema,
   type E2bListedSandbox,
@@ -16,9 +17,10 @@ import {
   type E2bNewSandbox,
   type E2bSandbox,
   type E2bSandboxDetail,
+  type E2bSandboxMetric,
 } from '../../contract/e2b.js';
 import { CodedError, ERROR_CODES } from '../../contract/errors.js';
-import type { Sandbox } from '../../contract/sandbox.js';
+import type { Sandbox, SandboxMetrics } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { routeSchema } from '../route-schema.js';
 
@@ -149,6 +151,24 @@ export function e2bRoutes(sandboxes: SandboxHost) {
       },
     );
 
+    app.get<SandboxRoute>(
+      '/sandboxes/:sandboxID/metrics',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: what the sandbox uses now, one reading (none where its backend cannot count it)',
+          tags: ['e2b'],
+          params: Params,
+          response: { 200: routeSchema(Type.Array(E2bSandboxMetricSchema)), ...errors },
+        },
+      },
+      async (request) => {
+        const { id } = await running(sandboxes, request.params.sandboxID);
+        const reading = metric(await sandboxes.metrics(id));
+        return reading === null ? [] : [reading];
+      },
+    );
+
     for (const url of ['/sandboxes/:sandboxID/connect', '/v2/sandboxes/:sandboxID/connect']) {
       app.post<SandboxRoute & { Body: { timeout?: number } | undefined }>(
         url,
@@ -219,6 +239,23 @@ function listed(sandbox: Sandbox): E2bListedSandbox {
 
 function detail(sandbox: Sandbox): E2bSandboxDetail {
   return { ...listed(sandbox), domain: null, allowInternetAccess: sandbox.internet_access };
+}
+
+/** E2B's reading has no room for what is not counted: a reading missing any part is left out. */
+function metric(metrics: SandboxMetrics): E2bSandboxMetric | null {
+  const { cpu_used_pct: cpu, mem_used_bytes: memory, disk_used_bytes: diskUsed, disk_total_bytes: diskTotal } = metrics;
+  if (cpu === null || memory === null || diskUsed === null || diskTotal === null) return null;
+  const at = new Date(metrics.timestamp);
+  return {
+    timestamp: metrics.timestamp,
+    timestampUnix: Math.floor(at.getTime() / 1000),
+    cpuCount: metrics.cpu_count,
+    cpuUsedPct: cpu,
+    memUsed: memory,
+    memTotal: metrics.mem_total_bytes,
+    diskUsed,
+    diskTotal,
+  };
 }
 
 /**

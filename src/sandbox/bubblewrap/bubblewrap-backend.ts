@@ -326,7 +326,7 @@ export class BubblewrapBackend implements SandboxBackend {
     ];
     const bwrapArgs = buildBwrapArgs({
       layout: ready.layout,
-      identityFiles: ready.identityFiles,
+      identityFiles: ready.identityFiles[template.user ?? 'sandbox'],
       meminfo: this.meminfoFor(limits.memoryBytes),
       argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
       cwd: template.cwd,

@@ -6,7 +6,7 @@ import type { NetworkTools } from '../host/job-network.js';
 import { reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { buildFilter, encodeFilter, seccompSupported } from '../host/seccomp.js';
-import { replaceFile, writeIdentityFiles } from '../host/shared-files.js';
+import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { probeTemplate } from '../profiles.js';
 import { findShellFiles } from '../shell-files.js';
@@ -21,7 +21,7 @@ export interface BubblewrapHost {
   /** The system's shells, hidden from jobs that may not run one. */
   shellFiles: readonly string[];
   layout: HostLayout;
-  identityFiles: { passwd: string; group: string };
+  identityFiles: IdentityFiles;
   cgroups: CgroupHost | null;
 }
 

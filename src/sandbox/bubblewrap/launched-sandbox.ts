@@ -57,17 +57,21 @@ export class LaunchedSandbox extends HostDirSandbox {
   private readonly ended: Promise<Exit>;
   private sinks: { stdout: OutputSink; stderr: OutputSink };
   private readonly setupOutput: Buffer[] = [];
+  /** What a program started early (`startsEarly`) wrote before its job began: handed to the job's sinks at start. */
+  private readonly earlyOutput = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
   private exit: Exit | null = null;
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
     const [command, ...args] = parts.argv;
-    const keepSetupOutput: OutputSink = {
+    const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {
-        if (Buffer.concat(this.setupOutput).length < SETUP_OUTPUT_LIMIT) this.setupOutput.push(Buffer.from(chunk));
+        if (Buffer.concat(this.setupOutput).length >= SETUP_OUTPUT_LIMIT) return;
+        this.setupOutput.push(Buffer.from(chunk));
+        this.earlyOutput[stream].push(Buffer.from(chunk));
       },
-    };
-    this.sinks = { stdout: keepSetupOutput, stderr: keepSetupOutput };
+    });
+    this.sinks = { stdout: keepSetupOutput('stdout'), stderr: keepSetupOutput('stderr') };
     const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
     const devNull = openSync('/dev/null', 'r');
     try {
@@ -129,6 +133,9 @@ export class LaunchedSandbox extends HostDirSandbox {
     }
     this.setIdle(false);
     await this.connectNetwork();
+    // A program started early may have spoken already (a sandbox's agent says it is ready): not lost.
+    for (const chunk of this.earlyOutput.stdout) io.stdout.write(chunk);
+    for (const chunk of this.earlyOutput.stderr) io.stderr.write(chunk);
     this.sinks = { stdout: io.stdout, stderr: io.stderr };
     const watch = watchRun(io, {
       kill: () => this.kill(),

@@ -11,7 +11,7 @@ import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { baseEnvironment, probeTemplate } from '../profiles.js';
 import { GvisorSandbox, writablePaths, type Runsc } from './gvisor-sandbox.js';
-import { replaceFile, writeIdentityFiles } from '../host/shared-files.js';
+import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
 import { findShellFiles } from '../shell-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { removeTree } from '../host/tree-removal.js';
@@ -42,7 +42,7 @@ interface Ready {
   runsc: Runsc;
   version: string;
   layout: HostLayout;
-  identityFiles: { passwd: string; group: string };
+  identityFiles: IdentityFiles;
   cgroups: CgroupHost;
   emptyFile: string;
   shellFiles: readonly string[];
@@ -128,7 +128,7 @@ export class GvisorBackend implements SandboxBackend {
       const scratch = template.cwd === '/tmp' || mounts.some((mount) => covered(mount.sandbox)) ? [] : [template.cwd];
       const plan = {
         layout: ready.layout,
-        identityFiles: ready.identityFiles,
+        identityFiles: ready.identityFiles[template.user ?? 'sandbox'],
         argv: template.argv,
         cwd: template.cwd,
         env: { ...baseEnvironment(template.profile), ...template.env },

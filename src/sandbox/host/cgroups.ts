@@ -194,6 +194,18 @@ export class JobCgroup {
     };
   }
 
+  /** What the group's processes have used so far and hold now: CPU time and memory (null where the host does not count it). */
+  async current(): Promise<{ cpuMs: number | null; memoryBytes: number | null }> {
+    const read = (dir: string | null, file: string) => (dir === null ? Promise.resolve('') : readFile(join(dir, file), 'utf8').catch(() => ''));
+    const number = (text: string) => (/^\d+$/.test(text.trim()) ? Number(text.trim()) : null);
+    if (this.host.version === 'v2') {
+      const usec = /^usage_usec (\d+)$/m.exec(await read(this.dirs.cpuacct, 'cpu.stat'));
+      return { cpuMs: usec ? Math.round(Number(usec[1]) / 1000) : null, memoryBytes: number(await read(this.dirs.memory, 'memory.current')) };
+    }
+    const nanoseconds = number(await read(this.dirs.cpuacct, 'cpuacct.usage'));
+    return { cpuMs: nanoseconds === null ? null : Math.round(nanoseconds / 1e6), memoryBytes: number(await read(this.dirs.memory, 'memory.usage_in_bytes')) };
+  }
+
   /** SIGKILLs every process still in the group: the backstop behind the PID namespace teardown. */
   async killAll(): Promise<void> {
     const procs = join(this.dirs.pids, 'cgroup.procs');

@@ -15,15 +15,33 @@ export function replaceFile(path: string, content: string | Buffer): void {
   renameSync(tmp, path);
 }
 
-/** passwd/group naming the sandbox user, so tools that look it up do not fail. */
-export function writeIdentityFiles(dir: string): { passwd: string; group: string } {
-  const files = { passwd: join(dir, 'passwd'), group: join(dir, 'group') };
-  replaceFile(
-    files.passwd,
-    `root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:${SANDBOX_UID}:${SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
-  );
-  replaceFile(files.group, `root:x:0:\nsandbox:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`);
-  return files;
+/** The passwd and group files a sandbox sees, as the host wrote them. */
+export interface IdentityFilePair {
+  passwd: string;
+  group: string;
+}
+
+/** Who uid 1000 is, by the name the template gives its user (SandboxTemplate.user). */
+const USERS = {
+  sandbox: { home: '/tmp', suffix: '' },
+  // E2B's sandboxes name their user `user`, at home in /home/user; tools that ask (whoami, git) say so.
+  user: { home: '/home/user', suffix: '-user' },
+} as const;
+
+export type IdentityFiles = Record<keyof typeof USERS, IdentityFilePair>;
+
+/** passwd/group naming the sandbox user, one pair per name it may have, so tools that look it up do not fail. */
+export function writeIdentityFiles(dir: string): IdentityFiles {
+  const pairs = Object.entries(USERS).map(([name, { home, suffix }]) => {
+    const files = { passwd: join(dir, `passwd${suffix}`), group: join(dir, `group${suffix}`) };
+    replaceFile(
+      files.passwd,
+      `root:x:0:0:root:/root:/usr/sbin/nologin\n${name}:x:${SANDBOX_UID}:${SANDBOX_GID}:${name}:${home}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+    );
+    replaceFile(files.group, `root:x:0:\n${name}:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`);
+    return [name, files] as const;
+  });
+  return Object.fromEntries(pairs) as IdentityFiles;
 }
 
 function holds(path: string, content: string | Buffer): boolean {

@@ -41,8 +41,8 @@ describe('the e2b SDK against agent-runner', async () => {
       const local = Object.keys(backend).length === 0 ? server : await startServer([], { env: backend });
       try {
         const sandbox = await Sandbox.create('base', { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url, envs: { GREETING: 'hello' } });
-        const result = await sandbox.commands.run('echo "$GREETING from $(pwd)"; echo oops >&2');
-        assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user\n', stderr: 'oops\n' });
+        const result = await sandbox.commands.run('echo "$GREETING from $(pwd) as $(whoami)"; echo oops >&2');
+        assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user as user\n', stderr: 'oops\n' });
         await sandbox.files.write('notes/today.txt', 'kept');
         assert.equal((await sandbox.commands.run('cat notes/today.txt')).stdout, 'kept');
         let typed = '';
@@ -57,7 +57,7 @@ describe('the e2b SDK against agent-runner', async () => {
     });
   }
 
-  it('commands: foreground, exit codes, background handles, stdin, connect, list and kill', async () => {
+  it('commands: foreground, exit codes, background handles, stdin, connect, list and kill; metrics', async () => {
     const sandbox = await create({ envs: { FROM_CREATE: 'c' } });
     const failed = await sandbox.commands.run('echo out; echo err >&2; exit 3').catch((error: unknown) => error);
     assert.ok(failed instanceof CommandExitError, `a non-zero exit is CommandExitError, got ${String(failed)}`);
@@ -78,6 +78,8 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.equal((await cat.wait()).stdout, 'typed\n');
 
     const sleeper = await sandbox.commands.run('echo started; sleep 600', { background: true });
+    const [reading] = await sandbox.getMetrics();
+    assert.ok(reading && reading.memUsed > 0 && reading.memTotal >= reading.memUsed && reading.diskTotal > 0, `metrics from the sandbox's cgroup: ${JSON.stringify(reading)}`);
     const listed = await sandbox.commands.list();
     assert.ok(
       listed.some((process) => process.pid === sleeper.pid),

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import type { AgentEndEvent } from '../../../src/contract/sandbox-agent.js';
 import { CodedError } from '../../../src/contract/errors.js';
 import type { SandboxAgentPort } from '../../../src/sandboxes/agent-port.js';
 import { Sandboxes } from '../../../src/sandboxes/sandboxes.js';
-import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
-import { testRuntime } from '../../helpers/runtime.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { RunnerRuntime } from '../../../src/runner/runtime.js';
+import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 /** Runs argv in the sandbox to its end: what it printed and how it ended. */
@@ -18,47 +20,79 @@ async function run(agent: SandboxAgentPort, cmd: string, args: string[], envs: R
 }
 
 /**
- * Long-lived sandboxes (src/sandboxes/) on each backend the host has: the agent inside runs
+ * Long-lived sandboxes (src/sandboxes/) through the library, on local_process (every backend is
+ * driven through E2B's SDK in test/integration/e2b/sdk.test.ts): the agent inside runs
  * processes as the sandbox's user in its home, files written through it stay between calls,
  * env vars given at creation reach every process, and a kill ends the sandbox and what ran in it.
  */
 describe('long-lived sandboxes', async () => {
   const runtime = testRuntime();
   const sandboxes = new Sandboxes(runtime);
-  const kinds = await availableKinds(runtime, 'run-job');
   after(async () => {
     await sandboxes.close();
     await runtime.dispose();
   });
 
-  for (const kind of ['local_process', 'gvisor', 'microvm'] as const) {
-    const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
-    it(`runs processes and keeps files on ${kind}`, { skip }, async () => {
-      const sandbox = await sandboxes.create({ backend: { kind }, env_vars: { GREETING: 'hello' }, metadata: { test: 'yes' } });
-      const access = sandboxes.access(sandbox.id)!;
-      assert.ok(access, 'a running sandbox has an agent');
-      const who = await run(access.agent, '/bin/sh', ['-c', 'echo "$GREETING $HOME $(pwd)"; echo err >&2; exit 3']);
-      assert.equal(who.stdout, 'hello /home/user /home/user\n');
-      assert.equal(who.stderr, 'err\n');
-      assert.equal(who.end.exit_code, 3);
-      await access.agent.request({ op: 'write', path: 'notes/a.txt', data: Buffer.from('kept').toString('base64'), append: false });
-      const cat = await run(access.agent, '/bin/cat', ['/home/user/notes/a.txt']);
-      assert.equal(cat.stdout, 'kept');
-      const listed = await access.agent.request({ op: 'list_dir', path: '/home/user', depth: 2 });
-      assert.deepEqual(
-        listed.entries.map((entry) => entry.path),
-        ['/home/user/notes', '/home/user/notes/a.txt'],
-      );
-      const killed = await sandboxes.kill(sandbox.id);
-      assert.equal(killed.state, 'ended');
-      assert.equal(sandboxes.access(sandbox.id), undefined);
-      await assert.rejects(access.agent.request({ op: 'list' }), /has ended/);
-      await assert.rejects(
-        Promise.resolve().then(() => sandboxes.setTimeout(sandbox.id, 10)),
-        (error: unknown) => error instanceof CodedError && error.error.code === 'sandbox.ended',
-      );
-    });
-  }
+  it('runs processes and keeps files', async () => {
+    const sandbox = await sandboxes.create({ env_vars: { GREETING: 'hello' }, metadata: { test: 'yes' } });
+    const access = sandboxes.access(sandbox.id)!;
+    assert.ok(access, 'a running sandbox has an agent');
+    const who = await run(access.agent, '/bin/sh', ['-c', 'echo "$GREETING $HOME $(pwd)"; echo err >&2; exit 3']);
+    assert.equal(who.stdout, 'hello /home/user /home/user\n');
+    assert.equal(who.stderr, 'err\n');
+    assert.equal(who.end.exit_code, 3);
+    await access.agent.request({ op: 'write', path: 'notes/a.txt', data: Buffer.from('kept').toString('base64'), append: false });
+    const cat = await run(access.agent, '/bin/cat', ['/home/user/notes/a.txt']);
+    assert.equal(cat.stdout, 'kept');
+    const listed = await access.agent.request({ op: 'list_dir', path: '/home/user', depth: 2 });
+    assert.deepEqual(
+      listed.entries.map((entry) => entry.path),
+      ['/home/user/notes', '/home/user/notes/a.txt'],
+    );
+    const killed = await sandboxes.kill(sandbox.id);
+    assert.equal(killed.state, 'ended');
+    assert.equal(sandboxes.access(sandbox.id), undefined);
+    await assert.rejects(access.agent.request({ op: 'list' }), /has ended/);
+    await assert.rejects(
+      Promise.resolve().then(() => sandboxes.setTimeout(sandbox.id, 10)),
+      (error: unknown) => error instanceof CodedError && error.error.code === 'sandbox.ended',
+    );
+  });
+
+  it('answers from a pre-started sandbox: what its agent said before the sandbox was taken is not lost', async () => {
+    // Each kill lets the warm pool start the next sandbox ahead (the template is one it has seen),
+    // whose agent says it is ready before anyone takes it. Rounds are paced so a refill can finish.
+    const secondsSinceBoot = () => Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    let preStarted = 0;
+    for (let round = 0; round < 3; round++) {
+      const asked = secondsSinceBoot();
+      const sandbox = await sandboxes.create({});
+      const agent = sandboxes.access(sandbox.id)!.agent;
+      // Field 22 of /proc/1/stat: when the sandbox's first process started, in clock ticks since boot.
+      const stat = await run(agent, '/bin/sh', ['-c', 'cut -d" " -f22 /proc/1/stat; getconf CLK_TCK']);
+      const [ticks, perSecond] = stat.stdout.trim().split('\n').map(Number) as [number, number];
+      if (ticks / perSecond < asked) preStarted += 1;
+      await sandboxes.kill(sandbox.id);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+    assert.ok(preStarted > 0, 'at least one sandbox came from the warm pool');
+  });
+
+  it('starts from a template named in the configuration (its variable holds JSON): its limits and environment', async () => {
+    const templates = { small: { memoryBytes: 256 * 2 ** 20, cpuCores: 0.5, envVars: { FROM_TEMPLATE: 'small', OVERRIDDEN: 'template' } } };
+    const configured = new RunnerRuntime(loadConfig({ ...process.env, AGENT_RUNNER_SANDBOXES__TEMPLATES: JSON.stringify(templates) }, { stateDir: TEST_STATE_DIR }));
+    const fromTemplate = new Sandboxes(configured);
+    try {
+      const sandbox = await fromTemplate.create({ template: 'small', env_vars: { OVERRIDDEN: 'request' } });
+      assert.deepEqual({ template: sandbox.template, memory_mb: sandbox.memory_mb, cpu_count: sandbox.cpu_count }, { template: 'small', memory_mb: 256, cpu_count: 0.5 });
+      const printed = await run(fromTemplate.access(sandbox.id)!.agent, '/bin/sh', ['-c', 'echo $FROM_TEMPLATE $OVERRIDDEN']);
+      assert.equal(printed.stdout, 'small request\n');
+      await assert.rejects(fromTemplate.create({ template: 'large' }), (error: unknown) => error instanceof CodedError && /this server has base, small/.test(error.message));
+    } finally {
+      await fromTemplate.close();
+      await configured.dispose();
+    }
+  });
 
   it('ends at its timeout, and refuses an unknown template and id', async () => {
     const sandbox = await sandboxes.create({ timeout_seconds: 1 });

@@ -65,13 +65,15 @@ describe('E2B control plane, through the e2b SDK', () => {
     assert.deepEqual(paused, []);
   });
 
-  it('sets the timeout, connects, and kills: a killed or unknown sandbox is not found', async () => {
+  it('sets the timeout, connects, reads metrics, and kills: a killed or unknown sandbox is not found', async () => {
     const sandbox = await Sandbox.create('base', opts());
     await sandbox.setTimeout(3_600_000);
     const info = await sandbox.getInfo();
     assert.ok(info.endAt.getTime() - Date.now() > 3_000_000, 'moved out to an hour');
     const again = await Sandbox.connect(sandbox.sandboxId, opts());
     assert.equal(again.sandboxId, sandbox.sandboxId);
+    const [reading] = await sandbox.getMetrics();
+    assert.deepEqual({ cpu: reading?.cpuUsedPct, memory: reading?.memUsed, cores: reading?.cpuCount }, { cpu: 12.5, memory: 1 << 20, cores: 1 });
     assert.equal(await Sandbox.kill(sandbox.sandboxId, opts()), true);
     assert.equal(await Sandbox.kill(sandbox.sandboxId, opts()), false);
     await assert.rejects(Sandbox.getInfo(sandbox.sandboxId, opts()), SandboxNotFoundError);
