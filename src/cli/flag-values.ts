@@ -10,6 +10,17 @@ export function positiveOption(flag: string, text: string | undefined, options: 
   return value;
 }
 
+/** Repeated `KEY=VALUE` flags as a record (a later KEY wins), or an error naming the flag and the pair. */
+export function pairsOption(flag: string, pairs: string[]): Record<string, string> {
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      const equals = pair.indexOf('=');
+      if (equals <= 0) throw new Error(`${flag} takes KEY=VALUE, got ${JSON.stringify(pair)}`);
+      return [pair.slice(0, equals), pair.slice(equals + 1)];
+    }),
+  );
+}
+
 /** A count that may be 0: undefined when not given, else a non-negative integer, or an error naming the flag. */
 export function countOption(flag: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined;

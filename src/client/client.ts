@@ -4,6 +4,7 @@ import type { JobEvent } from '../contract/job-events.js';
 import type { Artifact, RunJobRequest } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten } from '../contract/sandbox.js';
 import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
 import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 
@@ -143,6 +144,44 @@ export class AgentRunnerClient {
     return this.json('DELETE', sessionPath(sessionId));
   }
 
+  /** Starts a long-lived sandbox: it runs until it is killed or its timeout passes. */
+  createSandbox(request: SandboxCreateRequest = {}): Promise<Sandbox> {
+    return this.json('POST', '/v1/sandboxes', request);
+  }
+
+  async listSandboxes(): Promise<Sandbox[]> {
+    return (await this.json<{ sandboxes: Sandbox[] }>('GET', '/v1/sandboxes')).sandboxes;
+  }
+
+  getSandbox(sandboxId: string): Promise<Sandbox> {
+    return this.json('GET', sandboxPath(sandboxId));
+  }
+
+  /** Kills the sandbox; answers with its final state. */
+  killSandbox(sandboxId: string): Promise<Sandbox> {
+    return this.json('DELETE', sandboxPath(sandboxId));
+  }
+
+  /** The sandbox is killed `timeoutSeconds` from now (0: now). */
+  setSandboxTimeout(sandboxId: string, timeoutSeconds: number): Promise<Sandbox> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/timeout`, { timeout_seconds: timeoutSeconds });
+  }
+
+  /** Runs a command (`{argv}`, or `{cmd}` through bash) to its end in the sandbox. */
+  sandboxExec(sandboxId: string, request: SandboxExecRequest, signal?: AbortSignal): Promise<SandboxExecResult> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/exec`, request, signal);
+  }
+
+  /** `path`: absolute, or relative to the sandbox user's home. */
+  sandboxWriteFile(sandboxId: string, path: string, content: Buffer | string): Promise<SandboxFileWritten> {
+    return this.json('PUT', `${sandboxPath(sandboxId)}/files/${encodePath(path)}`, Buffer.from(content));
+  }
+
+  async sandboxReadFile(sandboxId: string, path: string): Promise<Buffer> {
+    const response = await this.send('GET', `${sandboxPath(sandboxId)}/files/${encodePath(path)}`);
+    return Buffer.from(await response.arrayBuffer());
+  }
+
   private async json<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
     const response = await this.send(method, path, body, signal);
     return (await response.json()) as T;
@@ -173,6 +212,10 @@ export class AgentRunnerClient {
 
 function sessionPath(sessionId: string): string {
   return `/v1/sessions/${encodeURIComponent(sessionId)}`;
+}
+
+function sandboxPath(sandboxId: string): string {
+  return `/v1/sandboxes/${encodeURIComponent(sandboxId)}`;
 }
 
 /** A relative path in a URL: each segment encoded, the slashes kept. */

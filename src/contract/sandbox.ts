@@ -59,6 +59,61 @@ export const SandboxTimeoutRequestSchema = Type.Object(
 );
 export type SandboxTimeoutRequest = Static<typeof SandboxTimeoutRequestSchema>;
 
+export const SandboxListSchema = Type.Object({ sandboxes: Type.Array(SandboxSchema) }, { $id: 'SandboxList', additionalProperties: false });
+
+const ExecCommon = {
+  envs: Type.Optional(
+    Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }), {
+      description: 'Added to the sandbox’s environment for this command.',
+    }),
+  ),
+  cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Where it runs: absolute, or relative to /home/user (the default).' })),
+  stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024, description: 'Its standard input; end of file at once when omitted.' })),
+  timeout: Type.Optional(
+    Type.Number({ exclusiveMinimum: 0, description: 'Seconds it may run (default: the snippet default; at most the snippet ceiling); past it its whole process tree is killed.' }),
+  ),
+};
+
+export const SandboxArgvExecSchema = Type.Object(
+  {
+    argv: Type.Array(Type.String({ maxLength: 64 * 1024 }), { minItems: 1, maxItems: 4096, description: 'The program and its arguments, run as they are (no shell).' }),
+    ...ExecCommon,
+  },
+  { additionalProperties: false },
+);
+
+export const SandboxShellExecSchema = Type.Object(
+  { cmd: Type.String({ minLength: 1, maxLength: 1024 * 1024, description: 'A command line, run by a login shell: /bin/bash -l -c cmd.' }), ...ExecCommon },
+  { additionalProperties: false },
+);
+
+export const SandboxExecRequestSchema = Type.Union([SandboxArgvExecSchema, SandboxShellExecSchema], {
+  $id: 'SandboxExecRequest',
+  title: 'A command run to its end in a sandbox',
+});
+export type SandboxExecRequest = Static<typeof SandboxExecRequestSchema>;
+
+export const SandboxExecResultSchema = Type.Object(
+  {
+    sandbox_id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
+    stdout: Type.String({ description: 'Up to the server’s output cap, with a note when it was cut.' }),
+    stderr: Type.String(),
+    exit_code: Type.Integer({
+      description: 'Its own status; 128 + n when signal n ended it; 124 when it ran past its timeout; 126 when it may not be run; 127 when it was not found.',
+    }),
+    timed_out: Type.Boolean({ description: 'It ran past its timeout: its whole process tree was killed.' }),
+    duration_ms: Type.Integer({ minimum: 0 }),
+  },
+  { $id: 'SandboxExecResult', additionalProperties: false, title: 'What a command in a sandbox did' },
+);
+export type SandboxExecResult = Static<typeof SandboxExecResultSchema>;
+
+export const SandboxFileWrittenSchema = Type.Object(
+  { path: Type.String({ description: 'Absolute, as the sandbox sees it.' }), bytes: Type.Integer({ minimum: 0 }) },
+  { $id: 'SandboxFileWritten', additionalProperties: false },
+);
+export type SandboxFileWritten = Static<typeof SandboxFileWrittenSchema>;
+
 /** What a sandbox's processes use now: from its cgroup and its home's file system, null where the backend cannot say. */
 export const SandboxMetricsSchema = Type.Object(
   {

@@ -24,6 +24,7 @@ import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
 import { pistonRoutes } from './routes/piston.js';
 import { runtimeRoutes } from './routes/runtimes.js';
+import { sandboxRoutes } from './routes/sandboxes.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { taskRoutes } from './routes/tasks.js';
@@ -102,6 +103,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(runtimeRoutes(options.worker));
   await app.register(pistonRoutes(options.worker, synchronousSlots));
   await app.register(sessionRoutes(options.sessions, options.sessionFileBytes));
+  await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes));
   await app.register(dashboardRoutes());
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());

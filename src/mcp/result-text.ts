@@ -1,4 +1,5 @@
 import type { RunJobResult } from '../contract/run-job.js';
+import type { SandboxExecResult } from '../contract/sandbox.js';
 import type { SessionExecResult } from '../contract/session.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 
@@ -29,6 +30,10 @@ export function sessionExecText(result: SessionExecResult): string {
     stdout: result.stdout,
     stderr: result.stderr,
   });
+}
+
+export function sandboxExecText(result: SandboxExecResult): string {
+  return sections([`exit_code: ${result.exit_code}`, result.timed_out ? 'timed out: its process tree was killed' : ''], { stdout: result.stdout, stderr: result.stderr });
 }
 
 function sections(head: string[], streams: Record<string, string>): string {

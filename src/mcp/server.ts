@@ -10,6 +10,7 @@ import { LANGUAGE_NAMES } from '../languages/catalog.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { Caller } from '../runner/workspace-path.js';
 import { Sessions } from '../session/sessions.js';
+import { Sandboxes } from '../sandboxes/sandboxes.js';
 import { toolInputSchema, toolOutputSchema } from './json-schema.js';
 import type { Tool, ToolAnswer } from './tool.js';
 import { TOOLS } from './tools/index.js';
@@ -44,6 +45,8 @@ export class McpFace {
   private readonly runtime: RunnerRuntime;
   /** The sessions this server's client made: they end with the server. */
   private readonly sessions: Sessions;
+  /** The sandboxes this server's client made: they are killed with the server. */
+  private readonly sandboxes: Sandboxes;
   private readonly caller: Caller;
   private readonly log: (line: string) => void;
   /** Aborted on close: calls still running are canceled, so their sandboxes are cleaned up. */
@@ -56,13 +59,14 @@ export class McpFace {
     this.listing = tools.map(listingOf);
     this.runtime = options.runtime;
     this.sessions = new Sessions(options.runtime);
+    this.sandboxes = new Sandboxes(options.runtime);
     this.caller = options.caller ?? 'local';
     this.log = options.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.server = new Server(
       { name: 'agent-runner', title: 'agent-runner', version: VERSION },
       {
         capabilities: { tools: {} },
-        instructions: `Runs code in sandboxes on this machine. run_snippet runs a short program (${LANGUAGE_NAMES}) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; list_runtimes lists the languages installed.`,
+        instructions: `Runs code in sandboxes on this machine. run_snippet runs a short program (${LANGUAGE_NAMES}) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; sandbox_create, sandbox_exec, sandbox_write_file, sandbox_read_file, sandbox_list and sandbox_kill keep a small Linux machine (bash, files, background processes) until it times out or is killed; list_runtimes lists the languages installed.`,
       },
     );
     this.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.listing }));
@@ -77,7 +81,7 @@ export class McpFace {
   /** Cancels the calls still running, waits for their results, then closes the transport. */
   async close(): Promise<void> {
     this.closing.abort();
-    await Promise.allSettled([...this.running, this.sessions.close()]);
+    await Promise.allSettled([...this.running, this.sessions.close(), this.sandboxes.close()]);
     await this.server.close();
   }
 
@@ -90,7 +94,13 @@ export class McpFace {
     if (!checked.ok) return refusal(contractError('validation.invalid_request', checked.message, { field: checked.field }));
     let answer: ToolAnswer;
     try {
-      answer = await tool.call(checked.value, { runtime: this.runtime, sessions: this.sessions, caller: this.caller, signal: AbortSignal.any([signal, this.closing.signal]) });
+      answer = await tool.call(checked.value, {
+        runtime: this.runtime,
+        sessions: this.sessions,
+        sandboxes: this.sandboxes,
+        caller: this.caller,
+        signal: AbortSignal.any([signal, this.closing.signal]),
+      });
     } catch (error) {
       if (error instanceof CodedError) return refusal(error.error);
       this.log(`mcp: ${name} failed: ${(error as Error).stack ?? String(error)}`);

@@ -3,6 +3,7 @@ import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { ContractError } from '../contract/errors.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { Sessions } from '../session/sessions.js';
+import type { Sandboxes } from '../sandboxes/sandboxes.js';
 import type { Caller } from '../runner/workspace-path.js';
 
 /** What every call gets from the server. */
@@ -10,6 +11,8 @@ export interface ToolContext {
   runtime: RunnerRuntime;
   /** The server's sessions (they live as long as it does). */
   sessions: Sessions;
+  /** The server's long-lived sandboxes (they are killed when it stops). */
+  sandboxes: Sandboxes;
   /** Who the face's callers are, for the host directories a job may snapshot (workspace-path.ts). */
   caller: Caller;
   /** Aborted when the client cancels the call, or the server shuts down under it. */

@@ -1,4 +1,4 @@
-import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 
 /**
  * Where sandboxes live, as the front door sees it: every operation by sandbox id, each failing
@@ -18,6 +18,14 @@ export interface SandboxHost {
   metrics(id: string): Promise<SandboxMetrics>;
   /** A running sandbox as its creator got it (its envd access token too); its timeout moved out to `timeoutSeconds` from now, never in. */
   connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
+  /** Runs a command to its end (its timeout and output caps a snippet's). */
+  exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult>;
+  /** A regular file's bytes; `path` absolute or relative to the sandbox user's home. */
+  readFile(id: string, path: string): Promise<Buffer>;
+  /** Writes a file (parents made, a file there replaced). */
+  writeFile(id: string, path: string, content: Buffer): Promise<SandboxFileWritten>;
+  /** The largest file readFile gives and writeFile takes (sandboxes.maxFileBytes). */
+  maxFileBytes(): number;
   /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */
   envdSocket(): string | null;
   /**

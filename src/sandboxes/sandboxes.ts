@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../contract/errors.js';
-import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
-import type { SandboxAgentPort } from './agent-port.js';
+import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
+import { runToEnd } from './sandbox-exec.js';
+import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
 
 /** What a face of a sandbox's agent (envd) needs to serve it. */
 export interface SandboxAccess {
@@ -26,6 +28,8 @@ export interface SandboxAccess {
  */
 export class Sandboxes {
   private readonly sandboxes = new Map<string, LiveSandbox>();
+  /** Aborted when a sandbox ends: what waits on its agent (exec) stops waiting. */
+  private readonly endings = new Map<string, AbortController>();
   private starting = 0;
   private closed = false;
 
@@ -45,10 +49,17 @@ export class Sandboxes {
       });
     }
     this.starting += 1;
+    let id: string | undefined;
     try {
-      const sandbox = await LiveSandbox.start(await this.plan(request), (ended) => this.forgetLater(ended));
+      const plan = await this.plan(request);
+      id = plan.id;
+      this.endings.set(id, new AbortController());
+      const sandbox = await LiveSandbox.start(plan, (ended) => this.forgetLater(ended));
       this.sandboxes.set(sandbox.id, sandbox);
       return sandbox.describe(true);
+    } catch (error) {
+      if (id !== undefined) this.endings.delete(id);
+      throw error;
     } finally {
       this.starting -= 1;
     }
@@ -88,6 +99,32 @@ export class Sandboxes {
     return sandbox.describe();
   }
 
+  /** Runs a command to its end (sandbox-exec.ts), its timeout and output caps a snippet's. */
+  exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult> {
+    const limits = this.runtime.config.snippet;
+    const timeoutSeconds = request.timeout ?? limits.defaultTimeoutSeconds;
+    if (timeoutSeconds > limits.maxTimeoutSeconds) throw invalid(`timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
+    return this.withAgent(id, (agent) =>
+      runToEnd(
+        id,
+        agent,
+        request,
+        { timeoutMs: Math.round(timeoutSeconds * 1000), maxStdoutBytes: limits.maxStdoutBytes, maxStderrBytes: limits.maxStderrBytes },
+        this.endings.get(id)!.signal,
+      ),
+    );
+  }
+
+  /** A regular file's bytes; `path` absolute or relative to the sandbox user's home. */
+  readFile(id: string, path: string): Promise<Buffer> {
+    return this.withAgent(id, (agent) => readSandboxFile(agent, filePath(path), this.runtime.config.sandboxes.maxFileBytes));
+  }
+
+  /** Writes a file (parents made, a file there replaced). */
+  writeFile(id: string, path: string, content: Buffer): Promise<SandboxFileWritten> {
+    return this.withAgent(id, (agent) => writeSandboxFile(agent, filePath(path), content, this.runtime.config.sandboxes.maxFileBytes));
+  }
+
   /** A running sandbox's agent and what guards it, or undefined when there is none by that id. */
   access(id: string): SandboxAccess | undefined {
     const sandbox = this.sandboxes.get(id);
@@ -113,7 +150,21 @@ export class Sandboxes {
     return found;
   }
 
+  /** `work` on a running sandbox's agent; the sandbox ending under it answers sandbox.ended. */
+  private async withAgent<T>(id: string, work: (agent: SandboxAgentPort) => Promise<T>): Promise<T> {
+    const sandbox = this.find(id);
+    if (!sandbox.running) throw sandbox.endedError();
+    try {
+      return await work(sandbox.agent);
+    } catch (error) {
+      if (!(error instanceof SandboxGoneError)) throw error;
+      throw sandbox.running ? new CodedError(contractError('sandbox.ended', error.message)) : sandbox.endedError();
+    }
+  }
+
   private forgetLater(sandbox: LiveSandbox): void {
+    this.endings.get(sandbox.id)?.abort();
+    this.endings.delete(sandbox.id);
     this.onEnded(sandbox.id);
     setTimeout(() => this.sandboxes.delete(sandbox.id), this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
@@ -167,6 +218,11 @@ export class Sandboxes {
 function randomId(): string {
   const alphabet = '0123456789abcdefghijklmnopqrstuvwxyz';
   return [...randomBytes(24)].map((byte) => alphabet[byte % 36]).join('');
+}
+
+function filePath(path: string): string {
+  if (path === '') throw invalid('path: give the file’s path, absolute or relative to the home directory', 'path');
+  return path;
 }
 
 function invalid(message: string, field: string): CodedError {

@@ -105,6 +105,9 @@ channel.handle('sandboxSetTimeout', (id, seconds) => sandboxes.setTimeout(id, se
 channel.handle('sandboxKill', (id) => sandboxes.kill(id));
 channel.handle('sandboxMetrics', (id) => sandboxes.metrics(id));
 channel.handle('sandboxConnect', (id, timeoutSeconds) => sandboxes.connect(id, timeoutSeconds));
+channel.handle('sandboxExec', (id, request) => sandboxes.exec(id, request));
+channel.handle('sandboxWriteFile', (id, path, content) => sandboxes.writeFile(id, path, asBuffer(content)));
+channel.handle('sandboxReadFile', (id, path) => sandboxes.readFile(id, path));
 channel.handle('sandboxesClose', () => sandboxes.close());
 channel.handle('stop', async () => {
   await Promise.all([loop.stopped(), sessions.close(), sandboxes.close()]);

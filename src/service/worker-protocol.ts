@@ -6,7 +6,7 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
-import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 
 /**
  * The one protocol between a front door and its worker process (worker-process.ts forks,
@@ -59,6 +59,9 @@ export type WorkerSide = {
     sandboxKill(id: string): Sandbox;
     sandboxMetrics(id: string): SandboxMetrics;
     sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
+    sandboxExec(id: string, request: SandboxExecRequest): SandboxExecResult;
+    sandboxWriteFile(id: string, path: string, content: Uint8Array): SandboxFileWritten;
+    sandboxReadFile(id: string, path: string): Uint8Array;
     /** The service is stopping: every sandbox is killed, new ones are refused. */
     sandboxesClose(): void;
   };

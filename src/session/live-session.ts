@@ -10,6 +10,7 @@ import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
 import { KernelChannel, KernelLost } from './kernel-channel.js';
+import { utf8Prefix } from '../util/utf8-prefix.js';
 
 /** The work dir, as cells and commands see it (their cwd). */
 export const SESSION_WORK_DIR = '/workspace';
@@ -370,12 +371,4 @@ function describeExit(outcome: SandboxOutcome, said: string): string {
   if (outcome.oomKilled) return 'the session ran out of memory and was killed';
   const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
   return `the interpreter exited (${how})${said.trim() ? `: ${said.trim().slice(-2000)}` : ''}`;
-}
-
-/** The longest prefix of `bytes` (valid UTF-8) of at most `limit` bytes that ends between two characters. */
-function utf8Prefix(bytes: Buffer, limit: number): Buffer {
-  if (bytes.length <= limit) return bytes;
-  let end = limit;
-  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end -= 1;
-  return bytes.subarray(0, end);
 }

@@ -1,16 +1,23 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../../src/contract/errors.js';
-import type { Sandbox, SandboxCreateRequest, SandboxMetrics } from '../../src/contract/sandbox.js';
+import { posix } from 'node:path';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../../src/contract/sandbox.js';
 import type { SandboxHost, SandboxPlace } from '../../src/sandboxes/sandbox-host.js';
 
 /**
  * A sandbox host that keeps sandboxes as records only (no sandbox, no agent): what the front
- * door's routes do with ids, states, timeouts and metadata, checked in-process. The real host is
+ * door's routes do with ids, states, timeouts and metadata, checked in-process. A command
+ * "runs" by answering its own words on stdout (exit 0) and is recorded; files are kept in memory. The real host is
  * the worker process's (src/sandboxes/sandboxes.ts), tested with real sandboxes.
  */
 export class FakeSandboxHost implements SandboxHost {
   readonly sandboxes = new Map<string, Sandbox>();
   readonly created: SandboxCreateRequest[] = [];
+  readonly execs: Array<{ id: string; request: SandboxExecRequest }> = [];
+  /** Each sandbox's files, by absolute path. */
+  readonly files = new Map<string, Map<string, Buffer>>();
+
+  constructor(private readonly fileLimit = 1024 * 1024) {}
 
   async create(request: SandboxCreateRequest): Promise<Sandbox> {
     if (request.template !== undefined && request.template !== 'base') {
@@ -64,6 +71,34 @@ export class FakeSandboxHost implements SandboxHost {
     return { ...sandbox, envd_access_token: 'fake-token' };
   }
 
+  async exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult> {
+    this.running(id);
+    this.execs.push({ id, request });
+    const words = 'argv' in request ? request.argv.join(' ') : request.cmd;
+    return { sandbox_id: id, stdout: `${words}\n`, stderr: '', exit_code: 0, timed_out: false, duration_ms: 0 };
+  }
+
+  async writeFile(id: string, path: string, content: Buffer): Promise<SandboxFileWritten> {
+    this.running(id);
+    if (content.length > this.fileLimit) throw new CodedError(contractError('sandbox.file_too_large', `${path} is over ${this.fileLimit} bytes`));
+    const absolute = posix.resolve('/home/user', path);
+    let files = this.files.get(id);
+    if (!files) this.files.set(id, (files = new Map()));
+    files.set(absolute, Buffer.from(content));
+    return { path: absolute, bytes: content.length };
+  }
+
+  async readFile(id: string, path: string): Promise<Buffer> {
+    this.running(id);
+    const content = this.files.get(id)?.get(posix.resolve('/home/user', path));
+    if (!content) throw new CodedError(contractError('sandbox.file_not_found', `${path}: no such file`, { path }));
+    return content;
+  }
+
+  maxFileBytes(): number {
+    return this.fileLimit;
+  }
+
   async metrics(id: string): Promise<SandboxMetrics> {
     this.find(id);
     return {
@@ -83,6 +118,12 @@ export class FakeSandboxHost implements SandboxHost {
 
   async placeOf(): Promise<SandboxPlace> {
     return { here: true };
+  }
+
+  private running(id: string): Sandbox {
+    const sandbox = this.find(id);
+    if (sandbox.state === 'ended') throw new CodedError(contractError('sandbox.ended', `sandbox ${id} has ended: ${sandbox.ended_reason}`));
+    return sandbox;
   }
 
   private find(id: string): Sandbox {

@@ -5,7 +5,7 @@ import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { backendOption, withBackend } from '../backend-option.js';
 import { withCommandRuntime } from '../command-config.js';
 import { cancelOnInterrupt } from '../interrupts.js';
-import { positiveOption } from '../flag-values.js';
+import { pairsOption, positiveOption } from '../flag-values.js';
 import { readRequestJson } from '../request-input.js';
 
 interface RunFlags {
@@ -91,13 +91,7 @@ export function registerRun(program: Command): void {
 }
 
 function requestFromFlags(argv: string[], flags: RunFlags): unknown {
-  const env = Object.fromEntries(
-    flags.env.map((pair) => {
-      const equals = pair.indexOf('=');
-      if (equals <= 0) throw new Error(`--env takes KEY=VALUE, got ${JSON.stringify(pair)}`);
-      return [pair.slice(0, equals), pair.slice(equals + 1)];
-    }),
-  );
+  const env = pairsOption('--env', flags.env);
   const number = (flag: string, text: string | undefined) => positiveOption(flag, text, { integer: true });
   const memoryMb = number('--memory-mb', flags.memoryMb);
   return {

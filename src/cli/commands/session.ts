@@ -1,15 +1,10 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
-import type { AgentRunnerClient } from '../../client/client.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
-import { exitAfterFlush, printJson, readStdin, readStdinBytes } from '../../util/stdio.js';
+import { readStdin } from '../../util/stdio.js';
 import { backendOption } from '../backend-option.js';
 import { positiveOption } from '../flag-values.js';
-
-interface ServerFlags {
-  server?: string;
-  token?: string;
-}
+import { answer, deliverFile, localBytes, withServer, type ServerFlags } from '../server-call.js';
 
 /**
  * `agent-runner session create|exec|put|get|rm|list`: sessions on a running service (a session
@@ -24,9 +19,6 @@ export function registerSession(program: Command): void {
       'after',
       '\nExamples:\n  ID=$(agent-runner session create --lang python | jq -r .id)\n  agent-runner session exec $ID --code "x = 41"\n  agent-runner session exec $ID --code "print(x + 1)"\n  agent-runner session put $ID data.csv ./data.csv\n  agent-runner session exec $ID -- ls -l\n  agent-runner session rm $ID',
     );
-  const withServer = (command: Command) =>
-    command.option('--server <url>', 'the service (or AGENT_RUNNER_URL; default http://127.0.0.1:3000)').option('--token <token>', "the service's token (or AGENT_RUNNER_TOKEN)");
-
   withServer(session.command('create').description('start a session; prints it (its id is what the other commands take)'))
     .option('-l, --lang <lang>', 'python or node: the live interpreter cells run in (omitted: commands and files only)')
     .option('--idle-timeout <seconds>', 'end the session after this long without a request')
@@ -71,24 +63,14 @@ export function registerSession(program: Command): void {
     .argument('<id>', 'the session')
     .argument('<path>', 'the path in the work dir')
     .argument('[local]', 'the local file (default: stdin)')
-    .action((id: string, path: string, local: string | undefined, flags: ServerFlags) =>
-      answer(flags, async (client) => client.putSessionFile(id, path, local === undefined || local === '-' ? await readStdinBytes() : await readFile(local))),
-    );
+    .action((id: string, path: string, local: string | undefined, flags: ServerFlags) => answer(flags, async (client) => client.putSessionFile(id, path, await localBytes(local))));
 
   withServer(session.command('get').description('print a file of the session’s work dir (or write it with --output)'))
     .argument('<id>', 'the session')
     .argument('<path>', 'the path in the work dir')
     .option('-o, --output <file>', 'write the bytes here instead of stdout')
     .action((id: string, path: string, flags: ServerFlags & { output?: string }) =>
-      answer(flags, async (client) => {
-        const content = await client.getSessionFile(id, path);
-        if (flags.output === undefined) {
-          process.stdout.write(content);
-          return null;
-        }
-        await writeFile(flags.output, content);
-        return { path, bytes: content.length, written_to: flags.output };
-      }),
+      answer(flags, async (client) => deliverFile(path, await client.getSessionFile(id, path), flags.output)),
     );
 
   withServer(session.command('rm').description('end a session; prints its final state'))
@@ -98,22 +80,4 @@ export function registerSession(program: Command): void {
   withServer(session.command('list').description('the sessions on the service, live and recently ended')).action((flags: ServerFlags) =>
     answer(flags, async (client) => ({ sessions: await client.sessions() })),
   );
-}
-
-/** Calls the service; prints its answer (null: already written) or its refusal, and exits. */
-async function answer(flags: ServerFlags, call: (client: AgentRunnerClient) => Promise<unknown>): Promise<void> {
-  const url = flags.server ?? process.env.AGENT_RUNNER_URL ?? 'http://127.0.0.1:3000';
-  const token = flags.token ?? process.env.AGENT_RUNNER_TOKEN;
-  const [{ AgentRunnerClient }, { AgentRunnerError }] = await Promise.all([import('../../client/client.js'), import('../../client/types.js')]);
-  const client = new AgentRunnerClient({ url, ...(token ? { token } : {}) });
-  try {
-    const result = await call(client);
-    if (result !== null) printJson(result);
-    const exitCode = result !== null && typeof result === 'object' && 'exit_code' in result ? (result as { exit_code: number }).exit_code : 0;
-    exitAfterFlush(exitCode === 0 ? 0 : 1);
-  } catch (error) {
-    if (!(error instanceof AgentRunnerError)) throw error;
-    printJson({ error: { code: error.code, message: error.reason, ...(error.details === undefined ? {} : { details: error.details }) } });
-    exitAfterFlush(1);
-  }
 }

@@ -10,11 +10,10 @@ import {
 } from '../../contract/session.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
 import type { SessionHost } from '../../session/session-host.js';
+import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
 import { routeSchema } from '../route-schema.js';
 
-const OCTET_STREAM = 'application/octet-stream';
-const BYTES = { type: 'string', contentMediaType: OCTET_STREAM };
 const SessionParams = routeSchema(Type.Object({ session_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
 const FileParams = routeSchema(Type.Object({ session_id: Type.String(), '*': Type.String({ description: 'the file’s path in the work dir, slashes and all' }) }));
@@ -29,7 +28,7 @@ type FileRoute = { Params: { session_id: string; '*': string } };
  */
 export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
   return async (app: FastifyInstance) => {
-    app.addContentTypeParser(OCTET_STREAM, { parseAs: 'buffer', bodyLimit: maxFileBytes }, (_request, body, done) => done(null, body));
+    acceptFileBodies(app, maxFileBytes);
 
     app.post<{ Body: SessionCreateRequest }>(
       '/v1/sessions',
@@ -77,7 +76,7 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
         schema: {
           summary: 'Write a file into the session’s work dir (the body is its bytes)',
           params: FileParams,
-          body: BYTES,
+          body: BYTES_SCHEMA,
           response: { 201: routeSchema(SessionFileWrittenSchema) },
         },
       },
@@ -91,7 +90,7 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
         schema: {
           summary: 'Read a file of the session’s work dir',
           params: FileParams,
-          response: { 200: { description: 'The file’s bytes', content: { [OCTET_STREAM]: { schema: BYTES } } } },
+          response: { 200: FILE_RESPONSE },
         },
       },
       async (request, reply) => reply.header('Content-Type', OCTET_STREAM).send(await sessions.readFile(request.params.session_id, request.params['*'])),

@@ -2,9 +2,28 @@ import type { Tool } from '../tool.js';
 import { listRuntimesTool } from './list-runtimes.js';
 import { runJobTool } from './run-job.js';
 import { runSnippetTool } from './run-snippet.js';
+import { sandboxCreateTool } from './sandbox-create.js';
+import { sandboxExecTool } from './sandbox-exec.js';
+import { sandboxKillTool } from './sandbox-kill.js';
+import { sandboxListTool } from './sandbox-list.js';
+import { sandboxReadFileTool } from './sandbox-read-file.js';
+import { sandboxWriteFileTool } from './sandbox-write-file.js';
 import { sessionCreateTool } from './session-create.js';
 import { sessionEndTool } from './session-end.js';
 import { sessionExecTool } from './session-exec.js';
 
 /** Every tool the MCP face serves, in the order tools/list gives them. A new tool is one module and one line here. */
-export const TOOLS: readonly Tool[] = [runSnippetTool, runJobTool, sessionCreateTool, sessionExecTool, sessionEndTool, listRuntimesTool];
+export const TOOLS: readonly Tool[] = [
+  runSnippetTool,
+  runJobTool,
+  sessionCreateTool,
+  sessionExecTool,
+  sessionEndTool,
+  sandboxCreateTool,
+  sandboxExecTool,
+  sandboxWriteFileTool,
+  sandboxReadFileTool,
+  sandboxKillTool,
+  sandboxListTool,
+  listRuntimesTool,
+];

@@ -46,7 +46,20 @@ describe('agent-runner mcp', () => {
     const { tools } = await client.listTools();
     assert.deepEqual(
       tools.map((tool) => tool.name),
-      ['run_snippet', 'run_job', 'session_create', 'session_exec', 'session_end', 'list_runtimes'],
+      [
+        'run_snippet',
+        'run_job',
+        'session_create',
+        'session_exec',
+        'session_end',
+        'sandbox_create',
+        'sandbox_exec',
+        'sandbox_write_file',
+        'sandbox_read_file',
+        'sandbox_kill',
+        'sandbox_list',
+        'list_runtimes',
+      ],
     );
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
     assert.deepEqual(byName.get('run_snippet')!.inputSchema.required, ['lang', 'code']);

@@ -28,16 +28,29 @@ interface OpenApiDocument {
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
 /** The routes that gate their body's media type (415). */
-const JSON_ROUTES = ['post /v1/jobs', 'post /v1/exec', 'post /v1/tasks', 'post /v1/sessions', 'post /v1/sessions/{session_id}/exec', 'put /v1/sessions/{session_id}/files/{path}'];
+const JSON_ROUTES = [
+  'post /v1/jobs',
+  'post /v1/exec',
+  'post /v1/tasks',
+  'post /v1/sessions',
+  'post /v1/sessions/{session_id}/exec',
+  'put /v1/sessions/{session_id}/files/{path}',
+  'post /v1/sandboxes',
+  'post /v1/sandboxes/{sandbox_id}/timeout',
+  'post /v1/sandboxes/{sandbox_id}/exec',
+  'put /v1/sandboxes/{sandbox_id}/files/{path}',
+];
 /** The routes whose body is not JSON only: a job's workspace may be a multipart upload; a session file is its bytes. */
 const BODY_TYPES: Record<string, string[]> = {
   'post /v1/jobs': ['application/json', 'multipart/form-data'],
   'put /v1/sessions/{session_id}/files/{path}': ['application/octet-stream'],
+  'put /v1/sandboxes/{sandbox_id}/files/{path}': ['application/octet-stream'],
 };
 /** Codes a route sends with another status than the table's: refusals of what is usually a result. */
 const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = {
   'post /v1/jobs': { 'backend.unavailable': 503 },
   'post /v1/sessions': { 'backend.unavailable': 503, 'backend.setup_failed': 500 },
+  'post /v1/sandboxes': { 'backend.unavailable': 503, 'backend.setup_failed': 500 },
   'post /v1/sessions/{session_id}/exec': { 'policy.command_denied': 403, 'policy.shell_denied': 403 },
 };
 

@@ -1,0 +1,102 @@
+import { readFile } from 'node:fs/promises';
+import { Option, type Command } from 'commander';
+import type { SandboxCreateRequest, SandboxExecRequest } from '../../contract/sandbox.js';
+import { readStdin } from '../../util/stdio.js';
+import { backendOption } from '../backend-option.js';
+import { pairsOption, positiveOption } from '../flag-values.js';
+import { answer, deliverFile, localBytes, withServer, type ServerFlags } from '../server-call.js';
+
+const collect = (value: string, previous: string[]) => [...previous, value];
+
+/**
+ * `agent-runner sandbox create|list|exec|put|get|kill`: long-lived sandboxes on a running
+ * service (`agent-runner serve`), as `agent-runner session` does sessions. Each prints the
+ * service's answer as JSON (`get` prints the file's bytes); a refusal prints `{"error": ...}`
+ * and exits 1, as does a command whose exit_code is not 0.
+ */
+export function registerSandbox(program: Command): void {
+  const sandbox = program
+    .command('sandbox')
+    .description('long-lived sandboxes on an agent-runner service: run until killed or timed out, with commands and files (the same sandboxes E2B’s SDK reaches)')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  ID=$(agent-runner sandbox create --timeout 600 | jq -r .id)\n  agent-runner sandbox exec $ID --cmd "pip list | head"\n  agent-runner sandbox put $ID data.csv ./data.csv\n  agent-runner sandbox exec $ID -- wc -l data.csv\n  agent-runner sandbox get $ID data.csv -o copy.csv\n  agent-runner sandbox kill $ID',
+    );
+
+  withServer(sandbox.command('create').description('start a sandbox; prints it (its id is what the other commands take)'))
+    .option('--template <name>', 'what it starts from (default base)')
+    .option('--timeout <seconds>', 'kill it this long after it starts (default 300)')
+    .option('-e, --env <KEY=VALUE>', 'environment of every process it runs (repeatable)', collect, [])
+    .option('-m, --metadata <KEY=VALUE>', 'a label kept with it (repeatable)', collect, [])
+    .option('--internet', 'let its processes reach the internet (if the server allows)')
+    .addOption(backendOption())
+    .action((flags: ServerFlags & { template?: string; timeout?: string; env: string[]; metadata: string[]; internet?: boolean; backend?: string }) =>
+      answer(flags, (client) => {
+        const timeout = positiveOption('--timeout', flags.timeout, { integer: true });
+        const envVars = pairsOption('--env', flags.env);
+        const metadata = pairsOption('--metadata', flags.metadata);
+        const request: SandboxCreateRequest = {
+          ...(flags.template ? { template: flags.template } : {}),
+          ...(timeout === undefined ? {} : { timeout_seconds: timeout }),
+          ...(Object.keys(envVars).length ? { env_vars: envVars } : {}),
+          ...(Object.keys(metadata).length ? { metadata } : {}),
+          ...(flags.internet ? { allow_internet_access: true } : {}),
+          ...(flags.backend ? { backend: { kind: flags.backend as never } } : {}),
+        };
+        return client.createSandbox(request);
+      }),
+    );
+
+  withServer(
+    sandbox
+      .command('exec')
+      .description('run a command (after --) or a shell line (--cmd) to its end in the sandbox; prints the result and exits 0 when its exit_code is 0, 1 otherwise'),
+  )
+    .argument('<id>', 'the sandbox')
+    .argument('[argv...]', 'a command and its arguments, after --')
+    .option('-c, --cmd <line>', 'a command line, run by /bin/bash -l -c')
+    .option('-t, --timeout <seconds>', 'seconds it may run; past it its whole process tree is killed (exit_code 124)')
+    .option('--cwd <dir>', 'where it runs (default /home/user)')
+    .option('-e, --env <KEY=VALUE>', 'environment addition (repeatable)', collect, [])
+    .addOption(new Option('-i, --stdin <file>', 'its standard input, from a file (- for this command’s stdin)'))
+    .action((id: string, argv: string[], flags: ServerFlags & { cmd?: string; timeout?: string; cwd?: string; env: string[]; stdin?: string }) =>
+      answer(flags, async (client) => {
+        if ((flags.cmd === undefined) === (argv.length === 0)) throw new Error('give a command after -- or a shell line with --cmd, not both');
+        const timeout = positiveOption('--timeout', flags.timeout, { integer: false });
+        const envs = pairsOption('--env', flags.env);
+        const stdin = flags.stdin === undefined ? undefined : flags.stdin === '-' ? await readStdin() : await readFile(flags.stdin, 'utf8');
+        const common = {
+          ...(timeout === undefined ? {} : { timeout }),
+          ...(flags.cwd ? { cwd: flags.cwd } : {}),
+          ...(Object.keys(envs).length ? { envs } : {}),
+          ...(stdin === undefined ? {} : { stdin }),
+        };
+        const request: SandboxExecRequest = flags.cmd === undefined ? { argv, ...common } : { cmd: flags.cmd, ...common };
+        return client.sandboxExec(id, request);
+      }),
+    );
+
+  withServer(sandbox.command('put').description('write a file into the sandbox from a local file (or stdin); prints its path and size'))
+    .argument('<id>', 'the sandbox')
+    .argument('<path>', 'the path in the sandbox: absolute, or relative to /home/user')
+    .argument('[local]', 'the local file (default: stdin)')
+    .action((id: string, path: string, local: string | undefined, flags: ServerFlags) =>
+      answer(flags, async (client) => client.sandboxWriteFile(id, path, await localBytes(local))),
+    );
+
+  withServer(sandbox.command('get').description('print a file of the sandbox (or write it with --output)'))
+    .argument('<id>', 'the sandbox')
+    .argument('<path>', 'the path in the sandbox: absolute, or relative to /home/user')
+    .option('-o, --output <file>', 'write the bytes here instead of stdout')
+    .action((id: string, path: string, flags: ServerFlags & { output?: string }) =>
+      answer(flags, async (client) => deliverFile(path, await client.sandboxReadFile(id, path), flags.output)),
+    );
+
+  withServer(sandbox.command('kill').description('kill a sandbox; prints its final state'))
+    .argument('<id>', 'the sandbox')
+    .action((id: string, flags: ServerFlags) => answer(flags, (client) => client.killSandbox(id)));
+
+  withServer(sandbox.command('list').description('the sandboxes on the service, running and recently ended')).action((flags: ServerFlags) =>
+    answer(flags, async (client) => ({ sandboxes: await client.listSandboxes() })),
+  );
+}

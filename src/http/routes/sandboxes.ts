@@ -1,0 +1,137 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import {
+  SandboxCreateRequestSchema,
+  SandboxExecRequestSchema,
+  SandboxExecResultSchema,
+  SandboxFileWrittenSchema,
+  SandboxListSchema,
+  SandboxSchema,
+  SandboxTimeoutRequestSchema,
+} from '../../contract/sandbox.js';
+import type { SandboxCreateRequest, SandboxExecRequest, SandboxTimeoutRequest } from '../../contract/sandbox.js';
+import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
+import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
+import { JSON_BODY } from '../media-types.js';
+import { routeSchema } from '../route-schema.js';
+
+const SandboxParams = routeSchema(Type.Object({ sandbox_id: Type.String() }));
+/** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
+const FileParams = routeSchema(
+  Type.Object({ sandbox_id: Type.String(), '*': Type.String({ description: 'the file’s path in the sandbox, relative to /home/user (a leading / is kept: absolute)' }) }),
+);
+const FOUND_ERRORS = ['sandbox.not_found', 'sandbox.lost'] as const;
+const LIVE_ERRORS = [...FOUND_ERRORS, 'sandbox.ended'] as const;
+type SandboxRoute = { Params: { sandbox_id: string } };
+type FileRoute = { Params: { sandbox_id: string; '*': string } };
+
+/**
+ * Long-lived sandboxes (sandboxes/) in our own contract, beside E2B's view of the same ones
+ * (routes/e2b.ts). They live in the sandbox host (the worker process): every route hands the
+ * sandbox id to `sandboxes`.
+ */
+export function sandboxRoutes(sandboxes: SandboxHost) {
+  return async (app: FastifyInstance) => {
+    acceptFileBodies(app, sandboxes.maxFileBytes());
+
+    app.post<{ Body: SandboxCreateRequest }>(
+      '/v1/sandboxes',
+      {
+        config: {
+          accepts: JSON_BODY,
+          errors: ['sandboxes.full', 'queue.closed', 'template.not_found', 'sandbox.lost', ['backend.unavailable', 503], ['backend.setup_failed', 500]],
+        },
+        schema: {
+          summary: 'Start a sandbox: it runs until it is killed or its timeout passes, with processes and files served by an agent inside it',
+          body: routeSchema(SandboxCreateRequestSchema),
+          response: { 201: routeSchema(SandboxSchema) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await sandboxes.create(request.body)),
+    );
+
+    app.get(
+      '/v1/sandboxes',
+      {
+        config: { errors: ['sandbox.lost'] },
+        schema: { summary: 'The sandboxes of this front door, running and recently ended', response: { 200: routeSchema(SandboxListSchema) } },
+      },
+      async () => ({ sandboxes: await sandboxes.list() }),
+    );
+
+    app.get<SandboxRoute>(
+      '/v1/sandboxes/:sandbox_id',
+      { config: { errors: [...FOUND_ERRORS] }, schema: { summary: 'A sandbox’s state', params: SandboxParams, response: { 200: routeSchema(SandboxSchema) } } },
+      (request) => sandboxes.describe(request.params.sandbox_id),
+    );
+
+    app.delete<SandboxRoute>(
+      '/v1/sandboxes/:sandbox_id',
+      {
+        config: { errors: [...FOUND_ERRORS] },
+        schema: { summary: 'Kill a sandbox: its processes and files go', params: SandboxParams, response: { 200: routeSchema(SandboxSchema) } },
+      },
+      (request) => sandboxes.kill(request.params.sandbox_id),
+    );
+
+    app.post<SandboxRoute & { Body: SandboxTimeoutRequest }>(
+      '/v1/sandboxes/:sandbox_id/timeout',
+      {
+        config: { accepts: JSON_BODY, errors: [...LIVE_ERRORS] },
+        schema: {
+          summary: 'Kill the sandbox this many seconds from now (sooner or later than before)',
+          params: SandboxParams,
+          body: routeSchema(SandboxTimeoutRequestSchema),
+          response: { 200: routeSchema(SandboxSchema) },
+        },
+      },
+      (request) => sandboxes.setTimeout(request.params.sandbox_id, request.body.timeout_seconds),
+    );
+
+    app.post<SandboxRoute & { Body: SandboxExecRequest }>(
+      '/v1/sandboxes/:sandbox_id/exec',
+      {
+        config: { accepts: JSON_BODY, errors: [...LIVE_ERRORS] },
+        schema: {
+          summary: 'Run a command (`argv`, or `cmd` through bash) to its end in the sandbox',
+          params: SandboxParams,
+          body: routeSchema(SandboxExecRequestSchema),
+          response: { 200: routeSchema(SandboxExecResultSchema) },
+        },
+      },
+      (request) => sandboxes.exec(request.params.sandbox_id, request.body),
+    );
+
+    app.put<FileRoute & { Body: Buffer }>(
+      '/v1/sandboxes/:sandbox_id/files/*',
+      {
+        config: {
+          accepts: [OCTET_STREAM],
+          errors: [...LIVE_ERRORS, 'sandbox.file_too_large', 'sandbox.file_not_regular', 'sandbox.file_denied', 'sandbox.file_failed', 'request.too_large'],
+        },
+        // The body schema documents the bytes; a Buffer is no JSON value to validate.
+        attachValidation: true,
+        schema: {
+          summary: 'Write a file into the sandbox, its parents made (the body is its bytes)',
+          params: FileParams,
+          body: BYTES_SCHEMA,
+          response: { 201: routeSchema(SandboxFileWrittenSchema) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await sandboxes.writeFile(request.params.sandbox_id, request.params['*'], request.body ?? Buffer.alloc(0))),
+    );
+
+    app.get<FileRoute>(
+      '/v1/sandboxes/:sandbox_id/files/*',
+      {
+        config: { errors: [...LIVE_ERRORS, 'sandbox.file_not_found', 'sandbox.file_not_regular', 'sandbox.file_too_large', 'sandbox.file_denied', 'sandbox.file_failed'] },
+        schema: {
+          summary: 'Read a file of the sandbox',
+          params: FileParams,
+          response: { 200: FILE_RESPONSE },
+        },
+      },
+      async (request, reply) => reply.header('Content-Type', OCTET_STREAM).send(await sandboxes.readFile(request.params.sandbox_id, request.params['*'])),
+    );
+  };
+}

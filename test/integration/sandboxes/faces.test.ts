@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { AgentRunnerClient } from '../../../src/client/client.js';
+import { AgentRunnerError } from '../../../src/client/types.js';
+import { runCli } from '../../helpers/cli.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
+import { TEST_STATE_DIR } from '../../helpers/runtime.js';
+import { startServer, type ServerProcess } from '../../helpers/server.js';
+
+/**
+ * Our own faces of long-lived sandboxes, on local_process: /v1/sandboxes through the typed
+ * client, `agent-runner sandbox` against a running serve, and the MCP sandbox tools of
+ * `agent-runner mcp` (whose process hosts its own sandboxes). E2B's faces of the same
+ * sandboxes: test/integration/e2b/sdk.test.ts.
+ */
+describe('sandboxes through the client, the CLI and MCP', () => {
+  let server: ServerProcess;
+  let client: AgentRunnerClient;
+  const made: string[] = [];
+
+  before(async () => {
+    server = await startServer([]);
+    client = new AgentRunnerClient({ url: server.url, token: server.token! });
+  });
+  after(async () => {
+    await Promise.all(made.map((id) => client.killSandbox(id).catch(() => undefined)));
+    await server.stop();
+  });
+
+  it('the client creates, runs in, moves files in and out of, and kills a sandbox; a timeout kills the whole tree', async () => {
+    const sandbox = await client.createSandbox({ env_vars: { GREETING: 'hello' }, metadata: { suite: 'faces' } });
+    made.push(sandbox.id);
+    assert.equal(sandbox.state, 'running');
+    assert.ok((await client.listSandboxes()).some((listed) => listed.id === sandbox.id));
+
+    const shell = await client.sandboxExec(sandbox.id, { cmd: 'echo "$GREETING $PWD $EXTRA"; read line; echo "got $line" >&2; exit 3', envs: { EXTRA: 'x' }, stdin: 'in\n' });
+    assert.deepEqual({ ...shell, duration_ms: 0 }, { sandbox_id: sandbox.id, stdout: 'hello /home/user x\n', stderr: 'got in\n', exit_code: 3, timed_out: false, duration_ms: 0 });
+    const missing = await client.sandboxExec(sandbox.id, { argv: ['no-such-program-here'] });
+    assert.equal(missing.exit_code, 127);
+
+    const bytes = randomBytes(3 * 1024 * 1024 + 17);
+    assert.deepEqual(await client.sandboxWriteFile(sandbox.id, 'data/blob.bin', bytes), { path: '/home/user/data/blob.bin', bytes: bytes.length });
+    assert.ok((await client.sandboxReadFile(sandbox.id, '/home/user/data/blob.bin')).equals(bytes), 'the bytes come back as they went in');
+    const sum = await client.sandboxExec(sandbox.id, { argv: ['sha256sum', 'data/blob.bin'] });
+    assert.equal(sum.stdout.split(' ')[0], createHash('sha256').update(bytes).digest('hex'));
+    await assert.rejects(client.sandboxReadFile(sandbox.id, 'nope.txt'), (error: unknown) => error instanceof AgentRunnerError && error.code === 'sandbox.file_not_found');
+    await assert.rejects(client.sandboxReadFile(sandbox.id, 'data'), (error: unknown) => error instanceof AgentRunnerError && error.code === 'sandbox.file_not_regular');
+
+    const marker = `sleep ${3000 + Math.floor(Math.random() * 900)}`;
+    const timedOut = await client.sandboxExec(sandbox.id, { argv: ['sh', '-c', `${marker} & ${marker}1`], timeout: 1 });
+    assert.equal(timedOut.exit_code, 124);
+    assert.equal(timedOut.timed_out, true);
+    const ps = await client.sandboxExec(sandbox.id, { cmd: 'ps -eo args' });
+    assert.equal(ps.exit_code, 0, ps.stderr);
+    assert.ok(!ps.stdout.includes(marker), ps.stdout);
+    assert.deepEqual(hostProcessesMatching(marker), []);
+
+    const extended = await client.setSandboxTimeout(sandbox.id, 900);
+    assert.ok(Date.parse(extended.end_at) > Date.now() + 800_000);
+    const killed = await client.killSandbox(sandbox.id);
+    assert.equal(killed.state, 'ended');
+    assert.equal((await client.getSandbox(sandbox.id)).state, 'ended');
+    await assert.rejects(client.sandboxExec(sandbox.id, { argv: ['true'] }), (error: unknown) => error instanceof AgentRunnerError && error.code === 'sandbox.ended');
+  });
+
+  it('agent-runner sandbox create, exec (a failing command exits 1), put, get and kill', async () => {
+    const flags = ['--server', server.url, '--token', server.token!];
+    const created = await runCli('agent-runner', ['sandbox', 'create', '--timeout', '120', '-m', 'via=cli', ...flags]);
+    assert.equal(created.code, 0, created.stderr);
+    const { id, metadata } = JSON.parse(created.stdout) as { id: string; metadata: Record<string, string> };
+    made.push(id);
+    assert.deepEqual(metadata, { via: 'cli' });
+
+    const put = await runCli('agent-runner', ['sandbox', 'put', id, 'notes.txt', ...flags], { stdin: 'from stdin\n' });
+    assert.equal(put.code, 0, put.stderr);
+    assert.deepEqual(JSON.parse(put.stdout), { path: '/home/user/notes.txt', bytes: 11 });
+    const failing = await runCli('agent-runner', ['sandbox', 'exec', id, ...flags, '--', 'sh', '-c', 'cat notes.txt; exit 5']);
+    assert.equal(failing.code, 1);
+    assert.equal(JSON.parse(failing.stdout).exit_code, 5);
+    assert.equal(JSON.parse(failing.stdout).stdout, 'from stdin\n');
+    const shell = await runCli('agent-runner', ['sandbox', 'exec', id, '--cmd', 'tr a-z A-Z < notes.txt > upper.txt', ...flags]);
+    assert.equal(shell.code, 0, shell.stdout);
+    const got = await runCli('agent-runner', ['sandbox', 'get', id, 'upper.txt', ...flags]);
+    assert.equal(got.code, 0, got.stderr);
+    assert.equal(got.stdout, 'FROM STDIN\n');
+    const listed = await runCli('agent-runner', ['sandbox', 'list', ...flags]);
+    assert.ok((JSON.parse(listed.stdout) as { sandboxes: Array<{ id: string }> }).sandboxes.some((sandbox) => sandbox.id === id));
+    const killed = await runCli('agent-runner', ['sandbox', 'kill', id, ...flags]);
+    assert.equal(killed.code, 0, killed.stderr);
+    assert.equal(JSON.parse(killed.stdout).state, 'ended');
+    const afterKill = await runCli('agent-runner', ['sandbox', 'get', id, 'upper.txt', ...flags]);
+    assert.equal(afterKill.code, 1);
+    assert.equal(JSON.parse(afterKill.stdout).error.code, 'sandbox.ended');
+  });
+
+  it('the MCP tools make, use, list and kill a sandbox of the MCP process', async () => {
+    mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url)), 'mcp'],
+      env: { ...(process.env as Record<string, string>), AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+      stderr: 'pipe',
+    });
+    const mcp = new Client({ name: 'agent-runner-test', version: '0.0.0' });
+    await mcp.connect(transport);
+    try {
+      const call = async (name: string, args: Record<string, unknown>) => {
+        const result = await mcp.callTool({ name, arguments: args });
+        assert.equal(result.isError, undefined, JSON.stringify(result));
+        return result.structuredContent as Record<string, any>;
+      };
+      const { id } = await call('sandbox_create', { timeout_seconds: 120 });
+      assert.deepEqual(await call('sandbox_write_file', { sandbox_id: id, path: 'in/a.txt', content: 'forty-one' }), { path: '/home/user/in/a.txt', bytes: 9 });
+      const ran = await call('sandbox_exec', { sandbox_id: id, cmd: 'sed s/one/two/ in/a.txt > out.txt; printf "\\001\\002" > out.bin; cat out.txt; exit 2' });
+      assert.equal(ran.exit_code, 2);
+      assert.equal(ran.stdout, 'forty-two');
+      assert.equal((await call('sandbox_read_file', { sandbox_id: id, path: '/home/user/out.txt' })).content, 'forty-two');
+      assert.deepEqual(await call('sandbox_read_file', { sandbox_id: id, path: 'out.bin', encoding: 'base64' }), {
+        path: 'out.bin',
+        encoding: 'base64',
+        content: 'AQI=',
+        bytes: 2,
+      });
+      const both = await mcp.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: id, cmd: 'true', argv: ['true'] } });
+      assert.equal(both.isError, true);
+      assert.equal((both.structuredContent as { error: { code: string } }).error.code, 'validation.invalid_request');
+      assert.deepEqual(
+        (await call('sandbox_list', {})).sandboxes.map((sandbox: { id: string; state: string }) => [sandbox.id, sandbox.state]),
+        [[id, 'running']],
+      );
+      assert.equal((await call('sandbox_kill', { sandbox_id: id })).state, 'ended');
+      const gone = await mcp.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: id, argv: ['true'] } });
+      assert.equal((gone.structuredContent as { error: { code: string } }).error.code, 'sandbox.ended');
+    } finally {
+      await mcp.close();
+    }
+  });
+});
