@@ -1,11 +1,11 @@
 import { CodedError, contractError } from '../contract/errors.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
 import type { SandboxSettings } from '../config/schema.js';
-import type { Mount, PreparedSandbox, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
-import { SandboxUnavailableError } from '../sandbox/types.js';
+import type { Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { AgentChannel } from './agent-channel.js';
 import { sandboxAgentArgv } from './agent-program.js';
+import { refusedHere, ServedSandbox } from './served-sandbox.js';
 import type { SandboxAgentPort } from './agent-port.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
@@ -40,24 +40,26 @@ export interface SandboxPlan {
  */
 export class LiveSandbox {
   private readonly channel = new AgentChannel();
-  private readonly stop = new AbortController();
+  private readonly served: ServedSandbox;
   private readonly startedAt = new Date();
   private endAt: Date;
   private timer: NodeJS.Timeout | undefined;
-  private endedReason: string | null = null;
   private agentVersion: string | null = null;
   private prepared: PreparedSandbox | null = null;
   /** The last CPU reading, for the share used since then. */
   private lastCpu: { at: number; cpuMs: number } = { at: performance.now(), cpuMs: 0 };
-  private readonly ended: Promise<void>;
-  private markEnded!: () => void;
 
   private constructor(
     private readonly plan: SandboxPlan,
-    private readonly onEnded: (sandbox: LiveSandbox) => void,
+    onEnded: (sandbox: LiveSandbox) => void,
   ) {
     this.endAt = new Date(this.startedAt.getTime() + plan.timeoutMs);
-    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+    this.served = new ServedSandbox(this.channel, SERVED_BY, (reason) => {
+      this.endAt = new Date();
+      clearTimeout(this.timer);
+      this.channel.lose(`sandbox ${plan.id} has ended: ${reason}`);
+      onEnded(this);
+    });
   }
 
   /** Makes the sandbox and waits for its agent; throws CodedError (backend.unavailable, backend.setup_failed). */
@@ -72,7 +74,7 @@ export class LiveSandbox {
   }
 
   get running(): boolean {
-    return this.endedReason === null;
+    return this.served.running;
   }
 
   get accessToken(): string | null {
@@ -111,7 +113,7 @@ export class LiveSandbox {
       internet_access: plan.network !== 'none',
       agent_version: this.agentVersion,
       ...(withToken && plan.accessToken !== null ? { envd_access_token: plan.accessToken } : {}),
-      ...(this.endedReason === null ? {} : { ended_reason: this.endedReason }),
+      ...(this.served.reason === null ? {} : { ended_reason: this.served.reason }),
     };
   }
 
@@ -145,14 +147,12 @@ export class LiveSandbox {
   }
 
   /** Ends the sandbox (idempotent): its agent's stdin closes and its whole tree is killed. */
-  async end(reason: string): Promise<void> {
-    this.settle(reason);
-    this.stop.abort();
-    await this.ended;
+  end(reason: string): Promise<void> {
+    return this.served.end(reason);
   }
 
   endedError(): CodedError {
-    return new CodedError(contractError('sandbox.ended', `sandbox ${this.plan.id} has ended: ${this.endedReason}`, { ended_reason: this.endedReason }));
+    return new CodedError(contractError('sandbox.ended', `sandbox ${this.plan.id} has ended: ${this.served.reason}`, { ended_reason: this.served.reason }));
   }
 
   private async launch(): Promise<void> {
@@ -185,32 +185,13 @@ export class LiveSandbox {
     try {
       prepared = await plan.backend.prepare(template);
     } catch (error) {
-      throw error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
+      throw refusedHere(error);
     }
     this.prepared = prepared;
     this.lastCpu = { at: performance.now(), cpuMs: 0 };
-    const outcome = prepared.start({
-      // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
-      timeoutMs: plan.settings.maxTimeoutSeconds * 1000,
-      stdin: this.channel.stdin,
-      stdout: this.channel.stdout,
-      stderr: this.channel.stderr,
-      signal: this.stop.signal,
-    });
-    void outcome.then(
-      (ended) => this.finished(describeExit(ended, this.channel.stderr.text())),
-      (error: Error) => this.finished(`the sandbox failed: ${error.message}`),
-    );
-    void this.ended.then(() => prepared.release());
-    const deadline = setTimeout(() => this.channel.lose(`the agent was not up within ${plan.settings.startTimeoutSeconds} s`), plan.settings.startTimeoutSeconds * 1000);
-    try {
-      this.agentVersion = await this.channel.started();
-    } catch (error) {
-      await this.end((error as Error).message);
-      throw new CodedError(contractError('backend.setup_failed', `the sandbox could not start: ${this.endedReason}`), { http_status: 500 });
-    } finally {
-      clearTimeout(deadline);
-    }
+    // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
+    this.served.serve(prepared, plan.settings.maxTimeoutSeconds * 1000);
+    this.agentVersion = await this.served.untilReady(this.channel.started(), plan.settings.startTimeoutSeconds, 'the sandbox');
     this.arm();
   }
 
@@ -220,28 +201,6 @@ export class LiveSandbox {
     this.timer = setTimeout(() => void this.end('its timeout passed'), left);
     this.timer.unref();
   }
-
-  /** The sandbox is gone (the agent exited, was killed, or the sandbox failed). */
-  private finished(reason: string): void {
-    this.settle(reason);
-    this.markEnded();
-  }
-
-  /** The first reason the sandbox ends for is the one it keeps; pending and later requests fail. */
-  private settle(reason: string): void {
-    if (this.endedReason !== null) return;
-    this.endedReason = reason;
-    this.endAt = new Date();
-    clearTimeout(this.timer);
-    this.channel.lose(`sandbox ${this.plan.id} has ended: ${reason}`);
-    this.onEnded(this);
-  }
 }
 
-function describeExit(outcome: SandboxOutcome, said: string): string {
-  if (outcome.timedOut) return 'its longest lifetime passed';
-  if (outcome.aborted) return 'killed';
-  if (outcome.oomKilled) return 'it ran out of memory and was killed';
-  const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
-  return `its agent exited (${how})${said.trim() ? `: ${said.trim().slice(-2000)}` : ''}`;
-}
+const SERVED_BY = { program: 'its agent', timedOut: 'its longest lifetime passed', aborted: 'killed', outOfMemory: 'it ran out of memory and was killed' };

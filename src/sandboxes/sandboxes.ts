@@ -5,8 +5,8 @@ import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import { SandboxUnavailableError } from '../sandbox/types.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
+import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
@@ -190,8 +190,7 @@ export class Sandboxes {
     try {
       backend = this.runtime.backends.get(request.backend?.kind ?? named.backend);
     } catch (error) {
-      if (error instanceof SandboxUnavailableError) throw new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 });
-      throw error;
+      throw refusedHere(error);
     }
     const toolchain = await this.runtime.toolchains.get(python);
     if (isMissing(toolchain)) throw new CodedError(contractError('backend.unavailable', `sandboxes need python here: ${toolchain.message}`), { http_status: 503 });

@@ -7,8 +7,8 @@ import type { SessionSettings } from '../config/schema.js';
 import type { Invocation } from '../languages/language.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork, SandboxOutcome } from '../sandbox/types.js';
-import { SandboxUnavailableError } from '../sandbox/types.js';
+import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import { refusedHere, ServedSandbox } from '../sandboxes/served-sandbox.js';
 import { KernelChannel, KernelLost } from './kernel-channel.js';
 import { utf8Prefix } from '../util/utf8-prefix.js';
 
@@ -54,25 +54,25 @@ type ExecOptions = { timeoutMs: number };
  */
 export class LiveSession {
   private readonly channel: KernelChannel;
-  private readonly stop = new AbortController();
+  private readonly served: ServedSandbox;
   private readonly createdAt = new Date();
   private lastUsedAt = new Date();
   private readonly expiresAt: Date;
-  private endedReason: string | null = null;
   private version: string | null = null;
-  private outcome: Promise<SandboxOutcome> | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private idleTimer: NodeJS.Timeout | undefined;
-  private readonly ended: Promise<void>;
-  private markEnded!: () => void;
 
   private constructor(
     private readonly plan: SessionPlan,
-    private readonly onEnded: (session: LiveSession) => void,
+    onEnded: (session: LiveSession) => void,
   ) {
     this.channel = new KernelChannel(plan.maxFileBytes, plan.outputBytes);
     this.expiresAt = new Date(this.createdAt.getTime() + plan.settings.lifetimeSeconds * 1000);
-    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+    this.served = new ServedSandbox(this.channel, SERVED_BY, (reason) => {
+      clearTimeout(this.idleTimer);
+      this.channel.lose(`the session has ended: ${reason}`);
+      onEnded(this);
+    });
   }
 
   /** Makes the sandbox and waits for its kernel; throws CodedError (backend.unavailable, backend.setup_failed). */
@@ -91,7 +91,12 @@ export class LiveSession {
   }
 
   get running(): boolean {
-    return this.endedReason === null;
+    return this.served.running;
+  }
+
+  /** Why it ended; null while it runs. */
+  private get endedReason(): string | null {
+    return this.served.reason;
   }
 
   describe(): Session {
@@ -167,10 +172,8 @@ export class LiveSession {
   }
 
   /** Ends the session (idempotent): the kernel's stdin closes and its whole sandbox is killed. */
-  async end(reason: string): Promise<void> {
-    this.settle(reason);
-    this.stop.abort();
-    await this.ended;
+  end(reason: string): Promise<void> {
+    return this.served.end(reason);
   }
 
   private async launch(): Promise<void> {
@@ -210,27 +213,8 @@ export class LiveSession {
       prepared.discard();
       throw refusedHere(error);
     }
-    this.outcome = prepared.start({
-      timeoutMs: plan.settings.lifetimeSeconds * 1000,
-      stdin: this.channel.stdin,
-      stdout: this.channel.stdout,
-      stderr: this.channel.stderr,
-      signal: this.stop.signal,
-    });
-    void this.outcome.then(
-      (outcome) => this.finished(describeExit(outcome, this.channel.stderr.text())),
-      (error: Error) => this.finished(`the sandbox failed: ${error.message}`),
-    );
-    void this.ended.then(() => prepared.release());
-    const deadline = setTimeout(() => this.channel.lose(`the interpreter was not up within ${plan.settings.startTimeoutSeconds} s`), plan.settings.startTimeoutSeconds * 1000);
-    try {
-      this.version = (await this.channel.started()).version;
-    } catch (error) {
-      await this.end((error as Error).message);
-      throw new CodedError(contractError('backend.setup_failed', `the session could not start: ${this.endedReason}`), { http_status: 500 });
-    } finally {
-      clearTimeout(deadline);
-    }
+    this.served.serve(prepared, plan.settings.lifetimeSeconds * 1000);
+    this.version = (await this.served.untilReady(this.channel.started(), plan.settings.startTimeoutSeconds, 'the session')).version;
     this.touch();
   }
 
@@ -251,21 +235,6 @@ export class LiveSession {
       sandbox,
       SESSION_WORK_DIR,
     );
-  }
-
-  /** The sandbox is gone (the kernel exited, was killed, or its lifetime ran out). */
-  private finished(reason: string): void {
-    this.settle(reason);
-    this.markEnded();
-  }
-
-  /** The first reason the session ends for is the one it keeps; pending and later requests fail. */
-  private settle(reason: string): void {
-    if (this.endedReason !== null) return;
-    this.endedReason = reason;
-    clearTimeout(this.idleTimer);
-    this.channel.lose(`the session has ended: ${reason}`);
-    this.onEnded(this);
   }
 
   private endedError(): CodedError {
@@ -344,11 +313,6 @@ export class LiveSession {
   }
 }
 
-/** A sandbox (or toolchain) this host cannot give: 503 backend.unavailable at a session's creation. */
-export function refusedHere(error: unknown): unknown {
-  return error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
-}
-
 /**
  * The first `limit` bytes of `text` (whole characters), with a note when it had more: more
  * than it holds, or than the kernel says it cut it from (`claimed`).
@@ -365,10 +329,4 @@ function tooLarge(path: string, bytes: number, limit: number): CodedError {
   return new CodedError(contractError('session.file_too_large', `${path} has ${bytes} bytes, over the session file limit of ${limit}`, { path, limit }));
 }
 
-function describeExit(outcome: SandboxOutcome, said: string): string {
-  if (outcome.timedOut) return 'its lifetime ran out';
-  if (outcome.aborted) return 'ended';
-  if (outcome.oomKilled) return 'the session ran out of memory and was killed';
-  const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
-  return `the interpreter exited (${how})${said.trim() ? `: ${said.trim().slice(-2000)}` : ''}`;
-}
+const SERVED_BY = { program: 'the interpreter', timedOut: 'its lifetime ran out', aborted: 'ended', outOfMemory: 'the session ran out of memory and was killed' };

@@ -11,7 +11,8 @@ import { findShellUse } from '../policy/shell-rule.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { launchKernel } from './kernel-launcher.js';
-import { LiveSession, refusedHere, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
+import { refusedHere } from '../sandboxes/served-sandbox.js';
+import { LiveSession, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
 
 /**
  * The live sessions of one process (the service's front door, or `agent-runner mcp`): made,

@@ -1,0 +1,113 @@
+import type { Readable } from 'node:stream';
+import { CodedError, contractError } from '../contract/errors.js';
+import type { CappedCapture } from '../sandbox/output-capture.js';
+import type { OutputSink, PreparedSandbox, SandboxOutcome } from '../sandbox/types.js';
+import { SandboxUnavailableError } from '../sandbox/types.js';
+
+/** The host's end of the pipes of a program that serves requests (a session's kernel, a sandbox's agent). */
+export interface ServingChannel {
+  readonly stdin: Readable;
+  readonly stdout: OutputSink;
+  readonly stderr: CappedCapture;
+  /** The program is gone, or must be: what waits on it fails with `reason`. */
+  lose(reason: string): void;
+}
+
+/** How the one who serves is named in why the sandbox ended (`the interpreter`, `its agent`). */
+export interface ServedBy {
+  program: string;
+  /** Why it ended, said of the whole: at the backend's deadline, aborted, killed for memory. */
+  timedOut: string;
+  aborted: string;
+  outOfMemory: string;
+}
+
+/**
+ * The lifecycle sessions and long-lived sandboxes share: one prepared sandbox whose one long job
+ * is a program serving a channel, until the sandbox ends for the first reason that comes (the
+ * caller ends it, the program exits or breaks its protocol, the sandbox fails). The first reason
+ * is kept; the channel is lost with it, so whatever waits on the program fails at once, and the
+ * work dir is released once the sandbox's processes are gone.
+ */
+export class ServedSandbox {
+  private readonly stop = new AbortController();
+  private endedReason: string | null = null;
+  private readonly ended: Promise<void>;
+  private markEnded!: () => void;
+
+  constructor(
+    private readonly channel: ServingChannel,
+    private readonly by: ServedBy,
+    /** Called once, with the reason, when the sandbox is over (its processes may still be dying). */
+    private readonly onSettled: (reason: string) => void,
+  ) {
+    this.ended = new Promise((resolve) => (this.markEnded = resolve));
+  }
+
+  get running(): boolean {
+    return this.endedReason === null;
+  }
+
+  /** Why it ended; null while it runs. */
+  get reason(): string | null {
+    return this.endedReason;
+  }
+
+  /** Starts the long job on `prepared`, fed by the channel; the sandbox ends when the job does, at `lifetimeMs` at the latest. */
+  serve(prepared: PreparedSandbox, lifetimeMs: number): void {
+    const outcome = prepared.start({ timeoutMs: lifetimeMs, stdin: this.channel.stdin, stdout: this.channel.stdout, stderr: this.channel.stderr, signal: this.stop.signal });
+    void outcome.then(
+      (ended) => this.finished(this.describeExit(ended)),
+      (error: Error) => this.finished(`the sandbox failed: ${error.message}`),
+    );
+    void this.ended.then(() => prepared.release());
+  }
+
+  /**
+   * Waits for the program to say it serves (`ready`), at most `deadlineSeconds`; otherwise ends
+   * the sandbox and throws backend.setup_failed, naming `what` could not start.
+   */
+  async untilReady<T>(ready: Promise<T>, deadlineSeconds: number, what: string): Promise<T> {
+    const deadline = setTimeout(() => this.channel.lose(`${this.by.program} was not up within ${deadlineSeconds} s`), deadlineSeconds * 1000);
+    try {
+      return await ready;
+    } catch (error) {
+      await this.end((error as Error).message);
+      throw new CodedError(contractError('backend.setup_failed', `${what} could not start: ${this.endedReason}`), { http_status: 500 });
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+
+  /** Ends the sandbox (idempotent): the program's stdin closes and its whole tree is killed. */
+  async end(reason: string): Promise<void> {
+    this.settle(reason);
+    this.stop.abort();
+    await this.ended;
+  }
+
+  private finished(reason: string): void {
+    this.settle(reason);
+    this.markEnded();
+  }
+
+  private settle(reason: string): void {
+    if (this.endedReason !== null) return;
+    this.endedReason = reason;
+    this.onSettled(reason);
+  }
+
+  private describeExit(outcome: SandboxOutcome): string {
+    if (outcome.timedOut) return this.by.timedOut;
+    if (outcome.aborted) return this.by.aborted;
+    if (outcome.oomKilled) return this.by.outOfMemory;
+    const how = outcome.exitCode === null ? `killed by ${outcome.signal}` : `exit ${outcome.exitCode}`;
+    const said = this.channel.stderr.text().trim();
+    return `${this.by.program} exited (${how})${said ? `: ${said.slice(-2000)}` : ''}`;
+  }
+}
+
+/** A sandbox (or toolchain) this host cannot give: 503 backend.unavailable at a session's or sandbox's creation. */
+export function refusedHere(error: unknown): unknown {
+  return error instanceof SandboxUnavailableError ? new CodedError(contractError('backend.unavailable', `sandbox unavailable: ${error.message}`), { http_status: 503 }) : error;
+}
