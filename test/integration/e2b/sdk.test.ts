@@ -2,8 +2,12 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
 import { CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type FilesystemEvent } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
+import { Filesystem } from '../../../src/envd/gen/filesystem/filesystem_pb.js';
+import { Process } from '../../../src/envd/gen/process/process_pb.js';
 import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
@@ -184,6 +188,46 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.equal(await statusByHost(server.url, `49999-${first.sandboxId}.sandboxes.test`), 502, 'a port nothing serves');
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200, 'the service stays healthy');
+  });
+
+  it("speaks the wire E2B's Python SDK uses: Connect with the binary protobuf codec, through the front door", async () => {
+    // The Python SDK (connect-python) sends application/proto where the JS SDK sends JSON; no
+    // Python E2B SDK is packaged for Debian, so its wire is driven here with connect-node's client.
+    const made = await fetch(`${server.url}/v1/sandboxes`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    const sandbox = (await made.json()) as { id: string; envd_access_token: string };
+    try {
+      const transport = createConnectTransport({
+        baseUrl: server.url,
+        httpVersion: '1.1',
+        useBinaryFormat: true,
+        interceptors: [
+          (next) => (request) => {
+            request.header.set('E2b-Sandbox-Id', sandbox.id);
+            request.header.set('E2b-Sandbox-Port', '49983');
+            request.header.set('X-Access-Token', sandbox.envd_access_token);
+            return next(request);
+          },
+        ],
+      });
+      let stdout = '';
+      let exitCode: number | undefined;
+      for await (const { event } of createClient(Process, transport).start({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'echo binary > wire.txt; cat wire.txt'] } })) {
+        if (event?.event.case === 'data' && event.event.value.output.case === 'stdout') stdout += Buffer.from(event.event.value.output.value).toString();
+        if (event?.event.case === 'end') exitCode = event.event.value.exitCode;
+      }
+      assert.deepEqual({ stdout, exitCode }, { stdout: 'binary\n', exitCode: 0 });
+      const { entries } = await createClient(Filesystem, transport).listDir({ path: '/home/user', depth: 1 });
+      assert.deepEqual(
+        entries.map((entry) => entry.name),
+        ['wire.txt'],
+      );
+    } finally {
+      await fetch(`${server.url}/v1/sandboxes/${sandbox.id}`, { method: 'DELETE', headers: { authorization: `Bearer ${server.token}` } });
+    }
   });
 
   it('setTimeout moves the end, an expired sandbox ends with its processes, and lists filter by metadata', async () => {
