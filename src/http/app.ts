@@ -12,7 +12,7 @@ import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { enforceFirstHeaderDeadline } from './header-deadline.js';
 import { closeOnUnreadBody } from './unread-body.js';
-import { installEnvdProxy } from './envd-proxy.js';
+import { installEnvdProxy, installSandboxForwarding } from './envd-proxy.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
@@ -90,6 +90,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   installEnvdProxy(app, options.sandboxes);
   closeOnUnreadBody(app);
   if (options.token) installBearerAuth(app, options.token);
+  installSandboxForwarding(app, options.sandboxes);
   installMediaTypeGate(app);
   await app.register(swagger, openapiOptions(options.token));
   // Snippets and tasks answer synchronously; together they take at most this many sandboxes.

@@ -1,5 +1,5 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 
 /** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon). */
@@ -34,16 +34,8 @@ const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
 export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): void {
   app.addHook('onRequest', async (request, reply) => {
     const target = sandboxTarget(request.headers);
-    const id = target?.sandboxId ?? SANDBOX_ROUTE.exec(request.url)?.[1];
-    if (id === undefined) return;
-    const place = await sandboxes.placeOf(id);
-    if ('address' in place) {
-      reply.hijack();
-      const { hostname, port } = new URL(place.address);
-      forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, request.headers);
-      return;
-    }
     if (!target) return;
+    if (await forwardedToOwner(sandboxes, target.sandboxId, request, reply)) return;
     reply.hijack();
     const socketPath = sandboxes.envdSocket();
     if (target.port !== ENVD_PORT || socketPath === null) {
@@ -53,6 +45,28 @@ export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): 
     }
     forward(request.raw, reply.raw, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId });
   });
+}
+
+/**
+ * In the distributed mode, a route of a sandbox another front door holds (ours or E2B's control
+ * plane) goes there whole. Installed after auth: a caller without the token is refused here,
+ * before the database is asked where the sandbox lives.
+ */
+export function installSandboxForwarding(app: FastifyInstance, sandboxes: SandboxHost): void {
+  app.addHook('onRequest', async (request, reply) => {
+    const id = SANDBOX_ROUTE.exec(request.url)?.[1];
+    if (id !== undefined) await forwardedToOwner(sandboxes, id, request, reply);
+  });
+}
+
+/** Sends the request to the front door that holds the sandbox, if that is another; true when it did. */
+async function forwardedToOwner(sandboxes: SandboxHost, id: string, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+  const place = await sandboxes.placeOf(id);
+  if (!('address' in place)) return false;
+  reply.hijack();
+  const { hostname, port } = new URL(place.address);
+  forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, request.headers);
+  return true;
 }
 
 /** The request as it came, to a unix socket (this worker's envd) or another front door; its answer back as it comes. */
