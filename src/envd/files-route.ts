@@ -13,6 +13,8 @@ import { expandHome, type EnvdTarget } from './target.js';
 
 /** Bytes per agent read or write: a frame of about 1.4 MiB once base64, well under the frame limit, and few round trips for 50 MiB. */
 export const FILE_CHUNK_BYTES = 1024 * 1024;
+/** Chunks of an upload sent to the agent before the first of them is answered. */
+const WRITES_IN_FLIGHT = 4;
 
 /** envd's error body: `{code, message}` with the HTTP status as the code. */
 export function sendJsonError(response: ServerResponse, status: number, message: string): void {
@@ -36,25 +38,39 @@ function absolutePath(target: EnvdTarget, path: string): string {
 
 /**
  * Writes `source` to `path` in chunks (the first truncating and creating parents, the rest
- * appending), so that an upload of any size holds at most one chunk here.
+ * appending), so that an upload of any size holds at most WRITES_IN_FLIGHT chunks here. The
+ * agent takes requests in order, so a chunk is sent while those before it are still being
+ * written: the host's encoding and the agent's writing overlap.
  */
 async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>): Promise<AgentEntry> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
+  let sent = 0;
   let entry: AgentEntry | undefined;
+  const inFlight: Array<Promise<void>> = [];
   const flush = async (): Promise<void> => {
     const data = Buffer.concat(pending, pendingBytes).toString('base64');
     pending = [];
     pendingBytes = 0;
-    ({ entry } = await agentCall(() => agent.request({ op: 'write', path, data, append: entry !== undefined })));
+    const written = agentCall(() => agent.request({ op: 'write', path, data, append: sent++ > 0 })).then((reply) => void (entry = reply.entry));
+    // Awaited in turn below; until then a failure must not count as unhandled.
+    written.catch(() => undefined);
+    inFlight.push(written);
+    if (inFlight.length >= WRITES_IN_FLIGHT) await inFlight.shift();
   };
-  for await (const chunk of source) {
-    pending.push(chunk);
-    pendingBytes += chunk.length;
-    if (pendingBytes >= FILE_CHUNK_BYTES) await flush();
+  try {
+    for await (const chunk of source) {
+      pending.push(chunk);
+      pendingBytes += chunk.length;
+      if (pendingBytes >= FILE_CHUNK_BYTES) await flush();
+    }
+    // An empty upload still creates (or empties) the file.
+    if (pendingBytes > 0 || sent === 0) await flush();
+  } finally {
+    // Every write sent is answered before this returns or throws (the first failure).
+    await Promise.allSettled(inFlight);
   }
-  // An empty upload still creates (or empties) the file.
-  if (pendingBytes > 0 || entry === undefined) await flush();
+  for (const written of inFlight) await written;
   return entry!;
 }
 
@@ -141,14 +157,23 @@ async function download(response: ServerResponse, target: EnvdTarget, path: stri
   await pipeline(Readable.from(fileChunks(agent, entry.path)), response);
 }
 
-/** A file's bytes, a chunk per agent read. */
+/** A file's bytes, a chunk per agent read; the next chunk is asked for while this one goes to the client. */
 async function* fileChunks(agent: SandboxAgentPort, path: string): AsyncGenerator<Buffer> {
+  const read = (offset: number) => {
+    const chunk = agentCall(() => agent.request({ op: 'read', path, offset, length: FILE_CHUNK_BYTES }));
+    // Awaited in turn; a client that leaves first must not leave it unhandled.
+    chunk.catch(() => undefined);
+    return chunk;
+  };
+  let next = read(0);
   for (let offset = 0; ;) {
-    const chunk = await agentCall(() => agent.request({ op: 'read', path, offset, length: FILE_CHUNK_BYTES }));
+    const chunk = await next;
     const data = Buffer.from(chunk.data, 'base64');
     offset += data.length;
+    const done = chunk.eof || data.length === 0;
+    if (!done) next = read(offset);
     if (data.length > 0) yield data;
-    if (chunk.eof || data.length === 0) return;
+    if (done) return;
   }
 }
 
