@@ -1,5 +1,6 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { contractError } from '../contract/errors.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 
 /** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon). */
@@ -65,18 +66,36 @@ async function forwardedToOwner(sandboxes: SandboxHost, id: string, request: Fas
   if (!('address' in place)) return false;
   reply.hijack();
   const { hostname, port } = new URL(place.address);
-  forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, request.headers);
+  forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, request.headers, (response, said) => lostAt(response, request.url, id, `${place.address} ${said}`));
   return true;
 }
 
+/**
+ * The front door that held the sandbox does not answer: it took the sandbox with it. Said in the
+ * dialect of the route asked: ours is 410 sandbox.lost; E2B's control plane says not found, as it
+ * does of a sandbox that is gone; envd's traffic gets 502, which the SDK reads as a sandbox gone.
+ */
+function lostAt(response: ServerResponse, url: string, id: string, said: string): void {
+  const message = `the front door that held sandbox ${id} does not answer (${said}); create another sandbox`;
+  if (url.startsWith('/v1/')) sendJson(response, 410, { error: contractError('sandbox.lost', message) });
+  else if (SANDBOX_ROUTE.test(url)) sendJson(response, 404, { code: 404, message });
+  else sendJson(response, 502, { sandboxId: id, message, code: 502 });
+}
+
 /** The request as it came, to a unix socket (this worker's envd) or another front door; its answer back as it comes. */
-function forward(incoming: IncomingMessage, outgoing: ServerResponse, to: { socketPath: string } | { host: string; port: number }, headers: IncomingHttpHeaders): void {
+function forward(
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  to: { socketPath: string } | { host: string; port: number },
+  headers: IncomingHttpHeaders,
+  unanswered: (response: ServerResponse, said: string) => void = (response, said) => sendJson(response, 502, { message: `the sandbox's host did not answer: ${said}`, code: 502 }),
+): void {
   const upstream = httpRequest({ ...to, method: incoming.method, path: incoming.url, headers }, (answer) => {
     outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
     answer.pipe(outgoing);
   });
   upstream.on('error', (error) => {
-    if (!outgoing.headersSent) sendJson(outgoing, 502, { message: `the sandbox's host did not answer: ${error.message}`, code: 502 });
+    if (!outgoing.headersSent) unanswered(outgoing, error.message);
     else outgoing.destroy();
   });
   // The client went away: so does the forwarded request (envd keeps a command running without its client).

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { Sandbox } from 'e2b';
+import { Sandbox, SandboxNotFoundError } from 'e2b';
 import pg from 'pg';
 import { contractError } from '../../../src/contract/errors.js';
 import { AgentRunnerClient, type JobEvent } from '../../../src/client/index.js';
@@ -236,7 +236,7 @@ describe('the distributed mode on PostgreSQL', () => {
     assert.equal(unknown.json.error.code, 'session.not_found');
   });
 
-  test("an E2B sandbox made through one front door is driven through another: its routes and its envd's streams reach the front door that holds it", async () => {
+  test("an E2B sandbox made through one front door is driven through another: its routes and its envd's streams reach the front door that holds it; when that one stops, the sandbox is lost", async () => {
     const token = randomBytes(16).toString('hex');
     const [maker, other] = await Promise.all(
       [0, 1].map(() => startServer(['--database', database.url, '--workers', '0', '--token', token]).then((server) => (servers.push(server), server))),
@@ -249,5 +249,20 @@ describe('the distributed mode on PostgreSQL', () => {
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, through(other!))).state, 'running');
     assert.equal(await Sandbox.kill(sandbox.sandboxId, through(other!)), true);
     assert.equal(await sandbox.isRunning(), false);
+
+    // Its front door stops: the sandbox went with it, and the others say so in each route's dialect.
+    const orphan = await Sandbox.create('base', through(maker!));
+    await maker!.stop();
+    await assert.rejects(Sandbox.getInfo(orphan.sandboxId, through(other!)), SandboxNotFoundError);
+    const lost = await api(other!.url, 'GET', `/v1/sandboxes/${orphan.sandboxId}`, undefined, { authorization: `Bearer ${token}` });
+    assert.equal(lost.status, 410, lost.text);
+    assert.equal(lost.json.error.code, 'sandbox.lost');
+    assert.equal(
+      await Sandbox.connect(orphan.sandboxId, through(other!)).then(
+        (connected) => connected.isRunning(),
+        () => false,
+      ),
+      false,
+    );
   });
 });
