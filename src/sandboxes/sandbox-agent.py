@@ -79,6 +79,7 @@ FS_EVENT_TYPES = (
     (IN_ATTRIB, "chmod"),
 )
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
 
 
 class Invalid(Exception):
@@ -907,6 +908,12 @@ OPERATIONS = {name[3:]: method for name, method in vars(Agent).items() if name.s
 
 
 def main():
+    # The processes the agent starts run as its uid: while the agent is dumpable they could open
+    # /proc/<agent>/fd/N (its protocol pipes, to forge frames or steal requests) and
+    # /proc/<agent>/mem. Not dumpable, its /proc entries are root's. Its children are dumpable
+    # again once they exec, which is theirs to be.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     # The protocol moves to private descriptors (os.dup's are not inheritable), and fds 0-2
     # become /dev/null: nothing the agent starts can write a frame or read a request. The
     # agent's own failure, if any, still reaches whatever stderr it was given.
@@ -926,7 +933,7 @@ def main():
     try:
         # Whatever the processes it started leave behind is reparented to the agent, which
         # reaps it and can end it.
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         Agent(proto_in, proto_out).run()
     except BrokenPipeError:
         pass  # the host stopped reading: it is gone

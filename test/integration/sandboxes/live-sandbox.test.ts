@@ -59,6 +59,18 @@ describe('long-lived sandboxes', async () => {
     );
   });
 
+  it("its processes cannot reach the agent's protocol: no frame forged through /proc/<agent>/fd, no write to its memory", async () => {
+    const sandbox = await sandboxes.create({});
+    const agent = sandboxes.access(sandbox.id)!.agent;
+    // The shell's parent is the agent, running as the same uid.
+    const script = 'for f in /proc/$PPID/fd/* /proc/$PPID/mem; do (printf "\\0\\0\\0\\2{}" > "$f") 2>/dev/null && echo "wrote $f"; done; echo done';
+    const tried = await run(agent, '/bin/sh', ['-c', script]);
+    assert.equal(tried.stdout, 'done\n');
+    assert.equal(sandboxes.describe(sandbox.id).state, 'running', 'the agent still speaks its protocol');
+    assert.equal((await run(agent, '/bin/echo', ['still here'])).stdout, 'still here\n');
+    await sandboxes.kill(sandbox.id);
+  });
+
   it('answers from a pre-started sandbox: what its agent said before the sandbox was taken is not lost', async () => {
     // Each kill lets the warm pool start the next sandbox ahead (the template is one it has seen),
     // whose agent says it is ready before anyone takes it. Rounds are paced so a refill can finish.
