@@ -1,10 +1,21 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { CodedError, ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
 
 /** `http_status` in `extra` overrides the table, for a code refused where it is usually a result (backend.unavailable at admission). */
-export function sendError(reply: import('fastify').FastifyReply, error: ContractError, extra: Record<string, unknown> = {}) {
-  const { http_status: status, ...rest } = extra;
-  return reply.code(typeof status === 'number' ? status : ERROR_CODES[error.code].http).send({ error, ...rest });
+export function sendError(reply: FastifyReply, error: ContractError, extra: Record<string, unknown> = {}) {
+  const { http_status: _status, ...rest } = extra;
+  return reply.code(statusOf(error, extra)).send({ error, ...rest });
+}
+
+/** The status a coded error is answered with, in any dialect: the code table's, or `http_status` in `extra`. */
+export function statusOf(error: ContractError, extra: Record<string, unknown>): number {
+  return typeof extra.http_status === 'number' ? extra.http_status : ERROR_CODES[error.code].http;
+}
+
+/** A refusal that says when to come back (queue full, sandboxes full) says it in Retry-After too. */
+export function sendRetryAfter(reply: FastifyReply, error: CodedError): void {
+  const retryAfter = error.extra.retry_after_seconds;
+  if (typeof retryAfter === 'number') void reply.header('Retry-After', String(retryAfter));
 }
 
 /**
@@ -16,8 +27,7 @@ export function sendError(reply: import('fastify').FastifyReply, error: Contract
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof CodedError) {
-      const retryAfter = error.extra.retry_after_seconds;
-      if (typeof retryAfter === 'number') void reply.header('Retry-After', String(retryAfter));
+      sendRetryAfter(reply, error);
       return sendError(reply, error.error, error.extra);
     }
     if (error.validation) {

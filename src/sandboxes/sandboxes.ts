@@ -3,8 +3,8 @@ import { CodedError, contractError } from '../contract/errors.js';
 import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
-import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import type { SandboxNetwork } from '../sandbox/types.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
@@ -184,8 +184,8 @@ export class Sandboxes {
     // The operator's word on the internet wins: E2B's SDK asks for it on every create by default.
     const allowed = named.allowInternetAccess ?? settings.allowInternetAccess;
     const internet = (request.allow_internet_access ?? allowed) && allowed && config.runJob.allowNetwork;
-    const network = admitNetwork(internet ? 'allow' : 'none', config.runJob.allowNetwork, 'allow_internet_access');
-    if (network !== 'none' && 'error' in network) throw new CodedError(network.error);
+    // Egress to anywhere but the host, as a run job's "allow" (runner/network-admission.ts).
+    const network: SandboxNetwork = internet ? { allow: null } : 'none';
     let backend;
     try {
       backend = this.runtime.backends.get(request.backend?.kind ?? named.backend);

@@ -19,7 +19,8 @@ import {
   type E2bSandboxDetail,
   type E2bSandboxMetric,
 } from '../../contract/e2b.js';
-import { CodedError, ERROR_CODES } from '../../contract/errors.js';
+import { CodedError } from '../../contract/errors.js';
+import { sendRetryAfter, statusOf } from '../errors.js';
 import type { Sandbox, SandboxMetrics } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { routeSchema } from '../route-schema.js';
@@ -44,11 +45,9 @@ export function e2bRoutes(sandboxes: SandboxHost) {
   return async (app: FastifyInstance) => {
     app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, _request, reply) => {
       if (error instanceof CodedError) {
-        const retryAfter = error.extra.retry_after_seconds;
-        if (typeof retryAfter === 'number') void reply.header('Retry-After', String(retryAfter));
+        sendRetryAfter(reply, error);
         // A full server is E2B's 429 (the SDK retries it after Retry-After).
-        const status = error.error.code === 'sandboxes.full' ? 429 : typeof error.extra.http_status === 'number' ? error.extra.http_status : ERROR_CODES[error.error.code].http;
-        return e2bError(reply, status, error.message);
+        return e2bError(reply, error.error.code === 'sandboxes.full' ? 429 : statusOf(error.error, error.extra), error.message);
       }
       if (error.validation) return e2bError(reply, 400, error.message);
       const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
