@@ -34,6 +34,7 @@ export const ERROR_CODES = {
     http: 410,
     description: 'the process that held the sandbox (a front door’s worker) stopped or died: the sandbox and its files are gone; create another',
   },
+  'sandbox.busy': { http: 503, description: 'the sandbox’s agent has not taken in what was already sent to it (its processes may have stopped it); retry later' },
   'sandbox.file_not_found': { http: 404, description: 'no such file in the sandbox' },
   'sandbox.file_too_large': { http: 413, description: 'the file is over the sandbox file limit (sandboxes.maxFileBytes)' },
   'sandbox.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },

@@ -35,6 +35,11 @@ export const AgentErrorCodeSchema = Type.Union([
   Type.Literal('permission_denied'),
   Type.Literal('invalid'),
   Type.Literal('no_such_process'),
+  // An answer that would be too large to send (a listing of a huge tree).
+  Type.Literal('too_large'),
+  // Said by the host, never the agent: the agent has not read what was sent it (it is stopped or
+  // swamped), and the host will not hold more for it.
+  Type.Literal('busy'),
   Type.Literal('failed'),
 ]);
 export type AgentErrorCode = Static<typeof AgentErrorCodeSchema>;

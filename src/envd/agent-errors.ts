@@ -16,6 +16,8 @@ const CODE_OF: Record<AgentErrorCode, Code> = {
   permission_denied: Code.PermissionDenied,
   invalid: Code.InvalidArgument,
   no_such_process: Code.NotFound,
+  too_large: Code.ResourceExhausted,
+  busy: Code.ResourceExhausted,
   failed: Code.Internal,
 };
 

@@ -5,13 +5,15 @@ import { agentCall } from './agent-errors.js';
 import { toEntryInfo, type EntryInfoInit } from './entry-info.js';
 import { describesEntry, toFilesystemEvent } from './fs-events.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
-import type { OpenStreams } from './open-streams.js';
+import { closingOnFailure, type OpenStreams } from './open-streams.js';
 import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
 import { callerOf, expandHome } from './target.js';
 import type { WatcherRegistry } from './watchers.js';
 
 /** A keepalive due in a WatchDir stream, among the agent's events. */
 const KEEPALIVE = null;
+/** What a queued watch event holds in the worker beside its name (its record, a pending stat), counted against the stream's cap. */
+const WATCH_EVENT_BYTES = 512;
 
 /** The entry an event is about, best effort as envd's include_entry: none when it is gone already. */
 async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentFsEvent): Promise<EntryInfoInit | undefined> {
@@ -69,11 +71,13 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
         target: { agent, home },
       } = callerOf(context);
       const path = expandHome(request.path, home);
-      const { watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive: request.recursive }));
       // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
       const queue = new StreamQueue<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>();
       const close = streams.open(sandboxId, queue);
-      const subscription = agent.onWatch(watch, (event) => queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }));
+      const { watch } = await closingOnFailure(close, () => agent.request({ op: 'watch', path, recursive: request.recursive }));
+      const subscription = agent.onWatch(watch, (event) =>
+        queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }, WATCH_EVENT_BYTES + event.name.length),
+      );
       try {
         yield { event: { case: 'start', value: {} } };
         for await (const item of queue.drain(context.signal, { idleMs: keepaliveIdleMs(context.requestHeader), item: () => KEEPALIVE })) {

@@ -4,7 +4,7 @@ import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
-import type { OpenStreams } from './open-streams.js';
+import { closingOnFailure, type OpenStreams } from './open-streams.js';
 import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
 import { callerOf, expandHome } from './target.js';
 
@@ -87,6 +87,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       if (!config?.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
       const size = request.pty ? { ...DEFAULT_PTY, ...request.pty.size } : undefined;
       const queue = new StreamQueue<ProcessEventInit>();
+      const close = streams.open(sandboxId, queue);
       const queueing = queueingListener(queue);
       // The listener outlives the stream while a deadline is pending, for the end event alone, so
       // that the kill at the deadline never reaches a later process given the same pid.
@@ -103,7 +104,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
           if (streaming) queueing.end(event);
         },
       };
-      const started = await agentCall(() =>
+      const started = await closingOnFailure(close, () =>
         target.agent.start(
           {
             op: 'start',
@@ -124,7 +125,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
         streaming = false;
         if (ended || cancelKill === undefined) started.detach();
       };
-      yield* streamProcess(started.pid, queue, context, leave, streams.open(sandboxId, queue));
+      yield* streamProcess(started.pid, queue, context, leave, close);
     },
 
     async *connect(request, context) {
@@ -134,8 +135,9 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       } = callerOf(context);
       const pid = await selectedPid(agent, request.process);
       const queue = new StreamQueue<ProcessEventInit>();
-      const following = await agentCall(() => agent.follow(pid, queueingListener(queue)));
-      yield* streamProcess(pid, queue, context, following.detach, streams.open(sandboxId, queue));
+      const close = streams.open(sandboxId, queue);
+      const following = await closingOnFailure(close, () => agent.follow(pid, queueingListener(queue)));
+      yield* streamProcess(pid, queue, context, following.detach, close);
     },
 
     async update(request, context) {

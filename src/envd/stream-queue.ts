@@ -6,6 +6,8 @@ import { Code, ConnectError } from '@connectrpc/connect';
  * than the worker's memory growing; the process runs on and the client may Connect again.
  */
 const MAX_QUEUED_BYTES = 32 * 1024 * 1024;
+/** And at most this many events, whatever their size (a watch's events are small and many). */
+const MAX_QUEUED_ITEMS = 100_000;
 
 /** envd's interval when the client names none (permissions/keepalive.go). */
 const DEFAULT_KEEPALIVE_SECONDS = 90;
@@ -28,14 +30,21 @@ export class StreamQueue<T> {
   private ended = false;
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
+  private readonly maxBytes: number;
+  private readonly maxItems: number;
 
-  constructor(private readonly maxQueuedBytes = MAX_QUEUED_BYTES) {}
+  constructor(limits: { bytes?: number; items?: number } = {}) {
+    this.maxBytes = limits.bytes ?? MAX_QUEUED_BYTES;
+    this.maxItems = limits.items ?? MAX_QUEUED_ITEMS;
+  }
 
+  /** Queues `item`, which holds `bytes` of the client's data (its size in the worker's memory, about). */
   push(item: T, bytes = 0): void {
     if (this.ended) return;
     this.queuedBytes += bytes;
-    if (this.queuedBytes > this.maxQueuedBytes) {
-      this.fail(new ConnectError(`more than ${this.maxQueuedBytes} bytes of output waited for the client to read them`, Code.ResourceExhausted));
+    if (this.queuedBytes > this.maxBytes || this.items.length >= this.maxItems) {
+      const what = this.queuedBytes > this.maxBytes ? `${this.maxBytes} bytes` : `${this.maxItems} events`;
+      this.fail(new ConnectError(`more than ${what} waited for the client to read them`, Code.ResourceExhausted));
       return;
     }
     this.items.push({ item, bytes });

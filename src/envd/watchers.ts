@@ -9,6 +9,8 @@ import type { EnvdCaller } from './target.js';
  * worker without bound: past this the oldest events are dropped, the newest kept.
  */
 const MAX_BUFFERED_EVENTS = 10_000;
+/** Polling watchers one sandbox may hold: each buffers events in the worker until removed or the sandbox ends. */
+const MAX_WATCHERS_PER_SANDBOX = 64;
 
 interface Watcher {
   sandboxId: string;
@@ -27,19 +29,27 @@ export class WatcherRegistry {
 
   async create(caller: EnvdCaller, path: string, recursive: boolean): Promise<string> {
     const { agent } = caller.target;
-    const { watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive }));
-    const events: FilesystemEventInit[] = [];
-    const subscription = agent.onWatch(watch, (event) => {
+    const held = [...this.watchers.values()].filter((watcher) => watcher.sandboxId === caller.sandboxId).length;
+    if (held >= MAX_WATCHERS_PER_SANDBOX) {
+      throw new ConnectError(`sandbox ${caller.sandboxId} has ${held} watchers, the most it may; remove one first`, Code.ResourceExhausted);
+    }
+    // Counted from now, so that requests made together cannot pass the cap between them.
+    const id = randomUUID();
+    const watcher: Watcher = { sandboxId: caller.sandboxId, events: [], detach: () => {}, unwatch: async () => {} };
+    this.watchers.set(id, watcher);
+    let watch: number;
+    try {
+      ({ watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive })));
+    } catch (error) {
+      this.watchers.delete(id);
+      throw error;
+    }
+    const { events } = watcher;
+    watcher.detach = agent.onWatch(watch, (event) => {
       if (events.length >= MAX_BUFFERED_EVENTS) events.shift();
       events.push(toFilesystemEvent(event));
-    });
-    const id = randomUUID();
-    this.watchers.set(id, {
-      sandboxId: caller.sandboxId,
-      events,
-      detach: subscription.detach,
-      unwatch: () => agentCall(() => agent.request({ op: 'unwatch', watch })).then(() => {}),
-    });
+    }).detach;
+    watcher.unwatch = () => agentCall(() => agent.request({ op: 'unwatch', watch })).then(() => {});
     return id;
   }
 

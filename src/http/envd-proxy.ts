@@ -1,6 +1,7 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { contractError } from '../contract/errors.js';
+import { SANDBOX_ID_PATTERN } from '../contract/sandbox.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 
 /** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon). */
@@ -18,6 +19,15 @@ export function sandboxTarget(headers: IncomingHttpHeaders): { sandboxId: string
   const byName = SANDBOX_HOST.exec(headers.host ?? '');
   return byName ? { sandboxId: byName[2]!, port: Number(byName[1]) } : null;
 }
+
+/**
+ * Set on a request one front door forwards to another. The one it reaches answers it itself,
+ * whatever its own view of the owners is, so that two front doors that disagree (a row that moved
+ * between the two lookups) can never pass a request back and forth.
+ */
+const FORWARDED_HEADER = 'x-agent-runner-forwarded';
+/** The shape of a sandbox id (ours are 24 of [0-9a-z]); anything else is no sandbox, found without asking the database. */
+const SANDBOX_ID = new RegExp(SANDBOX_ID_PATTERN);
 
 /** A route of one sandbox (E2B's `/sandboxes/{id}...`, `/v2/sandboxes/{id}/connect`, ours `/v1/sandboxes/{id}...`): its id. */
 const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
@@ -62,11 +72,13 @@ export function installSandboxForwarding(app: FastifyInstance, sandboxes: Sandbo
 
 /** Sends the request to the front door that holds the sandbox, if that is another; true when it did. */
 async function forwardedToOwner(sandboxes: SandboxHost, id: string, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
+  if (request.headers[FORWARDED_HEADER] !== undefined || !SANDBOX_ID.test(id)) return false;
   const place = await sandboxes.placeOf(id);
   if (!('address' in place)) return false;
   reply.hijack();
   const { hostname, port } = new URL(place.address);
-  forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, request.headers, (response, said) => lostAt(response, request.url, id, `${place.address} ${said}`));
+  const headers = { ...request.headers, [FORWARDED_HEADER]: '1' };
+  forward(request.raw, reply.raw, { host: hostname, port: Number(port) }, headers, (response, said) => lostAt(response, request.url, id, `${place.address} ${said}`));
   return true;
 }
 

@@ -22,6 +22,12 @@ import { AgentOperationError, SandboxGoneError, type ProcessListener, type Sandb
  * grows, and past this it ends the sandbox rather than the host's memory.
  */
 const MAX_AGENT_FRAME_BYTES = 64 * 1024 * 1024;
+/**
+ * Request bytes the host holds for an agent that has not read them. The agent runs as the
+ * sandbox's user, so the code in the sandbox can stop it (SIGSTOP): past this, requests are
+ * refused (busy) rather than queued in the worker's memory.
+ */
+const MAX_UNSENT_BYTES = 64 * 1024 * 1024;
 /** What the agent says on its own stderr (a crash at start-up) is kept for the reason it ended. */
 const AGENT_STDERR_BYTES = 16 * 1024;
 
@@ -99,6 +105,10 @@ export class AgentChannel implements SandboxAgentPort {
 
   private send(request: AgentRequest, listener?: ProcessListener): Promise<unknown> {
     if (this.gone) return Promise.reject(this.gone);
+    if (this.input.writableLength > MAX_UNSENT_BYTES) {
+      const message = `the sandbox's agent has not read the last ${this.input.writableLength} bytes sent to it`;
+      return Promise.reject(new AgentOperationError({ code: 'busy', message }));
+    }
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}) });

@@ -32,6 +32,10 @@ OUTPUT_CHUNK = 64 * 1024
 # A `read` answers at most this much, whatever it asked: a reply stays well under the host's
 # frame limit (16 MiB) once in base64.
 READ_CHUNK = 4 * 1024 * 1024
+# A listing answers at most this many entries, and this many bytes of them: its reply is one frame,
+# which must stay under the host's limit (64 MiB) whatever the tree.
+MAX_LIST_ENTRIES = 100_000
+MAX_LIST_BYTES = 32 * 1024 * 1024
 # A request frame longer than this is skipped unread: no request of the contract comes near it.
 MAX_REQUEST = 64 * 1024 * 1024
 # How long, after a process was reaped, its pipes are still read for output it left there, when
@@ -701,6 +705,7 @@ class Agent:
         path = resolve(request.get("path"))
         depth = count(request, "depth", 1)
         entries = []
+        size = [0]
 
         def walk(directory, level):
             try:
@@ -711,9 +716,14 @@ class Agent:
                 return  # a subdirectory it may not read: listed, not entered
             for child in children:
                 try:
-                    entries.append(entry_of(child.path))
+                    entry = entry_of(child.path)
                 except OSError:
                     continue  # gone since the directory was read
+                entries.append(entry)
+                size[0] += len(json.dumps(entry))
+                if len(entries) > MAX_LIST_ENTRIES or size[0] > MAX_LIST_BYTES:
+                    raise Refused("too_large", "%s holds more than %d entries (or %d bytes of them) to depth %d: list less deep"
+                                  % (path, MAX_LIST_ENTRIES, MAX_LIST_BYTES, depth))
                 if level < depth and child.is_dir(follow_symlinks=False):
                     walk(child.path, level + 1)
 

@@ -16,6 +16,8 @@ const FILE_ERROR_OF: Record<AgentErrorCode, ErrorCode> = {
   not_a_directory: 'sandbox.file_failed',
   exists: 'sandbox.file_failed',
   no_such_process: 'sandbox.file_failed',
+  too_large: 'sandbox.file_failed',
+  busy: 'sandbox.busy',
   failed: 'sandbox.file_failed',
 };
 

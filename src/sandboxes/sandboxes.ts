@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
 import { python } from '../languages/python.js';
@@ -213,10 +213,10 @@ export class Sandboxes {
   }
 }
 
-/** 24 characters of [0-9a-z] (about 124 bits): a sandbox's id is also the name its envd is reached by. */
+/** 24 characters of [0-9a-z], each uniform (about 124 bits): a sandbox's id is also the name its envd is reached by. */
 function randomId(): string {
   const alphabet = '0123456789abcdefghijklmnopqrstuvwxyz';
-  return [...randomBytes(24)].map((byte) => alphabet[byte % 36]).join('');
+  return Array.from({ length: 24 }, () => alphabet[randomInt(alphabet.length)]).join('');
 }
 
 function filePath(path: string): string {

@@ -116,8 +116,15 @@ export class FakeSandboxHost implements SandboxHost {
     return null;
   }
 
-  async placeOf(): Promise<SandboxPlace> {
-    return { here: true };
+  /** Sandboxes said to live behind another front door (the distributed mode), by id. */
+  readonly elsewhere = new Map<string, string>();
+  /** Every id placeOf was asked about, in order. */
+  readonly placesAsked: string[] = [];
+
+  async placeOf(id: string): Promise<SandboxPlace> {
+    this.placesAsked.push(id);
+    const address = this.elsewhere.get(id);
+    return address === undefined ? { here: true } : { address };
   }
 
   private running(id: string): Sandbox {

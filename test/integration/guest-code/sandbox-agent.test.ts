@@ -434,6 +434,16 @@ describe('sandbox agent: files', () => {
     assert.equal(entries.find((listed) => listed.name === 'f1')!.size, 1);
   });
 
+  it('refuses a listing whose answer would pass the frame limit (too_large), and answers the next request', async () => {
+    // Each link's target, as JSON, is 12 bytes a character: 3,000 of them pass 32 MiB.
+    const huge = join(scratch, 'huge-listing');
+    mkdirSync(huge);
+    const target = '\u{1F600}'.repeat(1000);
+    for (let index = 0; index < 3000; index++) symlinkSync(target, join(huge, `link-${index}`));
+    assert.equal(await code({ op: 'list_dir', path: huge, depth: 1 }), 'too_large');
+    assert.equal((await agent.request({ op: 'stat', path: huge })).entry !== undefined, true);
+  });
+
   it('removes a file, a link (not what it points to) and a directory tree (not what its links point to)', async () => {
     const outside = join(scratch, 'outside');
     mkdirSync(outside, { recursive: true });

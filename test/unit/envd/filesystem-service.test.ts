@@ -98,6 +98,24 @@ describe('envd filesystem.Filesystem', () => {
     await rejectsWith(fs.getWatcherEvents({ watcherId }), Code.NotFound);
   });
 
+  it('caps what one sandbox holds in the worker: 64 polling watchers, 256 open streams (resource_exhausted), others unaffected', async () => {
+    envd.sandboxes.set('greedy', fakeTarget());
+    const fs = envd.client(Filesystem, 'greedy');
+    await fs.makeDir({ path: 'w' });
+    const made = await Promise.all(Array.from({ length: 64 }, () => fs.createWatcher({ path: 'w', recursive: false })));
+    await rejectsWith(fs.createWatcher({ path: 'w', recursive: false }), Code.ResourceExhausted);
+    assert.ok((await envd.client(Filesystem, 'sbx2').createWatcher({ path: '/', recursive: false })).watcherId);
+    await fs.removeWatcher({ watcherId: made[0]!.watcherId });
+    assert.ok((await fs.createWatcher({ path: 'w', recursive: false })).watcherId);
+
+    const abort = new AbortController();
+    const streams = Array.from({ length: 256 }, () => fs.watchDir({ path: 'w', recursive: false }, { signal: abort.signal })[Symbol.asyncIterator]());
+    for (const stream of streams) assert.equal((await stream.next()).value?.event.case, 'start');
+    const refused = fs.watchDir({ path: 'w', recursive: false }, { signal: abort.signal })[Symbol.asyncIterator]();
+    await rejectsWith(refused.next(), Code.ResourceExhausted);
+    abort.abort();
+  });
+
   it('refuses calls without the access token of a secure sandbox, and a user the sandbox lacks', async () => {
     envd.sandboxes.set('secure', fakeTarget('token-1'));
     await rejectsWith(envd.client(Filesystem, 'secure').stat({ path: '/' }), Code.Unauthenticated);

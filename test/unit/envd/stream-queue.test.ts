@@ -16,10 +16,15 @@ describe('envd stream queue', () => {
   });
 
   it('ends a stream whose client reads too slowly with resource_exhausted, and a waiting one on abort', async () => {
-    const full = new StreamQueue<string>(10);
+    const exhausted = (error: unknown) => error instanceof ConnectError && error.code === Code.ResourceExhausted;
+    const full = new StreamQueue<string>({ bytes: 10 });
     full.push('0123456789', 10);
     full.push('x', 1);
-    await assert.rejects(full.drain(new AbortController().signal).next(), (error: unknown) => error instanceof ConnectError && error.code === Code.ResourceExhausted);
+    await assert.rejects(full.drain(new AbortController().signal).next(), exhausted);
+    // Events of no size (a watch's) count too.
+    const many = new StreamQueue<string>({ items: 2 });
+    for (const event of ['a', 'b', 'c']) many.push(event);
+    await assert.rejects(many.drain(new AbortController().signal).next(), exhausted);
 
     const abort = new AbortController();
     const waiting = new StreamQueue<string>().drain(abort.signal).next();

@@ -54,6 +54,27 @@ describe('/v1/sandboxes', () => {
     assert.equal(unknownField.json.error.code, 'validation.invalid_request');
   });
 
+  it('answers a forwarded request itself, so that two front doors that disagree on the owner never loop', async () => {
+    // The owners' table says a sandbox lives at this very front door's address, seen as another's.
+    const looping = new FakeSandboxHost();
+    const door = await fakeService({ sandboxes: looping });
+    try {
+      const address = await door.app.listen({ host: '127.0.0.1', port: 0 });
+      const id = 'a'.repeat(24);
+      looping.elsewhere.set(id, address);
+      const answer = await door.api('GET', `/v1/sandboxes/${id}`);
+      assert.equal(answer.status, 404, answer.text);
+      assert.equal(answer.json.error.code, 'sandbox.not_found');
+      assert.deepEqual(looping.placesAsked, [id]);
+      // Not an id at all: no lookup of where it lives.
+      const malformed = await door.api('GET', '/health', undefined, { 'e2b-sandbox-id': "x' OR 1=1 --" });
+      assert.equal(malformed.status, 503);
+      assert.deepEqual(looping.placesAsked, [id]);
+    } finally {
+      await door.close();
+    }
+  });
+
   it('runs argv or a cmd, and refuses an empty argv or both at once', async () => {
     const { id } = await create();
     const argv = await service.api('POST', `/v1/sandboxes/${id}/exec`, { argv: ['echo', 'hi'], envs: { A: 'b' }, cwd: '/tmp', stdin: 'x', timeout: 2 });
