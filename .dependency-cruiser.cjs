@@ -12,7 +12,7 @@ const LAYERS = [
   ['sandbox'],
   ['languages', 'policy'],
   ['runner'],
-  ['tasks', 'session', 'sandboxes', 'envd'],
+  ['tasks', 'session', 'sandboxes', 'envd', 'interpreter'],
   ['queue', 'store'],
   ['service'],
   ['postgres'],

@@ -16,6 +16,16 @@ export function hasAccessToken(headers: IncomingHttpHeaders, accessToken: string
   return typeof given === 'string' && sameSecret(given, accessToken);
 }
 
+/**
+ * Whether a request to a sandbox's other ports (the code interpreter) carries its token: as
+ * X-Access-Token (what the SDK sends with a cell) or E2B-Traffic-Access-Token (with a context
+ * call), the sandbox's trafficAccessToken being its access token here.
+ */
+export function hasTrafficToken(headers: IncomingHttpHeaders, accessToken: string): boolean {
+  const given = headers['e2b-traffic-access-token'];
+  return hasAccessToken(headers, accessToken) || (typeof given === 'string' && sameSecret(given, accessToken));
+}
+
 /** The user of `Authorization: Basic base64("<user>:")`, as the SDK sends it when a call names one. */
 export function basicAuthUser(headers: IncomingHttpHeaders): string | undefined {
   const match = /^Basic\s+(\S+)$/i.exec(headers.authorization ?? '');

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { basicAuthUser, hasAccessToken, requestUser } from './access.js';
+import { basicAuthUser, hasAccessToken, hasTrafficToken, requestUser } from './access.js';
 import { handleFiles, sendJsonError } from './files-route.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
@@ -9,6 +9,9 @@ import { Process } from './gen/process/process_pb.js';
 import { OpenStreams } from './open-streams.js';
 import { createProcessService } from './process-service.js';
 import { callerKey, type EnvdCaller, type EnvdLookup } from './target.js';
+import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
+import { CodeContexts } from '../interpreter/code-contexts.js';
+import { handleInterpreter } from '../interpreter/interpreter-routes.js';
 import { WatcherRegistry } from './watchers.js';
 
 /** The largest RPC request envd takes here: SendInput carries input, nothing else is large (files go through /files). */
@@ -33,11 +36,13 @@ function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void 
  * envd, E2B's in-sandbox daemon, for every sandbox of this host: Connect-RPC process.Process
  * and filesystem.Filesystem, GET/POST /files and GET /health. The sandbox of each request is
  * the one its `E2b-Sandbox-Id` header names (the SDK sends it; the front door forwards it),
- * found through `lookup`.
+ * found through `lookup`. Requests for port 49999 (`E2b-Sandbox-Port`) go to the sandbox's code
+ * interpreter (interpreter/) instead.
  */
 export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
   const watchers = new WatcherRegistry();
   const streams = new OpenStreams();
+  const contexts = new CodeContexts();
   const callers = new WeakMap<IncomingMessage, EnvdCaller>();
   const rpc = connectNodeAdapter({
     routes(router) {
@@ -56,6 +61,12 @@ export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
     if (typeof sandboxId !== 'string' || sandboxId === '') return sendJsonError(response, 400, 'the E2b-Sandbox-Id header is required');
     const target = lookup(sandboxId);
     if (!target) return sendSandboxNotFound(response, sandboxId);
+    if (Number(request.headers['e2b-sandbox-port']) === CODE_INTERPRETER_PORT) {
+      if (target.accessToken !== null && url.pathname !== '/health' && !hasTrafficToken(request.headers, target.accessToken)) {
+        return sendJsonError(response, 401, 'unauthorized access, please provide a valid access token');
+      }
+      return handleInterpreter(request, response, sandboxId, target, contexts);
+    }
     if (request.method === 'GET' && url.pathname === '/health') {
       response.writeHead(204).end();
       return;
@@ -82,6 +93,7 @@ export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
     sandboxEnded(sandboxId) {
       streams.sandboxEnded(sandboxId);
       watchers.forgetSandbox(sandboxId);
+      contexts.sandboxEnded(sandboxId);
     },
   };
 }

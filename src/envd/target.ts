@@ -10,6 +10,8 @@ export interface EnvdTarget {
   home: string;
   /** The user a request runs as when it names none (E2B's `user`). */
   defaultUser: string;
+  /** The sandbox's python: its code interpreter's kernels run on it. */
+  python: string;
 }
 
 /** The sandbox of an id, as the sandbox host knows it; undefined when it has none of that id (ended or never created). */

@@ -2,10 +2,13 @@ import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage,
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { contractError } from '../contract/errors.js';
 import { SANDBOX_ID_PATTERN } from '../contract/sandbox.js';
+import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 
 /** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon). */
 export const ENVD_PORT = 49983;
+/** The ports of a sandbox served here: its envd and its code interpreter, both in the worker process. */
+const SERVED_PORTS = new Set([ENVD_PORT, CODE_INTERPRETER_PORT]);
 /** `{port}-{sandboxId}.{domain}`, how E2B names a sandbox's port when a wildcard DNS name points here. */
 const SANDBOX_HOST = /^(\d{1,5})-([0-9a-z]{8,64})\./;
 
@@ -35,10 +38,11 @@ const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
 /**
  * Traffic for a sandbox, as E2B's SDK sends it to `E2B_SANDBOX_URL` (its `E2b-Sandbox-Id` and
  * `E2b-Sandbox-Port` headers) or to a `{port}-{id}.{domain}` host name, goes to the sandbox's
- * envd in the worker process (envd/), byte for byte, streams included, before anything of this
- * service sees it: envd does its own auth (the sandbox's access token), so the service token is
- * not asked for, as E2B's sandbox URLs do not carry the API key. Other ports of a sandbox are not
- * served (yet): 502, which the SDK reads as a sandbox not running there. In the distributed mode a
+ * envd (port 49983) or code interpreter (49999) in the worker process (envd/, interpreter/), byte
+ * for byte, streams included, before anything of this service sees it: they do their own auth
+ * (the sandbox's access token), so the service token is not asked for, as E2B's sandbox URLs do
+ * not carry the API key. Other ports of a sandbox are not served: 502, which the SDK reads as a
+ * sandbox not running there. In the distributed mode a
  * request for a sandbox another front door holds (envd's, or a route of that sandbox) goes to that
  * front door whole, which answers it as its own, auth included.
  */
@@ -49,12 +53,13 @@ export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): 
     if (await forwardedToOwner(sandboxes, target.sandboxId, request, reply)) return;
     reply.hijack();
     const socketPath = sandboxes.envdSocket();
-    if (target.port !== ENVD_PORT || socketPath === null) {
+    if (!SERVED_PORTS.has(target.port) || socketPath === null) {
       const message = socketPath === null ? 'the sandbox host is starting' : `port ${target.port} of sandbox ${target.sandboxId} is not served`;
-      sendJson(reply.raw, target.port === ENVD_PORT ? 503 : 502, { sandboxId: target.sandboxId, message, code: target.port === ENVD_PORT ? 503 : 502 });
+      const status = socketPath === null ? 503 : 502;
+      sendJson(reply.raw, status, { sandboxId: target.sandboxId, message, code: status });
       return;
     }
-    forward(request.raw, reply.raw, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId });
+    forward(request.raw, reply.raw, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port) });
   });
 }
 

@@ -81,6 +81,11 @@ export class LiveSandbox {
     return this.plan.accessToken;
   }
 
+  /** The python inside the sandbox (its agent's, and its code interpreter's kernels'). */
+  get python(): string {
+    return this.plan.python.executable;
+  }
+
   get metadata(): Readonly<Record<string, string>> {
     return this.plan.metadata;
   }

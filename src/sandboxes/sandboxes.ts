@@ -19,6 +19,8 @@ export interface SandboxAccess {
   home: string;
   /** Whom its processes run as when a request names no one. */
   defaultUser: string;
+  /** The python inside it (the system's, at the path the host resolved). */
+  python: string;
 }
 
 /**
@@ -129,7 +131,7 @@ export class Sandboxes {
   access(id: string): SandboxAccess | undefined {
     const sandbox = this.sandboxes.get(id);
     if (!sandbox?.running) return undefined;
-    return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, defaultUser: SANDBOX_USER };
+    return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, defaultUser: SANDBOX_USER, python: sandbox.python };
   }
 
   /** Kills every sandbox (the process is stopping); new ones are refused. */

@@ -215,7 +215,9 @@ function created(sandbox: Sandbox): E2bSandbox {
     clientID: CLIENT_ID,
     envdVersion: E2B_ENVD_VERSION,
     ...(sandbox.envd_access_token === undefined ? {} : { envdAccessToken: sandbox.envd_access_token }),
-    trafficAccessToken: null,
+    // The code-interpreter SDK sends this, not the envd token, with its context calls: the same
+    // secret under E2B's other name lets port 49999 ask every caller for it.
+    trafficAccessToken: sandbox.envd_access_token ?? null,
     domain: null,
   };
 }

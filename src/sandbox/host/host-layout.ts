@@ -5,7 +5,8 @@ const SYSTEM_ROOTS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 
 /**
  * The parts of /etc that programs need to start and behave (dynamic loader cache,
- * alternatives symlinks such as awk, time zone, TLS roots); nothing with secrets.
+ * alternatives symlinks such as awk, time zone, TLS roots, Debian's matplotlib defaults, which
+ * matplotlib refuses to import without); nothing with secrets.
  */
 const ETC_ENTRIES = [
   '/etc/alternatives',
@@ -16,6 +17,7 @@ const ETC_ENTRIES = [
   '/etc/nsswitch.conf',
   '/etc/ssl/certs',
   '/etc/ca-certificates',
+  '/etc/matplotlibrc',
 ];
 
 export interface HostLayout {

@@ -185,7 +185,7 @@ describe('the e2b SDK against agent-runner', async () => {
     // A wildcard DNS name in front of the service reaches a sandbox's envd by host name alone.
     assert.equal(await statusByHost(server.url, `49983-${first.sandboxId}.sandboxes.test`), 204);
     assert.equal(await statusByHost(server.url, `49983-${'0'.repeat(24)}.sandboxes.test`), 502, 'an unknown sandbox, as E2B answers it');
-    assert.equal(await statusByHost(server.url, `49999-${first.sandboxId}.sandboxes.test`), 502, 'a port nothing serves');
+    assert.equal(await statusByHost(server.url, `3000-${first.sandboxId}.sandboxes.test`), 502, 'a port nothing serves');
     const health = await fetch(`${server.url}/health`);
     assert.equal(health.status, 200, 'the service stays healthy');
   });

@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import type { Context, OutputLine } from '../contract/code-interpreter.js';
+import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import { KernelBridge } from './kernel-bridge.js';
+
+/**
+ * Contexts one sandbox may hold. Each is a kernel process (ipykernel: about 60 MB) under the
+ * sandbox's memory and process limits; past this a create is refused rather than the sandbox
+ * filling with kernels no one uses.
+ */
+const MAX_CONTEXTS_PER_SANDBOX = 16;
+
+/** The languages a context can run here, by every name E2B's server takes for them. */
+const LANGUAGE_NAMES: Record<string, string> = { python: 'python', python3: 'python' };
+
+/** What the code interpreter needs of a running sandbox. */
+export interface InterpreterTarget {
+  agent: SandboxAgentPort;
+  /** The sandbox's python (the bridge and ipykernel run on it). */
+  python: string;
+  home: string;
+}
+
+/** Why a request about contexts failed, with the status E2B's server answers it with. */
+export class ContextError extends Error {
+  constructor(
+    readonly status: 400 | 404 | 429 | 500 | 502,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ContextError';
+  }
+}
+
+/** One context: a kernel bridge and the cells waiting their turn on it (a context runs one at a time). */
+class CodeContext {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly id: string,
+    readonly language: string,
+    readonly cwd: string,
+    public bridge: KernelBridge,
+  ) {}
+
+  describe(): Context {
+    return { id: this.id, language: this.language, cwd: this.cwd };
+  }
+
+  /** Runs `work` after the cells before it, whatever became of them. */
+  inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const turn = this.tail.then(work, work);
+    this.tail = turn.catch(() => undefined);
+    return turn;
+  }
+}
+
+export interface ExecuteOptions {
+  code: string;
+  contextId?: string | null;
+  language?: string | null;
+  envVars?: Record<string, string> | null;
+  /** Interrupts the cell when it aborts (the client left, or the run's timeout passed); the context stays. */
+  signal: AbortSignal;
+  onOutput(line: OutputLine): void;
+}
+
+/**
+ * The code-interpreter contexts of every sandbox of this host (E2B's port 49999): created on
+ * request, or on the first cell of a language without a context (its default context, as E2B's
+ * server keeps one per language), each a kernel inside its sandbox. A context belongs to the
+ * sandbox that made it: another sandbox's request for its id finds nothing.
+ */
+export class CodeContexts {
+  private readonly bySandbox = new Map<string, Map<string, CodeContext>>();
+  private readonly defaults = new Map<string, Map<string, Promise<CodeContext>>>();
+  /** Contexts whose kernel is starting, per sandbox: they count against the cap already. */
+  private readonly starting = new Map<string, number>();
+
+  async create(sandboxId: string, target: InterpreterTarget, language: string | null | undefined, cwd: string | null | undefined): Promise<Context> {
+    return (await this.open(sandboxId, target, languageOf(language), cwd ?? target.home)).describe();
+  }
+
+  list(sandboxId: string): Context[] {
+    return [...(this.bySandbox.get(sandboxId)?.values() ?? [])].map((context) => context.describe());
+  }
+
+  async execute(sandboxId: string, target: InterpreterTarget, options: ExecuteOptions): Promise<void> {
+    if (options.contextId && options.language) throw new ContextError(400, 'Only one of context_id or language can be provided');
+    const context = options.contextId ? this.find(sandboxId, options.contextId) : await this.defaultContext(sandboxId, target, languageOf(options.language));
+    await context.inTurn(async () => {
+      options.signal.throwIfAborted();
+      if (!context.bridge.alive) {
+        const lost = context.bridge.lostReason();
+        context.bridge = await this.startBridge(target, context.cwd);
+        options.onOutput({ type: 'stderr', text: `[the context's kernel had ended (${lost}); this cell runs in a new one, without the state it had]\n` });
+      }
+      const bridge = context.bridge;
+      const interrupt = (): void => void bridge.interrupt().catch(() => undefined);
+      options.signal.addEventListener('abort', interrupt, { once: true });
+      try {
+        await bridge.execute(options.code, options.envVars ?? {}, options.onOutput);
+      } finally {
+        options.signal.removeEventListener('abort', interrupt);
+      }
+    });
+  }
+
+  async interrupt(sandboxId: string, contextId: string): Promise<void> {
+    await this.find(sandboxId, contextId).bridge.interrupt();
+  }
+
+  /** A fresh kernel for the context: its state is gone, its id, language and cwd stay. */
+  async restart(sandboxId: string, target: InterpreterTarget, contextId: string): Promise<void> {
+    const context = this.find(sandboxId, contextId);
+    await context.inTurn(async () => {
+      await context.bridge.stop();
+      context.bridge = await this.startBridge(target, context.cwd);
+    });
+  }
+
+  async remove(sandboxId: string, contextId: string): Promise<void> {
+    const context = this.find(sandboxId, contextId);
+    this.forget(sandboxId, context);
+    await context.bridge.stop();
+  }
+
+  /** Forgets the contexts of a sandbox that ended (its agent and the kernels in it are gone). */
+  sandboxEnded(sandboxId: string): void {
+    this.bySandbox.delete(sandboxId);
+    this.defaults.delete(sandboxId);
+  }
+
+  private find(sandboxId: string, contextId: string): CodeContext {
+    const context = this.bySandbox.get(sandboxId)?.get(contextId);
+    if (!context) throw new ContextError(404, `Context ${contextId} not found`);
+    return context;
+  }
+
+  private defaultContext(sandboxId: string, target: InterpreterTarget, language: string): Promise<CodeContext> {
+    let defaults = this.defaults.get(sandboxId);
+    if (!defaults) this.defaults.set(sandboxId, (defaults = new Map()));
+    let context = defaults.get(language);
+    if (!context) {
+      context = this.open(sandboxId, target, language, target.home);
+      defaults.set(language, context);
+      // A default that failed to start is tried again by the next cell, not remembered.
+      context.catch(() => defaults.delete(language));
+    }
+    return context;
+  }
+
+  private async open(sandboxId: string, target: InterpreterTarget, language: string, cwd: string): Promise<CodeContext> {
+    let contexts = this.bySandbox.get(sandboxId);
+    if (!contexts) this.bySandbox.set(sandboxId, (contexts = new Map()));
+    const starting = this.starting.get(sandboxId) ?? 0;
+    if (contexts.size + starting >= MAX_CONTEXTS_PER_SANDBOX) {
+      throw new ContextError(429, `sandbox ${sandboxId} has ${contexts.size + starting} contexts, the most it may; remove one first`);
+    }
+    this.starting.set(sandboxId, starting + 1);
+    let bridge: KernelBridge;
+    try {
+      bridge = await this.startBridge(target, cwd);
+    } finally {
+      const left = (this.starting.get(sandboxId) ?? 1) - 1;
+      if (left > 0) this.starting.set(sandboxId, left);
+      else this.starting.delete(sandboxId);
+    }
+    const context = new CodeContext(randomUUID(), language, cwd, bridge);
+    // The sandbox may have ended while the kernel started: then nothing holds the context.
+    if (this.bySandbox.get(sandboxId) !== contexts) {
+      await bridge.stop();
+      throw new ContextError(502, `sandbox ${sandboxId} ended while the context started`);
+    }
+    contexts.set(context.id, context);
+    return context;
+  }
+
+  private async startBridge(target: InterpreterTarget, cwd: string): Promise<KernelBridge> {
+    try {
+      return await KernelBridge.start({ agent: target.agent, python: target.python, cwd });
+    } catch (error) {
+      throw new ContextError(500, `Failed to create context: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  private forget(sandboxId: string, context: CodeContext): void {
+    this.bySandbox.get(sandboxId)?.delete(context.id);
+    const defaults = this.defaults.get(sandboxId);
+    for (const [language, pending] of defaults ?? []) {
+      void pending.then((made) => made === context && defaults!.delete(language)).catch(() => undefined);
+    }
+  }
+}
+
+function languageOf(name: string | null | undefined): string {
+  const normalized = (name ?? 'python').trim().toLowerCase() || 'python';
+  const language = LANGUAGE_NAMES[normalized];
+  if (!language) throw new ContextError(400, `language '${name}' is not served here; this code interpreter runs: ${[...new Set(Object.values(LANGUAGE_NAMES))].join(', ')}`);
+  return language;
+}

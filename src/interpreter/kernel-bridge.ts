@@ -1,0 +1,189 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import { BridgeMessageSchema, BridgeReadySchema, type BridgeMessage, type BridgeRequest, type OutputLine } from '../contract/code-interpreter.js';
+import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
+import { validate } from '../contract/validate.js';
+import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import { CappedCapture } from '../sandbox/output-capture.js';
+import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
+import { guestProgram } from '../util/guest-program.js';
+
+/**
+ * The largest frame read from a bridge: its honest ones hold one output line, a result at most
+ * 16 MiB of JSON (kernel-bridge.py cuts a larger one); a larger frame ends the context.
+ */
+const MAX_BRIDGE_FRAME_BYTES = 24 * 1024 * 1024;
+/** What the bridge says on its stderr (a kernel that would not start) is kept for the reason it ended. */
+const BRIDGE_STDERR_BYTES = 16 * 1024;
+
+const bridgeSource = guestProgram(new URL('./python/kernel-bridge.py', import.meta.url));
+const chartsSource = guestProgram(new URL('./python/charts.py', import.meta.url));
+const startupSource = guestProgram(new URL('./python/startup.py', import.meta.url));
+
+/** The context's kernel is gone (it ended, broke the protocol, or its sandbox ended). */
+export class BridgeLost extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'BridgeLost';
+  }
+}
+
+export interface BridgeStart {
+  agent: SandboxAgentPort;
+  /** The sandbox's python: the bridge and its kernel run on it. */
+  python: string;
+  cwd: string;
+}
+
+type Waiter = { onOutput?: (line: OutputLine) => void; resolve(): void; reject(error: Error): void };
+
+/**
+ * The host's end of one context's kernel bridge (python/kernel-bridge.py), a process of the
+ * sandbox started through its agent: requests framed onto its stdin, its stdout frames decoded,
+ * each checked against the contract (contract/code-interpreter.ts) before it is believed. The
+ * cells run in the kernel, another process, so nothing they print reaches these frames.
+ */
+export class KernelBridge {
+  private readonly decoder = new FrameDecoder(MAX_BRIDGE_FRAME_BYTES);
+  private readonly stderr = new CappedCapture(BRIDGE_STDERR_BYTES);
+  private readonly waiters = new Map<number, Waiter>();
+  private nextId = 1;
+  private lost: BridgeLost | null = null;
+  private pid = 0;
+  private readyWaiter: { resolve(): void; reject(error: Error): void } | null = null;
+  private readonly lostListeners: Array<(reason: BridgeLost) => void> = [];
+
+  private constructor(private readonly agent: SandboxAgentPort) {}
+
+  /** Starts the bridge and waits until its kernel answers (about a second and a half for ipykernel). */
+  static async start({ agent, python, cwd }: BridgeStart): Promise<KernelBridge> {
+    const bridge = new KernelBridge(agent);
+    const ready = new Promise<void>((resolve, reject) => (bridge.readyWaiter = { resolve, reject }));
+    const started = await agent.start(
+      { op: 'start', cmd: python, args: ['-I', '-c', bridgeSource(), chartsSource(), startupSource()], envs: {}, cwd, stdin: true },
+      { output: (event) => bridge.received(event), end: (event) => bridge.ended(event) },
+    );
+    bridge.pid = started.pid;
+    try {
+      await ready;
+    } catch (error) {
+      await bridge.stop();
+      throw error;
+    }
+    return bridge;
+  }
+
+  /** Called once when the bridge is lost, whatever the cause. */
+  onLost(listener: (reason: BridgeLost) => void): void {
+    if (this.lost) listener(this.lost);
+    else this.lostListeners.push(listener);
+  }
+
+  get alive(): boolean {
+    return this.lost === null;
+  }
+
+  /** Why the bridge is gone; empty while it serves. */
+  lostReason(): string {
+    return this.lost?.message ?? '';
+  }
+
+  /** Runs a cell; each output line goes to `onOutput` as it comes; resolves at its end. */
+  execute(code: string, envVars: Record<string, string>, onOutput: (line: OutputLine) => void): Promise<void> {
+    return this.send({ op: 'execute', code, env_vars: envVars }, onOutput);
+  }
+
+  interrupt(): Promise<void> {
+    return this.send({ op: 'interrupt' });
+  }
+
+  restart(): Promise<void> {
+    return this.send({ op: 'restart' });
+  }
+
+  /** Ends the bridge and its kernel (its stdin closes; the agent kills what is left). */
+  async stop(): Promise<void> {
+    this.lose('the context was removed');
+    if (this.pid === 0) return;
+    await this.agent.request({ op: 'signal', pid: this.pid, signal: 9 }).catch(() => undefined);
+  }
+
+  private async send(request: BridgeRequest, onOutput?: (line: OutputLine) => void): Promise<void> {
+    if (this.lost) throw this.lost;
+    const id = this.nextId++;
+    const done = new Promise<void>((resolve, reject) => this.waiters.set(id, { resolve, reject, ...(onOutput && { onOutput }) }));
+    try {
+      await this.agent.request({ op: 'input', pid: this.pid, data: encodeFrame({ ...request, id }).toString('base64') });
+    } catch (error) {
+      this.waiters.delete(id);
+      throw error;
+    }
+    return done;
+  }
+
+  private received(event: AgentOutputEvent): void {
+    const bytes = Buffer.from(event.data, 'base64');
+    if (event.stream !== 'stdout') {
+      this.stderr.write(bytes);
+      return;
+    }
+    if (this.lost) return;
+    try {
+      this.decoder.push(bytes, (message) => this.dispatch(message));
+    } catch (error) {
+      this.lose(`the kernel bridge broke its protocol: ${(error as Error).message}`);
+      void this.stop();
+    }
+  }
+
+  private dispatch(message: unknown): void {
+    if (this.readyWaiter) return this.readied(message);
+    const checked = checkedMessage(message);
+    const waiter = this.waiters.get(checked.id);
+    if (!waiter) throw new Error(`an answer nobody asked for (id ${checked.id})`);
+    if ('output' in checked) {
+      if (!waiter.onOutput) throw new Error(`output for request ${checked.id}, which runs no cell`);
+      waiter.onOutput(checked.output);
+      return;
+    }
+    this.waiters.delete(checked.id);
+    if ('error' in checked) waiter.reject(new Error(checked.error));
+    else waiter.resolve();
+  }
+
+  private readied(message: unknown): void {
+    const ready = checked(BridgeReadySchema, message, 'its ready message');
+    const waiter = this.readyWaiter!;
+    this.readyWaiter = null;
+    if (ready.ready) waiter.resolve();
+    else {
+      this.lose(`the kernel did not start: ${ready.error}`);
+      waiter.reject(this.lost!);
+    }
+  }
+
+  private ended(event: AgentEndEvent): void {
+    const how = event.signal === null ? `exit status ${event.exit_code}` : `signal ${event.signal}`;
+    const said = this.stderr.text().trim();
+    this.lose(`the kernel bridge ended (${how})${said ? `: ${said}` : ''}`);
+  }
+
+  private lose(reason: string): void {
+    if (this.lost) return;
+    this.lost = new BridgeLost(reason);
+    this.readyWaiter?.reject(this.lost);
+    this.readyWaiter = null;
+    for (const waiter of this.waiters.values()) waiter.reject(this.lost);
+    this.waiters.clear();
+    for (const listener of this.lostListeners.splice(0)) listener(this.lost);
+  }
+}
+
+function checkedMessage(message: unknown): BridgeMessage {
+  return checked(BridgeMessageSchema, message, 'a message');
+}
+
+function checked<S extends TSchema>(schema: S, message: unknown, what: string): Static<S> {
+  const result = validate(schema, message);
+  if (!result.ok) throw new Error(`${what} out of protocol: ${result.message}`);
+  return result.value;
+}
