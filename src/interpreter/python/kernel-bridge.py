@@ -126,11 +126,36 @@ class Kernel:
         )
         self.client = BlockingKernelClient(connection_file=connection)
         self.client.load_connection_file()
-        self.client.start_channels()
-        try:
-            self.client.wait_for_ready(timeout=KERNEL_START_TIMEOUT)
-        except RuntimeError as error:
-            raise RuntimeError("%s: %s" % (error, self.said()))
+        # No heartbeat: whether the kernel lives is its process's to say, and a kernel slow to
+        # start (gVisor, an emulated VM) misses the heartbeat's one-second deadline.
+        self.client.start_channels(hb=False)
+        self.wait_until_ready()
+
+    def wait_until_ready(self):
+        """Until the kernel answers kernel_info and its iopub stream reaches the client (a subscription takes a moment)."""
+        deadline = time.monotonic() + KERNEL_START_TIMEOUT
+        while True:
+            if not self.alive():
+                raise RuntimeError("the kernel ended (%s) before it answered: %s" % (describe_exit(self.process.returncode), self.said()))
+            if time.monotonic() > deadline:
+                raise RuntimeError("the kernel did not answer in %d seconds: %s" % (KERNEL_START_TIMEOUT, self.said()))
+            self.client.kernel_info()
+            try:
+                reply = self.client.get_shell_msg(timeout=1)
+            except queue.Empty:
+                continue
+            if reply["msg_type"] != "kernel_info_reply":
+                continue
+            try:
+                self.client.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            break
+        while True:
+            try:
+                self.client.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                return
 
     def said(self):
         self.log.seek(0)
@@ -158,6 +183,9 @@ class Bridge:
         self.sources = sources
         self.requests = queue.Queue()
         self.kernel = Kernel(sources)
+        # Why the kernel was last replaced under a cell, told to the next cell too: the client of
+        # the cell it happened to may have left already (a timeout).
+        self.notice = None
 
     def serve(self):
         threading.Thread(target=read_requests, args=(self.requests,), daemon=True).start()
@@ -192,6 +220,9 @@ class Bridge:
         def emit(output):
             self.protocol.send({"id": request_id, "output": output})
 
+        if self.notice is not None:
+            emit({"type": "stderr", "text": "[%s]\n" % self.notice})
+            self.notice = None
         if env_vars:
             self.run_silently(env_code(env_vars))
         try:
@@ -213,13 +244,12 @@ class Bridge:
             if self.take_interrupts() and interrupted_at is None:
                 interrupted_at = time.monotonic()
             if not self.kernel.alive():
-                emit(error_line("KernelDied", "the kernel ended (%s); the context restarted without its state"
-                                % describe_exit(self.kernel.process.returncode), self.kernel.said()))
-                self.restart()
+                said = self.kernel.said()
+                self.replace_kernel("KernelDied", "the kernel ended (%s); the context restarted without its state"
+                                    % describe_exit(self.kernel.process.returncode), said, emit)
                 return
             if interrupted_at is not None and time.monotonic() - interrupted_at > INTERRUPT_GRACE:
-                emit(error_line("ContextRestarted", "the cell did not stop when interrupted; the context restarted without its state", ""))
-                self.restart()
+                self.replace_kernel("ContextRestarted", "a cell did not stop when interrupted; the context restarted without its state", "", emit)
                 return
             try:
                 message = client.get_iopub_msg(timeout=0.05)
@@ -240,6 +270,11 @@ class Bridge:
             elif kind == "error" and not errored:
                 errored = True
                 emit(error_line(content.get("ename", ""), content.get("evalue", ""), "\n".join(content.get("traceback", []))))
+
+    def replace_kernel(self, name, why, traceback, emit):
+        emit(error_line(name, why, traceback))
+        self.restart()
+        self.notice = why
 
     def take_interrupts(self):
         """Answers the interrupts that came while a cell runs (true if any did); anything else waits its turn."""

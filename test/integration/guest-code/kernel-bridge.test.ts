@@ -1,0 +1,193 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Value } from '@sinclair/typebox/value';
+import { BridgeMessageSchema, BridgeReadySchema, type BridgeMessage, type OutputLine } from '../../../src/contract/code-interpreter.js';
+import { startGuest, stopGuests, type GuestProcess } from './guest-process.js';
+
+const source = (name: string) => readFileSync(new URL(`../../../src/interpreter/python/${name}`, import.meta.url), 'utf8');
+
+/** charts.py on a figure drawn by `drawing` (matplotlib's Agg backend, no kernel): the chart it reads. */
+function chartOf(drawing: string): Record<string, unknown> {
+  const program = [
+    'import json, sys, types',
+    'import matplotlib',
+    'matplotlib.use("Agg")',
+    'import matplotlib.pyplot as plt',
+    'charts = types.ModuleType("charts")',
+    'exec(sys.argv[1], charts.__dict__)',
+    'fig = plt.figure()',
+    'exec(sys.argv[2])',
+    'print(json.dumps(charts.figure_chart(fig)))',
+  ].join('\n');
+  return JSON.parse(execFileSync('/usr/bin/python3', ['-c', program, source('charts.py'), drawing], { encoding: 'utf8' })) as Record<string, unknown>;
+}
+
+describe('charts.py: a figure as data', () => {
+  it('reads a line chart: each line its label and points, the axes their labels, units, ticks and scale', () => {
+    const chart = chartOf('plt.plot([1, 2, 3], [2, 4, 8], label="growth")\nplt.xlabel("Time (s)")\nplt.ylabel("Size [MB]")\nplt.title("T")\nplt.yscale("log")');
+    assert.equal(chart.type, 'line');
+    assert.equal(chart.title, 'T');
+    assert.deepEqual(chart.elements, [
+      {
+        label: 'growth',
+        points: [
+          [1, 2],
+          [2, 4],
+          [3, 8],
+        ],
+      },
+    ]);
+    assert.deepEqual([chart.x_label, chart.x_unit, chart.y_unit, chart.y_scale, chart.x_scale], ['Time (s)', 's', 'MB', 'log', 'linear']);
+    assert.ok(Array.isArray(chart.x_ticks) && (chart.x_tick_labels as string[]).length === (chart.x_ticks as number[]).length);
+  });
+
+  it('reads a scatter plot, a pie, and bars grouped by their call (horizontal bars too)', () => {
+    const scatter = chartOf('plt.scatter([1, 2], [3, 4], label="dots")');
+    assert.deepEqual(
+      [scatter.type, scatter.elements],
+      [
+        'scatter',
+        [
+          {
+            label: 'dots',
+            points: [
+              [1, 3],
+              [2, 4],
+            ],
+          },
+        ],
+      ],
+    );
+    const pie = chartOf('plt.pie([1, 1, 2], labels=["a", "b", "c"])');
+    assert.deepEqual(pie.elements, [
+      { label: 'a', angle: 90, radius: 1 },
+      { label: 'b', angle: 90, radius: 1 },
+      { label: 'c', angle: 180, radius: 1 },
+    ]);
+    const bars = chartOf('plt.bar(["x", "y"], [1, 2], label="2024")\nplt.bar(["x", "y"], [3, 4], bottom=[1, 2], label="2025")');
+    assert.deepEqual(bars.elements, [
+      { label: 'x', value: 1, group: '2024' },
+      { label: 'y', value: 2, group: '2024' },
+      { label: 'x', value: 3, group: '2025' },
+      { label: 'y', value: 4, group: '2025' },
+    ]);
+    const across = chartOf('plt.barh(["p", "q"], [5, 6])\nplt.xlabel("Amount (kg)")');
+    assert.deepEqual(
+      [across.type, across.elements, across.y_unit],
+      [
+        'bar',
+        [
+          { label: 'p', value: 5, group: 'Group 0' },
+          { label: 'q', value: 6, group: 'Group 0' },
+        ],
+        'kg',
+      ],
+    );
+  });
+
+  it('reads box plots: quartiles, median, whiskers and outliers', () => {
+    const chart = chartOf('plt.boxplot([[1, 2, 3, 4, 5, 40], [2, 3, 4]], labels=["a", "b"], patch_artist=True)');
+    assert.equal(chart.type, 'box_and_whisker');
+    assert.deepEqual(chart.elements, [
+      { label: 'a', min: 1, first_quartile: 2.25, median: 3.5, third_quartile: 4.75, max: 5, outliers: [40] },
+      { label: 'b', min: 2, first_quartile: 2.5, median: 3, third_quartile: 3.5, max: 4, outliers: [] },
+    ]);
+  });
+
+  it('reads several axes as a superchart, and a figure without data as nothing', () => {
+    const chart = chartOf('fig.suptitle("Both")\nleft = fig.add_subplot(1, 2, 1)\nleft.plot([0, 1], [1, 0])\nright = fig.add_subplot(1, 2, 2)\nright.pie([1])');
+    assert.equal(chart.type, 'superchart');
+    assert.equal(chart.title, 'Both');
+    assert.deepEqual(
+      (chart.elements as Array<{ type: string }>).map((element) => element.type),
+      ['line', 'pie'],
+    );
+    assert.deepEqual(chartOf('fig.add_subplot(1, 1, 1)'), {});
+  });
+});
+
+/**
+ * kernel-bridge.py run on the host, as the agent starts it in a sandbox (`python3 -I -c SOURCE
+ * charts startup`), with an ipykernel behind it: every frame checked against the contract.
+ */
+describe('kernel-bridge.py', () => {
+  let bridge: GuestProcess;
+  let ids = 0;
+  // The kernel's connection files and sockets go to the temp dir, as in a sandbox's own /tmp.
+  const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-'));
+  before(async () => {
+    const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), source('charts.py'), source('startup.py')];
+    bridge = startGuest(argv, { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
+    const ready = await bridge.next();
+    assert.ok(Value.Check(BridgeReadySchema, ready) && (ready as { ready: boolean }).ready, JSON.stringify(ready));
+  });
+  after(async () => {
+    bridge.endInput();
+    await bridge.exited;
+    stopGuests();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  /** One request; the frames up to its answer (its `done`, or its reply), each valid. */
+  async function ask(request: Record<string, unknown>): Promise<BridgeMessage[]> {
+    const id = ++ids;
+    bridge.send({ ...request, id });
+    const frames: BridgeMessage[] = [];
+    for (;;) {
+      const frame = await bridge.next();
+      assert.ok(Value.Check(BridgeMessageSchema, frame), `out of contract: ${JSON.stringify(frame)}`);
+      frames.push(frame as BridgeMessage);
+      if ((frame as BridgeMessage).id === id && !('output' in (frame as object))) return frames;
+    }
+  }
+  const outputs = (frames: BridgeMessage[]): OutputLine[] => frames.flatMap((frame) => ('output' in frame ? [frame.output] : []));
+
+  it('runs a cell: its count, its prints and its value as lines, then done', async () => {
+    const frames = await ask({ op: 'execute', code: 'print("hi")\n6 * 7', env_vars: {} });
+    assert.deepEqual(
+      outputs(frames).map((line) => (line.type === 'stdout' ? { type: line.type, text: line.text } : line)),
+      [
+        { type: 'number_of_executions', execution_count: 1 },
+        { type: 'stdout', text: 'hi\n' },
+        { type: 'result', is_main_result: true, text: '42' },
+      ],
+    );
+    assert.deepEqual(frames.at(-1), { id: ids, done: true });
+  });
+
+  it('answers a malformed or unknown request with an error and goes on', async () => {
+    assert.deepEqual(await ask({ op: 'transmogrify' }), [{ id: ids, error: "unknown op 'transmogrify'" }]);
+    bridge.send({ op: 'execute', code: '1' });
+    assert.deepEqual(await bridge.next(), { id: 0, error: 'invalid request: no id' });
+    assert.equal(outputs(await ask({ op: 'execute', code: '2', env_vars: {} })).at(-1)?.type, 'result');
+  });
+
+  it('interrupts a running cell: KeyboardInterrupt, the kernel kept', async () => {
+    const id = ++ids;
+    bridge.send({ op: 'execute', id, code: 'kept = 1\nimport time\ntime.sleep(60)', env_vars: {} });
+    assert.equal(((await bridge.next()) as { output: OutputLine }).output.type, 'number_of_executions');
+    bridge.send({ op: 'interrupt', id: ++ids });
+    const frames: unknown[] = [];
+    while (!frames.some((frame) => (frame as { done?: boolean }).done)) frames.push(await bridge.next());
+    assert.ok(
+      frames.some((frame) => (frame as { output?: { name?: string } }).output?.name === 'KeyboardInterrupt'),
+      JSON.stringify(frames),
+    );
+    assert.ok(
+      frames.some((frame) => JSON.stringify(frame) === JSON.stringify({ id: ids })),
+      'the interrupt answered',
+    );
+    assert.equal((outputs(await ask({ op: 'execute', code: 'kept', env_vars: {} })).at(-1) as { text: string }).text, '1');
+  });
+
+  it('restarts its kernel on request: the state goes', async () => {
+    await ask({ op: 'execute', code: 'gone = 1', env_vars: {} });
+    assert.deepEqual(await ask({ op: 'restart' }), [{ id: ids }]);
+    const error = outputs(await ask({ op: 'execute', code: 'gone', env_vars: {} })).find((line) => line.type === 'error');
+    assert.equal((error as { name: string }).name, 'NameError');
+  });
+});
