@@ -4,7 +4,7 @@ import type { JobEvent } from '../contract/job-events.js';
 import type { Artifact, RunJobRequest } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten } from '../contract/sandbox.js';
+import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxRunCodeRequest, SandboxRunCodeResult } from '../contract/sandbox.js';
 import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
 import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 
@@ -170,6 +170,11 @@ export class AgentRunnerClient {
   /** Runs a command (`{argv}`, or `{cmd}` through bash) to its end in the sandbox. */
   sandboxExec(sandboxId: string, request: SandboxExecRequest, signal?: AbortSignal): Promise<SandboxExecResult> {
     return this.json('POST', `${sandboxPath(sandboxId)}/exec`, request, signal);
+  }
+
+  /** A cell in the sandbox's code interpreter, run to its end: its output, results (html, png, charts) and error. */
+  sandboxRunCode(sandboxId: string, request: SandboxRunCodeRequest, signal?: AbortSignal): Promise<SandboxRunCodeResult> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/run_code`, request, signal);
   }
 
   /** `path`: absolute, or relative to the sandbox user's home. */

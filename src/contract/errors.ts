@@ -35,6 +35,12 @@ export const ERROR_CODES = {
     description: 'the process that held the sandbox (a front door’s worker) stopped or died: the sandbox and its files are gone; create another',
   },
   'sandbox.busy': { http: 503, description: 'the sandbox’s agent has not taken in what was already sent to it (its processes may have stopped it); retry later' },
+  'sandbox.context_not_found': { http: 404, description: 'no code-interpreter context with that id in the sandbox (removed, or made in another sandbox)' },
+  'sandbox.contexts_full': { http: 429, description: 'the sandbox has as many code-interpreter contexts as it may (16); remove one' },
+  'sandbox.interpreter_failed': {
+    http: 500,
+    description: 'the code interpreter’s kernel did not start in the sandbox (the message has its error: a backend without ipykernel, a sandbox out of memory)',
+  },
   'sandbox.file_not_found': { http: 404, description: 'no such file in the sandbox' },
   'sandbox.file_too_large': { http: 413, description: 'the file is over the sandbox file limit (sandboxes.maxFileBytes)' },
   'sandbox.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },

@@ -108,6 +108,62 @@ export const SandboxExecResultSchema = Type.Object(
 );
 export type SandboxExecResult = Static<typeof SandboxExecResultSchema>;
 
+export const SandboxRunCodeRequestSchema = Type.Object(
+  {
+    code: Type.String({ maxLength: 4 * 1024 * 1024, description: 'A cell for the sandbox’s code interpreter: names, imports and files persist in its context.' }),
+    language: Type.Optional(Type.String({ maxLength: 32, description: 'Its language’s default context (python when neither this nor context_id is given).' })),
+    context_id: Type.Optional(Type.String({ maxLength: 64, description: 'A context made on port 49999 (E2B’s createCodeContext).' })),
+    env_vars: Type.Optional(ExecCommon.envs),
+    timeout: Type.Optional(
+      Type.Number({
+        exclusiveMinimum: 0,
+        description: 'Seconds the cell may run (default: the snippet default; at most the snippet ceiling); past it it is interrupted and the context kept.',
+      }),
+    ),
+  },
+  { $id: 'SandboxRunCodeRequest', additionalProperties: false, title: 'A cell run in a sandbox’s code interpreter' },
+);
+export type SandboxRunCodeRequest = Static<typeof SandboxRunCodeRequestSchema>;
+
+/** A result of a cell (its last expression, or a display()), in every format it came in: E2B's fields. */
+export const SandboxCodeResultSchema = Type.Object(
+  {
+    is_main_result: Type.Boolean({ description: 'The cell’s last expression (false: a display() or a figure shown).' }),
+    text: Type.Optional(Type.String()),
+    html: Type.Optional(Type.String()),
+    markdown: Type.Optional(Type.String()),
+    png: Type.Optional(Type.String({ contentEncoding: 'base64' })),
+    svg: Type.Optional(Type.String()),
+    jpeg: Type.Optional(Type.String({ contentEncoding: 'base64' })),
+    pdf: Type.Optional(Type.String({ contentEncoding: 'base64' })),
+    latex: Type.Optional(Type.String()),
+    json: Type.Optional(Type.Unknown()),
+    javascript: Type.Optional(Type.String()),
+    data: Type.Optional(Type.Unknown({ description: 'A DataFrame’s columns.' })),
+    chart: Type.Optional(Type.Unknown({ description: 'A matplotlib figure as data: type (line, scatter, bar, pie, box_and_whisker, superchart), title, axes, elements.' })),
+    extra: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  },
+  { $id: 'SandboxCodeResult', additionalProperties: false },
+);
+export type SandboxCodeResult = Static<typeof SandboxCodeResultSchema>;
+
+export const SandboxRunCodeResultSchema = Type.Object(
+  {
+    sandbox_id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
+    stdout: Type.String({ description: 'Up to the server’s output cap, with a note when it was cut.' }),
+    stderr: Type.String(),
+    results: Type.Array(SandboxCodeResultSchema, { description: 'In the order they came; past the server’s cap on their size the rest are left out, said in stderr.' }),
+    error: Type.Union([Type.Object({ name: Type.String(), value: Type.String(), traceback: Type.String() }, { additionalProperties: false }), Type.Null()], {
+      description: 'The exception the cell raised; null when it ran through.',
+    }),
+    execution_count: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+    timed_out: Type.Boolean({ description: 'It ran past its timeout and was interrupted; the context keeps its state.' }),
+    duration_ms: Type.Integer({ minimum: 0 }),
+  },
+  { $id: 'SandboxRunCodeResult', additionalProperties: false, title: 'What a cell did' },
+);
+export type SandboxRunCodeResult = Static<typeof SandboxRunCodeResultSchema>;
+
 export const SandboxFileWrittenSchema = Type.Object(
   { path: Type.String({ description: 'Absolute, as the sandbox sees it.' }), bytes: Type.Integer({ minimum: 0 }) },
   { $id: 'SandboxFileWritten', additionalProperties: false },

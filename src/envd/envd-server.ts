@@ -10,7 +10,7 @@ import { OpenStreams } from './open-streams.js';
 import { createProcessService } from './process-service.js';
 import { callerKey, type EnvdCaller, type EnvdLookup } from './target.js';
 import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
-import { CodeContexts } from '../interpreter/code-contexts.js';
+import type { CodeContexts } from '../interpreter/code-contexts.js';
 import { handleInterpreter } from '../interpreter/interpreter-routes.js';
 import { WatcherRegistry } from './watchers.js';
 
@@ -37,12 +37,11 @@ function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void 
  * and filesystem.Filesystem, GET/POST /files and GET /health. The sandbox of each request is
  * the one its `E2b-Sandbox-Id` header names (the SDK sends it; the front door forwards it),
  * found through `lookup`. Requests for port 49999 (`E2b-Sandbox-Port`) go to the sandbox's code
- * interpreter (interpreter/) instead.
+ * interpreter (interpreter/) instead, whose contexts the sandbox host keeps.
  */
-export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
+export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts): EnvdServer {
   const watchers = new WatcherRegistry();
   const streams = new OpenStreams();
-  const contexts = new CodeContexts();
   const callers = new WeakMap<IncomingMessage, EnvdCaller>();
   const rpc = connectNodeAdapter({
     routes(router) {
@@ -93,7 +92,6 @@ export function createEnvdServer(lookup: EnvdLookup): EnvdServer {
     sandboxEnded(sandboxId) {
       streams.sandboxEnded(sandboxId);
       watchers.forgetSandbox(sandboxId);
-      contexts.sandboxEnded(sandboxId);
     },
   };
 }

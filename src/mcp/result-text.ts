@@ -1,5 +1,6 @@
+import { stripVTControlCharacters } from 'node:util';
 import type { RunJobResult } from '../contract/run-job.js';
-import type { SandboxExecResult } from '../contract/sandbox.js';
+import type { SandboxExecResult, SandboxRunCodeResult } from '../contract/sandbox.js';
 import type { SessionExecResult } from '../contract/session.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 
@@ -34,6 +35,20 @@ export function sessionExecText(result: SessionExecResult): string {
 
 export function sandboxExecText(result: SandboxExecResult): string {
   return sections([`exit_code: ${result.exit_code}`, result.timed_out ? 'timed out: its process tree was killed' : ''], { stdout: result.stdout, stderr: result.stderr });
+}
+
+export function sandboxRunCodeText(result: SandboxRunCodeResult): string {
+  const results = result.results.map((shown, index) => {
+    const formats = Object.keys(shown).filter((key) => key !== 'is_main_result' && key !== 'text');
+    const described = shown.chart ? ` (a ${(shown.chart as { type?: string }).type ?? 'chart'} chart)` : '';
+    return `result ${index + 1}${shown.is_main_result ? ' (the value)' : ''}${described}: ${shown.text ?? ''}${formats.length > 0 ? ` [${formats.join(', ')}]` : ''}`;
+  });
+  const error = result.error ? `${result.error.name}: ${result.error.value}\n${stripVTControlCharacters(result.error.traceback)}` : '';
+  return sections([result.timed_out ? 'timed out: the cell was interrupted; the context keeps its state' : '', ...results], {
+    stdout: result.stdout,
+    stderr: result.stderr,
+    error,
+  });
 }
 
 function sections(head: string[], streams: Record<string, string>): string {

@@ -107,7 +107,8 @@ export class McpFace {
       return refusal(contractError('internal.error', `internal error: ${(error as Error).message}`));
     }
     if ('error' in answer) return refusal(answer.error);
-    return { content: [{ type: 'text', text: answer.text }], structuredContent: answer.result };
+    const images = (answer.images ?? []).map((image) => ({ type: 'image' as const, data: image.data, mimeType: image.mimeType }));
+    return { content: [{ type: 'text', text: answer.text }, ...images], structuredContent: answer.result };
   }
 
   private track<T>(work: Promise<T>): Promise<T> {

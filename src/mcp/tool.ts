@@ -24,7 +24,14 @@ export interface ToolContext {
  * that read text only, or a refusal with a stable error code. A program that runs and fails
  * is a result: its exit code and status say so.
  */
-export type ToolAnswer = { result: Record<string, unknown>; text: string } | { error: ContractError };
+export type ToolAnswer = { result: Record<string, unknown>; text: string; images?: ToolImage[] } | { error: ContractError };
+
+/** An image a call gives back as MCP image content (after its text), so that a model sees it: a chart a cell drew. */
+export interface ToolImage {
+  /** Base64. */
+  data: string;
+  mimeType: 'image/png' | 'image/jpeg';
+}
 
 /**
  * One MCP tool, one module (tools/*.ts). `input` and `output` are contract schemas: they are

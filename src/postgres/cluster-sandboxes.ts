@@ -40,6 +40,7 @@ export class ClusterSandboxes implements SandboxHost {
   connect = (id: string, timeoutSeconds?: number) => this.local.connect(id, timeoutSeconds);
   metrics = (id: string) => this.local.metrics(id);
   exec = (id: string, request: Parameters<SandboxHost['exec']>[1]) => this.local.exec(id, request);
+  runCode = (id: string, request: Parameters<SandboxHost['runCode']>[1]) => this.local.runCode(id, request);
   readFile = (id: string, path: string) => this.local.readFile(id, path);
   writeFile = (id: string, path: string, content: Buffer) => this.local.writeFile(id, path, content);
   maxFileBytes = () => this.local.maxFileBytes();

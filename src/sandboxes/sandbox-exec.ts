@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import type { SandboxExecRequest, SandboxExecResult } from '../contract/sandbox.js';
-import { utf8Prefix } from '../util/utf8-prefix.js';
+import { KeptOutput } from '../util/kept-output.js';
 import { AgentOperationError, SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 
 export interface ExecLimits {
@@ -89,29 +89,5 @@ async function feedStdin(agent: SandboxAgentPort, pid: number, stdin: string): P
     await agent.request({ op: 'close_stdin', pid });
   } catch (error) {
     if (!(error instanceof AgentOperationError)) throw error;
-  }
-}
-
-/** One output stream: its first `limit` bytes kept (and the next, to cut between characters), all of them counted. */
-class KeptOutput {
-  private readonly chunks: Buffer[] = [];
-  private held = 0;
-  private total = 0;
-
-  constructor(private readonly limit: number) {}
-
-  add(bytes: Buffer): void {
-    this.total += bytes.length;
-    if (this.held > this.limit) return;
-    const part = bytes.subarray(0, this.limit + 1 - this.held);
-    this.chunks.push(part);
-    this.held += part.length;
-  }
-
-  /** The kept bytes as text, cut between two characters, with a note when there were more (as sessions say it). */
-  text(name: string): string {
-    const kept = utf8Prefix(Buffer.concat(this.chunks, this.held), this.limit);
-    if (this.total <= kept.length) return kept.toString('utf8');
-    return `${kept.toString('utf8')}\n[${name} truncated: ${this.total} bytes, the first ${kept.length} kept]`;
   }
 }

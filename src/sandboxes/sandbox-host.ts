@@ -1,4 +1,13 @@
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
+import type {
+  Sandbox,
+  SandboxCreateRequest,
+  SandboxExecRequest,
+  SandboxExecResult,
+  SandboxFileWritten,
+  SandboxMetrics,
+  SandboxRunCodeRequest,
+  SandboxRunCodeResult,
+} from '../contract/sandbox.js';
 
 /**
  * Where sandboxes live, as the front door sees it: every operation by sandbox id, each failing
@@ -20,6 +29,8 @@ export interface SandboxHost {
   connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
   /** Runs a command to its end (its timeout and output caps a snippet's). */
   exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult>;
+  /** Runs a cell in its code interpreter to its end (its timeout and output caps a snippet's). */
+  runCode(id: string, request: SandboxRunCodeRequest): Promise<SandboxRunCodeResult>;
   /** A regular file's bytes; `path` absolute or relative to the sandbox user's home. */
   readFile(id: string, path: string): Promise<Buffer>;
   /** Writes a file (parents made, a file there replaced). */

@@ -1,6 +1,18 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { CodedError, contractError } from '../contract/errors.js';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
+import type {
+  Sandbox,
+  SandboxCreateRequest,
+  SandboxExecRequest,
+  SandboxExecResult,
+  SandboxFileWritten,
+  SandboxMetrics,
+  SandboxRunCodeRequest,
+  SandboxRunCodeResult,
+} from '../contract/sandbox.js';
+import { CodeContexts, ContextError } from '../interpreter/code-contexts.js';
+import { BridgeLost } from '../interpreter/kernel-bridge.js';
+import { runCell } from '../interpreter/run-cell.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
@@ -34,6 +46,8 @@ export class Sandboxes {
   private readonly endings = new Map<string, AbortController>();
   private starting = 0;
   private closed = false;
+  /** The code-interpreter contexts of these sandboxes (port 49999 and run_code). */
+  readonly codeContexts = new CodeContexts();
 
   constructor(
     private readonly runtime: RunnerRuntime,
@@ -117,6 +131,29 @@ export class Sandboxes {
     );
   }
 
+  /** Runs a cell in the sandbox's code interpreter to its end (interpreter/run-cell.ts), its timeout and output caps a snippet's. */
+  runCode(id: string, request: SandboxRunCodeRequest): Promise<SandboxRunCodeResult> {
+    const limits = this.runtime.config.snippet;
+    const timeoutSeconds = request.timeout ?? limits.defaultTimeoutSeconds;
+    if (timeoutSeconds > limits.maxTimeoutSeconds) throw invalid(`timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
+    const sandbox = this.find(id);
+    const cellLimits = {
+      timeoutMs: Math.round(timeoutSeconds * 1000),
+      maxStdoutBytes: limits.maxStdoutBytes,
+      maxStderrBytes: limits.maxStderrBytes,
+      maxResultBytes: MAX_CELL_RESULT_BYTES,
+    };
+    return this.withAgent(id, async (agent) => {
+      try {
+        return await runCell(this.codeContexts, id, { agent, python: sandbox.python, home: SANDBOX_HOME }, request, cellLimits, this.endings.get(id)!.signal);
+      } catch (error) {
+        if (error instanceof ContextError) throw contextRefusal(error);
+        if (error instanceof BridgeLost && !sandbox.running) throw new SandboxGoneError(error.message);
+        throw error;
+      }
+    });
+  }
+
   /** A regular file's bytes; `path` absolute or relative to the sandbox user's home. */
   readFile(id: string, path: string): Promise<Buffer> {
     return this.withAgent(id, (agent) => readSandboxFile(agent, filePath(path), this.runtime.config.sandboxes.maxFileBytes));
@@ -167,6 +204,7 @@ export class Sandboxes {
   private forgetLater(sandbox: LiveSandbox): void {
     this.endings.get(sandbox.id)?.abort();
     this.endings.delete(sandbox.id);
+    this.codeContexts.sandboxEnded(sandbox.id);
     this.onEnded(sandbox.id);
     setTimeout(() => this.sandboxes.delete(sandbox.id), this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
@@ -219,6 +257,17 @@ export class Sandboxes {
 function randomId(): string {
   const alphabet = '0123456789abcdefghijklmnopqrstuvwxyz';
   return Array.from({ length: 24 }, () => alphabet[randomInt(alphabet.length)]).join('');
+}
+
+/** The results one run_code answer carries (a chart's png is tens of KiB; its size is the answer's). */
+const MAX_CELL_RESULT_BYTES = 32 * 1024 * 1024;
+
+/** A refusal of the code interpreter (E2B's statuses) as our contract's error. */
+function contextRefusal(error: ContextError): CodedError {
+  const code = (
+    { 400: 'validation.invalid_request', 404: 'sandbox.context_not_found', 429: 'sandbox.contexts_full', 500: 'sandbox.interpreter_failed', 502: 'sandbox.ended' } as const
+  )[error.status];
+  return new CodedError(contractError(code, error.message));
 }
 
 function filePath(path: string): string {

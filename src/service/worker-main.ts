@@ -73,8 +73,8 @@ channel.handle('init', async (config, slots) => {
   runtime = new RunnerRuntime(config);
   // Before the first await: the front door may route a session call here while init still runs.
   sessions = new Sessions(runtime);
-  const server = createEnvdServer((id) => sandboxes.access(id));
   sandboxes = new Sandboxes(runtime, (id) => server.sandboxEnded(id));
+  const server = createEnvdServer((id) => sandboxes.access(id), sandboxes.codeContexts);
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
@@ -106,6 +106,7 @@ channel.handle('sandboxKill', (id) => sandboxes.kill(id));
 channel.handle('sandboxMetrics', (id) => sandboxes.metrics(id));
 channel.handle('sandboxConnect', (id, timeoutSeconds) => sandboxes.connect(id, timeoutSeconds));
 channel.handle('sandboxExec', (id, request) => sandboxes.exec(id, request));
+channel.handle('sandboxRunCode', (id, request) => sandboxes.runCode(id, request));
 channel.handle('sandboxWriteFile', (id, path, content) => sandboxes.writeFile(id, path, asBuffer(content)));
 channel.handle('sandboxReadFile', (id, path) => sandboxes.readFile(id, path));
 channel.handle('sandboxesClose', () => sandboxes.close());

@@ -81,6 +81,7 @@ export class WorkerProcess {
     metrics: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxMetrics', id)),
     connect: (id, timeoutSeconds) => this.hostCall('sandbox', () => this.channel.call('sandboxConnect', id, timeoutSeconds)),
     exec: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxExec', id, request)),
+    runCode: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxRunCode', id, request)),
     writeFile: (id, path, content) => this.hostCall('sandbox', () => this.channel.call('sandboxWriteFile', id, path, content)),
     readFile: (id, path) => this.hostCall('sandbox', async () => asBuffer(await this.channel.call('sandboxReadFile', id, path))),
     maxFileBytes: () => this.options.config.sandboxes.maxFileBytes,

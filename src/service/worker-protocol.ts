@@ -6,7 +6,16 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../contract/sandbox.js';
+import type {
+  Sandbox,
+  SandboxCreateRequest,
+  SandboxExecRequest,
+  SandboxExecResult,
+  SandboxFileWritten,
+  SandboxMetrics,
+  SandboxRunCodeRequest,
+  SandboxRunCodeResult,
+} from '../contract/sandbox.js';
 
 /**
  * The one protocol between a front door and its worker process (worker-process.ts forks,
@@ -60,6 +69,7 @@ export type WorkerSide = {
     sandboxMetrics(id: string): SandboxMetrics;
     sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
     sandboxExec(id: string, request: SandboxExecRequest): SandboxExecResult;
+    sandboxRunCode(id: string, request: SandboxRunCodeRequest): SandboxRunCodeResult;
     sandboxWriteFile(id: string, path: string, content: Uint8Array): SandboxFileWritten;
     sandboxReadFile(id: string, path: string): Uint8Array;
     /** The service is stopping: every sandbox is killed, new ones are refused. */

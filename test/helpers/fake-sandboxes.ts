@@ -1,7 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../../src/contract/errors.js';
 import { posix } from 'node:path';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxMetrics } from '../../src/contract/sandbox.js';
+import type {
+  Sandbox,
+  SandboxCreateRequest,
+  SandboxExecRequest,
+  SandboxExecResult,
+  SandboxFileWritten,
+  SandboxMetrics,
+  SandboxRunCodeRequest,
+  SandboxRunCodeResult,
+} from '../../src/contract/sandbox.js';
+
+/** A 1x1 PNG, what the fake's cells draw. */
+export const FAKE_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 import type { SandboxHost, SandboxPlace } from '../../src/sandboxes/sandbox-host.js';
 
 /**
@@ -76,6 +88,17 @@ export class FakeSandboxHost implements SandboxHost {
     this.execs.push({ id, request });
     const words = 'argv' in request ? request.argv.join(' ') : request.cmd;
     return { sandbox_id: id, stdout: `${words}\n`, stderr: '', exit_code: 0, timed_out: false, duration_ms: 0 };
+  }
+
+  /** A cell "runs" by showing its code as the main result, and a png when it mentions a plot. */
+  readonly cells: Array<{ id: string; request: SandboxRunCodeRequest }> = [];
+
+  async runCode(id: string, request: SandboxRunCodeRequest): Promise<SandboxRunCodeResult> {
+    this.running(id);
+    this.cells.push({ id, request });
+    const results: SandboxRunCodeResult['results'] = [{ is_main_result: true, text: request.code }];
+    if (request.code.includes('plot')) results.unshift({ is_main_result: false, text: '<Figure>', png: FAKE_PNG, chart: { type: 'line', title: null, elements: [] } });
+    return { sandbox_id: id, stdout: '', stderr: '', results, error: null, execution_count: this.cells.length, timed_out: false, duration_ms: 0 };
   }
 
   async writeFile(id: string, path: string, content: Buffer): Promise<SandboxFileWritten> {

@@ -6,10 +6,12 @@ import {
   SandboxExecResultSchema,
   SandboxFileWrittenSchema,
   SandboxListSchema,
+  SandboxRunCodeRequestSchema,
+  SandboxRunCodeResultSchema,
   SandboxSchema,
   SandboxTimeoutRequestSchema,
 } from '../../contract/sandbox.js';
-import type { SandboxCreateRequest, SandboxExecRequest, SandboxTimeoutRequest } from '../../contract/sandbox.js';
+import type { SandboxCreateRequest, SandboxExecRequest, SandboxRunCodeRequest, SandboxTimeoutRequest } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
@@ -100,6 +102,20 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         },
       },
       (request) => sandboxes.exec(request.params.sandbox_id, request.body),
+    );
+
+    app.post<SandboxRoute & { Body: SandboxRunCodeRequest }>(
+      '/v1/sandboxes/:sandbox_id/run_code',
+      {
+        config: { accepts: JSON_BODY, errors: [...LIVE_ERRORS, 'sandbox.context_not_found', 'sandbox.contexts_full', 'sandbox.interpreter_failed'] },
+        schema: {
+          summary: 'Run a cell in the sandbox’s code interpreter (python, state kept) to its end: output, results (html, png, charts), error',
+          params: SandboxParams,
+          body: routeSchema(SandboxRunCodeRequestSchema),
+          response: { 200: routeSchema(SandboxRunCodeResultSchema) },
+        },
+      },
+      (request) => sandboxes.runCode(request.params.sandbox_id, request.body),
     );
 
     app.put<FileRoute & { Body: Buffer }>(

@@ -7,6 +7,7 @@ import { sandboxExecTool } from './sandbox-exec.js';
 import { sandboxKillTool } from './sandbox-kill.js';
 import { sandboxListTool } from './sandbox-list.js';
 import { sandboxReadFileTool } from './sandbox-read-file.js';
+import { sandboxRunCodeTool } from './sandbox-run-code.js';
 import { sandboxWriteFileTool } from './sandbox-write-file.js';
 import { sessionCreateTool } from './session-create.js';
 import { sessionEndTool } from './session-end.js';
@@ -21,6 +22,7 @@ export const TOOLS: readonly Tool[] = [
   sessionEndTool,
   sandboxCreateTool,
   sandboxExecTool,
+  sandboxRunCodeTool,
   sandboxWriteFileTool,
   sandboxReadFileTool,
   sandboxKillTool,

@@ -54,6 +54,7 @@ describe('agent-runner mcp', () => {
         'session_end',
         'sandbox_create',
         'sandbox_exec',
+        'sandbox_run_code',
         'sandbox_write_file',
         'sandbox_read_file',
         'sandbox_kill',

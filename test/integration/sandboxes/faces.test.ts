@@ -68,6 +68,30 @@ describe('sandboxes through the client, the CLI and MCP', () => {
     await assert.rejects(client.sandboxExec(sandbox.id, { argv: ['true'] }), (error: unknown) => error instanceof AgentRunnerError && error.code === 'sandbox.ended');
   });
 
+  it('the client runs cells in a sandbox’s code interpreter: state, a DataFrame, a chart, an error, a timeout that keeps the state', async () => {
+    const sandbox = await client.createSandbox({});
+    made.push(sandbox.id);
+    const first = await client.sandboxRunCode(sandbox.id, { code: 'import pandas as pd\nframe = pd.DataFrame({"n": [1, 2]})\nprint("made")\nframe' });
+    assert.equal(first.stdout, 'made\n');
+    assert.equal(first.error, null);
+    assert.equal(first.results.length, 1);
+    assert.match(first.results[0]!.html!, /<table/);
+    assert.deepEqual(first.results[0]!.data, { n: [1, 2] });
+    const chart = await client.sandboxRunCode(sandbox.id, { code: 'import matplotlib.pyplot as plt\nplt.scatter(frame["n"], [3, 4])\nplt.show()' });
+    assert.equal((chart.results[0]!.chart as { type: string }).type, 'scatter');
+    assert.ok(Buffer.from(chart.results[0]!.png!, 'base64').subarray(1, 4).equals(Buffer.from('PNG')));
+    const failed = await client.sandboxRunCode(sandbox.id, { code: 'frame["missing"]' });
+    assert.equal(failed.error?.name, 'KeyError');
+    const slow = await client.sandboxRunCode(sandbox.id, { code: 'import time\ntime.sleep(60)', timeout: 1 });
+    assert.equal(slow.timed_out, true);
+    assert.equal(slow.error?.name, 'KeyboardInterrupt');
+    assert.equal((await client.sandboxRunCode(sandbox.id, { code: 'len(frame)' })).results[0]!.text, '2');
+    await assert.rejects(
+      client.sandboxRunCode(sandbox.id, { code: '1', context_id: 'nope' }),
+      (error: unknown) => error instanceof AgentRunnerError && error.code === 'sandbox.context_not_found',
+    );
+  });
+
   it('agent-runner sandbox create, exec (a failing command exits 1), put, get and kill', async () => {
     const flags = ['--server', server.url, '--token', server.token!];
     const created = await runCli('agent-runner', ['sandbox', 'create', '--timeout', '120', '-m', 'via=cli', ...flags]);
@@ -126,6 +150,21 @@ describe('sandboxes through the client, the CLI and MCP', () => {
         content: 'AQI=',
         bytes: 2,
       });
+      // A chart a cell draws is image content: what a model sees.
+      const drawn = await mcp.callTool({
+        name: 'sandbox_run_code',
+        arguments: { sandbox_id: id, code: 'import matplotlib.pyplot as plt\nplt.bar(["a", "b"], [1, 2])\nplt.show()' },
+      });
+      const content = drawn.content as Array<{ type: string; mimeType?: string; data?: string; text?: string }>;
+      assert.deepEqual(
+        content.map((item) => [item.type, item.mimeType]),
+        [
+          ['text', undefined],
+          ['image', 'image/png'],
+        ],
+      );
+      assert.match(content[0]!.text!, /result 1 \(a bar chart\)/);
+      assert.ok(Buffer.from(content[1]!.data!, 'base64').subarray(1, 4).equals(Buffer.from('PNG')));
       const both = await mcp.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: id, cmd: 'true', argv: ['true'] } });
       assert.equal(both.isError, true);
       assert.equal((both.structuredContent as { error: { code: string } }).error.code, 'validation.invalid_request');

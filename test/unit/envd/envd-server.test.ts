@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { createEnvdServer } from '../../../src/envd/envd-server.js';
+import { CodeContexts } from '../../../src/interpreter/code-contexts.js';
 import { fakeTarget } from '../../helpers/envd.js';
 
 describe('envd server', () => {
@@ -13,7 +14,7 @@ describe('envd server', () => {
     const directory = mkdtempSync(join(tmpdir(), 'envd-'));
     context.after(() => rmSync(directory, { recursive: true, force: true }));
     const target = fakeTarget();
-    const { server } = createEnvdServer((sandboxId) => (sandboxId === 'sbx1' ? target : undefined));
+    const { server } = createEnvdServer((sandboxId) => (sandboxId === 'sbx1' ? target : undefined), new CodeContexts());
     server.listen(join(directory, 'envd.sock'));
     await once(server, 'listening');
     context.after(() => server.close());

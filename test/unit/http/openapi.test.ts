@@ -38,6 +38,7 @@ const JSON_ROUTES = [
   'post /v1/sandboxes',
   'post /v1/sandboxes/{sandbox_id}/timeout',
   'post /v1/sandboxes/{sandbox_id}/exec',
+  'post /v1/sandboxes/{sandbox_id}/run_code',
   'put /v1/sandboxes/{sandbox_id}/files/{path}',
 ];
 /** The routes whose body is not JSON only: a job's workspace may be a multipart upload; a session file is its bytes. */

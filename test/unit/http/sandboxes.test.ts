@@ -75,6 +75,24 @@ describe('/v1/sandboxes', () => {
     }
   });
 
+  it('runs a cell in the code interpreter and answers its results; refuses a body without code', async () => {
+    const { id } = await create();
+    const ran = await service.api('POST', `/v1/sandboxes/${id}/run_code`, { code: 'plot(x)', env_vars: { A: 'b' }, timeout: 5 });
+    assert.equal(ran.status, 200, ran.text);
+    assert.deepEqual(
+      ran.json.results.map((result: { is_main_result: boolean; png?: string }) => [result.is_main_result, result.png !== undefined]),
+      [
+        [false, true],
+        [true, false],
+      ],
+    );
+    assert.deepEqual(host.cells.at(-1), { id, request: { code: 'plot(x)', env_vars: { A: 'b' }, timeout: 5 } });
+    for (const body of [{}, { code: 1 }, { code: 'x', language: 'python', extra: true }]) {
+      const refused = await service.api('POST', `/v1/sandboxes/${id}/run_code`, body);
+      assert.equal(refused.status, 422, JSON.stringify(body));
+    }
+  });
+
   it('runs argv or a cmd, and refuses an empty argv or both at once', async () => {
     const { id } = await create();
     const argv = await service.api('POST', `/v1/sandboxes/${id}/exec`, { argv: ['echo', 'hi'], envs: { A: 'b' }, cwd: '/tmp', stdin: 'x', timeout: 2 });

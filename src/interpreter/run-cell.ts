@@ -1,0 +1,94 @@
+import { performance } from 'node:perf_hooks';
+import type { OutputLine } from '../contract/code-interpreter.js';
+import type { SandboxCodeResult, SandboxRunCodeRequest, SandboxRunCodeResult } from '../contract/sandbox.js';
+import { KeptOutput } from '../util/kept-output.js';
+import type { CodeContexts, InterpreterTarget } from './code-contexts.js';
+
+export interface CellLimits {
+  timeoutMs: number;
+  maxStdoutBytes: number;
+  maxStderrBytes: number;
+  /** The results' formats together, as JSON; the results past it are left out, said in stderr. */
+  maxResultBytes: number;
+}
+
+/**
+ * One cell of a sandbox's code interpreter run to its end and gathered into one answer (our
+ * /v1/sandboxes/{id}/run_code and the MCP tool, where E2B's /execute streams): output kept up to
+ * the caps here on the host, results in order up to their own cap, the cell interrupted at its
+ * timeout (the context keeps its state) or when the sandbox ends.
+ */
+export async function runCell(
+  contexts: CodeContexts,
+  sandboxId: string,
+  target: InterpreterTarget,
+  request: SandboxRunCodeRequest,
+  limits: CellLimits,
+  sandboxEnded: AbortSignal,
+): Promise<SandboxRunCodeResult> {
+  const began = performance.now();
+  const stdout = new KeptOutput(limits.maxStdoutBytes);
+  const stderr = new KeptOutput(limits.maxStderrBytes);
+  const results: SandboxCodeResult[] = [];
+  let resultBytes = 0;
+  let leftOut = 0;
+  let error: SandboxRunCodeResult['error'] = null;
+  let executionCount: number | null = null;
+  let timedOut = false;
+
+  const onOutput = (line: OutputLine): void => {
+    switch (line.type) {
+      case 'stdout':
+      case 'stderr':
+        (line.type === 'stdout' ? stdout : stderr).add(Buffer.from(line.text, 'utf8'));
+        return;
+      case 'number_of_executions':
+        executionCount = line.execution_count;
+        return;
+      case 'error':
+        error = { name: line.name, value: line.value, traceback: line.traceback };
+        return;
+      case 'result': {
+        const { type: _type, ...result } = line;
+        const bytes = JSON.stringify(result).length;
+        if (resultBytes + bytes > limits.maxResultBytes) leftOut += 1;
+        else {
+          resultBytes += bytes;
+          results.push(result);
+        }
+      }
+    }
+  };
+
+  const abort = new AbortController();
+  const deadline = setTimeout(() => {
+    timedOut = true;
+    abort.abort(new Error('the cell ran past its timeout'));
+  }, limits.timeoutMs);
+  const onEnded = (): void => abort.abort(sandboxEnded.reason);
+  sandboxEnded.addEventListener('abort', onEnded, { once: true });
+  try {
+    await contexts.execute(sandboxId, target, {
+      code: request.code,
+      contextId: request.context_id ?? null,
+      language: request.language ?? null,
+      envVars: request.env_vars ?? null,
+      signal: abort.signal,
+      onOutput,
+    });
+  } finally {
+    clearTimeout(deadline);
+    sandboxEnded.removeEventListener('abort', onEnded);
+  }
+  if (leftOut > 0) stderr.add(Buffer.from(`\n[${leftOut} results left out: the results of one cell carry at most ${limits.maxResultBytes} bytes]\n`));
+  return {
+    sandbox_id: sandboxId,
+    stdout: stdout.text('stdout'),
+    stderr: stderr.text('stderr'),
+    results,
+    error,
+    execution_count: executionCount,
+    timed_out: timedOut,
+    duration_ms: Math.round(performance.now() - began),
+  };
+}
