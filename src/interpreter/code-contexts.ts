@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, OutputLine } from '../contract/code-interpreter.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
-import { KernelBridge } from './kernel-bridge.js';
+import { KernelBridge, type KernelLanguage } from './kernel-bridge.js';
 
 /**
  * Contexts one sandbox may hold. Each is a kernel process (ipykernel: about 60 MB) under the
@@ -11,7 +11,7 @@ import { KernelBridge } from './kernel-bridge.js';
 const MAX_CONTEXTS_PER_SANDBOX = 16;
 
 /** The languages a context can run here, by every name E2B's server takes for them. */
-const LANGUAGE_NAMES: Record<string, string> = { python: 'python', python3: 'python' };
+const LANGUAGE_NAMES: Record<string, KernelLanguage> = { python: 'python', python3: 'python', javascript: 'javascript', js: 'javascript', bash: 'bash', sh: 'bash' };
 
 /** What the code interpreter needs of a running sandbox. */
 export interface InterpreterTarget {
@@ -38,7 +38,7 @@ class CodeContext {
 
   constructor(
     readonly id: string,
-    readonly language: string,
+    readonly language: KernelLanguage,
     readonly cwd: string,
     public bridge: KernelBridge,
   ) {}
@@ -73,7 +73,7 @@ export interface ExecuteOptions {
  */
 export class CodeContexts {
   private readonly bySandbox = new Map<string, Map<string, CodeContext>>();
-  private readonly defaults = new Map<string, Map<string, Promise<CodeContext>>>();
+  private readonly defaults = new Map<string, Map<KernelLanguage, Promise<CodeContext>>>();
   /** Contexts whose kernel is starting, per sandbox: they count against the cap already. */
   private readonly starting = new Map<string, number>();
 
@@ -92,7 +92,7 @@ export class CodeContexts {
       options.signal.throwIfAborted();
       if (!context.bridge.alive) {
         const lost = context.bridge.lostReason();
-        context.bridge = await this.startBridge(target, context.cwd);
+        context.bridge = await this.startBridge(target, context.cwd, context.language);
         options.onOutput({ type: 'stderr', text: `[the context's kernel had ended (${lost}); this cell runs in a new one, without the state it had]\n` });
       }
       const bridge = context.bridge;
@@ -115,7 +115,7 @@ export class CodeContexts {
     const context = this.find(sandboxId, contextId);
     await context.inTurn(async () => {
       await context.bridge.stop();
-      context.bridge = await this.startBridge(target, context.cwd);
+      context.bridge = await this.startBridge(target, context.cwd, context.language);
     });
   }
 
@@ -137,7 +137,7 @@ export class CodeContexts {
     return context;
   }
 
-  private defaultContext(sandboxId: string, target: InterpreterTarget, language: string): Promise<CodeContext> {
+  private defaultContext(sandboxId: string, target: InterpreterTarget, language: KernelLanguage): Promise<CodeContext> {
     let defaults = this.defaults.get(sandboxId);
     if (!defaults) this.defaults.set(sandboxId, (defaults = new Map()));
     let context = defaults.get(language);
@@ -150,7 +150,7 @@ export class CodeContexts {
     return context;
   }
 
-  private async open(sandboxId: string, target: InterpreterTarget, language: string, cwd: string): Promise<CodeContext> {
+  private async open(sandboxId: string, target: InterpreterTarget, language: KernelLanguage, cwd: string): Promise<CodeContext> {
     let contexts = this.bySandbox.get(sandboxId);
     if (!contexts) this.bySandbox.set(sandboxId, (contexts = new Map()));
     const starting = this.starting.get(sandboxId) ?? 0;
@@ -160,7 +160,7 @@ export class CodeContexts {
     this.starting.set(sandboxId, starting + 1);
     let bridge: KernelBridge;
     try {
-      bridge = await this.startBridge(target, cwd);
+      bridge = await this.startBridge(target, cwd, language);
     } finally {
       const left = (this.starting.get(sandboxId) ?? 1) - 1;
       if (left > 0) this.starting.set(sandboxId, left);
@@ -176,9 +176,9 @@ export class CodeContexts {
     return context;
   }
 
-  private async startBridge(target: InterpreterTarget, cwd: string): Promise<KernelBridge> {
+  private async startBridge(target: InterpreterTarget, cwd: string, language: KernelLanguage): Promise<KernelBridge> {
     try {
-      return await KernelBridge.start({ agent: target.agent, python: target.python, cwd });
+      return await KernelBridge.start({ agent: target.agent, python: target.python, cwd, language });
     } catch (error) {
       throw new ContextError(500, `Failed to create context: ${error instanceof Error ? error.message : String(error)}`);
     }
@@ -193,7 +193,7 @@ export class CodeContexts {
   }
 }
 
-function languageOf(name: string | null | undefined): string {
+function languageOf(name: string | null | undefined): KernelLanguage {
   const normalized = (name ?? 'python').trim().toLowerCase() || 'python';
   const language = LANGUAGE_NAMES[normalized];
   if (!language) throw new ContextError(400, `language '${name}' is not served here; this code interpreter runs: ${[...new Set(Object.values(LANGUAGE_NAMES))].join(', ')}`);

@@ -18,6 +18,16 @@ const BRIDGE_STDERR_BYTES = 16 * 1024;
 const bridgeSource = guestProgram(new URL('./python/kernel-bridge.py', import.meta.url));
 const chartsSource = guestProgram(new URL('./python/charts.py', import.meta.url));
 const startupSource = guestProgram(new URL('./python/startup.py', import.meta.url));
+const nodeKernelSource = guestProgram(new URL('./node/kernel-node.cjs', import.meta.url));
+
+/** The languages a bridge runs a kernel for, and the programs it is given for each (its argv after the language). */
+const KERNEL_SOURCES = {
+  python: () => [chartsSource(), startupSource()],
+  javascript: () => [nodeKernelSource()],
+  bash: () => [],
+} as const satisfies Record<string, () => string[]>;
+export type KernelLanguage = keyof typeof KERNEL_SOURCES;
+export const KERNEL_LANGUAGES = Object.keys(KERNEL_SOURCES) as KernelLanguage[];
 
 /** The context's kernel is gone (it ended, broke the protocol, or its sandbox ended). */
 export class BridgeLost extends Error {
@@ -32,6 +42,7 @@ export interface BridgeStart {
   /** The sandbox's python: the bridge and its kernel run on it. */
   python: string;
   cwd: string;
+  language: KernelLanguage;
 }
 
 type Waiter = { onOutput?: (line: OutputLine) => void; resolve(): void; reject(error: Error): void };
@@ -54,12 +65,12 @@ export class KernelBridge {
 
   private constructor(private readonly agent: SandboxAgentPort) {}
 
-  /** Starts the bridge and waits until its kernel answers (about a second and a half for ipykernel). */
-  static async start({ agent, python, cwd }: BridgeStart): Promise<KernelBridge> {
+  /** Starts the bridge and waits until its kernel answers (about a second and a half for ipykernel, a tenth for bash or node). */
+  static async start({ agent, python, cwd, language }: BridgeStart): Promise<KernelBridge> {
     const bridge = new KernelBridge(agent);
     const ready = new Promise<void>((resolve, reject) => (bridge.readyWaiter = { resolve, reject }));
     const started = await agent.start(
-      { op: 'start', cmd: python, args: ['-I', '-c', bridgeSource(), chartsSource(), startupSource()], envs: {}, cwd, stdin: true },
+      { op: 'start', cmd: python, args: ['-I', '-c', bridgeSource(), language, ...KERNEL_SOURCES[language]()], envs: {}, cwd, stdin: true },
       { output: (event) => bridge.received(event), end: (event) => bridge.ended(event) },
     );
     bridge.pid = started.pid;

@@ -1,8 +1,9 @@
 # The bridge of one code-interpreter context (src/interpreter/): runs inside a sandbox as its user,
-# started by the sandbox's agent, and drives a Jupyter kernel (ipykernel, through jupyter_client)
-# that runs the context's cells. It turns the kernel's messages into the output lines of E2B's
-# code interpreter (stdout, stderr, result, error, number_of_executions), so the display
-# protocol, magics, `!` lines and interrupts are IPython's own.
+# started by the sandbox's agent, and drives the kernel that runs the context's cells, turning
+# what it says into the output lines of E2B's code interpreter (stdout, stderr, result, error,
+# number_of_executions). A python context's kernel is an ipykernel (through jupyter_client), so
+# the display protocol, magics, `!` lines and interrupts are IPython's own; bash and javascript
+# contexts run a bash, and a node with kernel-node.cjs, whose output is streamed from their pipes.
 #
 # Requests come on stdin and replies go to stdout, as length-prefixed JSON frames (4-byte
 # big-endian length). The kernel is another process whose stdio is not the protocol: what a
@@ -14,11 +15,14 @@
 #   <- {"id": n, "output": {...one output line...}} ... then {"id": n, "done": true}
 #   -> {"id": n, "op": "interrupt"}     (also while an execute runs)  <- {"id": n}
 #   -> {"id": n, "op": "restart"}       <- {"id": n}
-# argv: the sources of charts.py and startup.py, which the kernel imports before the first cell.
+# argv: the language, then for python the sources of charts.py and startup.py (which the kernel
+# imports before the first cell), for javascript the source of kernel-node.cjs.
+import codecs
 import ctypes
 import json
 import os
 import queue
+import selectors
 import shutil
 import signal
 import struct
@@ -104,17 +108,19 @@ def read_requests(requests):
     requests.put(None)
 
 
-class Kernel:
+class IPythonKernel:
     """One ipykernel process and the client that talks to it, over unix sockets in a private directory."""
+
+    language = "python"
 
     def __init__(self, sources):
         from jupyter_client import BlockingKernelClient
         from jupyter_client.connect import write_connection_file
 
         self.directory = tempfile.mkdtemp(prefix="kernel-")
-        for name, source in sources.items():
+        for name in ("agent_runner_charts", "agent_runner_startup"):
             with open(os.path.join(self.directory, name + ".py"), "w") as module:
-                module.write(source)
+                module.write(sources[name])
         connection, _ = write_connection_file(os.path.join(self.directory, "connection.json"), transport="ipc",
                                               ip=os.path.join(self.directory, "socket"))
         self.log = open(os.path.join(self.directory, "kernel.log"), "w+b")
@@ -157,6 +163,39 @@ class Kernel:
             except queue.Empty:
                 return
 
+    def begin(self, code, silent):
+        self.message_id = self.client.execute(code, silent=silent, store_history=not silent, allow_stdin=False, stop_on_error=True)
+        self.errored = False
+
+    def poll(self, timeout):
+        """The output lines of the running cell that came, and whether it ended (its kernel idle again)."""
+        try:
+            message = self.client.get_iopub_msg(timeout=timeout)
+        except queue.Empty:
+            return [], False
+        if message.get("parent_header", {}).get("msg_id") != self.message_id:
+            return [], False
+        kind, content = message["msg_type"], message["content"]
+        if kind == "status" and content.get("execution_state") == "idle":
+            drain_shell(self.client)
+            return [], True
+        if kind == "execute_input":
+            return [{"type": "number_of_executions", "execution_count": content["execution_count"]}], False
+        if kind == "stream":
+            return [stream_line(content, message["header"].get("date"))], False
+        if kind in ("display_data", "execute_result"):
+            return [result_line(content.get("data", {}), kind == "execute_result")], False
+        if kind == "error" and not self.errored:
+            self.errored = True
+            return [error_line(content.get("ename", ""), content.get("evalue", ""), "\n".join(content.get("traceback", [])))], False
+        return [], False
+
+    def env_code(self, env_vars):
+        return env_code(env_vars)
+
+    def restore_env_code(self):
+        return "__agent_runner_restore_env()"
+
     def said(self):
         self.log.seek(0)
         return self.log.read()[-4096:].decode("utf-8", "replace")
@@ -177,19 +216,174 @@ class Kernel:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+class ProcessKernel:
+    """A kernel of our own for a language without an ipykernel here: a child process whose stdout
+    and stderr are streamed as they come, which says on a control pipe (its fd CONTROL) when a
+    cell has ended. Subclasses say how a cell is sent and what its end means."""
+
+    def __init__(self, argv, cells_on_stdin, env=None):
+        self.control_read, control_write = os.pipe()
+        cells_read, self.cells_write = os.pipe()
+        self.directory = None
+        self.process = subprocess.Popen(
+            argv + [str(control_write), str(cells_read)], stdin=cells_read if cells_on_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(control_write, cells_read), env=env, start_new_session=True,
+        )
+        os.close(control_write)
+        os.close(cells_read)
+        self.decoders = {}
+        self.control = b""
+        self.selector = selectors.DefaultSelector()
+        for name, stream in (("stdout", self.process.stdout), ("stderr", self.process.stderr)):
+            os.set_blocking(stream.fileno(), False)
+            self.selector.register(stream.fileno(), selectors.EVENT_READ, name)
+            self.decoders[name] = codecs.getincrementaldecoder("utf-8")("replace")
+        os.set_blocking(self.control_read, False)
+        self.selector.register(self.control_read, selectors.EVENT_READ, "control")
+
+    def send_cell(self, text):
+        data = text.encode()
+        while data:
+            data = data[os.write(self.cells_write, data):]
+
+    def poll(self, timeout):
+        """The output lines that came, and whether the cell ended (its output all read by then)."""
+        lines = []
+        for key, _ in self.selector.select(timeout):
+            if key.data == "control":
+                self.control += self.read(key.fd)
+            else:
+                self.stream(key.fd, key.data, lines)
+        if b"\n" not in self.control:
+            return lines, False
+        line, self.control = self.control.split(b"\n", 1)
+        # What the cell printed before it ended is in the pipes already: read to their end now.
+        for key in list(self.selector.get_map().values()):
+            if key.data != "control":
+                self.stream(key.fd, key.data, lines)
+        lines.extend(self.ended(json.loads(line)))
+        return lines, True
+
+    def read(self, fd):
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                self.selector.unregister(fd)
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def stream(self, fd, name, lines):
+        text = self.decoders[name].decode(self.read(fd))
+        if text:
+            lines.append(stream_line({"name": name, "text": text}, None))
+
+    def said(self):
+        return ""
+
+    def alive(self):
+        return self.process.poll() is None
+
+    def interrupt(self):
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGINT)
+
+    def stop(self):
+        if self.alive():
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        for fd in (self.control_read, self.cells_write):
+            os.close(fd)
+        self.selector.close()
+
+
+class BashKernel(ProcessKernel):
+    """bash reading cells on its stdin, each run by eval from a quoted here-document (so no cell
+    can end the one after it) with stdin from /dev/null; SIGINT stops the command, not bash."""
+
+    language = "bash"
+
+    def __init__(self, _sources):
+        # -s: commands from stdin, a line at a time as they come; the two fds are $1 and $2.
+        super().__init__(["/bin/bash", "--noprofile", "--norc", "-s"], True)
+        self.send_cell('__agent_runner_control=$1; trap : INT\n')
+        self.delimiter = "AGENT_RUNNER_CELL_%s" % os.urandom(8).hex()
+
+    def begin(self, code, silent):
+        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '{\"status\": %%d}\\n' $? >&\"$__agent_runner_control\"\n"
+                       % (self.delimiter, code.replace(self.delimiter, ""), self.delimiter))
+
+    def ended(self, report):
+        status = report.get("status", 0)
+        return [] if status == 0 else [error_line("ExitCode", str(status), "")]
+
+    def env_code(self, env_vars):
+        lines = []
+        for key, value in env_vars.items():
+            if not key.replace("_", "a").isalnum():
+                continue
+            lines.append("__agent_runner_old_%s=${%s-__AGENT_RUNNER_UNSET__}; export %s=%s" % (key, key, key, shell_quote(value)))
+        self.restore = "\n".join(
+            'if [ "$__agent_runner_old_%s" = __AGENT_RUNNER_UNSET__ ]; then unset %s; else export %s="$__agent_runner_old_%s"; fi' % (key, key, key, key)
+            for key in env_vars if key.replace("_", "a").isalnum())
+        return "\n".join(lines)
+
+    def restore_env_code(self):
+        return self.restore
+
+
+class NodeKernel(ProcessKernel):
+    """node running kernel-node.cjs (argv: its source): cells as JSON lines on a pipe, each run in
+    one global context; the value and error come back on the control pipe."""
+
+    language = "javascript"
+
+    def __init__(self, sources):
+        node = shutil.which("node") or "/usr/bin/node"
+        super().__init__([node, "-e", sources["kernel-node"]], False)
+
+    def begin(self, code, silent):
+        self.send_cell(json.dumps({"code": code}) + "\n")
+
+    def ended(self, report):
+        lines = []
+        if report.get("result") is not None:
+            lines.append(result_line({"text/plain": str(report["result"])}, True))
+        error = report.get("error")
+        if error is not None:
+            lines.append(error_line(str(error.get("name", "Error")), str(error.get("value", "")), str(error.get("traceback", ""))))
+        return lines
+
+    def env_code(self, env_vars):
+        return "globalThis.__agentRunnerRestoreEnv = ((vars) => { const old = {}; for (const [k, v] of Object.entries(vars)) { old[k] = process.env[k]; process.env[k] = v; }" \
+            " return () => { for (const [k, v] of Object.entries(old)) { if (v === undefined) delete process.env[k]; else process.env[k] = v; } }; })(%s); undefined" % json.dumps(env_vars)
+
+    def restore_env_code(self):
+        return "globalThis.__agentRunnerRestoreEnv(); delete globalThis.__agentRunnerRestoreEnv; undefined"
+
+
+KERNELS = {"python": IPythonKernel, "bash": BashKernel, "javascript": NodeKernel}
+
+
 class Bridge:
-    def __init__(self, protocol, sources):
+    def __init__(self, protocol, language, sources):
         self.protocol = protocol
-        self.sources = sources
+        self.make_kernel = lambda: KERNELS[language](sources)
+        self.language = language
         self.requests = queue.Queue()
-        self.kernel = Kernel(sources)
+        self.kernel = self.make_kernel()
+        self.executions = 0
         # Why the kernel was last replaced under a cell, told to the next cell too: the client of
         # the cell it happened to may have left already (a timeout).
         self.notice = None
 
     def serve(self):
         threading.Thread(target=read_requests, args=(self.requests,), daemon=True).start()
-        self.protocol.send({"ready": True, "version": VERSION, "language": "python"})
+        self.protocol.send({"ready": True, "version": VERSION, "language": self.language})
         while True:
             request = self.requests.get()
             if request is None:
@@ -214,7 +408,7 @@ class Bridge:
 
     def restart(self):
         self.kernel.stop()
-        self.kernel = Kernel(self.sources)
+        self.kernel = self.make_kernel()
 
     def execute(self, request_id, code, env_vars):
         def emit(output):
@@ -224,22 +418,23 @@ class Bridge:
             emit({"type": "stderr", "text": "[%s]\n" % self.notice})
             self.notice = None
         if env_vars:
-            self.run_silently(env_code(env_vars))
+            self.run_silently(self.kernel.env_code(env_vars))
         try:
             self.run(code, emit)
         finally:
             if env_vars and self.kernel.alive():
-                self.run_silently("__agent_runner_restore_env()")
+                self.run_silently(self.kernel.restore_env_code())
         self.protocol.send({"id": request_id, "done": True})
 
     def run_silently(self, code):
         self.run(code, lambda output: None, silent=True)
 
     def run(self, code, emit, silent=False):
-        client = self.kernel.client
-        message_id = client.execute(code, silent=silent, store_history=not silent, allow_stdin=False, stop_on_error=True)
+        if not silent and not isinstance(self.kernel, IPythonKernel):
+            self.executions += 1
+            emit({"type": "number_of_executions", "execution_count": self.executions})
+        self.kernel.begin(code, silent)
         interrupted_at = None
-        errored = False
         while True:
             if self.take_interrupts() and interrupted_at is None:
                 interrupted_at = time.monotonic()
@@ -251,25 +446,11 @@ class Bridge:
             if interrupted_at is not None and time.monotonic() - interrupted_at > INTERRUPT_GRACE:
                 self.replace_kernel("ContextRestarted", "a cell did not stop when interrupted; the context restarted without its state", "", emit)
                 return
-            try:
-                message = client.get_iopub_msg(timeout=0.05)
-            except queue.Empty:
-                continue
-            if message.get("parent_header", {}).get("msg_id") != message_id:
-                continue
-            kind, content = message["msg_type"], message["content"]
-            if kind == "status" and content.get("execution_state") == "idle":
-                drain_shell(client)
+            lines, done = self.kernel.poll(0.05)
+            for line in lines:
+                emit(line)
+            if done:
                 return
-            if kind == "execute_input":
-                emit({"type": "number_of_executions", "execution_count": content["execution_count"]})
-            elif kind == "stream":
-                emit(stream_line(content, message["header"].get("date")))
-            elif kind in ("display_data", "execute_result"):
-                emit(result_line(content.get("data", {}), kind == "execute_result"))
-            elif kind == "error" and not errored:
-                errored = True
-                emit(error_line(content.get("ename", ""), content.get("evalue", ""), "\n".join(content.get("traceback", []))))
 
     def replace_kernel(self, name, why, traceback, emit):
         emit(error_line(name, why, traceback))
@@ -294,6 +475,10 @@ class Bridge:
         for request in held:
             self.requests.put(request)
         return interrupted
+
+
+def shell_quote(text):
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def env_code(env_vars):
@@ -373,9 +558,11 @@ def describe_exit(code):
 def main():
     protocol = Protocol()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    sources = {"agent_runner_charts": sys.argv[1], "agent_runner_startup": sys.argv[2]}
+    language = sys.argv[1]
+    names = {"python": ("agent_runner_charts", "agent_runner_startup"), "javascript": ("kernel-node",), "bash": ()}[language]
+    sources = dict(zip(names, sys.argv[2:]))
     try:
-        bridge = Bridge(protocol, sources)
+        bridge = Bridge(protocol, language, sources)
     except Exception as error:  # the kernel did not start: said once, then the context is over
         protocol.send({"ready": False, "error": "%s: %s" % (type(error).__name__, error)})
         return 1

@@ -162,6 +162,30 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
     assert.ok(!(await sandbox.listCodeContexts()).some((context) => context.id === second.id));
     await assert.rejects(sandbox.runCode('1', { context: second }), /not found/i);
     await assert.rejects(sandbox.runCode('1', { language: 'cobol' }), /400/);
+    await assert.rejects(sandbox.createCodeContext({ language: 'r' }), /500|400/);
+  });
+
+  it('runs javascript and bash contexts, each keeping its own state, streams and errors', async () => {
+    const js = await sandbox.createCodeContext({ language: 'js' });
+    assert.equal(js.language, 'javascript');
+    await sandbox.runCode('const items = [1, 2, 3]', { context: js });
+    const sum = await sandbox.runCode('console.log("summing"); items.reduce((a, b) => a + b)', { context: js });
+    assert.deepEqual([sum.text, sum.logs.stdout], ['6', ['summing\n']]);
+    assert.equal((await sandbox.runCode('null.x', { context: js })).error?.name, 'TypeError');
+    assert.equal((await sandbox.runCode('await new Promise((resolve) => setTimeout(resolve, 10)); globalThis.late = "awaited"', { context: js })).error, undefined);
+    assert.equal((await sandbox.runCode('late', { context: js })).text, 'awaited');
+    // The language's default context is another one.
+    assert.equal((await sandbox.runCode('typeof items', { language: 'javascript' })).text, 'undefined');
+
+    const bash = await sandbox.createCodeContext({ language: 'bash', cwd: '/tmp' });
+    const here = await sandbox.runCode('pwd; export GREETING=hi; cd /', { context: bash });
+    assert.deepEqual(here.logs.stdout, ['/tmp\n']);
+    const echoed = await sandbox.runCode('echo "$GREETING from $(pwd)"; echo warned >&2', { context: bash, envs: { EXTRA: 'x' } });
+    assert.deepEqual([echoed.logs.stdout, echoed.logs.stderr], [['hi from /\n'], ['warned\n']]);
+    const failed = await sandbox.runCode('false', { context: bash });
+    assert.deepEqual([failed.error?.name, failed.error?.value], ['ExitCode', '1']);
+    await assert.rejects(sandbox.runCode('sleep 30', { context: bash, timeoutMs: 1_000 }), /timed out/i);
+    assert.deepEqual((await sandbox.runCode('echo "$GREETING ${EXTRA-gone}"', { context: bash })).logs.stdout, ['hi gone\n']);
   });
 
   it('sets env vars for one run only', async () => {

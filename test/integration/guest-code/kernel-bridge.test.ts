@@ -112,7 +112,7 @@ describe('charts.py: a figure as data', () => {
 
 /**
  * kernel-bridge.py run on the host, as the agent starts it in a sandbox (`python3 -I -c SOURCE
- * charts startup`), with an ipykernel behind it: every frame checked against the contract.
+ * python charts startup`), with an ipykernel behind it: every frame checked against the contract.
  */
 describe('kernel-bridge.py', () => {
   let bridge: GuestProcess;
@@ -120,7 +120,7 @@ describe('kernel-bridge.py', () => {
   // The kernel's connection files and sockets go to the temp dir, as in a sandbox's own /tmp.
   const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-'));
   before(async () => {
-    const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), source('charts.py'), source('startup.py')];
+    const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), 'python', source('charts.py'), source('startup.py')];
     bridge = startGuest(argv, { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     const ready = await bridge.next();
     assert.ok(Value.Check(BridgeReadySchema, ready) && (ready as { ready: boolean }).ready, JSON.stringify(ready));
