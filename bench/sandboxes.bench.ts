@@ -18,15 +18,14 @@
  * BENCH_FILE_MIB (16), BENCH_INTERNET=1 (sandboxes with internet access, the service allowing it:
  * their network is set up per create, and a pre-started one waits for the create to start its agent).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
-import { CLEAN_ENV, percentile } from './stats.js';
+import { LeanSpawner } from './lean-spawner.js';
+import { eachKind } from './service-process.js';
+import { p50p95, percentile, ratio } from './stats.js';
 
 const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
 const kinds = (process.env.BENCH_KINDS ?? 'local_process,gvisor').split(',');
@@ -37,80 +36,8 @@ const runs = setting('BENCH_RUNS', 50);
 const fileRounds = setting('BENCH_FILE_ROUNDS', 10);
 const fileBytes = setting('BENCH_FILE_MIB', 16) * 2 ** 20;
 const internet = process.env.BENCH_INTERNET === '1';
-const stateDir = join(tmpdir(), 'agent-runner-bench-state');
 const scratch = mkdtempSync(join(tmpdir(), 'bench-sandboxes-'));
 
-/** Reads one JSON line per request: an argv to posix_spawn, answered with the ms it took to end. */
-const LEAN_SPAWNER = `
-import json, os, sys, time
-env = json.loads(sys.argv[1])
-for line in sys.stdin:
-    argv = json.loads(line)
-    started = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, env)
-    _, status = os.waitpid(pid, 0)
-    ms = (time.perf_counter() - started) * 1000
-    print(json.dumps({"ms": ms, "exit": os.waitstatus_to_exitcode(status)}), flush=True)
-`;
-
-class LeanSpawner {
-  private readonly child = spawn('/usr/bin/python3', ['-u', '-c', LEAN_SPAWNER, JSON.stringify(CLEAN_ENV)], { stdio: ['pipe', 'pipe', 'inherit'] });
-  private readonly answers = createInterface({ input: this.child.stdout! })[Symbol.asyncIterator]();
-
-  /** The time the helper measured from posix_spawn to waitpid returning. */
-  async time(argv: readonly string[]): Promise<number> {
-    this.child.stdin!.write(`${JSON.stringify(argv)}\n`);
-    const { value, done } = await this.answers.next();
-    if (done) throw new Error('the lean spawner exited');
-    const { ms, exit } = JSON.parse(value as string) as { ms: number; exit: number };
-    if (exit !== 0) throw new Error(`${argv.join(' ')} exited ${exit}`);
-    return ms;
-  }
-
-  close(): void {
-    this.child.stdin!.end();
-  }
-}
-
-interface Service {
-  url: string;
-  token: string;
-  child: ChildProcess;
-}
-
-/** `agent-runner serve` from the build, its default backend `kind`; resolves with its URL once it listens. */
-async function startService(kind: string): Promise<Service> {
-  const token = randomBytes(16).toString('hex');
-  const cli = fileURLToPath(new URL('../dist/cli/agent-runner.js', import.meta.url));
-  const storeDir = mkdtempSync(join(scratch, 'store-'));
-  const child = spawn(process.execPath, [cli, 'serve', '--addr', '127.0.0.1:0', '--token', token, '--store-dir', storeDir], {
-    env: {
-      ...process.env,
-      AGENT_RUNNER_STATE_DIR: stateDir,
-      AGENT_RUNNER_BACKENDS__DEFAULT: kind,
-      ...(internet ? { AGENT_RUNNER_SANDBOXES__ALLOW_INTERNET_ACCESS: 'true' } : {}),
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  for await (const line of createInterface({ input: child.stdout! })) {
-    const entry = JSON.parse(line) as { msg?: string; url?: string };
-    if (entry.msg === 'agent-runner serving' && entry.url) {
-      // Keep draining its log so the service never blocks on a full pipe.
-      child.stdout!.on('data', () => undefined);
-      return { url: entry.url, token, child };
-    }
-  }
-  throw new Error(`agent-runner serve (${kind}) exited before it listened`);
-}
-
-async function stopService(service: Service): Promise<void> {
-  const exited = new Promise((resolve) => service.child.once('exit', resolve));
-  service.child.kill('SIGTERM');
-  await exited;
-}
-
-const p50p95 = (samples: readonly number[]) => `${percentile(samples, 50).toFixed(1).padStart(7)} / ${percentile(samples, 95).toFixed(1).padStart(7)} ms`;
-const ratio = (numerator: readonly number[], denominator: readonly number[]) => `${(percentile(numerator, 50) / percentile(denominator, 50)).toFixed(2)}x`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Seconds since the sandbox's pid 1 started, read inside it (clock ticks: 10 ms resolution). */
@@ -210,25 +137,17 @@ console.log(
   `E2B sandboxes through the e2b SDK against agent-runner serve (p50 / p95)${internet ? ', with internet access' : ''}; bare = spawned by a lean python posix_spawn helper`,
 );
 try {
-  for (const kind of kinds) {
-    console.log(`${kind}:`);
-    const service = await startService(kind);
-    const options = { apiKey: service.token, apiUrl: service.url, sandboxUrl: service.url, requestTimeoutMs: 120_000, allowInternetAccess: internet };
+  await eachKind(kinds, scratch, internet ? { AGENT_RUNNER_SANDBOXES__ALLOW_INTERNET_ACCESS: 'true' } : {}, async (connection) => {
+    const options = { ...connection, allowInternetAccess: internet };
+    await measureCreates(options);
+    const sandbox = await Sandbox.create('base', options);
     try {
-      await measureCreates(options);
-      const sandbox = await Sandbox.create('base', options);
-      try {
-        await measureRoundTrip(sandbox, lean);
-        await measureFiles(sandbox, lean, source, content);
-      } finally {
-        await sandbox.kill();
-      }
-    } catch (error) {
-      console.log(`  failed: ${(error as Error).message}`);
+      await measureRoundTrip(sandbox, lean);
+      await measureFiles(sandbox, lean, source, content);
     } finally {
-      await stopService(service);
+      await sandbox.kill();
     }
-  }
+  });
 } finally {
   lean.close();
   rmSync(scratch, { recursive: true, force: true });

@@ -54,3 +54,8 @@ export async function compareToBarePython(title: string, iterations: number, run
     console.log(`${name.padEnd(width)}${cell(times)}${(median(times) / median(bareTimes)).toFixed(2)}x`);
   }
 }
+
+/** `p50 / p95 ms`, aligned for a table of lines. */
+export const p50p95 = (samples: readonly number[]) => `${percentile(samples, 50).toFixed(1).padStart(7)} / ${percentile(samples, 95).toFixed(1).padStart(7)} ms`;
+/** The ratio of two series' medians, as `N.NNx`. */
+export const ratio = (numerator: readonly number[], denominator: readonly number[]) => `${(percentile(numerator, 50) / percentile(denominator, 50)).toFixed(2)}x`;

@@ -127,7 +127,7 @@ class IPythonKernel:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [self.directory, os.environ.get("PYTHONPATH")])))
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ipykernel_launcher", "-f", connection, "--IPKernelApp.exec_lines=import agent_runner_startup"],
+            [sys.executable, "-m", "ipykernel_launcher", "-f", connection, "--IPKernelApp.exec_lines=import agent_runner_startup", "--HistoryManager.enabled=False"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env, close_fds=True,
         )
         self.client = BlockingKernelClient(connection_file=connection)
