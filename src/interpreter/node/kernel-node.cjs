@@ -4,87 +4,91 @@
  * CELLS_FD; each runs in the one global context (`vm.runInThisContext`), so globals and top-level
  * declarations persist, and `require` resolves from the working directory. What a cell prints goes
  * to this process's stdout and stderr, which the bridge streams; when it has ended, one JSON line
- * on CONTROL_FD says its value (util.inspect) or error. A cell with top-level `await` runs as an
+ * on CONTROL_FD says its value (util.inspect) or error, with the cell's token (the bridge believes
+ * no end without it). A cell with top-level `await` runs as an
  * async function (its declarations stay in it: assign to globalThis to keep them). SIGINT stops a
  * cell (synchronous code through vm's breakOnSigint, a pending await by abandoning it); the
- * context stays.
+ * context stays. The kernel's own names live in a function, so that cells see none of them (a
+ * `node -e` script's top-level declarations would be the cells' globals).
  */
-'use strict';
-const fs = require('node:fs');
-const net = require('node:net');
-const path = require('node:path');
-const readline = require('node:readline');
-const util = require('node:util');
-const vm = require('node:vm');
-const { createRequire } = require('node:module');
+(function kernel() {
+  'use strict';
+  const fs = require('node:fs');
+  const net = require('node:net');
+  const path = require('node:path');
+  const readline = require('node:readline');
+  const util = require('node:util');
+  const vm = require('node:vm');
+  const { createRequire } = require('node:module');
 
-const controlFd = Number(process.argv[1]);
-const cellsFd = Number(process.argv[2]);
+  const controlFd = Number(process.argv[1]);
+  const cellsFd = Number(process.argv[2]);
 
-globalThis.require = createRequire(path.join(process.cwd(), 'cell.js'));
-globalThis.module = { exports: {} };
-globalThis.__dirname = process.cwd();
-// What a cell leaves running may throw later: reported on stderr, the kernel goes on.
-process.on('uncaughtException', (error) => process.stderr.write('Uncaught ' + util.inspect(error) + '\n'));
-process.on('unhandledRejection', (reason) => process.stderr.write('Unhandled rejection: ' + util.inspect(reason) + '\n'));
+  globalThis.require = createRequire(path.join(process.cwd(), 'cell.js'));
+  globalThis.module = { exports: {} };
+  globalThis.__dirname = process.cwd();
+  // What a cell leaves running may throw later: reported on stderr, the kernel goes on.
+  process.on('uncaughtException', (error) => process.stderr.write('Uncaught ' + util.inspect(error) + '\n'));
+  process.on('unhandledRejection', (reason) => process.stderr.write('Unhandled rejection: ' + util.inspect(reason) + '\n'));
 
-/** The cell waiting on a promise, which SIGINT abandons. */
-let abandon = null;
-process.on('SIGINT', () => {
-  if (abandon) abandon(Object.assign(new Error('the cell was interrupted'), { name: 'KeyboardInterrupt' }));
-});
+  /** The cell waiting on a promise, which SIGINT abandons. */
+  let abandon = null;
+  process.on('SIGINT', () => {
+    if (abandon) abandon(Object.assign(new Error('the cell was interrupted'), { name: 'KeyboardInterrupt' }));
+  });
 
-function report(message) {
-  fs.writeSync(controlFd, JSON.stringify(message) + '\n');
-}
-
-/** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */
-function stackOf(error) {
-  if (!(error instanceof Error) || typeof error.stack !== 'string') return '';
-  const lines = error.stack.split('\n');
-  const ours = lines.findIndex((line) => /^ {4}at (Script\.runInThisContext|new Script|sigintHandlersWrap) /.test(line));
-  return (ours === -1 ? lines : lines.slice(0, ours)).join('\n');
-}
-
-let cells = 0;
-async function run(code) {
-  cells += 1;
-  const filename = '<cell ' + cells + '>';
-  let script;
-  let wrapped = false;
-  try {
-    script = new vm.Script(code, { filename });
-  } catch (error) {
-    // Top-level await: the cell runs as an async function.
-    if (!(error instanceof SyntaxError) || !/await/.test(error.message)) throw error;
-    script = new vm.Script('(async () => {\n' + code + '\n})()', { filename });
-    wrapped = true;
+  function report(message) {
+    fs.writeSync(controlFd, JSON.stringify(message) + '\n');
   }
-  let value = script.runInThisContext({ breakOnSigint: true });
-  if (wrapped) {
-    value = await new Promise((resolve, reject) => {
-      abandon = reject;
-      value.then(resolve, reject);
-    }).finally(() => (abandon = null));
-  }
-  return value;
-}
 
-async function serve() {
-  const lines = readline.createInterface({ input: new net.Socket({ fd: cellsFd, readable: true, writable: false }) });
-  for await (const line of lines) {
-    const { code } = JSON.parse(line);
+  /** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */
+  function stackOf(error) {
+    if (!(error instanceof Error) || typeof error.stack !== 'string') return '';
+    const lines = error.stack.split('\n');
+    const ours = lines.findIndex((line) => /^ {4}at (Script\.runInThisContext|new Script|sigintHandlersWrap) /.test(line));
+    return (ours === -1 ? lines : lines.slice(0, ours)).join('\n');
+  }
+
+  let cells = 0;
+  async function run(code) {
+    cells += 1;
+    const filename = '<cell ' + cells + '>';
+    let script;
+    let wrapped = false;
     try {
-      const value = await run(code);
-      report({ done: true, result: value === undefined ? null : util.inspect(value) });
+      script = new vm.Script(code, { filename });
     } catch (error) {
-      const interrupted = error instanceof Error && /Script execution was interrupted/.test(error.message);
-      const name = interrupted ? 'KeyboardInterrupt' : error instanceof Error ? error.name : 'Error';
-      const value = error instanceof Error ? error.message : util.inspect(error);
-      report({ done: true, result: null, error: { name, value, traceback: stackOf(error) || name + ': ' + value } });
+      // Top-level await: the cell runs as an async function.
+      if (!(error instanceof SyntaxError) || !/await/.test(error.message)) throw error;
+      script = new vm.Script('(async () => {\n' + code + '\n})()', { filename });
+      wrapped = true;
     }
+    let value = script.runInThisContext({ breakOnSigint: true });
+    if (wrapped) {
+      value = await new Promise((resolve, reject) => {
+        abandon = reject;
+        value.then(resolve, reject);
+      }).finally(() => (abandon = null));
+    }
+    return value;
   }
-  process.exit(0);
-}
 
-void serve();
+  async function serve() {
+    const lines = readline.createInterface({ input: new net.Socket({ fd: cellsFd, readable: true, writable: false }) });
+    for await (const line of lines) {
+      const { code, cell } = JSON.parse(line);
+      try {
+        const value = await run(code);
+        report({ cell, done: true, result: value === undefined ? null : util.inspect(value) });
+      } catch (error) {
+        const interrupted = error instanceof Error && /Script execution was interrupted/.test(error.message);
+        const name = interrupted ? 'KeyboardInterrupt' : error instanceof Error ? error.name : 'Error';
+        const value = error instanceof Error ? error.message : util.inspect(error);
+        report({ cell, done: true, result: null, error: { name, value, traceback: stackOf(error) || name + ': ' + value } });
+      }
+    }
+    process.exit(0);
+  }
+
+  void serve();
+})();

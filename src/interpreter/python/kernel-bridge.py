@@ -40,6 +40,8 @@ MAX_STREAM_TEXT = 1024 * 1024
 # A result's formats together, as JSON: past it the result keeps a cut text and loses the rest.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
 RESULT_TEXT_KEPT = 64 * 1024
+# Chunks of 64 KiB read from a kernel's pipe at a time (a stream line holds at most MAX_STREAM_TEXT).
+READS_PER_POLL = 16
 # An interrupted cell that is still running after this has ignored SIGINT: the kernel restarts.
 INTERRUPT_GRACE = 3.0
 KERNEL_START_TIMEOUT = 60.0
@@ -241,6 +243,10 @@ class ProcessKernel:
         os.set_blocking(self.control_read, False)
         self.selector.register(self.control_read, selectors.EVENT_READ, "control")
 
+    def next_cell(self):
+        self.cell = os.urandom(8).hex()
+        return self.cell
+
     def send_cell(self, text):
         data = text.encode()
         while data:
@@ -254,19 +260,35 @@ class ProcessKernel:
                 self.control += self.read(key.fd)
             else:
                 self.stream(key.fd, key.data, lines)
-        if b"\n" not in self.control:
+        report = self.take_report()
+        if report is None:
             return lines, False
-        line, self.control = self.control.split(b"\n", 1)
         # What the cell printed before it ended is in the pipes already: read to their end now.
         for key in list(self.selector.get_map().values()):
             if key.data != "control":
                 self.stream(key.fd, key.data, lines)
-        lines.extend(self.ended(json.loads(line)))
+        lines.extend(self.ended(report))
         return lines, True
 
+    def take_report(self):
+        """The running cell's end-of-cell report, once it came. The control fd is the cell's to
+        write to as well (bash's is a variable away), so a report counts only with the token this
+        cell was sent with, which the cell itself never sees; any other line is dropped."""
+        while b"\n" in self.control:
+            line, self.control = self.control.split(b"\n", 1)
+            try:
+                report = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(report, dict) and report.get("cell") == self.cell:
+                return report
+        return None
+
     def read(self, fd):
+        """What the pipe holds now, at most READS_PER_POLL chunks: a cell that writes without end
+        must not keep the bridge from its interrupts."""
         chunks = []
-        while True:
+        for _ in range(READS_PER_POLL):
             try:
                 chunk = os.read(fd, 65536)
             except BlockingIOError:
@@ -285,16 +307,21 @@ class ProcessKernel:
     def said(self):
         return ""
 
+    def signal_group(self, number):
+        try:
+            os.killpg(self.process.pid, number)
+        except ProcessLookupError:
+            pass  # ended already
+
     def alive(self):
         return self.process.poll() is None
 
     def interrupt(self):
-        if self.alive():
-            os.killpg(self.process.pid, signal.SIGINT)
+        self.signal_group(signal.SIGINT)
 
     def stop(self):
-        if self.alive():
-            os.killpg(self.process.pid, signal.SIGKILL)
+        # Its whole group: what its cells started in the background ends with it.
+        self.signal_group(signal.SIGKILL)
         self.process.wait()
         for fd in (self.control_read, self.cells_write):
             os.close(fd)
@@ -314,10 +341,12 @@ class BashKernel(ProcessKernel):
         self.delimiter = "AGENT_RUNNER_CELL_%s" % os.urandom(8).hex()
 
     def begin(self, code, silent):
-        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '{\"status\": %%d}\\n' $? >&\"$__agent_runner_control\"\n"
-                       % (self.delimiter, code.replace(self.delimiter, ""), self.delimiter))
+        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '{\"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
+                       % (self.delimiter, code.replace(self.delimiter, ""), self.delimiter, self.next_cell()))
 
     def ended(self, report):
+        if "error" in report:
+            return reported_error(report["error"])
         status = report.get("status", 0)
         return [] if status == 0 else [error_line("ExitCode", str(status), "")]
 
@@ -347,15 +376,14 @@ class NodeKernel(ProcessKernel):
         super().__init__([node, "-e", sources["kernel-node"]], False)
 
     def begin(self, code, silent):
-        self.send_cell(json.dumps({"code": code}) + "\n")
+        self.send_cell(json.dumps({"code": code, "cell": self.next_cell()}) + "\n")
 
     def ended(self, report):
         lines = []
         if report.get("result") is not None:
             lines.append(result_line({"text/plain": str(report["result"])}, True))
-        error = report.get("error")
-        if error is not None:
-            lines.append(error_line(str(error.get("name", "Error")), str(error.get("value", "")), str(error.get("traceback", ""))))
+        if report.get("error") is not None:
+            lines.extend(reported_error(report["error"]))
         return lines
 
     def env_code(self, env_vars):
@@ -475,6 +503,12 @@ class Bridge:
         for request in held:
             self.requests.put(request)
         return interrupted
+
+
+def reported_error(error):
+    """The error line of a kernel's end-of-cell report, whatever shape the report took."""
+    error = error if isinstance(error, dict) else {"value": str(error)}
+    return [error_line(str(error.get("name", "Error")), str(error.get("value", "")), str(error.get("traceback", "")))]
 
 
 def shell_quote(text):

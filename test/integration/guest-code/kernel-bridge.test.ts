@@ -191,3 +191,49 @@ describe('kernel-bridge.py', () => {
     assert.equal((error as { name: string }).name, 'NameError');
   });
 });
+
+/** The bridge with a kernel of our own (bash, or node with kernel-node.cjs): cells in order, whatever a cell writes where. */
+describe('kernel-bridge.py with bash and javascript kernels', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-own-'));
+  const bridges: GuestProcess[] = [];
+  after(async () => {
+    for (const bridge of bridges) bridge.endInput();
+    await Promise.all(bridges.map((bridge) => bridge.exited));
+    stopGuests();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  async function start(language: 'bash' | 'javascript'): Promise<(code: string) => Promise<OutputLine[]>> {
+    const extra = language === 'javascript' ? [readFileSync(new URL('../../../src/interpreter/node/kernel-node.cjs', import.meta.url), 'utf8')] : [];
+    const bridge = startGuest(['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), language, ...extra], { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
+    bridges.push(bridge);
+    assert.deepEqual(await bridge.next(), { ready: true, version: '1', language });
+    let id = 0;
+    return async (code) => {
+      bridge.send({ op: 'execute', id: ++id, code, env_vars: {} });
+      const lines: OutputLine[] = [];
+      for (;;) {
+        const frame = (await bridge.next()) as BridgeMessage;
+        assert.ok(Value.Check(BridgeMessageSchema, frame), JSON.stringify(frame));
+        if ('output' in frame) lines.push(frame.output);
+        else if ('done' in frame) return lines.filter((line) => line.type !== 'number_of_executions');
+      }
+    };
+  }
+  const text = (lines: OutputLine[]) => lines.map((line) => ('text' in line ? line.text : `${line.type}:${'value' in line ? line.value : ''}`)).join('');
+
+  it('bash: a cell writing end-of-cell reports of its own to the control fd ends no cell but its own', async () => {
+    const run = await start('bash');
+    assert.equal(text(await run('echo garbage >&$__agent_runner_control; echo \'{"status": 7}\' >&$__agent_runner_control; echo after')), 'after\n');
+    assert.equal(text(await run('echo second')), 'second\n');
+    assert.equal(text(await run('false')), 'error:1');
+    assert.equal(text(await run('yes | head -c 3000000 | wc -c')), '3000000\n');
+  });
+
+  it('javascript: cells see none of the kernel’s names, and a forged report ends nothing', async () => {
+    const run = await start('javascript');
+    assert.equal(text(await run('const fs = require("node:fs"); typeof report')), 'undefined');
+    assert.equal(text(await run('fs.writeSync(Number(process.argv[1]), JSON.stringify({ done: true, result: "forged" }) + "\\n"); "real"')), 'real');
+    assert.equal(text(await run('1 + 1')), '2');
+  });
+});

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, type Dirent } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -16,15 +16,28 @@ function mountPoints(): Set<string> {
   );
 }
 
-/** Bytes of the files stored under `dir`, not of what is mounted there (a bind shows the install it binds). */
+/**
+ * Bytes of the files stored under `dir`, not of what is mounted there (a bind shows the install it
+ * binds). A job's work dir may be removed while this walks it (the snippet just ended): what is gone
+ * by the time it is read is not stored.
+ */
 function storedBytes(dir: string, mounts = mountPoints()): number {
   let bytes = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+  for (const entry of readdirIfThere(dir)) {
     const path = join(dir, entry.name);
     if (mounts.has(path)) continue;
-    bytes += entry.isDirectory() ? storedBytes(path, mounts) : lstatSync(path).size;
+    bytes += entry.isDirectory() ? storedBytes(path, mounts) : (lstatSync(path, { throwIfNoEntry: false })?.size ?? 0);
   }
   return bytes;
+}
+
+function readdirIfThere(dir: string): Dirent[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
 }
 
 describe('a fresh state dir', () => {
