@@ -131,6 +131,8 @@ class IPythonKernel:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ipykernel_launcher", "-f", connection, "--IPKernelApp.exec_lines=import agent_runner_startup", "--HistoryManager.enabled=False"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env, close_fds=True,
+            # A group of its own: a restart ends what its cells started (`!` lines, subprocesses) too.
+            start_new_session=True,
         )
         self.client = BlockingKernelClient(connection_file=connection)
         self.client.load_connection_file()
@@ -206,13 +208,15 @@ class IPythonKernel:
         return self.process.poll() is None
 
     def interrupt(self):
-        if self.alive():
+        # The kernel alone, as Jupyter interrupts: it raises KeyboardInterrupt in the cell.
+        try:
             os.kill(self.process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass  # ended already
 
     def stop(self):
         self.client.stop_channels()
-        if self.alive():
-            self.process.kill()
+        signal_group(self.process, signal.SIGKILL)
         self.process.wait()
         self.log.close()
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -307,21 +311,16 @@ class ProcessKernel:
     def said(self):
         return ""
 
-    def signal_group(self, number):
-        try:
-            os.killpg(self.process.pid, number)
-        except ProcessLookupError:
-            pass  # ended already
 
     def alive(self):
         return self.process.poll() is None
 
     def interrupt(self):
-        self.signal_group(signal.SIGINT)
+        signal_group(self.process, signal.SIGINT)
 
     def stop(self):
         # Its whole group: what its cells started in the background ends with it.
-        self.signal_group(signal.SIGKILL)
+        signal_group(self.process, signal.SIGKILL)
         self.process.wait()
         for fd in (self.control_read, self.cells_write):
             os.close(fd)
@@ -503,6 +502,14 @@ class Bridge:
         for request in held:
             self.requests.put(request)
         return interrupted
+
+
+def signal_group(process, number):
+    """Signals a kernel's process group (it leads one); nothing when it has ended with all of it."""
+    try:
+        os.killpg(process.pid, number)
+    except ProcessLookupError:
+        pass
 
 
 def reported_error(error):

@@ -153,8 +153,9 @@ export class GvisorSandbox extends HostDirSandbox {
   }
 
   /** A runsc command on this job's container; failures (already gone) are what cleanup wants. */
-  private runsc(...args: string[]): Promise<void> {
-    return new Promise((resolve) => execFile(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }, () => resolve()));
+  private async runsc(...args: string[]): Promise<void> {
+    // Through the fork gate like every fork: a cleanup runs while other jobs' programs are staged.
+    await forkWhenQuiet(() => new Promise<void>((resolve) => execFile(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }, () => resolve())));
   }
 }
 

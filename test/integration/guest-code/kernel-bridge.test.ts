@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Value } from '@sinclair/typebox/value';
 import { BridgeMessageSchema, BridgeReadySchema, type BridgeMessage, type OutputLine } from '../../../src/contract/code-interpreter.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
 import { startGuest, stopGuests, type GuestProcess } from './guest-process.js';
 
 const source = (name: string) => readFileSync(new URL(`../../../src/interpreter/python/${name}`, import.meta.url), 'utf8');
@@ -184,9 +185,13 @@ describe('kernel-bridge.py', () => {
     assert.equal((outputs(await ask({ op: 'execute', code: 'kept', env_vars: {} })).at(-1) as { text: string }).text, '1');
   });
 
-  it('restarts its kernel on request: the state goes', async () => {
-    await ask({ op: 'execute', code: 'gone = 1', env_vars: {} });
+  it('restarts its kernel on request: the state goes, and what its cells started', async () => {
+    const marker = `${3000 + Math.floor(Math.random() * 900)}`;
+    // One child of the kernel, one a shell left behind (no longer the kernel's child, still in its group).
+    await ask({ op: 'execute', code: `gone = 1\nimport subprocess\nsubprocess.Popen(["sleep", "${marker}"])\nsubprocess.run("sleep ${marker}1 &", shell=True)`, env_vars: {} });
+    assert.equal(hostProcessesMatching(`sleep ${marker}`).length, 2);
     assert.deepEqual(await ask({ op: 'restart' }), [{ id: ids }]);
+    assert.deepEqual(hostProcessesMatching(`sleep ${marker}`), []);
     const error = outputs(await ask({ op: 'execute', code: 'gone', env_vars: {} })).find((line) => line.type === 'error');
     assert.equal((error as { name: string }).name, 'NameError');
   });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { executeSnippet } from '../../../src/runner/snippet.js';
+import { versionOf } from '../../../src/languages/resolve.js';
 import { whileWriting } from '../../../src/sandbox/host/fork-gate.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
@@ -37,5 +38,20 @@ describe('fork gate (ETXTBSY)', () => {
     } finally {
       await runtime.dispose();
     }
+  });
+
+  it("a toolchain's version probe waits for a staged write too (a conformance run met ETXTBSY from a fork outside the gate)", async () => {
+    let finishWrite!: () => void;
+    const writing = whileWriting(() => new Promise<void>((resolve) => (finishWrite = resolve)));
+    let probed = false;
+    const probing = versionOf('/bin/echo', ['probe']).then((version) => {
+      probed = true;
+      return version;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(probed, false, 'the probe must wait for the write to close');
+    finishWrite();
+    await writing;
+    assert.equal(await probing, 'probe');
   });
 });
