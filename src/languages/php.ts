@@ -1,12 +1,8 @@
-import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
-import { promisify } from 'node:util';
-import { forkWhenQuiet } from '../sandbox/host/fork-gate.js';
+import { execFileWhenQuiet } from '../sandbox/host/fork-gate.js';
 import { interpreted } from './interpreted.js';
 import { configMount } from './resolve.js';
-
-const run = promisify(execFile);
 
 export const php = interpreted({
   name: 'php',
@@ -18,7 +14,7 @@ export const php = interpreted({
   // Debian builds most extensions (ctype, iconv, tokenizer, ...) as modules that php.ini's
   // scan dir loads, and its php.ini sends errors to stderr: without them php is another php.
   async configMounts(executable) {
-    const { stdout } = await forkWhenQuiet(() => run(executable, ['-r', 'echo PHP_CONFIG_FILE_PATH, "\\n", PHP_CONFIG_FILE_SCAN_DIR;'], { env: {} }));
+    const { stdout } = await execFileWhenQuiet(executable, ['-r', 'echo PHP_CONFIG_FILE_PATH, "\\n", PHP_CONFIG_FILE_SCAN_DIR;'], { env: {} });
     const [iniDir = '', scanDir = ''] = stdout.split('\n');
     const dirs = new Set([iniDir, scanDir].filter((dir) => dir !== '' && existsSync(dir)));
     // Each extension is enabled by a link from the scan dir into mods-available (not the whole

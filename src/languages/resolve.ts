@@ -1,12 +1,8 @@
-import { execFile } from 'node:child_process';
 import { openSync, readSync, closeSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, dirname, join, sep } from 'node:path';
-import { promisify } from 'node:util';
-import { forkWhenQuiet } from '../sandbox/host/fork-gate.js';
+import { execFileWhenQuiet } from '../sandbox/host/fork-gate.js';
 import { isExecutableFile } from '../sandbox/command-path.js';
 import type { Mount } from '../sandbox/types.js';
-
-const run = promisify(execFile);
 
 /** Where to look for toolchains: the well-known install paths, then a PATH-style list. */
 export interface SearchContext {
@@ -50,7 +46,7 @@ function isScript(path: string): boolean {
 
 export async function versionOf(executable: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
   // Through the fork gate: a toolchain is first resolved while other jobs' programs may be staged.
-  const { stdout, stderr } = await forkWhenQuiet(() => run(executable, [...args], { env: { PATH: '/usr/bin:/bin', ...env }, timeout: 15_000 }));
+  const { stdout, stderr } = await execFileWhenQuiet(executable, args, { env: { PATH: '/usr/bin:/bin', ...env }, timeout: 15_000 });
   return (stdout.trim() || stderr.trim()).split('\n')[0]!.trim();
 }
 

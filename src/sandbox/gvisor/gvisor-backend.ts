@@ -1,9 +1,8 @@
-import { execFile } from 'node:child_process';
 import { access, constants, mkdir, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
-import { promisify } from 'node:util';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import { execFileWhenQuiet } from '../host/fork-gate.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from '../host/cgroups.js';
 import { readHostLayout, type HostLayout } from '../host/host-layout.js';
 import { HostWorkDir } from '../host/host-work-dir.js';
@@ -20,7 +19,8 @@ import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 
-const run = promisify(execFile);
+// Every host tool it runs forks through the gate (fork-gate.ts): it probes while jobs are staged.
+const run = execFileWhenQuiet;
 
 export interface GvisorOptions {
   runscPath?: string;

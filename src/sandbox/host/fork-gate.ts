@@ -5,6 +5,9 @@
  * and runs binaries meets. Staged writes run inside `whileWriting`; every fork goes through
  * `forkWhenQuiet`, which forks in the same synchronous step as its last check.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+
 let writes = 0;
 const waiters: Array<() => void> = [];
 
@@ -22,4 +25,15 @@ export async function whileWriting<T>(write: () => Promise<T>): Promise<T> {
 export async function forkWhenQuiet<T>(fork: () => T): Promise<T> {
   while (writes > 0) await new Promise<void>((resolve) => waiters.push(resolve));
   return fork();
+}
+
+const execFileAsync = promisify(execFile);
+
+/** execFile, promised, through the gate: what a module that runs host tools (probes, image builds) calls `run`. */
+export async function execFileWhenQuiet(
+  file: string,
+  args: readonly string[],
+  options: { env?: NodeJS.ProcessEnv; maxBuffer?: number; timeout?: number } = {},
+): Promise<{ stdout: string; stderr: string }> {
+  return await forkWhenQuiet(() => execFileAsync(file, [...args], { ...options, encoding: 'utf8' }));
 }

@@ -4,11 +4,12 @@ import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import { execFileWhenQuiet, forkWhenQuiet } from '../host/fork-gate.js';
 import { SandboxUnavailableError } from '../types.js';
 
-const run = promisify(execFile);
+// Every host tool it runs forks through the gate (fork-gate.ts): the image builds while jobs are staged.
+const run = execFileWhenQuiet;
 
 /**
  * What the guest is made of: Debian's stock kernel, a small initramfs (busybox and the virtio
@@ -230,11 +231,15 @@ async function buildImage(dir: string, kernel: Kernel, files: readonly string[])
 
 function pipeTar(paths: readonly string[], from: string, to: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    void mkdir(to, { recursive: true }).then(() => {
-      const script = 'tar -C "$1" --no-recursion -cf - -T - | tar -C "$2" -xpf -';
-      const child = execFile('/bin/sh', ['-c', script, 'sh', from, to], { maxBuffer: 16 * 1024 * 1024 }, (error) => (error ? reject(error) : resolve()));
-      child.stdin!.end(paths.map((path) => (path.startsWith('/') ? path.slice(1) : path)).join('\n'));
-    }, reject);
+    void mkdir(to, { recursive: true })
+      .then(() =>
+        forkWhenQuiet(() => {
+          const script = 'tar -C "$1" --no-recursion -cf - -T - | tar -C "$2" -xpf -';
+          const child = execFile('/bin/sh', ['-c', script, 'sh', from, to], { maxBuffer: 16 * 1024 * 1024 }, (error) => (error ? reject(error) : resolve()));
+          child.stdin!.end(paths.map((path) => (path.startsWith('/') ? path.slice(1) : path)).join('\n'));
+        }),
+      )
+      .catch(reject);
   });
 }
 
