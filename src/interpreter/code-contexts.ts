@@ -114,14 +114,21 @@ export class CodeContexts {
   async restart(sandboxId: string, target: InterpreterTarget, contextId: string): Promise<void> {
     const context = this.find(sandboxId, contextId);
     await context.inTurn(async () => {
-      await context.bridge.stop();
+      // The bridge replaces its kernel itself; one that is gone (or goes with it) is started anew.
+      if (context.bridge.alive) {
+        try {
+          return await context.bridge.restart();
+        } catch {
+          await context.bridge.stop();
+        }
+      }
       context.bridge = await this.startBridge(target, context.cwd, context.language);
     });
   }
 
   async remove(sandboxId: string, contextId: string): Promise<void> {
     const context = this.find(sandboxId, contextId);
-    this.forget(sandboxId, context);
+    this.bySandbox.get(sandboxId)?.delete(context.id);
     await context.bridge.stop();
   }
 
@@ -137,17 +144,23 @@ export class CodeContexts {
     return context;
   }
 
-  private defaultContext(sandboxId: string, target: InterpreterTarget, language: KernelLanguage): Promise<CodeContext> {
+  /**
+   * The language's default context: the one its first cell made, while it is still there. One
+   * that was removed, or failed to start, is made again by the next cell.
+   */
+  private async defaultContext(sandboxId: string, target: InterpreterTarget, language: KernelLanguage): Promise<CodeContext> {
     let defaults = this.defaults.get(sandboxId);
     if (!defaults) this.defaults.set(sandboxId, (defaults = new Map()));
-    let context = defaults.get(language);
-    if (!context) {
-      context = this.open(sandboxId, target, language, target.home);
-      defaults.set(language, context);
-      // A default that failed to start is tried again by the next cell, not remembered.
-      context.catch(() => defaults.delete(language));
+    const pending = defaults.get(language);
+    if (pending) {
+      const made = await pending.catch(() => undefined);
+      if (made && this.bySandbox.get(sandboxId)?.get(made.id) === made) return made;
+      // Another cell replaced it while this one waited: that one is the default now.
+      if (defaults.get(language) !== pending) return this.defaultContext(sandboxId, target, language);
     }
-    return context;
+    const opened = this.open(sandboxId, target, language, target.home);
+    defaults.set(language, opened);
+    return opened;
   }
 
   private async open(sandboxId: string, target: InterpreterTarget, language: KernelLanguage, cwd: string): Promise<CodeContext> {
@@ -181,14 +194,6 @@ export class CodeContexts {
       return await KernelBridge.start({ agent: target.agent, python: target.python, cwd, language });
     } catch (error) {
       throw new ContextError(500, `Failed to create context: ${error instanceof Error ? error.message : String(error)}`);
-    }
-  }
-
-  private forget(sandboxId: string, context: CodeContext): void {
-    this.bySandbox.get(sandboxId)?.delete(context.id);
-    const defaults = this.defaults.get(sandboxId);
-    for (const [language, pending] of defaults ?? []) {
-      void pending.then((made) => made === context && defaults!.delete(language)).catch(() => undefined);
     }
   }
 }

@@ -1,5 +1,5 @@
 import type { Static, TSchema } from '@sinclair/typebox';
-import { BridgeMessageSchema, BridgeReadySchema, type BridgeMessage, type BridgeRequest, type OutputLine } from '../contract/code-interpreter.js';
+import { BridgeMessageSchema, BridgeReadySchema, type BridgeRequest, type OutputLine } from '../contract/code-interpreter.js';
 import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import { validate } from '../contract/validate.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
@@ -148,7 +148,7 @@ export class KernelBridge {
 
   private dispatch(message: unknown): void {
     if (this.readyWaiter) return this.readied(message);
-    const checked = checkedMessage(message);
+    const checked = validated(BridgeMessageSchema, message, 'a message');
     const waiter = this.waiters.get(checked.id);
     if (!waiter) throw new Error(`an answer nobody asked for (id ${checked.id})`);
     if ('output' in checked) {
@@ -162,7 +162,7 @@ export class KernelBridge {
   }
 
   private readied(message: unknown): void {
-    const ready = checked(BridgeReadySchema, message, 'its ready message');
+    const ready = validated(BridgeReadySchema, message, 'its ready message');
     const waiter = this.readyWaiter!;
     this.readyWaiter = null;
     if (ready.ready) waiter.resolve();
@@ -189,11 +189,7 @@ export class KernelBridge {
   }
 }
 
-function checkedMessage(message: unknown): BridgeMessage {
-  return checked(BridgeMessageSchema, message, 'a message');
-}
-
-function checked<S extends TSchema>(schema: S, message: unknown, what: string): Static<S> {
+function validated<S extends TSchema>(schema: S, message: unknown, what: string): Static<S> {
   const result = validate(schema, message);
   if (!result.ok) throw new Error(`${what} out of protocol: ${result.message}`);
   return result.value;

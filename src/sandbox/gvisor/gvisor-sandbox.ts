@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCgroup } from '../host/cgroups.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { feedStdin } from '../job-stdin.js';
-import { forkWhenQuiet } from '../host/fork-gate.js';
+import { execFileWhenQuiet, forkWhenQuiet } from '../host/fork-gate.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
 import { signalGroup } from '../host/process-tree.js';
@@ -155,7 +155,7 @@ export class GvisorSandbox extends HostDirSandbox {
   /** A runsc command on this job's container; failures (already gone) are what cleanup wants. */
   private async runsc(...args: string[]): Promise<void> {
     // Through the fork gate like every fork: a cleanup runs while other jobs' programs are staged.
-    await forkWhenQuiet(() => new Promise<void>((resolve) => execFile(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }, () => resolve())));
+    await execFileWhenQuiet(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { env: {} }).catch(() => undefined);
   }
 }
 

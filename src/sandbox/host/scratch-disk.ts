@@ -1,9 +1,5 @@
-import { execFile } from 'node:child_process';
 import { truncate, writeFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
-import { forkWhenQuiet } from './fork-gate.js';
-
-const run = promisify(execFile);
+import { execFileWhenQuiet } from './fork-gate.js';
 
 /**
  * A size-limited file system on the host's disk (root only): ext4 in a sparse image file,
@@ -17,6 +13,6 @@ const run = promisify(execFile);
 export async function mountScratchDisk(path: string, image: string, bytes: number): Promise<void> {
   await writeFile(image, '', { mode: 0o600, flag: 'wx' });
   await truncate(image, bytes);
-  await forkWhenQuiet(() => run('/usr/sbin/mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', 'nodiscard', image]));
-  await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'ext4', '-o', 'loop,nosuid,nodev,discard', image, path]));
+  await execFileWhenQuiet('/usr/sbin/mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', 'nodiscard', image]);
+  await execFileWhenQuiet('/usr/bin/mount', ['-t', 'ext4', '-o', 'loop,nosuid,nodev,discard', image, path]);
 }

@@ -1,18 +1,14 @@
-import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
-import { forkWhenQuiet } from './fork-gate.js';
-
-const run = promisify(execFile);
+import { execFileWhenQuiet } from './fork-gate.js';
 
 /** A size-limited tmpfs (root only): a job filling it fills nothing else. */
 export async function mountTmpfs(path: string, bytes: number): Promise<void> {
-  await forkWhenQuiet(() => run('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,nosuid,nodev`, 'agent-runner-work', path]));
+  await execFileWhenQuiet('/usr/bin/mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755,nosuid,nodev`, 'agent-runner-work', path]);
 }
 
 /** Any of our mounts. Lazy: the job's processes are gone, but a reader of ours may still hold an fd inside. */
 export async function unmountLazily(path: string): Promise<void> {
-  await forkWhenQuiet(() => run('/usr/bin/umount', ['--lazy', path]));
+  await execFileWhenQuiet('/usr/bin/umount', ['--lazy', path]);
 }
 
 /** Unmounts what processes that died left mounted under `root` (their dirs are then reaped). */
