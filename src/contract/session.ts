@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema, BackendKindSchema } from './backend.js';
 import { CommandRuleSchema, NetworkPolicySchema } from './run-job.js';
+import { SandboxCodeResultSchema } from './sandbox.js';
 
 /**
  * Sessions: a sandbox that lives across calls, with a work dir and, for python and node, a
@@ -107,6 +108,10 @@ export const SessionExecResultSchema = Type.Object(
       description: 'The exception a cell raised (`ZeroDivisionError: division by zero`), or why the session ended; null otherwise.',
     }),
     value: Type.Union([Type.String(), Type.Null()], { description: 'A cell’s last expression, as text (repr, util.inspect); null when it has none.' }),
+    results: Type.Array(SandboxCodeResultSchema, {
+      description:
+        'What a python cell showed, in order, each in every format it came in: its last expression, display() calls, matplotlib figures (png, with a `chart` of their data), DataFrames (html, text). Empty for commands; past the server’s cap on their size the rest are left out, said in stderr.',
+    }),
     timed_out: Type.Boolean({ description: 'It ran past its timeout: a cell was interrupted (the session stays), a command killed with its process group.' }),
     session_ended: Type.Boolean({ description: 'The session is gone after this: a cell that did not stop at its timeout, or an interpreter that exited.' }),
     duration_ms: Type.Integer({ minimum: 0 }),

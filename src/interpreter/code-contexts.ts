@@ -95,14 +95,7 @@ export class CodeContexts {
         context.bridge = await this.startBridge(target, context.cwd, context.language);
         options.onOutput({ type: 'stderr', text: `[the context's kernel had ended (${lost}); this cell runs in a new one, without the state it had]\n` });
       }
-      const bridge = context.bridge;
-      const interrupt = (): void => void bridge.interrupt().catch(() => undefined);
-      options.signal.addEventListener('abort', interrupt, { once: true });
-      try {
-        await bridge.execute(options.code, options.envVars ?? {}, options.onOutput);
-      } finally {
-        options.signal.removeEventListener('abort', interrupt);
-      }
+      await context.bridge.execute(options.code, options.envVars ?? {}, (line) => options.onOutput(asE2bShows(line)), options.signal);
     });
   }
 
@@ -203,4 +196,12 @@ function languageOf(name: string | null | undefined): KernelLanguage {
   const language = LANGUAGE_NAMES[normalized];
   if (!language) throw new ContextError(400, `language '${name}' is not served here; this code interpreter runs: ${[...new Set(Object.values(LANGUAGE_NAMES))].join(', ')}`);
   return language;
+}
+
+/** A result as E2B's server gives it: a string's text without its quotes (the kernel says its repr). */
+function asE2bShows(line: OutputLine): OutputLine {
+  if (line.type !== 'result') return line;
+  const { text } = line;
+  if (typeof text !== 'string' || text.length < 2 || text[0] !== text.at(-1) || (text[0] !== "'" && text[0] !== '"')) return line;
+  return { ...line, text: text.slice(1, -1) };
 }

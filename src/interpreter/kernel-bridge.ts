@@ -98,9 +98,20 @@ export class KernelBridge {
     return this.lost?.message ?? '';
   }
 
-  /** Runs a cell; each output line goes to `onOutput` as it comes; resolves at its end. */
-  execute(code: string, envVars: Record<string, string>, onOutput: (line: OutputLine) => void): Promise<void> {
-    return this.send({ op: 'execute', code, env_vars: envVars }, onOutput);
+  /**
+   * Runs a cell; each output line goes to `onOutput` as it comes; resolves at its end. The cell
+   * is interrupted when `signal` aborts (the kernel keeps its state; one that ignores the
+   * interrupt is replaced, and its cell ends with a ContextRestarted error).
+   */
+  async execute(code: string, envVars: Record<string, string>, onOutput: (line: OutputLine) => void, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    const interrupt = (): void => void this.interrupt().catch(() => undefined);
+    signal.addEventListener('abort', interrupt, { once: true });
+    try {
+      await this.send({ op: 'execute', code, env_vars: envVars }, onOutput);
+    } finally {
+      signal.removeEventListener('abort', interrupt);
+    }
   }
 
   interrupt(): Promise<void> {

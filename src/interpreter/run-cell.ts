@@ -12,27 +12,23 @@ export interface CellLimits {
   maxResultBytes: number;
 }
 
+/** A cell run to its end, gathered into one answer. */
+export type GatheredCell = Omit<SandboxRunCodeResult, 'sandbox_id'>;
+
 /**
- * One cell of a sandbox's code interpreter run to its end and gathered into one answer (our
- * /v1/sandboxes/{id}/run_code and the MCP tool, where E2B's /execute streams): output kept up to
- * the caps here on the host, results in order up to their own cap, the cell interrupted at its
- * timeout (the context keeps its state) or when the sandbox ends.
+ * Runs a cell and gathers its output lines into one answer: output kept up to the caps here on
+ * the host, results in order up to their own cap. `run` starts the cell, sends its lines to
+ * `onOutput` and interrupts it when `signal` aborts: at the cell's timeout (the context keeps
+ * its state) or when `ended` does (its sandbox ended).
  */
-export async function runCell(
-  contexts: CodeContexts,
-  sandboxId: string,
-  target: InterpreterTarget,
-  request: SandboxRunCodeRequest,
-  limits: CellLimits,
-  sandboxEnded: AbortSignal,
-): Promise<SandboxRunCodeResult> {
+export async function gatherCell(run: (onOutput: (line: OutputLine) => void, signal: AbortSignal) => Promise<void>, limits: CellLimits, ended: AbortSignal): Promise<GatheredCell> {
   const began = performance.now();
   const stdout = new KeptOutput(limits.maxStdoutBytes);
   const stderr = new KeptOutput(limits.maxStderrBytes);
   const results: SandboxCodeResult[] = [];
   let resultBytes = 0;
   let leftOut = 0;
-  let error: SandboxRunCodeResult['error'] = null;
+  let error: GatheredCell['error'] = null;
   let executionCount: number | null = null;
   let timedOut = false;
 
@@ -65,24 +61,16 @@ export async function runCell(
     timedOut = true;
     abort.abort(new Error('the cell ran past its timeout'));
   }, limits.timeoutMs);
-  const onEnded = (): void => abort.abort(sandboxEnded.reason);
-  sandboxEnded.addEventListener('abort', onEnded, { once: true });
+  const onEnded = (): void => abort.abort(ended.reason);
+  ended.addEventListener('abort', onEnded, { once: true });
   try {
-    await contexts.execute(sandboxId, target, {
-      code: request.code,
-      contextId: request.context_id ?? null,
-      language: request.language ?? null,
-      envVars: request.env_vars ?? null,
-      signal: abort.signal,
-      onOutput,
-    });
+    await run(onOutput, abort.signal);
   } finally {
     clearTimeout(deadline);
-    sandboxEnded.removeEventListener('abort', onEnded);
+    ended.removeEventListener('abort', onEnded);
   }
   if (leftOut > 0) stderr.add(Buffer.from(`\n[${leftOut} results left out: the results of one cell carry at most ${limits.maxResultBytes} bytes]\n`));
   return {
-    sandbox_id: sandboxId,
     stdout: stdout.text('stdout'),
     stderr: stderr.text('stderr'),
     results,
@@ -91,4 +79,32 @@ export async function runCell(
     timed_out: timedOut,
     duration_ms: Math.round(performance.now() - began),
   };
+}
+
+/**
+ * One cell of a sandbox's code interpreter run to its end and gathered into one answer (our
+ * /v1/sandboxes/{id}/run_code and the MCP tool, where E2B's /execute streams).
+ */
+export async function runCell(
+  contexts: CodeContexts,
+  sandboxId: string,
+  target: InterpreterTarget,
+  request: SandboxRunCodeRequest,
+  limits: CellLimits,
+  sandboxEnded: AbortSignal,
+): Promise<SandboxRunCodeResult> {
+  const gathered = await gatherCell(
+    (onOutput, signal) =>
+      contexts.execute(sandboxId, target, {
+        code: request.code,
+        contextId: request.context_id ?? null,
+        language: request.language ?? null,
+        envVars: request.env_vars ?? null,
+        signal,
+        onOutput,
+      }),
+    limits,
+    sandboxEnded,
+  );
+  return { sandbox_id: sandboxId, ...gathered };
 }

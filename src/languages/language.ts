@@ -48,9 +48,4 @@ export interface LanguageDefinition {
    * own stdin): a sandbox can hold it warm, past the interpreter's start-up, for one job.
    */
   waiting?(toolchain: Toolchain, limits: { memoryBytes: number }): Invocation;
-  /**
-   * An interpreter that lives across a session's requests (session-python.py): cells keep
-   * their names, commands and files run in `workDir`.
-   */
-  kernel?(toolchain: Toolchain, limits: { memoryBytes: number }, workDir: string): Invocation;
 }

@@ -5,7 +5,6 @@ import { findNativeExecutable, versionOf } from './resolve.js';
 import { guestProgram } from '../util/guest-program.js';
 
 const waitingNode = guestProgram(new URL('./waiting-node.cjs', import.meta.url));
-const sessionNode = guestProgram(new URL('./session-node.cjs', import.meta.url));
 
 export const node: LanguageDefinition = {
   name: 'node',
@@ -23,9 +22,6 @@ export const node: LanguageDefinition = {
   },
   waiting(toolchain, { memoryBytes }) {
     return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', waitingNode()], env: {} };
-  },
-  kernel(toolchain, { memoryBytes }, workDir) {
-    return { argv: [...nodeFlags(toolchain.executable, memoryBytes), '-e', sessionNode(), workDir], env: {} };
   },
 };
 

@@ -4,7 +4,6 @@ import { findNativeExecutable, versionOf } from './resolve.js';
 import { guestProgram } from '../util/guest-program.js';
 
 const waitingPython = guestProgram(new URL('./waiting-python.py', import.meta.url));
-const sessionPython = guestProgram(new URL('./session-python.py', import.meta.url));
 
 export const python: LanguageDefinition = {
   name: 'python',
@@ -22,8 +21,5 @@ export const python: LanguageDefinition = {
   },
   waiting(toolchain) {
     return { argv: [toolchain.executable, '-c', waitingPython()], env: { PYTHONDONTWRITEBYTECODE: '1' } };
-  },
-  kernel(toolchain, _limits, workDir) {
-    return { argv: [toolchain.executable, '-c', sessionPython(), workDir], env: { PYTHONDONTWRITEBYTECODE: '1' } };
   },
 };

@@ -1,6 +1,6 @@
 import { stripVTControlCharacters } from 'node:util';
 import type { RunJobResult } from '../contract/run-job.js';
-import type { SandboxExecResult, SandboxRunCodeResult } from '../contract/sandbox.js';
+import type { SandboxCodeResult, SandboxExecResult, SandboxRunCodeResult } from '../contract/sandbox.js';
 import type { SessionExecResult } from '../contract/session.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 
@@ -26,7 +26,9 @@ export function runJobText(result: RunJobResult): string {
 
 export function sessionExecText(result: SessionExecResult): string {
   const ended = result.session_ended ? 'the session has ended' : '';
-  return sections([`exit_code: ${result.exit_code}`, result.error ? `error: ${result.error}` : '', ended], {
+  // The value is said once, below; what else the cell showed is listed.
+  const shown = resultLines(result.results.filter((each) => !each.is_main_result || Object.keys(each).some((key) => key !== 'is_main_result' && key !== 'text')));
+  return sections([`exit_code: ${result.exit_code}`, result.error ? `error: ${result.error}` : '', ended, ...shown], {
     value: result.value ?? '',
     stdout: result.stdout,
     stderr: result.stderr,
@@ -38,16 +40,21 @@ export function sandboxExecText(result: SandboxExecResult): string {
 }
 
 export function sandboxRunCodeText(result: SandboxRunCodeResult): string {
-  const results = result.results.map((shown, index) => {
-    const formats = Object.keys(shown).filter((key) => key !== 'is_main_result' && key !== 'text');
-    const described = shown.chart ? ` (a ${(shown.chart as { type?: string }).type ?? 'chart'} chart)` : '';
-    return `result ${index + 1}${shown.is_main_result ? ' (the value)' : ''}${described}: ${shown.text ?? ''}${formats.length > 0 ? ` [${formats.join(', ')}]` : ''}`;
-  });
+  const results = resultLines(result.results);
   const error = result.error ? `${result.error.name}: ${result.error.value}\n${stripVTControlCharacters(result.error.traceback)}` : '';
   return sections([result.timed_out ? 'timed out: the cell was interrupted; the context keeps its state' : '', ...results], {
     stdout: result.stdout,
     stderr: result.stderr,
     error,
+  });
+}
+
+/** One line per result: what it is and the formats it came in. */
+function resultLines(results: readonly SandboxCodeResult[]): string[] {
+  return results.map((shown, index) => {
+    const formats = Object.keys(shown).filter((key) => key !== 'is_main_result' && key !== 'text');
+    const described = shown.chart ? ` (a ${(shown.chart as { type?: string }).type ?? 'chart'} chart)` : '';
+    return `result ${index + 1}${shown.is_main_result ? ' (the value)' : ''}${described}: ${shown.text ?? ''}${formats.length > 0 ? ` [${formats.join(', ')}]` : ''}`;
   });
 }
 

@@ -1,3 +1,4 @@
+import type { SandboxCodeResult } from '../contract/sandbox.js';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { ContractError } from '../contract/errors.js';
@@ -31,6 +32,14 @@ export interface ToolImage {
   /** Base64. */
   data: string;
   mimeType: 'image/png' | 'image/jpeg';
+}
+
+/** The png and jpeg results of a cell, as image content: the model sees the chart. */
+export function imagesOf(results: readonly SandboxCodeResult[]): ToolImage[] {
+  return results.flatMap((shown) => [
+    ...(shown.png ? [{ data: shown.png, mimeType: 'image/png' as const }] : []),
+    ...(shown.jpeg ? [{ data: shown.jpeg, mimeType: 'image/jpeg' as const }] : []),
+  ]);
 }
 
 /**

@@ -1,7 +1,7 @@
 import { CodedError, contractError } from '../contract/errors.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
-import type { SandboxSettings } from '../config/schema.js';
-import type { Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
+import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { AgentChannel } from './agent-channel.js';
 import { sandboxAgentArgv } from './agent-program.js';
@@ -29,7 +29,20 @@ export interface SandboxPlan {
   maxProcesses: number;
   maxOpenFiles: number;
   cpuCores: number;
-  settings: SandboxSettings;
+  /** Its work dir, the home of its user and the cwd of its processes: SANDBOX_HOME but for a session's. */
+  home: string;
+  homeBytes: number;
+  /** The largest file a process of it may write. */
+  maxFileBytes: number;
+  startTimeoutSeconds: number;
+  /** Its longest life, however its timeout is moved. */
+  maxLifetimeMs: number;
+  /**
+   * An exec policy enforced inside it (a session's): its agent and all it starts may execute
+   * what the policy allows and `programs` (sandbox paths: the python the agent and its kernels
+   * run on, a kernel's node) with the read-only `trees` they come from. Without: anything.
+   */
+  execGuard?: { policy: ExecPolicy; programs: readonly string[]; trees: readonly string[] };
 }
 
 /**
@@ -77,6 +90,11 @@ export class LiveSandbox {
     return this.served.running;
   }
 
+  /** Why it ended; null while it runs. */
+  get endedReason(): string | null {
+    return this.served.reason;
+  }
+
   get accessToken(): string | null {
     return this.plan.accessToken;
   }
@@ -114,7 +132,7 @@ export class LiveSandbox {
       metadata: { ...plan.metadata },
       cpu_count: plan.cpuCores,
       memory_mb: Math.floor(plan.memoryBytes / 2 ** 20),
-      disk_size_mb: Math.floor(plan.settings.homeBytes / 2 ** 20),
+      disk_size_mb: Math.floor(plan.homeBytes / 2 ** 20),
       internet_access: plan.network !== 'none',
       agent_version: this.agentVersion,
       ...(withToken && plan.accessToken !== null ? { envd_access_token: plan.accessToken } : {}),
@@ -162,42 +180,62 @@ export class LiveSandbox {
 
   private async launch(): Promise<void> {
     const { plan } = this;
+    const guard = plan.execGuard;
     const template = {
       profile: 'run-job',
       argv: sandboxAgentArgv(plan.python.executable),
-      cwd: SANDBOX_HOME,
+      cwd: plan.home,
       // The same for every sandbox of a kind, so a pre-started one serves the next create: what
       // differs per sandbox (its env vars) reaches its processes through the agent.
-      env: { PATH: SANDBOX_SEARCH_PATH.join(':'), HOME: SANDBOX_HOME, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
+      env: { PATH: SANDBOX_SEARCH_PATH.join(':'), HOME: plan.home, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
       mounts: plan.python.mounts,
       files: [],
-      workDir: SANDBOX_HOME,
-      workDirBytes: plan.settings.homeBytes,
+      workDir: plan.home,
+      workDirBytes: plan.homeBytes,
       network: plan.network,
-      startsEarly: true,
+      // A guarded sandbox gets its rules before start, so it is not pre-started.
+      startsEarly: guard === undefined,
       terminals: true,
       user: 'user',
+      ...(guard && { guardExec: true, withoutShells: !guard.policy.allow_shell }),
       limits: {
         memoryBytes: plan.memoryBytes,
         memoryMechanism: 'cgroup',
         maxProcesses: plan.maxProcesses,
         maxOpenFiles: plan.maxOpenFiles,
-        maxFileBytes: plan.settings.maxFileBytes,
+        maxFileBytes: plan.maxFileBytes,
         cpuCores: plan.cpuCores,
       },
     } as const;
     let prepared;
     try {
       prepared = await plan.backend.prepare(template);
+      if (guard) await prepared.restrictExec(await this.execRules(prepared, guard));
     } catch (error) {
+      prepared?.discard();
       throw refusedHere(error);
     }
     this.prepared = prepared;
     this.lastCpu = { at: performance.now(), cpuMs: 0 };
     // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
-    this.served.serve(prepared, plan.settings.maxTimeoutSeconds * 1000);
-    this.agentVersion = await this.served.untilReady(this.channel.started(), plan.settings.startTimeoutSeconds, 'the sandbox');
+    this.served.serve(prepared, plan.maxLifetimeMs);
+    this.agentVersion = await this.served.untilReady(this.channel.started(), plan.startTimeoutSeconds, 'the sandbox');
     this.arm();
+  }
+
+  /**
+   * Its exec rules, from the translation run jobs use: the agent's python is the program, the
+   * interpreters the plan names and their toolchain trees are its own.
+   */
+  private async execRules(sandbox: PreparedSandbox, guard: NonNullable<SandboxPlan['execGuard']>): Promise<ExecRules> {
+    const lookup = { searchPath: SANDBOX_SEARCH_PATH, cwd: this.plan.home };
+    const commands = await Promise.all(guard.programs.map((path) => sandbox.resolveCommand(path, lookup)));
+    return execRulesFor(
+      guard.policy,
+      { program: this.plan.python.executable, commands: commands.filter((command) => command !== null), trees: guard.trees },
+      sandbox,
+      this.plan.home,
+    );
   }
 
   private arm(): void {

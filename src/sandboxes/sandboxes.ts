@@ -248,7 +248,11 @@ export class Sandboxes {
       maxProcesses: settings.maxProcesses,
       maxOpenFiles: config.runJob.maxOpenFiles,
       cpuCores: named.cpuCores ?? config.runJob.cpuCores,
-      settings,
+      home: SANDBOX_HOME,
+      homeBytes: settings.homeBytes,
+      maxFileBytes: settings.maxFileBytes,
+      startTimeoutSeconds: settings.startTimeoutSeconds,
+      maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
     };
   }
 }

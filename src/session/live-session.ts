@@ -1,81 +1,74 @@
 import { createHash } from 'node:crypto';
 import { posix } from 'node:path';
-import { CodedError, contractError } from '../contract/errors.js';
+import { stripVTControlCharacters } from 'node:util';
+import { CodedError, contractError, type ErrorCode } from '../contract/errors.js';
 import type { Session, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
-import { KernelFileReplySchema, KernelRunReplySchema, type KernelRequest, type KernelRunReply } from '../contract/session-kernel.js';
-import type { SessionSettings } from '../config/schema.js';
-import type { Invocation } from '../languages/language.js';
-import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
-import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
-import { refusedHere, ServedSandbox } from '../sandboxes/served-sandbox.js';
-import { KernelChannel, KernelLost } from './kernel-channel.js';
+import { BridgeLost, KernelBridge, type KernelLanguage } from '../interpreter/kernel-bridge.js';
+import { gatherCell, type GatheredCell } from '../interpreter/run-cell.js';
+import { SandboxGoneError } from '../sandboxes/agent-port.js';
+import { LiveSandbox, type SandboxPlan } from '../sandboxes/live-sandbox.js';
+import { runToEnd } from '../sandboxes/sandbox-exec.js';
+import { readSandboxFile, writeSandboxFile } from '../sandboxes/sandbox-files.js';
 import { utf8Prefix } from '../util/utf8-prefix.js';
 
 /** The work dir, as cells and commands see it (their cwd). */
 export const SESSION_WORK_DIR = '/workspace';
-/** A cell or command past its timeout has this long to answer (interrupted) before the session is ended. */
-const STOP_GRACE_MS = 2000;
-/** File operations answer at once unless the kernel is stuck. */
-const FILE_DEADLINE_MS = 30_000;
+/**
+ * A cell past its timeout is interrupted; one that ignores it has its kernel replaced by the
+ * bridge within seconds. A bridge that says nothing this long after the timeout is itself
+ * stuck: the session is ended.
+ */
+const STOP_GRACE_MS = 10_000;
 const MAX_PATH_LENGTH = 4096;
+/** The results of one cell together (a chart's png is tens of KiB). */
+const MAX_CELL_RESULT_BYTES = 32 * 1024 * 1024;
 
 /** Everything a session is made of, checked and resolved by Sessions.create. */
 export interface SessionPlan {
   id: string;
-  /** The language cells run in; null: commands and files only (on the python kernel). */
+  /** The language cells run in; null: commands and files only. */
   lang: string | null;
-  kernel: Invocation;
-  /** Sandbox paths of the programs the kernel runs as (the python launcher, then the language's interpreter). */
-  interpreters: readonly string[];
-  /** Read-only toolchain mounts the kernel runs from. */
-  mounts: readonly Mount[];
-  /** Enforced inside the sandbox (shells hidden, exec guard), the argv check being the early refusal. */
-  policy: ExecPolicy;
-  backend: SandboxBackend;
-  memoryBytes: number;
-  maxProcesses: number;
-  maxOpenFiles: number;
-  maxFileBytes: number;
-  cpuCores: number;
-  network: SandboxNetwork;
+  /** The code-interpreter kernel its cells run in (interpreter/kernel-bridge.ts). */
+  kernel: KernelLanguage | null;
+  /** The version of the interpreter cells run in. */
+  version: string | null;
+  /** Its sandbox: work dir SESSION_WORK_DIR, its lifetime the timeout, its policy the exec guard. */
+  sandbox: SandboxPlan;
   idleTimeoutSeconds: number;
-  settings: SessionSettings;
+  /** Output kept of each stream, and of a value or error. */
   outputBytes: number;
+  maxFileBytes: number;
 }
 
 type ExecOptions = { timeoutMs: number };
 
 /**
- * One session: a sandbox whose one long job is a kernel (languages/session-*.ts) that serves
- * requests until the session ends. Requests are served one at a time, in arrival order. The
- * session ends when deleted, idle past its timeout, at its lifetime, when a cell does not stop
- * at its timeout (the one case the kernel cannot recover from), or when the kernel exits.
+ * One session: a long-lived sandbox (sandboxes/live-sandbox.ts: its agent runs commands and
+ * moves files) with, for a language, one code-interpreter kernel its cells run in, so a cell
+ * shows what a notebook shows (values, display(), figures, tables). Requests are served one at
+ * a time, in arrival order. The session ends when deleted, idle past its timeout, at its
+ * lifetime, when a cell does not stop at its timeout (its names would be gone), or when its
+ * interpreter exits.
  */
 export class LiveSession {
-  private readonly channel: KernelChannel;
-  private readonly served: ServedSandbox;
+  private sandbox: LiveSandbox | null = null;
+  private bridge: KernelBridge | null = null;
+  /** Aborted when the session ends: a command or cell waiting on it stops waiting. */
+  private readonly ending = new AbortController();
   private readonly createdAt = new Date();
   private lastUsedAt = new Date();
   private readonly expiresAt: Date;
-  private version: string | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private idleTimer: NodeJS.Timeout | undefined;
 
   private constructor(
     private readonly plan: SessionPlan,
-    onEnded: (session: LiveSession) => void,
+    private readonly onEnded: (session: LiveSession) => void,
   ) {
-    this.channel = new KernelChannel(plan.maxFileBytes, plan.outputBytes);
-    this.expiresAt = new Date(this.createdAt.getTime() + plan.settings.lifetimeSeconds * 1000);
-    this.served = new ServedSandbox(this.channel, SERVED_BY, (reason) => {
-      clearTimeout(this.idleTimer);
-      this.channel.lose(`the session has ended: ${reason}`);
-      onEnded(this);
-    });
+    this.expiresAt = new Date(this.createdAt.getTime() + plan.sandbox.timeoutMs);
   }
 
-  /** Makes the sandbox and waits for its kernel; throws CodedError (backend.unavailable, backend.setup_failed). */
+  /** Makes the sandbox and starts its kernel; throws CodedError (backend.unavailable, backend.setup_failed). */
   static async start(plan: SessionPlan, onEnded: (session: LiveSession) => void): Promise<LiveSession> {
     const session = new LiveSession(plan, onEnded);
     await session.launch();
@@ -91,20 +84,20 @@ export class LiveSession {
   }
 
   get running(): boolean {
-    return this.served.running;
+    return this.sandbox?.running ?? false;
   }
 
   /** Why it ended; null while it runs. */
   private get endedReason(): string | null {
-    return this.served.reason;
+    return this.sandbox?.endedReason ?? null;
   }
 
   describe(): Session {
     return {
       id: this.plan.id,
       lang: this.plan.lang,
-      version: this.version,
-      backend: this.plan.backend.kind,
+      version: this.plan.version,
+      backend: this.plan.sandbox.backend.kind,
       state: this.running ? 'running' : 'ended',
       created_at: this.createdAt.toISOString(),
       last_used_at: this.lastUsedAt.toISOString(),
@@ -115,126 +108,139 @@ export class LiveSession {
     };
   }
 
-  /** A cell in the interpreter, or a command in the work dir (policy checked by the caller). */
+  /** A cell in the interpreter, or a command in the work dir (policy checked by the caller, enforced by the sandbox). */
   exec(request: SessionExecRequest, options: ExecOptions): Promise<SessionExecResult> {
-    const message: KernelRequest =
-      'code' in request
-        ? { op: 'cell', code: request.code, timeout_ms: options.timeoutMs, output_bytes: this.plan.outputBytes }
-        : {
-            op: 'command',
-            argv: request.argv,
-            ...(request.stdin === undefined ? {} : { stdin: request.stdin }),
-            timeout_ms: options.timeoutMs,
-            output_bytes: this.plan.outputBytes,
-          };
-    return this.serve(async () => {
-      const startedAt = performance.now();
-      const took = () => Math.round(performance.now() - startedAt);
-      try {
-        const reply = await this.channel.request(message, KernelRunReplySchema, options.timeoutMs + STOP_GRACE_MS);
-        return this.result(reply, took());
-      } catch (error) {
-        if (!(error instanceof KernelLost)) throw error;
-        const what = message.op === 'cell' ? 'the cell' : 'the command';
-        const reason = error.deadline ? `${what} did not stop at its timeout of ${options.timeoutMs / 1000} s, so the session was ended` : error.message;
-        await this.end(reason);
-        return {
-          session_id: this.plan.id,
-          stdout: '',
-          stderr: `${this.endedReason}\n`,
-          exit_code: error.deadline ? 124 : 1,
-          error: this.endedReason,
-          value: null,
-          timed_out: error.deadline,
-          session_ended: true,
-          duration_ms: took(),
-        };
-      }
-    });
+    return this.serve(() => ('code' in request ? this.cell(request.code, options.timeoutMs) : this.command(request.argv, request.stdin, options.timeoutMs)));
   }
 
   async writeFile(path: string, content: Buffer): Promise<SessionFileWritten> {
     const relative = this.checkPath(path);
     if (content.length > this.plan.maxFileBytes) throw tooLarge(path, content.length, this.plan.maxFileBytes);
-    const reply = await this.serve(() => this.fileRequest({ op: 'write', path: relative, data: content.toString('base64') }));
-    if (!('bytes' in reply)) throw new Error('the kernel answered a write without its size');
+    await this.serve(() => sessionFile(() => writeSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, content, this.plan.maxFileBytes)));
     return { path: relative, bytes: content.length, sha256: createHash('sha256').update(content).digest('hex') };
   }
 
   async readFile(path: string): Promise<Buffer> {
     const relative = this.checkPath(path);
-    const reply = await this.serve(() => this.fileRequest({ op: 'read', path: relative, max_bytes: this.plan.maxFileBytes }));
-    if (!('data' in reply)) throw new Error('the kernel answered a read without its bytes');
-    const content = Buffer.from(reply.data, 'base64');
-    // The kernel is the job's: its word on the size is checked here too.
-    if (content.length > this.plan.maxFileBytes) throw tooLarge(path, content.length, this.plan.maxFileBytes);
-    return content;
+    return this.serve(() => sessionFile(() => readSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, this.plan.maxFileBytes)));
   }
 
-  /** Ends the session (idempotent): the kernel's stdin closes and its whole sandbox is killed. */
-  end(reason: string): Promise<void> {
-    return this.served.end(reason);
+  /** Ends the session (idempotent): its sandbox, and every process in it, ends. */
+  async end(reason: string): Promise<void> {
+    await this.sandbox?.end(reason);
   }
 
   private async launch(): Promise<void> {
-    const { plan } = this;
-    const template = {
-      profile: 'run-job',
-      argv: plan.kernel.argv,
-      cwd: SESSION_WORK_DIR,
-      env: plan.kernel.env,
-      mounts: plan.mounts,
-      files: [],
-      workDir: SESSION_WORK_DIR,
-      workDirBytes: plan.settings.workDirBytes,
-      network: plan.network,
-      // The policy holds inside, for the kernel and all it starts, as a run job's does.
-      guardExec: true,
-      withoutShells: !plan.policy.allow_shell,
-      // The session may run anything (node, compilers): bounded as a whole by its cgroup.
-      limits: {
-        memoryBytes: plan.memoryBytes,
-        memoryMechanism: 'cgroup',
-        maxProcesses: plan.maxProcesses,
-        maxOpenFiles: plan.maxOpenFiles,
-        maxFileBytes: plan.maxFileBytes,
-        cpuCores: plan.cpuCores,
-      },
-    } as const;
-    let prepared;
-    try {
-      prepared = await plan.backend.prepare(template);
-    } catch (error) {
-      throw refusedHere(error);
+    const sandbox = await LiveSandbox.start(this.plan.sandbox, () => this.ended());
+    this.sandbox = sandbox;
+    const { kernel } = this.plan;
+    if (kernel !== null) {
+      try {
+        this.bridge = await KernelBridge.start({ agent: sandbox.agent, python: sandbox.python, cwd: SESSION_WORK_DIR, language: kernel });
+      } catch (error) {
+        const said = error instanceof Error ? error.message : String(error);
+        await sandbox.end(`the interpreter could not start: ${said}`);
+        throw new CodedError(contractError('backend.setup_failed', `the session could not start: ${this.endedReason}`), { http_status: 500 });
+      }
+      // A kernel that ends on its own (a cell called os._exit) ends the session: its names are gone.
+      this.bridge.onLost((lost) => void this.end(`the interpreter exited: ${lost.message}`));
     }
-    try {
-      await prepared.restrictExec(await this.execRules(prepared));
-    } catch (error) {
-      prepared.discard();
-      throw refusedHere(error);
-    }
-    this.served.serve(prepared, plan.settings.lifetimeSeconds * 1000);
-    this.version = (await this.served.untilReady(this.channel.started(), plan.settings.startTimeoutSeconds, 'the session')).version;
     this.touch();
   }
 
-  /**
-   * The session's exec rules, from the same translation as a run job's: the kernel's launcher
-   * is the program, the interpreters it becomes and their toolchain trees are its own.
-   */
-  private async execRules(sandbox: PreparedSandbox): Promise<ExecRules> {
-    const lookup = { searchPath: SANDBOX_SEARCH_PATH, cwd: SESSION_WORK_DIR };
-    const commands = await Promise.all(this.plan.interpreters.map((path) => sandbox.resolveCommand(path, lookup)));
-    return execRulesFor(
-      this.plan.policy,
-      {
-        program: this.plan.kernel.argv[0]!,
-        commands: commands.filter((command) => command !== null),
-        trees: this.plan.mounts.filter((mount) => !mount.writable).map((mount) => mount.sandbox),
-      },
-      sandbox,
-      SESSION_WORK_DIR,
-    );
+  private ended(): void {
+    clearTimeout(this.idleTimer);
+    this.ending.abort(new SandboxGoneError(`session ${this.plan.id} has ended`));
+    this.onEnded(this);
+  }
+
+  private async cell(code: string, timeoutMs: number): Promise<SessionExecResult> {
+    const bridge = this.bridge!;
+    const limits = { timeoutMs, maxStdoutBytes: this.plan.outputBytes, maxStderrBytes: this.plan.outputBytes, maxResultBytes: MAX_CELL_RESULT_BYTES };
+    const began = performance.now();
+    let backstop: NodeJS.Timeout | undefined;
+    const stuck = new Promise<never>((_resolve, reject) => {
+      backstop = setTimeout(() => reject(new BridgeLost('the interpreter did not answer')), timeoutMs + STOP_GRACE_MS);
+    });
+    let gathered: GatheredCell;
+    try {
+      gathered = await Promise.race([gatherCell((onOutput, signal) => bridge.execute(code, {}, onOutput, signal), limits, this.ending.signal), stuck]);
+    } catch (error) {
+      if (!(error instanceof BridgeLost) && !(error instanceof SandboxGoneError)) throw error;
+      const reason = error.message === 'the interpreter did not answer' ? this.didNotStop(timeoutMs) : `the interpreter exited: ${error.message}`;
+      return this.endedBy(reason, false, began);
+    } finally {
+      clearTimeout(backstop);
+    }
+    const { error } = gathered;
+    // The bridge replaced a kernel that ignored the interrupt (or died): the cells' names are gone, and so is the session.
+    if (error?.name === 'ContextRestarted') return this.endedBy(this.didNotStop(timeoutMs), true, began);
+    if (error?.name === 'KernelDied') return this.endedBy(`the interpreter exited: ${error.value}`, false, began);
+    const main = gathered.results.find((result) => result.is_main_result);
+    const traceback = error === null ? '' : stripVTControlCharacters(error.traceback);
+    const limit = this.plan.outputBytes;
+    return {
+      session_id: this.plan.id,
+      stdout: gathered.stdout,
+      stderr: traceback === '' ? gathered.stderr : capped('stderr', `${gathered.stderr}${traceback.endsWith('\n') ? traceback : `${traceback}\n`}`, limit),
+      exit_code: gathered.timed_out ? 124 : error === null ? 0 : 1,
+      error: error === null ? null : capped('error', error.value === '' ? error.name : `${error.name}: ${error.value}`, limit),
+      value: main?.text === undefined ? null : capped('value', main.text, limit),
+      results: gathered.results,
+      timed_out: gathered.timed_out,
+      session_ended: false,
+      duration_ms: gathered.duration_ms,
+    };
+  }
+
+  private async command(argv: readonly string[], stdin: string | undefined, timeoutMs: number): Promise<SessionExecResult> {
+    const began = performance.now();
+    const limits = { timeoutMs, maxStdoutBytes: this.plan.outputBytes, maxStderrBytes: this.plan.outputBytes };
+    try {
+      const ran = await runToEnd(
+        this.plan.id,
+        this.sandbox!.agent,
+        { argv: [...argv], cwd: SESSION_WORK_DIR, ...(stdin === undefined ? {} : { stdin }) },
+        limits,
+        this.ending.signal,
+      );
+      return {
+        session_id: this.plan.id,
+        stdout: ran.stdout,
+        stderr: ran.stderr,
+        exit_code: ran.exit_code,
+        error: null,
+        value: null,
+        results: [],
+        timed_out: ran.timed_out,
+        session_ended: false,
+        duration_ms: ran.duration_ms,
+      };
+    } catch (error) {
+      if (!(error instanceof SandboxGoneError)) throw error;
+      return this.endedBy(this.endedReason ?? error.message, false, began);
+    }
+  }
+
+  private didNotStop(timeoutMs: number): string {
+    return `the cell did not stop at its timeout of ${timeoutMs / 1000} s, so the session was ended`;
+  }
+
+  /** Ends the session for `reason` and answers the request that met it with why. */
+  private async endedBy(reason: string, timedOut: boolean, began: number): Promise<SessionExecResult> {
+    await this.end(reason);
+    return {
+      session_id: this.plan.id,
+      stdout: '',
+      stderr: `${this.endedReason}\n`,
+      exit_code: timedOut ? 124 : 1,
+      error: this.endedReason,
+      value: null,
+      results: [],
+      timed_out: timedOut,
+      session_ended: true,
+      duration_ms: Math.round(performance.now() - began),
+    };
   }
 
   private endedError(): CodedError {
@@ -248,6 +254,9 @@ export class LiveSession {
       clearTimeout(this.idleTimer);
       try {
         return await work();
+      } catch (error) {
+        if (error instanceof SandboxGoneError && !this.running) throw this.endedError();
+        throw error;
       } finally {
         this.touch();
       }
@@ -264,24 +273,7 @@ export class LiveSession {
     this.idleTimer.unref();
   }
 
-  private async fileRequest(message: Extract<KernelRequest, { op: 'write' | 'read' }>) {
-    let reply;
-    try {
-      reply = await this.channel.request(message, KernelFileReplySchema, FILE_DEADLINE_MS);
-    } catch (error) {
-      if (!(error instanceof KernelLost)) throw error;
-      await this.end(error.message);
-      throw this.endedError();
-    }
-    if (!('error' in reply)) return reply;
-    const { code, message: said } = reply.error;
-    if (code === 'not_found') throw new CodedError(contractError('session.file_not_found', said, { path: message.path }));
-    if (code === 'not_a_file') throw new CodedError(contractError('session.file_not_regular', said, { path: message.path }));
-    if (code === 'too_large') throw new CodedError(contractError('session.file_too_large', said, { path: message.path }));
-    throw new CodedError(contractError('validation.invalid_request', said, { path: message.path }));
-  }
-
-  /** A path relative to the work dir, no `..`, no empty or `.` segments: the form is checked here, links by the kernel. */
+  /** A path relative to the work dir, no `..`, no empty or `.` segments; where its links lead is the sandbox's own. */
   private checkPath(path: string): string {
     const segments = path.split('/');
     if (
@@ -295,38 +287,34 @@ export class LiveSession {
     }
     return posix.normalize(path);
   }
+}
 
-  /** The reply with the host's cap on each of its texts: the kernel's word on their sizes is not trusted. */
-  private result(reply: KernelRunReply, durationMs: number): SessionExecResult {
-    const limit = this.plan.outputBytes;
-    return {
-      session_id: this.plan.id,
-      stdout: capped('stdout', reply.stdout, reply.stdout_bytes, limit),
-      stderr: capped('stderr', reply.stderr, reply.stderr_bytes, limit),
-      exit_code: reply.exit_code,
-      error: reply.error === null ? null : capped('error', reply.error, reply.error_bytes ?? 0, limit),
-      value: reply.value === null ? null : capped('value', reply.value, reply.value_bytes ?? 0, limit),
-      timed_out: reply.status === 'timed_out',
-      session_ended: false,
-      duration_ms: durationMs,
-    };
+/** A sandbox's refusal of a file as the session's. */
+const SESSION_FILE_ERROR: Partial<Record<ErrorCode, ErrorCode>> = {
+  'sandbox.file_not_found': 'session.file_not_found',
+  'sandbox.file_not_regular': 'session.file_not_regular',
+  'sandbox.file_too_large': 'session.file_too_large',
+};
+
+async function sessionFile<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    // The others (denied, failed, busy) say what they say of a sandbox's file.
+    const code = error instanceof CodedError ? SESSION_FILE_ERROR[error.code] : undefined;
+    if (code === undefined) throw error;
+    throw new CodedError(contractError(code, (error as CodedError).error.message, (error as CodedError).error.details));
   }
 }
 
-/**
- * The first `limit` bytes of `text` (whole characters), with a note when it had more: more
- * than it holds, or than the kernel says it cut it from (`claimed`).
- */
-function capped(name: string, text: string, claimed: number, limit: number): string {
+/** The first `limit` bytes of `text` (whole characters), with a note when it had more. */
+function capped(name: string, text: string, limit: number): string {
   const bytes = Buffer.from(text, 'utf8');
   const kept = utf8Prefix(bytes, limit);
-  const total = Math.max(claimed, bytes.length);
-  if (total <= kept.length) return text;
-  return `${kept.toString('utf8')}\n[${name} truncated: ${total} bytes, the first ${kept.length} kept]`;
+  if (bytes.length <= kept.length) return text;
+  return `${kept.toString('utf8')}\n[${name} truncated: ${bytes.length} bytes, the first ${kept.length} kept]`;
 }
 
 function tooLarge(path: string, bytes: number, limit: number): CodedError {
   return new CodedError(contractError('session.file_too_large', `${path} has ${bytes} bytes, over the session file limit of ${limit}`, { path, limit }));
 }
-
-const SERVED_BY = { program: 'the interpreter', timedOut: 'its lifetime ran out', aborted: 'ended', outOfMemory: 'the session ran out of memory and was killed' };

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { CodedError, contractError, type ContractError } from '../contract/errors.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 import { findLanguage } from '../languages/catalog.js';
+import { node } from '../languages/node.js';
 import { python } from '../languages/python.js';
 import type { LanguageDefinition } from '../languages/language.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
@@ -10,7 +11,6 @@ import type { ExecPolicy } from '../policy/exec-rules.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import { launchKernel } from './kernel-launcher.js';
 import { refusedHere } from '../sandboxes/served-sandbox.js';
 import { LiveSession, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
 
@@ -117,12 +117,12 @@ export class Sessions {
     return toolchain;
   }
 
-  private async plan(request: SessionCreateRequest): Promise<SessionPlan> {
+  private async plan(request: SessionCreateRequest): Promise<SessionPlan & { policy: ExecPolicy }> {
     const { config } = this.runtime;
     const settings = config.sessions;
     const language = request.lang === undefined ? null : findLanguage(request.lang);
     if (language === undefined) throw invalid(`lang: unsupported language ${JSON.stringify(request.lang)}`, 'lang');
-    if (language && !language.kernel)
+    if (language && language !== python && language !== node)
       throw invalid(`lang: a session keeps a live interpreter for python and node only, not ${language.name}; omit lang for a session of commands`, 'lang');
     const allowShell = request.policy?.allow_shell ?? language !== null;
     if (language && !allowShell) throw invalid('policy.allow_shell: cells are inline interpreter code, so a session with lang needs allow_shell', 'policy.allow_shell');
@@ -146,28 +146,46 @@ export class Sessions {
     } catch (error) {
       throw refusedHere(error);
     }
-    // Every kernel is started by python (kernel-launcher.ts); a session of commands is served
-    // by the python kernel itself, its cells refused.
-    const launcher = await this.toolchain(python);
-    const kernelLanguage = language ?? python;
-    const toolchain = kernelLanguage === python ? launcher : await this.toolchain(kernelLanguage);
+    // The agent and the python kernel run on the system's python; a node session's kernel on its node.
+    const agentPython = await this.toolchain(python);
+    const toolchain = language === null || language === python ? agentPython : await this.toolchain(language);
+    const mounts = [...new Set([...agentPython.mounts, ...toolchain.mounts])];
+    const id = `ses_${randomBytes(16).toString('hex')}`;
     return {
-      id: `ses_${randomBytes(16).toString('hex')}`,
+      id,
       lang: language?.name ?? null,
-      kernel: launchKernel(launcher, kernelLanguage.kernel!(toolchain, { memoryBytes }, SESSION_WORK_DIR)),
-      interpreters: [...new Set([launcher.executable, toolchain.executable])],
-      mounts: [...new Set([...launcher.mounts, ...toolchain.mounts])],
+      kernel: language === null ? null : language === python ? 'python' : 'javascript',
+      // `Python 3.11.2`, `v20.19.0`: the number is the version.
+      version: language === null ? null : (toolchain.version.match(/\d+(\.\d+)+/)?.[0] ?? toolchain.version),
       policy,
-      backend,
-      memoryBytes,
-      maxProcesses,
-      maxOpenFiles: config.runJob.maxOpenFiles,
-      maxFileBytes: settings.maxFileBytes,
-      cpuCores: config.runJob.cpuCores,
-      network,
+      sandbox: {
+        id,
+        template: 'session',
+        backend,
+        python: { executable: agentPython.executable, mounts },
+        envVars: {},
+        metadata: {},
+        network,
+        timeoutMs: settings.lifetimeSeconds * 1000,
+        accessToken: null,
+        memoryBytes,
+        maxProcesses,
+        maxOpenFiles: config.runJob.maxOpenFiles,
+        cpuCores: config.runJob.cpuCores,
+        home: SESSION_WORK_DIR,
+        homeBytes: settings.workDirBytes,
+        maxFileBytes: settings.maxFileBytes,
+        startTimeoutSeconds: settings.startTimeoutSeconds,
+        maxLifetimeMs: settings.lifetimeSeconds * 1000,
+        execGuard: {
+          policy,
+          programs: [...new Set([agentPython.executable, toolchain.executable])],
+          trees: mounts.filter((mount) => !mount.writable).map((mount) => mount.sandbox),
+        },
+      },
       idleTimeoutSeconds,
-      settings,
       outputBytes: Math.max(config.snippet.maxStdoutBytes, config.snippet.maxStderrBytes),
+      maxFileBytes: settings.maxFileBytes,
     };
   }
 }

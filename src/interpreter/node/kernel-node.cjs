@@ -37,6 +37,13 @@
     if (abandon) abandon(Object.assign(new Error('the cell was interrupted'), { name: 'KeyboardInterrupt' }));
   });
 
+  /** At most 1 MiB of characters of an error's text, as the bridge keeps of python's: its message is the cell's to size. */
+  const MAX_ERROR_TEXT = 1024 * 1024;
+  function cut(text, what) {
+    if (text.length <= MAX_ERROR_TEXT) return text;
+    return text.slice(0, MAX_ERROR_TEXT) + '\n[' + what + ' cut: ' + text.length + ' characters, the first ' + MAX_ERROR_TEXT + ' kept]';
+  }
+
   function report(message) {
     fs.writeSync(controlFd, JSON.stringify(message) + '\n');
   }
@@ -84,7 +91,8 @@
         const interrupted = error instanceof Error && /Script execution was interrupted/.test(error.message);
         const name = interrupted ? 'KeyboardInterrupt' : error instanceof Error ? error.name : 'Error';
         const value = error instanceof Error ? error.message : util.inspect(error);
-        report({ cell, done: true, result: null, error: { name, value, traceback: stackOf(error) || name + ': ' + value } });
+        const traceback = stackOf(error) || name + ': ' + value;
+        report({ cell, done: true, result: null, error: { name: cut(name, 'name'), value: cut(value, 'error'), traceback: cut(traceback, 'traceback') } });
       }
     }
     process.exit(0);

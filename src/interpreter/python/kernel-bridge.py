@@ -571,10 +571,6 @@ def result_line(data, is_main):
             extra[mime] = value
         else:
             line[field] = value
-    text = line.get("text")
-    # E2B shows a string result without its quotes.
-    if isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        line["text"] = text[1:-1]
     if extra:
         line["extra"] = extra
     size = len(json.dumps(line))
@@ -587,7 +583,14 @@ def result_line(data, is_main):
 
 
 def error_line(name, value, traceback):
-    return {"type": "error", "name": name, "value": value, "traceback": traceback}
+    return {"type": "error", "name": name, "value": cut(value, "error"), "traceback": cut(traceback, "traceback")}
+
+
+def cut(text, what):
+    """At most MAX_STREAM_TEXT characters of an error's text: an exception's message is the cell's to size."""
+    if len(text) <= MAX_STREAM_TEXT:
+        return text
+    return text[:MAX_STREAM_TEXT] + "\n[%s cut: %d characters, the first %d kept]" % (what, len(text), MAX_STREAM_TEXT)
 
 
 def describe_exit(code):

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { SandboxRunCodeRequestSchema, SandboxRunCodeResultSchema } from '../../contract/sandbox.js';
 import { sandboxRunCodeText } from '../result-text.js';
-import type { Tool, ToolImage } from '../tool.js';
+import { imagesOf, type Tool } from '../tool.js';
 import { SandboxIdField } from './sandbox-id.js';
 
 const SandboxRunCodeInput = Type.Object({ sandbox_id: SandboxIdField, ...SandboxRunCodeRequestSchema.properties }, { additionalProperties: false });
@@ -19,10 +19,6 @@ export const sandboxRunCodeTool: Tool<typeof SandboxRunCodeInput> = {
   annotations: { title: 'Run python in a sandbox', readOnlyHint: false, destructiveHint: false, openWorldHint: false },
   async call({ sandbox_id, ...request }, { sandboxes }) {
     const result = await sandboxes.runCode(sandbox_id, request);
-    const images: ToolImage[] = result.results.flatMap((shown) => [
-      ...(shown.png ? [{ data: shown.png, mimeType: 'image/png' as const }] : []),
-      ...(shown.jpeg ? [{ data: shown.jpeg, mimeType: 'image/jpeg' as const }] : []),
-    ]);
-    return { result, text: sandboxRunCodeText(result), images };
+    return { result, text: sandboxRunCodeText(result), images: imagesOf(result.results) };
   },
 };

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { CodedError, contractError } from '../../contract/errors.js';
 import { SESSION_ID_PATTERN, SessionCellSchema, SessionCommandSchema, SessionExecResultSchema } from '../../contract/session.js';
 import { sessionExecText } from '../result-text.js';
-import type { Tool } from '../tool.js';
+import { imagesOf, type Tool } from '../tool.js';
 
 /** MCP wants one object schema: the cell's and the command's fields side by side, one of code or argv given. */
 const SessionExecInput = Type.Object(
@@ -19,6 +19,7 @@ export const sessionExecTool: Tool<typeof SessionExecInput> = {
   title: 'Run a cell or command in a session',
   description: [
     'Run code in a session’s live interpreter (code: a cell; names, imports and files persist between calls, and the value of a last expression comes back as value) or a command in its work dir (argv, with optional stdin).',
+    'What a python cell shows comes back in results: matplotlib figures as png images you see (with a chart of their data), DataFrames as html and text, display() output.',
     'timeout is in seconds (default 10): a cell past it is interrupted (python: KeyboardInterrupt) and the session keeps its state; exit_code 124 and timed_out say so.',
     'exit_code 1 with error: the cell raised. session_ended true: the session is gone (a cell that would not stop, or an interpreter that exited).',
   ].join(' '),
@@ -31,6 +32,6 @@ export const sessionExecTool: Tool<typeof SessionExecInput> = {
     const common = timeout === undefined ? {} : { timeout };
     const request = code !== undefined ? { code, ...(lang === undefined ? {} : { lang }), ...common } : { argv: argv!, ...(stdin === undefined ? {} : { stdin }), ...common };
     const result = await sessions.exec(session_id, request);
-    return { result, text: sessionExecText(result) };
+    return { result, text: sessionExecText(result), images: imagesOf(result.results) };
   },
 };

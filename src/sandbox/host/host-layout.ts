@@ -6,7 +6,8 @@ const SYSTEM_ROOTS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 /**
  * The parts of /etc that programs need to start and behave (dynamic loader cache,
  * alternatives symlinks such as awk, time zone, TLS roots, Debian's matplotlib defaults, which
- * matplotlib refuses to import without); nothing with secrets.
+ * matplotlib refuses to import without, and fontconfig's configuration, without which its font
+ * listing complains on every first figure); nothing with secrets.
  */
 const ETC_ENTRIES = [
   '/etc/alternatives',
@@ -18,6 +19,7 @@ const ETC_ENTRIES = [
   '/etc/ssl/certs',
   '/etc/ca-certificates',
   '/etc/matplotlibrc',
+  '/etc/fonts',
 ];
 
 export interface HostLayout {

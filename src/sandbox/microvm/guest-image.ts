@@ -50,6 +50,14 @@ const ROOT_PACKAGES = [
   'hostname',
   'diffutils',
 ];
+/**
+ * The python kernel of sessions and the code interpreter (ipykernel, driven by jupyter_client),
+ * taken with what they depend on as installed; not the debugger ipykernel can do without, nor
+ * what only a package manager or a debugger needs. numpy, pandas and matplotlib stay out: the
+ * guest is for running code, and a cell that imports them is told they are not there.
+ */
+const KERNEL_PACKAGES = ['python3-ipykernel', 'python3-jupyter-client'];
+const KERNEL_PACKAGES_LEFT_OUT = new Set(['gdb', 'python3-debugpy', 'python3-pydevd', 'dpkg', 'tzdata', 'python3']);
 /** Single files of packages too large to take whole; mount and umount for the work dir's tmpfs. */
 const ROOT_FILES = ['/usr/bin/node', '/usr/bin/prlimit', '/usr/bin/setpriv', '/usr/bin/mount', '/usr/bin/umount', '/usr/bin/python3'];
 /** Dropped from the package lists: documentation, and python's own test suite. */
@@ -61,7 +69,7 @@ export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
 /** The virtio-serial port the guest runner serves (its name in /sys/class/virtio-ports). */
 export const GUEST_PORT_NAME = 'agent-runner';
 /** Bumped whenever what follows changes the image in a way its inputs do not show. */
-const BUILDER_VERSION = 1;
+const BUILDER_VERSION = 2;
 const DPKG_STATUS = '/var/lib/dpkg/status';
 
 const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -120,7 +128,7 @@ async function newestKernel(): Promise<Kernel> {
 /** Every host path the root takes (files and links). */
 async function rootFiles(): Promise<string[]> {
   const listed = new Set<string>();
-  for (const name of ROOT_PACKAGES) {
+  for (const name of [...ROOT_PACKAGES, ...(await installedClosure(KERNEL_PACKAGES, new Set([...ROOT_PACKAGES, ...KERNEL_PACKAGES_LEFT_OUT])))]) {
     const { stdout } = await run('dpkg', ['-L', name]).catch(() => ({ stdout: '' }));
     for (const path of stdout.split('\n')) if (path.startsWith('/') && !LEFT_OUT.some((pattern) => pattern.test(path))) listed.add(path);
   }
@@ -141,6 +149,28 @@ async function rootFiles(): Promise<string[]> {
     }
   }
   return [...files].sort();
+}
+
+/** `seeds` and the installed packages they depend on (first alternatives), less `known` and what depends on it alone. */
+async function installedClosure(seeds: readonly string[], known: ReadonlySet<string>): Promise<string[]> {
+  const depends = new Map<string, string[]>();
+  for (const stanza of (await readFile(DPKG_STATUS, 'utf8')).split('\n\n')) {
+    const name = /^Package: (\S+)$/m.exec(stanza)?.[1];
+    if (name === undefined || !/^Status: install ok installed$/m.test(stanza)) continue;
+    const fields = [...stanza.matchAll(/^(?:Pre-)?Depends: (.+)$/gm)].map((match) => match[1]!);
+    depends.set(
+      name,
+      fields.flatMap((field) => field.split(',').map((alternatives) => alternatives.split('|')[0]!.trim().split(/[\s:]/)[0]!)),
+    );
+  }
+  const taken = new Set<string>();
+  const pending = [...seeds];
+  for (let name = pending.pop(); name !== undefined; name = pending.pop()) {
+    if (taken.has(name) || known.has(name) || !depends.has(name)) continue;
+    taken.add(name);
+    pending.push(...depends.get(name)!);
+  }
+  return [...taken].sort();
 }
 
 /** The host merges /bin, /lib into /usr: the root holds each file once, at its /usr path. */

@@ -60,7 +60,7 @@ describe('sessions over HTTP', async () => {
     assert.equal(raised.exit_code, 1);
     assert.equal(raised.error, 'ZeroDivisionError: division by zero');
     assert.equal(raised.stdout, 'before\n');
-    assert.match(raised.stderr, /File "<cell \d+>", line 2/);
+    assert.match(raised.stderr, /Cell In \[\d+\], line 2/);
 
     const ended = await client.endSession(session.id);
     assert.deepEqual([ended.state, ended.ended_reason], ['ended', 'deleted']);
@@ -77,8 +77,8 @@ describe('sessions over HTTP', async () => {
     assert.match(String(interrupted.error), /^KeyboardInterrupt/);
     assert.equal((await client.sessionExec(session.id, { code: 'kept' })).value, `'still here'`);
 
-    // The cell takes the interrupt away from itself: only ending the session stops it.
-    const stuck = await client.sessionExec(session.id, { code: 'import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True: pass', timeout: 0.5 });
+    // The cell takes the interrupt away from itself: only a new kernel stops it, and its names would be gone.
+    const stuck = await client.sessionExec(session.id, { code: 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass', timeout: 0.5 });
     assert.deepEqual([stuck.exit_code, stuck.timed_out, stuck.session_ended], [124, true, true]);
     assert.match(String(stuck.error), /did not stop at its timeout of 0.5 s, so the session was ended/);
     const described = await client.session(session.id);
@@ -86,31 +86,29 @@ describe('sessions over HTTP', async () => {
     assert.equal(described.ended_reason, stuck.error);
   });
 
-  it('a cell that writes to the protocol itself ends only its own session', async () => {
+  it('a cell cannot answer for its kernel: a frame it writes to its stdout and stderr descriptors is not taken, and the session goes on', async () => {
     const session = await client.createSession({ lang: 'python' });
-    const forged = await client.sessionExec(session.id, { code: 'import os\nos.write(4, b"\\x7f\\xff\\xff\\xffforged reply")' });
-    assert.equal(forged.session_ended, true);
-    assert.match(String(forged.error), /not the protocol: frame of \d+ bytes exceeds the maximum/);
-    const other = await client.createSession({ lang: 'python' });
-    assert.equal((await client.sessionExec(other.id, { code: '6 * 7' })).value, '42');
-    await client.endSession(other.id);
-  });
-
-  it('a reply a cell forges on the protocol gets no more than the host keeps of any output', async () => {
-    const session = await client.createSession({ lang: 'python' });
-    // The session's first request has id 1: the cell answers it before its kernel does.
+    // The cell's request is the bridge's id 1 after its start-up: the forgery names it.
     const forged = await client.sessionExec(session.id, {
       code: [
         'import json, os, struct',
-        'reply = {"id": 1, "status": "ok", "exit_code": 0, "error": None, "value": None, "stdout": "x" * (8 << 20), "stderr": "", "stdout_bytes": 0, "stderr_bytes": 0}',
-        'frame = json.dumps(reply).encode()',
-        'frame = struct.pack(">I", len(frame)) + frame',
-        'while frame:',
-        '    frame = frame[os.write(4, frame):]',
+        'body = json.dumps({"id": 1, "output": {"type": "result", "is_main_result": True, "text": "forged"}}).encode()',
+        'for fd in (1, 2):',
+        '    os.write(fd, struct.pack(">I", len(body)) + body)',
+        'print("wrote")',
       ].join('\n'),
     });
-    assert.equal(forged.stdout.length, (1 << 20) + '\n[stdout truncated: 8388608 bytes, the first 1048576 kept]'.length);
-    assert.ok(forged.stdout.endsWith('x\n[stdout truncated: 8388608 bytes, the first 1048576 kept]'), forged.stdout.slice(-200));
+    assert.deepEqual([forged.exit_code, forged.value, forged.results, forged.session_ended], [0, null, [], false]);
+    assert.equal((await client.sessionExec(session.id, { code: '6 * 7' })).value, '42');
+    await client.endSession(session.id);
+  });
+
+  it('a cell that prints more than the host keeps gets its output cut, saying so', async () => {
+    const session = await client.createSession({ lang: 'python' });
+    const printed = await client.sessionExec(session.id, { code: 'import sys\nfor _ in range(8): sys.stdout.write("x" * (1 << 20))' });
+    // The kernel's one write of 8 MiB is cut in the sandbox already; the host keeps 1 MiB of what it is sent, whatever it says.
+    assert.match(printed.stdout.slice(-100), /x\n\[stdout truncated: \d+ bytes, the first 1048576 kept\]$/);
+    assert.ok(Buffer.byteLength(printed.stdout) < (1 << 20) + 100);
     await client.endSession(session.id);
   });
 
@@ -130,11 +128,15 @@ describe('sessions over HTTP', async () => {
       const value = await client.sessionExec(session.id, { code: big });
       assert.equal(value.session_ended, false, String(value.error));
       // The tail only: a pattern run over a whole MiB takes seconds.
-      assert.match(String(value.value).slice(-200), /x{100}\n\[value truncated: 3145728\d bytes, the first 10485\d\d kept\]$/);
+      // Cut by the host (node's inspect), or already in the sandbox (python's result, cut to 64 KiB of text).
+      assert.match(
+        String(value.value).slice(-300),
+        /x{100}\n\[(value truncated: 3145728\d bytes, the first 10485\d\d kept|result cut: its formats were 3145\d+ bytes, more than the \d+ a result may carry; the first \d+ characters of its text kept)\]$/,
+      );
       assert.ok(Buffer.byteLength(String(value.value)) < (1 << 20) + 100);
       const raised = await client.sessionExec(session.id, { code: raise });
       assert.deepEqual([raised.exit_code, raised.session_ended], [1, false]);
-      assert.match(String(raised.error).slice(-200), /y{100}\n\[error truncated: 3145\d+ bytes, the first 10485\d\d kept\]$/);
+      assert.match(String(raised.error).slice(-200), /y{100}\n\[error truncated: \d+ bytes, the first 10485\d\d kept\]$/);
       assert.equal((await client.sessionExec(session.id, { code: 'kept' })).value, kept);
       await client.endSession(session.id);
     });
@@ -150,7 +152,7 @@ describe('sessions over HTTP', async () => {
         assert.equal((await client.sessionExec(session.id, { code: mkfifo })).exit_code, 0);
         const read = await refusal(client.getSessionFile(session.id, 'pipe'));
         assert.deepEqual([read.status, read.code], [422, 'session.file_not_regular']);
-        assert.match(read.message, /pipe is not a regular file/);
+        assert.match(read.message, /pipe: not a regular file/);
         const written = await refusal(client.putSessionFile(session.id, 'pipe', 'into the fifo'));
         assert.deepEqual([written.status, written.code], [422, 'session.file_not_regular']);
         const next = await client.sessionExec(session.id, { code: 'kept' });

@@ -91,6 +91,29 @@ describe('agent-runner mcp', () => {
     const next = await client.callTool({ name: 'session_exec', arguments: { session_id: id, code: 'print(x + 1)\nx * 2' } });
     assert.deepEqual(next.structuredContent, { ...(next.structuredContent as object), stdout: '42\n', value: '82', exit_code: 0, session_ended: false });
     assert.deepEqual(next.content, [{ type: 'text', text: 'exit_code: 0\n--- value\n82\n--- stdout\n42\n' }]);
+    // What a cell shows comes back too: a chart is image content, and a DataFrame its html and text.
+    const drawn = await client.callTool({
+      name: 'session_exec',
+      arguments: { session_id: id, code: 'import matplotlib.pyplot as plt, pandas as pd\nplt.plot([1, 2, 3], [x, 2, 3])\nplt.show()\npd.DataFrame({"x": [x]})' },
+    });
+    const content = drawn.content as Array<{ type: string; mimeType?: string; data?: string; text?: string }>;
+    assert.deepEqual(
+      content.map((item) => [item.type, item.mimeType]),
+      [
+        ['text', undefined],
+        ['image', 'image/png'],
+      ],
+    );
+    assert.match(content[0]!.text!, /result 1 \(a line chart\): .*\[png, chart\]\nresult 2 \(the value\): [\s\S]*\[html, data\]/);
+    assert.doesNotMatch(content[0]!.text!, /--- stderr/, 'a figure draws without complaint: fontconfig finds its configuration');
+    assert.ok(Buffer.from(content[1]!.data!, 'base64').subarray(1, 4).equals(Buffer.from('PNG')));
+    const { results, value } = drawn.structuredContent as { results: Array<{ chart?: { elements: Array<{ points: number[][] }> } }>; value: string };
+    assert.deepEqual(results[0]!.chart!.elements[0]!.points, [
+      [1, 41],
+      [2, 2],
+      [3, 3],
+    ]);
+    assert.match(value, /^\s+x\n0\s+41$/);
     const both = await client.callTool({ name: 'session_exec', arguments: { session_id: id, code: '1', argv: ['ls'] } });
     assert.equal((both.structuredContent as { error: { code: string } }).error.code, 'validation.invalid_request');
     const ended = await client.callTool({ name: 'session_end', arguments: { session_id: id } });
