@@ -79,6 +79,8 @@ export const GuestRequestSchema = Type.Union([
   Type.Object({ id: Type.Integer(), op: Type.Literal('stdin'), data: Bytes, end: Type.Boolean() }),
   /** Cancels the running job (as an abort on the host does). */
   Type.Object({ id: Type.Integer(), op: Type.Literal('kill') }),
+  /** What the running job uses now (a long-lived sandbox's metrics): its cgroup in the guest and its work dir. */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('usage') }),
   Type.Object({
     id: Type.Integer(),
     op: Type.Literal('collect'),
@@ -122,6 +124,7 @@ export const GuestMessageSchema = Type.Union([
     exit: Type.Optional(Exit),
     collected: Type.Optional(Collected),
     data: Type.Optional(Bytes),
+    usage: Type.Optional(Type.Object({ cpuMs: Counted, memoryBytes: Counted, workDirUsedBytes: Counted, workDirTotalBytes: Counted })),
   }),
   Type.Object({ id: Type.Integer(), ok: Type.Literal(false), error: Type.String(), unavailable: Type.Optional(Type.Boolean()) }),
 ]);

@@ -1,4 +1,6 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { FORWARDED_HEADER } from '../contract/forwarded.js';
+import { isForwarded } from './forwarded.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { contractError } from '../contract/errors.js';
 import { SANDBOX_ID_PATTERN } from '../contract/sandbox.js';
@@ -23,12 +25,6 @@ export function sandboxTarget(headers: IncomingHttpHeaders): { sandboxId: string
   return byName ? { sandboxId: byName[2]!, port: Number(byName[1]) } : null;
 }
 
-/**
- * Set on a request one front door forwards to another. The one it reaches answers it itself,
- * whatever its own view of the owners is, so that two front doors that disagree (a row that moved
- * between the two lookups) can never pass a request back and forth.
- */
-const FORWARDED_HEADER = 'x-agent-runner-forwarded';
 /** The shape of a sandbox id (ours are 24 of [0-9a-z]); anything else is no sandbox, found without asking the database. */
 const SANDBOX_ID = new RegExp(SANDBOX_ID_PATTERN);
 
@@ -77,7 +73,7 @@ export function installSandboxForwarding(app: FastifyInstance, sandboxes: Sandbo
 
 /** Sends the request to the front door that holds the sandbox, if that is another; true when it did. */
 async function forwardedToOwner(sandboxes: SandboxHost, id: string, request: FastifyRequest, reply: FastifyReply): Promise<boolean> {
-  if (request.headers[FORWARDED_HEADER] !== undefined || !SANDBOX_ID.test(id)) return false;
+  if (isForwarded(request) || !SANDBOX_ID.test(id)) return false;
   const place = await sandboxes.placeOf(id);
   if (!('address' in place)) return false;
   reply.hijack();

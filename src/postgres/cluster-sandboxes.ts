@@ -1,12 +1,18 @@
+import { SandboxListSchema, type Sandbox } from '../contract/sandbox.js';
+import { validate } from '../contract/validate.js';
+import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import type { SandboxHost, SandboxPlace } from '../sandboxes/sandbox-host.js';
 import type { Owners } from './owners.js';
+
+/** A front door that does not answer a listing this soon is left out of it (its sandboxes are lost with it). */
+const LIST_DEADLINE_MS = 3000;
 
 /**
  * The sandboxes of the distributed mode, as one front door sees them. A sandbox lives in the
  * worker process of the front door that made it, which records itself as its owner; a request for
  * a sandbox another front door holds is forwarded there whole, at the HTTP level
- * (http/envd-proxy.ts), so every route and envd's streams reach it unchanged. Listing shows the
- * sandboxes of this front door's worker.
+ * (http/envd-proxy.ts), so every route and envd's streams reach it unchanged. A listing asks
+ * every front door that holds sandboxes for its own.
  */
 export class ClusterSandboxes implements SandboxHost {
   constructor(
@@ -14,7 +20,30 @@ export class ClusterSandboxes implements SandboxHost {
     private readonly owners: Owners,
     /** This front door's address as the others reach it; known once it listens. */
     private readonly self: () => string,
+    /** The service token, which the other front doors take too. */
+    private readonly token: string | null,
   ) {}
+
+  async list(scope: 'everywhere' | 'here' = 'everywhere'): Promise<Sandbox[]> {
+    const here = this.local.list();
+    if (scope === 'here') return here;
+    const others = (await this.owners.addresses()).filter((address) => address !== this.self());
+    const lists = await Promise.all([here, ...others.map((address) => this.listOf(address))]);
+    return lists.flat();
+  }
+
+  /** Another front door's own sandboxes; none when it does not answer (it is gone, and they with it). */
+  private async listOf(address: string): Promise<Sandbox[]> {
+    const headers: Record<string, string> = { [FORWARDED_HEADER]: '1', ...(this.token === null ? {} : { authorization: `Bearer ${this.token}` }) };
+    try {
+      const response = await fetch(new URL('/v1/sandboxes', address), { headers, signal: AbortSignal.timeout(LIST_DEADLINE_MS) });
+      if (!response.ok) return [];
+      const listed = validate(SandboxListSchema, await response.json());
+      return listed.ok ? listed.value.sandboxes : [];
+    } catch {
+      return [];
+    }
+  }
 
   async create(request: Parameters<SandboxHost['create']>[0]) {
     const sandbox = await this.local.create(request);
@@ -33,7 +62,6 @@ export class ClusterSandboxes implements SandboxHost {
     return owner === null || owner === this.self() ? { here: true } : { address: owner };
   }
 
-  list = () => this.local.list();
   describe = (id: string) => this.local.describe(id);
   setTimeout = (id: string, timeoutSeconds: number) => this.local.setTimeout(id, timeoutSeconds);
   kill = (id: string) => this.local.kill(id);

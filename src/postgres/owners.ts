@@ -24,6 +24,15 @@ export class Owners {
     return rows[0]?.address ?? null;
   }
 
+  /** The front doors that hold what is recorded and not yet forgotten. */
+  async addresses(): Promise<string[]> {
+    const { rows } = await this.db.query<{ address: string }>(
+      `SELECT DISTINCT address FROM ${SCHEMA}.${this.table} WHERE created_at >= clock_timestamp() - make_interval(secs => $1)`,
+      [this.keepSeconds],
+    );
+    return rows.map((row) => row.address);
+  }
+
   private get key(): string {
     return this.table === 'session_owners' ? 'session_id' : 'sandbox_id';
   }

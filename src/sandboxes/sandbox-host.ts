@@ -17,8 +17,11 @@ import type {
  */
 export interface SandboxHost {
   create(request: SandboxCreateRequest): Promise<Sandbox>;
-  /** Running and recently ended sandboxes. */
-  list(): Promise<Sandbox[]>;
+  /**
+   * Running and recently ended sandboxes: of every front door (`everywhere`, the distributed
+   * mode asking the others), or of this one's worker only (`here`: a list another front door asked for).
+   */
+  list(scope?: 'everywhere' | 'here'): Promise<Sandbox[]>;
   describe(id: string): Promise<Sandbox>;
   /** Kills the sandbox `timeoutSeconds` from now. */
   setTimeout(id: string, timeoutSeconds: number): Promise<Sandbox>;

@@ -45,7 +45,7 @@ export async function startClusterFrontDoor(options: {
     desk,
     worker,
     sessions: new ClusterSessions(worker.sessions, owners, options.address, options.token),
-    sandboxes: new ClusterSandboxes(worker.sandboxes, sandboxOwners, options.address),
+    sandboxes: new ClusterSandboxes(worker.sandboxes, sandboxOwners, options.address, options.token),
     async drain(graceMs) {
       desk.close();
       await node.leave({ stopped: () => worker.stop(), cancelAll: () => worker.cancelAll() }, graceMs);

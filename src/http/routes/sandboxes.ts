@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { isForwarded } from '../forwarded.js';
 import type { FastifyInstance } from 'fastify';
 import {
   SandboxCreateRequestSchema,
@@ -56,9 +57,9 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
       '/v1/sandboxes',
       {
         config: { errors: ['sandbox.lost'] },
-        schema: { summary: 'The sandboxes of this front door, running and recently ended', response: { 200: routeSchema(SandboxListSchema) } },
+        schema: { summary: 'The sandboxes, running and recently ended (of every front door, in the distributed mode)', response: { 200: routeSchema(SandboxListSchema) } },
       },
-      async () => ({ sandboxes: await sandboxes.list() }),
+      async (request) => ({ sandboxes: await sandboxes.list(isForwarded(request) ? 'here' : 'everywhere') }),
     );
 
     app.get<SandboxRoute>(

@@ -16,6 +16,7 @@ import {
   type SandboxIO,
   type SandboxOutcome,
   type SandboxTemplate,
+  type LiveUsage,
   type WorkPathKind,
   type WorkspaceImport,
 } from '../types.js';
@@ -103,6 +104,13 @@ export class MicrovmSandbox implements PreparedSandbox {
     const pending = Buffer.concat(parts, buffered);
     if ((await exited) !== 0) throw new Error('tar could not pack the workspace snapshot');
     await this.vm.channel.request({ op: 'untar', data: pending.toString('base64'), end });
+  }
+
+  /** The job's cgroup and work dir as the guest reads them; a VM that is gone has nothing to say. */
+  async usageNow(): Promise<LiveUsage> {
+    const { usage } = await this.vm.channel.request({ op: 'usage' });
+    if (!usage) throw new Error('the guest answered a usage reading without it');
+    return usage;
   }
 
   async statWorkPath(relativePath: string): Promise<WorkPathKind> {

@@ -247,6 +247,15 @@ describe('the distributed mode on PostgreSQL', () => {
     assert.equal((await elsewhere.commands.run('echo from the other door > note.txt && cat note.txt')).stdout, 'from the other door\n');
     assert.equal(await sandbox.files.read('note.txt'), 'from the other door\n');
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, through(other!))).state, 'running');
+    // A listing through either front door shows the sandboxes of both.
+    const beside = await Sandbox.create('base', through(other!));
+    for (const door of [maker!, other!]) {
+      const listed = (await Sandbox.list(through(door)).nextItems()).map((each) => each.sandboxId).sort();
+      assert.deepEqual(listed, [sandbox.sandboxId, beside.sandboxId].sort(), `listed through ${door.url}`);
+      const ours = await api(door.url, 'GET', '/v1/sandboxes', undefined, { authorization: `Bearer ${token}` });
+      assert.deepEqual(ours.json.sandboxes.map((each: { id: string }) => each.id).sort(), [sandbox.sandboxId, beside.sandboxId].sort());
+    }
+    await beside.kill();
     assert.equal(await Sandbox.kill(sandbox.sandboxId, through(other!)), true);
     assert.equal(await sandbox.isRunning(), false);
 

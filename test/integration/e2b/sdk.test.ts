@@ -62,6 +62,9 @@ describe('the e2b SDK against agent-runner', async () => {
         assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user as user\n', stderr: 'oops\n' });
         await sandbox.files.write('notes/today.txt', 'kept');
         assert.equal((await sandbox.commands.run('cat notes/today.txt')).stdout, 'kept');
+        // Read where the sandbox's processes are counted: the host's cgroup, or the guest's in a VM.
+        const [reading] = await sandbox.getMetrics();
+        assert.ok(reading && reading.memUsed > 0 && reading.memTotal >= reading.memUsed && reading.diskTotal > 0, `metrics on ${kind}: ${JSON.stringify(reading)}`);
         let typed = '';
         const terminal = await sandbox.pty.create({ cols: 80, rows: 24, onData: (data) => void (typed += Buffer.from(data).toString()) });
         await sandbox.pty.sendInput(terminal.pid, Buffer.from('echo "on $(tty)"\n'));

@@ -30,13 +30,13 @@ function main(channelPath: string | undefined): void {
   const handlers = {
     onMessage(message: unknown) {
       const request = message as GuestRequest;
-      // kill and a streamed stdin must overtake a running start; everything else is answered in order.
+      // kill, a streamed stdin and a usage reading must overtake a running start; everything else is answered in order.
       const answer = () =>
         job.handle(request).then(
           (reply) => send({ id: request.id, ok: true, ...reply }),
           (error: Error) => send({ id: request.id, ok: false, error: error.message }),
         );
-      if (request.op === 'kill' || request.op === 'stdin') void answer();
+      if (request.op === 'kill' || request.op === 'stdin' || request.op === 'usage') void answer();
       else queue = queue.then(answer);
     },
     onProtocolError(error: Error) {

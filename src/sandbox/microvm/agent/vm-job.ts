@@ -81,6 +81,8 @@ export class VmJob {
       case 'kill':
         this.cancel.abort();
         return {};
+      case 'usage':
+        return { usage: (await this.prepared().usageNow?.()) ?? { cpuMs: null, memoryBytes: null, workDirUsedBytes: null, workDirTotalBytes: null } };
       case 'collect':
         await rm(ARTIFACTS_DIR, { recursive: true, force: true });
         await mkdir(ARTIFACTS_DIR, { recursive: true, mode: 0o700 });
