@@ -6,9 +6,9 @@
  *      (issue 27's target: at most 0.1x);
  *   2. a matplotlib line plot shown as png (with its chart) against the same bare python drawing
  *      and saving that plot;
- *   3. a context's creation (`createCodeContext`: the bridge and its ipykernel started in the
- *      sandbox) against a bare `python3 -c 'import ipykernel.kernelapp'`, the import the kernel
- *      cannot do without.
+ *   3. a context's creation (`createCodeContext`: the bridge and its IPython started in the
+ *      sandbox) against a bare `python3 -c 'import IPython.core.interactiveshell'`, the import the
+ *      kernel cannot do without.
  * The bare spawns come from a lean python posix_spawn helper (bench/lean-spawner.ts).
  *   npm run build && node --import tsx bench/code-interpreter.bench.ts
  * Options (env): BENCH_KINDS (local_process,gvisor), BENCH_RUNS (runCode round trips, 50),
@@ -78,13 +78,13 @@ try {
 
       const [bareImports, made] = await takingTurns(
         contexts,
-        () => lean.time(['/usr/bin/python3', '-Xfrozen_modules=off', '-c', 'import ipykernel.kernelapp']),
+        () => lean.time(['/usr/bin/python3', '-c', 'import IPython.core.interactiveshell']),
         async () => {
           const context = await sandbox.createCodeContext();
           await sandbox.removeCodeContext(context);
         },
       );
-      console.log(`  bare import ipykernel    ${p50p95(bareImports)}   (${contexts} each)`);
+      console.log(`  bare import IPython      ${p50p95(bareImports)}   (${contexts} each)`);
       console.log(`  createCodeContext+remove ${p50p95(made)}   ${ratio(made, bareImports)}`);
     } finally {
       await sandbox.kill();

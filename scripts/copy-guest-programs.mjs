@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Copies the programs that run inside sandboxes (src/**/*.py and src/**/*.cjs: task harnesses,
-// session kernels, waiting interpreters) into dist/ beside the modules tsc compiled from the
+// code-interpreter kernels, waiting interpreters) into dist/ beside the modules tsc compiled from the
 // same folder, which read them relative to their own URL (src/util/guest-program.ts); tsc
 // copies no file that is not TypeScript. The CLI bundles' modules keep their dist/ URLs
 // (scripts/bundle-cli.mjs), so they find the same copies. `npm run build` runs it after tsc.

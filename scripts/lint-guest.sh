@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The python that runs inside sandboxes (src/**/*.py: task harness, session kernel, waiting
+# The python that runs inside sandboxes (src/**/*.py: task harness, code-interpreter kernels, waiting
 # interpreter; src/util/guest-program.ts) checked by pyflakes, under the python the project runs
 # (/usr/bin/python3: the one on PATH may be a pyenv shim without Debian's packages). `npm run
 # lint` runs it; eslint checks the node side (src/**/*.cjs). Usage: bash scripts/lint-guest.sh

@@ -19,7 +19,7 @@
 #   g++, ruby, php-cli, perl, lua5.4, default-jdk-headless
 #               the cpp, ruby, php, perl, lua and java languages (gcc above is c's)
 #   python3-pyflakes  `npm run lint` checks the python that runs in sandboxes (scripts/lint-guest.sh)
-#   python3-ipykernel, python3-jupyter-client, python3-matplotlib, python3-pandas, python3-numpy
+#   python3-ipython, python3-matplotlib, python3-pandas, python3-numpy
 #               the code interpreter's python kernel and what its template gives (charts, tables)
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
@@ -45,8 +45,7 @@ compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || want+=(postgresql)
 need python3 python3
 /usr/bin/python3 -c 'import pyflakes' 2>/dev/null || want+=(python3-pyflakes)
 py_module() { /usr/bin/python3 -c "import $1" 2>/dev/null || want+=("$2"); }
-py_module ipykernel python3-ipykernel
-py_module jupyter_client python3-jupyter-client
+py_module IPython python3-ipython
 py_module matplotlib python3-matplotlib
 py_module pandas python3-pandas
 py_module numpy python3-numpy

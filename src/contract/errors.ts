@@ -39,7 +39,7 @@ export const ERROR_CODES = {
   'sandbox.contexts_full': { http: 429, description: 'the sandbox has as many code-interpreter contexts as it may (16); remove one' },
   'sandbox.interpreter_failed': {
     http: 500,
-    description: 'the code interpreter’s kernel did not start in the sandbox (the message has its error: a backend without ipykernel, a sandbox out of memory)',
+    description: 'the code interpreter’s kernel did not start in the sandbox (the message has its error: a backend without IPython, a sandbox out of memory)',
   },
   'sandbox.file_not_found': { http: 404, description: 'no such file in the sandbox' },
   'sandbox.file_too_large': { http: 413, description: 'the file is over the sandbox file limit (sandboxes.maxFileBytes)' },

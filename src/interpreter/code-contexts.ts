@@ -4,7 +4,7 @@ import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { KernelBridge, type KernelLanguage } from './kernel-bridge.js';
 
 /**
- * Contexts one sandbox may hold. Each is a kernel process (ipykernel: about 60 MB) under the
+ * Contexts one sandbox may hold. Each is a kernel process (IPython: about 50 MB) under the
  * sandbox's memory and process limits; past this a create is refused rather than the sandbox
  * filling with kernels no one uses.
  */
@@ -16,7 +16,7 @@ const LANGUAGE_NAMES: Record<string, KernelLanguage> = { python: 'python', pytho
 /** What the code interpreter needs of a running sandbox. */
 export interface InterpreterTarget {
   agent: SandboxAgentPort;
-  /** The sandbox's python (the bridge and ipykernel run on it). */
+  /** The sandbox's python (the bridge and the python kernel run on it). */
   python: string;
   home: string;
 }

@@ -19,10 +19,11 @@ const bridgeSource = guestProgram(new URL('./python/kernel-bridge.py', import.me
 const chartsSource = guestProgram(new URL('./python/charts.py', import.meta.url));
 const startupSource = guestProgram(new URL('./python/startup.py', import.meta.url));
 const nodeKernelSource = guestProgram(new URL('./node/kernel-node.cjs', import.meta.url));
+const pythonKernelSource = guestProgram(new URL('./python/kernel-python.py', import.meta.url));
 
 /** The languages a bridge runs a kernel for, and the programs it is given for each (its argv after the language). */
 const KERNEL_SOURCES = {
-  python: () => [chartsSource(), startupSource()],
+  python: () => [chartsSource(), startupSource(), pythonKernelSource()],
   javascript: () => [nodeKernelSource()],
   bash: () => [],
 } as const satisfies Record<string, () => string[]>;
@@ -65,7 +66,7 @@ export class KernelBridge {
 
   private constructor(private readonly agent: SandboxAgentPort) {}
 
-  /** Starts the bridge and waits until its kernel answers (about a second and a half for ipykernel, a tenth for bash or node). */
+  /** Starts the bridge and waits until its kernel answers (about half a second for IPython, a tenth for bash or node). */
   static async start({ agent, python, cwd, language }: BridgeStart): Promise<KernelBridge> {
     const bridge = new KernelBridge(agent);
     const ready = new Promise<void>((resolve, reject) => (bridge.readyWaiter = { resolve, reject }));

@@ -1,14 +1,15 @@
 # The bridge of one code-interpreter context (src/interpreter/): runs inside a sandbox as its user,
 # started by the sandbox's agent, and drives the kernel that runs the context's cells, turning
 # what it says into the output lines of E2B's code interpreter (stdout, stderr, result, error,
-# number_of_executions). A python context's kernel is an ipykernel (through jupyter_client), so
-# the display protocol, magics, `!` lines and interrupts are IPython's own; bash and javascript
-# contexts run a bash, and a node with kernel-node.cjs, whose output is streamed from their pipes.
+# number_of_executions). Each kernel is a process of its own: for python IPython's
+# InteractiveShell (kernel-python.py), so the display protocol, magics, `!` lines and interrupts
+# are IPython's; for bash a bash; for javascript a node with kernel-node.cjs. Their output is
+# streamed from their pipes, and what a cell showed and when it ended comes on a control pipe.
 #
 # Requests come on stdin and replies go to stdout, as length-prefixed JSON frames (4-byte
 # big-endian length). The kernel is another process whose stdio is not the protocol: what a
-# cell prints (os.write(1) included: ipykernel captures its fds) reaches the host as text inside
-# an output line, never as a frame. The bridge makes itself not dumpable, so the cells (same uid)
+# cell prints (os.write(1) included) reaches the host as text inside an output line, never as
+# a frame. The bridge makes itself not dumpable, so the cells (same uid)
 # cannot open its pipes through /proc.
 #
 #   -> {"id": n, "op": "execute", "code": str, "env_vars": {str: str}}
@@ -16,7 +17,7 @@
 #   -> {"id": n, "op": "interrupt"}     (also while an execute runs)  <- {"id": n}
 #   -> {"id": n, "op": "restart"}       <- {"id": n}
 # argv: the language, then for python the sources of charts.py and startup.py (which the kernel
-# imports before the first cell), for javascript the source of kernel-node.cjs.
+# imports before the first cell) and kernel-python.py, for javascript the source of kernel-node.cjs.
 import codecs
 import ctypes
 import json
@@ -110,122 +111,10 @@ def read_requests(requests):
     requests.put(None)
 
 
-class IPythonKernel:
-    """One ipykernel process and the client that talks to it, over unix sockets in a private directory."""
-
-    language = "python"
-
-    def __init__(self, sources):
-        from jupyter_client import BlockingKernelClient
-        from jupyter_client.connect import write_connection_file
-
-        self.directory = tempfile.mkdtemp(prefix="kernel-")
-        for name in ("agent_runner_charts", "agent_runner_startup"):
-            with open(os.path.join(self.directory, name + ".py"), "w") as module:
-                module.write(sources[name])
-        connection, _ = write_connection_file(os.path.join(self.directory, "connection.json"), transport="ipc",
-                                              ip=os.path.join(self.directory, "socket"))
-        self.log = open(os.path.join(self.directory, "kernel.log"), "w+b")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [self.directory, os.environ.get("PYTHONPATH")])))
-        env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "ipykernel_launcher", "-f", connection, "--IPKernelApp.exec_lines=import agent_runner_startup", "--HistoryManager.enabled=False"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env, close_fds=True,
-            # A group of its own: a restart ends what its cells started (`!` lines, subprocesses) too.
-            start_new_session=True,
-        )
-        self.client = BlockingKernelClient(connection_file=connection)
-        self.client.load_connection_file()
-        # No heartbeat: whether the kernel lives is its process's to say, and a kernel slow to
-        # start (gVisor, an emulated VM) misses the heartbeat's one-second deadline.
-        self.client.start_channels(hb=False)
-        self.wait_until_ready()
-
-    def wait_until_ready(self):
-        """Until the kernel answers kernel_info and its iopub stream reaches the client (a subscription takes a moment)."""
-        deadline = time.monotonic() + KERNEL_START_TIMEOUT
-        while True:
-            if not self.alive():
-                raise RuntimeError("the kernel ended (%s) before it answered: %s" % (describe_exit(self.process.returncode), self.said()))
-            if time.monotonic() > deadline:
-                raise RuntimeError("the kernel did not answer in %d seconds: %s" % (KERNEL_START_TIMEOUT, self.said()))
-            self.client.kernel_info()
-            try:
-                reply = self.client.get_shell_msg(timeout=1)
-            except queue.Empty:
-                continue
-            if reply["msg_type"] != "kernel_info_reply":
-                continue
-            try:
-                self.client.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                continue
-            break
-        while True:
-            try:
-                self.client.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                return
-
-    def begin(self, code, silent):
-        self.message_id = self.client.execute(code, silent=silent, store_history=not silent, allow_stdin=False, stop_on_error=True)
-        self.errored = False
-
-    def poll(self, timeout):
-        """The output lines of the running cell that came, and whether it ended (its kernel idle again)."""
-        try:
-            message = self.client.get_iopub_msg(timeout=timeout)
-        except queue.Empty:
-            return [], False
-        if message.get("parent_header", {}).get("msg_id") != self.message_id:
-            return [], False
-        kind, content = message["msg_type"], message["content"]
-        if kind == "status" and content.get("execution_state") == "idle":
-            drain_shell(self.client)
-            return [], True
-        if kind == "execute_input":
-            return [{"type": "number_of_executions", "execution_count": content["execution_count"]}], False
-        if kind == "stream":
-            return [stream_line(content, message["header"].get("date"))], False
-        if kind in ("display_data", "execute_result"):
-            return [result_line(content.get("data", {}), kind == "execute_result")], False
-        if kind == "error" and not self.errored:
-            self.errored = True
-            return [error_line(content.get("ename", ""), content.get("evalue", ""), "\n".join(content.get("traceback", [])))], False
-        return [], False
-
-    def env_code(self, env_vars):
-        return env_code(env_vars)
-
-    def restore_env_code(self):
-        return "__agent_runner_restore_env()"
-
-    def said(self):
-        self.log.seek(0)
-        return self.log.read()[-4096:].decode("utf-8", "replace")
-
-    def alive(self):
-        return self.process.poll() is None
-
-    def interrupt(self):
-        # The kernel alone, as Jupyter interrupts: it raises KeyboardInterrupt in the cell.
-        try:
-            os.kill(self.process.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass  # ended already
-
-    def stop(self):
-        self.client.stop_channels()
-        signal_group(self.process, signal.SIGKILL)
-        self.process.wait()
-        self.log.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
 class ProcessKernel:
-    """A kernel of our own for a language without an ipykernel here: a child process whose stdout
-    and stderr are streamed as they come, which says on a control pipe (its fd CONTROL) when a
-    cell has ended. Subclasses say how a cell is sent and what its end means."""
+    """A kernel process whose stdout and stderr are streamed as they come, which reports on a
+    control pipe (its fd CONTROL) what a cell showed and when it ended. Subclasses say how a cell
+    is sent and what its reports mean."""
 
     def __init__(self, argv, cells_on_stdin, env=None):
         self.control_read, control_write = os.pipe()
@@ -238,7 +127,8 @@ class ProcessKernel:
         os.close(control_write)
         os.close(cells_read)
         self.decoders = {}
-        self.control = b""
+        # A bytearray grows in place: a long report (a large result) arrives in many reads.
+        self.control = bytearray()
         self.selector = selectors.DefaultSelector()
         for name, stream in (("stdout", self.process.stdout), ("stderr", self.process.stderr)):
             os.set_blocking(stream.fileno(), False)
@@ -259,34 +149,48 @@ class ProcessKernel:
     def poll(self, timeout):
         """The output lines that came, and whether the cell ended (its output all read by then)."""
         lines = []
+        ended_line = False
         for key, _ in self.selector.select(timeout):
             if key.data == "control":
-                self.control += self.read(key.fd)
+                data = self.read(key.fd)
+                self.control += data
+                ended_line = ended_line or b"\n" in data
             else:
                 self.stream(key.fd, key.data, lines)
-        report = self.take_report()
-        if report is None:
-            return lines, False
-        # What the cell printed before it ended is in the pipes already: read to their end now.
-        for key in list(self.selector.get_map().values()):
-            if key.data != "control":
-                self.stream(key.fd, key.data, lines)
-        lines.extend(self.ended(report))
-        return lines, True
+        # Lines are looked for only when one ended: a report of 100 MB is not scanned a read at a time.
+        for report in self.take_reports() if ended_line else []:
+            if not report.get("done"):
+                lines.extend(self.shown(report))
+                continue
+            # What the cell printed before it ended is in the pipes already: read to their end now.
+            for key in list(self.selector.get_map().values()):
+                if key.data != "control":
+                    self.stream(key.fd, key.data, lines)
+            lines.extend(self.ended(report))
+            return lines, True
+        return lines, False
 
-    def take_report(self):
-        """The running cell's end-of-cell report, once it came. The control fd is the cell's to
+    def take_reports(self):
+        """The running cell's reports that came, up to its end. The control fd is the cell's to
         write to as well (bash's is a variable away), so a report counts only with the token this
-        cell was sent with, which the cell itself never sees; any other line is dropped."""
-        while b"\n" in self.control:
-            line, self.control = self.control.split(b"\n", 1)
+        cell was sent with, which a bash or node cell never sees; any other line is dropped."""
+        reports = []
+        while (end := self.control.find(b"\n")) >= 0:
+            line = bytes(self.control[:end])
+            del self.control[:end + 1]
             try:
                 report = json.loads(line)
             except ValueError:
                 continue
             if isinstance(report, dict) and report.get("cell") == self.cell:
-                return report
-        return None
+                reports.append(report)
+                if report.get("done"):
+                    break
+        return reports
+
+    def shown(self, _report):
+        """The output lines of a report the cell sent before its end (a python kernel's)."""
+        return []
 
     def read(self, fd):
         """What the pipe holds now, at most READS_PER_POLL chunks: a cell that writes without end
@@ -340,7 +244,7 @@ class BashKernel(ProcessKernel):
         self.delimiter = "AGENT_RUNNER_CELL_%s" % os.urandom(8).hex()
 
     def begin(self, code, silent):
-        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '{\"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
+        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '{\"done\": true, \"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
                        % (self.delimiter, code.replace(self.delimiter, ""), self.delimiter, self.next_cell()))
 
     def ended(self, report):
@@ -393,7 +297,78 @@ class NodeKernel(ProcessKernel):
         return "globalThis.__agentRunnerRestoreEnv(); delete globalThis.__agentRunnerRestoreEnv; undefined"
 
 
-KERNELS = {"python": IPythonKernel, "bash": BashKernel, "javascript": NodeKernel}
+class PythonKernel(ProcessKernel):
+    """IPython's InteractiveShell in a process of its own (kernel-python.py, argv: its source),
+    what a cell shows sent on the control pipe as it happens, each with the cell's token."""
+
+    language = "python"
+
+    def __init__(self, sources):
+        directory = tempfile.mkdtemp(prefix="kernel-")
+        for name in ("agent_runner_charts", "agent_runner_startup"):
+            with open(os.path.join(directory, name + ".py"), "w") as module:
+                module.write(sources[name])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [directory, os.environ.get("PYTHONPATH")])),
+                   # IPython's profile and caches stay out of the user's home.
+                   IPYTHONDIR=os.path.join(directory, "ipython"))
+        env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        super().__init__([sys.executable, "-c", sources["kernel-python"], str(MAX_RESULT_BYTES)], False, env)
+        self.directory = directory
+        self.errored = False
+        try:
+            self.wait_until_ready()
+        except Exception:
+            self.stop()
+            raise
+
+    def wait_until_ready(self):
+        """Until the kernel says it is up (IPython imported, E2B's formats in place); why not, if it ends first."""
+        deadline = time.monotonic() + KERNEL_START_TIMEOUT
+        said = b""
+        while b"\n" not in self.control:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the kernel did not start in %d seconds" % KERNEL_START_TIMEOUT)
+            alive = self.alive()
+            for key, _ in self.selector.select(0.1):
+                data = self.read(key.fd)
+                if key.data == "control":
+                    self.control += data
+                else:
+                    said += data
+            if not alive and b"\n" not in self.control:
+                raise RuntimeError("the kernel ended (%s) before it was up: %s"
+                                   % (describe_exit(self.process.returncode), said.decode("utf-8", "replace").strip()[-2000:]))
+        del self.control[:self.control.find(b"\n") + 1]
+
+    def begin(self, code, silent):
+        self.errored = False
+        self.send_cell(json.dumps({"code": code, "cell": self.next_cell(), "silent": silent}) + "\n")
+
+    def shown(self, report):
+        if "stream" in report:
+            return [stream_line({"name": "stderr" if report["stream"] == "stderr" else "stdout", "text": str(report.get("text", ""))}, None)]
+        if isinstance(report.get("display"), dict):
+            return [result_line(report["display"], report.get("main") is True, report.get("oversized"))]
+        if isinstance(report.get("error"), dict) and not self.errored:
+            self.errored = True
+            return reported_error(report["error"])
+        return []
+
+    def ended(self, _report):
+        return []
+
+    def env_code(self, env_vars):
+        return env_code(env_vars)
+
+    def restore_env_code(self):
+        return "__agent_runner_restore_env()"
+
+    def stop(self):
+        super().stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+KERNELS = {"python": PythonKernel, "bash": BashKernel, "javascript": NodeKernel}
 
 
 class Bridge:
@@ -457,7 +432,7 @@ class Bridge:
         self.run(code, lambda output: None, silent=True)
 
     def run(self, code, emit, silent=False):
-        if not silent and not isinstance(self.kernel, IPythonKernel):
+        if not silent:
             self.executions += 1
             emit({"type": "number_of_executions", "execution_count": self.executions})
         self.kernel.begin(code, silent)
@@ -543,15 +518,6 @@ def env_code(env_vars):
     )
 
 
-def drain_shell(client):
-    """The execute replies: the iopub stream said all they say, but unread they pile up."""
-    while True:
-        try:
-            client.get_shell_msg(timeout=0)
-        except queue.Empty:
-            return
-
-
 def stream_line(content, date):
     text = content.get("text", "")
     if len(text) > MAX_STREAM_TEXT:
@@ -562,7 +528,8 @@ def stream_line(content, date):
     return line
 
 
-def result_line(data, is_main):
+def result_line(data, is_main, oversized=None):
+    """A result line of a result's formats; `oversized`: the size of formats the kernel left out, said in its text."""
     line = {"type": "result", "is_main_result": is_main}
     extra = {}
     for mime, value in data.items():
@@ -573,7 +540,7 @@ def result_line(data, is_main):
             line[field] = value
     if extra:
         line["extra"] = extra
-    size = len(json.dumps(line))
+    size = oversized if isinstance(oversized, int) else len(json.dumps(line))
     if size > MAX_RESULT_BYTES:
         kept = str(line.get("text", ""))[:RESULT_TEXT_KEPT]
         line = {"type": "result", "is_main_result": is_main,
@@ -603,7 +570,7 @@ def main():
     protocol = Protocol()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     language = sys.argv[1]
-    names = {"python": ("agent_runner_charts", "agent_runner_startup"), "javascript": ("kernel-node",), "bash": ()}[language]
+    names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node",), "bash": ()}[language]
     sources = dict(zip(names, sys.argv[2:]))
     try:
         bridge = Bridge(protocol, language, sources)

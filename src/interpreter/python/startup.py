@@ -1,4 +1,4 @@
-# Run in a code-interpreter context's python kernel (ipykernel) before its first cell, by the
+# Run in a code-interpreter context's python kernel (kernel-python.py) before its first cell, by the
 # bridge (kernel-bridge.py): the display formats E2B's code interpreter adds to IPython's, so that
 # a cell's results carry them. `e2b/chart` is a matplotlib figure as data (charts.py) and
 # `e2b/data` a pandas DataFrame as columns; both are computed only for those objects, and only
@@ -48,5 +48,6 @@ shell = get_ipython()
 formatter = shell.display_formatter
 formatter.formatters["e2b/chart"] = ChartFormatter(parent=formatter)
 formatter.formatters["e2b/data"] = DataFormatter(parent=formatter)
-# A figure is shown as png, and svg too when asked (set_matplotlib_formats('png', 'svg')).
-shell.run_line_magic("config", "InlineBackend.figure_formats = {'png'}")
+# A figure is shown as png, and svg too when asked (set_matplotlib_formats('png', 'svg')): read by
+# matplotlib_inline when a cell first imports matplotlib, so `1 + 1` does not import it.
+shell.config.InlineBackend.figure_formats = {"png"}

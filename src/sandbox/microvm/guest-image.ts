@@ -51,13 +51,12 @@ const ROOT_PACKAGES = [
   'diffutils',
 ];
 /**
- * The python kernel of sessions and the code interpreter (ipykernel, driven by jupyter_client),
- * taken with what they depend on as installed; not the debugger ipykernel can do without, nor
- * what only a package manager or a debugger needs. numpy, pandas and matplotlib stay out: the
+ * The python kernel of sessions and the code interpreter (IPython's InteractiveShell), taken
+ * with what it depends on as installed; not what only a package manager or a debugger needs. numpy, pandas and matplotlib stay out: the
  * guest is for running code, and a cell that imports them is told they are not there.
  */
-const KERNEL_PACKAGES = ['python3-ipykernel', 'python3-jupyter-client'];
-const KERNEL_PACKAGES_LEFT_OUT = new Set(['gdb', 'python3-debugpy', 'python3-pydevd', 'dpkg', 'tzdata', 'python3']);
+const KERNEL_PACKAGES = ['python3-ipython'];
+const KERNEL_PACKAGES_LEFT_OUT = new Set(['gdb', 'dpkg', 'tzdata', 'python3']);
 /** Single files of packages too large to take whole; mount and umount for the work dir's tmpfs. */
 const ROOT_FILES = ['/usr/bin/node', '/usr/bin/prlimit', '/usr/bin/setpriv', '/usr/bin/mount', '/usr/bin/umount', '/usr/bin/python3'];
 /** Dropped from the package lists: documentation, and python's own test suite. */

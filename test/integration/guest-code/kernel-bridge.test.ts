@@ -121,7 +121,7 @@ describe('kernel-bridge.py', () => {
   // The kernel's connection files and sockets go to the temp dir, as in a sandbox's own /tmp.
   const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-'));
   before(async () => {
-    const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), 'python', source('charts.py'), source('startup.py')];
+    const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), 'python', source('charts.py'), source('startup.py'), source('kernel-python.py')];
     bridge = startGuest(argv, { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     const ready = await bridge.next();
     assert.ok(Value.Check(BridgeReadySchema, ready) && (ready as { ready: boolean }).ready, JSON.stringify(ready));
