@@ -28,12 +28,21 @@ export const PistonExecuteSchema = Type.Object(
 );
 export type PistonExecute = Static<typeof PistonExecuteSchema>;
 
+const Measured = (description: string) => Type.Union([Type.Number({ minimum: 0 }), Type.Null()], { description: `${description} Null where the host does not count it.` });
+
 export const PistonStageSchema = Type.Object({
   stdout: Type.String(),
   stderr: Type.String(),
   output: Type.String({ description: 'stdout then stderr (this runner keeps the two apart, so not interleaved).' }),
   code: Type.Union([Type.Integer(), Type.Null()]),
   signal: Type.Union([Type.String(), Type.Null()]),
+  status: Type.Union([Type.Literal('TO'), Type.Literal('SG'), Type.Literal('RE'), Type.Null()], {
+    description: 'As isolate says it: TO timed out, SG ended by a signal, RE a non-zero exit; null when it exited 0.',
+  }),
+  message: Type.Union([Type.String(), Type.Null()], { description: 'Why, in words (`Time limit exceeded`); null when it exited 0.' }),
+  memory: Measured('Peak memory, bytes.'),
+  cpu_time: Measured('CPU time, user and system, ms.'),
+  wall_time: Measured('Wall time, ms.'),
 });
 
 export const PistonResultSchema = Type.Object(

@@ -54,10 +54,16 @@ export const SnippetResponseSchema = Type.Object(
     exit_code: Type.Integer({ description: '124 on timeout, 127 on unsupported language, 2 on an invalid request.' }),
     error: Type.String({ description: 'Empty unless the runner itself failed: "compilation failed", "unsupported language: X", ...' }),
     usage: Type.Optional(UsageSchema),
+    compile_output: Type.Optional(
+      Type.String({ description: 'What the compiler said of a program it built (its warnings), for a compiled language; absent when it said nothing.' }),
+    ),
   },
   { $id: 'SnippetResponse', additionalProperties: false, title: 'Snippet job response' },
 );
 export type SnippetResponse = Static<typeof SnippetResponseSchema>;
+
+/** Ends the stderr of a snippet that ran past its timeout (exit 124). */
+export const SNIPPET_TIMEOUT_NOTE = '\nExecution timed out';
 
 export const SNIPPET_EXIT = {
   invalidRequest: 2,

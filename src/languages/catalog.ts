@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import semver from 'semver';
 import type { Runtime } from '../contract/runtimes.js';
 import { bash } from './bash.js';
 import { c, cpp } from './gcc.js';
@@ -23,12 +24,19 @@ export const LANGUAGES: readonly LanguageDefinition[] = [python, node, go, rust,
 if (LANGUAGES.map((language) => language.name).join(', ') !== LANGUAGE_NAMES) throw new Error(`language-names.ts lists ${LANGUAGE_NAMES}, the catalog defines others`);
 export { LANGUAGE_NAMES };
 
+/** What each language also answers to: the usual short names, and Piston's (`py3`, `node-js`, `tsc`...). */
 const ALIASES: Readonly<Record<string, string>> = {
   python3: 'python',
   py: 'python',
+  py3: 'python',
   javascript: 'node',
   js: 'node',
   nodejs: 'node',
+  'node-js': 'node',
+  'node-javascript': 'node',
+  sh: 'bash',
+  'node-ts': 'typescript',
+  tsc: 'typescript',
   golang: 'go',
   rs: 'rust',
   gcc: 'c',
@@ -52,9 +60,17 @@ export function versionNumber(versionLine: string): string {
   return /\d+\.\d+(?:\.\d+)?/.exec(versionLine)?.[0] ?? versionLine;
 }
 
-/** A wanted version matches by whole leading parts: "3" and "3.11" match 3.11.2, "3.1" does not; "*" matches any. */
+/**
+ * A wanted version matches by whole leading parts: "3" and "3.11" match 3.11.2, "3.1" does not;
+ * "*" matches any. A SemVer range (`3.x`, `^3.10`, `>=3.8 <4`, as Piston's clients send) matches
+ * as semver reads it, against the version with its missing parts zero (go 1.19 is 1.19.0).
+ */
 export function versionMatches(available: string, wanted: string): boolean {
   if (wanted === '*' || wanted === '') return true;
+  if (/[xX*^~<>=|\s]/.test(wanted)) {
+    const version = semver.coerce(available);
+    return version !== null && semver.validRange(wanted) !== null && semver.satisfies(version, wanted);
+  }
   const have = available.split('.');
   const want = wanted.replace(/^v/, '').split('.');
   return want.length <= have.length && want.every((part, index) => part === have[index]);
@@ -63,6 +79,17 @@ export function versionMatches(available: string, wanted: string): boolean {
 export function findLanguage(name: string): LanguageDefinition | undefined {
   const canonical = ALIASES[name] ?? name;
   return LANGUAGES.find((language) => language.name === canonical);
+}
+
+/**
+ * A language named with its version run together, as Piston's runtimes are (`python3.11`,
+ * `ruby3`, `typescript5`): the language and the version it asks for; undefined when the name is
+ * no language's with a version after it.
+ */
+export function versionedLanguage(name: string): { language: LanguageDefinition; version: string } | undefined {
+  const parts = /^(.*?[a-z+#-])(\d+(?:\.\d+)*)$/i.exec(name);
+  const language = parts ? findLanguage(parts[1]!) : undefined;
+  return language && { language, version: parts![2]! };
 }
 
 /** Resolves each toolchain once per process: spawning is the cost, so we look only once. */

@@ -1,7 +1,15 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, open, rename, stat } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+
+/** What the compiler said of a program it built (kept with the program, so a cached build says it too). */
+const NOTES_SUFFIX = '.notes';
+
+export interface CompiledProgram {
+  program: string;
+  notes: string;
+}
 
 /**
  * Compiled programs by content: the same code on the same toolchain skips the compiler.
@@ -23,13 +31,17 @@ export class CompileCache {
     return join(this.dir, key);
   }
 
-  async lookup(key: string): Promise<string | null> {
+  /** A program built before, and what its compiler said then (its warnings; empty when nothing). */
+  async lookup(key: string): Promise<CompiledProgram | null> {
     const path = this.pathFor(key);
     try {
-      return (await stat(path)).isFile() ? path : null;
+      if (!(await stat(path)).isFile()) return null;
     } catch {
       return null;
     }
+    // Written before the program was moved in, so a program found has its notes beside it.
+    const notes = await readFile(`${path}${NOTES_SUFFIX}`, 'utf8').catch(() => '');
+    return { program: path, notes };
   }
 
   /**
@@ -37,8 +49,13 @@ export class CompileCache {
    * so it is opened without following links and must be a regular file; it is then made
    * root-owned and read-only before it becomes visible under its key.
    */
-  async adopt(key: string, builtProgram: string): Promise<string> {
+  async adopt(key: string, builtProgram: string, notes: string): Promise<CompiledProgram> {
     await mkdir(this.dir, { recursive: true, mode: 0o755 });
+    if (notes !== '') {
+      const pending = join(this.dir, `.${key}.${randomBytes(6).toString('hex')}`);
+      await writeFile(pending, notes, { mode: 0o444 });
+      await rename(pending, `${this.pathFor(key)}${NOTES_SUFFIX}`);
+    }
     const handle = await open(builtProgram, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
       const info = await handle.stat();
@@ -50,7 +67,7 @@ export class CompileCache {
     }
     const target = this.pathFor(key);
     await rename(builtProgram, target);
-    return target;
+    return { program: target, notes };
   }
 
   /** Runs `build` once per key at a time, so concurrent identical snippets compile once. */

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { availableParallelism, constants as osConstants } from 'node:os';
 import { join } from 'node:path';
-import { SNIPPET_EXIT, SnippetRequestSchema, type SnippetRequest, type SnippetResponse } from '../contract/snippet.js';
+import { SNIPPET_EXIT, SNIPPET_TIMEOUT_NOTE, SnippetRequestSchema, type SnippetRequest, type SnippetResponse } from '../contract/snippet.js';
 import { usageOf } from '../contract/usage.js';
 import { validate } from '../contract/validate.js';
 import type { SnippetLimits } from '../config/schema.js';
 import { findLanguage, versionMatches, versionNumber } from '../languages/catalog.js';
 import type { Invocation, JobPaths, LanguageDefinition } from '../languages/language.js';
+import type { CompiledProgram } from '../languages/compile-cache.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxIO, type SandboxOutcome } from '../sandbox/types.js';
@@ -24,7 +25,6 @@ export interface SnippetOptions {
 
 /** The runner itself could not run the job (no sandbox here): distinct from the program failing. */
 const EXIT_SANDBOX_UNAVAILABLE = 126;
-const TIMEOUT_NOTE = '\nExecution timed out';
 /** Every sandbox has its own /tmp, so one fixed job dir serves all (and lets sandboxes be pre-started). */
 const JOB_DIR = '/tmp/job';
 const PATHS: JobPaths = { dir: JOB_DIR, source: '', program: join(JOB_DIR, 'program'), compileOutput: join(JOB_DIR, 'out', 'program') };
@@ -128,11 +128,13 @@ class SnippetJob {
     const source: JobFile = { name: sourceFile, sandboxPath: paths.source, executable: false, content: code };
     const files: JobFile[] = [source, ...request.files];
     const limits = this.runtime.config.snippet;
+    let compileOutput = '';
     if (this.language.compile) {
       const input = { code, files: request.files.map((file) => file.name), memoryBytes: limits.compileMemoryBytes };
       const built = await this.compiled(code, this.language.compile(this.toolchain, paths, input), source, request.files);
       if ('failed' in built) return built.failed;
       files.push({ name: 'program', sandboxPath: paths.program, executable: true, hostSource: built.program });
+      compileOutput = built.notes;
     }
     const { memoryBytes } = request;
     const stdout = new CappedCapture(request.outputBytes.stdout);
@@ -155,15 +157,16 @@ class SnippetJob {
       invocation.argv.push(...request.args);
       outcome = await this.sandboxed(this.backend, invocation, mounts, files, { ...io, ...(request.stdin === undefined ? {} : { stdin: request.stdin }) }, resources);
     }
-    return this.describe(outcome, stdout, stderr, memoryBytes);
+    const described = this.describe(outcome, stdout, stderr, memoryBytes);
+    return compileOutput === '' ? described : { ...described, compile_output: compileOutput };
   }
 
-  /** Compiles unless the cache has this exact program; compiler output goes to stderr on failure. */
-  private async compiled(code: string, invocation: Invocation, source: JobFile, extras: readonly InlineFile[]): Promise<{ program: string } | { failed: Outcome }> {
+  /** Compiles unless the cache has this exact program; compiler output goes to stderr on failure, to compile_output on success. */
+  private async compiled(code: string, invocation: Invocation, source: JobFile, extras: readonly InlineFile[]): Promise<CompiledProgram | { failed: Outcome }> {
     const cache = this.runtime.compileCache;
     const key = cache.key(this.language.name, this.toolchain.version, code, extras);
     const hit = await cache.lookup(key);
-    if (hit) return { program: hit };
+    if (hit) return hit;
     return cache.once(key, async () => {
       const limits = this.runtime.config.snippet;
       const staging = await JobStaging.create(this.runtime.stagingDir);
@@ -188,7 +191,7 @@ class SnippetJob {
           const reason = outcome.timedOut ? `\ncompilation timed out after ${limits.compileTimeoutSeconds} s` : outcome.oomKilled ? '\ncompilation ran out of memory' : '';
           return { failed: { stdout: '', stderr: output.text() + reason, exit_code: outcome.timedOut ? SNIPPET_EXIT.timedOut : 1, error: 'compilation failed' } };
         }
-        return { program: await cache.adopt(key, join(outDir, 'program')) };
+        return await cache.adopt(key, join(outDir, 'program'), output.text());
       } finally {
         await staging.dispose();
       }
@@ -238,7 +241,7 @@ class SnippetJob {
     // The snippet contract has one code for a run that was stopped: 124, as timeout(1) says.
     const interruption = interruptionOf(outcome);
     if (interruption === 'timed_out' || interruption === 'canceled') {
-      stderr.appendNote(interruption === 'timed_out' ? TIMEOUT_NOTE : '\nExecution canceled');
+      stderr.appendNote(interruption === 'timed_out' ? SNIPPET_TIMEOUT_NOTE : '\nExecution canceled');
       return { stdout: stdout.text(), stderr: stderr.text(), exit_code: SNIPPET_EXIT.timedOut, error: '', usage: usageOf(outcome) };
     }
     if (interruption === 'out_of_memory') stderr.appendNote(`\nMemoryError: killed after exceeding the sandbox memory limit of ${Math.round(memoryBytes / 1024 / 1024)} MiB`);

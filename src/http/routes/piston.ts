@@ -1,7 +1,9 @@
+import { constants } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { PistonErrorSchema, PistonExecuteSchema, PistonResultSchema, type PistonExecute, type PistonResult } from '../../contract/piston.js';
 import { RuntimeListSchema } from '../../contract/runtimes.js';
-import { SNIPPET_EXIT, type SnippetRequest, type SnippetResponse } from '../../contract/snippet.js';
+import { SNIPPET_EXIT, SNIPPET_TIMEOUT_NOTE, type SnippetRequest, type SnippetResponse } from '../../contract/snippet.js';
+import { findLanguage, versionedLanguage } from '../../languages/catalog.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
@@ -56,29 +58,47 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
         // The route's schema was checked already (our validator): its message, in Piston's shape.
         if (request.validationError) return reply.code(400).send({ message: request.validationError.message });
         const execute = request.body as PistonExecute;
-        const snippet = toSnippet(execute);
+        const named = pistonRuntime(execute);
+        if (named === null) return reply.code(400).send({ message: `${execute.language}-${execute.version ?? '*'} runtime is unknown` });
+        const snippet = toSnippet(execute, named);
         const response = await slots.run(() => worker.exec(snippet, hangUpSignal(reply)));
         if (response.exit_code === SNIPPET_EXIT.unsupported && response.error !== '')
           return reply.code(400).send({ message: `${execute.language}-${execute.version ?? '*'} runtime is unknown: ${response.error}` });
         if (response.exit_code === SNIPPET_EXIT.invalidRequest && response.error !== '') return reply.code(400).send({ message: response.error });
-        const runtimes = await worker.runtimes();
-        const version = runtimes.find((runtime) => runtime.language === execute.language || runtime.aliases.includes(execute.language))?.version ?? execute.version ?? '';
-        return toPistonResult(execute.language, version, response);
+        // Piston answers with the runtime's own name and version, whatever alias was sent.
+        const runtime = (await worker.runtimes()).find((each) => each.language === named.language);
+        return toPistonResult(named.language, runtime?.version ?? '', response, findLanguage(named.language)?.compile !== undefined);
       },
     );
   };
 }
 
-function toSnippet(execute: PistonExecute): SnippetRequest {
+/**
+ * The language and version selector a Piston request names: a language or alias with `version`,
+ * or (Piston's runtimes are named so) a language with its version run together (`python3.11`),
+ * which must agree with a `version` given too. Null: no language of ours.
+ */
+function pistonRuntime(execute: PistonExecute): { language: string; versions: string[] } | null {
+  const selector = execute.version && execute.version !== '*' ? [execute.version] : [];
+  const language = findLanguage(execute.language);
+  if (language) return { language: language.name, versions: selector };
+  const versioned = versionedLanguage(execute.language);
+  return versioned ? { language: versioned.language.name, versions: [versioned.version, ...selector] } : null;
+}
+
+function toSnippet(execute: PistonExecute, runtime: { language: string; versions: string[] }): SnippetRequest {
   const [main, ...others] = execute.files.map((file) => ({ ...file, content: decode(file.content, file.encoding) }));
   const seconds = (ms: number | undefined) => (ms === undefined || ms <= 0 ? undefined : ms / 1000);
   const timeout = seconds(execute.run_timeout);
   const memory = execute.run_memory_limit !== undefined && execute.run_memory_limit > 0 ? execute.run_memory_limit : undefined;
+  // Piston ends stdin with a newline when it has none (job.js), so a last line is read as a line.
+  const stdin = (execute.stdin ?? '').endsWith('\n') ? execute.stdin! : `${execute.stdin ?? ''}\n`;
   return {
-    lang: execute.language,
+    lang: runtime.language,
     code: main!.content.toString('utf8'),
-    ...(execute.version && execute.version !== '*' ? { version: execute.version } : {}),
-    ...(execute.stdin ? { stdin: execute.stdin } : {}),
+    // Several selectors (a versioned name and a version) must all hold: a SemVer range of their conjunction.
+    ...(runtime.versions.length > 0 ? { version: runtime.versions.map(asRange).join(' ') } : {}),
+    stdin,
     ...(execute.args ? { args: execute.args } : {}),
     ...(others.length > 0
       ? { files: others.map((file, index) => ({ name: file.name ?? unnamed(index + 1), content: file.content.toString('base64'), encoding: 'base64' as const })) }
@@ -92,12 +112,58 @@ function decode(content: string, encoding: 'utf8' | 'base64' | 'hex' | undefined
   return Buffer.from(content, encoding ?? 'utf8');
 }
 
-/** A snippet's response as Piston's stages: a failed compilation is the compile stage, its program never ran. */
-function toPistonResult(language: string, version: string, response: SnippetResponse): PistonResult {
-  const stage = (stdout: string, stderr: string, code: number | null, signal: string | null) => ({ stdout, stderr, output: stdout + stderr, code, signal });
+/** `3` alone is a prefix (3.x) to us but an exact version to semver: as a range it is `3.x`. */
+function asRange(selector: string): string {
+  return /^v?\d+(\.\d+)?$/.test(selector) ? `${selector.replace(/^v/, '')}.x` : selector;
+}
+
+/**
+ * A snippet's response as Piston's stages, with isolate's verdicts: `status` TO (timed out, the
+ * note that says so moved from stderr to `message`), SG (a signal), RE (a non-zero exit), and
+ * the run's times and peak memory. A compiled language has its compile stage (what the compiler
+ * said, its warnings); a failed compilation is copied into `run` too, as Piston's API does, since
+ * the program never ran.
+ */
+function toPistonResult(language: string, version: string, response: SnippetResponse, compiled: boolean): PistonResult {
+  const usage = response.usage;
+  const measured = {
+    memory: usage?.peak_memory_bytes ?? null,
+    cpu_time: usage && usage.cpu_user_ms !== null && usage.cpu_system_ms !== null ? usage.cpu_user_ms + usage.cpu_system_ms : null,
+    wall_time: usage?.wall_ms ?? null,
+  };
+  const stage = (stdout: string, stderr: string, code: number | null, signal: string | null, verdict: Verdict) => ({
+    stdout,
+    stderr,
+    output: stdout + stderr,
+    code,
+    signal,
+    ...verdict,
+    ...measured,
+  });
   if (response.error === 'compilation failed') {
-    return { language, version, compile: stage(response.stdout, response.stderr, response.exit_code, null), run: stage('', '', null, null) };
+    const compile = stage(response.stdout, response.stderr, response.exit_code, null, verdictOf(response.exit_code, null));
+    return { language, version, compile, run: compile };
   }
-  const timedOut = response.exit_code === SNIPPET_EXIT.timedOut;
-  return { language, version, run: stage(response.stdout, response.stderr, timedOut ? null : response.exit_code, timedOut ? 'SIGKILL' : null) };
+  // The compiler's times are not counted apart from the run's.
+  const built = compiled ? { compile: { ...stage('', response.compile_output ?? '', 0, null, verdictOf(0, null)), memory: null, cpu_time: null, wall_time: null } } : {};
+  if (response.exit_code === SNIPPET_EXIT.timedOut) {
+    const stderr = response.stderr.endsWith(SNIPPET_TIMEOUT_NOTE) ? response.stderr.slice(0, -SNIPPET_TIMEOUT_NOTE.length) : response.stderr;
+    return { language, version, ...built, run: stage(response.stdout, stderr, null, 'SIGKILL', { status: 'TO', message: 'Time limit exceeded' }) };
+  }
+  const signal = response.exit_code > 128 && response.exit_code < 128 + 65 ? signalName(response.exit_code - 128) : null;
+  const run = stage(response.stdout, response.stderr, signal === null ? response.exit_code : null, signal, verdictOf(response.exit_code, signal));
+  return { language, version, ...built, run };
+}
+
+type Verdict = { status: 'TO' | 'SG' | 'RE' | null; message: string | null };
+
+/** isolate's verdict on a process that ended, as Piston passes it on. */
+function verdictOf(code: number, signal: string | null): Verdict {
+  if (signal !== null) return { status: 'SG', message: `Caught fatal signal ${code - 128}` };
+  if (code !== 0) return { status: 'RE', message: `Exited with error status ${code}` };
+  return { status: null, message: null };
+}
+
+function signalName(number: number): string | null {
+  return Object.entries(constants.signals).find(([, value]) => value === number)?.[0] ?? null;
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { forkWhenQuiet } from '../host/fork-gate.js';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
@@ -84,7 +85,8 @@ export class MicrovmSandbox implements PreparedSandbox {
   }
 
   private async sendTree(dir: string, end: { maxFiles: number; maxBytes: number; include?: string[]; exclude?: string[] }): Promise<void> {
-    const tar = spawn('/usr/bin/tar', ['-C', dir, '-cf', '-', '.'], { env: {}, stdio: ['ignore', 'pipe', 'ignore'] });
+    // Through the fork gate, as every fork beside staged jobs (fork-gate.ts: ETXTBSY otherwise).
+    const tar = await forkWhenQuiet(() => spawn('/usr/bin/tar', ['-C', dir, '-cf', '-', '.'], { env: {}, stdio: ['ignore', 'pipe', 'ignore'] }));
     const exited = new Promise<number | null>((resolve) => tar.on('close', resolve));
     // Pipe reads are small: they are gathered into frame-sized parts, each copied once.
     let parts: Buffer[] = [];

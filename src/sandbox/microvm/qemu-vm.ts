@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { forkWhenQuiet } from '../host/fork-gate.js';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
@@ -64,7 +65,10 @@ export class QemuVm {
     try {
       const stdio = stdioWithoutLeaks<'pipe'>(['ignore', 'ignore', 'pipe'], devNull);
       // Tied to this process by PDEATHSIG: a VM never outlives the service that started it.
-      child = spawn(SETPRIV_PATH, ['--pdeathsig', 'KILL', '--', QEMU_PATH, ...qemuArgs(origin, shape, socketPath, consolePath)], { env: {}, cwd: dir, stdio, detached: true });
+      // Through the fork gate, as every fork beside staged jobs (fork-gate.ts: ETXTBSY otherwise).
+      child = await forkWhenQuiet(() =>
+        spawn(SETPRIV_PATH, ['--pdeathsig', 'KILL', '--', QEMU_PATH, ...qemuArgs(origin, shape, socketPath, consolePath)], { env: {}, cwd: dir, stdio, detached: true }),
+      );
     } finally {
       closeSync(devNull);
     }

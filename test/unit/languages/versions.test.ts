@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { versionMatches, versionNumber } from '../../../src/languages/catalog.js';
+import { findLanguage, versionedLanguage, versionMatches, versionNumber } from '../../../src/languages/catalog.js';
 
 describe('language versions', () => {
   it('takes the number out of a toolchain’s version line', () => {
@@ -21,5 +21,37 @@ describe('language versions', () => {
   it('matches a wanted version by whole leading parts', () => {
     for (const wanted of ['3', '3.11', '3.11.2', '*', 'v3.11']) assert.ok(versionMatches('3.11.2', wanted), wanted);
     for (const wanted of ['3.1', '3.11.20', '2', '3.11.2.1']) assert.ok(!versionMatches('3.11.2', wanted), wanted);
+  });
+
+  it('matches a SemVer range as Piston’s clients send one', () => {
+    for (const wanted of ['3.x', '3.11.x', '^3.10', '~3.11', '>=3.8', '>=3.8 <4', '2.x || 3.x']) assert.ok(versionMatches('3.11.2', wanted), wanted);
+    for (const wanted of ['2.x', '^3.12', '<3', '>=4', 'not a range <']) assert.ok(!versionMatches('3.11.2', wanted), wanted);
+    assert.ok(versionMatches('1.19', '^1.19'), 'a version of two parts is read with its patch zero');
+  });
+
+  it('finds a language by Piston’s aliases, and by a name with its version run together', () => {
+    for (const [alias, name] of [
+      ['sh', 'bash'],
+      ['py3', 'python'],
+      ['node-js', 'node'],
+      ['node-javascript', 'node'],
+      ['node-ts', 'typescript'],
+      ['tsc', 'typescript'],
+    ])
+      assert.equal(findLanguage(alias!)?.name, name, alias);
+    assert.deepEqual(
+      ['python3.11', 'ruby3', 'typescript5', 'c++17'].map((name) => {
+        const found = versionedLanguage(name);
+        return found && [found.language.name, found.version];
+      }),
+      [
+        ['python', '3.11'],
+        ['ruby', '3'],
+        ['typescript', '5'],
+        ['cpp', '17'],
+      ],
+    );
+    assert.equal(versionedLanguage('cobol85'), undefined);
+    assert.equal(versionedLanguage('python'), undefined);
   });
 });

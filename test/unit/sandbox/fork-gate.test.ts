@@ -1,6 +1,27 @@
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { forkWhenQuiet, whileWriting } from '../../../src/sandbox/host/fork-gate.js';
+
+const SRC = fileURLToPath(new URL('../../../src/', import.meta.url));
+
+/**
+ * Where a process is started without the gate, and why no staged write can be open then: the
+ * places that never run beside a job's staged files in the same process.
+ */
+const UNGATED: Record<string, string> = {
+  'sandbox/host/fork-gate.ts': 'the gate itself',
+  'sandbox/microvm/agent/vm-job.ts': 'the guest runner, inside a VM: it stages nothing for exec',
+  'agent-exec/notify.ts': 'the agent-exec CLI, a process of its own',
+  'agent-exec/launch.ts': 'the agent-exec CLI, a process of its own',
+  'agent-exec/supervisor.ts': 'the agent-exec supervisor, a process of its own',
+  'service/worker-process.ts': 'the front door forks its worker; it stages no job',
+  'guest/vsock-bridge.ts': 'the guest server starts socat once, before it serves a job',
+  'sandbox/bubblewrap/exec-guard.ts': 'the Landlock probe, at the first backend probe, before any job is staged',
+  'sandbox/bubblewrap/launched-sandbox.ts': 'its constructor forks, and is called only inside the gate (bubblewrap-backend.ts)',
+};
 
 describe('fork gate (ETXTBSY)', () => {
   it('holds a fork back until the staged writes in flight are done', async () => {
@@ -13,5 +34,22 @@ describe('fork gate (ETXTBSY)', () => {
     finishWrite();
     await Promise.all([writing, forked]);
     assert.deepEqual(order, ['write done', 'forked']);
+  });
+
+  it('is how every process the host side starts is started (a fork outside it met ETXTBSY: QEMU, tar for the microVM)', () => {
+    const ungatedCalls: string[] = [];
+    for (const entry of readdirSync(SRC, { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+      const path = relative(SRC, join(entry.parentPath, entry.name));
+      if (path in UNGATED) continue;
+      const lines = readFileSync(join(SRC, path), 'utf8').split('\n');
+      lines.forEach((line, index) => {
+        if (!/\b(spawn|execFile|execFileSync|spawnSync|fork)\(/.test(line) || /^\s*(\/\/|\*)/.test(line) || /async spawn\(|\.spawn\(/.test(line)) return;
+        // The call is the gate's argument: `forkWhenQuiet(() => spawn(...))`, on its line or the few just before.
+        const around = lines.slice(Math.max(0, index - 6), index + 1).join('\n');
+        if (!/forkWhenQuiet\(/.test(around)) ungatedCalls.push(`${path}:${index + 1}: ${line.trim()}`);
+      });
+    }
+    assert.deepEqual(ungatedCalls, []);
   });
 });
