@@ -44,6 +44,8 @@ export interface BridgeStart {
   python: string;
   cwd: string;
   language: KernelLanguage;
+  /** The node a javascript kernel runs on (a session's toolchain); the sandbox's `node` when not given. */
+  node?: string;
 }
 
 type Waiter = { onOutput?: (line: OutputLine) => void; resolve(): void; reject(error: Error): void };
@@ -67,12 +69,19 @@ export class KernelBridge {
   private constructor(private readonly agent: SandboxAgentPort) {}
 
   /** Starts the bridge and waits until its kernel answers (about half a second for IPython, a tenth for bash or node). */
-  static async start({ agent, python, cwd, language }: BridgeStart): Promise<KernelBridge> {
+  static async start({ agent, python, cwd, language, node }: BridgeStart): Promise<KernelBridge> {
     const bridge = new KernelBridge(agent);
     const ready = new Promise<void>((resolve, reject) => (bridge.readyWaiter = { resolve, reject }));
     const started = await agent.start(
-      { op: 'start', cmd: python, args: ['-I', '-c', bridgeSource(), language, ...KERNEL_SOURCES[language]()], envs: {}, cwd, stdin: true },
-      { output: (event) => bridge.received(event), end: (event) => bridge.ended(event) },
+      {
+        op: 'start',
+        cmd: python,
+        args: ['-I', '-c', bridgeSource(), language, ...KERNEL_SOURCES[language](), ...(language === 'javascript' && node !== undefined ? [node] : [])],
+        envs: {},
+        cwd,
+        stdin: true,
+      },
+      { output: (event) => bridge.received(event), end: (event) => bridge.ended(event), lost: (gone) => bridge.lose(gone.message) },
     );
     bridge.pid = started.pid;
     try {
@@ -190,6 +199,7 @@ export class KernelBridge {
     this.lose(`the kernel bridge ended (${how})${said ? `: ${said}` : ''}`);
   }
 
+  /** The bridge is gone, or its sandbox is: every waiting request fails with `reason`. */
   private lose(reason: string): void {
     if (this.lost) return;
     this.lost = new BridgeLost(reason);

@@ -98,6 +98,7 @@ export class AgentChannel implements SandboxAgentPort {
     this.readyWaiter?.reject(this.gone);
     for (const waiter of this.pending.values()) waiter.reject(this.gone);
     this.pending.clear();
+    for (const listeners of this.processes.values()) for (const listener of listeners) listener.lost?.(this.gone);
     this.processes.clear();
     this.watches.clear();
     this.input.end();

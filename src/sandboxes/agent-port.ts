@@ -24,6 +24,8 @@ export interface ProcessListener {
   output(event: AgentOutputEvent): void;
   /** The last event of a process; the listener is dropped after it. */
   end(event: AgentEndEvent): void;
+  /** The sandbox ended under the process: no end event will come. */
+  lost?(error: SandboxGoneError): void;
 }
 
 /**

@@ -4,7 +4,7 @@ import type { CappedCapture } from '../sandbox/output-capture.js';
 import type { OutputSink, PreparedSandbox, SandboxOutcome } from '../sandbox/types.js';
 import { SandboxUnavailableError } from '../sandbox/types.js';
 
-/** The host's end of the pipes of a program that serves requests (a session's kernel, a sandbox's agent). */
+/** The host's end of the pipes of a program that serves requests (a long-lived sandbox's agent). */
 export interface ServingChannel {
   readonly stdin: Readable;
   readonly stdout: OutputSink;
@@ -13,7 +13,7 @@ export interface ServingChannel {
   lose(reason: string): void;
 }
 
-/** How the one who serves is named in why the sandbox ended (`the interpreter`, `its agent`). */
+/** How the one who serves is named in why the sandbox ended (`its agent`). */
 export interface ServedBy {
   program: string;
   /** Why it ended, said of the whole: at the backend's deadline, aborted, killed for memory. */
@@ -23,7 +23,7 @@ export interface ServedBy {
 }
 
 /**
- * The lifecycle sessions and long-lived sandboxes share: one prepared sandbox whose one long job
+ * The lifecycle of a long-lived sandbox (sessions are ones too): one prepared sandbox whose one long job
  * is a program serving a channel, until the sandbox ends for the first reason that comes (the
  * caller ends it, the program exits or breaks its protocol, the sandbox fails). The first reason
  * is kept; the channel is lost with it, so whatever waits on the program fails at once, and the

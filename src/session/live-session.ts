@@ -30,6 +30,8 @@ export interface SessionPlan {
   lang: string | null;
   /** The code-interpreter kernel its cells run in (interpreter/kernel-bridge.ts). */
   kernel: KernelLanguage | null;
+  /** The interpreter a javascript kernel runs on: the node toolchain the host resolved. */
+  interpreter: string;
   /** The version of the interpreter cells run in. */
   version: string | null;
   /** Its sandbox: work dir SESSION_WORK_DIR, its lifetime the timeout, its policy the exec guard. */
@@ -136,7 +138,7 @@ export class LiveSession {
     const { kernel } = this.plan;
     if (kernel !== null) {
       try {
-        this.bridge = await KernelBridge.start({ agent: sandbox.agent, python: sandbox.python, cwd: SESSION_WORK_DIR, language: kernel });
+        this.bridge = await KernelBridge.start({ agent: sandbox.agent, python: sandbox.python, cwd: SESSION_WORK_DIR, language: kernel, node: this.plan.interpreter });
       } catch (error) {
         const said = error instanceof Error ? error.message : String(error);
         await sandbox.end(`the interpreter could not start: ${said}`);
@@ -159,23 +161,26 @@ export class LiveSession {
     const limits = { timeoutMs, maxStdoutBytes: this.plan.outputBytes, maxStderrBytes: this.plan.outputBytes, maxResultBytes: MAX_CELL_RESULT_BYTES };
     const began = performance.now();
     let backstop: NodeJS.Timeout | undefined;
-    const stuck = new Promise<never>((_resolve, reject) => {
-      backstop = setTimeout(() => reject(new BridgeLost('the interpreter did not answer')), timeoutMs + STOP_GRACE_MS);
+    const stuck = new Promise<'stuck'>((resolve) => {
+      backstop = setTimeout(() => resolve('stuck'), timeoutMs + STOP_GRACE_MS);
     });
-    let gathered: GatheredCell;
+    let gathered: GatheredCell | 'stuck';
     try {
       gathered = await Promise.race([gatherCell((onOutput, signal) => bridge.execute(code, {}, onOutput, signal), limits, this.ending.signal), stuck]);
     } catch (error) {
       if (!(error instanceof BridgeLost) && !(error instanceof SandboxGoneError)) throw error;
-      const reason = error.message === 'the interpreter did not answer' ? this.didNotStop(timeoutMs) : `the interpreter exited: ${error.message}`;
-      return this.endedBy(reason, false, began);
+      return this.endedBy(`the interpreter exited: ${error.message}`, false, began);
     } finally {
       clearTimeout(backstop);
     }
+    // Neither the cell nor the bridge answered after the interrupt and the bridge's own grace.
+    if (gathered === 'stuck') return this.endedBy(this.didNotStop(timeoutMs), true, began);
     const { error } = gathered;
-    // The bridge replaced a kernel that ignored the interrupt (or died): the cells' names are gone, and so is the session.
-    if (error?.name === 'ContextRestarted') return this.endedBy(this.didNotStop(timeoutMs), true, began);
-    if (error?.name === 'KernelDied') return this.endedBy(`the interpreter exited: ${error.value}`, false, began);
+    // The bridge replaced a kernel that ignored the interrupt (or died): the cells' names are gone,
+    // and so is the session. Its own error lines have no traceback; a cell's exception always has one.
+    const bridgeSaid = error !== null && error.traceback === '' ? error.name : null;
+    if (bridgeSaid === 'ContextRestarted') return this.endedBy(this.didNotStop(timeoutMs), true, began);
+    if (bridgeSaid === 'KernelDied') return this.endedBy(`the interpreter exited: ${error!.value}`, false, began);
     const main = gathered.results.find((result) => result.is_main_result);
     const traceback = error === null ? '' : stripVTControlCharacters(error.traceback);
     const limit = this.plan.outputBytes;
@@ -186,7 +191,8 @@ export class LiveSession {
       exit_code: gathered.timed_out ? 124 : error === null ? 0 : 1,
       error: error === null ? null : capped('error', error.value === '' ? error.name : `${error.name}: ${error.value}`, limit),
       value: main?.text === undefined ? null : capped('value', main.text, limit),
-      results: gathered.results,
+      // Each result's text held to the cap its value has (its other formats count toward MAX_CELL_RESULT_BYTES).
+      results: gathered.results.map((result) => (result.text === undefined ? result : { ...result, text: capped('text', result.text, limit) })),
       timed_out: gathered.timed_out,
       session_ended: false,
       duration_ms: gathered.duration_ms,

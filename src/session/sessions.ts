@@ -155,6 +155,7 @@ export class Sessions {
       id,
       lang: language?.name ?? null,
       kernel: language === null ? null : language === python ? 'python' : 'javascript',
+      interpreter: toolchain.executable,
       // `Python 3.11.2`, `v20.19.0`: the number is the version.
       version: language === null ? null : (toolchain.version.match(/\d+(\.\d+)+/)?.[0] ?? toolchain.version),
       policy,

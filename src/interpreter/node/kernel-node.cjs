@@ -44,8 +44,9 @@
     return text.slice(0, MAX_ERROR_TEXT) + '\n[' + what + ' cut: ' + text.length + ' characters, the first ' + MAX_ERROR_TEXT + ' kept]';
   }
 
+  /** A report on a line of its own: the newline first ends whatever a cell left half written on the fd. */
   function report(message) {
-    fs.writeSync(controlFd, JSON.stringify(message) + '\n');
+    fs.writeSync(controlFd, '\n' + JSON.stringify(message) + '\n');
   }
 
   /** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */

@@ -17,7 +17,8 @@
 #   -> {"id": n, "op": "interrupt"}     (also while an execute runs)  <- {"id": n}
 #   -> {"id": n, "op": "restart"}       <- {"id": n}
 # argv: the language, then for python the sources of charts.py and startup.py (which the kernel
-# imports before the first cell) and kernel-python.py, for javascript the source of kernel-node.cjs.
+# imports before the first cell) and kernel-python.py, for javascript the source of kernel-node.cjs
+# and, optionally, the node to run it on.
 import codecs
 import ctypes
 import json
@@ -119,7 +120,7 @@ class ProcessKernel:
     def __init__(self, argv, cells_on_stdin, env=None):
         self.control_read, control_write = os.pipe()
         cells_read, self.cells_write = os.pipe()
-        self.directory = None
+        self.stopped = False
         self.process = subprocess.Popen(
             argv + [str(control_write), str(cells_read)], stdin=cells_read if cells_on_stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(control_write, cells_read), env=env, start_new_session=True,
@@ -210,10 +211,7 @@ class ProcessKernel:
     def stream(self, fd, name, lines):
         text = self.decoders[name].decode(self.read(fd))
         if text:
-            lines.append(stream_line({"name": name, "text": text}, None))
-
-    def said(self):
-        return ""
+            lines.append(stream_line(name, text))
 
 
     def alive(self):
@@ -223,6 +221,10 @@ class ProcessKernel:
         signal_group(self.process, signal.SIGINT)
 
     def stop(self):
+        """Ends it (once: a failed restart leaves the last kernel to the bridge's own end too)."""
+        if self.stopped:
+            return
+        self.stopped = True
         # Its whole group: what its cells started in the background ends with it.
         signal_group(self.process, signal.SIGKILL)
         self.process.wait()
@@ -244,7 +246,7 @@ class BashKernel(ProcessKernel):
         self.delimiter = "AGENT_RUNNER_CELL_%s" % os.urandom(8).hex()
 
     def begin(self, code, silent):
-        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '{\"done\": true, \"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
+        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '\\n{\"done\": true, \"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
                        % (self.delimiter, code.replace(self.delimiter, ""), self.delimiter, self.next_cell()))
 
     def ended(self, report):
@@ -275,7 +277,8 @@ class NodeKernel(ProcessKernel):
     language = "javascript"
 
     def __init__(self, sources):
-        node = shutil.which("node") or "/usr/bin/node"
+        # The node the host resolved for the context (a session's toolchain), else the sandbox's own.
+        node = sources.get("node") or shutil.which("node") or "/usr/bin/node"
         super().__init__([node, "-e", sources["kernel-node"]], False)
 
     def begin(self, code, silent):
@@ -346,7 +349,7 @@ class PythonKernel(ProcessKernel):
 
     def shown(self, report):
         if "stream" in report:
-            return [stream_line({"name": "stderr" if report["stream"] == "stderr" else "stdout", "text": str(report.get("text", ""))}, None)]
+            return [stream_line(str(report["stream"]), str(report.get("text", "")))]
         if isinstance(report.get("display"), dict):
             return [result_line(report["display"], report.get("main") is True, report.get("oversized"))]
         if isinstance(report.get("error"), dict) and not self.errored:
@@ -435,15 +438,17 @@ class Bridge:
         if not silent:
             self.executions += 1
             emit({"type": "number_of_executions", "execution_count": self.executions})
-        self.kernel.begin(code, silent)
+        try:
+            self.kernel.begin(code, silent)
+        except BrokenPipeError:
+            pass  # the kernel ended between cells: said below, as any end
         interrupted_at = None
         while True:
             if self.take_interrupts() and interrupted_at is None:
                 interrupted_at = time.monotonic()
             if not self.kernel.alive():
-                said = self.kernel.said()
                 self.replace_kernel("KernelDied", "the kernel ended (%s); the context restarted without its state"
-                                    % describe_exit(self.kernel.process.returncode), said, emit)
+                                    % describe_exit(self.kernel.process.returncode), "", emit)
                 return
             if interrupted_at is not None and time.monotonic() - interrupted_at > INTERRUPT_GRACE:
                 self.replace_kernel("ContextRestarted", "a cell did not stop when interrupted; the context restarted without its state", "", emit)
@@ -518,14 +523,10 @@ def env_code(env_vars):
     )
 
 
-def stream_line(content, date):
-    text = content.get("text", "")
+def stream_line(name, text):
     if len(text) > MAX_STREAM_TEXT:
         text = text[:MAX_STREAM_TEXT] + "\n[output cut: one write of %d characters, the first %d kept]\n" % (len(text), MAX_STREAM_TEXT)
-    line = {"type": "stderr" if content.get("name") == "stderr" else "stdout", "text": text}
-    if date is not None:
-        line["timestamp"] = date if isinstance(date, str) else date.isoformat()
-    return line
+    return {"type": "stderr" if name == "stderr" else "stdout", "text": text}
 
 
 def result_line(data, is_main, oversized=None):
@@ -540,7 +541,8 @@ def result_line(data, is_main, oversized=None):
             line[field] = value
     if extra:
         line["extra"] = extra
-    size = oversized if isinstance(oversized, int) else len(json.dumps(line))
+    # The kernel's word on a size it left out is taken only to be larger than what came.
+    size = max(oversized if isinstance(oversized, int) else 0, len(json.dumps(line)))
     if size > MAX_RESULT_BYTES:
         kept = str(line.get("text", ""))[:RESULT_TEXT_KEPT]
         line = {"type": "result", "is_main_result": is_main,
@@ -570,7 +572,7 @@ def main():
     protocol = Protocol()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     language = sys.argv[1]
-    names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node",), "bash": ()}[language]
+    names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node", "node"), "bash": ()}[language]
     sources = dict(zip(names, sys.argv[2:]))
     try:
         bridge = Bridge(protocol, language, sources)

@@ -9,11 +9,13 @@
 # MAX_RESULT_BYTES as JSON is sent as the start of its text and its size), {"cell", "error": {"name", "value",
 # "traceback"}}, then {"cell", "done": true}. What is written to fds 1 and 2 beneath python (a `!`
 # line, a subprocess) the bridge reads from the process's pipes.
+import base64
 import importlib
 import json
 import os
 import signal
 import sys
+import threading
 
 from IPython.core.displayhook import DisplayHook
 from IPython.core.displaypub import DisplayPublisher
@@ -33,16 +35,26 @@ class Control:
         self.fd = fd
         self.max_result = max_result
         self.cell = None
+        self.lock = threading.Lock()
 
     def send(self, **fields):
+        """One report, whole: on a line of its own (a newline first ends whatever a cell left half
+        written on the fd), from one thread at a time, and not cut by an interrupt."""
         if self.cell is None:
             return
-        data = (json.dumps(dict(fields, cell=self.cell), default=str) + "\n").encode()
-        while data:
-            data = data[os.write(self.fd, data):]
+        data = ("\n" + json.dumps(dict(fields, cell=self.cell), default=str) + "\n").encode()
+        with self.lock:
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                while data:
+                    data = data[os.write(self.fd, data):]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def show(self, data, main):
         """A result in its formats; one over the bridge's limit goes as the start of its text and its size (the bridge says so)."""
+        # Binary formats (a _repr_png_ that returns bytes) travel in base64, as Jupyter sends them.
+        data = {mime: base64.b64encode(value).decode() if isinstance(value, bytes) else value for mime, value in data.items()}
         size = len(json.dumps(data, default=str))
         if size <= self.max_result:
             self.send(display=data, main=main)
@@ -156,24 +168,26 @@ def main():
     sys.stderr = Stream(control, "stderr")
     os.write(control.fd, b'{"ready": true}\n')
     while True:
-        try:
-            line = cells.readline()
-        except KeyboardInterrupt:
-            continue  # an interrupt that came between cells: nothing to stop
+        # An interrupt is for a running cell: between cells (reading one, saying it ended) it is ignored.
+        line = cells.readline()
         if not line:
             return
         request = json.loads(line)
         control.cell = request["cell"]
+        silent = request.get("silent", False)
         try:
-            shell.run_cell(request["code"], store_history=not request.get("silent", False), silent=request.get("silent", False))
+            # Set anew for every cell, whatever an earlier cell did with SIGINT.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            shell.run_cell(request["code"], store_history=not silent, silent=silent)
         except KeyboardInterrupt:
-            # Came after the cell had ended, while its output was sent.
-            pass
+            pass  # came as the cell ended, before the interrupt was ignored again
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         flush_streams()
         control.send(done=True)
         control.cell = None
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     main()

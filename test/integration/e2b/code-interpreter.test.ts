@@ -39,7 +39,7 @@ function decodePng(base64: string): { width: number; height: number } {
 
 /**
  * The unmodified `@e2b/code-interpreter` SDK against `agent-runner serve`: cells in python
- * contexts (ipykernel inside the sandbox), their streams, results, charts and errors, contexts,
+ * contexts (IPython inside the sandbox), their streams, results, charts and errors, contexts,
  * timeouts and what a cell can do to the service (forged protocol, a cell that never ends, a
  * huge result). The whole surface on local_process; a smoke on gVisor.
  */
@@ -204,7 +204,7 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
   it('restarts a context whose cell ignores the interrupt, saying so; the sandbox and service go on', async () => {
     const context = await sandbox.createCodeContext();
     await sandbox.runCode('state = 1', { context });
-    // ipykernel restores its SIGINT handler before each cell: the cell that ignores it must be the one that loops.
+    // The kernel sets its SIGINT handler anew before each cell: the cell that ignores it must be the one that loops.
     await assert.rejects(sandbox.runCode('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass', { context, timeoutMs: 1_000 }), /timed out/i);
     const after = await sandbox.runCode('"state" in globals()', { context });
     assert.equal(after.text, 'False', 'the context came back with a new kernel');

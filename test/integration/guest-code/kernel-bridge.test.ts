@@ -118,7 +118,7 @@ describe('charts.py: a figure as data', () => {
 describe('kernel-bridge.py', () => {
   let bridge: GuestProcess;
   let ids = 0;
-  // The kernel's connection files and sockets go to the temp dir, as in a sandbox's own /tmp.
+  // The kernel's modules and IPython's dir go to the temp dir, as in a sandbox's own /tmp.
   const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-'));
   before(async () => {
     const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), 'python', source('charts.py'), source('startup.py'), source('kernel-python.py')];
@@ -185,6 +185,32 @@ describe('kernel-bridge.py', () => {
     assert.equal((outputs(await ask({ op: 'execute', code: 'kept', env_vars: {} })).at(-1) as { text: string }).text, '1');
   });
 
+  it('interrupts a cell even after an earlier cell ignored SIGINT: each cell gets the interrupt anew', async () => {
+    await ask({ op: 'execute', code: 'import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)', env_vars: {} });
+    const id = ++ids;
+    bridge.send({ op: 'execute', id, code: 'import time\ntime.sleep(60)', env_vars: {} });
+    assert.equal(((await bridge.next()) as { output: OutputLine }).output.type, 'number_of_executions');
+    bridge.send({ op: 'interrupt', id: ++ids });
+    const frames: unknown[] = [];
+    while (!frames.some((frame) => (frame as { done?: boolean }).done)) frames.push(await bridge.next());
+    const names = frames.flatMap((frame) => ((frame as { output?: { name?: string } }).output?.name ?? []) as string[]);
+    assert.deepEqual(names, ['KeyboardInterrupt'], 'interrupted, not a kernel replaced');
+  });
+
+  it('a result whose format is bytes travels in base64, as Jupyter sends it', async () => {
+    const code = 'import base64\nclass Dot:\n    def _repr_png_(self):\n        return base64.b64decode("iVBORw0KGgo=")\nDot()';
+    const result = outputs(await ask({ op: 'execute', code, env_vars: {} })).find((line) => line.type === 'result') as { png?: string };
+    assert.equal(result.png, 'iVBORw0KGgo=');
+  });
+
+  it('a kernel that ended between cells is replaced at the next cell, which says so; the bridge goes on', async () => {
+    await ask({ op: 'execute', code: 'import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(3))).start()', env_vars: {} });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const error = outputs(await ask({ op: 'execute', code: '1', env_vars: {} })).find((line) => line.type === 'error') as { name: string; traceback: string };
+    assert.deepEqual([error.name, error.traceback], ['KernelDied', '']);
+    assert.equal((outputs(await ask({ op: 'execute', code: '6 * 7', env_vars: {} })).at(-1) as { text: string }).text, '42');
+  });
+
   it('restarts its kernel on request: the state goes, and what its cells started', async () => {
     const marker = `${3000 + Math.floor(Math.random() * 900)}`;
     // One child of the kernel, one a shell left behind (no longer the kernel's child, still in its group).
@@ -233,6 +259,9 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
     assert.equal(text(await run('echo second')), 'second\n');
     assert.equal(text(await run('false')), 'error:1');
     assert.equal(text(await run('yes | head -c 3000000 | wc -c')), '3000000\n');
+    // Half a line left on the control fd: the kernel's next report still stands on a line of its own.
+    assert.equal(text(await run('printf partial >&$__agent_runner_control; echo half')), 'half\n');
+    assert.equal(text(await run('echo whole')), 'whole\n');
   });
 
   it('javascript: cells see none of the kernel’s names, and a forged report ends nothing', async () => {

@@ -86,6 +86,23 @@ describe('sessions over HTTP', async () => {
     assert.equal(described.ended_reason, stuck.error);
   });
 
+  it('a cell’s own exception named as the bridge names a kernel it replaced ends nothing', async () => {
+    const session = await client.createSession({ lang: 'python' });
+    const raised = await client.sessionExec(session.id, { code: 'class ContextRestarted(Exception): pass\nraise ContextRestarted("mine")' });
+    assert.deepEqual([raised.exit_code, raised.error, raised.session_ended], [1, 'ContextRestarted: mine', false]);
+    await client.endSession(session.id);
+  });
+
+  // A deadline of the test's own, far under the cell's timeout: the answer must not wait for it.
+  it('a session ended while a cell runs answers that cell at once, saying why', { timeout: 20_000 }, async () => {
+    const session = await client.createSession({ lang: 'python' });
+    const running = client.sessionExec(session.id, { code: 'import time\ntime.sleep(60)', timeout: 50 });
+    await sleep(1000);
+    await client.endSession(session.id);
+    const answered = await running;
+    assert.deepEqual([answered.session_ended, answered.error], [true, 'deleted']);
+  });
+
   it('a cell cannot answer for its kernel: a frame it writes to its stdout and stderr descriptors is not taken, and the session goes on', async () => {
     const session = await client.createSession({ lang: 'python' });
     // The cell's request is the bridge's id 1 after its start-up: the forgery names it.
@@ -106,7 +123,7 @@ describe('sessions over HTTP', async () => {
   it('a cell that prints more than the host keeps gets its output cut, saying so', async () => {
     const session = await client.createSession({ lang: 'python' });
     const printed = await client.sessionExec(session.id, { code: 'import sys\nfor _ in range(8): sys.stdout.write("x" * (1 << 20))' });
-    // The kernel's one write of 8 MiB is cut in the sandbox already; the host keeps 1 MiB of what it is sent, whatever it says.
+    // The kernel sends the eight writes as it holds them (64 KiB or a line at a time); the host keeps 1 MiB of them and counts the rest.
     assert.match(printed.stdout.slice(-100), /x\n\[stdout truncated: \d+ bytes, the first 1048576 kept\]$/);
     assert.ok(Buffer.byteLength(printed.stdout) < (1 << 20) + 100);
     await client.endSession(session.id);
@@ -134,6 +151,10 @@ describe('sessions over HTTP', async () => {
         /x{100}\n\[(value truncated: 3145728\d bytes, the first 10485\d\d kept|result cut: its formats were 3145\d+ bytes, more than the \d+ a result may carry; the first \d+ characters of its text kept)\]$/,
       );
       assert.ok(Buffer.byteLength(String(value.value)) < (1 << 20) + 100);
+      assert.ok(
+        value.results.every((result) => result.text === undefined || Buffer.byteLength(result.text) < (1 << 20) + 100),
+        'a result’s text is held to the cap too',
+      );
       const raised = await client.sessionExec(session.id, { code: raise });
       assert.deepEqual([raised.exit_code, raised.session_ended], [1, false]);
       assert.match(String(raised.error).slice(-200), /y{100}\n\[error truncated: \d+ bytes, the first 10485\d\d kept\]$/);
