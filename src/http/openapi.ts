@@ -64,6 +64,9 @@ export function openapiOptions(token: string | null): FastifyDynamicSwaggerOptio
       ...(token ? { security: [{ bearer: [] }] } : {}),
     },
     transform: ({ schema, url, route }) => ({ schema: documented(schema, route, token !== null), url: namedWildcard(url) }),
+    // A shared schema is a component under its contract name (`SandboxCodeResult`), as generated
+    // clients name their types after it; the plugin's own names are `def-0`, `def-1`...
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => (typeof json.$id === 'string' ? json.$id : `Schema${index}`) },
   };
 }
 
@@ -89,6 +92,7 @@ function documented(schema: FastifySchema | undefined, route: RouteOptions, auth
   }
   const responses: Record<string, unknown> = { ...(schema?.response as Record<string, unknown> | undefined), ...errorResponses(codes), ...e2bUnauthorized };
   return {
+    operationId: operationIdOf(route),
     ...schema,
     ...(schema?.params ? { params: namedWildcardParams(schema.params) } : {}),
     ...(schema?.body && accepts ? { consumes: accepts } : {}),
@@ -110,6 +114,20 @@ function errorResponse(status: number, codes: ErrorCode[]) {
 }
 
 /** Fastify's wildcard `*` is an artifact's path on our routes: `{path}` in the document. */
+/**
+ * A route's operationId, from its method and path (`GET /v1/jobs/:job_id` -> getV1JobsByJobId):
+ * unique as they are, and stable while the route is; a route's schema may name its own.
+ */
+function operationIdOf(route: RouteOptions): string {
+  const method = (Array.isArray(route.method) ? route.method[0]! : route.method).toLowerCase();
+  const words = namedWildcard(route.url)
+    .split('/')
+    .filter(Boolean)
+    .map((segment) => (segment.startsWith(':') ? `by_${segment.slice(1)}` : segment));
+  const camel = words.flatMap((word) => word.split(/[^A-Za-z0-9]+/)).filter(Boolean);
+  return method + camel.map((part) => part[0]!.toUpperCase() + part.slice(1)).join('');
+}
+
 function namedWildcard(url: string): string {
   return url.endsWith('/*') ? `${url.slice(0, -1)}:path` : url;
 }

@@ -28,7 +28,6 @@ const KERNEL_SOURCES = {
   bash: () => [],
 } as const satisfies Record<string, () => string[]>;
 export type KernelLanguage = keyof typeof KERNEL_SOURCES;
-export const KERNEL_LANGUAGES = Object.keys(KERNEL_SOURCES) as KernelLanguage[];
 
 /** The context's kernel is gone (it ended, broke the protocol, or its sandbox ended). */
 export class BridgeLost extends Error {

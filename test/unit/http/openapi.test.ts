@@ -153,6 +153,17 @@ describe('the OpenAPI document', () => {
       assert.deepEqual(document.paths['/health']!.get!.security, [], '/health needs no token');
       for (const [name, operation] of operations(document)) if (name !== 'get /health') assert.equal(operation.security, undefined, `${name} takes the document's requirement`);
       assertErrorResponses(document, true);
+      // Every operation has an id, each its own.
+      const ids = operations(document).map(([, operation]) => (operation as { operationId?: string }).operationId);
+      assert.ok(
+        ids.every((id) => typeof id === 'string' && /^[a-z]+[A-Za-z0-9]+$/.test(id)),
+        JSON.stringify(ids),
+      );
+      assert.equal(new Set(ids).size, ids.length);
+      assert.ok(ids.includes('postV1Jobs') && ids.includes('getV1JobsByJobId'), JSON.stringify(ids));
+      // A shared schema is named after its contract type (fastify-swagger's own names were def-0, def-1...).
+      for (const name of Object.keys(document.components.schemas)) assert.match(name, /^[A-Z][A-Za-z0-9]*$/, `component ${name}`);
+      assert.ok('SandboxCodeResult' in document.components.schemas && 'Session' in document.components.schemas, Object.keys(document.components.schemas).join(' '));
       // The error body names every code of the table.
       const body = JSON.stringify(document.components.schemas.ErrorBody);
       for (const code of Object.keys(ERROR_CODES)) assert.ok(body.includes(`"${code}"`), `ErrorBody lists ${code}`);
