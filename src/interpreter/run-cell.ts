@@ -4,6 +4,9 @@ import type { SandboxCodeResult, SandboxRunCodeRequest, SandboxRunCodeResult } f
 import { KeptOutput } from '../util/kept-output.js';
 import type { CodeContexts, InterpreterTarget } from './code-contexts.js';
 
+/** The results one gathered cell carries, together (a chart's png is tens of KiB; its size is the answer's). */
+export const MAX_CELL_RESULT_BYTES = 32 * 1024 * 1024;
+
 export interface CellLimits {
   timeoutMs: number;
   maxStdoutBytes: number;

@@ -12,7 +12,7 @@ import type {
 } from '../contract/sandbox.js';
 import { CodeContexts, ContextError } from '../interpreter/code-contexts.js';
 import { BridgeLost } from '../interpreter/kernel-bridge.js';
-import { runCell } from '../interpreter/run-cell.js';
+import { MAX_CELL_RESULT_BYTES, runCell } from '../interpreter/run-cell.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
@@ -262,9 +262,6 @@ function randomId(): string {
   const alphabet = '0123456789abcdefghijklmnopqrstuvwxyz';
   return Array.from({ length: 24 }, () => alphabet[randomInt(alphabet.length)]).join('');
 }
-
-/** The results one run_code answer carries (a chart's png is tens of KiB; its size is the answer's). */
-const MAX_CELL_RESULT_BYTES = 32 * 1024 * 1024;
 
 /** A refusal of the code interpreter (E2B's statuses) as our contract's error. */
 function contextRefusal(error: ContextError): CodedError {

@@ -4,12 +4,12 @@ import { stripVTControlCharacters } from 'node:util';
 import { CodedError, contractError, type ErrorCode } from '../contract/errors.js';
 import type { Session, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 import { BridgeLost, KernelBridge, type KernelLanguage } from '../interpreter/kernel-bridge.js';
-import { gatherCell, type GatheredCell } from '../interpreter/run-cell.js';
+import { gatherCell, MAX_CELL_RESULT_BYTES, type GatheredCell } from '../interpreter/run-cell.js';
 import { SandboxGoneError } from '../sandboxes/agent-port.js';
 import { LiveSandbox, type SandboxPlan } from '../sandboxes/live-sandbox.js';
 import { runToEnd } from '../sandboxes/sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from '../sandboxes/sandbox-files.js';
-import { utf8Prefix } from '../util/utf8-prefix.js';
+import { KeptOutput } from '../util/kept-output.js';
 
 /** The work dir, as cells and commands see it (their cwd). */
 export const SESSION_WORK_DIR = '/workspace';
@@ -20,8 +20,6 @@ export const SESSION_WORK_DIR = '/workspace';
  */
 const STOP_GRACE_MS = 10_000;
 const MAX_PATH_LENGTH = 4096;
-/** The results of one cell together (a chart's png is tens of KiB). */
-const MAX_CELL_RESULT_BYTES = 32 * 1024 * 1024;
 
 /** Everything a session is made of, checked and resolved by Sessions.create. */
 export interface SessionPlan {
@@ -39,7 +37,6 @@ export interface SessionPlan {
   idleTimeoutSeconds: number;
   /** Output kept of each stream, and of a value or error. */
   outputBytes: number;
-  maxFileBytes: number;
 }
 
 type ExecOptions = { timeoutMs: number };
@@ -117,14 +114,14 @@ export class LiveSession {
 
   async writeFile(path: string, content: Buffer): Promise<SessionFileWritten> {
     const relative = this.checkPath(path);
-    if (content.length > this.plan.maxFileBytes) throw tooLarge(path, content.length, this.plan.maxFileBytes);
-    await this.serve(() => sessionFile(() => writeSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, content, this.plan.maxFileBytes)));
+    if (content.length > this.plan.sandbox.maxFileBytes) throw tooLarge(path, content.length, this.plan.sandbox.maxFileBytes);
+    await this.serve(() => sessionFile(() => writeSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, content, this.plan.sandbox.maxFileBytes)));
     return { path: relative, bytes: content.length, sha256: createHash('sha256').update(content).digest('hex') };
   }
 
   async readFile(path: string): Promise<Buffer> {
     const relative = this.checkPath(path);
-    return this.serve(() => sessionFile(() => readSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, this.plan.maxFileBytes)));
+    return this.serve(() => sessionFile(() => readSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, this.plan.sandbox.maxFileBytes)));
   }
 
   /** Ends the session (idempotent): its sandbox, and every process in it, ends. */
@@ -313,12 +310,11 @@ async function sessionFile<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-/** The first `limit` bytes of `text` (whole characters), with a note when it had more. */
+/** The first `limit` bytes of `text` (whole characters), with a note when it had more: as any output is kept. */
 function capped(name: string, text: string, limit: number): string {
-  const bytes = Buffer.from(text, 'utf8');
-  const kept = utf8Prefix(bytes, limit);
-  if (bytes.length <= kept.length) return text;
-  return `${kept.toString('utf8')}\n[${name} truncated: ${bytes.length} bytes, the first ${kept.length} kept]`;
+  const kept = new KeptOutput(limit);
+  kept.add(Buffer.from(text, 'utf8'));
+  return kept.text(name);
 }
 
 function tooLarge(path: string, bytes: number, limit: number): CodedError {

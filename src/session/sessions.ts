@@ -186,7 +186,6 @@ export class Sessions {
       },
       idleTimeoutSeconds,
       outputBytes: Math.max(config.snippet.maxStdoutBytes, config.snippet.maxStderrBytes),
-      maxFileBytes: settings.maxFileBytes,
     };
   }
 }
