@@ -8,8 +8,14 @@ function childrenOf(pid: number): number[] {
   return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
 }
 
+/** A process's command line; empty for one that ended since it was listed (a probe the front door ran). */
 function commandLine(pid: number): string {
-  return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return '';
+    throw error;
+  }
 }
 
 function workerOf(frontDoor: number): number | undefined {
