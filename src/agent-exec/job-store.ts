@@ -4,7 +4,7 @@ import { basename, join, resolve } from 'node:path';
 import type { BackendKind } from '../contract/backend-kinds.js';
 import type { JobLimits, LimitEnforcement } from './limits.js';
 import type { NetworkMode } from '../sandbox/bubblewrap/workspace-profile.js';
-import { writeFileAtomic } from '../store/atomic-write.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
 
 /**
  * Where jobs live: <root>/jobs/<id>/ holds the definition (job.json, written once by the CLI),

@@ -1,4 +1,4 @@
-import { writeFileAtomic } from '../store/atomic-write.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
 import { killUntilGone, processesWithMarker, signalQuietly } from '../sandbox/host/process-tree.js';
 import { markerOf } from './job-env.js';
 import { isSettled, type JobView } from './job-view.js';

@@ -177,6 +177,15 @@ export const SandboxSettingsSchema = Section({
   maxFileBytes: PositiveInteger(1024 * MiB, 'The largest file a process in a sandbox may write.'),
   homeBytes: PositiveInteger(1024 * MiB, "Size of the sandbox user's home directory, where its files live."),
   endedRetentionSeconds: PositiveInteger(600, 'An ended sandbox still answers with why it ended this long.'),
+  pauseTimeoutSeconds: PositiveInteger(
+    300,
+    'Pausing, resuming, forking or snapshotting a sandbox must be done within this; otherwise it is undone and the sandbox left as it was.',
+  ),
+  keptRetentionDays: PositiveInteger(30, 'Paused sandboxes and snapshots are deleted this long after they were made.'),
+  keptDir: Nullable(
+    Type.String({ minLength: 1 }),
+    "Where paused sandboxes and snapshots are kept (null: <stateDir>/sandboxes/kept). One service's: a service loads what is there when it starts.",
+  ),
   allowInternetAccess: Type.Boolean({
     default: false,
     description: "Whether a sandbox may reach the internet when its request does not say (E2B's SDK asks for it by default; runJob.allowNetwork must allow it).",

@@ -26,6 +26,16 @@ export const BackendChoiceSchema = Type.Object(
 );
 export type BackendChoice = Static<typeof BackendChoiceSchema>;
 
+/**
+ * What a long-lived sandbox on it keeps when paused (and what its forks and snapshots copy):
+ * memory (every process and its state, files too) or files (its home; its processes end).
+ */
+export const PauseKindSchema = Type.Union([Type.Literal('memory'), Type.Literal('files')], {
+  $id: 'PauseKind',
+  description: 'What a paused sandbox keeps: memory (processes with their state, and files) or files (its home directory; processes end).',
+});
+export type PauseKind = Static<typeof PauseKindSchema>;
+
 export const BackendCapabilitiesSchema = Type.Object(
   {
     network: Type.Array(Type.Union([Type.Literal('none'), Type.Literal('egress'), Type.Literal('host')]), {
@@ -34,6 +44,7 @@ export const BackendCapabilitiesSchema = Type.Object(
     }),
     memory: Type.Array(Type.Union([Type.Literal('cgroup'), Type.Literal('address-space'), Type.Literal('vm')]), { description: 'How it bounds memory.' }),
     snapshot: Type.Boolean({ description: 'Whether it can snapshot and restore a started sandbox.' }),
+    pause: PauseKindSchema,
     host_work_dir: Type.Boolean({ description: 'Whether the job work dir is a host directory (false: it lives inside the sandbox).' }),
     profiles: Type.Array(Type.String(), { description: 'Sandbox profiles it can build (snippet, run-job, task, workspace).' }),
   },

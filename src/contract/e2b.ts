@@ -78,6 +78,37 @@ export type E2bSandboxDetail = Static<typeof E2bSandboxDetailSchema>;
 export const E2bTimeoutSchema = Type.Object({ timeout: Type.Integer({ minimum: 0 }) }, { $id: 'E2bTimeout', additionalProperties: true });
 export const E2bConnectSchema = Type.Object({ timeout: Type.Optional(Type.Integer({ minimum: 0 })) }, { $id: 'E2bConnect', additionalProperties: true });
 
+/** `POST /sandboxes/{id}/pause`: `memory` true asks for the processes' memory too (refused where the backend keeps files only); omitted, what the backend can. */
+export const E2bPauseSchema = Type.Object({ memory: Type.Optional(Type.Boolean()) }, { $id: 'E2bPause', additionalProperties: true });
+export const E2bForkRequestSchema = Type.Object(
+  {
+    timeout: Type.Optional(Type.Integer({ minimum: 0, description: 'Seconds each copy lives (E2B: 15 when omitted).' })),
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+  },
+  { $id: 'E2bForkRequest', additionalProperties: true },
+);
+export type E2bForkRequest = Static<typeof E2bForkRequestSchema>;
+/** One copy's outcome: exactly one of `sandbox` and `error`. */
+export const E2bForkResultSchema = Type.Object({ sandbox: Type.Optional(E2bSandboxSchema), error: Type.Optional(E2bErrorSchema) }, { $id: 'E2bForkResult' });
+export type E2bForkResult = Static<typeof E2bForkResultSchema>;
+export const E2bSnapshotRequestSchema = Type.Object(
+  { name: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' })) },
+  { $id: 'E2bSnapshotRequest', additionalProperties: true },
+);
+/** A snapshot: its id is a template id (`Sandbox.create(snapshotID)`), as are its names. */
+export const E2bSnapshotInfoSchema = Type.Object({ snapshotID: Type.String(), names: Type.Array(Type.String()) }, { $id: 'E2bSnapshotInfo' });
+export type E2bSnapshotInfo = Static<typeof E2bSnapshotInfoSchema>;
+export const E2bSnapshotQuerySchema = Type.Object(
+  {
+    sandboxID: Type.Optional(Type.String({ maxLength: 128 })),
+    name: Type.Optional(Type.String({ maxLength: 128 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    nextToken: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: true },
+);
+export type E2bSnapshotQuery = Static<typeof E2bSnapshotQuerySchema>;
+
 /** `GET /v2/sandboxes`: `metadata` is form-encoded `k=v&k2=v2` (each part URI-encoded again by the SDK), `state` a comma list. */
 export const E2bListQuerySchema = Type.Object(
   {

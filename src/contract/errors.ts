@@ -46,6 +46,13 @@ export const ERROR_CODES = {
   'sandbox.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },
   'sandbox.file_denied': { http: 403, description: 'the sandbox’s user may not read or write that path' },
   'sandbox.file_failed': { http: 422, description: 'the sandbox could not read or write the path (a parent that is a file, a full disk...): the message says why' },
+  'sandbox.paused': { http: 409, description: 'the sandbox is paused: resume it (or connect, on the E2B API) first' },
+  'sandbox.pause_unsupported': { http: 400, description: 'its backend cannot keep what was asked (memory): see /v1/backends capabilities.pause' },
+  'sandbox.pause_failed': {
+    http: 500,
+    description: 'pausing, resuming, forking or snapshotting failed; the sandbox is left running (or paused) as it was, and the message says why',
+  },
+  'snapshot.not_found': { http: 404, description: 'no snapshot with that id or name' },
   'template.not_found': { http: 404, description: 'no template of that name: `base`, or one named in the configuration' },
   'session.file_not_found': { http: 404, description: 'no such file in the session’s work dir' },
   'session.file_too_large': { http: 413, description: 'the file is over the session file limit' },

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { BackendChoiceSchema, BackendKindSchema } from './backend.js';
+import { BackendChoiceSchema, BackendKindSchema, PauseKindSchema } from './backend.js';
 
 /**
  * Long-lived sandboxes: a sandbox that runs until it is killed or its timeout passes, with
@@ -37,7 +37,9 @@ export const SandboxSchema = Type.Object(
     id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
     template: Type.String(),
     backend: BackendKindSchema,
-    state: Type.Union([Type.Literal('running'), Type.Literal('ended')]),
+    state: Type.Union([Type.Literal('running'), Type.Literal('paused'), Type.Literal('ended')], {
+      description: 'running; paused (it holds nothing on the host: resume brings it back under the same id); ended.',
+    }),
     started_at: Type.String({ format: 'date-time' }),
     end_at: Type.String({ format: 'date-time', description: 'When its timeout kills it (or when it ended).' }),
     metadata: Metadata,
@@ -48,6 +50,8 @@ export const SandboxSchema = Type.Object(
     agent_version: Type.Union([Type.String(), Type.Null()]),
     envd_access_token: Type.Optional(Type.String({ description: 'Present for a secure sandbox, to its creator only.' })),
     ended_reason: Type.Optional(Type.String()),
+    paused_at: Type.Optional(Type.String({ format: 'date-time' })),
+    kept: Type.Optional(PauseKindSchema),
   },
   { $id: 'Sandbox', additionalProperties: false, title: 'A sandbox' },
 );
@@ -58,6 +62,78 @@ export const SandboxTimeoutRequestSchema = Type.Object(
   { $id: 'SandboxTimeoutRequest', additionalProperties: false },
 );
 export type SandboxTimeoutRequest = Static<typeof SandboxTimeoutRequestSchema>;
+
+export const SandboxPauseRequestSchema = Type.Object(
+  {
+    keep_memory: Type.Optional(
+      Type.Boolean({
+        description:
+          "true: keep its processes and their memory, refused (sandbox.pause_unsupported) where its backend keeps files only; false: its files only; omitted: the most its backend keeps (see /v1/backends' capabilities.pause).",
+      }),
+    ),
+  },
+  { $id: 'SandboxPauseRequest', additionalProperties: false },
+);
+export type SandboxPauseRequest = Static<typeof SandboxPauseRequestSchema>;
+
+export const SandboxResumeRequestSchema = Type.Object(
+  { timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, description: 'Its timeout from now once resumed (default: the server default, 300).' })) },
+  { $id: 'SandboxResumeRequest', additionalProperties: false },
+);
+export type SandboxResumeRequest = Static<typeof SandboxResumeRequestSchema>;
+
+export const SandboxForkRequestSchema = Type.Object(
+  {
+    count: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'Copies to make (default 1), each its own sandbox.' })),
+    timeout_seconds: Type.Optional(Type.Integer({ minimum: 1, description: 'Each copy’s timeout (default: the server default, 300).' })),
+  },
+  { $id: 'SandboxForkRequest', additionalProperties: false },
+);
+export type SandboxForkRequest = Static<typeof SandboxForkRequestSchema>;
+
+/** One copy: the sandbox made, or why it could not be; the others are made or not on their own. */
+export const SandboxForkSchema = Type.Object(
+  {
+    sandbox: Type.Optional(SandboxSchema),
+    error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() })),
+  },
+  { $id: 'SandboxFork', additionalProperties: false },
+);
+export type SandboxFork = Static<typeof SandboxForkSchema>;
+
+export const SandboxForkResultSchema = Type.Object({ kept: PauseKindSchema, forks: Type.Array(SandboxForkSchema) }, { $id: 'SandboxForkResult', additionalProperties: false });
+export type SandboxForkResult = Static<typeof SandboxForkResultSchema>;
+
+export const SnapshotCreateRequestSchema = Type.Object(
+  {
+    name: Type.Optional(
+      Type.String({
+        pattern: '^[a-z0-9][a-z0-9._-]{0,63}$',
+        description: 'A name to start sandboxes from it by (a template name); a later snapshot of the same name replaces it.',
+      }),
+    ),
+  },
+  { $id: 'SnapshotCreateRequest', additionalProperties: false },
+);
+export type SnapshotCreateRequest = Static<typeof SnapshotCreateRequestSchema>;
+
+/** A sandbox's state kept under the state dir: a template (`template` of a create, by id or name) until deleted. */
+export const SnapshotSchema = Type.Object(
+  {
+    id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
+    name: Type.Union([Type.String(), Type.Null()]),
+    sandbox_id: Type.String({ description: 'The sandbox it was taken of.' }),
+    template: Type.String({ description: 'The template that sandbox started from.' }),
+    backend: BackendKindSchema,
+    kept: PauseKindSchema,
+    bytes: Type.Integer({ description: 'Disk it takes.' }),
+    created_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'Snapshot', additionalProperties: false },
+);
+export type Snapshot = Static<typeof SnapshotSchema>;
+
+export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotSchema) }, { $id: 'SnapshotList', additionalProperties: false });
 
 export const SandboxListSchema = Type.Object({ sandboxes: Type.Array(SandboxSchema) }, { $id: 'SandboxList', additionalProperties: false });
 

@@ -57,6 +57,13 @@ export class ClusterSandboxes implements SandboxHost {
     return sandbox;
   }
 
+  /** Copies live on this front door's worker, as their parent does; each is recorded as its own. */
+  async fork(id: string, request?: Parameters<SandboxHost['fork']>[1]) {
+    const result = await this.local.fork(id, request);
+    for (const fork of result.forks) if (fork.sandbox) await this.owners.record(fork.sandbox.id, this.self());
+    return result;
+  }
+
   async placeOf(id: string): Promise<SandboxPlace> {
     const owner = await this.owners.ownerOf(id);
     return owner === null || owner === this.self() ? { here: true } : { address: owner };
@@ -67,6 +74,12 @@ export class ClusterSandboxes implements SandboxHost {
   kill = (id: string) => this.local.kill(id);
   connect = (id: string, timeoutSeconds?: number) => this.local.connect(id, timeoutSeconds);
   metrics = (id: string) => this.local.metrics(id);
+  pause = (id: string, request?: Parameters<SandboxHost['pause']>[1]) => this.local.pause(id, request);
+  resume = (id: string, timeoutSeconds?: number) => this.local.resume(id, timeoutSeconds);
+  snapshot = (id: string, request?: Parameters<SandboxHost['snapshot']>[1]) => this.local.snapshot(id, request);
+  // Snapshots are kept by the worker that took them: listed and deleted there (docs/scaling.md).
+  listSnapshots = (filter?: Parameters<SandboxHost['listSnapshots']>[0]) => this.local.listSnapshots(filter);
+  deleteSnapshot = (idOrName: string) => this.local.deleteSnapshot(idOrName);
   exec = (id: string, request: Parameters<SandboxHost['exec']>[1]) => this.local.exec(id, request);
   runCode = (id: string, request: Parameters<SandboxHost['runCode']>[1]) => this.local.runCode(id, request);
   readFile = (id: string, path: string) => this.local.readFile(id, path);

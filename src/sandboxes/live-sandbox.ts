@@ -1,4 +1,5 @@
 import { CodedError, contractError } from '../contract/errors.js';
+import type { PauseKind } from '../contract/backend.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
 import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
@@ -7,6 +8,7 @@ import { AgentChannel } from './agent-channel.js';
 import { sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
 import type { SandboxAgentPort } from './agent-port.js';
+import type { KeptSandbox } from './snapshot-store.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
 export const SANDBOX_HOME = '/home/user';
@@ -35,6 +37,8 @@ export interface SandboxPlan {
   /** The largest file a process of it may write. */
   maxFileBytes: number;
   startTimeoutSeconds: number;
+  /** When it first started: a resumed sandbox's is its first start's. Default: now. */
+  startedAt?: Date;
   /** Its longest life, however its timeout is moved. */
   maxLifetimeMs: number;
   /**
@@ -54,7 +58,7 @@ export interface SandboxPlan {
 export class LiveSandbox {
   private readonly channel = new AgentChannel();
   private readonly served: ServedSandbox;
-  private readonly startedAt = new Date();
+  private readonly startedAt: Date;
   private endAt: Date;
   private timer: NodeJS.Timeout | undefined;
   private agentVersion: string | null = null;
@@ -66,7 +70,8 @@ export class LiveSandbox {
     private readonly plan: SandboxPlan,
     onEnded: (sandbox: LiveSandbox) => void,
   ) {
-    this.endAt = new Date(this.startedAt.getTime() + plan.timeoutMs);
+    this.startedAt = plan.startedAt ?? new Date();
+    this.endAt = new Date(Date.now() + plan.timeoutMs);
     this.served = new ServedSandbox(this.channel, SERVED_BY, (reason) => {
       this.endAt = new Date();
       clearTimeout(this.timer);
@@ -106,6 +111,34 @@ export class LiveSandbox {
 
   get metadata(): Readonly<Record<string, string>> {
     return this.plan.metadata;
+  }
+
+  get home(): string {
+    return this.plan.home;
+  }
+
+  /** What a pause keeps of it (and what its forks and snapshots copy): as much as its backend can. */
+  get pauseKind(): PauseKind {
+    return this.plan.backend.capabilities.pause;
+  }
+
+  /** What it was made with, as kept with its paused state or a snapshot of it. */
+  keptAs(): KeptSandbox {
+    const { plan } = this;
+    const described = this.describe();
+    return {
+      id: plan.id,
+      template: plan.template,
+      backend: plan.backend.kind,
+      env_vars: { ...plan.envVars },
+      metadata: { ...plan.metadata },
+      internet_access: described.internet_access,
+      access_token: plan.accessToken,
+      started_at: described.started_at,
+      cpu_count: described.cpu_count,
+      memory_mb: described.memory_mb,
+      disk_size_mb: described.disk_size_mb,
+    };
   }
 
   /** Its agent, with the sandbox's environment under each process's own. */

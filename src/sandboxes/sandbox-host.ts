@@ -4,6 +4,11 @@ import type {
   SandboxExecRequest,
   SandboxExecResult,
   SandboxFileWritten,
+  SandboxForkRequest,
+  SandboxForkResult,
+  SandboxPauseRequest,
+  Snapshot,
+  SnapshotCreateRequest,
   SandboxMetrics,
   SandboxRunCodeRequest,
   SandboxRunCodeResult,
@@ -30,6 +35,16 @@ export interface SandboxHost {
   metrics(id: string): Promise<SandboxMetrics>;
   /** A running sandbox as its creator got it (its envd access token too); its timeout moved out to `timeoutSeconds` from now, never in. */
   connect(id: string, timeoutSeconds?: number): Promise<Sandbox>;
+  /** Pauses it: what its backend keeps (its files, or its memory too) is kept, and it holds nothing on the host. */
+  pause(id: string, request?: SandboxPauseRequest): Promise<Sandbox>;
+  /** Resumes a paused sandbox under its id (a running one is left as it is: `resumed` false). */
+  resume(id: string, timeoutSeconds?: number): Promise<{ sandbox: Sandbox; resumed: boolean }>;
+  /** Copies of a running sandbox, each its own sandbox; the parent keeps running. */
+  fork(id: string, request?: SandboxForkRequest): Promise<SandboxForkResult>;
+  /** Keeps its state as a snapshot, a template for new sandboxes. */
+  snapshot(id: string, request?: SnapshotCreateRequest): Promise<Snapshot>;
+  listSnapshots(filter?: { sandbox_id?: string; name?: string }): Promise<Snapshot[]>;
+  deleteSnapshot(idOrName: string): Promise<Snapshot>;
   /** Runs a command to its end (its timeout and output caps a snippet's). */
   exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult>;
   /** Runs a cell in its code interpreter to its end (its timeout and output caps a snippet's). */

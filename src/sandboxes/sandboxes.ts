@@ -1,8 +1,14 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { join } from 'node:path';
 import { CodedError, contractError } from '../contract/errors.js';
 import type {
   Sandbox,
   SandboxCreateRequest,
+  SandboxForkRequest,
+  SandboxForkResult,
+  SandboxPauseRequest,
+  Snapshot,
+  SnapshotCreateRequest,
   SandboxExecRequest,
   SandboxExecResult,
   SandboxFileWritten,
@@ -22,6 +28,9 @@ import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
+import { packHome, unpackHome, type ArchiveRun } from './home-archive.js';
+import { describeSnapshot, expired, SnapshotStore, type KeptState } from './snapshot-store.js';
+import { frozen } from './frozen-processes.js';
 
 /** What a face of a sandbox's agent (envd) needs to serve it. */
 export interface SandboxAccess {
@@ -48,46 +57,142 @@ export class Sandboxes {
   private closed = false;
   /** The code-interpreter contexts of these sandboxes (port 49999 and run_code). */
   readonly codeContexts = new CodeContexts();
+  /** Paused sandboxes' states and snapshots, on disk under the state dir, by id. */
+  private readonly kept = new Map<string, KeptState>();
+  private readonly store: SnapshotStore;
+  private readonly loaded: Promise<void>;
+  /** Sandboxes being paused, resumed, forked or snapshotted: one such change at a time each. */
+  private readonly changing = new Set<string>();
+  private readonly sweeper: NodeJS.Timeout;
 
   constructor(
     private readonly runtime: RunnerRuntime,
     /** Told when a sandbox has ended, so what serves it (envd) forgets it. */
     private readonly onEnded: (id: string) => void = () => undefined,
-  ) {}
+  ) {
+    this.store = new SnapshotStore(runtime.config.sandboxes.keptDir ?? join(runtime.config.stateDir, 'sandboxes', 'kept'));
+    this.loaded = this.store.load(this.retentionMs()).then((states) => {
+      for (const state of states) this.kept.set(state.id, state);
+    });
+    // Made at start, swept hourly: a paused sandbox or snapshot is kept keptRetentionDays.
+    this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS).unref();
+  }
 
-  /** Starts a sandbox; throws CodedError (validation, template.not_found, sandboxes.full, backend.*). */
+  /** Starts a sandbox, from a template or a snapshot; throws CodedError (validation, template.not_found, sandboxes.full, backend.*). */
   async create(request: SandboxCreateRequest): Promise<Sandbox> {
-    const settings = this.runtime.config.sandboxes;
-    if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
-    if (this.liveCount() + this.starting >= settings.max) {
-      throw new CodedError(contractError('sandboxes.full', `${settings.max} sandboxes are running, the most this server allows; kill one or retry later`, { max: settings.max }), {
-        retry_after_seconds: 5,
-      });
+    await this.loaded;
+    const snapshot = this.snapshotNamed(request.template);
+    const sandbox = snapshot ? await this.launch(fromState(snapshot, request), snapshot) : await this.launch(request, null);
+    return sandbox.describe(true);
+  }
+
+  async describe(id: string): Promise<Sandbox> {
+    await this.loaded;
+    const paused = this.pausedState(id);
+    return paused ? describePaused(paused) : this.find(id).describe();
+  }
+
+  /** Running, paused and recently ended sandboxes. */
+  async list(): Promise<Sandbox[]> {
+    await this.loaded;
+    const paused = [...this.kept.values()].filter((state) => state.purpose === 'pause').map(describePaused);
+    return [...[...this.sandboxes.values()].map((sandbox) => sandbox.describe()), ...paused];
+  }
+
+  /**
+   * Pauses a running sandbox: its home is kept under the state dir (its processes frozen while it
+   * is packed, so the files are those of one instant), then the sandbox ends and holds nothing on
+   * the host, no process, memory or mount, until resume. `keep_memory: true` is refused where the
+   * backend keeps files only. On any failure the sandbox is left running as it was.
+   */
+  async pause(id: string, request: SandboxPauseRequest = {}): Promise<Sandbox> {
+    await this.loaded;
+    if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is already paused`));
+    const sandbox = this.running(id);
+    if (request.keep_memory === true && sandbox.pauseKind !== 'memory') {
+      throw new CodedError(
+        contractError('sandbox.pause_unsupported', `sandbox ${id} runs on ${sandbox.describe().backend}, which keeps a paused sandbox's files only, not its processes' memory`, {
+          kept: sandbox.pauseKind,
+        }),
+      );
     }
-    this.starting += 1;
-    let id: string | undefined;
+    await this.changingWhile(id, async () => {
+      const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, false);
+      this.kept.set(id, state);
+      this.sandboxes.delete(id);
+      await sandbox.end('paused');
+    });
+    return describePaused(this.kept.get(id)!);
+  }
+
+  /**
+   * Resumes a paused sandbox under its own id and access token, its files as they were; a
+   * running one is left as it is. `resumed` says which. On failure it stays paused.
+   */
+  async resume(id: string, timeoutSeconds?: number): Promise<{ sandbox: Sandbox; resumed: boolean }> {
+    await this.loaded;
+    const state = this.pausedState(id);
+    if (!state) return { sandbox: this.connect(id, timeoutSeconds), resumed: false };
+    return this.changingWhile(id, async () => {
+      const request = fromState(state, { ...(timeoutSeconds === undefined ? {} : { timeout_seconds: timeoutSeconds }), secure: state.sandbox.access_token !== null });
+      const sandbox = await this.launch(request, state, { id, accessToken: state.sandbox.access_token, startedAt: state.sandbox.started_at });
+      this.kept.delete(id);
+      await this.store.remove(id);
+      return { sandbox: sandbox.describe(true), resumed: true };
+    });
+  }
+
+  /**
+   * `count` copies of a running sandbox, each a sandbox of its own (own id, token, uid or VM,
+   * cgroup) with the parent's files; the parent is frozen only while its home is packed, once
+   * for all copies, and keeps running. Each copy is made or fails on its own.
+   */
+  async fork(id: string, request: SandboxForkRequest = {}): Promise<SandboxForkResult> {
+    await this.loaded;
+    if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused: resume it to fork it`));
+    const sandbox = this.running(id);
+    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'fork', name: null }, true));
     try {
-      const plan = await this.plan(request);
-      id = plan.id;
-      this.endings.set(id, new AbortController());
-      const sandbox = await LiveSandbox.start(plan, (ended) => this.forgetLater(ended));
-      this.sandboxes.set(sandbox.id, sandbox);
-      return sandbox.describe(true);
-    } catch (error) {
-      if (id !== undefined) this.endings.delete(id);
-      throw error;
+      const copy = fromState(state, { ...(request.timeout_seconds === undefined ? {} : { timeout_seconds: request.timeout_seconds }) });
+      const made = await Promise.allSettled(Array.from({ length: request.count ?? 1 }, () => this.launch(copy, state)));
+      return {
+        kept: state.kept,
+        forks: made.map((outcome) => (outcome.status === 'fulfilled' ? { sandbox: outcome.value.describe(true) } : { error: errorOf(outcome.reason) })),
+      };
     } finally {
-      this.starting -= 1;
+      await this.store.remove(state.id);
     }
   }
 
-  describe(id: string): Sandbox {
-    return this.find(id).describe();
+  /** Keeps a running sandbox's state as a snapshot (a template of new sandboxes, by id or name); the sandbox keeps running. */
+  async snapshot(id: string, request: SnapshotCreateRequest = {}): Promise<Snapshot> {
+    await this.loaded;
+    if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused: resume it to snapshot it`));
+    const sandbox = this.running(id);
+    const name = request.name ?? null;
+    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'snapshot', name }, true));
+    this.kept.set(state.id, state);
+    // A name is one snapshot's: the new one replaces the one it named before.
+    for (const older of this.snapshots()) if (name !== null && older.name === name && older.id !== state.id) await this.dropState(older.id);
+    return describeSnapshot(state);
   }
 
-  /** Running and recently ended sandboxes. */
-  list(): Sandbox[] {
-    return [...this.sandboxes.values()].map((sandbox) => sandbox.describe());
+  async listSnapshots(filter: { sandbox_id?: string; name?: string } = {}): Promise<Snapshot[]> {
+    await this.loaded;
+    return this.snapshots()
+      .filter((state) => filter.sandbox_id === undefined || state.sandbox.id === filter.sandbox_id)
+      .filter((state) => filter.name === undefined || state.name === filter.name || state.id === filter.name)
+      .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))
+      .map(describeSnapshot);
+  }
+
+  /** Deletes a snapshot, by id or name; sandboxes made from it are not touched. */
+  async deleteSnapshot(idOrName: string): Promise<Snapshot> {
+    await this.loaded;
+    const state = this.snapshotNamed(idOrName);
+    if (!state) throw new CodedError(contractError('snapshot.not_found', `no snapshot ${JSON.stringify(idOrName)}`));
+    await this.dropState(state.id);
+    return describeSnapshot(state);
   }
 
   setTimeout(id: string, timeoutSeconds: number): Sandbox {
@@ -99,8 +204,7 @@ export class Sandboxes {
   }
 
   connect(id: string, timeoutSeconds?: number): Sandbox {
-    const sandbox = this.find(id);
-    if (!sandbox.running) throw sandbox.endedError();
+    const sandbox = this.running(id);
     if (timeoutSeconds !== undefined && Date.now() + timeoutSeconds * 1000 > Date.parse(sandbox.describe().end_at)) this.setTimeout(id, timeoutSeconds);
     return sandbox.describe(true);
   }
@@ -109,7 +213,15 @@ export class Sandboxes {
     return this.find(id).metrics();
   }
 
+  /** Kills a sandbox; a paused one's kept state is deleted. */
   async kill(id: string): Promise<Sandbox> {
+    await this.loaded;
+    const paused = this.pausedState(id);
+    if (paused) {
+      if (this.changing.has(id)) throw busy(id);
+      await this.dropState(id);
+      return { ...describePaused(paused), state: 'ended', ended_reason: 'killed while paused' };
+    }
     const sandbox = this.find(id);
     await sandbox.end('killed');
     return sandbox.describe();
@@ -171,9 +283,10 @@ export class Sandboxes {
     return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, defaultUser: SANDBOX_USER, python: sandbox.python };
   }
 
-  /** Kills every sandbox (the process is stopping); new ones are refused. */
+  /** Kills every sandbox (the process is stopping); new ones are refused. Paused ones stay on disk. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.sweeper);
     await Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
   }
 
@@ -185,8 +298,117 @@ export class Sandboxes {
 
   private find(id: string): LiveSandbox {
     const found = this.sandboxes.get(id);
-    if (!found) throw new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
-    return found;
+    if (found) return found;
+    if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused: resume it first`));
+    throw new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
+  }
+
+  private running(id: string): LiveSandbox {
+    const sandbox = this.find(id);
+    if (!sandbox.running) throw sandbox.endedError();
+    return sandbox;
+  }
+
+  private pausedState(id: string): KeptState | undefined {
+    const state = this.kept.get(id);
+    return state?.purpose === 'pause' ? state : undefined;
+  }
+
+  private snapshots(): KeptState[] {
+    return [...this.kept.values()].filter((state) => state.purpose === 'snapshot');
+  }
+
+  /** The snapshot a create's template names, by id or name; none for a template of the configuration. */
+  private snapshotNamed(template: string | undefined): KeptState | undefined {
+    if (template === undefined || template === 'base' || Object.hasOwn(this.runtime.config.sandboxes.templates, template)) return undefined;
+    const state = this.kept.get(template);
+    return state?.purpose === 'snapshot' ? state : this.snapshots().find((snapshot) => snapshot.name === template);
+  }
+
+  private async changingWhile<T>(id: string, change: () => Promise<T>): Promise<T> {
+    if (this.changing.has(id)) throw busy(id);
+    this.changing.add(id);
+    try {
+      return await change();
+    } finally {
+      this.changing.delete(id);
+    }
+  }
+
+  /**
+   * Keeps a running sandbox's home under the state dir, its processes frozen (SIGSTOP) while it
+   * is packed so that its files are of one instant; `thaw` lets them go on after (a fork's parent,
+   * a snapshot's), else they stay stopped for the end that follows (a pause).
+   */
+  private async keep(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>, thaw: boolean): Promise<KeptState> {
+    const settings = this.runtime.config.sandboxes;
+    try {
+      return await this.store.write(async (home) => {
+        const run: ArchiveRun = { agent: sandbox.agent, python: sandbox.python, home: sandbox.home, deadlineMs: settings.pauseTimeoutSeconds * 1000 };
+        // A tar of a full home is a little over its size: headers, and padding to 512 bytes a file.
+        await frozen(sandbox.agent, thaw, () => packHome(run, home, 2 * settings.homeBytes));
+        return { ...as, kept: 'files', created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
+      });
+    } catch (error) {
+      throw keepFailure(sandbox.id, error);
+    }
+  }
+
+  private async dropState(id: string): Promise<void> {
+    this.kept.delete(id);
+    await this.store.remove(id);
+  }
+
+  private async sweep(): Promise<void> {
+    for (const state of [...this.kept.values()]) if (!this.changing.has(state.id) && expired(state, this.retentionMs())) await this.dropState(state.id);
+  }
+
+  private retentionMs(): number {
+    return this.runtime.config.sandboxes.keptRetentionDays * 24 * 3600 * 1000;
+  }
+
+  /**
+   * Starts a sandbox (counted against sandboxes.max) and, from a kept state, puts its files back
+   * before anyone can reach it; a sandbox whose files could not be put back is ended, not handed out.
+   * `identity` keeps a resumed sandbox's id, token and start.
+   */
+  private async launch(request: SandboxCreateRequest, from: KeptState | null, identity?: { id: string; accessToken: string | null; startedAt: string }): Promise<LiveSandbox> {
+    const settings = this.runtime.config.sandboxes;
+    if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
+    if (this.liveCount() + this.starting >= settings.max) {
+      throw new CodedError(contractError('sandboxes.full', `${settings.max} sandboxes are running, the most this server allows; kill one or retry later`, { max: settings.max }), {
+        retry_after_seconds: 5,
+      });
+    }
+    this.starting += 1;
+    let id: string | undefined;
+    try {
+      const plan = { ...(await this.plan(request)), ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }) };
+      id = plan.id;
+      this.endings.set(id, new AbortController());
+      const sandbox = await LiveSandbox.start(plan, (ended) => this.forgetLater(ended));
+      if (from) await this.restoreHome(sandbox, from);
+      this.sandboxes.set(sandbox.id, sandbox);
+      return sandbox;
+    } catch (error) {
+      if (id !== undefined && !this.sandboxes.has(id)) this.endings.delete(id);
+      throw error;
+    } finally {
+      this.starting -= 1;
+    }
+  }
+
+  private async restoreHome(sandbox: LiveSandbox, from: KeptState): Promise<void> {
+    const run: ArchiveRun = { agent: sandbox.agent, python: sandbox.python, home: sandbox.home, deadlineMs: this.runtime.config.sandboxes.pauseTimeoutSeconds * 1000 };
+    const archive = await this.store.openHome(from.id);
+    try {
+      await unpackHome(run, archive);
+    } catch (error) {
+      await sandbox.end('its files could not be put back');
+      throw keepFailure(sandbox.id, error);
+    } finally {
+      await archive.close();
+    }
   }
 
   /** `work` on a running sandbox's agent; the sandbox ending under it answers sandbox.ended. */
@@ -206,7 +428,10 @@ export class Sandboxes {
     this.endings.delete(sandbox.id);
     this.codeContexts.sandboxEnded(sandbox.id);
     this.onEnded(sandbox.id);
-    setTimeout(() => this.sandboxes.delete(sandbox.id), this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
+    // Only this one: a paused sandbox may be running again under the same id by then.
+    setTimeout(() => {
+      if (this.sandboxes.get(sandbox.id) === sandbox) this.sandboxes.delete(sandbox.id);
+    }, this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
 
   private async plan(request: SandboxCreateRequest): Promise<SandboxPlan> {
@@ -255,6 +480,58 @@ export class Sandboxes {
       maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
     };
   }
+}
+
+const SWEEP_INTERVAL_MS = 3600 * 1000;
+
+/** A create of a sandbox from a kept state: its template, backend and environment, under what the request adds. */
+function fromState(state: KeptState, request: SandboxCreateRequest): SandboxCreateRequest {
+  const { sandbox } = state;
+  return {
+    ...request,
+    template: sandbox.template,
+    backend: { kind: sandbox.backend },
+    env_vars: { ...sandbox.env_vars, ...request.env_vars },
+    metadata: request.metadata ?? sandbox.metadata,
+    allow_internet_access: request.allow_internet_access ?? sandbox.internet_access,
+  };
+}
+
+function describePaused(state: KeptState): Sandbox {
+  const { sandbox } = state;
+  return {
+    id: sandbox.id,
+    template: sandbox.template,
+    backend: sandbox.backend,
+    state: 'paused',
+    started_at: sandbox.started_at,
+    end_at: state.created_at,
+    metadata: sandbox.metadata,
+    cpu_count: sandbox.cpu_count,
+    memory_mb: sandbox.memory_mb,
+    disk_size_mb: sandbox.disk_size_mb,
+    internet_access: sandbox.internet_access,
+    agent_version: null,
+    paused_at: state.created_at,
+    kept: state.kept,
+  };
+}
+
+function busy(id: string): CodedError {
+  return new CodedError(contractError('sandbox.busy', `sandbox ${id} is being paused, resumed, forked or snapshotted; retry when that is done`), { retry_after_seconds: 1 });
+}
+
+/** Why keeping or restoring a state failed, as pause_failed; a CodedError (the sandbox ended) is kept as it is. */
+function keepFailure(id: string, error: unknown): unknown {
+  if (error instanceof CodedError || !(error instanceof Error)) return error;
+  // HomeArchiveError, SandboxGoneError, a full disk under the state dir...
+  return new CodedError(contractError('sandbox.pause_failed', `sandbox ${id}: ${error.message}`));
+}
+
+/** A fork's failure in the contract's shape. */
+function errorOf(reason: unknown): { code: string; message: string } {
+  if (reason instanceof CodedError) return { code: reason.error.code, message: reason.message };
+  return { code: 'sandbox.pause_failed', message: reason instanceof Error ? reason.message : String(reason) };
 }
 
 /** 24 characters of [0-9a-z], each uniform (about 124 bits): a sandbox's id is also the name its envd is reached by. */

@@ -12,7 +12,12 @@ import type {
   SandboxExecRequest,
   SandboxExecResult,
   SandboxFileWritten,
+  SandboxForkRequest,
+  SandboxForkResult,
   SandboxMetrics,
+  SandboxPauseRequest,
+  Snapshot,
+  SnapshotCreateRequest,
   SandboxRunCodeRequest,
   SandboxRunCodeResult,
 } from '../contract/sandbox.js';
@@ -68,6 +73,12 @@ export type WorkerSide = {
     sandboxKill(id: string): Sandbox;
     sandboxMetrics(id: string): SandboxMetrics;
     sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
+    sandboxPause(id: string, request?: SandboxPauseRequest): Sandbox;
+    sandboxResume(id: string, timeoutSeconds?: number): { sandbox: Sandbox; resumed: boolean };
+    sandboxFork(id: string, request?: SandboxForkRequest): SandboxForkResult;
+    sandboxSnapshot(id: string, request?: SnapshotCreateRequest): Snapshot;
+    snapshotList(filter?: { sandbox_id?: string; name?: string }): Snapshot[];
+    snapshotDelete(idOrName: string): Snapshot;
     sandboxExec(id: string, request: SandboxExecRequest): SandboxExecResult;
     sandboxRunCode(id: string, request: SandboxRunCodeRequest): SandboxRunCodeResult;
     sandboxWriteFile(id: string, path: string, content: Uint8Array): SandboxFileWritten;

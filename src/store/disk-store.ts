@@ -3,7 +3,7 @@ import { chmod, mkdir, open, readdir, readFile, rm, type FileHandle } from 'node
 import { join } from 'node:path';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
-import { writeFileAtomic } from './atomic-write.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
 import { storeWriteError } from './disk-errors.js';
 import { DuplicateJobError, type RunStore, type StatusRecord } from './port.js';
 

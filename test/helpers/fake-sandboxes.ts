@@ -7,7 +7,12 @@ import type {
   SandboxExecRequest,
   SandboxExecResult,
   SandboxFileWritten,
+  SandboxForkRequest,
+  SandboxForkResult,
   SandboxMetrics,
+  SandboxPauseRequest,
+  Snapshot,
+  SnapshotCreateRequest,
   SandboxRunCodeRequest,
   SandboxRunCodeResult,
 } from '../../src/contract/sandbox.js';
@@ -150,9 +155,74 @@ export class FakeSandboxHost implements SandboxHost {
     return address === undefined ? { here: true } : { address };
   }
 
+  /** Snapshots by id; a create whose template names one starts from its files. */
+  readonly snapshots = new Map<string, { snapshot: Snapshot; files: Map<string, Buffer> }>();
+  /** What each pause asked for, in order. */
+  readonly pauses: Array<{ id: string; request: SandboxPauseRequest | undefined }> = [];
+
+  /** Pauses as a backend that keeps files only: `keep_memory: true` is refused. */
+  async pause(id: string, request?: SandboxPauseRequest): Promise<Sandbox> {
+    const sandbox = this.running(id);
+    this.pauses.push({ id, request });
+    if (request?.keep_memory === true) throw new CodedError(contractError('sandbox.pause_unsupported', 'the fake keeps files only'));
+    Object.assign(sandbox, { state: 'paused', paused_at: new Date().toISOString(), kept: 'files', agent_version: null });
+    return sandbox;
+  }
+
+  async resume(id: string, timeoutSeconds?: number): Promise<{ sandbox: Sandbox; resumed: boolean }> {
+    const sandbox = this.find(id);
+    if (sandbox.state !== 'paused') return { sandbox: await this.connect(id, timeoutSeconds), resumed: false };
+    sandbox.state = 'running';
+    delete sandbox.paused_at;
+    delete sandbox.kept;
+    sandbox.end_at = new Date(Date.now() + (timeoutSeconds ?? 300) * 1000).toISOString();
+    return { sandbox: { ...sandbox, envd_access_token: 'fake-token' }, resumed: true };
+  }
+
+  async fork(id: string, request?: SandboxForkRequest): Promise<SandboxForkResult> {
+    const parent = this.running(id);
+    const forks = [];
+    for (let copy = 0; copy < (request?.count ?? 1); copy += 1) {
+      const sandbox = await this.create({ template: 'base', metadata: parent.metadata, secure: true, timeout_seconds: request?.timeout_seconds ?? 300 });
+      this.files.set(sandbox.id, new Map(this.files.get(id)));
+      forks.push({ sandbox });
+    }
+    return { kept: 'files', forks };
+  }
+
+  async snapshot(id: string, request?: SnapshotCreateRequest): Promise<Snapshot> {
+    const sandbox = this.running(id);
+    const snapshot: Snapshot = {
+      id: randomBytes(12).toString('hex'),
+      name: request?.name ?? null,
+      sandbox_id: id,
+      template: sandbox.template,
+      backend: sandbox.backend,
+      kept: 'files',
+      bytes: 0,
+      created_at: new Date(Date.now() + this.snapshots.size).toISOString(),
+    };
+    this.snapshots.set(snapshot.id, { snapshot, files: new Map(this.files.get(id)) });
+    return snapshot;
+  }
+
+  async listSnapshots(filter: { sandbox_id?: string; name?: string } = {}): Promise<Snapshot[]> {
+    return [...this.snapshots.values()]
+      .map(({ snapshot }) => snapshot)
+      .filter((snapshot) => (filter.sandbox_id === undefined || snapshot.sandbox_id === filter.sandbox_id) && (filter.name === undefined || snapshot.name === filter.name));
+  }
+
+  async deleteSnapshot(idOrName: string): Promise<Snapshot> {
+    const found = [...this.snapshots.values()].find(({ snapshot }) => snapshot.id === idOrName || snapshot.name === idOrName);
+    if (!found) throw new CodedError(contractError('snapshot.not_found', `no snapshot ${JSON.stringify(idOrName)}`));
+    this.snapshots.delete(found.snapshot.id);
+    return found.snapshot;
+  }
+
   private running(id: string): Sandbox {
     const sandbox = this.find(id);
     if (sandbox.state === 'ended') throw new CodedError(contractError('sandbox.ended', `sandbox ${id} has ended: ${sandbox.ended_reason}`));
+    if (sandbox.state === 'paused') throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused`));
     return sandbox;
   }
 

@@ -46,7 +46,14 @@ const READY_BACKENDS: BackendDescription[] = (['local_process', 'gvisor', 'micro
   available: true,
   state: 'ready',
   notes: [],
-  capabilities: { network: ['none'], memory: ['cgroup'], snapshot: false, host_work_dir: kind !== 'microvm', profiles: ['snippet', 'run-job', 'task', 'workspace'] },
+  capabilities: {
+    network: ['none'],
+    memory: ['cgroup'],
+    snapshot: false,
+    pause: 'files',
+    host_work_dir: kind !== 'microvm',
+    profiles: ['snippet', 'run-job', 'task', 'workspace'],
+  },
 }));
 
 const RUNTIMES: Runtime[] = [

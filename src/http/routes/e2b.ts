@@ -5,23 +5,33 @@ import {
   E2B_UNSUPPORTED_CREATE_FIELDS,
   E2bConnectSchema,
   E2bErrorSchema,
+  E2bForkRequestSchema,
+  E2bForkResultSchema,
   E2bListedSandboxSchema,
   E2bListQuerySchema,
   E2bNewSandboxSchema,
+  E2bPauseSchema,
   E2bSandboxDetailSchema,
   E2bSandboxMetricSchema,
   E2bSandboxSchema,
+  E2bSnapshotInfoSchema,
+  E2bSnapshotQuerySchema,
+  E2bSnapshotRequestSchema,
   E2bTimeoutSchema,
+  type E2bForkRequest,
+  type E2bForkResult,
   type E2bListedSandbox,
   type E2bListQuery,
   type E2bNewSandbox,
   type E2bSandbox,
   type E2bSandboxDetail,
   type E2bSandboxMetric,
+  type E2bSnapshotInfo,
+  type E2bSnapshotQuery,
 } from '../../contract/e2b.js';
-import { CodedError } from '../../contract/errors.js';
+import { CodedError, ERROR_CODES, type ErrorCode } from '../../contract/errors.js';
 import { sendRetryAfter, statusOf } from '../errors.js';
-import type { Sandbox, SandboxMetrics } from '../../contract/sandbox.js';
+import type { Sandbox, SandboxMetrics, Snapshot } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { routeSchema } from '../route-schema.js';
 
@@ -31,6 +41,8 @@ type SandboxRoute = { Params: { sandboxID: string } };
 const CLIENT_ID = 'agent-runner';
 const E2B_ERROR = routeSchema(E2bErrorSchema);
 const DEFAULT_PAGE = 100;
+/** A fork's life when the request says none: E2B's default (spec/openapi.yml SandboxForkRequest). */
+const FORK_TIMEOUT_SECONDS = 15;
 /** Its failures in E2B's shape, its 401 too (auth.ts). */
 const E2B_ROUTE = { foreignErrors: true, e2b: true };
 
@@ -46,15 +58,17 @@ export function e2bRoutes(sandboxes: SandboxHost) {
     app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, _request, reply) => {
       if (error instanceof CodedError) {
         sendRetryAfter(reply, error);
-        // A full server is E2B's 429 (the SDK retries it after Retry-After).
-        return e2bError(reply, error.error.code === 'sandboxes.full' ? 429 : statusOf(error.error, error.extra), error.message);
+        // A full server is E2B's 429 (the SDK retries it after Retry-After); a sandbox that is
+        // not running, for E2B, is not found.
+        const status = error.error.code === 'sandboxes.full' ? 429 : error.error.code === 'sandbox.ended' ? 404 : statusOf(error.error, error.extra);
+        return e2bError(reply, status, error.message);
       }
       if (error.validation) return e2bError(reply, 400, error.message);
       const status = error.statusCode !== undefined && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
       return e2bError(reply, status, status === 500 ? 'internal error' : error.message);
     });
 
-    const errors = { 400: E2B_ERROR, 404: E2B_ERROR, 429: E2B_ERROR, 500: E2B_ERROR };
+    const errors = { 400: E2B_ERROR, 404: E2B_ERROR, 409: E2B_ERROR, 429: E2B_ERROR, 500: E2B_ERROR, 503: E2B_ERROR };
     const create = async (request: { body: E2bNewSandbox }, reply: FastifyReply) => {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
       if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
@@ -103,29 +117,23 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         const wanted = metadata === undefined ? {} : metadataFilter(metadata);
         const states = state === undefined ? ['running', 'paused'] : state.split(',');
         const matching = (await sandboxes.list())
-          .filter((sandbox) => sandbox.state === 'running' && states.includes('running'))
-          .filter((sandbox) => Object.entries(wanted).every(([key, value]) => sandbox.metadata[key] === value))
-          .sort((a, b) => a.started_at.localeCompare(b.started_at) || a.id.localeCompare(b.id));
-        const after = nextToken === undefined ? null : Buffer.from(nextToken, 'base64url').toString('utf8');
-        const from = after === null ? 0 : matching.findIndex((sandbox) => `${sandbox.started_at}/${sandbox.id}` > after);
-        const page = from < 0 ? [] : matching.slice(from, from + limit);
-        const last = page.at(-1);
-        if (last && from + limit < matching.length) void reply.header('x-next-token', Buffer.from(`${last.started_at}/${last.id}`).toString('base64url'));
-        return page.map(listed);
+          .filter((sandbox) => states.includes(sandbox.state))
+          .filter((sandbox) => Object.entries(wanted).every(([key, value]) => sandbox.metadata[key] === value));
+        return pageOf(matching, (sandbox) => `${sandbox.started_at}/${sandbox.id}`, { limit, nextToken }, reply).map(listed);
       },
     );
 
     app.get<SandboxRoute>(
       '/sandboxes/:sandboxID',
       { config: E2B_ROUTE, schema: { summary: 'E2B: a sandbox', tags: ['e2b'], params: Params, response: { 200: routeSchema(E2bSandboxDetailSchema), ...errors } } },
-      async (request) => detail(await running(sandboxes, request.params.sandboxID)),
+      async (request) => detail(await known(sandboxes, request.params.sandboxID)),
     );
 
     app.delete<SandboxRoute>(
       '/sandboxes/:sandboxID',
       { config: E2B_ROUTE, schema: { summary: 'E2B: kill a sandbox', tags: ['e2b'], params: Params, response: { 204: Type.Null(), ...errors } } },
       async (request, reply) => {
-        await running(sandboxes, request.params.sandboxID);
+        await known(sandboxes, request.params.sandboxID);
         await sandboxes.kill(request.params.sandboxID);
         return reply.code(204).send();
       },
@@ -174,30 +182,180 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         {
           config: E2B_ROUTE,
           schema: {
-            summary: 'E2B: connect to a running sandbox (its timeout is moved out to `timeout` seconds from now, never in)',
+            summary: 'E2B: connect to a sandbox, resuming it if paused (201); its timeout is moved out to `timeout` seconds from now, never in',
             tags: ['e2b'],
             params: Params,
             body: routeSchema(E2bConnectSchema),
-            response: { 200: routeSchema(E2bSandboxSchema), ...errors },
+            response: { 200: routeSchema(E2bSandboxSchema), 201: routeSchema(E2bSandboxSchema), ...errors },
           },
         },
-        async (request) => {
-          const { id } = await running(sandboxes, request.params.sandboxID);
-          return created(await sandboxes.connect(id, request.body?.timeout));
+        async (request, reply) => {
+          const { id } = await known(sandboxes, request.params.sandboxID);
+          const { sandbox, resumed } = await sandboxes.resume(id, request.body?.timeout || undefined);
+          return reply.code(resumed ? 201 : 200).send(created(sandbox));
         },
       );
     }
+
+    app.post<SandboxRoute & { Body: { memory?: boolean } | undefined }>(
+      '/sandboxes/:sandboxID/pause',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: pause a sandbox (its files kept, its memory too where the backend can); 409 when it is paused already',
+          tags: ['e2b'],
+          params: Params,
+          body: routeSchema(E2bPauseSchema),
+          response: { 204: Type.Null(), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { id, state } = await known(sandboxes, request.params.sandboxID);
+        if (state === 'paused') return e2bError(reply, 409, `sandbox ${id} is already paused`);
+        const memory = request.body?.memory;
+        await sandboxes.pause(id, memory === undefined ? {} : { keep_memory: memory });
+        return reply.code(204).send();
+      },
+    );
+
+    app.post<SandboxRoute & { Body: { timeout?: number } | undefined }>(
+      '/sandboxes/:sandboxID/resume',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B (deprecated there for connect): resume a paused sandbox; 409 when it is running',
+          tags: ['e2b'],
+          params: Params,
+          body: routeSchema(E2bConnectSchema),
+          response: { 201: routeSchema(E2bSandboxSchema), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { id, state } = await known(sandboxes, request.params.sandboxID);
+        if (state !== 'paused') return e2bError(reply, 409, `sandbox ${id} is running, not paused`);
+        const { sandbox } = await sandboxes.resume(id, request.body?.timeout || undefined);
+        return reply.code(201).send(created(sandbox));
+      },
+    );
+
+    app.post<SandboxRoute & { Body: E2bForkRequest | undefined }>(
+      '/sandboxes/:sandboxID/fork',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: copies of a running sandbox, each its own sandbox; one result each (a sandbox or an error)',
+          tags: ['e2b'],
+          params: Params,
+          body: routeSchema(E2bForkRequestSchema),
+          response: { 201: routeSchema(Type.Array(E2bForkResultSchema)), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { id } = await running(sandboxes, request.params.sandboxID);
+        const { timeout, count } = request.body ?? {};
+        const { forks } = await sandboxes.fork(id, { timeout_seconds: timeout || FORK_TIMEOUT_SECONDS, ...(count === undefined ? {} : { count }) });
+        const results: E2bForkResult[] = forks.map((fork) =>
+          fork.sandbox ? { sandbox: created(fork.sandbox) } : { error: { code: statusOfCode(fork.error!.code), message: fork.error!.message } },
+        );
+        return reply.code(201).send(results);
+      },
+    );
+
+    app.post<SandboxRoute & { Body: { name?: string } | undefined }>(
+      '/sandboxes/:sandboxID/snapshots',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: keep a running sandbox’s state as a snapshot, a template new sandboxes start from',
+          tags: ['e2b'],
+          params: Params,
+          body: routeSchema(E2bSnapshotRequestSchema),
+          response: { 201: routeSchema(E2bSnapshotInfoSchema), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { id } = await running(sandboxes, request.params.sandboxID);
+        const name = request.body?.name;
+        return reply.code(201).send(snapshotInfo(await sandboxes.snapshot(id, name === undefined ? {} : { name })));
+      },
+    );
+
+    app.get<{ Querystring: E2bSnapshotQuery }>(
+      '/snapshots',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: the snapshots, a page at a time (`x-next-token`)',
+          tags: ['e2b'],
+          querystring: routeSchema(E2bSnapshotQuerySchema),
+          response: { 200: routeSchema(Type.Array(E2bSnapshotInfoSchema)), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { sandboxID, name, limit = DEFAULT_PAGE, nextToken } = request.query;
+        const snapshots = await sandboxes.listSnapshots({ ...(sandboxID === undefined ? {} : { sandbox_id: sandboxID }), ...(name === undefined ? {} : { name }) });
+        return pageOf(snapshots, (snapshot) => `${snapshot.created_at}/${snapshot.id}`, { limit, nextToken }, reply).map(snapshotInfo);
+      },
+    );
+
+    app.delete<{ Params: { templateID: string } }>(
+      '/templates/:templateID',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: delete a snapshot (templates of the configuration are not deleted here)',
+          tags: ['e2b'],
+          params: routeSchema(Type.Object({ templateID: Type.String() })),
+          response: { 204: Type.Null(), ...errors },
+        },
+      },
+      async (request, reply) => {
+        await sandboxes.deleteSnapshot(request.params.templateID);
+        return reply.code(204).send();
+      },
+    );
   };
 }
 
-/** A sandbox that runs; an ended one is, for E2B, not found. */
-async function running(sandboxes: SandboxHost, id: string): Promise<Sandbox> {
+/** A sandbox that runs or is paused; an ended one is, for E2B, not found. */
+async function known(sandboxes: SandboxHost, id: string): Promise<Sandbox> {
   const sandbox = await sandboxes.describe(id).catch((error: unknown) => {
     if (error instanceof CodedError && error.error.code === 'sandbox.not_found') return null;
     throw error;
   });
-  if (sandbox === null || sandbox.state !== 'running') throw notFound(id);
+  if (sandbox === null || sandbox.state === 'ended') throw notFound(id);
   return sandbox;
+}
+
+/** A sandbox that runs; a paused one is refused with E2B's 409 (resume it through connect first). */
+async function running(sandboxes: SandboxHost, id: string): Promise<Sandbox> {
+  const sandbox = await known(sandboxes, id);
+  if (sandbox.state === 'paused') throw Object.assign(new Error(`sandbox ${id} is paused: connect to it to resume it first`), { statusCode: 409 });
+  return sandbox;
+}
+
+/**
+ * One page of `items` in the order of `keyOf` (unique keys), after the key `nextToken` carries;
+ * when more follow, `x-next-token` names the last key given, as E2B's listings page.
+ */
+function pageOf<T>(items: T[], keyOf: (item: T) => string, { limit, nextToken }: { limit: number; nextToken: string | undefined }, reply: FastifyReply): T[] {
+  // Code-point order, the order of the `>` that finds where the next page starts.
+  const sorted = [...items].sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+  const after = nextToken === undefined ? null : Buffer.from(nextToken, 'base64url').toString('utf8');
+  const from = after === null ? 0 : sorted.findIndex((item) => keyOf(item) > after);
+  const page = from < 0 ? [] : sorted.slice(from, from + limit);
+  const last = page.at(-1);
+  if (last !== undefined && from + limit < sorted.length) void reply.header('x-next-token', Buffer.from(keyOf(last)).toString('base64url'));
+  return page;
+}
+
+/** A contract error code as the HTTP status E2B's error body carries. */
+function statusOfCode(code: string): number {
+  return Object.hasOwn(ERROR_CODES, code) ? ERROR_CODES[code as ErrorCode].http : 500;
+}
+
+function snapshotInfo(snapshot: Snapshot): E2bSnapshotInfo {
+  return { snapshotID: snapshot.id, names: snapshot.name === null ? [] : [snapshot.name] };
 }
 
 function notFound(id: string): Error {
@@ -233,7 +391,7 @@ function listed(sandbox: Sandbox): E2bListedSandbox {
     memoryMB: sandbox.memory_mb,
     diskSizeMB: sandbox.disk_size_mb,
     metadata: sandbox.metadata,
-    state: 'running',
+    state: sandbox.state === 'paused' ? 'paused' : 'running',
     envdVersion: E2B_ENVD_VERSION,
   };
 }

@@ -6,13 +6,29 @@ import {
   SandboxExecRequestSchema,
   SandboxExecResultSchema,
   SandboxFileWrittenSchema,
+  SandboxForkRequestSchema,
+  SandboxForkResultSchema,
   SandboxListSchema,
+  SandboxPauseRequestSchema,
+  SandboxResumeRequestSchema,
   SandboxRunCodeRequestSchema,
   SandboxRunCodeResultSchema,
   SandboxSchema,
   SandboxTimeoutRequestSchema,
+  SnapshotCreateRequestSchema,
+  SnapshotListSchema,
+  SnapshotSchema,
 } from '../../contract/sandbox.js';
-import type { SandboxCreateRequest, SandboxExecRequest, SandboxRunCodeRequest, SandboxTimeoutRequest } from '../../contract/sandbox.js';
+import type {
+  SandboxCreateRequest,
+  SandboxExecRequest,
+  SandboxForkRequest,
+  SandboxPauseRequest,
+  SandboxResumeRequest,
+  SandboxRunCodeRequest,
+  SandboxTimeoutRequest,
+  SnapshotCreateRequest,
+} from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
@@ -24,7 +40,11 @@ const FileParams = routeSchema(
   Type.Object({ sandbox_id: Type.String(), '*': Type.String({ description: 'the file’s path in the sandbox, relative to /home/user (a leading / is kept: absolute)' }) }),
 );
 const FOUND_ERRORS = ['sandbox.not_found', 'sandbox.lost'] as const;
-const LIVE_ERRORS = [...FOUND_ERRORS, 'sandbox.ended'] as const;
+const LIVE_ERRORS = [...FOUND_ERRORS, 'sandbox.ended', 'sandbox.paused'] as const;
+/** What pausing, resuming, forking and snapshotting may answer beside a live sandbox's errors. */
+const KEEP_ERRORS = [...LIVE_ERRORS, 'sandbox.busy', 'sandbox.pause_failed', 'sandboxes.full', ['backend.unavailable', 503]] as const;
+const SnapshotParams = routeSchema(Type.Object({ snapshot: Type.String({ description: 'its id or name' }) }));
+const SnapshotQuery = routeSchema(Type.Object({ sandbox_id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) }, { additionalProperties: false }));
 type SandboxRoute = { Params: { sandbox_id: string } };
 type FileRoute = { Params: { sandbox_id: string; '*': string } };
 
@@ -89,6 +109,84 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         },
       },
       (request) => sandboxes.setTimeout(request.params.sandbox_id, request.body.timeout_seconds),
+    );
+
+    app.post<SandboxRoute & { Body: SandboxPauseRequest | undefined }>(
+      '/v1/sandboxes/:sandbox_id/pause',
+      {
+        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS, 'sandbox.pause_unsupported'] },
+        schema: {
+          summary: 'Pause a sandbox: its state is kept under the state dir (its files; its memory where the backend can) and it holds nothing on the host until resumed',
+          params: SandboxParams,
+          body: routeSchema(SandboxPauseRequestSchema),
+          response: { 200: routeSchema(SandboxSchema) },
+        },
+      },
+      (request) => sandboxes.pause(request.params.sandbox_id, request.body ?? {}),
+    );
+
+    app.post<SandboxRoute & { Body: SandboxResumeRequest | undefined }>(
+      '/v1/sandboxes/:sandbox_id/resume',
+      {
+        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS] },
+        schema: {
+          summary: 'Resume a paused sandbox under its id and token, with what its pause kept (a running one is answered as it is)',
+          params: SandboxParams,
+          body: routeSchema(SandboxResumeRequestSchema),
+          response: { 200: routeSchema(SandboxSchema) },
+        },
+      },
+      async (request) => (await sandboxes.resume(request.params.sandbox_id, request.body?.timeout_seconds)).sandbox,
+    );
+
+    app.post<SandboxRoute & { Body: SandboxForkRequest | undefined }>(
+      '/v1/sandboxes/:sandbox_id/fork',
+      {
+        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS] },
+        schema: {
+          summary: 'Copies of a running sandbox, each its own sandbox with the parent’s state; the parent keeps running',
+          params: SandboxParams,
+          body: routeSchema(SandboxForkRequestSchema),
+          response: { 201: routeSchema(SandboxForkResultSchema) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await sandboxes.fork(request.params.sandbox_id, request.body ?? {})),
+    );
+
+    app.post<SandboxRoute & { Body: SnapshotCreateRequest | undefined }>(
+      '/v1/sandboxes/:sandbox_id/snapshots',
+      {
+        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS] },
+        schema: {
+          summary: 'Keep a running sandbox’s state as a snapshot: a template (by id or name) new sandboxes start from',
+          params: SandboxParams,
+          body: routeSchema(SnapshotCreateRequestSchema),
+          response: { 201: routeSchema(SnapshotSchema) },
+        },
+      },
+      async (request, reply) => reply.code(201).send(await sandboxes.snapshot(request.params.sandbox_id, request.body ?? {})),
+    );
+
+    app.get<{ Querystring: { sandbox_id?: string; name?: string } }>(
+      '/v1/snapshots',
+      {
+        config: { errors: ['sandbox.lost'] },
+        schema: {
+          summary: 'The snapshots this server keeps (of this front door’s worker, in the distributed mode)',
+          querystring: SnapshotQuery,
+          response: { 200: routeSchema(SnapshotListSchema) },
+        },
+      },
+      async (request) => ({ snapshots: await sandboxes.listSnapshots(request.query) }),
+    );
+
+    app.delete<{ Params: { snapshot: string } }>(
+      '/v1/snapshots/:snapshot',
+      {
+        config: { errors: ['snapshot.not_found', 'sandbox.lost'] },
+        schema: { summary: 'Delete a snapshot (sandboxes made from it are not touched)', params: SnapshotParams, response: { 200: routeSchema(SnapshotSchema) } },
+      },
+      (request) => sandboxes.deleteSnapshot(request.params.snapshot),
     );
 
     app.post<SandboxRoute & { Body: SandboxExecRequest }>(

@@ -12,7 +12,7 @@ export const sandboxListTool: Tool<typeof SandboxListInput> = {
   output: SandboxListResultSchema,
   annotations: { title: 'List sandboxes', readOnlyHint: true, openWorldHint: false },
   async call(_input, { sandboxes }) {
-    const listed = sandboxes.list();
+    const listed = await sandboxes.list();
     const lines = listed.map((sandbox) => `${sandbox.id} ${sandbox.state} until ${sandbox.end_at}`);
     return { result: { sandboxes: listed }, text: lines.length > 0 ? lines.join('\n') : 'no sandboxes' };
   },

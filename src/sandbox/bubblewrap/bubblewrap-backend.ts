@@ -87,6 +87,7 @@ export class BubblewrapBackend implements SandboxBackend {
     network: ['none', 'egress', 'host'],
     memory: ['cgroup', 'address-space'],
     snapshot: false,
+    pause: 'files',
     host_work_dir: true,
     profiles: ['snippet', 'task', 'run-job', 'workspace'],
   };

@@ -61,6 +61,7 @@ export class GvisorBackend implements SandboxBackend {
     network: ['none'],
     memory: ['cgroup', 'address-space'],
     snapshot: false,
+    pause: 'files',
     host_work_dir: true,
     profiles: ['snippet', 'task', 'run-job'],
   };

@@ -53,6 +53,7 @@ export class MicrovmBackend implements SandboxBackend {
     network: ['none'],
     memory: ['vm', 'address-space'],
     snapshot: true,
+    pause: 'files',
     host_work_dir: false,
     profiles: ['snippet', 'task', 'run-job'],
   };

@@ -66,7 +66,7 @@ describe('long-lived sandboxes', async () => {
     const script = 'for f in /proc/$PPID/fd/* /proc/$PPID/mem; do (printf "\\0\\0\\0\\2{}" > "$f") 2>/dev/null && echo "wrote $f"; done; echo done';
     const tried = await run(agent, '/bin/sh', ['-c', script]);
     assert.equal(tried.stdout, 'done\n');
-    assert.equal(sandboxes.describe(sandbox.id).state, 'running', 'the agent still speaks its protocol');
+    assert.equal((await sandboxes.describe(sandbox.id)).state, 'running', 'the agent still speaks its protocol');
     assert.equal((await run(agent, '/bin/echo', ['still here'])).stdout, 'still here\n');
     await sandboxes.kill(sandbox.id);
   });
@@ -111,15 +111,11 @@ describe('long-lived sandboxes', async () => {
     const access = sandboxes.access(sandbox.id)!;
     const sleeper = access.agent.start({ op: 'start', cmd: '/bin/sleep', args: ['600'], envs: {}, stdin: false }, { output: () => undefined, end: () => undefined });
     await sleeper;
-    await waitUntil(() => sandboxes.describe(sandbox.id).state === 'ended', 'the sandbox ends at its timeout of 1 s', {
+    await waitUntil(async () => (await sandboxes.describe(sandbox.id)).state === 'ended', 'the sandbox ends at its timeout of 1 s', {
       timeoutMs: 30_000,
-      seen: () => JSON.stringify(sandboxes.describe(sandbox.id)),
     });
-    assert.equal(sandboxes.describe(sandbox.id).ended_reason, 'its timeout passed');
+    assert.equal((await sandboxes.describe(sandbox.id)).ended_reason, 'its timeout passed');
     await assert.rejects(sandboxes.create({ template: 'nope' }), (error: unknown) => error instanceof CodedError && error.error.code === 'template.not_found');
-    assert.throws(
-      () => sandboxes.describe('0'.repeat(24)),
-      (error: unknown) => error instanceof CodedError && error.error.code === 'sandbox.not_found',
-    );
+    await assert.rejects(sandboxes.describe('0'.repeat(24)), (error: unknown) => error instanceof CodedError && error.error.code === 'sandbox.not_found');
   });
 });

@@ -88,4 +88,61 @@ describe('E2B control plane, through the e2b SDK', () => {
     assert.equal(raw.status, 404);
     assert.deepEqual(Object.keys((await raw.json()) as object).sort(), ['code', 'message']);
   });
+  it('pause answers 204 then 409; connect resumes a paused sandbox (201) and answers a running one (200); memory is asked only when the caller asks', async () => {
+    const sandbox = await Sandbox.create('base', { ...opts(), metadata: { step: 'pause' } });
+    assert.equal(await sandbox.pause(), true);
+    assert.deepEqual(host.pauses.at(-1), { id: sandbox.sandboxId, request: {} }, 'no memory asked: what the backend keeps');
+    assert.equal(await sandbox.pause(), false, '409: paused already');
+    assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts())).state, 'paused');
+    const listed = await Sandbox.list({ ...opts(), query: { state: ['paused'], metadata: { step: 'pause' } } }).nextItems();
+    assert.deepEqual(
+      listed.map((item) => [item.sandboxId, item.state]),
+      [[sandbox.sandboxId, 'paused']],
+    );
+    const resume = (status: number) =>
+      fetch(`${apiUrl}/sandboxes/${sandbox.sandboxId}/connect`, {
+        method: 'POST',
+        headers: { 'x-api-key': service.token!, 'content-type': 'application/json' },
+        body: JSON.stringify({ timeout: 60 }),
+      }).then((response) => assert.equal(response.status, status));
+    await resume(201);
+    await resume(200);
+    await assert.rejects(Sandbox.pause(sandbox.sandboxId, { ...opts(), keepMemory: true }), /files only/);
+  });
+
+  it('fork answers one result per copy; snapshots are listed a page at a time, start sandboxes, and are deleted through /templates', async () => {
+    const parent = await Sandbox.create('base', opts());
+    const forks = (await parent.fork({ count: 2 } as never)) as unknown as Sandbox[];
+    assert.equal(forks.length, 2);
+    assert.ok(forks.every((fork) => fork.sandboxId !== parent.sandboxId));
+    const taken = [];
+    for (let index = 0; index < 3; index++) taken.push((await parent.createSnapshot({ name: `s${index}` } as never)).snapshotId);
+    const pages = Sandbox.listSnapshots({ ...opts(), sandboxId: parent.sandboxId, limit: 2 } as never);
+    const first = await pages.nextItems();
+    assert.deepEqual(
+      first.map((item) => item.snapshotId),
+      taken.slice(0, 2),
+    );
+    assert.deepEqual(
+      (await pages.nextItems()).map((item) => item.snapshotId),
+      taken.slice(2),
+    );
+    assert.equal(await Sandbox.deleteSnapshot(taken[0]!, opts()), true);
+    assert.equal(await Sandbox.deleteSnapshot(taken[0]!, opts()), false);
+    await sandboxPaused(parent);
+  });
+
+  /** A paused sandbox can be neither forked nor snapshotted: 409, as E2B answers. */
+  async function sandboxPaused(sandbox: Sandbox): Promise<void> {
+    await sandbox.pause();
+    for (const path of ['fork', 'snapshots']) {
+      const response = await fetch(`${apiUrl}/sandboxes/${sandbox.sandboxId}/${path}`, {
+        method: 'POST',
+        headers: { 'x-api-key': service.token!, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      assert.equal(response.status, 409, path);
+      assert.deepEqual(Object.keys((await response.json()) as object).sort(), ['code', 'message']);
+    }
+  }
 });

@@ -39,6 +39,10 @@ const JSON_ROUTES = [
   'post /v1/sandboxes/{sandbox_id}/timeout',
   'post /v1/sandboxes/{sandbox_id}/exec',
   'post /v1/sandboxes/{sandbox_id}/run_code',
+  'post /v1/sandboxes/{sandbox_id}/pause',
+  'post /v1/sandboxes/{sandbox_id}/resume',
+  'post /v1/sandboxes/{sandbox_id}/fork',
+  'post /v1/sandboxes/{sandbox_id}/snapshots',
   'put /v1/sandboxes/{sandbox_id}/files/{path}',
 ];
 /** The routes whose body is not JSON only: a job's workspace may be a multipart upload; a session file is its bytes. */
@@ -53,6 +57,10 @@ const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = {
   'post /v1/sessions': { 'backend.unavailable': 503, 'backend.setup_failed': 500 },
   'post /v1/sandboxes': { 'backend.unavailable': 503, 'backend.setup_failed': 500 },
   'post /v1/sessions/{session_id}/exec': { 'policy.command_denied': 403, 'policy.shell_denied': 403 },
+  'post /v1/sandboxes/{sandbox_id}/pause': { 'backend.unavailable': 503 },
+  'post /v1/sandboxes/{sandbox_id}/resume': { 'backend.unavailable': 503 },
+  'post /v1/sandboxes/{sandbox_id}/fork': { 'backend.unavailable': 503 },
+  'post /v1/sandboxes/{sandbox_id}/snapshots': { 'backend.unavailable': 503 },
 };
 
 function operations(document: OpenApiDocument): Array<[string, Operation]> {

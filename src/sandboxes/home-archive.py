@@ -1,0 +1,112 @@
+"""A sandbox's home as one tar stream: `pack DIR` writes DIR's tree to stdout, `unpack DIR`
+reads one from stdin into DIR.
+
+It runs inside the sandbox, as its user, started by the sandbox's agent (home-archive.ts), so it
+reads and writes only what that user may: the host never walks a tree the sandbox controls. It is
+how a sandbox's files outlive it (pause with files, snapshots) and reach its copies (fork).
+
+Packing a tree that is still in use (a fork of a running sandbox) must never tear the stream: a
+file is stored at the size it had when opened, cut or padded with zeros if it changes meanwhile,
+and an entry that vanishes or cannot be read is left out and named on stderr.
+"""
+
+import os
+import stat
+import sys
+import tarfile
+
+CHUNK = 1024 * 1024
+
+
+class Exactly:
+    """A file's bytes as exactly `size` of them: cut if it grew, zeros after its end if it shrank."""
+
+    def __init__(self, fd, size, name=""):
+        self.fd = fd
+        self.left = size
+        self.name = name
+
+    def fileno(self):
+        return self.fd
+
+    def read(self, wanted):
+        wanted = min(wanted, self.left)
+        data = os.read(self.fd, wanted) if wanted else b""
+        if len(data) < wanted:
+            data += bytes(wanted - len(data))
+        self.left -= len(data)
+        return data
+
+
+def skipped(path, error):
+    sys.stderr.write("home-archive: left out %s: %s\n" % (path, error.strerror or error))
+
+
+def add_file(archive, path, name):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        # Its type, mode and size from the file opened, not from its name: it may be replaced meanwhile.
+        info = archive.gettarinfo(arcname=name, fileobj=Exactly(fd, 0, path))
+        archive.addfile(info, Exactly(fd, info.size))
+    finally:
+        os.close(fd)
+
+
+def pack(home):
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
+        for top, dirs, files in os.walk(home, onerror=lambda error: skipped(error.filename, error)):
+            dirs.sort()
+            for entry in sorted(dirs) + sorted(files):
+                path = os.path.join(top, entry)
+                name = os.path.relpath(path, home)
+                try:
+                    mode = os.lstat(path).st_mode
+                    if stat.S_ISREG(mode):
+                        add_file(archive, path, name)
+                    elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or stat.S_ISFIFO(mode):
+                        archive.add(path, arcname=name, recursive=False)
+                    # Sockets and devices are a running program's, not files to keep.
+                except OSError as error:
+                    skipped(path, error)
+
+
+def inside(name):
+    """Whether a member's name stays under the directory it is unpacked into."""
+    parts = name.split("/")
+    return name != "" and not name.startswith("/") and ".." not in parts
+
+
+def unpack(home):
+    directories = []
+    with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as archive:
+        for member in archive:
+            if not inside(member.name) or (member.islnk() and not inside(member.linkname)):
+                sys.stderr.write("home-archive: refused %r: it leaves the home directory\n" % member.name)
+                continue
+            if not (member.isreg() or member.isdir() or member.issym() or member.islnk() or member.isfifo()):
+                continue
+            # A directory's mode and time are set once all it holds is in (as extractall does):
+            # a read-only one could not take its files, and each file would move its time.
+            archive.extract(member, home, set_attrs=not member.isdir(), numeric_owner=True)
+            if member.isdir():
+                directories.append(member)
+        for member in reversed(directories):
+            path = os.path.join(home, member.name)
+            try:
+                os.chmod(path, member.mode, follow_symlinks=False)
+                os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+            except OSError as error:
+                skipped(path, error)
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in ("pack", "unpack"):
+        sys.stderr.write("usage: home-archive.py pack|unpack DIR\n")
+        return 2
+    (pack if sys.argv[1] == "pack" else unpack)(sys.argv[2])
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { BackendKindSchema, PauseKindSchema } from '../contract/backend.js';
+import type { Snapshot } from '../contract/sandbox.js';
+import { validate } from '../contract/validate.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
+
+/** What a sandbox was made with, kept so that it (resume) or a copy (a snapshot as a template) is made again the same. */
+export const KeptSandboxSchema = Type.Object({
+  id: Type.String(),
+  template: Type.String(),
+  backend: BackendKindSchema,
+  env_vars: Type.Record(Type.String(), Type.String()),
+  metadata: Type.Record(Type.String(), Type.String()),
+  internet_access: Type.Boolean(),
+  /** Its envd token: a resumed sandbox answers to the one its clients hold. */
+  access_token: Type.Union([Type.String(), Type.Null()]),
+  started_at: Type.String(),
+  cpu_count: Type.Number(),
+  memory_mb: Type.Integer(),
+  disk_size_mb: Type.Integer(),
+});
+export type KeptSandbox = Static<typeof KeptSandboxSchema>;
+
+/**
+ * A kept state: a paused sandbox's (`pause`: it comes back under its own id), a snapshot (a
+ * template for new ones), or the state forks are made from (`fork`: removed once they are).
+ */
+const RecordSchema = Type.Object({
+  id: Type.String({ pattern: '^[0-9a-z]{24}$' }),
+  purpose: Type.Union([Type.Literal('pause'), Type.Literal('snapshot'), Type.Literal('fork')]),
+  name: Type.Union([Type.String(), Type.Null()]),
+  kept: PauseKindSchema,
+  bytes: Type.Integer({ minimum: 0 }),
+  created_at: Type.String(),
+  /** The process that wrote it: a fork's state is removed at start only once that process is gone. */
+  pid: Type.Integer(),
+  sandbox: KeptSandboxSchema,
+});
+export type KeptState = Static<typeof RecordSchema>;
+
+const RECORD_FILE = 'state.json';
+const HOME_FILE = 'home.tar';
+/** A state being written (`.partial-<pid>-<random>`): renamed to its id once whole, swept when its writer is gone. */
+const PARTIAL_PREFIX = '.partial-';
+
+/**
+ * Kept sandbox states under `<stateDir>/sandboxes/kept/<id>/`: the home directory as one tar
+ * (home-archive.ts) and what the sandbox was made with. A state appears under its id whole or
+ * not at all (written beside, then renamed), so a crash mid-pause leaves no half state; the
+ * directory is private to the service (its records hold access tokens and environments).
+ */
+export class SnapshotStore {
+  constructor(private readonly dir: string) {}
+
+  /**
+   * The states on disk. What a crash left half done is removed: states being written, and
+   * states forks were being made from; so are states older than `retentionMs`.
+   */
+  async load(retentionMs: number): Promise<KeptState[]> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const states: KeptState[] = [];
+    for (const entry of await readdir(this.dir)) {
+      if (entry.startsWith(PARTIAL_PREFIX)) {
+        if (!alive(Number(entry.slice(PARTIAL_PREFIX.length).split('-')[0]))) await this.remove(entry);
+        continue;
+      }
+      const kept = await this.read(entry);
+      if (kept === null || (kept.purpose === 'fork' && !alive(kept.pid)) || expired(kept, retentionMs)) await this.remove(entry);
+      else if (kept.purpose !== 'fork') states.push(kept);
+    }
+    return states;
+  }
+
+  /**
+   * Writes a state: `fill` writes the home archive into the handle it is given and returns the
+   * record; the state is under its id only once both are on disk.
+   */
+  async write(fill: (home: FileHandle) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const partial = join(this.dir, `${PARTIAL_PREFIX}${process.pid}-${randomBytes(8).toString('hex')}`);
+    await mkdir(partial, { mode: 0o700 });
+    try {
+      const handle = await open(join(partial, HOME_FILE), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      let record: Omit<KeptState, 'bytes' | 'pid'>;
+      try {
+        record = await fill(handle);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      const kept: KeptState = { ...record, bytes: (await stat(join(partial, HOME_FILE))).size, pid: process.pid };
+      await writeFileAtomic(join(partial, RECORD_FILE), JSON.stringify(kept));
+      await rename(partial, join(this.dir, kept.id));
+      await syncDir(this.dir);
+      return kept;
+    } catch (error) {
+      await rm(partial, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
+  /** The home archive of a state, for reading. */
+  openHome(id: string): Promise<FileHandle> {
+    return open(join(this.dir, id, HOME_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
+  }
+
+  async remove(id: string): Promise<void> {
+    await rm(join(this.dir, id), { recursive: true, force: true });
+  }
+
+  private async read(id: string): Promise<KeptState | null> {
+    try {
+      const checked = validate(RecordSchema, JSON.parse(await readFile(join(this.dir, id, RECORD_FILE), 'utf8')));
+      return checked.ok && checked.value.id === id ? checked.value : null;
+    } catch {
+      return null;
+    }
+  }
+}
+
+/** Whether a process of that pid runs (one of another user counts: EPERM). */
+function alive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Kept longer than `retentionMs`: paused sandboxes and snapshots are not kept forever. */
+export function expired(kept: KeptState, retentionMs: number, now = Date.now()): boolean {
+  return now - Date.parse(kept.created_at) > retentionMs;
+}
+
+/** A snapshot as the contract shows it. */
+export function describeSnapshot(kept: KeptState): Snapshot {
+  return {
+    id: kept.id,
+    name: kept.name,
+    sandbox_id: kept.sandbox.id,
+    template: kept.sandbox.template,
+    backend: kept.sandbox.backend,
+    kept: kept.kept,
+    bytes: kept.bytes,
+    created_at: kept.created_at,
+  };
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

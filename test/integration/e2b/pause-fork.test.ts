@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { Sandbox } from 'e2b';
+import type { BackendKind } from '../../../src/contract/backend-kinds.js';
+import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { api, startServer, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
+
+/** The host's processes whose command line holds `marker` (pgrep exits 1 for none). */
+async function hostProcesses(marker: string): Promise<string> {
+  const { stdout } = await promisify(execFile)('pgrep', ['-af', marker]).catch(() => ({ stdout: '' }));
+  return stdout.trim();
+}
+
+/**
+ * Pause, resume, fork and snapshots through the unmodified `e2b` SDK (and /v1): what E2B's
+ * users lost there (files after the second resume, e2b-dev/E2B #884; processes still running
+ * while paused, #1031; a 500 on the second resume, #736) checked here. Every backend keeps a
+ * paused sandbox's files (its home); the whole surface on local_process, a pause and resume on
+ * gVisor and the microVM.
+ */
+describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
+  let server: ServerProcess;
+  let keptDir: string;
+  const kinds = await availableKinds(testRuntime(), 'run-job');
+  const opts = () => ({ apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+  const made: string[] = [];
+  const create = async (template = 'base', options: Parameters<typeof Sandbox.create>[1] = {}) => {
+    const sandbox = await Sandbox.create(template, { ...opts(), ...options });
+    made.push(sandbox.sandboxId);
+    return sandbox;
+  };
+
+  before(async () => {
+    keptDir = mkdtempSync(join(tmpdir(), 'kept-'));
+    server = await startServer([], { env: { AGENT_RUNNER_SANDBOXES__MAX: '12', AGENT_RUNNER_SANDBOXES__KEPT_DIR: keptDir } });
+  });
+  after(async () => {
+    await Promise.all(made.map((id) => Sandbox.kill(id, opts()).catch(() => undefined)));
+    await server.stop();
+    rmSync(keptDir, { recursive: true, force: true });
+  });
+
+  it('a pause keeps files and ends every process; the second resume works, files of each step kept', async () => {
+    const sandbox = await create('base', { metadata: { purpose: 'pause' } });
+    const marker = `4242.${Math.floor(Math.random() * 1e6)}`;
+    await sandbox.files.write('notes/first.txt', 'before the first pause');
+    await sandbox.commands.run(`sleep ${marker}`, { background: true });
+    await waitUntil(async () => (await hostProcesses(`sleep ${marker}`)) !== '', 'the sleeper runs on the host');
+
+    assert.equal(await sandbox.pause(), true);
+    assert.equal(await hostProcesses(`sleep ${marker}`), '', 'no process of a paused sandbox runs on the host (#1031)');
+    assert.equal(await sandbox.pause(), false, 'a second pause is a no-op (409)');
+    assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts())).state, 'paused');
+    const paused = await Sandbox.list({ ...opts(), query: { state: ['paused'], metadata: { purpose: 'pause' } } }).nextItems();
+    assert.deepEqual(
+      paused.map((item) => item.sandboxId),
+      [sandbox.sandboxId],
+    );
+    assert.deepEqual(await Sandbox.list({ ...opts(), query: { state: ['running'], metadata: { purpose: 'pause' } } }).nextItems(), []);
+
+    const resumed = await Sandbox.connect(sandbox.sandboxId, opts());
+    assert.equal(await resumed.files.read('notes/first.txt'), 'before the first pause');
+    // Its processes ended with the pause: only its files are kept on this backend.
+    assert.equal((await resumed.commands.run('pgrep -c sleep || true')).stdout.trim(), '0');
+    await resumed.files.write('notes/second.txt', 'between the pauses');
+    assert.equal(await resumed.pause(), true);
+
+    // The second resume (#736), through the first client object: id and token are the same.
+    await Sandbox.connect(sandbox.sandboxId, opts());
+    assert.equal((await sandbox.commands.run('cat notes/first.txt; echo; cat notes/second.txt')).stdout, 'before the first pause\nbetween the pauses');
+    assert.equal(await sandbox.isRunning(), true);
+  });
+
+  it("fork: copies with the parent's files; a copy's changes reach neither its parent nor its sibling", async () => {
+    const parent = await create();
+    await parent.files.write('shared.txt', 'from the parent');
+    const [first, second] = (await parent.fork({ count: 2 } as never)) as unknown as Sandbox[];
+    assert.ok(first && second, 'two copies');
+    made.push(first.sandboxId, second.sandboxId);
+    assert.equal(new Set([parent.sandboxId, first.sandboxId, second.sandboxId]).size, 3, 'each copy is a sandbox of its own');
+    assert.equal(await first.files.read('shared.txt'), 'from the parent');
+    await first.files.write('shared.txt', 'changed in the first copy');
+    await parent.files.write('after.txt', 'written after the fork');
+    assert.equal(await second.files.read('shared.txt'), 'from the parent');
+    assert.equal(await parent.files.read('shared.txt'), 'from the parent');
+    assert.equal(await first.files.exists('after.txt'), false);
+    assert.equal(await parent.isRunning(), true, 'the parent keeps running');
+    // Apart as sandboxes are: a copy's process is not seen in its parent.
+    await first.commands.run('sleep 300', { background: true });
+    assert.equal((await parent.commands.run('pgrep -c sleep || true')).stdout.trim(), '0');
+  });
+
+  it('snapshots: a named snapshot starts new sandboxes, is listed by its sandbox, and is deleted; its sandbox keeps running', async () => {
+    const source = await create();
+    await source.files.write('data/state.json', '{"step": 3}');
+    const name = `snap-${randomBytes(3).toString('hex')}`;
+    const snapshot = await source.createSnapshot({ name } as never);
+    assert.deepEqual(snapshot.names, [name]);
+    assert.equal(await source.isRunning(), true);
+    const listed = await Sandbox.listSnapshots({ ...opts(), sandboxId: source.sandboxId } as never).nextItems();
+    assert.deepEqual(
+      listed.map((item) => item.snapshotId),
+      [snapshot.snapshotId],
+    );
+    for (const template of [snapshot.snapshotId, name]) {
+      const copy = await create(template);
+      assert.equal(await copy.files.read('data/state.json'), '{"step": 3}');
+    }
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, opts()), true);
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, opts()), false);
+    await assert.rejects(create(name), /not found|no template/i);
+  });
+
+  it('a pause that fails leaves the sandbox running as it was; memory is refused where only files are kept', async () => {
+    const sandbox = await create();
+    await sandbox.files.write('kept.txt', 'still here');
+    const sleeper = await sandbox.commands.run('sleep 600', { background: true });
+    // The kept dir cannot be made: the pause fails after its processes were stopped for packing.
+    rmSync(keptDir, { recursive: true, force: true });
+    writeFileSync(keptDir, 'not a directory');
+    try {
+      await assert.rejects(sandbox.pause(), (error: Error) => /pause|kept|directory|ENOTDIR|EEXIST/i.test(error.message));
+    } finally {
+      rmSync(keptDir, { force: true });
+    }
+    assert.equal(await sandbox.isRunning(), true);
+    assert.equal(await sandbox.files.read('kept.txt'), 'still here');
+    const state = await sandbox.commands.run(`ps -o stat= -p ${sleeper.pid}`);
+    assert.match(state.stdout.trim(), /^S/, 'its processes go on (not left stopped)');
+
+    const memory = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, { keep_memory: true });
+    assert.equal(memory.status, 400);
+    assert.equal(memory.json.error.code, 'sandbox.pause_unsupported');
+    const backends = (await api(server.url, 'GET', '/v1/backends')).json as Array<{ kind: string; capabilities: { pause: string } }>;
+    assert.equal(backends.find((backend) => backend.kind === 'local_process')?.capabilities.pause, 'files');
+
+    const paused = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, {});
+    assert.equal(paused.status, 200, paused.text);
+    assert.deepEqual({ state: paused.json.state, kept: paused.json.kept }, { state: 'paused', kept: 'files' });
+    const exec = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/exec`, { cmd: 'true' });
+    assert.equal(exec.json.error.code, 'sandbox.paused');
+    const resumed = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/resume`, {});
+    assert.equal(resumed.json.state, 'running', resumed.text);
+    assert.equal(await sandbox.files.read('kept.txt'), 'still here');
+  });
+
+  for (const kind of ['gvisor', 'microvm'] as const satisfies readonly BackendKind[]) {
+    const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
+    it(`pauses and resumes on ${kind}, its files kept`, { skip }, async () => {
+      const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind, AGENT_RUNNER_SANDBOXES__KEPT_DIR: mkdtempSync(join(tmpdir(), 'kept-')) } });
+      const localOpts = { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url };
+      try {
+        const sandbox = await Sandbox.create('base', localOpts);
+        await sandbox.files.write('on-backend.txt', kind);
+        assert.equal(await sandbox.pause(), true);
+        const resumed = await Sandbox.connect(sandbox.sandboxId, localOpts);
+        assert.equal((await resumed.commands.run('cat on-backend.txt')).stdout, kind);
+        await resumed.kill();
+      } finally {
+        await local.stop();
+      }
+    });
+  }
+});
