@@ -4,7 +4,20 @@ import type { JobEvent } from '../contract/job-events.js';
 import type { Artifact, RunJobRequest } from '../contract/run-job.js';
 import type { JobStatus } from '../contract/service.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
-import type { Sandbox, SandboxCreateRequest, SandboxExecRequest, SandboxExecResult, SandboxFileWritten, SandboxRunCodeRequest, SandboxRunCodeResult } from '../contract/sandbox.js';
+import type {
+  Sandbox,
+  SandboxCreateRequest,
+  SandboxExecRequest,
+  SandboxExecResult,
+  SandboxFileWritten,
+  SandboxForkRequest,
+  SandboxForkResult,
+  SandboxPauseRequest,
+  SandboxRunCodeRequest,
+  SandboxRunCodeResult,
+  Snapshot,
+  SnapshotCreateRequest,
+} from '../contract/sandbox.js';
 import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
 import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 
@@ -160,6 +173,36 @@ export class AgentRunnerClient {
   /** Kills the sandbox; answers with its final state. */
   killSandbox(sandboxId: string): Promise<Sandbox> {
     return this.json('DELETE', sandboxPath(sandboxId));
+  }
+
+  /** Pauses a sandbox: what its backend keeps (its files; its memory too where it can) is kept, and it holds nothing on the host. */
+  pauseSandbox(sandboxId: string, request: SandboxPauseRequest = {}): Promise<Sandbox> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/pause`, request);
+  }
+
+  /** Resumes a paused sandbox under its id and token (a running one is answered as it is). */
+  resumeSandbox(sandboxId: string, timeoutSeconds?: number): Promise<Sandbox> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/resume`, timeoutSeconds === undefined ? {} : { timeout_seconds: timeoutSeconds });
+  }
+
+  /** Copies of a running sandbox, each a sandbox of its own; the parent keeps running. */
+  forkSandbox(sandboxId: string, request: SandboxForkRequest = {}): Promise<SandboxForkResult> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/fork`, request);
+  }
+
+  /** Keeps a running sandbox's state as a snapshot: `createSandbox({template: snapshot.id})` starts from it. */
+  snapshotSandbox(sandboxId: string, request: SnapshotCreateRequest = {}): Promise<Snapshot> {
+    return this.json('POST', `${sandboxPath(sandboxId)}/snapshots`, request);
+  }
+
+  async listSnapshots(filter: { sandbox_id?: string; name?: string } = {}): Promise<Snapshot[]> {
+    const query = new URLSearchParams(Object.entries(filter).filter((entry): entry is [string, string] => entry[1] !== undefined)).toString();
+    return (await this.json<{ snapshots: Snapshot[] }>('GET', `/v1/snapshots${query ? `?${query}` : ''}`)).snapshots;
+  }
+
+  /** Deletes a snapshot by id or name. */
+  deleteSnapshot(idOrName: string): Promise<Snapshot> {
+    return this.json('DELETE', `/v1/snapshots/${encodeURIComponent(idOrName)}`);
   }
 
   /** The sandbox is killed `timeoutSeconds` from now (0: now). */

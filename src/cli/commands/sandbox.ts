@@ -96,7 +96,43 @@ export function registerSandbox(program: Command): void {
     .argument('<id>', 'the sandbox')
     .action((id: string, flags: ServerFlags) => answer(flags, (client) => client.killSandbox(id)));
 
-  withServer(sandbox.command('list').description('the sandboxes on the service, running and recently ended')).action((flags: ServerFlags) =>
+  withServer(sandbox.command('list').description('the sandboxes on the service, running, paused and recently ended')).action((flags: ServerFlags) =>
     answer(flags, async (client) => ({ sandboxes: await client.listSandboxes() })),
   );
+
+  withServer(sandbox.command('pause').description('pause a sandbox: its files kept (its memory too where the backend can), nothing of it left running; prints it'))
+    .argument('<id>', 'the sandbox')
+    .option('--memory', 'require its processes and memory to be kept (refused where the backend keeps files only)')
+    .action((id: string, flags: ServerFlags & { memory?: boolean }) => answer(flags, (client) => client.pauseSandbox(id, flags.memory ? { keep_memory: true } : {})));
+
+  withServer(sandbox.command('resume').description('resume a paused sandbox under its id; prints it'))
+    .argument('<id>', 'the sandbox')
+    .option('-t, --timeout <seconds>', 'its timeout from now once resumed')
+    .action((id: string, flags: ServerFlags & { timeout?: string }) =>
+      answer(flags, (client) => client.resumeSandbox(id, positiveOption('--timeout', flags.timeout, { integer: true }))),
+    );
+
+  withServer(sandbox.command('fork').description("copies of a running sandbox, each a sandbox of its own with the parent's state; prints each"))
+    .argument('<id>', 'the sandbox')
+    .option('-n, --count <n>', 'how many copies', '1')
+    .option('-t, --timeout <seconds>', "each copy's timeout")
+    .action((id: string, flags: ServerFlags & { count: string; timeout?: string }) =>
+      answer(flags, (client) => {
+        const timeout = positiveOption('--timeout', flags.timeout, { integer: true });
+        return client.forkSandbox(id, { count: positiveOption('--count', flags.count, { integer: true })!, ...(timeout === undefined ? {} : { timeout_seconds: timeout }) });
+      }),
+    );
+
+  withServer(sandbox.command('snapshot').description("keep a running sandbox's state as a snapshot, a template new sandboxes start from; prints it"))
+    .argument('<id>', 'the sandbox')
+    .option('--name <name>', 'a name to start sandboxes from it by (`sandbox create --template <name>`)')
+    .action((id: string, flags: ServerFlags & { name?: string }) => answer(flags, (client) => client.snapshotSandbox(id, flags.name === undefined ? {} : { name: flags.name })));
+
+  withServer(sandbox.command('snapshots').description('the snapshots the service keeps')).action((flags: ServerFlags) =>
+    answer(flags, async (client) => ({ snapshots: await client.listSnapshots() })),
+  );
+
+  withServer(sandbox.command('delete-snapshot').description('delete a snapshot, by id or name'))
+    .argument('<snapshot>', 'its id or name')
+    .action((snapshot: string, flags: ServerFlags) => answer(flags, (client) => client.deleteSnapshot(snapshot)));
 }

@@ -1,23 +1,16 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { api, startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
-
-/** The host's processes whose command line holds `marker` (pgrep exits 1 for none). */
-async function hostProcesses(marker: string): Promise<string> {
-  const { stdout } = await promisify(execFile)('pgrep', ['-af', marker]).catch(() => ({ stdout: '' }));
-  return stdout.trim();
-}
 
 /**
  * Pause, resume, fork and snapshots through the unmodified `e2b` SDK (and /v1): what E2B's
@@ -53,10 +46,10 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     const marker = `4242.${Math.floor(Math.random() * 1e6)}`;
     await sandbox.files.write('notes/first.txt', 'before the first pause');
     await sandbox.commands.run(`sleep ${marker}`, { background: true });
-    await waitUntil(async () => (await hostProcesses(`sleep ${marker}`)) !== '', 'the sleeper runs on the host');
+    await waitUntil(() => hostProcessesMatching(`sleep ${marker}`).length > 0, 'the sleeper runs on the host');
 
     assert.equal(await sandbox.pause(), true);
-    assert.equal(await hostProcesses(`sleep ${marker}`), '', 'no process of a paused sandbox runs on the host (#1031)');
+    assert.deepEqual(hostProcessesMatching(`sleep ${marker}`), [], 'no process of a paused sandbox runs on the host (#1031)');
     assert.equal(await sandbox.pause(), false, 'a second pause is a no-op (409)');
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts())).state, 'paused');
     const paused = await Sandbox.list({ ...opts(), query: { state: ['paused'], metadata: { purpose: 'pause' } } }).nextItems();

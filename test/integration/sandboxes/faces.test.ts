@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -21,15 +23,18 @@ import { startServer, type ServerProcess } from '../../helpers/server.js';
 describe('sandboxes through the client, the CLI and MCP', () => {
   let server: ServerProcess;
   let client: AgentRunnerClient;
+  let keptDir: string;
   const made: string[] = [];
 
   before(async () => {
-    server = await startServer([]);
+    keptDir = mkdtempSync(join(tmpdir(), 'kept-'));
+    server = await startServer([], { env: { AGENT_RUNNER_SANDBOXES__KEPT_DIR: keptDir } });
     client = new AgentRunnerClient({ url: server.url, token: server.token! });
   });
   after(async () => {
     await Promise.all(made.map((id) => client.killSandbox(id).catch(() => undefined)));
     await server.stop();
+    rmSync(keptDir, { recursive: true, force: true });
   });
 
   it('the client creates, runs in, moves files in and out of, and kills a sandbox; a timeout kills the whole tree', async () => {
@@ -120,6 +125,37 @@ describe('sandboxes through the client, the CLI and MCP', () => {
     const afterKill = await runCli('agent-runner', ['sandbox', 'get', id, 'upper.txt', ...flags]);
     assert.equal(afterKill.code, 1);
     assert.equal(JSON.parse(afterKill.stdout).error.code, 'sandbox.ended');
+  });
+
+  it('the client and agent-runner sandbox pause, resume, fork and snapshot a sandbox', async () => {
+    const flags = ['--server', server.url, '--token', server.token!];
+    const sandbox = await client.createSandbox({ metadata: { suite: 'faces-pause' } });
+    made.push(sandbox.id);
+    await client.sandboxWriteFile(sandbox.id, 'kept.txt', 'across the pause');
+    const paused = await runCli('agent-runner', ['sandbox', 'pause', sandbox.id, ...flags]);
+    assert.equal(paused.code, 0, paused.stderr);
+    assert.deepEqual([JSON.parse(paused.stdout).state, JSON.parse(paused.stdout).kept], ['paused', 'files']);
+    const memory = await runCli('agent-runner', ['sandbox', 'pause', sandbox.id, '--memory', ...flags]);
+    assert.equal(JSON.parse(memory.stdout).error.code, 'sandbox.paused');
+    assert.equal((await client.resumeSandbox(sandbox.id, 120)).state, 'running');
+    assert.equal((await client.sandboxReadFile(sandbox.id, 'kept.txt')).toString(), 'across the pause');
+
+    const forked = await runCli('agent-runner', ['sandbox', 'fork', sandbox.id, '--count', '2', ...flags]);
+    assert.equal(forked.code, 0, forked.stderr);
+    const copies = (JSON.parse(forked.stdout) as { forks: Array<{ sandbox: { id: string } }> }).forks.map((fork) => fork.sandbox.id);
+    made.push(...copies);
+    assert.equal(copies.length, 2);
+    for (const copy of copies) assert.equal((await client.sandboxReadFile(copy, 'kept.txt')).toString(), 'across the pause');
+
+    const snapshot = await client.snapshotSandbox(sandbox.id, { name: `faces-${randomBytes(3).toString('hex')}` });
+    const listed = await runCli('agent-runner', ['sandbox', 'snapshots', ...flags]);
+    assert.ok((JSON.parse(listed.stdout) as { snapshots: Array<{ id: string }> }).snapshots.some((kept) => kept.id === snapshot.id));
+    const fromSnapshot = await client.createSandbox({ template: snapshot.name! });
+    made.push(fromSnapshot.id);
+    assert.equal((await client.sandboxReadFile(fromSnapshot.id, 'kept.txt')).toString(), 'across the pause');
+    const deleted = await runCli('agent-runner', ['sandbox', 'delete-snapshot', snapshot.id, ...flags]);
+    assert.equal(deleted.code, 0, deleted.stderr);
+    await assert.rejects(client.deleteSnapshot(snapshot.id), (error: unknown) => error instanceof AgentRunnerError && error.code === 'snapshot.not_found');
   });
 
   it('the MCP tools make, use, list and kill a sandbox of the MCP process', async () => {
