@@ -40,7 +40,9 @@ export async function startClusterFrontDoor(options: {
   const { lifetimeSeconds, endedRetentionSeconds } = options.runtime.config.sessions;
   const owners = new Owners(cluster.db, 'session_owners', lifetimeSeconds + endedRetentionSeconds);
   const sandboxSettings = options.runtime.config.sandboxes;
-  const sandboxOwners = new Owners(cluster.db, 'sandbox_owners', sandboxSettings.maxTimeoutSeconds + sandboxSettings.endedRetentionSeconds);
+  // A paused sandbox is reached through its owner for as long as its state is kept.
+  const sandboxLife = Math.max(sandboxSettings.maxTimeoutSeconds, sandboxSettings.keptRetentionDays * 24 * 3600);
+  const sandboxOwners = new Owners(cluster.db, 'sandbox_owners', sandboxLife + sandboxSettings.endedRetentionSeconds);
   return {
     desk,
     worker,

@@ -4,7 +4,10 @@ import { runJobTool } from './run-job.js';
 import { runSnippetTool } from './run-snippet.js';
 import { sandboxCreateTool } from './sandbox-create.js';
 import { sandboxExecTool } from './sandbox-exec.js';
+import { sandboxForkTool } from './sandbox-fork.js';
 import { sandboxKillTool } from './sandbox-kill.js';
+import { sandboxPauseTool } from './sandbox-pause.js';
+import { sandboxResumeTool } from './sandbox-resume.js';
 import { sandboxListTool } from './sandbox-list.js';
 import { sandboxReadFileTool } from './sandbox-read-file.js';
 import { sandboxRunCodeTool } from './sandbox-run-code.js';
@@ -26,6 +29,9 @@ export const TOOLS: readonly Tool[] = [
   sandboxWriteFileTool,
   sandboxReadFileTool,
   sandboxKillTool,
+  sandboxPauseTool,
+  sandboxResumeTool,
+  sandboxForkTool,
   sandboxListTool,
   listRuntimesTool,
 ];

@@ -208,6 +208,11 @@ describe('sandboxes through the client, the CLI and MCP', () => {
         (await call('sandbox_list', {})).sandboxes.map((sandbox: { id: string; state: string }) => [sandbox.id, sandbox.state]),
         [[id, 'running']],
       );
+      assert.deepEqual([(await call('sandbox_pause', { sandbox_id: id })).state, (await call('sandbox_list', {})).sandboxes[0].state], ['paused', 'paused']);
+      assert.equal((await call('sandbox_resume', { sandbox_id: id })).state, 'running');
+      const [copy] = (await call('sandbox_fork', { sandbox_id: id })).forks as Array<{ sandbox: { id: string } }>;
+      assert.equal((await call('sandbox_read_file', { sandbox_id: copy!.sandbox.id, path: 'out.bin', encoding: 'base64' })).content, 'AQI=');
+      assert.equal((await call('sandbox_kill', { sandbox_id: copy!.sandbox.id })).state, 'ended');
       assert.equal((await call('sandbox_kill', { sandbox_id: id })).state, 'ended');
       const gone = await mcp.callTool({ name: 'sandbox_exec', arguments: { sandbox_id: id, argv: ['true'] } });
       assert.equal((gone.structuredContent as { error: { code: string } }).error.code, 'sandbox.ended');
