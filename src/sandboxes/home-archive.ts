@@ -8,6 +8,13 @@ const archiveSource = guestProgram(new URL('./home-archive.py', import.meta.url)
 
 /** Bytes per input request while unpacking: a frame stays small, whatever the archive's size. */
 const INPUT_CHUNK_BYTES = 1024 * 1024;
+/**
+ * Input requests in flight while unpacking: the host reads and encodes the next chunks while the
+ * agent decodes and writes the previous ones, and the agent holds at most this many chunks.
+ */
+const INPUTS_IN_FLIGHT = 4;
+/** Bytes gathered before each write of a packed archive to its file. */
+const WRITE_BYTES = 1024 * 1024;
 /** What the archiver says on stderr (files left out, its failure) kept for the error or the note. */
 const NOTE_BYTES = 16 * 1024;
 const SIGKILL = 9;
@@ -36,6 +43,14 @@ export interface ArchiveRun {
 export async function packHome(run: ArchiveRun, out: FileHandle, maxBytes: number): Promise<{ bytes: number; notes: string }> {
   let bytes = 0;
   let writes: Promise<unknown> = Promise.resolve();
+  let gathered: Buffer[] = [];
+  let gatheredBytes = 0;
+  const flush = () => {
+    const chunk = Buffer.concat(gathered, gatheredBytes);
+    gathered = [];
+    gatheredBytes = 0;
+    writes = writes.then(() => out.write(chunk));
+  };
   let overflow = false;
   const archiver = await startArchiver(run, 'pack', (data) => {
     if (overflow) return;
@@ -45,9 +60,12 @@ export async function packHome(run: ArchiveRun, out: FileHandle, maxBytes: numbe
       archiver.kill();
       return;
     }
-    writes = writes.then(() => out.write(data));
+    gathered.push(data);
+    gatheredBytes += data.length;
+    if (gatheredBytes >= WRITE_BYTES) flush();
   });
   const ended = await archiver.ended;
+  flush();
   await writes;
   if (overflow) throw new HomeArchiveError(`the home directory packs to over ${maxBytes} bytes, the most a snapshot keeps`);
   archiver.check(ended, 'packing the home directory');
@@ -57,13 +75,18 @@ export async function packHome(run: ArchiveRun, out: FileHandle, maxBytes: numbe
 /** Unpacks a tar stream (from packHome) into a sandbox's home, inside the sandbox as its user. */
 export async function unpackHome(run: ArchiveRun, input: FileHandle): Promise<void> {
   const archiver = await startArchiver(run, 'unpack', () => undefined);
-  const buffer = Buffer.alloc(INPUT_CHUNK_BYTES);
+  const inFlight = new Set<Promise<unknown>>();
   try {
     for (;;) {
+      const buffer = Buffer.alloc(INPUT_CHUNK_BYTES);
       const { bytesRead } = await input.read(buffer, 0, buffer.length, null);
       if (bytesRead === 0) break;
-      await run.agent.request({ op: 'input', pid: archiver.pid, data: buffer.subarray(0, bytesRead).toString('base64') });
+      const sent = run.agent.request({ op: 'input', pid: archiver.pid, data: buffer.subarray(0, bytesRead).toString('base64') });
+      inFlight.add(sent);
+      void sent.finally(() => inFlight.delete(sent)).catch(() => undefined);
+      if (inFlight.size >= INPUTS_IN_FLIGHT) await Promise.race(inFlight);
     }
+    await Promise.all(inFlight);
     await run.agent.request({ op: 'close_stdin', pid: archiver.pid });
   } catch (error) {
     // It ended early (its failure is in its end event), or the sandbox went: say which below.
