@@ -485,7 +485,11 @@ class Agent:
         self.finish(process)
 
     def send_output(self, process, fd, data):
-        self.send({"event": "output", "pid": process.pid, "stream": process.outputs[fd], "data": base64.b64encode(data).decode()})
+        # Written out rather than through json.dumps, which scans every byte of the base64 text for
+        # what to escape (it holds nothing to): output is most of what the agent sends, and this
+        # is a third of the cost.
+        payload = b'{"event":"output","pid":%d,"stream":"%s","data":"%s"}' % (process.pid, process.outputs[fd].encode(), base64.b64encode(data))
+        write_all(self.proto_out, len(payload).to_bytes(4, "big") + payload)
 
     def stop_reading(self, process):
         """Past the grace: what the pipes hold now is still reported (bounded, as a process that
