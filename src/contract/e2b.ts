@@ -28,14 +28,15 @@ export const E2bNewSandboxSchema = Type.Object(
     envVars: Type.Optional(EnvVars),
     secure: Type.Optional(Type.Boolean({ description: 'Default true: envd takes only requests with the access token.' })),
     allow_internet_access: Type.Optional(Type.Boolean()),
-    autoPause: Type.Optional(Type.Boolean()),
+    autoPause: Type.Optional(Type.Boolean({ description: 'Pause at its timeout instead of being killed.' })),
+    autoPauseMemory: Type.Optional(Type.Boolean({ description: 'true asks that the pause at its timeout keep memory: refused where the backend keeps files only.' })),
   },
   { $id: 'E2bNewSandbox', additionalProperties: true },
 );
 export type E2bNewSandbox = Static<typeof E2bNewSandboxSchema>;
 
 /** Fields of a create that ask for what this server does not do: refused with 400 when set. */
-export const E2B_UNSUPPORTED_CREATE_FIELDS = ['network', 'mcp', 'volumeMounts', 'autoResume', 'autoPauseMemory', 'iam'] as const;
+export const E2B_UNSUPPORTED_CREATE_FIELDS = ['network', 'mcp', 'volumeMounts', 'autoResume', 'iam'] as const;
 
 export const E2bSandboxSchema = Type.Object(
   {

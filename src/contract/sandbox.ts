@@ -27,6 +27,11 @@ export const SandboxCreateRequestSchema = Type.Object(
     ),
     allow_internet_access: Type.Optional(Type.Boolean({ description: 'Egress to the internet (never to the host). Default: what the server allows.' })),
     backend: Type.Optional(BackendChoiceSchema),
+    on_timeout: Type.Optional(
+      Type.Union([Type.Literal('kill'), Type.Literal('pause')], {
+        description: 'What its timeout does: kill it (the default), or pause it, keeping what a pause keeps (E2B’s autoPause).',
+      }),
+    ),
   },
   { $id: 'SandboxCreateRequest', additionalProperties: false, title: 'Create a sandbox' },
 );
@@ -50,6 +55,7 @@ export const SandboxSchema = Type.Object(
     agent_version: Type.Union([Type.String(), Type.Null()]),
     envd_access_token: Type.Optional(Type.String({ description: 'Present for a secure sandbox, to its creator only.' })),
     ended_reason: Type.Optional(Type.String()),
+    on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
     paused_at: Type.Optional(Type.String({ format: 'date-time' })),
     kept: Type.Optional(PauseKindSchema),
   },

@@ -37,6 +37,8 @@ export interface SandboxPlan {
   /** The largest file a process of it may write. */
   maxFileBytes: number;
   startTimeoutSeconds: number;
+  /** What its timeout does: end it, or pause it (Sandboxes pauses it; a pause that fails ends it). */
+  onTimeout?: 'kill' | 'pause';
   /** When it first started: a resumed sandbox's is its first start's. Default: now. */
   startedAt?: Date;
   /** Its longest life, however its timeout is moved. */
@@ -69,6 +71,8 @@ export class LiveSandbox {
   private constructor(
     private readonly plan: SandboxPlan,
     onEnded: (sandbox: LiveSandbox) => void,
+    /** Called at its timeout instead of ending it, when its plan pauses it then. */
+    private readonly onTimeout?: (sandbox: LiveSandbox) => void,
   ) {
     this.startedAt = plan.startedAt ?? new Date();
     this.endAt = new Date(Date.now() + plan.timeoutMs);
@@ -81,8 +85,8 @@ export class LiveSandbox {
   }
 
   /** Makes the sandbox and waits for its agent; throws CodedError (backend.unavailable, backend.setup_failed). */
-  static async start(plan: SandboxPlan, onEnded: (sandbox: LiveSandbox) => void): Promise<LiveSandbox> {
-    const sandbox = new LiveSandbox(plan, onEnded);
+  static async start(plan: SandboxPlan, onEnded: (sandbox: LiveSandbox) => void, onTimeout?: (sandbox: LiveSandbox) => void): Promise<LiveSandbox> {
+    const sandbox = new LiveSandbox(plan, onEnded, onTimeout);
     await sandbox.launch();
     return sandbox;
   }
@@ -138,6 +142,7 @@ export class LiveSandbox {
       cpu_count: described.cpu_count,
       memory_mb: described.memory_mb,
       disk_size_mb: described.disk_size_mb,
+      ...(plan.onTimeout && { on_timeout: plan.onTimeout }),
     };
   }
 
@@ -170,6 +175,7 @@ export class LiveSandbox {
       agent_version: this.agentVersion,
       ...(withToken && plan.accessToken !== null ? { envd_access_token: plan.accessToken } : {}),
       ...(this.served.reason === null ? {} : { ended_reason: this.served.reason }),
+      ...(plan.onTimeout === 'pause' && { on_timeout: 'pause' as const }),
     };
   }
 
@@ -274,7 +280,7 @@ export class LiveSandbox {
   private arm(): void {
     clearTimeout(this.timer);
     const left = Math.max(0, this.endAt.getTime() - Date.now());
-    this.timer = setTimeout(() => void this.end('its timeout passed'), left);
+    this.timer = setTimeout(() => (this.plan.onTimeout === 'pause' && this.onTimeout ? this.onTimeout(this) : void this.end('its timeout passed')), left);
     this.timer.unref();
   }
 }

@@ -386,7 +386,11 @@ export class Sandboxes {
       const plan = { ...(await this.plan(request)), ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }) };
       id = plan.id;
       this.endings.set(id, new AbortController());
-      const sandbox = await LiveSandbox.start(plan, (ended) => this.forgetLater(ended));
+      const sandbox = await LiveSandbox.start(
+        plan,
+        (ended) => this.forgetLater(ended),
+        (expired) => void this.pause(expired.id).catch(() => expired.end('its timeout passed, and pausing it failed')),
+      );
       if (from) await this.restoreHome(sandbox, from);
       this.sandboxes.set(sandbox.id, sandbox);
       return sandbox;
@@ -478,6 +482,7 @@ export class Sandboxes {
       maxFileBytes: settings.maxFileBytes,
       startTimeoutSeconds: settings.startTimeoutSeconds,
       maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
+      onTimeout: request.on_timeout ?? 'kill',
     };
   }
 }
@@ -494,6 +499,7 @@ function fromState(state: KeptState, request: SandboxCreateRequest): SandboxCrea
     env_vars: { ...sandbox.env_vars, ...request.env_vars },
     metadata: request.metadata ?? sandbox.metadata,
     allow_internet_access: request.allow_internet_access ?? sandbox.internet_access,
+    ...(request.on_timeout === undefined && sandbox.on_timeout !== undefined && { on_timeout: sandbox.on_timeout }),
   };
 }
 
@@ -514,6 +520,7 @@ function describePaused(state: KeptState): Sandbox {
     agent_version: null,
     paused_at: state.created_at,
     kept: state.kept,
+    ...(sandbox.on_timeout === 'pause' && { on_timeout: 'pause' as const }),
   };
 }
 

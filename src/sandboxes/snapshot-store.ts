@@ -22,6 +22,7 @@ export const KeptSandboxSchema = Type.Object({
   cpu_count: Type.Number(),
   memory_mb: Type.Integer(),
   disk_size_mb: Type.Integer(),
+  on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
 });
 export type KeptSandbox = Static<typeof KeptSandboxSchema>;
 

@@ -72,8 +72,9 @@ export function e2bRoutes(sandboxes: SandboxHost) {
     const create = async (request: { body: E2bNewSandbox }, reply: FastifyReply) => {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
       if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
-      if (request.body.autoPause) return e2bError(reply, 400, 'autoPause: pausing is not supported by this server yet; leave it out');
-      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: internet } = request.body;
+      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: internet, autoPause, autoPauseMemory } = request.body;
+      // Every backend here keeps a paused sandbox's files only (capabilities.pause).
+      if (autoPauseMemory === true) return e2bError(reply, 400, 'autoPauseMemory: this server keeps a paused sandbox’s files, not its memory; leave it out or set it false');
       const sandbox = await sandboxes.create({
         template: templateID,
         ...(timeout ? { timeout_seconds: timeout } : {}),
@@ -81,6 +82,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         ...(envVars ? { env_vars: envVars } : {}),
         secure: secure ?? true,
         ...(internet === undefined ? {} : { allow_internet_access: internet }),
+        ...(autoPause ? { on_timeout: 'pause' as const } : {}),
       });
       return reply.code(201).send(created(sandbox));
     };

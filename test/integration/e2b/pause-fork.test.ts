@@ -72,6 +72,14 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     assert.equal(await sandbox.isRunning(), true);
   });
 
+  it('autoPause: a sandbox made so pauses at its timeout instead of ending, and comes back on connect', async () => {
+    const sandbox = await create('base', { timeoutMs: 2000, lifecycle: { onTimeout: 'pause' } });
+    await sandbox.files.write('at-timeout.txt', 'kept');
+    await waitUntil(async () => (await Sandbox.getInfo(sandbox.sandboxId, opts())).state === 'paused', 'the sandbox pauses at its timeout', 30_000);
+    const resumed = await Sandbox.connect(sandbox.sandboxId, { ...opts(), timeoutMs: 60_000 });
+    assert.equal(await resumed.files.read('at-timeout.txt'), 'kept');
+  });
+
   it("fork: copies with the parent's files; a copy's changes reach neither its parent nor its sibling", async () => {
     const parent = await create();
     await parent.files.write('shared.txt', 'from the parent');

@@ -83,11 +83,21 @@ describe('E2B control plane, through the e2b SDK', () => {
   it('refuses a wrong key, an unknown template and what it does not do, in E2B error shapes', async () => {
     await assert.rejects(Sandbox.create('base', { ...opts(), apiKey: 'e2b_0000' }), AuthenticationError);
     await assert.rejects(Sandbox.create('no-such-template', opts()), (error: Error) => error instanceof SandboxError && /no template/.test(error.message));
-    await assert.rejects(Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: 'pause' } }), (error: Error) => /autoPause/.test(error.message));
+    await assert.rejects(Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: { action: 'pause', keepMemory: true } } }), (error: Error) =>
+      /autoPauseMemory/.test(error.message),
+    );
+    await assert.rejects(Sandbox.create('base', { ...opts(), network: { allowOut: ['1.1.1.1'] } } as never), (error: Error) => /network/.test(error.message));
     const raw = await fetch(`${apiUrl}/sandboxes/${'0'.repeat(24)}`, { headers: { 'x-api-key': service.token! } });
     assert.equal(raw.status, 404);
     assert.deepEqual(Object.keys((await raw.json()) as object).sort(), ['code', 'message']);
   });
+  it('autoPause: a sandbox made to pause at its timeout is asked for as on_timeout pause', async () => {
+    await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: 'pause' } });
+    assert.equal(host.created.at(-1)!.on_timeout, 'pause');
+    await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
+    assert.equal(host.created.at(-1)!.on_timeout, 'pause');
+  });
+
   it('pause answers 204 then 409; connect resumes a paused sandbox (201) and answers a running one (200); memory is asked only when the caller asks', async () => {
     const sandbox = await Sandbox.create('base', { ...opts(), metadata: { step: 'pause' } });
     assert.equal(await sandbox.pause(), true);
