@@ -28,6 +28,7 @@ import { sandboxRoutes } from './routes/sandboxes.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { taskRoutes } from './routes/tasks.js';
+import { countRequests, metricsRoutes } from './routes/metrics.js';
 import { Semaphore } from '../util/semaphore.js';
 
 export interface AppOptions {
@@ -92,6 +93,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (options.token) installBearerAuth(app, options.token);
   installSandboxForwarding(app, options.sandboxes);
   installMediaTypeGate(app);
+  countRequests(app);
   await app.register(swagger, openapiOptions(options.token));
   // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
   const synchronousSlots = new Semaphore(options.execConcurrency);
@@ -107,6 +109,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes));
   await app.register(dashboardRoutes());
+  await app.register(metricsRoutes(options.frontDoor, options.worker));
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());
   return app;
 }

@@ -61,6 +61,8 @@ export class LiveSandbox {
   private readonly channel = new AgentChannel();
   private readonly served: ServedSandbox;
   private readonly startedAt: Date;
+  /** When this run of it began (a resumed sandbox's run too), for how long it ran. */
+  private readonly launchedAt = performance.now();
   private endAt: Date;
   private timer: NodeJS.Timeout | undefined;
   private agentVersion: string | null = null;
@@ -115,6 +117,11 @@ export class LiveSandbox {
 
   get metadata(): Readonly<Record<string, string>> {
     return this.plan.metadata;
+  }
+
+  /** Seconds since this run of it began. */
+  get runSeconds(): number {
+    return (performance.now() - this.launchedAt) / 1000;
   }
 
   get home(): string {

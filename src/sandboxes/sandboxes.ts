@@ -30,6 +30,7 @@ import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
 import { packHome, unpackHome, type ArchiveRun } from './home-archive.js';
 import { describeSnapshot, expired, SnapshotStore, type KeptState } from './snapshot-store.js';
+import { sandboxDuration } from '../util/metrics.js';
 import { frozen } from './frozen-processes.js';
 
 /** What a face of a sandbox's agent (envd) needs to serve it. */
@@ -428,6 +429,7 @@ export class Sandboxes {
   }
 
   private forgetLater(sandbox: LiveSandbox): void {
+    sandboxDuration.observe({ backend: sandbox.describe().backend }, sandbox.runSeconds);
     this.endings.get(sandbox.id)?.abort();
     this.endings.delete(sandbox.id);
     this.codeContexts.sandboxEnded(sandbox.id);

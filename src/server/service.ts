@@ -8,6 +8,7 @@ import type { RunnerRuntime } from '../runner/runtime.js';
 import type { JobDesk } from '../service/job-desk.js';
 import type { RetentionPolicy } from '../util/retention.js';
 import { startClusterFrontDoor } from './cluster.js';
+import { startProcessMetrics } from '../util/metrics.js';
 import { startEmbedded } from './embedded.js';
 
 /** What the service runs on, as `agent-runner serve` derives it from the configuration (src/config/). */
@@ -53,6 +54,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     throw new Error(`refusing to listen on ${config.address.host} without authentication: drop --no-auth (service.auth: false), or listen on a loopback address`);
   }
   const logger = config.logger || pino({ level: 'silent' });
+  startProcessMetrics('front_door');
   let address = '';
   const side = config.databaseUrl
     ? await startClusterFrontDoor({

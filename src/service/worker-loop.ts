@@ -2,6 +2,7 @@ import { contractError } from '../contract/errors.js';
 import type { RunJobResult } from '../contract/run-job.js';
 import { runJob, unrunResult } from '../runner/run-job.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import { jobDuration, jobsEnded } from '../util/metrics.js';
 import type { WorkerPorts } from './worker-ports.js';
 
 export interface WorkerLog {
@@ -100,6 +101,8 @@ export class WorkerLoop {
       await this.ports.runs.finish(jobId, result);
       await this.ports.queue.complete(jobId);
       this.log.info({ job_id: jobId, trace_id: result.trace.trace_id, status: result.status, error_code: result.error?.code, duration_ms: result.duration_ms }, 'job finished');
+      jobsEnded.inc({ face: 'run_job', status: result.status, backend: result.backend.kind });
+      jobDuration.observe({ face: 'run_job', backend: result.backend.kind }, result.duration_ms / 1000);
     } catch (error) {
       this.log.error({ job_id: jobId, err: error }, 'job could not be recorded');
       await this.ports.queue.fail(jobId).catch(() => undefined);

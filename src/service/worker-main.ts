@@ -7,6 +7,7 @@ import { listenEnvd } from '../envd/envd-socket.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
+import { gaugeOf, jobDuration, jobsEnded, metricsJson, startProcessMetrics } from '../util/metrics.js';
 import { WorkerLoop } from './worker-loop.js';
 import type { WorkerPorts } from './worker-ports.js';
 import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './worker-protocol.js';
@@ -64,6 +65,27 @@ function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>):
   return work(controller.signal).finally(() => calls.delete(token));
 }
 
+startProcessMetrics('worker');
+gaugeOf('agent_runner_sandboxes', 'Long-lived sandboxes this worker holds, by backend kind and state (running, paused; ended ones recently).', ['backend', 'state'], async () => {
+  const counts = new Map<string, number>();
+  for (const sandbox of sandboxes ? await sandboxes.list() : []) counts.set(`${sandbox.backend}/${sandbox.state}`, (counts.get(`${sandbox.backend}/${sandbox.state}`) ?? 0) + 1);
+  return [...counts].map(([key, value]) => {
+    const [backend, state] = key.split('/') as [string, string];
+    return [{ backend, state }, value];
+  });
+});
+
+/** Counts a snippet or task that ran here (its face, how it ended, its backend) and times it. */
+async function counted<T>(face: 'snippet' | 'task', request: unknown, run: () => Promise<T>, statusOf: (response: T) => string): Promise<T> {
+  const started = performance.now();
+  const response = await run();
+  const requested = (request as { backend?: { kind?: unknown } } | null)?.backend?.kind;
+  const backend = typeof requested === 'string' ? requested : runtime.backends.defaultKind;
+  jobsEnded.inc({ face, status: statusOf(response), backend });
+  jobDuration.observe({ face, backend }, (performance.now() - started) / 1000);
+  return response;
+}
+
 let runtime: RunnerRuntime;
 let loop: WorkerLoop;
 let sessions: Sessions;
@@ -85,8 +107,27 @@ channel.handle('init', async (config, slots) => {
   envd = { server, close: listening.close };
   return { envdSocket: listening.socketPath };
 });
-channel.handle('exec', (token, request) => abortable(token, (signal) => executeSnippet(request, { runtime, signal })));
-channel.handle('task', (token, request) => abortable(token, (signal) => runTask(request, { runtime, signal })));
+channel.handle('exec', (token, request) =>
+  abortable(token, (signal) =>
+    counted(
+      'snippet',
+      request,
+      () => executeSnippet(request, { runtime, signal }),
+      (response) => (response.exit_code === 124 ? 'timed_out' : response.error ? 'failed' : 'completed'),
+    ),
+  ),
+);
+channel.handle('task', (token, request) =>
+  abortable(token, (signal) =>
+    counted(
+      'task',
+      request,
+      () => runTask(request, { runtime, signal }),
+      (response) => ('error_code' in response ? (response.error_code === 'run.timed_out' ? 'timed_out' : 'failed') : 'completed'),
+    ),
+  ),
+);
+channel.handle('metrics', () => metricsJson());
 channel.handle('backends', () => runtime.backends.describe());
 channel.handle('runtimes', () => runtime.toolchains.runtimes());
 channel.onNotice('cancelAll', () => loop.cancelAll());

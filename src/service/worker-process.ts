@@ -8,6 +8,7 @@ import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
 import type { SessionHost } from '../session/session-host.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
+import type { MetricsJson } from '../util/metrics.js';
 import { IpcChannel, IpcClosedError, type IpcEndpoint } from './ipc-channel.js';
 import type { WorkerPorts } from './worker-ports.js';
 import { asBuffer, type FrontDoorSide, type WorkerSide } from './worker-protocol.js';
@@ -105,6 +106,11 @@ export class WorkerProcess {
 
   backends(): Promise<BackendDescription[]> {
     return this.channel.call('backends');
+  }
+
+  /** The worker's metrics; none while it (re)starts. */
+  metrics(): Promise<MetricsJson> {
+    return this.channel.call('metrics').catch(() => []);
   }
 
   /** The languages the worker's toolchains run. */

@@ -6,6 +6,7 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
+import type { MetricsJson } from '../util/metrics.js';
 import type {
   Sandbox,
   SandboxCreateRequest,
@@ -73,6 +74,8 @@ export type WorkerSide = {
     sandboxKill(id: string): Sandbox;
     sandboxMetrics(id: string): SandboxMetrics;
     sandboxConnect(id: string, timeoutSeconds?: number): Sandbox;
+    /** The worker's Prometheus metrics (util/metrics.ts) as JSON, for /metrics to merge with the front door's. */
+    metrics(): MetricsJson;
     sandboxPause(id: string, request?: SandboxPauseRequest): Sandbox;
     sandboxResume(id: string, timeoutSeconds?: number): { sandbox: Sandbox; resumed: boolean };
     sandboxFork(id: string, request?: SandboxForkRequest): SandboxForkResult;

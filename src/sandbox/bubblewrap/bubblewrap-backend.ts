@@ -23,6 +23,7 @@ import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
 import { UidPool } from '../host/uid-pool.js';
 import { WarmPool } from './warm-pool.js';
+import { warmPoolTakes } from '../../util/metrics.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 
 export interface BubblewrapOptions {
@@ -136,6 +137,7 @@ export class BubblewrapBackend implements SandboxBackend {
     const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network);
     const key = ownsParts || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
     let sandbox = key === null ? undefined : this.warm.take(key);
+    if (key !== null) warmPoolTakes.inc({ backend: 'local_process', outcome: sandbox ? 'hit' : 'miss' });
     if (sandbox && !sandbox.alive) sandbox = undefined;
     // The replacement is started once this job is over, so its setup does not compete with
     // the job for CPU (and the event loop) while the caller waits; and only for a template

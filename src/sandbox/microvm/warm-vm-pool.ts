@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { ownedName } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import type { GuestImage } from './guest-image.js';
+import { warmPoolTakes } from '../../util/metrics.js';
 import { QemuVm, type VmShape } from './qemu-vm.js';
 
 export interface WarmVmPoolOptions {
@@ -50,6 +51,7 @@ export class WarmVmPool {
   async take(): Promise<QemuVm> {
     let vm = this.ready.shift();
     while (vm && !vm.alive) vm = this.ready.shift();
+    warmPoolTakes.inc({ backend: 'microvm', outcome: vm ? 'hit' : 'miss' });
     this.refill();
     return vm ?? this.restore();
   }

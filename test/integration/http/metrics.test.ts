@@ -1,0 +1,70 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { api, startServer, type ServerProcess } from '../../helpers/server.js';
+
+/** The value of the sample `name{labels}` in Prometheus' text format, labels in any order; undefined when absent. */
+function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
+  for (const line of text.split('\n')) {
+    const match = /^([a-z_:]+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const got = Object.fromEntries([...(match[2] ?? '').matchAll(/([a-z_]+)="([^"]*)"/g)].map((pair) => [pair[1], pair[2]]));
+    if (Object.entries(labels).every(([key, value]) => got[key] === value)) return Number(match[3]);
+  }
+  return undefined;
+}
+
+/**
+ * `GET /metrics`: Prometheus' text format from prom-client, the front door's numbers and its
+ * worker process's in one answer, each labelled with its process; guarded by the token.
+ */
+describe('GET /metrics', () => {
+  let server: ServerProcess;
+  const scrape = async () => {
+    const response = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    return response.text();
+  };
+
+  before(async () => {
+    server = await startServer([]);
+  });
+  after(() => server.stop());
+
+  it('counts jobs by face, status and backend, HTTP requests by route, the queue, the store and the sandboxes', async () => {
+    const snippet = await api(server.url, 'POST', '/v1/exec', { trace_id: 'metrics', lang: 'python', code: 'print(1)', timeout: 10 });
+    assert.equal(snippet.status, 200, snippet.text);
+    const job = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } });
+    assert.equal(job.status, 202, job.text);
+    assert.equal((await api(server.url, 'GET', `/v1/jobs/${job.json.job_id}?wait=30`)).json.status, 'completed');
+    const sandbox = await api(server.url, 'POST', '/v1/sandboxes', {});
+    try {
+      const text = await scrape();
+      assert.equal(sample(text, 'agent_runner_jobs_total', { face: 'snippet', status: 'completed', backend: 'local_process', process: 'worker' }), 1);
+      assert.equal(sample(text, 'agent_runner_job_duration_seconds_count', { face: 'snippet', backend: 'local_process' }), 1);
+      assert.equal(sample(text, 'agent_runner_http_requests_total', { method: 'POST', route: '/v1/exec', status: '200', process: 'front_door' }), 1);
+      assert.equal(sample(text, 'agent_runner_sandboxes', { backend: 'local_process', state: 'running' }), 1);
+      assert.equal(sample(text, 'agent_runner_queue_jobs', { kind: 'capacity' }), 1000);
+      assert.equal(sample(text, 'agent_runner_store_writable', {}), 1);
+      assert.ok((sample(text, 'agent_runner_process_resident_memory_bytes', { process: 'worker' }) ?? 0) > 0, 'node process metrics of the worker');
+      assert.ok((sample(text, 'agent_runner_process_resident_memory_bytes', { process: 'front_door' }) ?? 0) > 0, 'and of the front door');
+    } finally {
+      await api(server.url, 'DELETE', `/v1/sandboxes/${sandbox.json.id}`);
+    }
+  });
+
+  it('counts a finished run job (once its worker has recorded it)', async () => {
+    let text = '';
+    // The job is terminal for its callers a moment before its worker counts it.
+    for (let attempt = 0; attempt < 60; attempt++) {
+      text = await scrape();
+      if (sample(text, 'agent_runner_jobs_total', { face: 'run_job', status: 'completed' }) !== undefined) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    assert.equal(sample(text, 'agent_runner_jobs_total', { face: 'run_job', status: 'completed', backend: 'local_process' }), 1, text);
+  });
+
+  it('needs the token, as every route but /health does', async () => {
+    assert.equal((await fetch(`${server.url}/metrics`)).status, 401);
+  });
+});
