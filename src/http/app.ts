@@ -51,6 +51,9 @@ export interface AppOptions {
   logger: Logger;
 }
 
+/** What a caller's X-Request-Id may be to be taken as ours: nothing a log line could be forged with. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
 /** The HTTP face: one plugin per route group, schemas from contract/, errors from the code table. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { clients } = options;
@@ -72,8 +75,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     clientErrorHandler: answerClientError,
     // Typed as Fastify's base logger so the instance keeps its default generic parameters.
     loggerInstance: options.logger as FastifyBaseLogger,
-    // Job ids, not request counters, are what an operator greps for; keep Fastify's reqId short.
-    genReqId: () => Math.random().toString(36).slice(2, 10),
+    // A caller's X-Request-Id (a proxy's) is kept when it is a plain token; otherwise a short
+    // random one. It is in every log line of the request, answered as X-Request-Id, and a run
+    // job's trace id when the job names none (routes/jobs.ts).
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : Math.random().toString(36).slice(2, 10);
+    },
   });
   // Our validator, so a 422 names the field exactly as the library and CLI do.
   app.setValidatorCompiler(({ schema, httpPart }) => (data: unknown) => {
@@ -94,6 +103,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   installSandboxForwarding(app, options.sandboxes);
   installMediaTypeGate(app);
   countRequests(app);
+  app.addHook('onSend', async (request, reply) => void reply.header('x-request-id', request.id));
   await app.register(swagger, openapiOptions(options.token));
   // Snippets and tasks answer synchronously; together they take at most this many sandboxes.
   const synchronousSlots = new Semaphore(options.execConcurrency);

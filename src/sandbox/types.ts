@@ -234,10 +234,18 @@ export interface BackendStatus {
   resourceControl: 'cgroup-v1' | 'cgroup-v2' | 'rlimits-only';
 }
 
+/** Sandboxes asked of a backend's warm pool: ready (hit) or made for the job (miss); read by the worker's metrics. */
+export interface WarmTakes {
+  hit: number;
+  miss: number;
+}
+
 export interface SandboxBackend {
   readonly kind: BackendKind;
   readonly name: string;
   readonly capabilities: BackendCapabilities;
+  /** Counts of its warm pool, for a backend that keeps one. */
+  readonly warmTakes?: WarmTakes;
   /** Probes the host: what is missing, or how limits are enforced. */
   status(): Promise<BackendStatus>;
   /** Rejects with SandboxUnavailableError when no sandbox can be made here. */

@@ -100,7 +100,21 @@ export class WorkerLoop {
       await marking.catch(() => undefined);
       await this.ports.runs.finish(jobId, result);
       await this.ports.queue.complete(jobId);
-      this.log.info({ job_id: jobId, trace_id: result.trace.trace_id, status: result.status, error_code: result.error?.code, duration_ms: result.duration_ms }, 'job finished');
+      // One line per job end, what an operator's log search and billing read.
+      this.log.info(
+        {
+          job_id: jobId,
+          trace_id: result.trace.trace_id,
+          face: 'run_job',
+          backend: result.backend.kind,
+          status: result.status,
+          error_code: result.error?.code,
+          exit_code: result.exit_code,
+          duration_ms: result.duration_ms,
+          usage: result.usage,
+        },
+        'job finished',
+      );
       jobsEnded.inc({ face: 'run_job', status: result.status, backend: result.backend.kind });
       jobDuration.observe({ face: 'run_job', backend: result.backend.kind }, result.duration_ms / 1000);
     } catch (error) {

@@ -7,9 +7,11 @@ import { listenEnvd } from '../envd/envd-socket.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
-import { gaugeOf, jobDuration, jobsEnded, metricsJson, startProcessMetrics } from '../util/metrics.js';
+import { BACKEND_KINDS } from '../contract/backend-kinds.js';
+import { counterOf, gaugeOf, jobDuration, jobsEnded, metricsJson, startProcessMetrics } from '../util/metrics.js';
 import { WorkerLoop } from './worker-loop.js';
 import type { WorkerPorts } from './worker-ports.js';
+import type { SandboxBackend } from '../sandbox/types.js';
 import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './worker-protocol.js';
 
 /**
@@ -75,13 +77,40 @@ gaugeOf('agent_runner_sandboxes', 'Long-lived sandboxes this worker holds, by ba
   });
 });
 
+counterOf(
+  'agent_runner_warm_pool_takes_total',
+  'Sandboxes asked of a warm pool: hit (one was ready) or miss (one was made for the job), by backend kind.',
+  ['backend', 'outcome'],
+  () => {
+    const counts: Array<[{ backend: string; outcome: string }, number]> = [];
+    for (const kind of BACKEND_KINDS) {
+      const takes = backendOf(kind)?.warmTakes;
+      if (takes) counts.push([{ backend: kind, outcome: 'hit' }, takes.hit], [{ backend: kind, outcome: 'miss' }, takes.miss]);
+    }
+    return counts;
+  },
+);
+
+/** The backend of a kind, when the runtime is up and has one. */
+function backendOf(kind: string): SandboxBackend | undefined {
+  try {
+    return runtime?.backends.get(kind);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Counts a snippet or task that ran here (its face, how it ended, its backend) and times it. */
 async function counted<T>(face: 'snippet' | 'task', request: unknown, run: () => Promise<T>, statusOf: (response: T) => string): Promise<T> {
   const started = performance.now();
   const response = await run();
   const requested = (request as { backend?: { kind?: unknown } } | null)?.backend?.kind;
   const backend = typeof requested === 'string' ? requested : runtime.backends.defaultKind;
-  jobsEnded.inc({ face, status: statusOf(response), backend });
+  const status = statusOf(response);
+  jobsEnded.inc({ face, status, backend });
+  const { trace_id: traceId, task_id: taskId } = (request ?? {}) as { trace_id?: unknown; task_id?: unknown };
+  const durationMs = Math.round(performance.now() - started);
+  log('info')({ face, trace_id: traceId, task_id: taskId, backend, status, duration_ms: durationMs, usage: (response as { usage?: unknown }).usage }, `${face} finished`);
   jobDuration.observe({ face, backend }, (performance.now() - started) / 1000);
   return response;
 }

@@ -47,13 +47,6 @@ export const sandboxDuration = new Histogram({
   registers: [registry],
 });
 
-export const warmPoolTakes = new Counter({
-  name: 'agent_runner_warm_pool_takes_total',
-  help: 'Sandboxes asked of a warm pool: hit (one was ready) or miss (one was made for the job), by backend kind.',
-  labelNames: ['backend', 'outcome'] as const,
-  registers: [registry],
-});
-
 export const httpRequests = new Counter({
   name: 'agent_runner_http_requests_total',
   help: 'HTTP requests answered, by method, route (its pattern) and status.',
@@ -86,6 +79,20 @@ export function gaugeOf<L extends string>(name: string, help: string, labelNames
     async collect() {
       this.reset();
       for (const [labels, value] of await gaugeReads.get(name)!()) this.set(labels as Partial<Record<L, string | number>>, value);
+    },
+  });
+}
+
+/** A counter kept elsewhere (a backend's own counts), read when scraped. */
+export function counterOf<L extends string>(name: string, help: string, labelNames: readonly L[], read: () => Array<[Partial<Record<L, string>>, number]>): void {
+  new Counter<L>({
+    name,
+    help,
+    labelNames,
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [labels, value] of read()) this.inc(labels as Partial<Record<L, string | number>>, value);
     },
   });
 }

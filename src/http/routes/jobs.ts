@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { ArtifactSchema, JobStatusSchema, RunJobRequestSchema } from '../../contract/run-job.js';
+import { ArtifactSchema, JobStatusSchema, RunJobRequestSchema, type RunJobRequest } from '../../contract/run-job.js';
 import { JobAcceptedSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
@@ -39,7 +39,10 @@ export function jobRoutes(service: JobDesk) {
         },
       },
       async (request, reply) => {
-        const record = await service.submit(request.body);
+        // A job without a trace id of its caller's is traced by its request's id: the worker's
+        // lines about it (`job finished`) then carry the id the HTTP request was logged with.
+        const body = request.body as RunJobRequest;
+        const record = await service.submit(body.trace?.trace_id ? body : { ...body, trace: { ...body.trace, trace_id: request.id } });
         return reply.code(202).send({ job_id: record.job_id, status: 'queued' });
       },
     );

@@ -23,8 +23,7 @@ import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
 import { UidPool } from '../host/uid-pool.js';
 import { WarmPool } from './warm-pool.js';
-import { warmPoolTakes } from '../../util/metrics.js';
-import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
 
 export interface BubblewrapOptions {
   bwrapPath?: string;
@@ -84,6 +83,7 @@ const JOIN_CGROUPS = 'unset PWD OLDPWD; while [ "$1" != -- ]; do echo $$ > "$1" 
 export class BubblewrapBackend implements SandboxBackend {
   readonly kind = 'local_process';
   readonly name = 'local';
+  readonly warmTakes: WarmTakes = { hit: 0, miss: 0 };
   readonly capabilities: BackendCapabilities = {
     network: ['none', 'egress', 'host'],
     memory: ['cgroup', 'address-space'],
@@ -137,7 +137,7 @@ export class BubblewrapBackend implements SandboxBackend {
     const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network);
     const key = ownsParts || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
     let sandbox = key === null ? undefined : this.warm.take(key);
-    if (key !== null) warmPoolTakes.inc({ backend: 'local_process', outcome: sandbox ? 'hit' : 'miss' });
+    if (key !== null) this.warmTakes[sandbox ? 'hit' : 'miss'] += 1;
     if (sandbox && !sandbox.alive) sandbox = undefined;
     // The replacement is started once this job is over, so its setup does not compete with
     // the job for CPU (and the event loop) while the caller waits; and only for a template

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
-import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
+import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
 import { guestImage, type GuestImage } from './guest-image.js';
 import { MicrovmSandbox } from './microvm-sandbox.js';
 import { QEMU_PATH, QemuVm, type VmShape } from './qemu-vm.js';
@@ -49,6 +49,7 @@ const KVM_PROBE_TIMEOUT_MS = 15_000;
 export class MicrovmBackend implements SandboxBackend {
   readonly kind = 'microvm';
   readonly name = 'qemu-microvm';
+  readonly warmTakes: WarmTakes = { hit: 0, miss: 0 };
   readonly capabilities: BackendCapabilities = {
     network: ['none'],
     memory: ['vm', 'address-space'],
@@ -164,7 +165,7 @@ export class MicrovmBackend implements SandboxBackend {
     let pool: Promise<WarmVmPool | null> | undefined;
     const makePool = () =>
       warmPoolSize > 0
-        ? WarmVmPool.create({ image, shape, snapshotsDir: join(cacheDir, 'snapshots'), vmsDir: join(runtimeDir, 'vms'), size: warmPoolSize, bootTimeoutMs })
+        ? WarmVmPool.create({ image, shape, snapshotsDir: join(cacheDir, 'snapshots'), vmsDir: join(runtimeDir, 'vms'), size: warmPoolSize, bootTimeoutMs, takes: this.warmTakes })
         : Promise.resolve(null);
     return {
       image,

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ownedName } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import type { GuestImage } from './guest-image.js';
-import { warmPoolTakes } from '../../util/metrics.js';
+import type { WarmTakes } from '../types.js';
 import { QemuVm, type VmShape } from './qemu-vm.js';
 
 export interface WarmVmPoolOptions {
@@ -16,6 +16,8 @@ export interface WarmVmPoolOptions {
   vmsDir: string;
   size: number;
   bootTimeoutMs: number;
+  /** Counted on each take: a VM was ready, or one was restored for the job. */
+  takes: WarmTakes;
 }
 
 /** A restore reads only device state; anything slower than this is a broken snapshot. */
@@ -51,7 +53,7 @@ export class WarmVmPool {
   async take(): Promise<QemuVm> {
     let vm = this.ready.shift();
     while (vm && !vm.alive) vm = this.ready.shift();
-    warmPoolTakes.inc({ backend: 'microvm', outcome: vm ? 'hit' : 'miss' });
+    this.options.takes[vm ? 'hit' : 'miss'] += 1;
     this.refill();
     return vm ?? this.restore();
   }

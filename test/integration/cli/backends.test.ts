@@ -27,7 +27,12 @@ describe('backends by kind', () => {
     const local = backends[0]!;
     assert.equal(local.available, true);
     assert.deepEqual(local.aliases, ['bubblewrap']);
-    assert.deepEqual(Object.keys(local.capabilities).sort(), ['host_work_dir', 'memory', 'network', 'profiles', 'snapshot']);
+    assert.deepEqual(Object.keys(local.capabilities).sort(), ['host_work_dir', 'memory', 'network', 'pause', 'profiles', 'snapshot']);
+    assert.deepEqual(
+      backends.map((backend) => backend.capabilities.pause),
+      ['files', 'files', 'files'],
+      "every backend keeps a paused sandbox's files (memory: not yet)",
+    );
     const gvisor = backends[1]!;
     // Available where runsc runs (this host), otherwise with the probe's reason.
     assert.match(gvisor.notes[0]!, gvisor.available ? /^runsc \S+, platform / : /runsc/);

@@ -17,7 +17,7 @@ function sample(text: string, name: string, labels: Record<string, string>): num
  * `GET /metrics`: Prometheus' text format from prom-client, the front door's numbers and its
  * worker process's in one answer, each labelled with its process; guarded by the token.
  */
-describe('GET /metrics', () => {
+describe('operations: GET /metrics, request ids and job-end log lines', () => {
   let server: ServerProcess;
   const scrape = async () => {
     const response = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${server.token}` } });
@@ -62,6 +62,27 @@ describe('GET /metrics', () => {
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
     assert.equal(sample(text, 'agent_runner_jobs_total', { face: 'run_job', status: 'completed', backend: 'local_process' }), 1, text);
+  });
+
+  it("carries a request's id to its job's trace and the worker's line about its end, one JSON line per job", async () => {
+    const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'hi'] } }, { 'x-request-id': 'req-from-proxy-42' });
+    assert.equal(submitted.headers.get('x-request-id'), 'req-from-proxy-42');
+    const state = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}?wait=30`);
+    assert.equal(state.json.result.trace.trace_id, 'req-from-proxy-42');
+    let ended: Record<string, unknown> | undefined;
+    for (let attempt = 0; attempt < 60 && !ended; attempt++) {
+      ended = server.logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((entry) => entry.msg === 'job finished' && entry.job_id === submitted.json.job_id);
+      if (!ended) await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    assert.ok(ended, server.logs.slice(-5).join('\n'));
+    assert.deepEqual(
+      { trace_id: ended.trace_id, face: ended.face, backend: ended.backend, status: ended.status, exit_code: ended.exit_code },
+      { trace_id: 'req-from-proxy-42', face: 'run_job', backend: 'local_process', status: 'completed', exit_code: 0 },
+    );
+    assert.equal(typeof ended.duration_ms, 'number');
+    assert.equal(typeof (ended.usage as { wall_ms: number }).wall_ms, 'number');
+    const forged = await api(server.url, 'GET', '/health', undefined, { 'x-request-id': 'bad id "forged" {}' });
+    assert.match(forged.headers.get('x-request-id') ?? '', /^[a-z0-9]{1,8}$/, 'a header that could forge a log line is not taken');
   });
 
   it('needs the token, as every route but /health does', async () => {
