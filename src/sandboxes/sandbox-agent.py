@@ -10,6 +10,7 @@
 # and the host checks every frame anyway. Python 3.11, standard library only, one file (it may
 # run from `-c`, so it never looks for __file__).
 import base64
+import binascii
 import ctypes
 import errno
 import fcntl
@@ -132,9 +133,11 @@ def count(request, name, minimum, maximum=None):
 
 
 def decode_base64(text):
+    # binascii's strict mode, not b64decode(validate=True), which checks the text with a regular
+    # expression first: at a MiB a request, that check was most of the cost of input.
     try:
-        return base64.b64decode(text, validate=True)
-    except ValueError:
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
         raise Invalid("data: not base64")
 
 

@@ -387,12 +387,18 @@ export class Sandboxes {
       const plan = { ...(await this.plan(request)), ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }) };
       id = plan.id;
       this.endings.set(id, new AbortController());
+      // Its timeout counts from when it is handed out: while its files are put back (within the
+      // pause deadline) it is not yet anyone's.
+      const restoring = from ? settings.pauseTimeoutSeconds * 1000 : 0;
       const sandbox = await LiveSandbox.start(
-        plan,
+        { ...plan, timeoutMs: plan.timeoutMs + restoring },
         (ended) => this.forgetLater(ended),
         (expired) => void this.pause(expired.id).catch(() => expired.end('its timeout passed, and pausing it failed')),
       );
-      if (from) await this.restoreHome(sandbox, from);
+      if (from) {
+        await this.restoreHome(sandbox, from);
+        sandbox.setTimeout(plan.timeoutMs);
+      }
       this.sandboxes.set(sandbox.id, sandbox);
       return sandbox;
     } catch (error) {

@@ -99,6 +99,18 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     assert.equal((await parent.commands.run('pgrep -c sleep || true')).stdout.trim(), '0');
   });
 
+  it("a copy's timeout counts from when it is handed out, not while its files are put back", async () => {
+    const parent = await create();
+    // Enough files that putting them back takes longer than the copy's 1 s timeout.
+    await parent.commands.run('head -c 100000000 /dev/urandom > big.bin', { timeoutMs: 60_000 });
+    const forked = await api(server.url, 'POST', `/v1/sandboxes/${parent.sandboxId}/fork`, { count: 1, timeout_seconds: 1 });
+    assert.equal(forked.status, 201, forked.text);
+    const [copy] = forked.json.forks as Array<{ sandbox?: { id: string; state: string }; error?: unknown }>;
+    assert.ok(copy?.sandbox, JSON.stringify(copy));
+    made.push(copy.sandbox.id);
+    assert.equal(copy.sandbox.state, 'running');
+  });
+
   it('snapshots: a named snapshot starts new sandboxes, is listed by its sandbox, and is deleted; its sandbox keeps running', async () => {
     const source = await create();
     await source.files.write('data/state.json', '{"step": 3}');
