@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
-import { formatMs, median, percentile, spawnBare, timeRuns } from './stats.js';
+import { timeBare } from './lean-spawner.js';
+import { formatMs, median, percentile, timeRuns } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 20;
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir: join(tmpdir(), 'agent-runner-bench-state') }));
@@ -16,7 +17,7 @@ const CODE = 'print("hello")';
 
 const cell = (samples: number[]) => `${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(22);
 console.log(`python hello per backend, ${iterations} sequential runs each (median / p90), ratio to bare python3 -c in this run`);
-const bareTimes = await timeRuns(iterations, 3, () => spawnBare(['/usr/bin/python3', '-c', CODE]));
+const bareTimes = await timeBare(iterations, 3, ['/usr/bin/python3', '-c', CODE]);
 console.log(`${'bare'.padEnd(15)}${cell(bareTimes)}1.00x`);
 for (const backend of await runtime.backends.describe()) {
   if (!backend.available) {

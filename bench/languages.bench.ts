@@ -17,7 +17,8 @@ import { isMissing } from '../src/languages/toolchain.js';
 import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
-import { formatMs, median, spawnBare } from './stats.js';
+import { bareMs } from './lean-spawner.js';
+import { formatMs, median } from './stats.js';
 
 const rounds = Number(process.argv[process.argv.indexOf('--rounds') + 1]) || 20;
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir: join(tmpdir(), 'agent-runner-bench-state') }));
@@ -97,8 +98,8 @@ for (const entry of cases) {
   const samples = { python: [] as number[], bare: [] as number[], snippet: [] as number[], compileBare: [] as number[], firstRun: [] as number[] };
   // The first rounds warm caches and the pool, and are not counted.
   for (let round = -3; round < rounds; round++) {
-    const python = await timed(() => spawnBare(PYTHON));
-    const bare = await timed(() => spawnBare(argv));
+    const python = await bareMs(PYTHON);
+    const bare = await bareMs(argv);
     await pause();
     const run = await timed(() => snippet(entry.lang, code));
     await pause();
@@ -111,7 +112,7 @@ for (const entry of cases) {
   for (let round = 0; entry.compile && round < Math.min(rounds, 5); round++) {
     const fresh = entry.code.replace('%m', randomUUID());
     writeFileSync(join(scratch, entry.compile.file), fresh);
-    samples.compileBare.push(await timed(() => spawnBare(['/bin/sh', '-c', `cd ${scratch} && ${entry.compile!.command}`])));
+    samples.compileBare.push(await bareMs(['/bin/sh', '-c', `cd ${scratch} && ${entry.compile!.command}`]));
     samples.firstRun.push(await timed(() => snippet(entry.lang, fresh)));
   }
   const [python, bare, run] = [median(samples.python), median(samples.bare), median(samples.snippet)];

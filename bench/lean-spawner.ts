@@ -1,15 +1,22 @@
 import { spawn } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { CLEAN_ENV } from './stats.js';
 
-/** Reads one JSON line per request: an argv to posix_spawn, answered with the ms it took to end. */
+/** The environment of every bare baseline: the sandbox's clean one. */
+export const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8' };
+
+/**
+ * Reads one JSON line per request: an argv to posix_spawn (its stdio /dev/null, so its output
+ * cannot mix with the answers), answered with the ms it took to end.
+ */
 const LEAN_SPAWNER = `
 import json, os, sys, time
 env = json.loads(sys.argv[1])
+quiet = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0), (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0), (os.POSIX_SPAWN_OPEN, 2, "/dev/null", os.O_WRONLY, 0)]
 for line in sys.stdin:
     argv = json.loads(line)
     started = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, env)
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=quiet)
     _, status = os.waitpid(pid, 0)
     ms = (time.perf_counter() - started) * 1000
     print(json.dumps({"ms": ms, "exit": os.waitstatus_to_exitcode(status)}), flush=True)
@@ -26,8 +33,9 @@ export class LeanSpawner {
 
   /** The time the helper measured from posix_spawn to waitpid returning. */
   async time(argv: readonly string[]): Promise<number> {
+    this.hold(true);
     this.child.stdin!.write(`${JSON.stringify(argv)}\n`);
-    const { value, done } = await this.answers.next();
+    const { value, done } = await this.answers.next().finally(() => this.hold(false));
     if (done) throw new Error('the lean spawner exited');
     const { ms, exit } = JSON.parse(value as string) as { ms: number; exit: number };
     if (exit !== 0) throw new Error(`${argv.join(' ')} exited ${exit}`);
@@ -37,4 +45,31 @@ export class LeanSpawner {
   close(): void {
     this.child.stdin!.end();
   }
+
+  /** Keeps node alive while an answer is awaited, and only then: a shared helper never holds a bench open. */
+  private hold(waiting: boolean): void {
+    for (const handle of [this.child, this.child.stdin as Socket, this.child.stdout as Socket]) {
+      if (waiting) handle.ref();
+      else handle.unref();
+    }
+  }
+}
+
+let shared: LeanSpawner | undefined;
+
+/** One bare run of `argv`, timed by the shared lean helper (made on first use). */
+export function bareMs(argv: readonly string[]): Promise<number> {
+  shared ??= new LeanSpawner();
+  return shared.time(argv);
+}
+
+/** `iterations` bare runs of `argv` after `warmup`, each timed by the lean helper; `paceMs` before each. */
+export async function timeBare(iterations: number, warmup: number, argv: readonly string[], paceMs = 0): Promise<number[]> {
+  for (let i = 0; i < warmup; i++) await bareMs(argv);
+  const samples: number[] = [];
+  for (let i = 0; i < iterations; i++) {
+    if (paceMs > 0) await new Promise((resolve) => setTimeout(resolve, paceMs));
+    samples.push(await bareMs(argv));
+  }
+  return samples;
 }

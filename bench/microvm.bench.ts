@@ -12,7 +12,8 @@ import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
 import { MicrovmBackend } from '../src/sandbox/microvm/microvm-backend.js';
-import { formatMs, median, percentile, spawnBare, timeRuns } from './stats.js';
+import { timeBare } from './lean-spawner.js';
+import { formatMs, median, percentile, timeRuns } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 10;
 const stateDir = join(tmpdir(), 'agent-runner-bench-state');
@@ -49,7 +50,7 @@ if (!status.available) {
 }
 console.log(status.notes[0]);
 console.log(`python hello on microvm, ${iterations} sequential runs each (median / p90), ratio to bare python3 -c in this run`);
-const bare = await timeRuns(iterations, 3, () => spawnBare(['/usr/bin/python3', '-c', CODE]));
+const bare = await timeBare(iterations, 3, ['/usr/bin/python3', '-c', CODE]);
 const row = (name: string, samples: number[]) => console.log(`${name.padEnd(44)}${cell(samples)}${(median(samples) / median(bare)).toFixed(2)}x`);
 row('bare python3 -c', bare);
 

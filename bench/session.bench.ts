@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { Sessions } from '../src/session/sessions.js';
-import { formatMs, median, percentile, spawnBare, timeRuns } from './stats.js';
+import { timeBare } from './lean-spawner.js';
+import { formatMs, median, percentile, timeRuns } from './stats.js';
 
 const flag = (name: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
 const iterations = Number(flag('--iterations')) || 40;
@@ -36,7 +37,7 @@ for (const kind of kinds) {
     }
     const id = made.pop()!;
     for (const other of made) await sessions.remove(other);
-    const bareTimes = await timeRuns(iterations, 3, () => spawnBare(bare), 50);
+    const bareTimes = await timeBare(iterations, 3, bare, 50);
     const cellTimes = await timeRuns(
       iterations,
       3,

@@ -15,7 +15,8 @@ import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
 import { isMissing } from '../src/languages/toolchain.js';
 import { findLanguage } from '../src/languages/catalog.js';
-import { formatMs, median, percentile, timeRuns, spawnBare } from './stats.js';
+import { timeBare } from './lean-spawner.js';
+import { formatMs, median, percentile, timeRuns } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 40;
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir: join(tmpdir(), 'agent-runner-bench-state') }));
@@ -62,7 +63,7 @@ for (const [regime, paceMs] of [
   console.log('lang    bare                  executeSnippet        guest connection      median overhead   ratio');
   for (const { lang, code, bare } of cases) {
     const argv = await bare();
-    const bareTimes = await timeRuns(iterations, 3, () => spawnBare(argv), paceMs);
+    const bareTimes = await timeBare(iterations, 3, argv, paceMs);
     const libraryTimes = await timeRuns(iterations, 3, () => checked(executeSnippet({ lang, code }, { runtime })), paceMs);
     const guestTimes = await timeRuns(iterations, 3, () => checked(client.request({ lang, code })), paceMs);
     const cell = (samples: number[]) => `${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(22);

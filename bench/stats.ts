@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { timeBare } from './lean-spawner.js';
 
 /** Small statistics shared by the benchmarks: they report ratios, never an absolute time alone. */
 export function percentile(samples: readonly number[], p: number): number {
@@ -26,19 +26,6 @@ export function formatMs(value: number): string {
   return `${value.toFixed(1)} ms`;
 }
 
-/** The baseline of every benchmark: the same program spawned directly, with the sandbox's clean env. */
-export const CLEAN_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: '/tmp', LANG: 'C.UTF-8' };
-
-export function spawnBare(argv: readonly string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(argv[0]!, argv.slice(1), { env: CLEAN_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.resume();
-    child.stderr.resume();
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve() : reject(new Error(`${argv.join(' ')} exited ${code}`))));
-  });
-}
-
 /**
  * Times each named run job against the bare `python3 -c` spawned in the same run and prints a
  * row each: median / p90 and the ratio of the medians.
@@ -47,7 +34,7 @@ export async function compareToBarePython(title: string, iterations: number, run
   const width = Math.max(...runs.map(([name]) => name.length)) + 4;
   const cell = (samples: number[]) => `${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(22);
   console.log(`${title}, ${iterations} sequential runs each (median / p90), ratio to bare python3 -c in this run`);
-  const bareTimes = await timeRuns(iterations, 3, () => spawnBare(['/usr/bin/python3', '-c', 'print("hello")']));
+  const bareTimes = await timeBare(iterations, 3, ['/usr/bin/python3', '-c', 'print("hello")']);
   console.log(`${'bare'.padEnd(width)}${cell(bareTimes)}1.00x`);
   for (const [name, run] of runs) {
     const times = await timeRuns(iterations, 3, run);

@@ -13,7 +13,8 @@ import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
 import { runTask } from '../src/tasks/run-task.js';
-import { formatMs, median, percentile, timeRuns, spawnBare } from './stats.js';
+import { bareMs } from './lean-spawner.js';
+import { formatMs, median, percentile, timeRuns } from './stats.js';
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1]) || 60;
 const BLOCK = 10;
@@ -35,7 +36,7 @@ const cases = [
   { lang: 'node', request: { lang: 'node', mode: 'all_items', items, code: 'return items' }, program: 'console.log(1)', bare: [process.execPath, '-e', 'console.log(1)'] },
 ];
 
-type Runners = Record<'bare' | 'snippet' | 'task', () => Promise<void>>;
+type Runners = Record<'bare' | 'snippet' | 'task', () => Promise<unknown>>;
 
 /** Blocks of BLOCK runs of each runner in turn, until each has `iterations` samples. */
 async function alternate(runners: Runners, paceMs: number): Promise<Record<keyof Runners, number[]>> {
@@ -51,7 +52,7 @@ async function alternate(runners: Runners, paceMs: number): Promise<Record<keyof
 const perSecond = (samples: number[]) => (1000 / median(samples)).toFixed(1).padStart(6);
 const cell = (samples: number[]) => `${perSecond(samples)}/s  ${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(30);
 
-console.log(`code tasks, ${iterations} sequential runs each (rate from the median; median / p90); bare = the interpreter spawned directly with the same clean env`);
+console.log(`code tasks, ${iterations} sequential runs each (rate from the median; median / p90); bare = the interpreter spawned with the same clean env by a lean posix_spawn helper (the round trip to it included)`);
 for (const [regime, paceMs] of [
   ['paced 50 ms', 50],
   ['back-to-back', 0],
@@ -59,7 +60,7 @@ for (const [regime, paceMs] of [
   console.log(`\n${regime}`);
   console.log('lang    bare                          executeSnippet                runTask                       runTask/bare  snippet/bare');
   for (const { lang, request, program, bare } of cases) {
-    const samples = await alternate({ bare: () => spawnBare(bare), snippet: () => snippet(lang, program), task: () => task(request) }, paceMs);
+    const samples = await alternate({ bare: () => bareMs(bare), snippet: () => snippet(lang, program), task: () => task(request) }, paceMs);
     const ratio = (of: number[]) => `${(median(of) / median(samples.bare)).toFixed(2)}x`;
     console.log(`${lang.padEnd(8)}${cell(samples.bare)}${cell(samples.snippet)}${cell(samples.task)}${ratio(samples.task).padEnd(14)}${ratio(samples.snippet)}`);
   }
