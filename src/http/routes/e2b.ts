@@ -58,9 +58,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
     app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, _request, reply) => {
       if (error instanceof CodedError) {
         sendRetryAfter(reply, error);
-        // A full server is E2B's 429 (the SDK retries it after Retry-After); a sandbox that is
-        // not running, for E2B, is not found.
-        const status = error.error.code === 'sandboxes.full' ? 429 : error.error.code === 'sandbox.ended' ? 404 : statusOf(error.error, error.extra);
+        const status = e2bStatusOf(error.error.code) ?? statusOf(error.error, error.extra);
         return e2bError(reply, status, error.message);
       }
       if (error.validation) return e2bError(reply, 400, error.message);
@@ -351,9 +349,14 @@ function pageOf<T>(items: T[], keyOf: (item: T) => string, { limit, nextToken }:
   return page;
 }
 
+/** Where E2B answers a refusal otherwise than our table: a full server is its 429, a sandbox that has ended is not found. */
+function e2bStatusOf(code: string): number | undefined {
+  return code === 'sandboxes.full' ? 429 : code === 'sandbox.ended' ? 404 : undefined;
+}
+
 /** A contract error code as the HTTP status E2B's error body carries. */
 function statusOfCode(code: string): number {
-  return Object.hasOwn(ERROR_CODES, code) ? ERROR_CODES[code as ErrorCode].http : 500;
+  return e2bStatusOf(code) ?? (Object.hasOwn(ERROR_CODES, code) ? ERROR_CODES[code as ErrorCode].http : 500);
 }
 
 function snapshotInfo(snapshot: Snapshot): E2bSnapshotInfo {
