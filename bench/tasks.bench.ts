@@ -52,7 +52,9 @@ async function alternate(runners: Runners, paceMs: number): Promise<Record<keyof
 const perSecond = (samples: number[]) => (1000 / median(samples)).toFixed(1).padStart(6);
 const cell = (samples: number[]) => `${perSecond(samples)}/s  ${formatMs(median(samples))} / ${formatMs(percentile(samples, 90))}`.padEnd(30);
 
-console.log(`code tasks, ${iterations} sequential runs each (rate from the median; median / p90); bare = the interpreter spawned with the same clean env by a lean posix_spawn helper (the round trip to it included)`);
+console.log(
+  `code tasks, ${iterations} sequential runs each (rate from the median; median / p90); bare = the interpreter spawned with the same clean env by a lean posix_spawn helper (the round trip to it included)`,
+);
 for (const [regime, paceMs] of [
   ['paced 50 ms', 50],
   ['back-to-back', 0],
