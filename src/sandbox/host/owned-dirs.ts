@@ -11,14 +11,23 @@ export function ownedName(): string {
   return `${process.pid}-${randomBytes(6).toString('hex')}`;
 }
 
-/** Removes directories (and files: a work dir's disk image) under `root` whose owning process no longer exists; returns how many. */
+/**
+ * Removes directories (and files: a work dir's disk image) under `root` whose owning process no
+ * longer exists; returns how many. One that cannot be removed now (still a mount point: EBUSY,
+ * while another process's reaper unmounts it) is left for a later pass: an orphan is never a
+ * reason for the backend to be unavailable.
+ */
 export async function reapDeadOwners(root: string): Promise<number> {
   let reaped = 0;
   for (const entry of await readdir(root, { withFileTypes: true }).catch(() => [])) {
     const owner = Number(entry.name.split('-')[0]);
     if (!Number.isInteger(owner) || owner <= 0 || isAlive(owner)) continue;
-    await rm(join(root, entry.name), { recursive: true, force: true });
-    reaped += 1;
+    try {
+      await rm(join(root, entry.name), { recursive: true, force: true });
+      reaped += 1;
+    } catch {
+      // Left for the next pass.
+    }
   }
   return reaped;
 }
