@@ -150,7 +150,6 @@ export class Sandboxes {
    */
   async fork(id: string, request: SandboxForkRequest = {}): Promise<SandboxForkResult> {
     await this.loaded;
-    if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused: resume it to fork it`));
     const sandbox = this.running(id);
     const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'fork', name: null }, true));
     try {
@@ -168,7 +167,6 @@ export class Sandboxes {
   /** Keeps a running sandbox's state as a snapshot (a template of new sandboxes, by id or name); the sandbox keeps running. */
   async snapshot(id: string, request: SnapshotCreateRequest = {}): Promise<Snapshot> {
     await this.loaded;
-    if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused: resume it to snapshot it`));
     const sandbox = this.running(id);
     const name = request.name ?? null;
     const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'snapshot', name }, true));

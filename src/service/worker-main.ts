@@ -69,12 +69,12 @@ function abortable<T>(token: number, work: (signal: AbortSignal) => Promise<T>):
 
 startProcessMetrics('worker');
 gaugeOf('agent_runner_sandboxes', 'Long-lived sandboxes this worker holds, by backend kind and state (running, paused; ended ones recently).', ['backend', 'state'], async () => {
-  const counts = new Map<string, number>();
-  for (const sandbox of sandboxes ? await sandboxes.list() : []) counts.set(`${sandbox.backend}/${sandbox.state}`, (counts.get(`${sandbox.backend}/${sandbox.state}`) ?? 0) + 1);
-  return [...counts].map(([key, value]) => {
-    const [backend, state] = key.split('/') as [string, string];
-    return [{ backend, state }, value];
-  });
+  const counts = new Map<string, [{ backend: string; state: string }, number]>();
+  for (const { backend, state } of sandboxes ? await sandboxes.list() : []) {
+    const counted = counts.get(`${backend}/${state}`) ?? [{ backend, state }, 0];
+    counts.set(`${backend}/${state}`, [counted[0], counted[1] + 1]);
+  }
+  return [...counts.values()];
 });
 
 counterOf(
@@ -109,9 +109,12 @@ async function counted<T>(face: 'snippet' | 'task', request: unknown, run: () =>
   const status = statusOf(response);
   jobsEnded.inc({ face, status, backend });
   const { trace_id: traceId, task_id: taskId } = (request ?? {}) as { trace_id?: unknown; task_id?: unknown };
-  const durationMs = Math.round(performance.now() - started);
-  log('info')({ face, trace_id: traceId, task_id: taskId, backend, status, duration_ms: durationMs, usage: (response as { usage?: unknown }).usage }, `${face} finished`);
-  jobDuration.observe({ face, backend }, (performance.now() - started) / 1000);
+  const durationMs = performance.now() - started;
+  log('info')(
+    { face, trace_id: traceId, task_id: taskId, backend, status, duration_ms: Math.round(durationMs), usage: (response as { usage?: unknown }).usage },
+    `${face} finished`,
+  );
+  jobDuration.observe({ face, backend }, durationMs / 1000);
   return response;
 }
 
