@@ -43,7 +43,8 @@ describe('job events (Server-Sent Events)', () => {
     for await (const event of client.events(job_id)) {
       seen.push(event);
       // Seen before the job ended: only a live stream can show it, the job sleeps for a minute.
-      if (event.event === 'stdout') await client.cancel(job_id);
+      // Once the whole line is seen: python -u writes "ready" and its newline apart.
+      if (event.event === 'stdout' && textOf(seen, 'stdout').endsWith('\n')) await client.cancel(job_id);
     }
     const kinds = seen.map((event) => event.event);
     assert.equal(kinds[0], 'status');
