@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import type { JobEvent } from '../contract/job-events.js';
 import type { Artifact, RunJobRequest } from '../contract/run-job.js';
-import type { JobStatus } from '../contract/service.js';
+import type { ArtifactList, JobCancelled, JobStatus } from '../contract/service.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 import type {
   Sandbox,
@@ -79,12 +79,12 @@ export class AgentRunnerClient {
   }
 
   /** A queued job never runs; a running one is stopped. */
-  cancel(jobId: string): Promise<{ job_id: string; status: JobStatus }> {
+  cancel(jobId: string): Promise<JobCancelled> {
     return this.json('POST', `/v1/jobs/${encodeURIComponent(jobId)}/cancel`);
   }
 
   async artifacts(jobId: string): Promise<Artifact[]> {
-    return (await this.json<{ artifacts: Artifact[] }>('GET', `/v1/jobs/${encodeURIComponent(jobId)}/artifacts`)).artifacts;
+    return (await this.json<ArtifactList>('GET', `/v1/jobs/${encodeURIComponent(jobId)}/artifacts`)).artifacts;
   }
 
   /** One artifact's bytes, checked against the digest the service sent with them. */

@@ -30,7 +30,7 @@ export const LocalPathWorkspaceSchema = Type.Object(
     path: Type.String({ minLength: 1, description: 'Host directory to snapshot (over HTTP: only inside a configured workspace root).' }),
     ...WorkspaceFilters,
   },
-  { additionalProperties: false },
+  { $id: 'LocalPathWorkspace', additionalProperties: false },
 );
 
 export const InlineFileSchema = Type.Object(
@@ -49,7 +49,7 @@ export const InlineWorkspaceSchema = Type.Object(
     files: Type.Array(InlineFileSchema, { description: 'The files; their directories are made as needed.' }),
     ...WorkspaceFilters,
   },
-  { additionalProperties: false },
+  { $id: 'InlineWorkspace', additionalProperties: false },
 );
 
 export const ArchiveWorkspaceSchema = Type.Object(
@@ -59,7 +59,7 @@ export const ArchiveWorkspaceSchema = Type.Object(
     data: Type.String({ description: 'The archive, base64. Over HTTP it may come instead as the `workspace` part of a multipart/form-data upload.' }),
     ...WorkspaceFilters,
   },
-  { additionalProperties: false },
+  { $id: 'ArchiveWorkspace', additionalProperties: false },
 );
 
 export type LocalPathWorkspace = Static<typeof LocalPathWorkspaceSchema>;

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendDescriptionSchema } from './backend.js';
 import { ERROR_CODES } from './errors.js';
-import { JobStatusSchema, RunJobResultSchema } from './run-job.js';
+import { ArtifactSchema, JobStatusSchema, RunJobResultSchema } from './run-job.js';
 
 /** Shapes of the HTTP service around the run-job contract. */
 export type JobStatus = Static<typeof JobStatusSchema>;
@@ -19,13 +19,26 @@ export const ErrorBodySchema = Type.Object(
         { description: ERROR_CODE_MEANINGS },
       ),
       message: Type.String(),
-      details: Type.Optional(Type.Unknown()),
+      details: Type.Optional(
+        Type.Record(Type.String(), Type.Unknown(), {
+          description:
+            "What the failure is about, as the code has it: a validation failure's `field` and `in` (body, querystring...), a cap's `limit`, a denied command's `argv0`...",
+        }),
+      ),
     }),
   },
   { $id: 'ErrorBody', title: 'Error' },
 );
 
 export const JobAcceptedSchema = Type.Object({ job_id: Type.String(), status: Type.Literal('queued') }, { $id: 'JobAccepted' });
+
+/** What a cancel answers: the job's status after it (cancelled, or the end it reached first). */
+export const JobCancelledSchema = Type.Object({ job_id: Type.String(), status: JobStatusSchema }, { $id: 'JobCancelled' });
+export type JobCancelled = Static<typeof JobCancelledSchema>;
+
+/** A terminal job's artifacts, as its result lists them. */
+export const ArtifactListSchema = Type.Object({ job_id: Type.String(), artifacts: Type.Array(ArtifactSchema) }, { $id: 'ArtifactList' });
+export type ArtifactList = Static<typeof ArtifactListSchema>;
 
 export const JobStateSchema = Type.Object(
   {

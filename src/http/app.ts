@@ -1,7 +1,6 @@
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import { validate } from '../contract/validate.js';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
 import type { SessionHost } from '../session/session-host.js';
@@ -16,6 +15,10 @@ import { installEnvdProxy, installSandboxForwarding } from './envd-proxy.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
+import { routeValidator } from './route-schema.js';
+
+/** Fastify types a validator factory as @fastify/ajv-compiler's; any function to a compiler works. */
+type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
 import { backendRoutes } from './routes/backends.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { e2bRoutes } from './routes/e2b.js';
@@ -79,18 +82,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // random one. It is in every log line of the request, answered as X-Request-Id, and a run
     // job's trace id when the job names none (routes/jobs.ts).
     requestIdHeader: false,
+    // Our validator and serializer for every context, those that add shared schemas (the named
+    // bodies, route-schema.ts) included: Fastify rebuilds such a context's compilers from the
+    // factory, which setValidatorCompiler would not reach. Plain JSON.stringify: schemas
+    // document responses, they do not reshape them.
+    schemaController: { compilersFactory: { buildValidator: (() => routeValidator) as unknown as ValidatorFactory, buildSerializer: () => () => (data) => JSON.stringify(data) } },
     genReqId: (request) => {
       const given = request.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : Math.random().toString(36).slice(2, 10);
     },
   });
-  // Our validator, so a 422 names the field exactly as the library and CLI do.
-  app.setValidatorCompiler(({ schema, httpPart }) => (data: unknown) => {
-    const checked = validate(schema as never, data, { coerceTypes: httpPart === 'querystring' || httpPart === 'params' });
-    return checked.ok ? { value: data } : { error: Object.assign(new Error(checked.message), { validation: checked.details, field: checked.field }) };
-  });
-  // Plain JSON.stringify: schemas document responses, they do not reshape them.
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   installErrorHandler(app);
   limitConnections(app.server, { total: clients.maxConnections, perAddress: clients.maxConnectionsPerAddress }, (address) =>
     app.log.debug({ address }, 'connection refused: too many open from this address'),

@@ -1,7 +1,6 @@
 import type { FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import type { FastifySchema, RouteOptions } from 'fastify';
 import { ERROR_CODES, type ErrorCode } from '../contract/errors.js';
-import { E2bErrorSchema } from '../contract/e2b.js';
 import { ErrorBodySchema } from '../contract/service.js';
 import { OPEN_ROUTES } from './auth.js';
 import { routeSchema } from './route-schema.js';
@@ -19,6 +18,8 @@ declare module 'fastify' {
      * API's shape, as its schema documents them: only the 401 of our auth, before it, is ours.
      */
     foreignErrors?: boolean;
+    /** The fields of a multipart/form-data body the route accepts beside JSON, as a schema. */
+    form?: Record<string, unknown>;
   }
 }
 
@@ -31,6 +32,8 @@ export type RouteError = ErrorCode | readonly [ErrorCode, number];
 const ANY_ROUTE: readonly ErrorCode[] = ['request.malformed', 'request.timeout', 'request.too_large', 'internal.error'];
 
 const ERROR_BODY = '#/components/schemas/ErrorBody';
+/** Registered by the E2B routes, whose answers carry it (routes/e2b.ts). */
+const E2B_ERROR_BODY = '#/components/schemas/E2bError';
 
 /** Headers that come with an error status, whichever code it carries. */
 const ERROR_HEADERS: Record<number, Record<string, { description: string; type: string }>> = {
@@ -50,7 +53,9 @@ export function openapiOptions(token: string | null): FastifyDynamicSwaggerOptio
   return {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'agent-runner', version: '0.1.0', description: 'Run jobs and snippets in a sandbox.' },
+      info: { title: 'agent-runner', version: '0.1.0', description: 'Run jobs and snippets in a sandbox.', license: { name: 'MIT', identifier: 'MIT' } },
+      // The service itself, at whatever address the document was fetched from.
+      servers: [{ url: '/' }],
       components: {
         securitySchemes: {
           bearer: {
@@ -71,13 +76,13 @@ export function openapiOptions(token: string | null): FastifyDynamicSwaggerOptio
 }
 
 function documented(schema: FastifySchema | undefined, route: RouteOptions, authenticated: boolean): FastifySchema {
-  const { accepts, errors = [], foreignErrors = false } = route.config ?? {};
+  const { accepts, errors = [], foreignErrors = false, form } = route.config ?? {};
   const secured = authenticated && !OPEN_ROUTES.has(route.url);
   const codes = new Map<number, Set<ErrorCode>>();
   const add = (code: ErrorCode, status: number = ERROR_CODES[code].http) => codes.set(status, (codes.get(status) ?? new Set()).add(code));
   // E2B's routes answer even our auth's 401 in their dialect (auth.ts).
   const e2bUnauthorized =
-    secured && route.config?.e2b ? { 401: { description: 'missing or wrong token', content: { 'application/json': { schema: routeSchema(E2bErrorSchema) } } } } : {};
+    secured && route.config?.e2b ? { 401: { description: 'missing or wrong token', content: { 'application/json': { schema: { $ref: E2B_ERROR_BODY } } } } } : {};
   if (secured && !route.config?.e2b) add('auth.unauthorized');
   // A route in another API's dialect documents its own failures; only our auth, before it, is ours.
   if (!foreignErrors) {
@@ -95,10 +100,17 @@ function documented(schema: FastifySchema | undefined, route: RouteOptions, auth
     operationId: operationIdOf(route),
     ...schema,
     ...(schema?.params ? { params: namedWildcardParams(schema.params) } : {}),
-    ...(schema?.body && accepts ? { consumes: accepts } : {}),
+    ...(schema?.body && accepts ? mediaTypes(schema.body, accepts, form) : {}),
     ...(authenticated && !secured ? { security: [] } : {}),
     response: responses,
   };
+}
+
+/** A body in each media type the route accepts: the schema, or a form's own fields for multipart. */
+function mediaTypes(body: unknown, accepts: readonly string[], form: Record<string, unknown> | undefined): Pick<FastifySchema, 'body'> | { consumes: readonly string[] } {
+  if (!form) return { consumes: accepts };
+  const content = Object.fromEntries(accepts.map((type) => [type, { schema: type === 'multipart/form-data' ? form : body }]));
+  return { body: { content } };
 }
 
 function errorResponses(codes: Map<number, Set<ErrorCode>>): Record<string, unknown> {

@@ -1,4 +1,6 @@
 import type { TSchema } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { validate } from '../contract/validate.js';
 
 /**
  * A contract schema as a route schema: plain JSON (TypeBox symbols dropped) and without $id,
@@ -7,4 +9,61 @@ import type { TSchema } from '@sinclair/typebox';
 export function routeSchema(schema: TSchema): Record<string, unknown> {
   const { $id: _id, ...rest } = JSON.parse(JSON.stringify(schema)) as Record<string, unknown>;
   return rest;
+}
+
+/** The contract schemas routes refer to by name, by their $id. Contract schemas are constants. */
+const named = new Map<string, TSchema>();
+
+/**
+ * A contract schema by name: a shared schema of `app` under its $id, referred to, so the OpenAPI
+ * document lists a request or response body as its contract type (`RunJobRequest`) and a
+ * generated client gets that type by that name.
+ */
+export function namedSchema(app: FastifyInstance, schema: TSchema): { $ref: string } {
+  const id = schema.$id;
+  if (id === undefined) throw new Error('a named route schema needs an $id');
+  const known = named.get(id);
+  if (known !== undefined && known !== schema) throw new Error(`two contract schemas are named ${id}`);
+  named.set(id, schema);
+  if (app.getSchema(id) === undefined) app.addSchema({ ...byName(app, JSON.parse(JSON.stringify(schema)) as Record<string, unknown>), $id: id });
+  return { $ref: `${id}#` };
+}
+
+/** A list of a named contract schema (E2B answers with bare arrays). */
+export function namedList(app: FastifyInstance, schema: TSchema): { type: 'array'; items: { $ref: string } } {
+  return { type: 'array', items: namedSchema(app, schema) };
+}
+
+/**
+ * The schema with each named schema inside it a reference too (a job's `result`, a workspace's
+ * alternatives), so a client's types name them as well instead of repeating them inline.
+ */
+function byName(app: FastifyInstance, node: unknown): Record<string, unknown> {
+  const walk = (value: unknown, nested: boolean): unknown => {
+    if (Array.isArray(value)) return value.map((item) => walk(item, true));
+    if (typeof value !== 'object' || value === null) return value;
+    const { $id, ...rest } = value as Record<string, unknown>;
+    if (nested && typeof $id === 'string') {
+      if (app.getSchema($id) === undefined) app.addSchema({ ...byName(app, rest), $id });
+      return { $ref: `${$id}#` };
+    }
+    return Object.fromEntries(Object.entries(rest).map(([key, child]) => [key, walk(child, true)]));
+  };
+  return walk(node, false) as Record<string, unknown>;
+}
+
+/**
+ * Fastify's validator for every route: ours, so a 422 names the field exactly as the library
+ * and CLI do. A named schema is validated as the contract schema itself (validate() compiles
+ * each once); text parts of a URL may stand for numbers.
+ */
+export function routeValidator({ schema, httpPart }: { schema: unknown; httpPart?: string }) {
+  const ref = (schema as { $ref?: unknown }).$ref;
+  const contract = typeof ref === 'string' ? named.get(ref.replace(/#$/, '')) : undefined;
+  const checked = (contract ?? schema) as TSchema;
+  const coerceTypes = httpPart === 'querystring' || httpPart === 'params';
+  return (data: unknown) => {
+    const verdict = validate(checked, data, { coerceTypes });
+    return verdict.ok ? { value: data } : { error: Object.assign(new Error(verdict.message), { validation: verdict.details, field: verdict.field }) };
+  };
 }

@@ -17,6 +17,16 @@ const MULTIPART_FRAMING_BYTES = 64 * 1024;
  * be (the configured body limit). Registered in the jobs route group only; JSON stays the
  * default everywhere.
  */
+/** The upload's parts, for the OpenAPI document (openapi.ts `form`). */
+export const UPLOAD_FORM = {
+  type: 'object',
+  required: ['request'],
+  properties: {
+    request: { $ref: 'RunJobRequest#', description: 'the RunJobRequest (JSON): its workspace omitted, or an archive without data' },
+    workspace: { type: 'string', contentMediaType: 'application/octet-stream', description: 'the workspace: a tar or tar.gz archive' },
+  },
+};
+
 export async function acceptWorkspaceUploads(app: FastifyInstance): Promise<void> {
   const limit = bodyLimitOf(app);
   await app.register(multipart, {

@@ -33,13 +33,12 @@ import { CodedError, ERROR_CODES, type ErrorCode } from '../../contract/errors.j
 import { sendRetryAfter, statusOf } from '../errors.js';
 import type { Sandbox, SandboxMetrics, Snapshot } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
-import { routeSchema } from '../route-schema.js';
+import { namedList, namedSchema, routeSchema } from '../route-schema.js';
 
 const Params = routeSchema(Type.Object({ sandboxID: Type.String() }));
 type SandboxRoute = { Params: { sandboxID: string } };
 /** Who made a sandbox, in E2B's terms: one client, this server. */
 const CLIENT_ID = 'agent-runner';
-const E2B_ERROR = routeSchema(E2bErrorSchema);
 const DEFAULT_PAGE = 100;
 /** A fork's life when the request says none: E2B's default (spec/openapi.yml SandboxForkRequest). */
 const FORK_TIMEOUT_SECONDS = 15;
@@ -66,6 +65,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
       return e2bError(reply, status, status === 500 ? 'internal error' : error.message);
     });
 
+    const E2B_ERROR = namedSchema(app, E2bErrorSchema);
     const errors = { 400: E2B_ERROR, 404: E2B_ERROR, 409: E2B_ERROR, 429: E2B_ERROR, 500: E2B_ERROR, 503: E2B_ERROR };
     const create = async (request: { body: E2bNewSandbox }, reply: FastifyReply) => {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
@@ -89,7 +89,12 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         url,
         {
           config: E2B_ROUTE,
-          schema: { summary: 'E2B: create a sandbox', tags: ['e2b'], body: routeSchema(E2bNewSandboxSchema), response: { 201: routeSchema(E2bSandboxSchema), ...errors } },
+          schema: {
+            summary: 'E2B: create a sandbox',
+            tags: ['e2b'],
+            body: namedSchema(app, E2bNewSandboxSchema),
+            response: { 201: namedSchema(app, E2bSandboxSchema), ...errors },
+          },
         },
         create,
       );
@@ -97,7 +102,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
 
     app.get(
       '/sandboxes',
-      { config: E2B_ROUTE, schema: { summary: 'E2B: the running sandboxes', tags: ['e2b'], response: { 200: routeSchema(Type.Array(E2bListedSandboxSchema)), ...errors } } },
+      { config: E2B_ROUTE, schema: { summary: 'E2B: the running sandboxes', tags: ['e2b'], response: { 200: namedList(app, E2bListedSandboxSchema), ...errors } } },
       async () => (await sandboxes.list()).filter((sandbox) => sandbox.state === 'running').map(listed),
     );
 
@@ -109,7 +114,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: sandboxes by state and metadata, a page at a time (`x-next-token`)',
           tags: ['e2b'],
           querystring: routeSchema(E2bListQuerySchema),
-          response: { 200: routeSchema(Type.Array(E2bListedSandboxSchema)), ...errors },
+          response: { 200: namedList(app, E2bListedSandboxSchema), ...errors },
         },
       },
       async (request, reply) => {
@@ -125,7 +130,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
 
     app.get<SandboxRoute>(
       '/sandboxes/:sandboxID',
-      { config: E2B_ROUTE, schema: { summary: 'E2B: a sandbox', tags: ['e2b'], params: Params, response: { 200: routeSchema(E2bSandboxDetailSchema), ...errors } } },
+      { config: E2B_ROUTE, schema: { summary: 'E2B: a sandbox', tags: ['e2b'], params: Params, response: { 200: namedSchema(app, E2bSandboxDetailSchema), ...errors } } },
       async (request) => detail(await known(sandboxes, request.params.sandboxID)),
     );
 
@@ -147,7 +152,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: kill the sandbox `timeout` seconds from now',
           tags: ['e2b'],
           params: Params,
-          body: routeSchema(E2bTimeoutSchema),
+          body: namedSchema(app, E2bTimeoutSchema),
           response: { 204: Type.Null(), ...errors },
         },
       },
@@ -166,7 +171,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: what the sandbox uses now, one reading (none where its backend cannot count it)',
           tags: ['e2b'],
           params: Params,
-          response: { 200: routeSchema(Type.Array(E2bSandboxMetricSchema)), ...errors },
+          response: { 200: namedList(app, E2bSandboxMetricSchema), ...errors },
         },
       },
       async (request) => {
@@ -185,8 +190,8 @@ export function e2bRoutes(sandboxes: SandboxHost) {
             summary: 'E2B: connect to a sandbox, resuming it if paused (201); its timeout is moved out to `timeout` seconds from now, never in',
             tags: ['e2b'],
             params: Params,
-            body: routeSchema(E2bConnectSchema),
-            response: { 200: routeSchema(E2bSandboxSchema), 201: routeSchema(E2bSandboxSchema), ...errors },
+            body: namedSchema(app, E2bConnectSchema),
+            response: { 200: namedSchema(app, E2bSandboxSchema), 201: namedSchema(app, E2bSandboxSchema), ...errors },
           },
         },
         async (request, reply) => {
@@ -205,7 +210,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: pause a sandbox (its files kept, its memory too where the backend can); 409 when it is paused already',
           tags: ['e2b'],
           params: Params,
-          body: routeSchema(E2bPauseSchema),
+          body: namedSchema(app, E2bPauseSchema),
           response: { 204: Type.Null(), ...errors },
         },
       },
@@ -226,8 +231,8 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B (deprecated there for connect): resume a paused sandbox; 409 when it is running',
           tags: ['e2b'],
           params: Params,
-          body: routeSchema(E2bConnectSchema),
-          response: { 201: routeSchema(E2bSandboxSchema), ...errors },
+          body: namedSchema(app, E2bConnectSchema),
+          response: { 201: namedSchema(app, E2bSandboxSchema), ...errors },
         },
       },
       async (request, reply) => {
@@ -246,8 +251,8 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: copies of a running sandbox, each its own sandbox; one result each (a sandbox or an error)',
           tags: ['e2b'],
           params: Params,
-          body: routeSchema(E2bForkRequestSchema),
-          response: { 201: routeSchema(Type.Array(E2bForkResultSchema)), ...errors },
+          body: namedSchema(app, E2bForkRequestSchema),
+          response: { 201: namedList(app, E2bForkResultSchema), ...errors },
         },
       },
       async (request, reply) => {
@@ -269,8 +274,8 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: keep a running sandbox’s state as a snapshot, a template new sandboxes start from',
           tags: ['e2b'],
           params: Params,
-          body: routeSchema(E2bSnapshotRequestSchema),
-          response: { 201: routeSchema(E2bSnapshotInfoSchema), ...errors },
+          body: namedSchema(app, E2bSnapshotRequestSchema),
+          response: { 201: namedSchema(app, E2bSnapshotInfoSchema), ...errors },
         },
       },
       async (request, reply) => {
@@ -288,7 +293,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           summary: 'E2B: the snapshots, a page at a time (`x-next-token`)',
           tags: ['e2b'],
           querystring: routeSchema(E2bSnapshotQuerySchema),
-          response: { 200: routeSchema(Type.Array(E2bSnapshotInfoSchema)), ...errors },
+          response: { 200: namedList(app, E2bSnapshotInfoSchema), ...errors },
         },
       },
       async (request, reply) => {

@@ -4,7 +4,7 @@ import { OutputEventSchema, parseEventId, StatusEventSchema, type JobEvent } fro
 import { JobStateSchema } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema, routeSchema } from '../route-schema.js';
 
 /** A comment line this often keeps proxies and the service's own idle deadline from closing a quiet stream. */
 const KEEPALIVE_MS = 15_000;
@@ -34,7 +34,12 @@ export function eventRoutes(desk: JobDesk) {
               description: 'The event stream',
               content: {
                 'text/event-stream': {
-                  schema: { oneOf: [routeSchema(StatusEventSchema), routeSchema(OutputEventSchema), routeSchema(JobStateSchema)] },
+                  // Each event's data, told apart by its event name (status, stdout, stderr, end), not by
+                  // its fields: a status event and the final job state share theirs.
+                  schema: {
+                    description: 'The `data` of each event: of `status` a JobStatusEvent, of `stdout` and `stderr` a JobOutputEvent, of `end` the JobState.',
+                    anyOf: [namedSchema(app, StatusEventSchema), namedSchema(app, OutputEventSchema), namedSchema(app, JobStateSchema)],
+                  },
                 },
               },
             },

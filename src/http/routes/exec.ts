@@ -4,7 +4,7 @@ import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
 import { JSON_BODY } from '../media-types.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema } from '../route-schema.js';
 
 /**
  * The snippet contract, synchronously. An invalid snippet is answered as the snippet documents
@@ -17,7 +17,11 @@ export function execRoutes(worker: WorkerProcess, slots: Semaphore) {
       {
         attachValidation: true,
         config: { accepts: JSON_BODY },
-        schema: { summary: 'Run one snippet and answer with its response', body: routeSchema(SnippetRequestSchema), response: { 200: routeSchema(SnippetResponseSchema) } },
+        schema: {
+          summary: 'Run one snippet and answer with its response',
+          body: namedSchema(app, SnippetRequestSchema),
+          response: { 200: namedSchema(app, SnippetResponseSchema) },
+        },
       },
       async (request, reply) => slots.run(() => worker.exec(request.body, hangUpSignal(reply))),
     );

@@ -3,7 +3,7 @@ import { HealthSchema } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema } from '../route-schema.js';
 
 /** `synchronous`: the slots snippets and tasks share, whose load the queue's numbers do not show. */
 export function healthRoutes(frontDoor: JobDesk, worker: WorkerProcess, defaultKind: string, concurrency: number, synchronous: Semaphore) {
@@ -13,7 +13,7 @@ export function healthRoutes(frontDoor: JobDesk, worker: WorkerProcess, defaultK
       {
         schema: {
           summary: 'Liveness, queue depth and running count, snippets and tasks in flight, whether the run store takes writes, and the default backend',
-          response: { 200: routeSchema(HealthSchema) },
+          response: { 200: namedSchema(app, HealthSchema) },
         },
       },
       async () => {

@@ -1,12 +1,12 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { ArtifactSchema, JobStatusSchema, RunJobRequestSchema, type RunJobRequest } from '../../contract/run-job.js';
-import { JobAcceptedSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
+import { JobStatusSchema, RunJobRequestSchema, type RunJobRequest } from '../../contract/run-job.js';
+import { ArtifactListSchema, JobAcceptedSchema, JobCancelledSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { JSON_BODY } from '../media-types.js';
-import { routeSchema } from '../route-schema.js';
-import { acceptWorkspaceUploads, requestFromUpload } from '../workspace-upload.js';
+import { namedSchema, routeSchema } from '../route-schema.js';
+import { UPLOAD_FORM, acceptWorkspaceUploads, requestFromUpload } from '../workspace-upload.js';
 
 const MAX_WAIT_SECONDS = 300;
 const JobIdParams = routeSchema(Type.Object({ job_id: Type.String() }));
@@ -23,6 +23,7 @@ export function jobRoutes(service: JobDesk) {
       {
         config: {
           accepts: [...JSON_BODY, 'multipart/form-data'],
+          form: UPLOAD_FORM,
           // backend.unavailable: no live worker offers the kind (the cluster's admission).
           errors: ['validation.path_escape', 'limits.workspace_too_large', 'job.duplicate', 'queue.full', 'queue.closed', 'store.unavailable', ['backend.unavailable', 503]],
         },
@@ -30,8 +31,8 @@ export function jobRoutes(service: JobDesk) {
           summary: 'Queue a RunJobRequest',
           description:
             'JSON, or multipart/form-data with a `request` part (the RunJobRequest, its workspace omitted or an archive without data) and a `workspace` file part (a tar or tar.gz).',
-          body: routeSchema(RunJobRequestSchema),
-          response: { 202: routeSchema(JobAcceptedSchema) },
+          body: namedSchema(app, RunJobRequestSchema),
+          response: { 202: namedSchema(app, JobAcceptedSchema) },
         },
         // An upload becomes the JSON request before validation: one shape from here on.
         preValidation: async (request) => {
@@ -60,7 +61,7 @@ export function jobRoutes(service: JobDesk) {
               status: Type.Optional(JobStatusSchema),
             }),
           ),
-          response: { 200: routeSchema(JobPageSchema) },
+          response: { 200: namedSchema(app, JobPageSchema) },
         },
       },
       async (request) => service.list(request.query.limit ?? 50, request.query.cursor, request.query.status),
@@ -74,7 +75,7 @@ export function jobRoutes(service: JobDesk) {
           summary: 'Current status; the full RunJobResult once terminal. ?wait=SECONDS long-polls until terminal.',
           params: JobIdParams,
           querystring: routeSchema(Type.Object({ wait: Type.Optional(Type.Number({ minimum: 0, maximum: MAX_WAIT_SECONDS })) })),
-          response: { 200: routeSchema(JobStateSchema) },
+          response: { 200: namedSchema(app, JobStateSchema) },
         },
       },
       async (request, reply) => {
@@ -91,7 +92,7 @@ export function jobRoutes(service: JobDesk) {
         schema: {
           summary: 'Artifact metadata of a terminal job',
           params: JobIdParams,
-          response: { 200: routeSchema(Type.Object({ job_id: Type.String(), artifacts: Type.Array(ArtifactSchema) })) },
+          response: { 200: namedSchema(app, ArtifactListSchema) },
         },
       },
       async (request) => ({ job_id: request.params.job_id, artifacts: await service.artifacts(request.params.job_id) }),
@@ -126,7 +127,7 @@ export function jobRoutes(service: JobDesk) {
         schema: {
           summary: 'Cancel: a queued job never runs, a running one is killed (whole tree)',
           params: JobIdParams,
-          response: { 200: routeSchema(Type.Object({ job_id: Type.String(), status: JobStatusSchema })) },
+          response: { 200: namedSchema(app, JobCancelledSchema) },
         },
       },
       async (request) => {

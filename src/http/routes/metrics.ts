@@ -35,9 +35,18 @@ export function metricsRoutes(frontDoor: JobDesk, worker: WorkerProcess) {
     ]);
     gaugeOf('agent_runner_store_held_jobs', 'Jobs whose status or result is held in memory until the store takes it.', [], () => [[{}, frontDoor.storeHealth().heldJobs]]);
 
-    app.get('/metrics', { schema: { summary: 'Prometheus metrics of this front door and its worker process (text exposition format)', hide: false } }, async (_request, reply) => {
-      const { text, contentType } = await mergedMetrics([await worker.metrics()]);
-      return reply.type(contentType).send(text);
-    });
+    app.get(
+      '/metrics',
+      {
+        schema: {
+          summary: 'Prometheus metrics of this front door and its worker process',
+          response: { 200: { description: "Prometheus' text exposition format", content: { 'text/plain': { schema: { type: 'string' } } } } },
+        },
+      },
+      async (_request, reply) => {
+        const { text, contentType } = await mergedMetrics([await worker.metrics()]);
+        return reply.type(contentType).send(text);
+      },
+    );
   };
 }

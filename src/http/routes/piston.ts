@@ -7,7 +7,7 @@ import { findLanguage, versionedLanguage } from '../../languages/catalog.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema } from '../route-schema.js';
 
 /** Piston names the extra files; unnamed ones get these names, as Piston's own file0.code. */
 const unnamed = (index: number) => `file${index}.code`;
@@ -37,7 +37,7 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
       '/api/v2/runtimes',
       {
         config: { foreignErrors: true },
-        schema: { summary: 'Piston: the runtimes (language, version, aliases)', tags: ['piston'], response: { 200: routeSchema(RuntimeListSchema) } },
+        schema: { summary: 'Piston: the runtimes (language, version, aliases)', tags: ['piston'], response: { 200: namedSchema(app, RuntimeListSchema) } },
       },
       () => worker.runtimes(),
     );
@@ -50,8 +50,8 @@ export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
         schema: {
           summary: 'Piston: run a program',
           tags: ['piston'],
-          body: routeSchema(PistonExecuteSchema),
-          response: { 200: routeSchema(PistonResultSchema), 400: routeSchema(PistonErrorSchema) },
+          body: namedSchema(app, PistonExecuteSchema),
+          response: { 200: namedSchema(app, PistonResultSchema), 400: namedSchema(app, PistonErrorSchema) },
         },
       },
       async (request, reply) => {

@@ -32,7 +32,7 @@ import type {
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema, routeSchema } from '../route-schema.js';
 
 const SandboxParams = routeSchema(Type.Object({ sandbox_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
@@ -66,8 +66,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         },
         schema: {
           summary: 'Start a sandbox: it runs until it is killed or its timeout passes, with processes and files served by an agent inside it',
-          body: routeSchema(SandboxCreateRequestSchema),
-          response: { 201: routeSchema(SandboxSchema) },
+          body: namedSchema(app, SandboxCreateRequestSchema),
+          response: { 201: namedSchema(app, SandboxSchema) },
         },
       },
       async (request, reply) => reply.code(201).send(await sandboxes.create(request.body)),
@@ -77,14 +77,14 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
       '/v1/sandboxes',
       {
         config: { errors: ['sandbox.lost'] },
-        schema: { summary: 'The sandboxes, running and recently ended (of every front door, in the distributed mode)', response: { 200: routeSchema(SandboxListSchema) } },
+        schema: { summary: 'The sandboxes, running and recently ended (of every front door, in the distributed mode)', response: { 200: namedSchema(app, SandboxListSchema) } },
       },
       async (request) => ({ sandboxes: await sandboxes.list(isForwarded(request) ? 'here' : 'everywhere') }),
     );
 
     app.get<SandboxRoute>(
       '/v1/sandboxes/:sandbox_id',
-      { config: { errors: [...FOUND_ERRORS] }, schema: { summary: 'A sandbox’s state', params: SandboxParams, response: { 200: routeSchema(SandboxSchema) } } },
+      { config: { errors: [...FOUND_ERRORS] }, schema: { summary: 'A sandbox’s state', params: SandboxParams, response: { 200: namedSchema(app, SandboxSchema) } } },
       (request) => sandboxes.describe(request.params.sandbox_id),
     );
 
@@ -92,7 +92,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
       '/v1/sandboxes/:sandbox_id',
       {
         config: { errors: [...FOUND_ERRORS] },
-        schema: { summary: 'Kill a sandbox: its processes and files go', params: SandboxParams, response: { 200: routeSchema(SandboxSchema) } },
+        schema: { summary: 'Kill a sandbox: its processes and files go', params: SandboxParams, response: { 200: namedSchema(app, SandboxSchema) } },
       },
       (request) => sandboxes.kill(request.params.sandbox_id),
     );
@@ -104,8 +104,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Kill the sandbox this many seconds from now (sooner or later than before)',
           params: SandboxParams,
-          body: routeSchema(SandboxTimeoutRequestSchema),
-          response: { 200: routeSchema(SandboxSchema) },
+          body: namedSchema(app, SandboxTimeoutRequestSchema),
+          response: { 200: namedSchema(app, SandboxSchema) },
         },
       },
       (request) => sandboxes.setTimeout(request.params.sandbox_id, request.body.timeout_seconds),
@@ -118,8 +118,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Pause a sandbox: its state is kept under the state dir (its files; its memory where the backend can) and it holds nothing on the host until resumed',
           params: SandboxParams,
-          body: routeSchema(SandboxPauseRequestSchema),
-          response: { 200: routeSchema(SandboxSchema) },
+          body: namedSchema(app, SandboxPauseRequestSchema),
+          response: { 200: namedSchema(app, SandboxSchema) },
         },
       },
       (request) => sandboxes.pause(request.params.sandbox_id, request.body ?? {}),
@@ -132,8 +132,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Resume a paused sandbox under its id and token, with what its pause kept (a running one is answered as it is)',
           params: SandboxParams,
-          body: routeSchema(SandboxResumeRequestSchema),
-          response: { 200: routeSchema(SandboxSchema) },
+          body: namedSchema(app, SandboxResumeRequestSchema),
+          response: { 200: namedSchema(app, SandboxSchema) },
         },
       },
       async (request) => (await sandboxes.resume(request.params.sandbox_id, request.body?.timeout_seconds)).sandbox,
@@ -146,8 +146,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Copies of a running sandbox, each its own sandbox with the parent’s state; the parent keeps running',
           params: SandboxParams,
-          body: routeSchema(SandboxForkRequestSchema),
-          response: { 201: routeSchema(SandboxForkResultSchema) },
+          body: namedSchema(app, SandboxForkRequestSchema),
+          response: { 201: namedSchema(app, SandboxForkResultSchema) },
         },
       },
       async (request, reply) => reply.code(201).send(await sandboxes.fork(request.params.sandbox_id, request.body ?? {})),
@@ -160,8 +160,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Keep a running sandbox’s state as a snapshot: a template (by id or name) new sandboxes start from',
           params: SandboxParams,
-          body: routeSchema(SnapshotCreateRequestSchema),
-          response: { 201: routeSchema(SnapshotSchema) },
+          body: namedSchema(app, SnapshotCreateRequestSchema),
+          response: { 201: namedSchema(app, SnapshotSchema) },
         },
       },
       async (request, reply) => reply.code(201).send(await sandboxes.snapshot(request.params.sandbox_id, request.body ?? {})),
@@ -174,7 +174,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'The snapshots this server keeps (of this front door’s worker, in the distributed mode)',
           querystring: SnapshotQuery,
-          response: { 200: routeSchema(SnapshotListSchema) },
+          response: { 200: namedSchema(app, SnapshotListSchema) },
         },
       },
       async (request) => ({ snapshots: await sandboxes.listSnapshots(request.query) }),
@@ -184,7 +184,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
       '/v1/snapshots/:snapshot',
       {
         config: { errors: ['snapshot.not_found', 'sandbox.lost'] },
-        schema: { summary: 'Delete a snapshot (sandboxes made from it are not touched)', params: SnapshotParams, response: { 200: routeSchema(SnapshotSchema) } },
+        schema: { summary: 'Delete a snapshot (sandboxes made from it are not touched)', params: SnapshotParams, response: { 200: namedSchema(app, SnapshotSchema) } },
       },
       (request) => sandboxes.deleteSnapshot(request.params.snapshot),
     );
@@ -196,8 +196,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Run a command (`argv`, or `cmd` through bash) to its end in the sandbox',
           params: SandboxParams,
-          body: routeSchema(SandboxExecRequestSchema),
-          response: { 200: routeSchema(SandboxExecResultSchema) },
+          body: namedSchema(app, SandboxExecRequestSchema),
+          response: { 200: namedSchema(app, SandboxExecResultSchema) },
         },
       },
       (request) => sandboxes.exec(request.params.sandbox_id, request.body),
@@ -210,8 +210,8 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         schema: {
           summary: 'Run a cell in the sandbox’s code interpreter (python, state kept) to its end: output, results (html, png, charts), error',
           params: SandboxParams,
-          body: routeSchema(SandboxRunCodeRequestSchema),
-          response: { 200: routeSchema(SandboxRunCodeResultSchema) },
+          body: namedSchema(app, SandboxRunCodeRequestSchema),
+          response: { 200: namedSchema(app, SandboxRunCodeResultSchema) },
         },
       },
       (request) => sandboxes.runCode(request.params.sandbox_id, request.body),
@@ -230,7 +230,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
           summary: 'Write a file into the sandbox, its parents made (the body is its bytes)',
           params: FileParams,
           body: BYTES_SCHEMA,
-          response: { 201: routeSchema(SandboxFileWrittenSchema) },
+          response: { 201: namedSchema(app, SandboxFileWrittenSchema) },
         },
       },
       async (request, reply) => reply.code(201).send(await sandboxes.writeFile(request.params.sandbox_id, request.params['*'], request.body ?? Buffer.alloc(0))),

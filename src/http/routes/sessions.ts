@@ -12,7 +12,7 @@ import type { SessionCreateRequest, SessionExecRequest } from '../../contract/se
 import type { SessionHost } from '../../session/session-host.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema, routeSchema } from '../route-schema.js';
 
 const SessionParams = routeSchema(Type.Object({ session_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
@@ -36,20 +36,27 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
         config: { accepts: JSON_BODY, errors: ['sessions.full', 'queue.closed', ['backend.unavailable', 503], ['backend.setup_failed', 500]] },
         schema: {
           summary: 'Start a session: a sandbox with a work dir and, for python and node, a live interpreter',
-          body: routeSchema(SessionCreateRequestSchema),
-          response: { 201: routeSchema(SessionSchema) },
+          body: namedSchema(app, SessionCreateRequestSchema),
+          response: { 201: namedSchema(app, SessionSchema) },
         },
       },
       async (request, reply) => reply.code(201).send(await sessions.create(request.body)),
     );
 
-    app.get('/v1/sessions', { schema: { summary: 'The sessions of this front door, live and recently ended', response: { 200: routeSchema(SessionListSchema) } } }, async () => ({
-      sessions: await sessions.list(),
-    }));
+    app.get(
+      '/v1/sessions',
+      { schema: { summary: 'The sessions of this front door, live and recently ended', response: { 200: namedSchema(app, SessionListSchema) } } },
+      async () => ({
+        sessions: await sessions.list(),
+      }),
+    );
 
     app.get<SessionRoute>(
       '/v1/sessions/:session_id',
-      { config: { errors: ['session.not_found', 'session.lost'] }, schema: { summary: 'A session’s state', params: SessionParams, response: { 200: routeSchema(SessionSchema) } } },
+      {
+        config: { errors: ['session.not_found', 'session.lost'] },
+        schema: { summary: 'A session’s state', params: SessionParams, response: { 200: namedSchema(app, SessionSchema) } },
+      },
       (request) => sessions.describe(request.params.session_id),
     );
 
@@ -60,8 +67,8 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
         schema: {
           summary: 'Run a cell (`code`) in the session’s interpreter, or a command (`argv`) in its work dir',
           params: SessionParams,
-          body: routeSchema(SessionExecRequestSchema),
-          response: { 200: routeSchema(SessionExecResultSchema) },
+          body: namedSchema(app, SessionExecRequestSchema),
+          response: { 200: namedSchema(app, SessionExecResultSchema) },
         },
       },
       (request) => sessions.exec(request.params.session_id, request.body),
@@ -77,7 +84,7 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
           summary: 'Write a file into the session’s work dir (the body is its bytes)',
           params: FileParams,
           body: BYTES_SCHEMA,
-          response: { 201: routeSchema(SessionFileWrittenSchema) },
+          response: { 201: namedSchema(app, SessionFileWrittenSchema) },
         },
       },
       async (request, reply) => reply.code(201).send(await sessions.writeFile(request.params.session_id, request.params['*'], request.body ?? Buffer.alloc(0))),
@@ -100,7 +107,7 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
       '/v1/sessions/:session_id',
       {
         config: { errors: ['session.not_found', 'session.lost'] },
-        schema: { summary: 'End a session: its sandbox and everything in it go', params: SessionParams, response: { 200: routeSchema(SessionSchema) } },
+        schema: { summary: 'End a session: its sandbox and everything in it go', params: SessionParams, response: { 200: namedSchema(app, SessionSchema) } },
       },
       (request) => sessions.remove(request.params.session_id),
     );

@@ -4,7 +4,7 @@ import type { WorkerProcess } from '../../service/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
 import { JSON_BODY } from '../media-types.js';
-import { routeSchema } from '../route-schema.js';
+import { namedSchema } from '../route-schema.js';
 
 /**
  * Code tasks, synchronously. A task's own failure (its exception, a timeout) is a 200 with an
@@ -16,7 +16,11 @@ export function taskRoutes(worker: WorkerProcess, slots: Semaphore) {
       '/v1/tasks',
       {
         config: { accepts: JSON_BODY },
-        schema: { summary: 'Run a code task: items in, items out, captured prints', body: routeSchema(TaskRequestSchema), response: { 200: routeSchema(TaskResponseSchema) } },
+        schema: {
+          summary: 'Run a code task: items in, items out, captured prints',
+          body: namedSchema(app, TaskRequestSchema),
+          response: { 200: namedSchema(app, TaskResponseSchema) },
+        },
       },
       async (request, reply) => slots.run(() => worker.task(request.body, hangUpSignal(reply))),
     );

@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import openapiTS, { astToString } from 'openapi-typescript';
+import ts from 'typescript';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_CODES, type ErrorCode } from '../../../src/contract/errors.js';
 import { fakeService } from '../../helpers/fake-service.js';
@@ -102,6 +109,12 @@ async function assertValid(document: OpenApiDocument): Promise<void> {
   assert.deepEqual(problems, [], 'every schema compiles strictly as JSON Schema 2020-12');
 }
 
+/** A schema, or the component it refers to. */
+function resolved(document: OpenApiDocument, schema: unknown): unknown {
+  const ref = (schema as { $ref?: string } | undefined)?.$ref;
+  return ref?.startsWith('#/components/schemas/') ? document.components.schemas[ref.slice('#/components/schemas/'.length)] : schema;
+}
+
 /** Routes that speak Piston's API, errors included. */
 const PISTON_ROUTES = ['get /api/v2/runtimes', 'post /api/v2/execute'];
 
@@ -120,7 +133,7 @@ function assertErrorResponses(document: OpenApiDocument, authenticated: boolean)
       // E2B's dialect: every failure, our auth's 401 included, is E2B's `{code, message}`.
       for (const [status, response] of Object.entries(operation.responses)) {
         if (Number(status) < 400) continue;
-        const schema = response.content?.['application/json']?.schema as { properties?: Record<string, unknown> } | undefined;
+        const schema = resolved(document, response.content?.['application/json']?.schema) as { properties?: Record<string, unknown> } | undefined;
         assert.deepEqual(Object.keys(schema?.properties ?? {}).sort(), ['code', 'message'], `${name} ${status}: E2B's error shape`);
       }
       continue;
@@ -231,6 +244,85 @@ describe('the OpenAPI document', () => {
         .filter((method) => method !== 'HEAD');
       assert.equal(documented.length, registered.length, `documented: ${documented.map(([name]) => name).join(', ')}`);
     } finally {
+      await service.close();
+    }
+  });
+
+  it("lints clean with Redocly's recommended rules, none turned off", async () => {
+    const service = await fakeService();
+    try {
+      const { text } = await service.api('GET', '/openapi.json');
+      const config = await createConfig({ extends: ['recommended'] });
+      const problems = await lintFromString({ source: text, absoluteRef: '/openapi.json', config });
+      assert.deepEqual(
+        problems.map((problem) => `${problem.severity} ${problem.ruleId}: ${problem.message} (${problem.location[0]?.pointer ?? ''})`),
+        [],
+      );
+    } finally {
+      await service.close();
+    }
+  });
+
+  it('names every JSON body after its contract type, and a client generated from it (openapi-typescript, openapi-fetch) type-checks strictly by those names', async () => {
+    const service = await fakeService();
+    const dir = await mkdtemp(join(tmpdir(), 'agent-runner-openapi-'));
+    try {
+      const document = (await service.api('GET', '/openapi.json')).json as OpenApiDocument;
+      const byName = (schema: unknown) => {
+        const { $ref, items } = schema as { $ref?: string; items?: { $ref?: string } };
+        return ($ref ?? items?.$ref)?.startsWith('#/components/schemas/') === true;
+      };
+      for (const [name, operation] of operations(document)) {
+        if (name === 'get /openapi.json') continue;
+        const json = operation.requestBody?.content['application/json'] as { schema: unknown } | undefined;
+        if (json) assert.ok(byName(json.schema), `${name}: its body by name`);
+        for (const [status, response] of Object.entries(operation.responses)) {
+          const answer = response.content?.['application/json'];
+          if (answer) assert.ok(byName(answer.schema), `${name} ${status}: its answer by name`);
+        }
+      }
+      // What a user of the document does: generate the types, and call through them.
+      await writeFile(join(dir, 'api.ts'), astToString(await openapiTS(document as never)));
+      await writeFile(
+        join(dir, 'client.ts'),
+        [
+          "import createClient from 'openapi-fetch';",
+          "import type { components, paths } from './api.js';",
+          "type RunJobRequest = components['schemas']['RunJobRequest'];",
+          "type JobState = components['schemas']['JobState'];",
+          "const client = createClient<paths>({ baseUrl: 'http://127.0.0.1:8080' });",
+          'export async function run(request: RunJobRequest): Promise<JobState | undefined> {',
+          "  const accepted = await client.POST('/v1/jobs', { body: request });",
+          '  if (!accepted.data) return undefined;',
+          "  const state = await client.GET('/v1/jobs/{job_id}', { params: { path: { job_id: accepted.data.job_id }, query: { wait: 5 } } });",
+          "  const result: components['schemas']['RunJobResult'] | undefined = state.data?.result;",
+          '  return result ? state.data : undefined;',
+          '}',
+          'export async function wrong(): Promise<void> {',
+          '  // @ts-expect-error a RunJobRequest has a command',
+          "  await client.POST('/v1/jobs', { body: { timeout_ms: 1 } });",
+          "  const error = (await client.POST('/v1/exec', { body: { trace_id: 't', lang: 'python', code: '' } })).error;",
+          "  const code: components['schemas']['ErrorBody']['error']['code'] | undefined = error?.error.code;",
+          '  void code;',
+          '}',
+          '',
+        ].join('\n'),
+      );
+      const fetchTypes = dirname(createRequire(import.meta.url).resolve('openapi-fetch/package.json'));
+      const program = ts.createProgram([join(dir, 'client.ts')], {
+        strict: true,
+        noEmit: true,
+        target: ts.ScriptTarget.ES2022,
+        module: ts.ModuleKind.ESNext,
+        moduleResolution: ts.ModuleResolutionKind.Bundler,
+        skipLibCheck: true,
+        lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
+        paths: { 'openapi-fetch': [fetchTypes] },
+      });
+      const diagnostics = ts.getPreEmitDiagnostics(program).map((diagnostic) => ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+      assert.deepEqual(diagnostics, []);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
       await service.close();
     }
   });
