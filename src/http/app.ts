@@ -1,5 +1,5 @@
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
@@ -16,6 +16,21 @@ import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
 import { routeValidator } from './route-schema.js';
+
+/**
+ * One line per request, when it is answered, instead of Fastify's two (incoming, completed):
+ * half the logging a job's two requests cost the front door (docs/benchmarks.md, issue 30).
+ */
+class OneLinePerRequest extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (this.isLogDisabled(request)) return;
+    const line = { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 };
+    if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else reply.log.info(line, 'request answered');
+  }
+}
 
 /** Fastify types a validator factory as @fastify/ajv-compiler's; any function to a compiler works. */
 type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
@@ -82,6 +97,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // random one. It is in every log line of the request, answered as X-Request-Id, and a run
     // job's trace id when the job names none (routes/jobs.ts).
     requestIdHeader: false,
+    logController: new OneLinePerRequest(),
     // Our validator and serializer for every context, those that add shared schemas (the named
     // bodies, route-schema.ts) included: Fastify rebuilds such a context's compilers from the
     // factory, which setValidatorCompiler would not reach. Plain JSON.stringify: schemas

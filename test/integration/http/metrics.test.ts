@@ -81,6 +81,13 @@ describe('operations: GET /metrics, request ids and job-end log lines', () => {
     );
     assert.equal(typeof ended.duration_ms, 'number');
     assert.equal(typeof (ended.usage as { wall_ms: number }).wall_ms, 'number');
+    // Each request is one line, when answered, under its id.
+    const answered = server.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.reqId === 'req-from-proxy-42');
+    assert.deepEqual(
+      answered.map(({ msg, method, url, status }) => ({ msg, method, url, status })),
+      [{ msg: 'request answered', method: 'POST', url: '/v1/jobs', status: 202 }],
+    );
+    assert.equal(typeof answered[0]!.ms, 'number');
     const forged = await api(server.url, 'GET', '/health', undefined, { 'x-request-id': 'bad id "forged" {}' });
     assert.match(forged.headers.get('x-request-id') ?? '', /^[a-z0-9]{1,8}$/, 'a header that could forge a log line is not taken');
   });
