@@ -24,8 +24,7 @@ for line in sys.stdin:
         stdin = [(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_CLOSE, write_end)]
     else:
         stdin = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)]
-    if not ahead:
-        started = time.perf_counter()
+    started = time.perf_counter()
     pid = os.posix_spawn(argv[0], argv, env, file_actions=stdin + quiet)
     if ahead:
         os.close(read_end)

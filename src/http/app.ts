@@ -1,5 +1,5 @@
 import swagger from '@fastify/swagger';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
@@ -17,23 +17,6 @@ import { installMediaTypeGate } from './media-types.js';
 import { openapiOptions } from './openapi.js';
 import { routeValidator } from './route-schema.js';
 
-/**
- * One line per request, when it is answered, instead of Fastify's two (incoming, completed):
- * half the logging a job's two requests cost the front door (docs/benchmarks.md, issue 30).
- */
-class OneLinePerRequest extends LogController {
-  override incomingRequest(): void {}
-
-  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (this.isLogDisabled(request)) return;
-    const line = { method: request.method, url: request.url, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 };
-    if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else reply.log.info(line, 'request answered');
-  }
-}
-
-/** Fastify types a validator factory as @fastify/ajv-compiler's; any function to a compiler works. */
-type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
 import { backendRoutes } from './routes/backends.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { e2bRoutes } from './routes/e2b.js';
@@ -48,6 +31,10 @@ import { sessionRoutes } from './routes/sessions.js';
 import { taskRoutes } from './routes/tasks.js';
 import { countRequests, metricsRoutes } from './routes/metrics.js';
 import { Semaphore } from '../util/semaphore.js';
+import { OneLinePerRequest } from './request-log.js';
+
+/** Fastify types a validator factory as @fastify/ajv-compiler's; any function to a compiler works. */
+type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
 
 export interface AppOptions {
   frontDoor: JobDesk;

@@ -25,13 +25,18 @@ export function namedSchema(app: FastifyInstance, schema: TSchema): { $ref: stri
   const known = named.get(id);
   if (known !== undefined && known !== schema) throw new Error(`two contract schemas are named ${id}`);
   named.set(id, schema);
-  if (app.getSchema(id) === undefined) app.addSchema({ ...byName(app, JSON.parse(JSON.stringify(schema)) as Record<string, unknown>), $id: id });
+  share(app, id, JSON.parse(JSON.stringify(schema)));
   return { $ref: `${id}#` };
 }
 
 /** A list of a named contract schema (E2B answers with bare arrays). */
 export function namedList(app: FastifyInstance, schema: TSchema): { type: 'array'; items: { $ref: string } } {
   return { type: 'array', items: namedSchema(app, schema) };
+}
+
+/** Registers a schema of `app` under `id` once, each named schema inside it by reference. */
+function share(app: FastifyInstance, id: string, plain: unknown): void {
+  if (app.getSchema(id) === undefined) app.addSchema({ ...byName(app, plain), $id: id });
 }
 
 /**
@@ -44,7 +49,7 @@ function byName(app: FastifyInstance, node: unknown): Record<string, unknown> {
     if (typeof value !== 'object' || value === null) return value;
     const { $id, ...rest } = value as Record<string, unknown>;
     if (nested && typeof $id === 'string') {
-      if (app.getSchema($id) === undefined) app.addSchema({ ...byName(app, rest), $id });
+      share(app, $id, rest);
       return { $ref: `${$id}#` };
     }
     return Object.fromEntries(Object.entries(rest).map(([key, child]) => [key, walk(child, true)]));
