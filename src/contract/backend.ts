@@ -45,6 +45,10 @@ export const BackendCapabilitiesSchema = Type.Object(
     memory: Type.Array(Type.Union([Type.Literal('cgroup'), Type.Literal('address-space'), Type.Literal('vm')]), { description: 'How it bounds memory.' }),
     snapshot: Type.Boolean({ description: 'Whether it can snapshot and restore a started sandbox.' }),
     pause: PauseKindSchema,
+    root_inside: Type.Boolean({
+      description:
+        "Whether a long-lived sandbox on it has a root beside its user (E2B's `user: 'root'`): uid 0 of the sandbox's own user namespace or VM, mapped to an unprivileged host uid, never the host's root. Where false, root's requests run as the user.",
+    }),
     host_work_dir: Type.Boolean({ description: 'Whether the job work dir is a host directory (false: it lives inside the sandbox).' }),
     profiles: Type.Array(Type.String(), { description: 'Sandbox profiles it can build (snippet, run-job, task, workspace).' }),
   },

@@ -75,9 +75,17 @@ export const AgentProcessSchema = Type.Object({
 });
 export type AgentProcess = Static<typeof AgentProcessSchema>;
 
+/**
+ * Whom a process runs as, or a file request acts as: E2B's two users. `user` (uid 1000, no
+ * capability) when not said; `root` is uid 0 of the sandbox's own user namespace where the sandbox
+ * was made with root inside (SandboxTemplate.rootInside), else the user too.
+ */
+export type AgentUser = 'user' | 'root';
+type AsUser = { user?: AgentUser };
+
 /** The requests, by `op`. Paths are absolute or relative to the sandbox user's home. */
 export type AgentRequest =
-  | {
+  | ({
       op: 'start';
       cmd: string;
       args: string[];
@@ -88,26 +96,26 @@ export type AgentRequest =
       pty?: { cols: number; rows: number };
       /** Keep stdin open for input; otherwise the process reads end of file at once. */
       stdin: boolean;
-    }
+    } & AsUser)
   | { op: 'input'; pid: number; data: string }
   | { op: 'close_stdin'; pid: number }
   /** Sent to the process's whole group (the process tree it started). */
   | { op: 'signal'; pid: number; signal: number }
   | { op: 'resize'; pid: number; cols: number; rows: number }
   | { op: 'list' }
-  | { op: 'stat'; path: string }
+  | ({ op: 'stat'; path: string } & AsUser)
   /** Parents included; `created` false when the directory was there. */
-  | { op: 'mkdir'; path: string }
-  | { op: 'move'; source: string; destination: string }
+  | ({ op: 'mkdir'; path: string } & AsUser)
+  | ({ op: 'move'; source: string; destination: string } & AsUser)
   /** Entries under `path`, down to `depth` levels (1: its children). */
-  | { op: 'list_dir'; path: string; depth: number }
+  | ({ op: 'list_dir'; path: string; depth: number } & AsUser)
   /** A file, a link, or a directory with everything in it. */
-  | { op: 'remove'; path: string }
+  | ({ op: 'remove'; path: string } & AsUser)
   /** At most `length` bytes from `offset`; `eof` when the file ends there. */
-  | { op: 'read'; path: string; offset: number; length: number }
+  | ({ op: 'read'; path: string; offset: number; length: number } & AsUser)
   /** `append` false truncates (creating the file and its parents); true adds the next chunk. */
-  | { op: 'write'; path: string; data: string; append: boolean }
-  | { op: 'watch'; path: string; recursive: boolean }
+  | ({ op: 'write'; path: string; data: string; append: boolean } & AsUser)
+  | ({ op: 'watch'; path: string; recursive: boolean } & AsUser)
   | { op: 'unwatch'; watch: number };
 
 export type AgentRequestOf<Op extends AgentRequest['op']> = Extract<AgentRequest, { op: Op }>;

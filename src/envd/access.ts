@@ -1,8 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { AgentUser } from '../contract/sandbox-agent.js';
 
-/** The users E2B's SDKs name. Both run as the sandbox's one user in this version (see process-service.ts). */
-const KNOWN_USERS = new Set(['user', 'root']);
+/** The users E2B's SDKs name (contract/sandbox-agent.ts AgentUser). */
+const KNOWN_USERS: ReadonlySet<string> = new Set<AgentUser>(['user', 'root']);
 
 /** Equal in time independent of where the strings differ (and of their lengths, both being hashed first). */
 export function sameSecret(given: string, expected: string): boolean {
@@ -36,9 +37,9 @@ export function basicAuthUser(headers: IncomingHttpHeaders): string | undefined 
 }
 
 /** The user a request runs as: the one it names, else the sandbox's default; undefined when it names one the sandbox lacks. */
-export function requestUser(named: string | undefined, defaultUser: string): string | undefined {
+export function requestUser(named: string | undefined, defaultUser: AgentUser): AgentUser | undefined {
   if (named === undefined || named === '') return defaultUser;
-  return KNOWN_USERS.has(named) || named === defaultUser ? named : undefined;
+  return KNOWN_USERS.has(named) ? (named as AgentUser) : undefined;
 }
 
 export interface FileSignature {

@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { Busboy } from '@fastify/busboy';
 import { Code, ConnectError } from '@connectrpc/connect';
-import type { AgentEntry } from '../contract/sandbox-agent.js';
+import type { AgentEntry, AgentUser } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { hasAccessToken, requestUser, signatureProblem } from './access.js';
 import { agentCall, httpStatusOf, toConnectError } from './agent-errors.js';
@@ -42,7 +42,7 @@ function absolutePath(target: EnvdTarget, path: string): string {
  * agent takes requests in order, so a chunk is sent while those before it are still being
  * written: the host's encoding and the agent's writing overlap.
  */
-async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>): Promise<AgentEntry> {
+async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>, user: AgentUser): Promise<AgentEntry> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let sent = 0;
@@ -52,7 +52,7 @@ async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIte
     const data = Buffer.concat(pending, pendingBytes).toString('base64');
     pending = [];
     pendingBytes = 0;
-    const written = agentCall(() => agent.request({ op: 'write', path, data, append: sent++ > 0 })).then((reply) => void (entry = reply.entry));
+    const written = agentCall(() => agent.request({ op: 'write', path, data, append: sent++ > 0, user })).then((reply) => void (entry = reply.entry));
     // Awaited in turn below; until then a failure must not count as unhandled.
     written.catch(() => undefined);
     inFlight.push(written);
@@ -114,11 +114,11 @@ function requestBody(request: IncomingMessage): AsyncIterable<Buffer> {
   return request.pipe(createGunzip());
 }
 
-async function upload(request: IncomingMessage, target: EnvdTarget, path: string | undefined): Promise<ReturnType<typeof writeInfo>[]> {
+async function upload(request: IncomingMessage, target: EnvdTarget, path: string | undefined, user: AgentUser): Promise<ReturnType<typeof writeInfo>[]> {
   const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (mediaType === 'application/octet-stream') {
     if (!path) throw new ConnectError('path query parameter is required for raw body upload', Code.InvalidArgument);
-    return [writeInfo(await writeFile(target.agent, absolutePath(target, path), requestBody(request)))];
+    return [writeInfo(await writeFile(target.agent, absolutePath(target, path), requestBody(request), user))];
   }
   if (!mediaType.startsWith('multipart/')) {
     throw new ConnectError(`unsupported content type: ${mediaType || '(none)'}, expected multipart/form-data or application/octet-stream`, Code.InvalidArgument);
@@ -135,17 +135,17 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
       );
     }
     seen.add(destination);
-    written.push(writeInfo(await writeFile(target.agent, destination, stream)));
+    written.push(writeInfo(await writeFile(target.agent, destination, stream, user)));
   });
   return written;
 }
 
-async function download(response: ServerResponse, target: EnvdTarget, path: string): Promise<void> {
+async function download(response: ServerResponse, target: EnvdTarget, path: string, user: AgentUser): Promise<void> {
   const { agent } = target;
   const absolute = absolutePath(target, path);
   let entry: AgentEntry;
   try {
-    ({ entry } = await agentCall(() => agent.request({ op: 'stat', path: absolute })));
+    ({ entry } = await agentCall(() => agent.request({ op: 'stat', path: absolute, user })));
   } catch (error) {
     const failure = toConnectError(error);
     if (failure.code === Code.NotFound) return sendJsonError(response, 404, `path '${absolute}' does not exist`);
@@ -154,13 +154,13 @@ async function download(response: ServerResponse, target: EnvdTarget, path: stri
   if (entry.type === 'directory') return sendJsonError(response, 400, `path '${entry.path}' is a directory`);
   response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(entry.name)}` });
   // pipeline reads the next chunk only as the client takes the last, and stops reading when the client leaves.
-  await pipeline(Readable.from(fileChunks(agent, entry.path)), response);
+  await pipeline(Readable.from(fileChunks(agent, entry.path, user)), response);
 }
 
 /** A file's bytes, a chunk per agent read; the next chunk is asked for while this one goes to the client. */
-async function* fileChunks(agent: SandboxAgentPort, path: string): AsyncGenerator<Buffer> {
+async function* fileChunks(agent: SandboxAgentPort, path: string, user: AgentUser): AsyncGenerator<Buffer> {
   const read = (offset: number) => {
-    const chunk = agentCall(() => agent.request({ op: 'read', path, offset, length: FILE_CHUNK_BYTES }));
+    const chunk = agentCall(() => agent.request({ op: 'read', path, offset, length: FILE_CHUNK_BYTES, user }));
     // Awaited in turn; a client that leaves first must not leave it unhandled.
     chunk.catch(() => undefined);
     return chunk;
@@ -204,12 +204,13 @@ export async function handleFiles(request: IncomingMessage, response: ServerResp
   const operation = request.method === 'GET' ? 'read' : 'write';
   const refused = accessProblem(request, url, target.accessToken, operation);
   if (refused) return sendJsonError(response, 401, refused);
-  // Both users are the sandbox's one user here; a name the sandbox lacks is refused as envd's user lookup refuses it.
-  if (requestUser(username, target.defaultUser) === undefined) return sendJsonError(response, 401, `error looking up user '${username}': unknown user`);
+  // A name the sandbox lacks is refused as envd's user lookup refuses it.
+  const user = requestUser(username, target.defaultUser);
+  if (user === undefined) return sendJsonError(response, 401, `error looking up user '${username}': unknown user`);
   try {
-    if (operation === 'read') await download(response, target, path ?? target.home);
+    if (operation === 'read') await download(response, target, path ?? target.home, user);
     else {
-      const written = await upload(request, target, path);
+      const written = await upload(request, target, path, user);
       response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(written));
     }
   } catch (error) {

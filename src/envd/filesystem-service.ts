@@ -30,38 +30,38 @@ async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentF
 export function createFilesystemService(watchers: WatcherRegistry, streams: OpenStreams): ServiceImpl<typeof Filesystem> {
   return {
     async stat(request, context) {
-      const { target } = callerOf(context);
-      const { entry } = await agentCall(() => target.agent.request({ op: 'stat', path: expandHome(request.path, target.home) }));
+      const { target, user } = callerOf(context);
+      const { entry } = await agentCall(() => target.agent.request({ op: 'stat', path: expandHome(request.path, target.home), user }));
       return { entry: toEntryInfo(entry) };
     },
 
     async makeDir(request, context) {
-      const { target } = callerOf(context);
-      const made = await agentCall(() => target.agent.request({ op: 'mkdir', path: expandHome(request.path, target.home) }));
+      const { target, user } = callerOf(context);
+      const made = await agentCall(() => target.agent.request({ op: 'mkdir', path: expandHome(request.path, target.home), user }));
       // envd answers an existing directory already_exists, which the SDK's makeDir turns into `false`.
       if (!made.created) throw new ConnectError(`directory '${made.entry.path}' already exists`, Code.AlreadyExists);
       return { entry: toEntryInfo(made.entry) };
     },
 
     async move(request, context) {
-      const { target } = callerOf(context);
+      const { target, user } = callerOf(context);
       const { entry } = await agentCall(() =>
-        target.agent.request({ op: 'move', source: expandHome(request.source, target.home), destination: expandHome(request.destination, target.home) }),
+        target.agent.request({ op: 'move', source: expandHome(request.source, target.home), destination: expandHome(request.destination, target.home), user }),
       );
       return { entry: toEntryInfo(entry) };
     },
 
     async listDir(request, context) {
-      const { target } = callerOf(context);
+      const { target, user } = callerOf(context);
       // envd lists the children when no depth is given.
       const depth = Math.max(request.depth, 1);
-      const { entries } = await agentCall(() => target.agent.request({ op: 'list_dir', path: expandHome(request.path, target.home), depth }));
+      const { entries } = await agentCall(() => target.agent.request({ op: 'list_dir', path: expandHome(request.path, target.home), depth, user }));
       return { entries: entries.map(toEntryInfo) };
     },
 
     async remove(request, context) {
-      const { target } = callerOf(context);
-      await agentCall(() => target.agent.request({ op: 'remove', path: expandHome(request.path, target.home) }));
+      const { target, user } = callerOf(context);
+      await agentCall(() => target.agent.request({ op: 'remove', path: expandHome(request.path, target.home), user }));
       return {};
     },
 
@@ -69,12 +69,13 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
       const {
         sandboxId,
         target: { agent, home },
+        user,
       } = callerOf(context);
       const path = expandHome(request.path, home);
       // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
       const queue = new StreamQueue<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>();
       const close = streams.open(sandboxId, queue);
-      const { watch } = await closingOnFailure(close, () => agent.request({ op: 'watch', path, recursive: request.recursive }));
+      const { watch } = await closingOnFailure(close, () => agent.request({ op: 'watch', path, recursive: request.recursive, user }));
       const subscription = agent.onWatch(watch, (event) =>
         queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }, WATCH_EVENT_BYTES + event.name.length),
       );

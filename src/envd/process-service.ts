@@ -63,9 +63,8 @@ async function* streamProcess(pid: number, queue: StreamQueue<ProcessEventInit>,
 }
 
 /**
- * envd's process.Process over a sandbox's agent. Every process runs as the sandbox's one user:
- * E2B's `user` and `root` are both accepted (the server checks the name) but this first version
- * has no second uid inside a sandbox to switch to.
+ * envd's process.Process over a sandbox's agent. A process runs as the user the request names
+ * (E2B's `user`, or `root` of the sandbox's own user namespace: contract/sandbox-agent.ts AgentUser).
  */
 export function createProcessService(streams: OpenStreams): ServiceImpl<typeof Process> {
   return {
@@ -82,7 +81,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
     },
 
     async *start(request, context) {
-      const { sandboxId, target } = callerOf(context);
+      const { sandboxId, target, user } = callerOf(context);
       const config = request.process;
       if (!config?.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
       const size = request.pty ? { ...DEFAULT_PTY, ...request.pty.size } : undefined;
@@ -116,6 +115,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
             ...(size && { pty: { cols: size.cols, rows: size.rows } }),
             // envd keeps stdin open unless the request says false (older SDKs send nothing); a pseudo-terminal is always its input.
             stdin: size !== undefined || request.stdin !== false,
+            user,
           },
           listener,
         ),

@@ -1,4 +1,5 @@
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
+import type { AgentUser } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 
 /** What envd needs of one live sandbox: its agent, and what E2B's envd was told at /init. */
@@ -9,7 +10,7 @@ export interface EnvdTarget {
   /** The default working directory and the base of relative paths, e.g. /home/user. */
   home: string;
   /** The user a request runs as when it names none (E2B's `user`). */
-  defaultUser: string;
+  defaultUser: AgentUser;
   /** The sandbox's python: its code interpreter's kernels run on it. */
   python: string;
 }
@@ -21,7 +22,7 @@ export type EnvdLookup = (sandboxId: string) => EnvdTarget | undefined;
 export interface EnvdCaller {
   sandboxId: string;
   target: EnvdTarget;
-  user: string;
+  user: AgentUser;
 }
 
 export const callerKey = createContextKey<EnvdCaller | undefined>(undefined, { description: 'the sandbox and user of an envd request' });

@@ -39,7 +39,7 @@ export class WatcherRegistry {
     this.watchers.set(id, watcher);
     let watch: number;
     try {
-      ({ watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive })));
+      ({ watch } = await agentCall(() => agent.request({ op: 'watch', path, recursive, user: caller.user })));
     } catch (error) {
       this.watchers.delete(id);
       throw error;

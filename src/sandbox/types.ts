@@ -54,6 +54,14 @@ export interface SandboxTemplate {
    */
   user?: 'sandbox' | 'user';
   /**
+   * argv runs as root (uid 0) of the sandbox's own user namespace, where uid 1000 (the user) is
+   * mapped too, each to an unprivileged host uid of this sandbox's: a long-lived sandbox's agent,
+   * which starts processes as E2B's `user` or `root`. Its root holds only ROOT_INSIDE_CAPABILITIES,
+   * which reach nothing but what the two uids own. A backend that cannot give it runs argv as the
+   * user (uid 1000), as without it: the program checks its uid.
+   */
+  rootInside?: boolean;
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.

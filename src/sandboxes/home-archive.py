@@ -93,6 +93,9 @@ def unpack(home):
         for member in reversed(directories):
             path = os.path.join(home, member.name)
             try:
+                if os.geteuid() == 0:
+                    # Root (a sandbox with root inside) gives each its owner back, as for files.
+                    os.chown(path, member.uid, member.gid, follow_symlinks=False)
                 os.chmod(path, member.mode, follow_symlinks=False)
                 os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
             except OSError as error:

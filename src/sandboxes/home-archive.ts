@@ -114,7 +114,8 @@ async function startArchiver(run: ArchiveRun, mode: 'pack' | 'unpack', onStdout:
     fail = reject;
   });
   const { pid } = await run.agent.start(
-    { op: 'start', cmd: run.python, args: ['-I', '-S', '-c', archiveSource(), mode, run.home], envs: {}, cwd: '/', stdin: mode === 'unpack' },
+    // As root where the sandbox has one: it reads every file of the home, and puts each back with its owner.
+    { op: 'start', cmd: run.python, args: ['-I', '-S', '-c', archiveSource(), mode, run.home], envs: {}, cwd: '/', stdin: mode === 'unpack', user: 'root' },
     {
       output: (event) => (event.stream === 'stderr' ? stderr.add(Buffer.from(event.data, 'base64')) : onStdout(Buffer.from(event.data, 'base64'))),
       end: finish,

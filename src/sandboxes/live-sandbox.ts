@@ -1,6 +1,7 @@
 import { CodedError, contractError } from '../contract/errors.js';
 import type { PauseKind } from '../contract/backend.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
+import type { AgentUser } from '../contract/sandbox-agent.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
 import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
@@ -12,7 +13,7 @@ import type { KeptSandbox } from './snapshot-store.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
 export const SANDBOX_HOME = '/home/user';
-export const SANDBOX_USER = 'user';
+export const SANDBOX_USER: AgentUser = 'user';
 
 /** Everything a sandbox is made of, checked and resolved by Sandboxes.create. */
 export interface SandboxPlan {
@@ -227,9 +228,12 @@ export class LiveSandbox {
   private async launch(): Promise<void> {
     const { plan } = this;
     const guard = plan.execGuard;
+    // The agent is root of the sandbox's own namespace, to start E2B's `root` processes; a
+    // guarded sandbox (a session's policy) has no root: everything in it runs as the user.
+    const rootInside = guard === undefined;
     const template = {
       profile: 'run-job',
-      argv: sandboxAgentArgv(plan.python.executable),
+      argv: sandboxAgentArgv(plan.python.executable, { rootInside }),
       cwd: plan.home,
       // The same for every sandbox of a kind, so a pre-started one serves the next create: what
       // differs per sandbox (its env vars) reaches its processes through the agent.
@@ -243,6 +247,7 @@ export class LiveSandbox {
       startsEarly: guard === undefined,
       terminals: true,
       user: 'user',
+      rootInside,
       ...(guard && { guardExec: true, withoutShells: !guard.policy.allow_shell }),
       limits: {
         memoryBytes: plan.memoryBytes,

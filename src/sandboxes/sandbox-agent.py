@@ -86,6 +86,15 @@ FS_EVENT_TYPES = (
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
 
+# E2B's user. Made with root inside (SandboxTemplate.rootInside, said by the `root-inside`
+# argument) the agent is uid 0 of the sandbox's own user namespace, where the user is mapped too:
+# a process runs as the user (no capability) or as root, and a file request acts as the one it
+# names. Otherwise (a backend without it, or run as anyone else) both names run as the agent.
+USER_UID = 1000
+ROOT_INSIDE = "root-inside" in sys.argv[1:] and os.getuid() == 0
+# File requests act as the user they name; the others are the agent's own (signals, input, lists).
+FILE_OPERATIONS = {"stat", "mkdir", "move", "list_dir", "remove", "read", "write", "watch"}
+
 
 class Invalid(Exception):
     """A request that does not have the contract's shape."""
@@ -139,6 +148,39 @@ def decode_base64(text):
         return binascii.a2b_base64(text, strict_mode=True)
     except (binascii.Error, ValueError):
         raise Invalid("data: not base64")
+
+
+def user_of(request):
+    # "root" only where root exists here; "user" by default.
+    name = field(request, "user", str, optional=True)
+    if name not in (None, "user", "root"):
+        raise Invalid("user: expected user or root")
+    return "root" if name == "root" and ROOT_INSIDE else "user"
+
+
+class ActingAs:
+    # Root inside, a file request for the user runs with the user's effective ids: what it makes is
+    # the user's, and what the user may not touch it may not either. Root's ids come back after.
+    def __init__(self, user):
+        self.switch = ROOT_INSIDE and user == "user"
+
+    def __enter__(self):
+        if self.switch:
+            os.setegid(USER_UID)
+            os.seteuid(USER_UID)
+
+    def __exit__(self, *failure):
+        if self.switch:
+            os.seteuid(0)
+            os.setegid(0)
+
+
+def become_user():
+    # In a child about to exec as the user: every id the user's, so no capability is left and none
+    # can come back (a saved uid 0 would let it).
+    os.setgroups([])
+    os.setresgid(USER_UID, USER_UID, USER_UID)
+    os.setresuid(USER_UID, USER_UID, USER_UID)
 
 
 def home():
@@ -397,7 +439,8 @@ class Agent:
         try:
             if operation is None:
                 raise Invalid("unknown op")
-            reply = operation(self, request)
+            with ActingAs(user_of(request) if request["op"] in FILE_OPERATIONS else "root"):
+                reply = operation(self, request)
         except Exception as error:
             reply = {"error": failure_of(error)}
         self.send(dict(reply, id=request_id))
@@ -551,6 +594,7 @@ class Agent:
         tag = field(request, "tag", str, optional=True)
         size = field(request, "pty", dict, optional=True)
         keep_stdin = field(request, "stdin", bool)
+        as_root = user_of(request) == "root"
         if not cmd or not all(isinstance(arg, str) for arg in args):
             raise Invalid("cmd and args: expected strings")
         if not all(isinstance(key, str) and key and "=" not in key and isinstance(value, str) for key, value in envs.items()):
@@ -560,6 +604,8 @@ class Agent:
         if size is not None:
             size = (count(size, "rows", 1, 0xFFFF), count(size, "cols", 1, 0xFFFF))
         env = dict(os.environ)
+        if as_root:
+            env["USER"] = "root"
         env.update(envs)
         if size is not None:
             env.setdefault("TERM", "xterm-256color")
@@ -572,6 +618,8 @@ class Agent:
                 parent_fds.append(master)
                 child_fds.append(slave)
                 fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+                if ROOT_INSIDE and not as_root:
+                    os.fchown(slave, USER_UID, USER_UID)  # the user's terminal, as a login gives it
                 stdio = (slave, slave, slave)
                 outputs = {master: "pty"}
                 stdin = master
@@ -593,7 +641,7 @@ class Agent:
             child_fds.append(error_write)
             pid = os.fork()
             if pid == 0:
-                exec_child(cmd, args, env, directory, stdio, size is not None, error_write)
+                exec_child(cmd, args, env, directory, stdio, size is not None, ROOT_INSIDE and not as_root, error_write)
             for fd in child_fds:
                 os.close(fd)
             child_fds = []
@@ -900,10 +948,12 @@ class Agent:
             self.send({"event": "fs", "watch": watch["id"], "name": child, "type": "create"})
 
 
-def exec_child(cmd, args, env, directory, stdio, terminal, error_write):
-    """In the forked child: a session of its own, its stdio, then the program. Never returns;
-    an exec that fails writes its errno to `error_write` for the agent to report."""
+def exec_child(cmd, args, env, directory, stdio, terminal, as_user, error_write):
+    """In the forked child: a session of its own, its stdio, its user, then the program. Never
+    returns; an exec that fails writes its errno to `error_write` for the agent to report."""
     try:
+        if as_user:
+            become_user()
         os.setsid()
         if terminal:
             fcntl.ioctl(stdio[0], termios.TIOCSCTTY, 0)
@@ -931,6 +981,8 @@ def main():
     # again once they exec, which is theirs to be.
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if ROOT_INSIDE:
+        os.setgroups([])  # the processes it starts as root belong to root's group alone
     # The protocol moves to private descriptors (os.dup's are not inheritable), and fds 0-2
     # become /dev/null: nothing the agent starts can write a frame or read a request. The
     # agent's own failure, if any, still reaches whatever stderr it was given.

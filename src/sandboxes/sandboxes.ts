@@ -1,6 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
 import { CodedError, contractError } from '../contract/errors.js';
+import type { AgentUser } from '../contract/sandbox-agent.js';
 import type {
   Sandbox,
   SandboxCreateRequest,
@@ -40,7 +41,7 @@ export interface SandboxAccess {
   accessToken: string | null;
   home: string;
   /** Whom its processes run as when a request names no one. */
-  defaultUser: string;
+  defaultUser: AgentUser;
   /** The python inside it (the system's, at the path the host resolved). */
   python: string;
 }

@@ -51,6 +51,7 @@ const READY_BACKENDS: BackendDescription[] = (['local_process', 'gvisor', 'micro
     memory: ['cgroup'],
     snapshot: false,
     pause: 'files',
+    root_inside: kind !== 'gvisor',
     host_work_dir: kind !== 'microvm',
     profiles: ['snippet', 'run-job', 'task', 'workspace'],
   },

@@ -7,7 +7,7 @@ import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import { HostWorkDir } from '../host/host-work-dir.js';
 import { baseEnvironment } from '../profiles.js';
-import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD } from './launched-sandbox.js';
+import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD, USERNS_FD } from './launched-sandbox.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
 import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
 import type { AttachedNetwork } from '../host/netns-helpers.js';
@@ -89,6 +89,8 @@ export class BubblewrapBackend implements SandboxBackend {
     memory: ['cgroup', 'address-space'],
     snapshot: false,
     pause: 'files',
+    // A second pooled uid, and the map written from outside: only as root (rootInside in types.ts).
+    root_inside: process.getuid?.() === 0,
     host_work_dir: true,
     profiles: ['snippet', 'task', 'run-job', 'workspace'],
   };
@@ -212,8 +214,14 @@ export class BubblewrapBackend implements SandboxBackend {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
     let settleCleanup: (() => void) | null = null;
+    // Root inside takes a second host uid, its own; only with the seccomp filter (bwrap-argv.ts).
+    const rootUid = template.rootInside === true && uid !== null && ready.seccompFile !== null ? await this.acquireUid(true) : null;
+    // The launcher (bwrap) runs as the uid its namespace maps to the job's first identity: root
+    // inside when there is one, else the user. The user's uid owns the work dir either way.
+    const launchUid = rootUid ?? uid;
     const release = () => {
       if (uid !== null) this.uids!.release(uid);
+      if (rootUid !== null) this.uids!.release(rootUid);
     };
     try {
       const { limits } = template;
@@ -221,7 +229,7 @@ export class BubblewrapBackend implements SandboxBackend {
         // Under RLIMIT_AS the program fails its own allocations first; the cgroup is the
         // backstop for the sum over all its processes.
         const memoryBytes = limits.memoryMechanism === 'address-space' ? Math.ceil(limits.memoryBytes * 1.25) : limits.memoryBytes;
-        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses, cpuCores: limits.cpuCores ?? null }, uid);
+        cgroup = await JobCgroup.create(ready.cgroups, { memoryBytes, maxProcesses: limits.maxProcesses, cpuCores: limits.cpuCores ?? null }, launchUid);
       }
       if (uid !== null) await this.jobs.handWritableMounts(template, uid);
       const stagingDir = join(this.options.runtimeDir, 'jobs', ownedName());
@@ -271,15 +279,24 @@ export class BubblewrapBackend implements SandboxBackend {
       settleCleanup = settled;
       // Under cgroup v2 only root may move a process out of the root group: the launcher starts
       // as root and takes the job's uid once inside (launcherArgv).
-      const joinsAsRoot = uid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
-      const { argv, bwrapOptions } = this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, ready, cgroup, joinsAsRoot ? uid : null);
+      const joinsAsRoot = launchUid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
+      const { argv, bwrapOptions } = this.launcherArgv(
+        template,
+        [...template.mounts, ...fileMounts],
+        networkFiles,
+        ready,
+        cgroup,
+        joinsAsRoot ? launchUid : null,
+        rootUid !== null,
+      );
       return await forkWhenQuiet(
         () =>
           new LaunchedSandbox({
             argv,
             bwrapOptions,
             seccompFile: ready.seccompFile,
-            uid: joinsAsRoot ? null : uid,
+            uid: joinsAsRoot ? null : launchUid,
+            userMap: rootUid !== null && uid !== null ? { root: rootUid, user: uid } : null,
             cgroup,
             jobDir: stagingDir,
             stagedFiles,
@@ -318,6 +335,7 @@ export class BubblewrapBackend implements SandboxBackend {
     ready: BubblewrapHost,
     cgroup: JobCgroup | null,
     becomeUid: number | null,
+    rootInside: boolean,
   ): { argv: string[]; bwrapOptions: string[] } {
     const { limits } = template;
     const rlimits = [
@@ -346,7 +364,8 @@ export class BubblewrapBackend implements SandboxBackend {
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,
-      ...(networkFiles ? { infoFd: INFO_FD } : {}),
+      ...(networkFiles || rootInside ? { infoFd: INFO_FD } : {}),
+      ...(rootInside ? { rootInside: { usernsBlockFd: USERNS_FD } } : {}),
       ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),
     });
     const split = bwrapArgs.indexOf('--');

@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import type { HostLayout } from '../host/host-layout.js';
 import type { Mount } from '../types.js';
 import { viewLayers, type WorkspacePlan } from './workspace-profile.js';
@@ -6,6 +7,13 @@ import { viewLayers, type WorkspacePlan } from './workspace-profile.js';
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
 export const SANDBOX_HOSTNAME = 'sandbox';
+/**
+ * What root inside a sandbox made with `rootInside` holds, in its own user namespace: acting as the
+ * user (setuid, setgid), and root's powers over files and processes, which the kernel grants only
+ * toward the uids mapped there (the sandbox's two) and never over host files, owned by unmapped uids.
+ * No CAP_SYS_ADMIN, CAP_NET_*, CAP_MKNOD or CAP_SYS_PTRACE: no mount, no device, no new kernel surface.
+ */
+export const ROOT_INSIDE_CAPABILITIES = ['CAP_CHOWN', 'CAP_DAC_OVERRIDE', 'CAP_FOWNER', 'CAP_KILL', 'CAP_SETGID', 'CAP_SETUID'] as const;
 
 const DEVICES = ['/dev/null', '/dev/zero', '/dev/full', '/dev/random', '/dev/urandom'];
 const DEV_LINKS = [
@@ -53,6 +61,13 @@ export interface BwrapPlan {
   infoFd?: number;
   /** fd holding the BPF syscall filter (seccomp.ts), applied just before exec. */
   seccompFd?: number;
+  /**
+   * The job runs as root of its user namespace (the template's `rootInside`): bwrap waits on this
+   * fd while the host writes the namespace's two-uid map (it reports its pid on infoFd first).
+   * The seccomp filter must be given: it, not --disable-userns (which bwrap refuses with a map
+   * written from outside), is what keeps the job from nested user namespaces.
+   */
+  rootInside?: { usernsBlockFd: number };
 }
 
 /**
@@ -73,15 +88,11 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
     '--unshare-uts',
     '--unshare-cgroup',
     '--unshare-net',
-    '--uid', String(SANDBOX_UID),
-    '--gid', String(SANDBOX_GID),
+    ...identityArgs(plan),
     '--hostname', SANDBOX_HOSTNAME,
-    // No nested user namespaces: they are the usual first step of a kernel exploit.
-    '--disable-userns',
     // Lifetime: the job dies with its supervisor and cannot reach our terminal (TIOCSTI).
     '--die-with-parent',
     '--new-session',
-    '--cap-drop', 'ALL',
     ...(plan.seccompFd !== undefined ? ['--seccomp', String(plan.seccompFd)] : []),
     // Environment: exactly what the caller listed.
     '--clearenv',
@@ -93,6 +104,9 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
   // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
   for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
+  // bwrap makes the parent of a file it binds 0700, its own: with root inside, the user could not
+  // read /etc or /etc/ssl. Made first, 0755 as on every system.
+  for (const dir of etcDirectories(plan)) args.push('--perms', '0755', '--dir', dir);
   for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
   if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
   if (plan.networkFiles?.caBundle) args.push('--ro-bind', plan.networkFiles.caBundle, CA_BUNDLE_SANDBOX_PATH);
@@ -110,10 +124,11 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
     for (const device of DEVICES) args.push('--dev-bind', device, device);
     for (const [link, target] of DEV_LINKS) args.push('--symlink', target, link);
   }
-  args.push('--size', String(plan.shmBytes), '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
+  args.push('--perms', '1777', '--size', String(plan.shmBytes), '--tmpfs', '/dev/shm', '--remount-ro', '/dev');
 
-  // Writable space is size-limited tmpfs only, gone when the job ends.
-  args.push('--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
+  // Writable space is size-limited tmpfs only, gone when the job ends; everyone's, sticky, as a
+  // /tmp is (bwrap makes it its user's, and with root inside that is not the user).
+  args.push('--perms', '1777', '--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
   args.push('--dir', plan.cwd);
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);
@@ -122,6 +137,28 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
 
   args.push('--chdir', plan.cwd, '--', ...plan.argv);
   return args;
+}
+
+/** /etc and each directory under it that holds a file the job gets there, parents first. */
+function etcDirectories(plan: BwrapPlan): string[] {
+  const files = [...plan.layout.etc, '/etc/passwd', CA_BUNDLE_SANDBOX_PATH];
+  const directories = new Set<string>(['/etc']);
+  for (const file of files) {
+    for (let dir = posix.dirname(file); dir.startsWith('/etc/'); dir = posix.dirname(dir)) directories.add(dir);
+  }
+  return [...directories].sort();
+}
+
+/**
+ * Who the job is. As the user: uid 1000 alone in its namespace, no capability, and no nested user
+ * namespaces (the usual first step of a kernel exploit). As root inside: uid 0 with
+ * ROOT_INSIDE_CAPABILITIES, in a namespace whose map the host writes (uid 1000 mapped too).
+ */
+function identityArgs(plan: BwrapPlan): string[] {
+  if (!plan.rootInside) return ['--uid', String(SANDBOX_UID), '--gid', String(SANDBOX_GID), '--disable-userns', '--cap-drop', 'ALL'];
+  if (plan.seccompFd === undefined || plan.infoFd === undefined) throw new Error('root inside a sandbox needs the seccomp filter and the info fd');
+  const added = ROOT_INSIDE_CAPABILITIES.flatMap((capability) => ['--cap-add', capability]);
+  return ['--userns-block-fd', String(plan.rootInside.usernsBlockFd), '--uid', '0', '--gid', '0', '--cap-drop', 'ALL', ...added];
 }
 
 /**

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
@@ -8,6 +8,7 @@ import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
 import { signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
+import { SANDBOX_UID } from './bwrap-argv.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
 import { SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
 
@@ -20,8 +21,10 @@ export const SECCOMP_FD = 4;
  * values above all) never shows in any /proc/<pid>/cmdline on the host.
  */
 export const ARGS_FD = 5;
-/** bwrap reports the sandbox's pid and namespaces on this fd (--info-fd), for sandboxes with egress. */
+/** bwrap reports the sandbox's pid and namespaces on this fd (--info-fd), for sandboxes with egress or root inside. */
 export const INFO_FD = 6;
+/** With root inside, bwrap waits on this fd (--userns-block-fd) until the host has written its user namespace's map. */
+export const USERNS_FD = 7;
 
 /** What a sandbox says while setting up is kept for the error if it dies before its job. */
 const SETUP_OUTPUT_LIMIT = 16 * 1024;
@@ -34,6 +37,11 @@ export interface LaunchParts extends HostDirParts {
   /** Host file holding the encoded seccomp filter, passed as fd SECCOMP_FD. */
   seccompFile: string | null;
   uid: number | null;
+  /**
+   * Root inside (the template's `rootInside`): the host uids the sandbox's root (0) and user (1000)
+   * are, written as its user namespace's map while bwrap waits on USERNS_FD; null: the user alone.
+   */
+  userMap: { root: number; user: number } | null;
   /** For a template made with guardExec: what its rules are checked against and encoded with. */
   execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
   /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
@@ -75,7 +83,11 @@ export class LaunchedSandbox extends HostDirSandbox {
     const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
     const devNull = openSync('/dev/null', 'r');
     try {
-      const stdio = stdioWithoutLeaks<'pipe' | number>(['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe', parts.network ? 'pipe' : 'ignore'], devNull);
+      const reports = parts.network !== null || parts.userMap !== null;
+      const stdio = stdioWithoutLeaks<'pipe' | number>(
+        ['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe', reports ? 'pipe' : 'ignore', ...(parts.userMap ? ['pipe' as const] : [])],
+        devNull,
+      );
       this.child = spawn(command!, args, {
         // Its own process group: a timeout kills the group, the PID namespace takes the rest.
         detached: true,
@@ -91,9 +103,11 @@ export class LaunchedSandbox extends HostDirSandbox {
     this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
     this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
-    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)]) stream?.on('error', () => undefined);
+    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD), this.pipe(USERNS_FD)]) stream?.on('error', () => undefined);
     this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
-    parts.network?.attach(this.readInfo());
+    const info = parts.network || parts.userMap ? this.readInfo() : null;
+    if (parts.userMap && info) void this.mapUsers(parts.userMap, info);
+    if (parts.network && info) parts.network.attach(info);
     this.ended = new Promise<Omit<Exit, 'oomKilled' | 'usage'>>((resolve) => {
       this.child.on('error', () => resolve({ code: null, signal: null }));
       this.child.on('close', (code, signal) => resolve({ code, signal }));
@@ -167,17 +181,38 @@ export class LaunchedSandbox extends HostDirSandbox {
     }
   }
 
-  /** bwrap's --info-fd JSON: the sandbox's pid and namespace ids, written once, then closed. */
+  /**
+   * bwrap's --info-fd JSON: the sandbox's pid and namespace ids, written once. Taken as soon as it
+   * parses: with root inside, bwrap's child holds the fd open while it waits for its map.
+   */
   private async readInfo(): Promise<SandboxInfo | null> {
     const chunks: Buffer[] = [];
     try {
-      for await (const chunk of this.pipe(INFO_FD)) chunks.push(chunk as Buffer);
-      const info = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>;
-      const pid = info['child-pid'];
-      const netNamespace = info['net-namespace'];
-      return typeof pid === 'number' && typeof netNamespace === 'number' ? { pid, netNamespace } : null;
+      for await (const chunk of this.pipe(INFO_FD)) {
+        chunks.push(chunk as Buffer);
+        const info = parsedInfo(Buffer.concat(chunks));
+        if (info) return info;
+      }
     } catch {
-      return null;
+      // the sandbox died before it said
+    }
+    return null;
+  }
+
+  /**
+   * Writes the sandbox's user namespace map (root and the user, each to its host uid, gids alike),
+   * which only the host's root may, then lets bwrap go on. A sandbox that cannot be mapped is killed.
+   */
+  private async mapUsers(users: { root: number; user: number }, info: Promise<SandboxInfo | null>): Promise<void> {
+    const said = await info;
+    try {
+      if (!said) throw new Error('bwrap did not report its pid');
+      const map = `0 ${users.root} 1\n${SANDBOX_UID} ${users.user} 1\n`;
+      writeFileSync(`/proc/${said.pid}/uid_map`, map);
+      writeFileSync(`/proc/${said.pid}/gid_map`, map);
+      this.pipe(USERNS_FD).end('1');
+    } catch {
+      this.kill();
     }
   }
 
@@ -205,7 +240,16 @@ export class LaunchedSandbox extends HostDirSandbox {
 
   /** An idle sandbox must not keep the host process alive on its own. */
   private setIdle(idle: boolean): void {
-    const handles = [this.child, this.child.stdin, this.child.stdout, this.child.stderr, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD)] as Array<{
+    const handles = [
+      this.child,
+      this.child.stdin,
+      this.child.stdout,
+      this.child.stderr,
+      this.pipe(RELEASE_FD),
+      this.pipe(ARGS_FD),
+      this.pipe(INFO_FD),
+      this.pipe(USERNS_FD),
+    ] as Array<{
       ref?(): void;
       unref?(): void;
     } | null>;
@@ -215,4 +259,17 @@ export class LaunchedSandbox extends HostDirSandbox {
     }
     this.parts.network?.setIdle(idle);
   }
+}
+
+/** bwrap's info once it is whole JSON (null until then, or if it lacks the pid or net namespace). */
+function parsedInfo(text: Buffer): SandboxInfo | null {
+  let info: Record<string, unknown>;
+  try {
+    info = JSON.parse(text.toString('utf8')) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+  const pid = info['child-pid'];
+  const netNamespace = info['net-namespace'];
+  return typeof pid === 'number' && typeof netNamespace === 'number' ? { pid, netNamespace } : null;
 }

@@ -62,6 +62,9 @@ export class GvisorBackend implements SandboxBackend {
     memory: ['cgroup', 'address-space'],
     snapshot: false,
     pause: 'files',
+    // runsc here takes no user namespace map, and its gofer would write root's files as the
+    // host's root (in the nosuid work dir, but still): root's requests run as the user.
+    root_inside: false,
     host_work_dir: true,
     profiles: ['snippet', 'task', 'run-job'],
   };

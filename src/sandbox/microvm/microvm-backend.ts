@@ -55,6 +55,8 @@ export class MicrovmBackend implements SandboxBackend {
     memory: ['vm', 'address-space'],
     snapshot: true,
     pause: 'files',
+    // The guest's bubblewrap gives it, the guest's agent being the guest's root.
+    root_inside: true,
     host_work_dir: false,
     profiles: ['snippet', 'task', 'run-job'],
   };

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { createClient } from '@connectrpc/connect';
@@ -12,6 +13,26 @@ import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
+
+const PYTHON = '/usr/bin/python3';
+
+/** The host pid of the process whose argv[0] is `name`, once there is one. */
+async function hostPidNamed(name: string): Promise<string> {
+  const cmdlineOf = (pid: string) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      return ''; // ended since the listing
+    }
+  };
+  let found: string | undefined;
+  await waitUntil(() => (found = readdirSync('/proc').find((pid) => /^\d+$/.test(pid) && cmdlineOf(pid).split('\0')[0] === name)) !== undefined, `${name} runs on the host`);
+  return found!;
+}
+
+function hostUidOf(pid: string): number {
+  return Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+}
 
 /** The status of GET /health sent to the service under another host name (fetch keeps Host its own). */
 function statusByHost(url: string, host: string): Promise<number> {
@@ -62,6 +83,15 @@ describe('the e2b SDK against agent-runner', async () => {
         assert.deepEqual({ exitCode: result.exitCode, stdout: result.stdout, stderr: result.stderr }, { exitCode: 0, stdout: 'hello from /home/user as user\n', stderr: 'oops\n' });
         await sandbox.files.write('notes/today.txt', 'kept');
         assert.equal((await sandbox.commands.run('cat notes/today.txt')).stdout, 'kept');
+        // E2B's root: uid 0 of the sandbox's own namespace or VM where the backend has one
+        // (capabilities.root_inside), else the user. What root writes, the user may not change.
+        const rootInside = kind !== 'gvisor';
+        const owners = `${PYTHON} -c 'import os, pwd, sys; print(*(pwd.getpwuid(os.stat(path).st_uid).pw_name for path in sys.argv[1:]))'`;
+        const asRoot = await sandbox.commands.run(`whoami; touch by-root.sh; ${owners} by-root.sh`, { user: 'root' });
+        assert.equal(asRoot.stdout, rootInside ? 'root\nroot\n' : 'user\nuser\n');
+        await sandbox.files.write('by-root.txt', 'root wrote this', { user: 'root' });
+        const asUser = await sandbox.commands.run(`${owners} by-root.txt notes/today.txt; echo more >> by-root.txt 2>/dev/null || echo refused`);
+        assert.equal(asUser.stdout, rootInside ? 'root user\nrefused\n' : 'user user\n');
         // Read where the sandbox's processes are counted: the host's cgroup, or the guest's in a VM.
         const [reading] = await sandbox.getMetrics();
         assert.ok(reading && reading.memUsed > 0 && reading.memTotal >= reading.memUsed && reading.diskTotal > 0, `metrics on ${kind}: ${JSON.stringify(reading)}`);
@@ -76,6 +106,27 @@ describe('the e2b SDK against agent-runner', async () => {
       }
     });
   }
+
+  it("root inside a sandbox is no one on the host: a pooled uid, six capabilities that reach only the sandbox's own", async () => {
+    const sandbox = await create();
+    const marker = `root-marker-${randomBytes(4).toString('hex')}`;
+    const asRoot = (command: string) => sandbox.commands.run(command, { user: 'root' }).catch((error: unknown) => error as CommandExitError);
+    const sleeper = await sandbox.commands.run(`exec -a ${marker} sleep 600`, { user: 'root', background: true });
+    const uid = hostUidOf(await hostPidNamed(marker));
+    assert.ok(uid >= 64100 && uid < 64100 + 256, `root inside runs as a pooled host uid, not ${uid}`);
+    const user = await sandbox.commands.run(`exec -a ${marker}-user sleep 600`, { background: true });
+    assert.notEqual(hostUidOf(await hostPidNamed(`${marker}-user`)), uid, 'root and the user are two host uids');
+    // Root's powers stop at the sandbox: no mount, no new namespace, no device, a read-only system.
+    const tried = await asRoot(
+      'grep CapEff /proc/self/status; mount -t tmpfs x /tmp 2>&1 || echo no mount; unshare -U true 2>&1 || echo no userns; mknod /tmp/null c 1 3 2>&1 || echo no mknod; echo x > /usr/bin/x 2>&1 || echo no system write',
+    );
+    assert.match(tried.stdout, /^CapEff:\s+00000000000000eb\n/);
+    for (const refused of ['no mount', 'no userns', 'no mknod', 'no system write']) assert.ok(tried.stdout.includes(refused), `${refused}: ${tried.stdout}`);
+    // The user holds no capability, and cannot become root again.
+    const plain = await sandbox.commands.run(`grep CapEff /proc/self/status; ${PYTHON} -c 'import os; os.setuid(0)' 2>&1 | tail -1`);
+    assert.match(plain.stdout, /^CapEff:\s+0000000000000000\nPermissionError/);
+    await Promise.all([sleeper.kill(), user.kill()]);
+  });
 
   it('commands: foreground, exit codes, background handles, stdin, connect, list and kill; metrics', async () => {
     const sandbox = await create({ envs: { FROM_CREATE: 'c' } });

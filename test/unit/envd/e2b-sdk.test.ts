@@ -48,7 +48,12 @@ describe('the e2b SDK against envd', () => {
     const result = await sandbox.commands.run('echo hello', { cwd: '/tmp', envs: { A: '1' } });
     assert.deepEqual([result.exitCode, result.stdout, result.stderr], [0, 'hello\n', '']);
     const start = target.agent.requests.findLast((request) => request.op === 'start');
-    assert.deepEqual(start, { op: 'start', cmd: '/bin/bash', args: ['-l', '-c', 'echo hello'], envs: { A: '1' }, cwd: '/tmp', stdin: false });
+    assert.deepEqual(start, { op: 'start', cmd: '/bin/bash', args: ['-l', '-c', 'echo hello'], envs: { A: '1' }, cwd: '/tmp', stdin: false, user: 'user' });
+    // The user a call names reaches the agent: processes and files alike.
+    await sandbox.commands.run('echo hello', { user: 'root' });
+    assert.equal(target.agent.requests.findLast((request) => request.op === 'start')?.user, 'root');
+    await sandbox.files.write('/tmp/by-root', 'r', { user: 'root' });
+    assert.equal(target.agent.requests.findLast((request) => request.op === 'write')?.user, 'root');
     await assert.rejects(sandbox.commands.run('exit 3'), (error: unknown) => error instanceof CommandExitError && error.exitCode === 3 && error.stderr === 'failing\n');
   });
 

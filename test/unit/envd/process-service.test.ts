@@ -55,7 +55,7 @@ describe('envd process.Process', () => {
     const stream = envd.client(Process, 'sbx1').start({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'x'], envs: { A: '1' } }, stdin: false });
     assert.deepEqual(await eventsOf(stream), ['start', 'stdout:one ', 'stderr:oops', 'stdout:two', 'end:3:true:exit status 3:exit status 3']);
     const started = target.agent.requests.find((request) => request.op === 'start');
-    assert.deepEqual(started, { op: 'start', cmd: '/bin/bash', args: ['-l', '-c', 'x'], envs: { A: '1' }, cwd: '/home/user', stdin: false });
+    assert.deepEqual(started, { op: 'start', cmd: '/bin/bash', args: ['-l', '-c', 'x'], envs: { A: '1' }, cwd: '/home/user', stdin: false, user: 'user' });
   });
 
   it('reports a process a signal ended as Go does: exit code -1, not exited, "signal: killed"', async () => {

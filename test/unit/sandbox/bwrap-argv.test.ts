@@ -25,9 +25,9 @@ describe('bubblewrap argv', () => {
     // prettier-ignore
     assert.deepEqual(bwrapFlags(args), [
       '--unshare-user', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup', '--unshare-net',
-      '--uid 1000', '--gid 1000', '--hostname sandbox', '--disable-userns', '--die-with-parent', '--new-session', '--cap-drop ALL',
+      '--uid 1000', '--gid 1000', '--disable-userns', '--cap-drop ALL', '--hostname sandbox', '--die-with-parent', '--new-session',
       '--clearenv', '--setenv PATH /usr/bin', '--setenv HOME /tmp',
-      '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /dev/null /usr/bin/dash', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
+      '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /dev/null /usr/bin/dash', '--perms 0755', '--dir /etc', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
       '--ro-bind /state/passwd /etc/passwd', '--ro-bind /state/group /etc/group',
       '--proc /proc', '--ro-bind /state/meminfo /proc/meminfo',
       '--size 65536', '--tmpfs /dev',
@@ -35,8 +35,8 @@ describe('bubblewrap argv', () => {
       '--dev-bind /dev/random /dev/random', '--dev-bind /dev/urandom /dev/urandom',
       '--symlink /proc/self/fd /dev/fd', '--symlink /proc/self/fd/0 /dev/stdin',
       '--symlink /proc/self/fd/1 /dev/stdout', '--symlink /proc/self/fd/2 /dev/stderr',
-      '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev',
-      '--size 1024', '--tmpfs /tmp', '--dir /tmp/job-1',
+      '--perms 1777', '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev',
+      '--perms 1777', '--size 1024', '--tmpfs /tmp', '--dir /tmp/job-1',
       '--ro-bind /state/jobs/1/script.py /tmp/job-1/script.py',
       '--remount-ro /',
       '--chdir /tmp/job-1',
@@ -47,7 +47,21 @@ describe('bubblewrap argv', () => {
   it("gives a sandbox with terminals bwrap's /dev (its own devpts), read-only but for /dev/shm", () => {
     const flags = bwrapFlags(buildBwrapArgs({ ...plan, terminals: true }));
     const dev = flags.slice(flags.indexOf('--ro-bind /state/meminfo /proc/meminfo') + 1, flags.indexOf('--remount-ro /dev') + 1);
-    assert.deepEqual(dev, ['--dev /dev', '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev']);
+    assert.deepEqual(dev, ['--dev /dev', '--perms 1777', '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev']);
+  });
+
+  it('makes root inside a user namespace whose map the host writes: root with six capabilities, nested namespaces left to seccomp', () => {
+    const flags = bwrapFlags(buildBwrapArgs({ ...plan, seccompFd: 4, infoFd: 6, rootInside: { usernsBlockFd: 7 } }));
+    const identity = flags.slice(flags.indexOf('--unshare-net') + 1, flags.indexOf('--hostname sandbox'));
+    // prettier-ignore
+    assert.deepEqual(identity, [
+      '--userns-block-fd 7', '--uid 0', '--gid 0', '--cap-drop ALL',
+      '--cap-add CAP_CHOWN', '--cap-add CAP_DAC_OVERRIDE', '--cap-add CAP_FOWNER', '--cap-add CAP_KILL', '--cap-add CAP_SETGID', '--cap-add CAP_SETUID',
+    ]);
+    assert.ok(flags.includes('--seccomp 4') && flags.includes('--info-fd 6'));
+    // bwrap refuses --disable-userns beside a map written from outside; the filter refuses clone(CLONE_NEWUSER) and unshare.
+    assert.ok(!flags.includes('--disable-userns'));
+    assert.throws(() => buildBwrapArgs({ ...plan, infoFd: 6, rootInside: { usernsBlockFd: 7 } }), /seccomp/);
   });
 
   it('never shares the host network: egress gets its own resolver files and reports the sandbox for attaching', () => {
