@@ -46,7 +46,15 @@ export async function runToEnd(sandboxId: string, agent: SandboxAgentPort, reque
   let pid: number;
   try {
     ({ pid } = await agent.start(
-      { op: 'start', cmd: cmd!, args, envs: request.envs ?? {}, ...(request.cwd === undefined ? {} : { cwd: request.cwd }), stdin: request.stdin !== undefined },
+      {
+        op: 'start',
+        cmd: cmd!,
+        args,
+        envs: request.envs ?? {},
+        ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+        stdin: request.stdin !== undefined,
+        user: request.user ?? 'user',
+      },
       listener,
     ));
   } catch (error) {

@@ -57,9 +57,10 @@ export function registerSandbox(program: Command): void {
     .option('-c, --cmd <line>', 'a command line, run by /bin/bash -l -c')
     .option('-t, --timeout <seconds>', 'seconds it may run; past it its whole process tree is killed (exit_code 124)')
     .option('--cwd <dir>', 'where it runs (default /home/user)')
+    .addOption(new Option('-u, --user <name>', "whom it runs as: the sandbox's user, or root where the backend has one").choices(['user', 'root']))
     .option('-e, --env <KEY=VALUE>', 'environment addition (repeatable)', collect, [])
     .addOption(new Option('-i, --stdin <file>', 'its standard input, from a file (- for this command’s stdin)'))
-    .action((id: string, argv: string[], flags: ServerFlags & { cmd?: string; timeout?: string; cwd?: string; env: string[]; stdin?: string }) =>
+    .action((id: string, argv: string[], flags: ServerFlags & { cmd?: string; timeout?: string; cwd?: string; user?: 'user' | 'root'; env: string[]; stdin?: string }) =>
       answer(flags, async (client) => {
         if ((flags.cmd === undefined) === (argv.length === 0)) throw new Error('give a command after -- or a shell line with --cmd, not both');
         const timeout = positiveOption('--timeout', flags.timeout, { integer: false });
@@ -68,6 +69,7 @@ export function registerSandbox(program: Command): void {
         const common = {
           ...(timeout === undefined ? {} : { timeout }),
           ...(flags.cwd ? { cwd: flags.cwd } : {}),
+          ...(flags.user ? { user: flags.user } : {}),
           ...(Object.keys(envs).length ? { envs } : {}),
           ...(stdin === undefined ? {} : { stdin }),
         };

@@ -114,6 +114,8 @@ describe('sandboxes through the client, the CLI and MCP', () => {
     assert.equal(JSON.parse(failing.stdout).stdout, 'from stdin\n');
     const shell = await runCli('agent-runner', ['sandbox', 'exec', id, '--cmd', 'tr a-z A-Z < notes.txt > upper.txt', ...flags]);
     assert.equal(shell.code, 0, shell.stdout);
+    const root = await runCli('agent-runner', ['sandbox', 'exec', id, '--user', 'root', ...flags, '--', 'id', '-un']);
+    assert.equal(JSON.parse(root.stdout).stdout, 'root\n', root.stderr);
     const got = await runCli('agent-runner', ['sandbox', 'get', id, 'upper.txt', ...flags]);
     assert.equal(got.code, 0, got.stderr);
     assert.equal(got.stdout, 'FROM STDIN\n');
