@@ -225,6 +225,23 @@ export const ServiceSettingsSchema = Section({
   storeDir: Type.String({ minLength: 1, default: SERVICE_DEFAULTS.storeDir, description: 'Run store directory (relative: to the working directory).' }),
   token: Nullable(Type.String({ minLength: 1 }), 'API token for Authorization: Bearer (null: generated into <stateDir>/service-token on first start).'),
   auth: Type.Boolean({ default: true, description: 'Every route but /health needs the bearer token; false opts out (loopback addresses only).' }),
+  apiKeys: Type.Record(
+    Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' }),
+    Type.Object(
+      {
+        key: Type.String({ minLength: 16, description: 'What the client sends (Authorization: Bearer, or X-API-Key as E2B_API_KEY).' }),
+        maxSandboxes: Type.Optional(
+          Nullable(Type.Integer({ minimum: 1 }), 'Sandboxes it may hold running at once (429 sandboxes.key_full beyond; null or absent: only sandboxes.max).'),
+        ),
+      },
+      { additionalProperties: false },
+    ),
+    {
+      default: {},
+      description:
+        'API keys by name beside the token, for several clients of one service: each sees and acts on only the sandboxes it made (the token sees all), and may be capped in how many it holds.',
+    },
+  ),
   queueCapacity: PositiveInteger(SERVICE_DEFAULTS.queueCapacity, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
   bodyLimitBytes: PositiveInteger(SERVICE_DEFAULTS.bodyLimitBytes, 'Largest request body; 413 beyond.'),
   clients: Section(

@@ -28,6 +28,7 @@ export const ERROR_CODES = {
     description: 'the process that held the session (a front door’s worker) stopped or died: the session and its files are gone; create another',
   },
   'sandboxes.full': { http: 503, description: 'as many sandboxes as the server allows are running; kill one or retry later' },
+  'sandboxes.key_full': { http: 429, description: 'as many sandboxes as this API key may hold are running (service.apiKeys.<name>.maxSandboxes); kill one of them first' },
   'sandbox.not_found': { http: 404, description: 'no sandbox with that id (ended sandboxes are forgotten after a while)' },
   'sandbox.ended': { http: 409, description: 'the sandbox has ended (its ended_reason says why); create another' },
   'sandbox.lost': {

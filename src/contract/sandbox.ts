@@ -58,6 +58,9 @@ export const SandboxSchema = Type.Object(
     on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
     paused_at: Type.Optional(Type.String({ format: 'date-time' })),
     kept: Type.Optional(PauseKindSchema),
+    api_key: Type.Optional(
+      Type.String({ description: 'The name of the API key that made it (service.apiKeys); absent: the service token. Only that key and the service token see it.' }),
+    ),
   },
   { $id: 'Sandbox', additionalProperties: false, title: 'A sandbox' },
 );
@@ -134,6 +137,7 @@ export const SnapshotSchema = Type.Object(
     kept: PauseKindSchema,
     bytes: Type.Integer({ description: 'Disk it takes.' }),
     created_at: Type.String({ format: 'date-time' }),
+    api_key: Type.Optional(Type.String({ description: 'The API key whose sandbox it was taken of; only that key and the service token see it.' })),
   },
   { $id: 'Snapshot', additionalProperties: false },
 );

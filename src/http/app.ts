@@ -49,6 +49,8 @@ export interface AppOptions {
   defaultBackend: string;
   /** Required on every route but /health; null: no authentication (`--no-auth`, loopback only). */
   token: string | null;
+  /** Keys of other clients beside the token (service.apiKeys): each sees only its own sandboxes. */
+  apiKeys?: ServiceSettings['apiKeys'];
   bodyLimitBytes: number;
   /** Deadlines and connection counts that keep a slow or greedy client from holding the service. */
   clients: ServiceSettings['clients'];
@@ -103,7 +105,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Before auth and every other hook: a sandbox's traffic is its envd's, which checks its own token.
   installEnvdProxy(app, options.sandboxes);
   closeOnUnreadBody(app);
-  if (options.token) installBearerAuth(app, options.token);
+  app.decorateRequest('apiKey', null);
+  if (options.token) installBearerAuth(app, options.token, options.apiKeys);
   installSandboxForwarding(app, options.sandboxes);
   installMediaTypeGate(app);
   countRequests(app);

@@ -1,7 +1,7 @@
 import { SandboxListSchema, type Sandbox } from '../contract/sandbox.js';
 import { validate } from '../contract/validate.js';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
-import type { SandboxHost, SandboxPlace } from '../sandboxes/sandbox-host.js';
+import { keyFullError, type SandboxHost, type SandboxPlace } from '../sandboxes/sandbox-host.js';
 import type { Owners } from './owners.js';
 
 /** A front door that does not answer a listing this soon is left out of it (its sandboxes are lost with it). */
@@ -22,6 +22,8 @@ export class ClusterSandboxes implements SandboxHost {
     private readonly self: () => string,
     /** The service token, which the other front doors take too. */
     private readonly token: string | null,
+    /** Each API key's cap on the sandboxes it holds running (service.apiKeys), by name. */
+    private readonly keyCaps: Readonly<Record<string, number | null>> = {},
   ) {}
 
   async list(scope: 'everywhere' | 'here' = 'everywhere'): Promise<Sandbox[]> {
@@ -45,8 +47,17 @@ export class ClusterSandboxes implements SandboxHost {
     }
   }
 
-  async create(request: Parameters<SandboxHost['create']>[0]) {
-    const sandbox = await this.local.create(request);
+  /**
+   * A key's cap counts its sandboxes on every front door: looked at before this one starts another
+   * (two creates at the same instant on two front doors may both pass it).
+   */
+  async create(request: Parameters<SandboxHost['create']>[0], apiKey?: string) {
+    const cap = apiKey === undefined ? null : (this.keyCaps[apiKey] ?? null);
+    if (apiKey !== undefined && cap !== null) {
+      const held = (await this.list()).filter((sandbox) => sandbox.api_key === apiKey && sandbox.state === 'running').length;
+      if (held >= cap) throw keyFullError(apiKey, cap);
+    }
+    const sandbox = await this.local.create(request, apiKey);
     try {
       await this.owners.record(sandbox.id, this.self());
     } catch (error) {

@@ -42,6 +42,8 @@ export interface SandboxPlan {
   onTimeout?: 'kill' | 'pause';
   /** When it first started: a resumed sandbox's is its first start's. Default: now. */
   startedAt?: Date;
+  /** The name of the API key that made it (service.apiKeys); undefined: the service token. */
+  apiKey?: string;
   /** Its longest life, however its timeout is moved. */
   maxLifetimeMs: number;
   /**
@@ -134,6 +136,11 @@ export class LiveSandbox {
     return this.plan.backend.capabilities.pause;
   }
 
+  /** The name of the API key that made it; undefined: the service token. */
+  get apiKey(): string | undefined {
+    return this.plan.apiKey;
+  }
+
   /** What it was made with, as kept with its paused state or a snapshot of it. */
   keptAs(): KeptSandbox {
     const { plan } = this;
@@ -151,6 +158,7 @@ export class LiveSandbox {
       memory_mb: described.memory_mb,
       disk_size_mb: described.disk_size_mb,
       ...(plan.onTimeout && { on_timeout: plan.onTimeout }),
+      ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
     };
   }
 
@@ -184,6 +192,7 @@ export class LiveSandbox {
       ...(withToken && plan.accessToken !== null ? { envd_access_token: plan.accessToken } : {}),
       ...(this.served.reason === null ? {} : { ended_reason: this.served.reason }),
       ...(plan.onTimeout === 'pause' && { on_timeout: 'pause' as const }),
+      ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
     };
   }
 

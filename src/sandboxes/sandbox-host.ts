@@ -1,3 +1,4 @@
+import { CodedError, contractError } from '../contract/errors.js';
 import type {
   Sandbox,
   SandboxCreateRequest,
@@ -21,7 +22,8 @@ import type {
  * (`envdSocket`), where the front door forwards what the E2B SDK sends a sandbox.
  */
 export interface SandboxHost {
-  create(request: SandboxCreateRequest): Promise<Sandbox>;
+  /** For the API key named `apiKey` (service.apiKeys; undefined: the service token), which the sandbox then belongs to. */
+  create(request: SandboxCreateRequest, apiKey?: string): Promise<Sandbox>;
   /**
    * Running and recently ended sandboxes: of every front door (`everywhere`, the distributed
    * mode asking the others), or of this one's worker only (`here`: a list another front door asked for).
@@ -65,3 +67,13 @@ export interface SandboxHost {
 }
 
 export type SandboxPlace = { here: true } | { address: string };
+
+/** No sandbox by that id (or none the asking API key may see). */
+export function sandboxNotFound(id: string): CodedError {
+  return new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
+}
+
+/** An API key holds as many running sandboxes as it may (service.apiKeys.<name>.maxSandboxes). */
+export function keyFullError(apiKey: string, cap: number): CodedError {
+  return new CodedError(contractError('sandboxes.key_full', `API key ${apiKey} holds ${cap} running sandboxes, the most it may; kill one of them first`, { max: cap }));
+}

@@ -30,6 +30,7 @@ import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './liv
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
 import { packHome, unpackHome, type ArchiveRun } from './home-archive.js';
+import { keyFullError, sandboxNotFound } from './sandbox-host.js';
 import { describeSnapshot, expired, SnapshotStore, type KeptState } from './snapshot-store.js';
 import { sandboxDuration } from '../util/metrics.js';
 import { frozen } from './frozen-processes.js';
@@ -55,7 +56,8 @@ export class Sandboxes {
   private readonly sandboxes = new Map<string, LiveSandbox>();
   /** Aborted when a sandbox ends: what waits on its agent (exec) stops waiting. */
   private readonly endings = new Map<string, AbortController>();
-  private starting = 0;
+  /** The API key (undefined: the service token) of each sandbox being started. */
+  private readonly starting = new Map<object, string | undefined>();
   private closed = false;
   /** The code-interpreter contexts of these sandboxes (port 49999 and run_code). */
   readonly codeContexts = new CodeContexts();
@@ -80,11 +82,17 @@ export class Sandboxes {
     this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS).unref();
   }
 
-  /** Starts a sandbox, from a template or a snapshot; throws CodedError (validation, template.not_found, sandboxes.full, backend.*). */
-  async create(request: SandboxCreateRequest): Promise<Sandbox> {
+  /**
+   * Starts a sandbox, from a template or a snapshot, for the API key named `apiKey` (undefined: the
+   * service token); throws CodedError (validation, template.not_found, sandboxes.full,
+   * sandboxes.key_full, backend.*). Another key's snapshot is no template of this key's.
+   */
+  async create(request: SandboxCreateRequest, apiKey?: string): Promise<Sandbox> {
     await this.loaded;
-    const snapshot = this.snapshotNamed(request.template);
-    const sandbox = snapshot ? await this.launch(fromState(snapshot, request), snapshot) : await this.launch(request, null);
+    const found = this.snapshotNamed(request.template);
+    const snapshot = found && (apiKey === undefined || found.sandbox.api_key === apiKey) ? found : undefined;
+    const owned: LaunchRequest = { ...request, ...(apiKey !== undefined && { api_key: apiKey }) };
+    const sandbox = snapshot ? await this.launch(fromState(snapshot, owned), snapshot) : await this.launch(owned, null);
     return sandbox.describe(true);
   }
 
@@ -290,9 +298,10 @@ export class Sandboxes {
     await Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
   }
 
-  private liveCount(): number {
+  /** Running sandboxes: all, or those of one API key. */
+  private liveCount(apiKey?: string): number {
     let live = 0;
-    for (const sandbox of this.sandboxes.values()) if (sandbox.running) live += 1;
+    for (const sandbox of this.sandboxes.values()) if (sandbox.running && (apiKey === undefined || sandbox.apiKey === apiKey)) live += 1;
     return live;
   }
 
@@ -300,7 +309,7 @@ export class Sandboxes {
     const found = this.sandboxes.get(id);
     if (found) return found;
     if (this.pausedState(id)) throw new CodedError(contractError('sandbox.paused', `sandbox ${id} is paused: resume it first`));
-    throw new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
+    throw sandboxNotFound(id);
   }
 
   private running(id: string): LiveSandbox {
@@ -372,15 +381,21 @@ export class Sandboxes {
    * before anyone can reach it; a sandbox whose files could not be put back is ended, not handed out.
    * `identity` keeps a resumed sandbox's id, token and start.
    */
-  private async launch(request: SandboxCreateRequest, from: KeptState | null, identity?: { id: string; accessToken: string | null; startedAt: string }): Promise<LiveSandbox> {
+  private async launch(request: LaunchRequest, from: KeptState | null, identity?: { id: string; accessToken: string | null; startedAt: string }): Promise<LiveSandbox> {
     const settings = this.runtime.config.sandboxes;
     if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
-    if (this.liveCount() + this.starting >= settings.max) {
+    if (this.liveCount() + this.starting.size >= settings.max) {
       throw new CodedError(contractError('sandboxes.full', `${settings.max} sandboxes are running, the most this server allows; kill one or retry later`, { max: settings.max }), {
         retry_after_seconds: 5,
       });
     }
-    this.starting += 1;
+    const key = request.api_key;
+    const keyCap = key === undefined ? null : (this.runtime.config.service.apiKeys[key]?.maxSandboxes ?? null);
+    if (key !== undefined && keyCap !== null && this.liveCount(key) + [...this.starting.values()].filter((starting) => starting === key).length >= keyCap) {
+      throw keyFullError(key, keyCap);
+    }
+    const starting = {};
+    this.starting.set(starting, key);
     let id: string | undefined;
     try {
       const plan = { ...(await this.plan(request)), ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }) };
@@ -404,7 +419,7 @@ export class Sandboxes {
       if (id !== undefined && !this.sandboxes.has(id)) this.endings.delete(id);
       throw error;
     } finally {
-      this.starting -= 1;
+      this.starting.delete(starting);
     }
   }
 
@@ -445,7 +460,7 @@ export class Sandboxes {
     }, this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
 
-  private async plan(request: SandboxCreateRequest): Promise<SandboxPlan> {
+  private async plan(request: LaunchRequest): Promise<SandboxPlan> {
     const { config } = this.runtime;
     const settings = config.sandboxes;
     // `base` is the host's system, as E2B's base image gives; the others are named in the configuration.
@@ -490,16 +505,22 @@ export class Sandboxes {
       startTimeoutSeconds: settings.startTimeoutSeconds,
       maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
       onTimeout: request.on_timeout ?? 'kill',
+      ...(request.api_key !== undefined && { apiKey: request.api_key }),
     };
   }
 }
 
+/** A create as the sandbox host takes it: the request, and the API key it came with. */
+type LaunchRequest = SandboxCreateRequest & { api_key?: string };
+
 const SWEEP_INTERVAL_MS = 3600 * 1000;
 
 /** A create of a sandbox from a kept state: its template, backend and environment, under what the request adds. */
-function fromState(state: KeptState, request: SandboxCreateRequest): SandboxCreateRequest {
+function fromState(state: KeptState, request: LaunchRequest): LaunchRequest {
   const { sandbox } = state;
   return {
+    // A paused sandbox, its forks and what is made of its snapshot stay its key's.
+    ...(sandbox.api_key !== undefined && { api_key: sandbox.api_key }),
     ...request,
     template: sandbox.template,
     backend: { kind: sandbox.backend },
@@ -528,6 +549,7 @@ function describePaused(state: KeptState): Sandbox {
     paused_at: state.created_at,
     kept: state.kept,
     ...(sandbox.on_timeout === 'pause' && { on_timeout: 'pause' as const }),
+    ...(sandbox.api_key !== undefined && { api_key: sandbox.api_key }),
   };
 }
 

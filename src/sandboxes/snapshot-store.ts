@@ -23,6 +23,8 @@ export const KeptSandboxSchema = Type.Object({
   memory_mb: Type.Integer(),
   disk_size_mb: Type.Integer(),
   on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
+  /** The API key that made it: its paused state, snapshots and forks are that key's too. */
+  api_key: Type.Optional(Type.String()),
 });
 export type KeptSandbox = Static<typeof KeptSandboxSchema>;
 
@@ -150,6 +152,7 @@ export function describeSnapshot(kept: KeptState): Snapshot {
     kept: kept.kept,
     bytes: kept.bytes,
     created_at: kept.created_at,
+    ...(kept.sandbox.api_key !== undefined && { api_key: kept.sandbox.api_key }),
   };
 }
 

@@ -47,7 +47,13 @@ export async function startClusterFrontDoor(options: {
     desk,
     worker,
     sessions: new ClusterSessions(worker.sessions, owners, options.address, options.token),
-    sandboxes: new ClusterSandboxes(worker.sandboxes, sandboxOwners, options.address, options.token),
+    sandboxes: new ClusterSandboxes(
+      worker.sandboxes,
+      sandboxOwners,
+      options.address,
+      options.token,
+      Object.fromEntries(Object.entries(options.runtime.config.service.apiKeys).map(([name, key]) => [name, key.maxSandboxes ?? null])),
+    ),
     async drain(graceMs) {
       desk.close();
       await node.leave({ stopped: () => worker.stop(), cancelAll: () => worker.cancelAll() }, graceMs);

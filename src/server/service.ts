@@ -82,6 +82,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     sessionFileBytes: config.runtime.config.sessions.maxFileBytes,
     defaultBackend: config.runtime.backends.defaultKind,
     token: config.token,
+    apiKeys: config.runtime.config.service.apiKeys,
     bodyLimitBytes: config.bodyLimitBytes,
     clients: config.clients,
     execConcurrency: config.concurrency,

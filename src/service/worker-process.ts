@@ -74,7 +74,7 @@ export class WorkerProcess {
 
   /** The long-lived sandboxes, which live in the worker process too. */
   readonly sandboxes: SandboxHost = {
-    create: (request) => this.hostCall('sandbox', () => this.channel.call('sandboxCreate', request)),
+    create: (request, apiKey) => this.hostCall('sandbox', () => this.channel.call('sandboxCreate', request, apiKey)),
     list: () => this.hostCall('sandbox', () => this.channel.call('sandboxList')),
     describe: (id) => this.hostCall('sandbox', () => this.channel.call('sandboxDescribe', id)),
     setTimeout: (id, seconds) => this.hostCall('sandbox', () => this.channel.call('sandboxSetTimeout', id, seconds)),

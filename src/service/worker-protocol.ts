@@ -67,7 +67,7 @@ export type WorkerSide = {
     /** The service is stopping: every session ends, new ones are refused. */
     sessionsClose(): void;
     // Long-lived sandboxes live in the worker process too (sandboxes/sandboxes.ts).
-    sandboxCreate(request: SandboxCreateRequest): Sandbox;
+    sandboxCreate(request: SandboxCreateRequest, apiKey?: string): Sandbox;
     sandboxList(): Sandbox[];
     sandboxDescribe(id: string): Sandbox;
     sandboxSetTimeout(id: string, timeoutSeconds: number): Sandbox;

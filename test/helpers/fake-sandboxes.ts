@@ -36,7 +36,7 @@ export class FakeSandboxHost implements SandboxHost {
 
   constructor(private readonly fileLimit = 1024 * 1024) {}
 
-  async create(request: SandboxCreateRequest): Promise<Sandbox> {
+  async create(request: SandboxCreateRequest, apiKey?: string): Promise<Sandbox> {
     if (request.template !== undefined && request.template !== 'base') {
       throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(request.template)}`));
     }
@@ -56,6 +56,7 @@ export class FakeSandboxHost implements SandboxHost {
       disk_size_mb: 1024,
       internet_access: request.allow_internet_access ?? false,
       agent_version: 'fake',
+      ...(apiKey !== undefined && { api_key: apiKey }),
     };
     this.sandboxes.set(sandbox.id, sandbox);
     return { ...sandbox, ...(request.secure ? { envd_access_token: 'fake-token' } : {}) };
@@ -183,7 +184,7 @@ export class FakeSandboxHost implements SandboxHost {
     const parent = this.running(id);
     const forks = [];
     for (let copy = 0; copy < (request?.count ?? 1); copy += 1) {
-      const sandbox = await this.create({ template: 'base', metadata: parent.metadata, secure: true, timeout_seconds: request?.timeout_seconds ?? 300 });
+      const sandbox = await this.create({ template: 'base', metadata: parent.metadata, secure: true, timeout_seconds: request?.timeout_seconds ?? 300 }, parent.api_key);
       this.files.set(sandbox.id, new Map(this.files.get(id)));
       forks.push({ sandbox });
     }
@@ -201,6 +202,7 @@ export class FakeSandboxHost implements SandboxHost {
       kept: 'files',
       bytes: 0,
       created_at: new Date(Date.now() + this.snapshots.size).toISOString(),
+      ...(sandbox.api_key !== undefined && { api_key: sandbox.api_key }),
     };
     this.snapshots.set(snapshot.id, { snapshot, files: new Map(this.files.get(id)) });
     return snapshot;
@@ -209,7 +211,11 @@ export class FakeSandboxHost implements SandboxHost {
   async listSnapshots(filter: { sandbox_id?: string; name?: string } = {}): Promise<Snapshot[]> {
     return [...this.snapshots.values()]
       .map(({ snapshot }) => snapshot)
-      .filter((snapshot) => (filter.sandbox_id === undefined || snapshot.sandbox_id === filter.sandbox_id) && (filter.name === undefined || snapshot.name === filter.name));
+      .filter(
+        (snapshot) =>
+          (filter.sandbox_id === undefined || snapshot.sandbox_id === filter.sandbox_id) &&
+          (filter.name === undefined || snapshot.name === filter.name || snapshot.id === filter.name),
+      );
   }
 
   async deleteSnapshot(idOrName: string): Promise<Snapshot> {

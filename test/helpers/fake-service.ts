@@ -177,6 +177,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
     sessionFileBytes: runtime.config.sessions.maxFileBytes,
     defaultBackend: runtime.backends.defaultKind,
     token,
+    apiKeys: settings.apiKeys,
     bodyLimitBytes: options.bodyLimitBytes ?? settings.bodyLimitBytes,
     clients: settings.clients,
     execConcurrency: options.execConcurrency ?? 2,

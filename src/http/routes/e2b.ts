@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   E2B_ENVD_VERSION,
   E2B_UNSUPPORTED_CREATE_FIELDS,
@@ -34,6 +34,7 @@ import { sendRetryAfter, statusOf } from '../errors.js';
 import type { Sandbox, SandboxMetrics, Snapshot } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { namedList, namedSchema, routeSchema } from '../route-schema.js';
+import { creator, guardSandboxRoutes, sees, visibleSnapshot } from '../api-key-scope.js';
 
 const Params = routeSchema(Type.Object({ sandboxID: Type.String() }));
 type SandboxRoute = { Params: { sandboxID: string } };
@@ -65,23 +66,27 @@ export function e2bRoutes(sandboxes: SandboxHost) {
       return e2bError(reply, status, status === 500 ? 'internal error' : error.message);
     });
 
+    guardSandboxRoutes(app, sandboxes, 'sandboxID');
     const E2B_ERROR = namedSchema(app, E2bErrorSchema);
     const errors = { 400: E2B_ERROR, 404: E2B_ERROR, 409: E2B_ERROR, 429: E2B_ERROR, 500: E2B_ERROR, 503: E2B_ERROR };
-    const create = async (request: { body: E2bNewSandbox }, reply: FastifyReply) => {
+    const create = async (request: FastifyRequest<{ Body: E2bNewSandbox }>, reply: FastifyReply) => {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
       if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
       const { templateID, timeout, metadata, envVars, secure, allow_internet_access: internet, autoPause, autoPauseMemory } = request.body;
       // Every backend here keeps a paused sandbox's files only (capabilities.pause).
       if (autoPauseMemory === true) return e2bError(reply, 400, 'autoPauseMemory: this server keeps a paused sandbox’s files, not its memory; leave it out or set it false');
-      const sandbox = await sandboxes.create({
-        template: templateID,
-        ...(timeout ? { timeout_seconds: timeout } : {}),
-        ...(metadata ? { metadata } : {}),
-        ...(envVars ? { env_vars: envVars } : {}),
-        secure: secure ?? true,
-        ...(internet === undefined ? {} : { allow_internet_access: internet }),
-        ...(autoPause ? { on_timeout: 'pause' as const } : {}),
-      });
+      const sandbox = await sandboxes.create(
+        {
+          template: templateID,
+          ...(timeout ? { timeout_seconds: timeout } : {}),
+          ...(metadata ? { metadata } : {}),
+          ...(envVars ? { env_vars: envVars } : {}),
+          secure: secure ?? true,
+          ...(internet === undefined ? {} : { allow_internet_access: internet }),
+          ...(autoPause ? { on_timeout: 'pause' as const } : {}),
+        },
+        creator(request),
+      );
       return reply.code(201).send(created(sandbox));
     };
     for (const url of ['/sandboxes', '/v2/sandboxes']) {
@@ -103,7 +108,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
     app.get(
       '/sandboxes',
       { config: E2B_ROUTE, schema: { summary: 'E2B: the running sandboxes', tags: ['e2b'], response: { 200: namedList(app, E2bListedSandboxSchema), ...errors } } },
-      async () => (await sandboxes.list()).filter((sandbox) => sandbox.state === 'running').map(listed),
+      async (request) => (await sandboxes.list()).filter((sandbox) => sandbox.state === 'running' && sees(request, sandbox.api_key)).map(listed),
     );
 
     app.get<{ Querystring: E2bListQuery }>(
@@ -122,7 +127,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         const wanted = metadata === undefined ? {} : metadataFilter(metadata);
         const states = state === undefined ? ['running', 'paused'] : state.split(',');
         const matching = (await sandboxes.list())
-          .filter((sandbox) => states.includes(sandbox.state))
+          .filter((sandbox) => states.includes(sandbox.state) && sees(request, sandbox.api_key))
           .filter((sandbox) => Object.entries(wanted).every(([key, value]) => sandbox.metadata[key] === value));
         return pageOf(matching, (sandbox) => `${sandbox.started_at}/${sandbox.id}`, { limit, nextToken }, reply).map(listed);
       },
@@ -299,7 +304,12 @@ export function e2bRoutes(sandboxes: SandboxHost) {
       async (request, reply) => {
         const { sandboxID, name, limit = DEFAULT_PAGE, nextToken } = request.query;
         const snapshots = await sandboxes.listSnapshots({ ...(sandboxID === undefined ? {} : { sandbox_id: sandboxID }), ...(name === undefined ? {} : { name }) });
-        return pageOf(snapshots, (snapshot) => `${snapshot.created_at}/${snapshot.id}`, { limit, nextToken }, reply).map(snapshotInfo);
+        return pageOf(
+          snapshots.filter((snapshot) => sees(request, snapshot.api_key)),
+          (snapshot) => `${snapshot.created_at}/${snapshot.id}`,
+          { limit, nextToken },
+          reply,
+        ).map(snapshotInfo);
       },
     );
 
@@ -315,6 +325,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         },
       },
       async (request, reply) => {
+        await visibleSnapshot(request, sandboxes, request.params.templateID);
         await sandboxes.deleteSnapshot(request.params.templateID);
         return reply.code(204).send();
       },

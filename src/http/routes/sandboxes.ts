@@ -33,6 +33,7 @@ import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
+import { creator, guardSandboxRoutes, sees, visibleSnapshot } from '../api-key-scope.js';
 
 const SandboxParams = routeSchema(Type.Object({ sandbox_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
@@ -56,13 +57,14 @@ type FileRoute = { Params: { sandbox_id: string; '*': string } };
 export function sandboxRoutes(sandboxes: SandboxHost) {
   return async (app: FastifyInstance) => {
     acceptFileBodies(app, sandboxes.maxFileBytes());
+    guardSandboxRoutes(app, sandboxes, 'sandbox_id');
 
     app.post<{ Body: SandboxCreateRequest }>(
       '/v1/sandboxes',
       {
         config: {
           accepts: JSON_BODY,
-          errors: ['sandboxes.full', 'queue.closed', 'template.not_found', 'sandbox.lost', ['backend.unavailable', 503], ['backend.setup_failed', 500]],
+          errors: ['sandboxes.full', 'sandboxes.key_full', 'queue.closed', 'template.not_found', 'sandbox.lost', ['backend.unavailable', 503], ['backend.setup_failed', 500]],
         },
         schema: {
           summary: 'Start a sandbox: it runs until it is killed or its timeout passes, with processes and files served by an agent inside it',
@@ -70,7 +72,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
           response: { 201: namedSchema(app, SandboxSchema) },
         },
       },
-      async (request, reply) => reply.code(201).send(await sandboxes.create(request.body)),
+      async (request, reply) => reply.code(201).send(await sandboxes.create(request.body, creator(request))),
     );
 
     app.get(
@@ -79,7 +81,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         config: { errors: ['sandbox.lost'] },
         schema: { summary: 'The sandboxes, running and recently ended (of every front door, in the distributed mode)', response: { 200: namedSchema(app, SandboxListSchema) } },
       },
-      async (request) => ({ sandboxes: await sandboxes.list(isForwarded(request) ? 'here' : 'everywhere') }),
+      async (request) => ({ sandboxes: (await sandboxes.list(isForwarded(request) ? 'here' : 'everywhere')).filter((sandbox) => sees(request, sandbox.api_key)) }),
     );
 
     app.get<SandboxRoute>(
@@ -177,7 +179,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
           response: { 200: namedSchema(app, SnapshotListSchema) },
         },
       },
-      async (request) => ({ snapshots: await sandboxes.listSnapshots(request.query) }),
+      async (request) => ({ snapshots: (await sandboxes.listSnapshots(request.query)).filter((snapshot) => sees(request, snapshot.api_key)) }),
     );
 
     app.delete<{ Params: { snapshot: string } }>(
@@ -186,7 +188,10 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         config: { errors: ['snapshot.not_found', 'sandbox.lost'] },
         schema: { summary: 'Delete a snapshot (sandboxes made from it are not touched)', params: SnapshotParams, response: { 200: namedSchema(app, SnapshotSchema) } },
       },
-      (request) => sandboxes.deleteSnapshot(request.params.snapshot),
+      async (request) => {
+        await visibleSnapshot(request, sandboxes, request.params.snapshot);
+        return sandboxes.deleteSnapshot(request.params.snapshot);
+      },
     );
 
     app.post<SandboxRoute & { Body: SandboxExecRequest }>(

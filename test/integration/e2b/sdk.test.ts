@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { CommandExitError, FileNotFoundError, Sandbox, SandboxNotFoundError, TimeoutError, type FilesystemEvent } from 'e2b';
+import { CommandExitError, FileNotFoundError, RateLimitError, Sandbox, SandboxNotFoundError, TimeoutError, type FilesystemEvent } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { Filesystem } from '../../../src/envd/gen/filesystem/filesystem_pb.js';
 import { Process } from '../../../src/envd/gen/process/process_pb.js';
@@ -15,6 +15,8 @@ import { startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const PYTHON = '/usr/bin/python3';
+/** Two clients of one service beside its token: alice may hold one running sandbox. */
+const API_KEYS = { alice: { key: 'alice-key-0123456789', maxSandboxes: 1 }, bob: { key: 'bob-key-01234567890' } };
 
 /** The host pid of the process whose argv[0] is `name`, once there is one. */
 async function hostPidNamed(name: string): Promise<string> {
@@ -65,7 +67,7 @@ describe('the e2b SDK against agent-runner', async () => {
   };
 
   before(async () => {
-    server = await startServer([], { env: { AGENT_RUNNER_SANDBOXES__MAX: '16' } });
+    server = await startServer([], { env: { AGENT_RUNNER_SANDBOXES__MAX: '16', AGENT_RUNNER_SERVICE__API_KEYS: JSON.stringify(API_KEYS) } });
   });
   after(async () => {
     await Promise.all(created.map((sandbox) => sandbox.kill().catch(() => undefined)));
@@ -126,6 +128,18 @@ describe('the e2b SDK against agent-runner', async () => {
     const plain = await sandbox.commands.run(`grep CapEff /proc/self/status; ${PYTHON} -c 'import os; os.setuid(0)' 2>&1 | tail -1`);
     assert.match(plain.stdout, /^CapEff:\s+0000000000000000\nPermissionError/);
     await Promise.all([sleeper.kill(), user.kill()]);
+  });
+
+  it("an API key's cap on running sandboxes: one more is refused (429), another key's is not; a kill frees its place", async () => {
+    const as = (key: string) => ({ apiKey: key, apiUrl: server.url, sandboxUrl: server.url });
+    const first = await Sandbox.create('base', as(API_KEYS.alice.key));
+    created.push(first);
+    await assert.rejects(Sandbox.create('base', as(API_KEYS.alice.key)), (error: unknown) => error instanceof RateLimitError && /alice holds 1 running/.test(error.message));
+    created.push(await Sandbox.create('base', as(API_KEYS.bob.key)));
+    await first.kill();
+    const again = await Sandbox.create('base', as(API_KEYS.alice.key));
+    created.push(again);
+    await assert.rejects(Sandbox.connect(again.sandboxId, as(API_KEYS.bob.key)), SandboxNotFoundError);
   });
 
   it('commands: foreground, exit codes, background handles, stdin, connect, list and kill; metrics', async () => {

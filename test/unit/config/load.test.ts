@@ -32,6 +32,7 @@ describe('configuration defaults', () => {
       storeDir: './agent-runner-runs',
       token: null,
       auth: true,
+      apiKeys: {},
       queueCapacity: 1000,
       bodyLimitBytes: 10 * MiB,
       clients: { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, idleTimeoutMs: 600_000, maxConnections: 1024, maxConnectionsPerAddress: 128 },

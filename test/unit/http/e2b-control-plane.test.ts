@@ -156,3 +156,55 @@ describe('E2B control plane, through the e2b SDK', () => {
     }
   }
 });
+
+/**
+ * Several clients of one service (service.apiKeys): each key sees and acts on the sandboxes it
+ * made, their forks and snapshots; another key's are answered as absent; the token sees them all.
+ */
+describe('API keys beside the token, through the e2b SDK', () => {
+  let service: FakeService;
+  const host = new FakeSandboxHost();
+  let apiUrl = '';
+  const KEYS = { alice: 'alice-key-0123456789', bob: 'bob-key-01234567890' };
+  const as = (apiKey: string) => ({ apiKey, apiUrl, sandboxUrl: apiUrl });
+
+  before(async () => {
+    const apiKeys = JSON.stringify({ alice: { key: KEYS.alice, maxSandboxes: 2 }, bob: { key: KEYS.bob } });
+    service = await fakeService({ sandboxes: host, env: { AGENT_RUNNER_SERVICE__API_KEYS: apiKeys } });
+    apiUrl = await service.app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(() => service.close());
+
+  it("a key lists, reads, kills, forks and snapshots only its own sandboxes; another key's are not found", async () => {
+    const alices = await Sandbox.create('base', as(KEYS.alice));
+    const bobs = await Sandbox.create('base', as(KEYS.bob));
+    assert.equal(host.sandboxes.get(alices.sandboxId)?.api_key, 'alice');
+    const listed = async (key: string) => (await Sandbox.list(as(key)).nextItems()).map((item) => item.sandboxId).sort();
+    assert.deepEqual(await listed(KEYS.alice), [alices.sandboxId]);
+    assert.deepEqual(await listed(KEYS.bob), [bobs.sandboxId]);
+    assert.deepEqual(await listed(service.token!), [alices.sandboxId, bobs.sandboxId].sort(), 'the token sees every key’s');
+    await assert.rejects(Sandbox.getInfo(alices.sandboxId, as(KEYS.bob)), SandboxNotFoundError);
+    assert.equal(await Sandbox.kill(alices.sandboxId, as(KEYS.bob)), false, "bob cannot kill alice's");
+    assert.equal((await Sandbox.getInfo(alices.sandboxId, as(KEYS.alice))).state, 'running');
+    const forked = await fetch(`${apiUrl}/sandboxes/${alices.sandboxId}/fork`, {
+      method: 'POST',
+      headers: { 'x-api-key': KEYS.bob, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    assert.equal(forked.status, 404);
+
+    const snapshot = await alices.createSnapshot({ name: 'alices-state' } as never);
+    const snapshots = async (key: string) => (await Sandbox.listSnapshots(as(key)).nextItems()).map((item) => item.snapshotId);
+    assert.deepEqual(await snapshots(KEYS.alice), [snapshot.snapshotId]);
+    assert.deepEqual(await snapshots(KEYS.bob), []);
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, as(KEYS.bob)), false);
+    assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId, as(KEYS.alice)), true);
+    // A fork is its parent's key's.
+    const [fork] = (await alices.fork({ count: 1 } as never)) as unknown as Sandbox[];
+    assert.equal(host.sandboxes.get(fork!.sandboxId)?.api_key, 'alice');
+  });
+
+  it('a wrong key is refused as a wrong token is', async () => {
+    await assert.rejects(Sandbox.list(as('not-a-key-of-this-server')).nextItems(), AuthenticationError);
+  });
+});
