@@ -1,8 +1,9 @@
 """A sandbox's home as one tar stream: `pack DIR` writes DIR's tree to stdout, `unpack DIR`
 reads one from stdin into DIR.
 
-It runs inside the sandbox, as its user, started by the sandbox's agent (home-archive.ts), so it
-reads and writes only what that user may: the host never walks a tree the sandbox controls. It is
+It runs inside the sandbox, as its root where it has one (else as its user), started by the
+sandbox's agent (home-archive.ts), so it reads and writes only what the sandbox may: the host never
+walks a tree the sandbox controls. As root it puts each file back with its owner. It is
 how a sandbox's files outlive it (pause with files, snapshots) and reach its copies (fork).
 
 Packing a tree that is still in use (a fork of a running sandbox) must never tear the stream: a

@@ -72,7 +72,7 @@ export async function packHome(run: ArchiveRun, out: FileHandle, maxBytes: numbe
   return { bytes, notes: archiver.notes() };
 }
 
-/** Unpacks a tar stream (from packHome) into a sandbox's home, inside the sandbox as its user. */
+/** Unpacks a tar stream (from packHome) into a sandbox's home, inside the sandbox as its root (else its user). */
 export async function unpackHome(run: ArchiveRun, input: FileHandle): Promise<void> {
   const archiver = await startArchiver(run, 'unpack', () => undefined);
   const inFlight = new Set<Promise<unknown>>();

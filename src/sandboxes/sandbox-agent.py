@@ -167,7 +167,11 @@ class ActingAs:
     def __enter__(self):
         if self.switch:
             os.setegid(USER_UID)
-            os.seteuid(USER_UID)
+            try:
+                os.seteuid(USER_UID)
+            except BaseException:
+                os.setegid(0)
+                raise
 
     def __exit__(self, *failure):
         if self.switch:
@@ -175,12 +179,28 @@ class ActingAs:
             os.setegid(0)
 
 
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
 def become_user():
     # In a child about to exec as the user: every id the user's, so no capability is left and none
-    # can come back (a saved uid 0 would let it).
+    # can come back (a saved uid 0 would let it); the inheritable set, which setresuid keeps,
+    # emptied too (capset; the two 32-bit halves of version 3).
     os.setgroups([])
     os.setresgid(USER_UID, USER_UID, USER_UID)
     os.setresuid(USER_UID, USER_UID, USER_UID)
+    data = (CapData * 2)()
+    if ctypes.CDLL(None, use_errno=True).capset(ctypes.byref(CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number))
 
 
 def home():
@@ -605,7 +625,9 @@ class Agent:
             size = (count(size, "rows", 1, 0xFFFF), count(size, "cols", 1, 0xFFFF))
         env = dict(os.environ)
         if as_root:
-            env["USER"] = "root"
+            # Root's own home (read-only, empty): a shell or python started as root reads no
+            # profile or site-packages the user could have written.
+            env.update(USER="root", LOGNAME="root", HOME="/root")
         env.update(envs)
         if size is not None:
             env.setdefault("TERM", "xterm-256color")
@@ -881,7 +903,7 @@ class Agent:
             self.inotify = fd
             self.interest(fd, reader=self.read_inotify)
         self.watch_ids += 1
-        watch = {"id": self.watch_ids, "root": path, "recursive": recursive, "wds": {}}
+        watch = {"id": self.watch_ids, "root": path, "recursive": recursive, "wds": {}, "user": user_of(request)}
         try:
             self.watch_directory(watch, "")
         except BaseException:
@@ -937,7 +959,10 @@ class Agent:
                 # Watched before it is reported: a client that waits for this event then acts
                 # inside the directory is seen.
                 try:
-                    self.watch_directory(watch, path, found)
+                    # As the watch's user, as when it was made: the user's watch enters no directory
+                    # only root may read.
+                    with ActingAs(watch["user"]):
+                        self.watch_directory(watch, path, found)
                 except OSError:
                     pass
         for bits, kind in FS_EVENT_TYPES:

@@ -84,16 +84,7 @@ export class BubblewrapBackend implements SandboxBackend {
   readonly kind = 'local_process';
   readonly name = 'local';
   readonly warmTakes: WarmTakes = { hit: 0, miss: 0 };
-  readonly capabilities: BackendCapabilities = {
-    network: ['none', 'egress', 'host'],
-    memory: ['cgroup', 'address-space'],
-    snapshot: false,
-    pause: 'files',
-    // A second pooled uid, and the map written from outside: only as root (rootInside in types.ts).
-    root_inside: process.getuid?.() === 0,
-    host_work_dir: true,
-    profiles: ['snippet', 'task', 'run-job', 'workspace'],
-  };
+  readonly capabilities: BackendCapabilities;
   private readonly options: Required<BubblewrapOptions>;
   private readonly uids: UidPool | null;
   private readonly warm: WarmPool<LaunchedSandbox>;
@@ -105,6 +96,16 @@ export class BubblewrapBackend implements SandboxBackend {
   constructor(options: BubblewrapOptions) {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
+    this.capabilities = {
+      network: ['none', 'egress', 'host'],
+      memory: ['cgroup', 'address-space'],
+      snapshot: false,
+      pause: 'files',
+      // A second pooled uid, the map written from outside, and the seccomp filter (rootInside in types.ts).
+      root_inside: this.uids !== null && this.options.seccomp,
+      host_work_dir: true,
+      profiles: ['snippet', 'task', 'run-job', 'workspace'],
+    };
     this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);
     this.jobs = new HostDirJobs(this.options.runtimeDir);
   }
@@ -145,7 +146,7 @@ export class BubblewrapBackend implements SandboxBackend {
     // the job for CPU (and the event loop) while the caller waits; and only for a template
     // seen before, so one-off commands do not pay for a sandbox no one will use.
     const refill = key === null || !this.warm.noteUse(key) ? undefined : () => void this.refill(key, template, ready);
-    return sandbox ?? this.launch(template, ready, await this.acquireUid(true), { onFinished: refill });
+    return sandbox ?? this.launch(template, ready, await this.acquireUids(template, ready, true), { onFinished: refill });
   }
 
   /** Kills the warm sandboxes and waits until every sandbox has cleaned up (work-dir mounts included). */
@@ -165,7 +166,7 @@ export class BubblewrapBackend implements SandboxBackend {
   /** The host probed, then a sandbox run on it. */
   private async initialise(): Promise<BubblewrapHost> {
     const ready = await probeHost(this.options);
-    await probeNamespaces(async (template) => this.launch(template, ready, await this.acquireUid(true)));
+    await probeNamespaces(async (template) => this.launch(template, ready, await this.acquireUids(template, ready, true)));
     return ready;
   }
 
@@ -175,9 +176,9 @@ export class BubblewrapBackend implements SandboxBackend {
     this.refilling.add(key);
     try {
       while (!this.disposed && this.warm.shortfall(key) > 0) {
-        const uid = await this.acquireUid(false);
-        if (uid === undefined) return;
-        const sandbox: LaunchedSandbox = await this.launch(template, ready, uid, {
+        const uids = await this.acquireUids(template, ready, false);
+        if (uids === undefined) return;
+        const sandbox: LaunchedSandbox = await this.launch(template, ready, uids, {
           // Called only after launch returned, when `sandbox` is set.
           onIdleDeath: () => this.warm.remove(key, sandbox),
           // Replaced after its job, or after dying idle; not once evicted: refilling an evicted key
@@ -195,9 +196,26 @@ export class BubblewrapBackend implements SandboxBackend {
     }
   }
 
-  /** `wait`: block until a uid is free (a job); otherwise give up at once (warming). */
-  private async acquireUid(wait: true): Promise<number | null>;
-  private async acquireUid(wait: false): Promise<number | null | undefined>;
+  /**
+   * The host uids a sandbox of `template` runs as (null: not root here, no pool): the user's, and
+   * root's when it has root inside (rootInside, only with the seccomp filter: bwrap-argv.ts).
+   * `wait`: until they are free (a job, which holds the first while it waits for the second: the
+   * pool has 256, far above the sandboxes that run at once); otherwise all now or none (warming).
+   */
+  private async acquireUids(template: SandboxTemplate, ready: BubblewrapHost, wait: true): Promise<JobUids>;
+  private async acquireUids(template: SandboxTemplate, ready: BubblewrapHost, wait: false): Promise<JobUids | undefined>;
+  private async acquireUids(template: SandboxTemplate, ready: BubblewrapHost, wait: boolean): Promise<JobUids | undefined> {
+    const user = await this.acquireUid(wait);
+    if (user === undefined) return undefined;
+    if (user === null || template.rootInside !== true || ready.seccompFile === null) return { user, root: null };
+    const root = await this.acquireUid(wait);
+    if (root === undefined || root === null) {
+      this.uids!.release(user);
+      return undefined;
+    }
+    return { user, root };
+  }
+
   private async acquireUid(wait: boolean): Promise<number | null | undefined> {
     if (!this.uids) return null;
     const uid = wait ? await this.uids.acquire() : this.uids.tryAcquire();
@@ -208,14 +226,13 @@ export class BubblewrapBackend implements SandboxBackend {
   private async launch(
     template: SandboxTemplate,
     ready: BubblewrapHost,
-    uid: number | null,
+    uids: JobUids,
     hooks: { onIdleDeath?: () => void; onFinished?: () => void } = {},
   ): Promise<LaunchedSandbox> {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
     let settleCleanup: (() => void) | null = null;
-    // Root inside takes a second host uid, its own; only with the seccomp filter (bwrap-argv.ts).
-    const rootUid = template.rootInside === true && uid !== null && ready.seccompFile !== null ? await this.acquireUid(true) : null;
+    const { user: uid, root: rootUid } = uids;
     // The launcher (bwrap) runs as the uid its namespace maps to the job's first identity: root
     // inside when there is one, else the user. The user's uid owns the work dir either way.
     const launchUid = rootUid ?? uid;
@@ -381,4 +398,10 @@ export class BubblewrapBackend implements SandboxBackend {
     if (!existsSync(path)) replaceFile(path, meminfoText(memoryBytes));
     return path;
   }
+}
+
+/** The host uids of one sandbox: its user's, and its root's when it has root inside (null: none, or not root here). */
+interface JobUids {
+  user: number | null;
+  root: number | null;
 }

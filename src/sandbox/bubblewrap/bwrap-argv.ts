@@ -129,6 +129,8 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   // Writable space is size-limited tmpfs only, gone when the job ends; everyone's, sticky, as a
   // /tmp is (bwrap makes it its user's, and with root inside that is not the user).
   args.push('--perms', '1777', '--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
+  // Root's home, empty and read-only with the rest of the root: its shells read no profile there.
+  if (plan.rootInside) args.push('--perms', '0700', '--dir', '/root');
   args.push('--dir', plan.cwd);
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Duplex } from 'node:stream';
 import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
@@ -206,7 +206,11 @@ export class LaunchedSandbox extends HostDirSandbox {
   private async mapUsers(users: { root: number; user: number }, info: Promise<SandboxInfo | null>): Promise<void> {
     const said = await info;
     try {
-      if (!said) throw new Error('bwrap did not report its pid');
+      if (!said || !this.alive) throw new Error('bwrap did not report its pid, or is gone');
+      // The pid is bwrap's child waiting for this map (every launcher execs into bwrap), not a
+      // process that took the pid of one that died meanwhile.
+      const parent = /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${said.pid}/status`, 'utf8'))?.[1];
+      if (Number(parent) !== this.child.pid) throw new Error(`pid ${said.pid} is not this sandbox's`);
       const map = `0 ${users.root} 1\n${SANDBOX_UID} ${users.user} 1\n`;
       writeFileSync(`/proc/${said.pid}/uid_map`, map);
       writeFileSync(`/proc/${said.pid}/gid_map`, map);

@@ -4,7 +4,8 @@
  * sandbox already holds no capabilities, so what is left to refuse is the kernel attack surface
  * an unprivileged process can still reach):
  *  - other ABIs (x32, i386) are killed outright: a filter for one ABI says nothing of another;
- *  - namespace, mount, module, kexec, keyring, bpf, perf, ptrace and io_uring calls fail EPERM;
+ *  - namespace, mount, module, kexec, keyring, bpf, perf, ptrace (and pidfd_getfd, its way to
+ *    another process's descriptors) and io_uring calls fail EPERM;
  *  - clone with any CLONE_NEW* flag fails EPERM (threads and fork pass);
  *  - clone3 fails ENOSYS, so libc falls back to clone, whose flags we can inspect (clone3 keeps
  *    them in memory a filter cannot read);
@@ -26,7 +27,7 @@ export const SYSCALLS_X86_64 = {
   clock_adjtime: 305, setns: 308, process_vm_readv: 310, process_vm_writev: 311, kcmp: 312,
   finit_module: 313, kexec_file_load: 320, bpf: 321, userfaultfd: 323, io_uring_setup: 425,
   io_uring_enter: 426, io_uring_register: 427, open_tree: 428, move_mount: 429, fsopen: 430,
-  fsconfig: 431, fsmount: 432, fspick: 433, clone3: 435, mount_setattr: 442,
+  fsconfig: 431, fsmount: 432, fspick: 433, clone3: 435, pidfd_getfd: 438, mount_setattr: 442,
 } as const;
 
 type Syscall = keyof typeof SYSCALLS_X86_64;
@@ -34,7 +35,7 @@ type Syscall = keyof typeof SYSCALLS_X86_64;
 // A table: several entries a line, grouped by what they do.
 // prettier-ignore
 export const DENIED_SYSCALLS: readonly Syscall[] = [
-  'ptrace', 'process_vm_readv', 'process_vm_writev', 'kcmp',
+  'ptrace', 'process_vm_readv', 'process_vm_writev', 'kcmp', 'pidfd_getfd',
   'mount', 'umount2', 'pivot_root', 'move_mount', 'open_tree', 'fsopen', 'fsconfig', 'fsmount', 'fspick', 'mount_setattr',
   'unshare', 'setns',
   'init_module', 'finit_module', 'delete_module', 'create_module', 'query_module', 'get_kernel_syms',

@@ -124,9 +124,15 @@ describe('the e2b SDK against agent-runner', async () => {
     );
     assert.match(tried.stdout, /^CapEff:\s+00000000000000eb\n/);
     for (const refused of ['no mount', 'no userns', 'no mknod', 'no system write']) assert.ok(tried.stdout.includes(refused), `${refused}: ${tried.stdout}`);
-    // The user holds no capability, and cannot become root again.
-    const plain = await sandbox.commands.run(`grep CapEff /proc/self/status; ${PYTHON} -c 'import os; os.setuid(0)' 2>&1 | tail -1`);
-    assert.match(plain.stdout, /^CapEff:\s+0000000000000000\nPermissionError/);
+    // Nor can it take another process's descriptors (bwrap's init holds the agent's pipes).
+    const pidfd = `import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); fd = libc.syscall(434, 1, 0); print(libc.syscall(438, fd, 0, 0), os.strerror(ctypes.get_errno()))`;
+    assert.equal((await asRoot(`${PYTHON} -c '${pidfd}'`)).stdout, '-1 Operation not permitted\n');
+    // The user holds no capability, not even inheritable ones, and cannot become root again.
+    const plain = await sandbox.commands.run(`grep -E 'Cap(Inh|Eff)' /proc/self/status; ${PYTHON} -c 'import os; os.setuid(0)' 2>&1 | tail -1`);
+    assert.match(plain.stdout, /^CapInh:\s+0000000000000000\nCapEff:\s+0000000000000000\nPermissionError/);
+    // Root reads no profile the user wrote: its home is its own (/root, empty and read-only).
+    await sandbox.commands.run(`echo 'touch /tmp/planted-by-user' >> ~/.bash_profile`);
+    assert.equal((await asRoot('echo $HOME; test -e /tmp/planted-by-user && echo ran || echo not run')).stdout, '/root\nnot run\n');
     await Promise.all([sleeper.kill(), user.kill()]);
   });
 

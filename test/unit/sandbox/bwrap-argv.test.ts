@@ -59,6 +59,7 @@ describe('bubblewrap argv', () => {
       '--cap-add CAP_CHOWN', '--cap-add CAP_DAC_OVERRIDE', '--cap-add CAP_FOWNER', '--cap-add CAP_KILL', '--cap-add CAP_SETGID', '--cap-add CAP_SETUID',
     ]);
     assert.ok(flags.includes('--seccomp 4') && flags.includes('--info-fd 6'));
+    assert.deepEqual(flags.slice(flags.indexOf('--tmpfs /tmp') + 1, flags.indexOf('--tmpfs /tmp') + 3), ['--perms 0700', '--dir /root']);
     // bwrap refuses --disable-userns beside a map written from outside; the filter refuses clone(CLONE_NEWUSER) and unshare.
     assert.ok(!flags.includes('--disable-userns'));
     assert.throws(() => buildBwrapArgs({ ...plan, infoFd: 6, rootInside: { usernsBlockFd: 7 } }), /seccomp/);
