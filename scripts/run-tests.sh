@@ -3,8 +3,6 @@
 #   test/unit/         pure logic, no process spawned: seconds, all files in one process (test/unit-set.ts)
 #   test/integration/  real sandboxes, CLIs, servers and interpreters (needs `npm run build`)
 #
-# Integration files run two at a time, the longest first (test/integration/slow-first.txt).
-#
 # AGENT_RUNNER_TEST_KINDS=local_process (npm run test:fast) leaves the gVisor and microVM matrix
 # out, reported as skipped, for the edit loop; `npm test` runs every kind the host has.
 #
@@ -34,19 +32,6 @@ for set in "${sets[@]}"; do
   # node + tsx start per file (about 14 s instead of 44 s on 2 cores).
   run=("${files[@]}")
   [ "$set" = unit ] && run=(test/unit-set.ts)
-  # The longest integration files first (test/integration/slow-first.txt), the rest after in order.
-  if [ "$set" = integration ]; then
-    first=()
-    while read -r name; do
-      [[ -z "$name" || "$name" == \#* ]] && continue
-      [ -f "test/integration/$name" ] && first+=("test/integration/$name")
-    done <test/integration/slow-first.txt
-    rest=()
-    for file in "${files[@]}"; do
-      [[ " ${first[*]} " == *" $file "* ]] || rest+=("$file")
-    done
-    run=("${first[@]}" "${rest[@]}")
-  fi
   if [ ${#files[@]} -eq 0 ]; then
     echo "no test files under test/$set" >&2
     failed+=("$set")
