@@ -80,7 +80,12 @@ export type AgentProcess = Static<typeof AgentProcessSchema>;
  * capability) when not said; `root` is uid 0 of the sandbox's own user namespace where the sandbox
  * was made with root inside (SandboxTemplate.rootInside), else the user too.
  */
-export type AgentUser = 'user' | 'root';
+export const AGENT_USERS = ['user', 'root'] as const;
+export const AgentUserSchema = Type.Union(
+  AGENT_USERS.map((user) => Type.Literal(user)),
+  { description: "Whom it runs as: the sandbox's user (the default) or its root, where its backend has one (capabilities.root_inside; else the user)." },
+);
+export type AgentUser = (typeof AGENT_USERS)[number];
 type AsUser = { user?: AgentUser };
 
 /** The requests, by `op`. Paths are absolute or relative to the sandbox user's home. */

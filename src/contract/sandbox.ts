@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema, BackendKindSchema, PauseKindSchema } from './backend.js';
+import { AgentUserSchema } from './sandbox-agent.js';
 
 /**
  * Long-lived sandboxes: a sandbox that runs until it is killed or its timeout passes, with
@@ -154,11 +155,7 @@ const ExecCommon = {
     }),
   ),
   cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Where it runs: absolute, or relative to /home/user (the default).' })),
-  user: Type.Optional(
-    Type.Union([Type.Literal('user'), Type.Literal('root')], {
-      description: "Whom it runs as: the sandbox's user (the default) or its root, where its backend has one (capabilities.root_inside; else the user).",
-    }),
-  ),
+  user: Type.Optional(AgentUserSchema),
   stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024, description: 'Its standard input; end of file at once when omitted.' })),
   timeout: Type.Optional(
     Type.Number({ exclusiveMinimum: 0, description: 'Seconds it may run (default: the snippet default; at most the snippet ceiling); past it its whole process tree is killed.' }),

@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
-import type { AgentUser } from '../contract/sandbox-agent.js';
+import { AGENT_USERS, type AgentUser } from '../contract/sandbox-agent.js';
 
-/** The users E2B's SDKs name (contract/sandbox-agent.ts AgentUser). */
-const KNOWN_USERS: ReadonlySet<string> = new Set<AgentUser>(['user', 'root']);
+/** The users E2B's SDKs name. */
+const KNOWN_USERS: ReadonlySet<string> = new Set<AgentUser>(AGENT_USERS);
 
 /** Equal in time independent of where the strings differ (and of their lengths, both being hashed first). */
 export function sameSecret(given: string, expected: string): boolean {

@@ -1,6 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { CodedError, contractError } from '../contract/errors.js';
-import { sandboxNotFound, type SandboxHost } from '../sandboxes/sandbox-host.js';
+import { sandboxNotFound, snapshotNotFound, type SandboxHost } from '../sandboxes/sandbox-host.js';
 
 /**
  * What an API key sees (service.apiKeys): the sandboxes it made, their snapshots and forks; the
@@ -29,5 +28,5 @@ export function guardSandboxRoutes(app: FastifyInstance, sandboxes: SandboxHost,
 export async function visibleSnapshot(request: FastifyRequest, sandboxes: SandboxHost, idOrName: string): Promise<void> {
   if (request.apiKey === null) return;
   const [found] = await sandboxes.listSnapshots({ name: idOrName });
-  if (!found || !sees(request, found.api_key)) throw new CodedError(contractError('snapshot.not_found', `no snapshot ${JSON.stringify(idOrName)}`));
+  if (!found || !sees(request, found.api_key)) throw snapshotNotFound(idOrName);
 }

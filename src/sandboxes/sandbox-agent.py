@@ -91,6 +91,7 @@ PR_SET_DUMPABLE = 4
 # a process runs as the user (no capability) or as root, and a file request acts as the one it
 # names. Otherwise (a backend without it, or run as anyone else) both names run as the agent.
 USER_UID = 1000
+LIBC = ctypes.CDLL(None, use_errno=True)
 ROOT_INSIDE = "root-inside" in sys.argv[1:] and os.getuid() == 0
 # File requests act as the user they name; the others are the agent's own (signals, input, lists).
 FILE_OPERATIONS = {"stat", "mkdir", "move", "list_dir", "remove", "read", "write", "watch"}
@@ -153,7 +154,7 @@ def decode_base64(text):
 def user_of(request):
     # "root" only where root exists here; "user" by default.
     name = field(request, "user", str, optional=True)
-    if name not in (None, "user", "root"):
+    if name not in (None, "user", "root"):  # contract/sandbox-agent.ts AGENT_USERS
         raise Invalid("user: expected user or root")
     return "root" if name == "root" and ROOT_INSIDE else "user"
 
@@ -198,7 +199,7 @@ def become_user():
     os.setresgid(USER_UID, USER_UID, USER_UID)
     os.setresuid(USER_UID, USER_UID, USER_UID)
     data = (CapData * 2)()
-    if ctypes.CDLL(None, use_errno=True).capset(ctypes.byref(CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:
+    if LIBC.capset(ctypes.byref(CapHeader(LINUX_CAPABILITY_VERSION_3, 0)), data) != 0:
         number = ctypes.get_errno()
         raise OSError(number, os.strerror(number))
 
@@ -358,7 +359,6 @@ class Agent:
         self.watch_ids = 0
         self.wd_watches = {}
         self.inotify = None
-        self.libc = ctypes.CDLL(None, use_errno=True)
         self.requests = bytearray()
         self.skipping = 0
         self.running = True
@@ -850,7 +850,7 @@ class Agent:
     # --- watches --------------------------------------------------------------------------
 
     def add_inotify_watch(self, path, mask):
-        wd = self.libc.inotify_add_watch(self.inotify, os.fsencode(path), ctypes.c_uint32(mask))
+        wd = LIBC.inotify_add_watch(self.inotify, os.fsencode(path), ctypes.c_uint32(mask))
         if wd < 0:
             number = ctypes.get_errno()
             raise OSError(number, os.strerror(number), path)
@@ -890,13 +890,13 @@ class Agent:
         if not users:
             del self.wd_watches[wd]
             if not removed:
-                self.libc.inotify_rm_watch(self.inotify, wd)
+                LIBC.inotify_rm_watch(self.inotify, wd)
 
     def op_watch(self, request):
         path = resolve(request.get("path"))
         recursive = field(request, "recursive", bool)
         if self.inotify is None:
-            fd = self.libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+            fd = LIBC.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
             if fd < 0:
                 number = ctypes.get_errno()
                 raise OSError(number, os.strerror(number))
@@ -1004,8 +1004,7 @@ def main():
     # /proc/<agent>/fd/N (its protocol pipes, to forge frames or steal requests) and
     # /proc/<agent>/mem. Not dumpable, its /proc entries are root's. Its children are dumpable
     # again once they exec, which is theirs to be.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     if ROOT_INSIDE:
         os.setgroups([])  # the processes it starts as root belong to root's group alone
     # The protocol moves to private descriptors (os.dup's are not inheritable), and fds 0-2
@@ -1027,7 +1026,7 @@ def main():
     try:
         # Whatever the processes it started leave behind is reparented to the agent, which
         # reaps it and can end it.
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         Agent(proto_in, proto_out).run()
     except BrokenPipeError:
         pass  # the host stopped reading: it is gone

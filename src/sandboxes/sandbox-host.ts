@@ -73,6 +73,11 @@ export function sandboxNotFound(id: string): CodedError {
   return new CodedError(contractError('sandbox.not_found', `no sandbox ${JSON.stringify(id)}`));
 }
 
+/** No snapshot by that id or name (or none the asking API key may see). */
+export function snapshotNotFound(idOrName: string): CodedError {
+  return new CodedError(contractError('snapshot.not_found', `no snapshot ${JSON.stringify(idOrName)}`));
+}
+
 /** An API key holds as many running sandboxes as it may (service.apiKeys.<name>.maxSandboxes). */
 export function keyFullError(apiKey: string, cap: number): CodedError {
   return new CodedError(contractError('sandboxes.key_full', `API key ${apiKey} holds ${cap} running sandboxes, the most it may; kill one of them first`, { max: cap }));

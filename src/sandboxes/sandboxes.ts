@@ -30,7 +30,7 @@ import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './liv
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
 import { packHome, unpackHome, type ArchiveRun } from './home-archive.js';
-import { keyFullError, sandboxNotFound } from './sandbox-host.js';
+import { keyFullError, sandboxNotFound, snapshotNotFound } from './sandbox-host.js';
 import { describeSnapshot, expired, SnapshotStore, type KeptState } from './snapshot-store.js';
 import { sandboxDuration } from '../util/metrics.js';
 import { frozen } from './frozen-processes.js';
@@ -198,7 +198,7 @@ export class Sandboxes {
   async deleteSnapshot(idOrName: string): Promise<Snapshot> {
     await this.loaded;
     const state = this.snapshotNamed(idOrName);
-    if (!state) throw new CodedError(contractError('snapshot.not_found', `no snapshot ${JSON.stringify(idOrName)}`));
+    if (!state) throw snapshotNotFound(idOrName);
     await this.dropState(state.id);
     return describeSnapshot(state);
   }

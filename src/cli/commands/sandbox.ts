@@ -1,10 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import type { SandboxCreateRequest, SandboxExecRequest } from '../../contract/sandbox.js';
+import type { AgentUser } from '../../contract/sandbox-agent.js';
 import { readStdin } from '../../util/stdio.js';
 import { backendOption } from '../backend-option.js';
 import { pairsOption, positiveOption } from '../flag-values.js';
 import { answer, deliverFile, localBytes, withServer, type ServerFlags } from '../server-call.js';
+
+/** contract/sandbox-agent.ts AGENT_USERS, written out: the CLI loads no schema library to start (bundle-cli). */
+const USERS: AgentUser[] = ['user', 'root'];
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
@@ -57,10 +61,10 @@ export function registerSandbox(program: Command): void {
     .option('-c, --cmd <line>', 'a command line, run by /bin/bash -l -c')
     .option('-t, --timeout <seconds>', 'seconds it may run; past it its whole process tree is killed (exit_code 124)')
     .option('--cwd <dir>', 'where it runs (default /home/user)')
-    .addOption(new Option('-u, --user <name>', "whom it runs as: the sandbox's user, or root where the backend has one").choices(['user', 'root']))
+    .addOption(new Option('-u, --user <name>', "whom it runs as: the sandbox's user, or root where the backend has one").choices(USERS))
     .option('-e, --env <KEY=VALUE>', 'environment addition (repeatable)', collect, [])
     .addOption(new Option('-i, --stdin <file>', 'its standard input, from a file (- for this command’s stdin)'))
-    .action((id: string, argv: string[], flags: ServerFlags & { cmd?: string; timeout?: string; cwd?: string; user?: 'user' | 'root'; env: string[]; stdin?: string }) =>
+    .action((id: string, argv: string[], flags: ServerFlags & { cmd?: string; timeout?: string; cwd?: string; user?: AgentUser; env: string[]; stdin?: string }) =>
       answer(flags, async (client) => {
         if ((flags.cmd === undefined) === (argv.length === 0)) throw new Error('give a command after -- or a shell line with --cmd, not both');
         const timeout = positiveOption('--timeout', flags.timeout, { integer: false });

@@ -141,11 +141,13 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   return args;
 }
 
-/** /etc and each directory under it that holds a file the job gets there, parents first. */
+/**
+ * /etc and each directory under it that holds a system file the job gets there, parents first
+ * (the identity, resolver and CA files are bound straight into /etc).
+ */
 function etcDirectories(plan: BwrapPlan): string[] {
-  const files = [...plan.layout.etc, '/etc/passwd', CA_BUNDLE_SANDBOX_PATH];
   const directories = new Set<string>(['/etc']);
-  for (const file of files) {
+  for (const file of plan.layout.etc) {
     for (let dir = posix.dirname(file); dir.startsWith('/etc/'); dir = posix.dirname(dir)) directories.add(dir);
   }
   return [...directories].sort();

@@ -82,8 +82,9 @@ export class LaunchedSandbox extends HostDirSandbox {
     this.sinks = { stdout: keepSetupOutput('stdout'), stderr: keepSetupOutput('stderr') };
     const filter = parts.seccompFile === null ? null : openSync(parts.seccompFile, 'r');
     const devNull = openSync('/dev/null', 'r');
+    // bwrap says its pid on INFO_FD where the host acts on the sandbox from outside: egress, the user map.
+    const reports = parts.network !== null || parts.userMap !== null;
     try {
-      const reports = parts.network !== null || parts.userMap !== null;
       const stdio = stdioWithoutLeaks<'pipe' | number>(
         ['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe', reports ? 'pipe' : 'ignore', ...(parts.userMap ? ['pipe' as const] : [])],
         devNull,
@@ -105,7 +106,7 @@ export class LaunchedSandbox extends HostDirSandbox {
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
     for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD), this.pipe(USERNS_FD)]) stream?.on('error', () => undefined);
     this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
-    const info = parts.network || parts.userMap ? this.readInfo() : null;
+    const info = reports ? this.readInfo() : null;
     if (parts.userMap && info) void this.mapUsers(parts.userMap, info);
     if (parts.network && info) parts.network.attach(info);
     this.ended = new Promise<Omit<Exit, 'oomKilled' | 'usage'>>((resolve) => {
