@@ -142,10 +142,7 @@ export class LaunchedSandbox extends HostDirSandbox {
 
   async start(io: SandboxIO): Promise<SandboxOutcome> {
     this.beginStart();
-    if (!this.alive) {
-      const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
-      throw new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
-    }
+    if (!this.alive) throw this.exitedDuringSetup();
     this.setIdle(false);
     await this.connectNetwork();
     // A program started early may have spoken already (a sandbox's agent says it is ready): not lost.
@@ -176,10 +173,17 @@ export class LaunchedSandbox extends HostDirSandbox {
     try {
       await this.parts.network.connect((name, content) => this.writeFile(name, content));
     } catch (error) {
+      // A sandbox that died on its own takes its helpers with it: its own words are the reason.
+      const diedFirst = !this.alive;
       this.kill();
       await this.ended;
-      throw error;
+      throw diedFirst ? this.exitedDuringSetup() : error;
     }
+  }
+
+  private exitedDuringSetup(): SandboxUnavailableError {
+    const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
+    return new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
   }
 
   /**

@@ -237,10 +237,13 @@ export class JobNetwork implements AttachedNetwork {
       const outcome = await Promise.race([
         pidFile.written.then(() => 'up' as const),
         // It stays up for the job's lifetime: an exit before its pid file is written is a failure.
-        pasta.exited.then(() => 'exited' as const),
+        pasta.exited.then((code) => ({ code })),
         new Promise<'slow'>((resolve) => (timer = setTimeout(() => resolve('slow'), PASTA_READY_MS).unref())),
       ]);
-      if (outcome === 'exited') throw new Error(`pasta exited before the job's network was up: ${pasta.stderr() || 'no message'}`);
+      if (typeof outcome === 'object') {
+        if (this.helpers.isStopped) throw new Error('the sandbox ended before its network was set up');
+        throw new Error(`pasta exited (${outcome.code === null ? 'killed' : `exit ${outcome.code}`}) before the job's network was up: ${pasta.stderr() || 'no message'}`);
+      }
       if (outcome === 'slow') throw new Error(`pasta did not set up the job's network within ${PASTA_READY_MS} ms`);
     } finally {
       clearTimeout(timer);
