@@ -67,6 +67,13 @@ export interface SandboxTemplate {
    * start it at start() instead (slower, the same result); never with egress to connect first.
    */
   startsEarly?: boolean;
+  /**
+   * start() resumes a sandbox a checkpoint() saved, instead of running argv (which must be the
+   * argv it was saved running): its files are put back first by `home.argv` (a program run in
+   * the sandbox, the archive on its stdin), then every process comes back with its memory.
+   * Only a backend whose capabilities.pause is `memory` takes it.
+   */
+  restore?: { image: string; home: { argv: readonly string[]; archive: string } };
 }
 
 /** What a guarded job may execute, in sandbox paths; enforced inside it with Landlock. */
@@ -225,6 +232,13 @@ export interface PreparedSandbox {
   start(io: SandboxIO): Promise<SandboxOutcome>;
   /** What its processes use now, while it runs (a long-lived sandbox's metrics); absent where the backend cannot say. */
   usageNow?(): Promise<LiveUsage>;
+  /**
+   * Where the backend keeps memory (capabilities.pause `memory`): saves every process of the
+   * running sandbox, with its memory, into the directory `image`, and the sandbox ends (its
+   * start() resolves); past `deadlineMs` it gives up. A rejection leaves it running as it was,
+   * where the backend can.
+   */
+  checkpoint?(image: string, deadlineMs: number): Promise<void>;
   /** Gives the sandbox up without running it. */
   discard(): void;
   /** The caller is done with the work directory (artifacts read); it may now be deleted. */

@@ -53,12 +53,32 @@ export class AgentChannel implements SandboxAgentPort {
   private gone: SandboxGoneError | null = null;
   private readyWaiter: { resolve(version: string): void; reject(error: Error): void } | null = null;
   private readonly ready: Promise<string>;
+  /** Set while a checkpoint is taken: new requests are refused, and `drained` is told when none is pending. */
+  private quiet: { reason: string; drained: () => void } | null = null;
 
-  constructor() {
+  /** `resumedVersion`: an agent restored from a checkpoint, which said it was ready before (and says it no more). */
+  constructor(resumedVersion?: string) {
     this.stdin = this.input;
     this.ready = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
     // Whoever starts the sandbox awaits `started()`; an unawaited rejection must not crash the host.
     this.ready.catch(() => undefined);
+    if (resumedVersion !== undefined) {
+      this.readyWaiter!.resolve(resumedVersion);
+      this.readyWaiter = null;
+    }
+  }
+
+  /**
+   * Before a checkpoint: refuses new requests (busy, saying `reason`) and resolves once no reply
+   * is owed, so the agent saved owes none (a reply to a request of this channel would reach the
+   * next one, which never asked). Returns what lets requests in again, if the checkpoint fails.
+   */
+  async quiesce(reason: string): Promise<() => void> {
+    await new Promise<void>((drained) => {
+      this.quiet = { reason, drained };
+      if (this.pending.size === 0) drained();
+    });
+    return () => (this.quiet = null);
   }
 
   /** The agent's version, once it serves requests. */
@@ -73,6 +93,11 @@ export class AgentChannel implements SandboxAgentPort {
   async start(request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
     const { pid } = (await this.send(request, listener)) as AgentReplyOf<'start'>;
     return { pid, detach: () => this.processes.get(pid)?.delete(listener) };
+  }
+
+  /** Processes this channel did not start but the agent runs (a restored one's): they can be followed. */
+  adopt(pids: readonly number[]): void {
+    for (const pid of pids) if (!this.processes.has(pid)) this.processes.set(pid, new Set());
   }
 
   follow(pid: number, listener: ProcessListener): { detach(): void } {
@@ -98,6 +123,7 @@ export class AgentChannel implements SandboxAgentPort {
     this.readyWaiter?.reject(this.gone);
     for (const waiter of this.pending.values()) waiter.reject(this.gone);
     this.pending.clear();
+    this.quiet?.drained();
     for (const listeners of this.processes.values()) for (const listener of listeners) listener.lost?.(this.gone);
     this.processes.clear();
     this.watches.clear();
@@ -106,6 +132,7 @@ export class AgentChannel implements SandboxAgentPort {
 
   private send(request: AgentRequest, listener?: ProcessListener): Promise<unknown> {
     if (this.gone) return Promise.reject(this.gone);
+    if (this.quiet) return Promise.reject(new AgentOperationError({ code: 'busy', message: this.quiet.reason }));
     if (this.input.writableLength > MAX_UNSENT_BYTES) {
       const message = `the sandbox's agent has not read the last ${this.input.writableLength} bytes sent to it`;
       return Promise.reject(new AgentOperationError({ code: 'busy', message }));
@@ -134,6 +161,7 @@ export class AgentChannel implements SandboxAgentPort {
     const waiter = typeof fields.id === 'number' ? this.pending.get(fields.id) : undefined;
     if (!waiter) throw new Error(`a reply nobody asked for (id ${String(fields.id)})`);
     this.pending.delete(fields.id as number);
+    if (this.pending.size === 0) this.quiet?.drained();
     const failure = validate(AgentFailureSchema, message);
     if (failure.ok) return waiter.reject(new AgentOperationError(failure.value.error));
     const reply = validate(AgentReplySchemas[waiter.op], message);

@@ -11,8 +11,7 @@ const SIGSTOP = 19;
  */
 export async function frozen<T>(agent: SandboxAgentPort, thaw: boolean, work: () => Promise<T>): Promise<T> {
   const { processes } = await agent.request({ op: 'list' });
-  // One that ended meanwhile is no failure.
-  const signal = (signal: number) => Promise.all(processes.map(({ pid }) => agent.request({ op: 'signal', pid, signal }).catch(() => undefined)));
+  const signal = (signal: number) => signalAll(agent, processes, signal);
   await signal(SIGSTOP);
   let done = false;
   try {
@@ -22,4 +21,17 @@ export async function frozen<T>(agent: SandboxAgentPort, thaw: boolean, work: ()
   } finally {
     if (thaw || !done) await signal(SIGCONT);
   }
+}
+
+/**
+ * Lets processes the agent started go on: a sandbox restored from a pause that kept memory
+ * comes back with them stopped, as frozen() left them for its files to be packed.
+ */
+export async function thaw(agent: SandboxAgentPort, processes: ReadonlyArray<{ pid: number }>): Promise<void> {
+  await signalAll(agent, processes, SIGCONT);
+}
+
+function signalAll(agent: SandboxAgentPort, processes: ReadonlyArray<{ pid: number }>, signal: number): Promise<unknown> {
+  // One that ended meanwhile is no failure.
+  return Promise.all(processes.map(({ pid }) => agent.request({ op: 'signal', pid, signal }).catch(() => undefined)));
 }

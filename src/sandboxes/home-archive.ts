@@ -96,6 +96,11 @@ export async function unpackHome(run: ArchiveRun, input: FileHandle): Promise<vo
   archiver.check(await archiver.ended, 'unpacking the home directory');
 }
 
+/** The archiver's command line: it packs `home` to its stdout, or unpacks its stdin into `home`. */
+export function homeArchiveArgv(python: string, mode: 'pack' | 'unpack', home: string): string[] {
+  return [python, '-I', '-S', '-c', archiveSource(), mode, home];
+}
+
 interface Archiver {
   pid: number;
   ended: Promise<AgentEndEvent>;
@@ -113,9 +118,10 @@ async function startArchiver(run: ArchiveRun, mode: 'pack' | 'unpack', onStdout:
     finish = resolve;
     fail = reject;
   });
+  const [cmd, ...args] = homeArchiveArgv(run.python, mode, run.home);
   const { pid } = await run.agent.start(
     // As root where the sandbox has one: it reads every file of the home, and puts each back with its owner.
-    { op: 'start', cmd: run.python, args: ['-I', '-S', '-c', archiveSource(), mode, run.home], envs: {}, cwd: '/', stdin: mode === 'unpack', user: 'root' },
+    { op: 'start', cmd: cmd!, args, envs: {}, cwd: '/', stdin: mode === 'unpack', user: 'root' },
     {
       output: (event) => (event.stream === 'stderr' ? stderr.add(Buffer.from(event.data, 'base64')) : onStdout(Buffer.from(event.data, 'base64'))),
       end: finish,

@@ -10,6 +10,8 @@ import { sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
 import type { SandboxAgentPort } from './agent-port.js';
 import type { KeptSandbox } from './snapshot-store.js';
+import { homeArchiveArgv } from './home-archive.js';
+import { thaw } from './frozen-processes.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
 export const SANDBOX_HOME = '/home/user';
@@ -52,6 +54,11 @@ export interface SandboxPlan {
    * run on, a kernel's node) with the read-only `trees` they come from. Without: anything.
    */
   execGuard?: { policy: ExecPolicy; programs: readonly string[]; trees: readonly string[] };
+  /**
+   * Comes back from a pause that kept memory (its backend's checkpoint, `image`), its home
+   * from `archive` first, its agent the one that was saved (of `agentVersion`).
+   */
+  resume?: { image: string; archive: string; agentVersion: string | null };
 }
 
 /**
@@ -61,7 +68,7 @@ export interface SandboxPlan {
  * sandbox's whole tree, whatever the agent does.
  */
 export class LiveSandbox {
-  private readonly channel = new AgentChannel();
+  private readonly channel: AgentChannel;
   private readonly served: ServedSandbox;
   private readonly startedAt: Date;
   /** When this run of it began (a resumed sandbox's run too), for how long it ran. */
@@ -79,6 +86,7 @@ export class LiveSandbox {
     /** Called at its timeout instead of ending it, when its plan pauses it then. */
     private readonly onTimeout?: (sandbox: LiveSandbox) => void,
   ) {
+    this.channel = new AgentChannel(plan.resume ? (plan.resume.agentVersion ?? 'unknown') : undefined);
     this.startedAt = plan.startedAt ?? new Date();
     this.endAt = new Date(Date.now() + plan.timeoutMs);
     this.served = new ServedSandbox(this.channel, SERVED_BY, (reason) => {
@@ -141,6 +149,35 @@ export class LiveSandbox {
     return this.plan.apiKey;
   }
 
+  /**
+   * Saves every process of it with its memory into `image` (its backend's checkpoint), then it
+   * ends, `paused`. No request is in flight when it is saved: new ones are refused from the
+   * start, and those pending answered first (within `deadlineMs`). On failure it runs on.
+   */
+  async checkpoint(image: string, deadlineMs: number): Promise<void> {
+    const prepared = this.prepared;
+    if (!prepared?.checkpoint) throw new Error(`its backend (${this.plan.backend.kind}) cannot keep a sandbox's memory`);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
+    });
+    late.catch(() => undefined);
+    const quiet = this.channel.quiesce(`sandbox ${this.plan.id} is being paused`);
+    let reopen: (() => void) | undefined;
+    try {
+      reopen = await Promise.race([quiet, late]);
+      await this.served.suspend('paused', () => prepared.checkpoint!(image, deadlineMs));
+    } catch (error) {
+      // Requests are let in again: at once (what thaws it next must get through), or once none is owed.
+      if (reopen) reopen();
+      else void quiet.then((open) => open());
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    clearTimeout(this.timer);
+  }
+
   /** What it was made with, as kept with its paused state or a snapshot of it. */
   keptAs(): KeptSandbox {
     const { plan } = this;
@@ -159,6 +196,7 @@ export class LiveSandbox {
       disk_size_mb: described.disk_size_mb,
       ...(plan.onTimeout && { on_timeout: plan.onTimeout }),
       ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
+      ...(this.agentVersion !== null && { agent_version: this.agentVersion }),
     };
   }
 
@@ -253,11 +291,14 @@ export class LiveSandbox {
       workDirBytes: plan.homeBytes,
       network: plan.network,
       // A guarded sandbox gets its rules before start, so it is not pre-started.
-      startsEarly: guard === undefined,
+      startsEarly: guard === undefined && !plan.resume,
       terminals: true,
       user: 'user',
       rootInside,
       ...(guard && { guardExec: true, withoutShells: !guard.policy.allow_shell }),
+      ...(plan.resume && {
+        restore: { image: plan.resume.image, home: { argv: homeArchiveArgv(plan.python.executable, 'unpack', plan.home), archive: plan.resume.archive } },
+      }),
       limits: {
         memoryBytes: plan.memoryBytes,
         memoryMechanism: 'cgroup',
@@ -280,6 +321,13 @@ export class LiveSandbox {
     // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
     this.served.serve(prepared, plan.maxLifetimeMs);
     this.agentVersion = await this.served.untilReady(this.channel.started(), plan.startTimeoutSeconds, 'the sandbox');
+    // A restored agent said it was ready before its checkpoint: its answer now says it runs, and
+    // what the pause stopped for its files to be packed goes on.
+    if (plan.resume) {
+      const { processes } = await this.served.untilReady(this.channel.request({ op: 'list' }), plan.startTimeoutSeconds, 'the restored sandbox');
+      this.channel.adopt(processes.map(({ pid }) => pid));
+      await thaw(this.channel, processes);
+    }
     this.arm();
   }
 

@@ -351,7 +351,10 @@ class Agent:
     def __init__(self, proto_in, proto_out):
         self.proto_in = proto_in
         self.proto_out = proto_out
-        self.selector = selectors.DefaultSelector()
+        # poll, not epoll: a gVisor sandbox restored from a checkpoint (a pause that keeps
+        # memory) hands the agent new host pipes, and an epoll set made before the checkpoint
+        # never reports them ready again; poll asks afresh on every call.
+        self.selector = selectors.PollSelector()
         self.readers = {}
         self.writers = {}
         self.processes = {}

@@ -126,8 +126,10 @@ export class Sandboxes {
         }),
       );
     }
+    // As much as its backend keeps, unless the request asks for files only.
+    const memory = sandbox.pauseKind === 'memory' && request.keep_memory !== false;
     await this.changingWhile(id, async () => {
-      const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, false);
+      const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, memory ? 'memory' : 'end');
       this.kept.set(id, state);
       this.sandboxes.delete(id);
       await sandbox.end('paused');
@@ -160,7 +162,7 @@ export class Sandboxes {
   async fork(id: string, request: SandboxForkRequest = {}): Promise<SandboxForkResult> {
     await this.loaded;
     const sandbox = this.running(id);
-    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'fork', name: null }, true));
+    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'fork', name: null }, 'thaw'));
     try {
       const copy = fromState(state, { ...(request.timeout_seconds === undefined ? {} : { timeout_seconds: request.timeout_seconds }) });
       const made = await Promise.allSettled(Array.from({ length: request.count ?? 1 }, () => this.launch(copy, state)));
@@ -178,7 +180,7 @@ export class Sandboxes {
     await this.loaded;
     const sandbox = this.running(id);
     const name = request.name ?? null;
-    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'snapshot', name }, true));
+    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'snapshot', name }, 'thaw'));
     this.kept.set(state.id, state);
     // A name is one snapshot's: the new one replaces the one it named before.
     for (const older of this.snapshots()) if (name !== null && older.name === name && older.id !== state.id) await this.dropState(older.id);
@@ -346,17 +348,24 @@ export class Sandboxes {
 
   /**
    * Keeps a running sandbox's home under the state dir, its processes frozen (SIGSTOP) while it
-   * is packed so that its files are of one instant; `thaw` lets them go on after (a fork's parent,
-   * a snapshot's), else they stay stopped for the end that follows (a pause).
+   * is packed so that its files are of one instant. Then: `thaw` lets them go on (a fork's
+   * parent, a snapshot's); `end` leaves them stopped for the end that follows (a pause of its
+   * files); `memory` saves them, stopped, with their memory (its backend's checkpoint), which
+   * ends the sandbox (a pause that keeps memory; a resume lets them go on).
    */
-  private async keep(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>, thaw: boolean): Promise<KeptState> {
+  private async keep(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>, then: 'thaw' | 'end' | 'memory'): Promise<KeptState> {
     const settings = this.runtime.config.sandboxes;
+    const deadlineMs = settings.pauseTimeoutSeconds * 1000;
     try {
-      return await this.store.write(async (home) => {
-        const run: ArchiveRun = { agent: sandbox.agent, python: sandbox.python, home: sandbox.home, deadlineMs: settings.pauseTimeoutSeconds * 1000 };
-        // A tar of a full home is a little over its size: headers, and padding to 512 bytes a file.
-        await frozen(sandbox.agent, thaw, () => packHome(run, home, 2 * settings.homeBytes));
-        return { ...as, kept: 'files', created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
+      return await this.store.write(async (into) => {
+        const run: ArchiveRun = { agent: sandbox.agent, python: sandbox.python, home: sandbox.home, deadlineMs };
+        await frozen(sandbox.agent, then === 'thaw', async () => {
+          // A tar of a full home is a little over its size: headers, and padding to 512 bytes a file.
+          await packHome(run, into.home, 2 * settings.homeBytes);
+          if (then === 'memory') await sandbox.checkpoint(into.memory, deadlineMs);
+        });
+        const record = { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
+        return record;
       });
     } catch (error) {
       throw keepFailure(sandbox.id, error);
@@ -398,7 +407,11 @@ export class Sandboxes {
     this.starting.set(starting, key);
     let id: string | undefined;
     try {
-      const plan = { ...(await this.plan(request)), ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }) };
+      const plan = {
+        ...(await this.plan(request)),
+        ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }),
+        ...(from?.kept === 'memory' && { resume: this.resumeOf(from) }),
+      };
       id = plan.id;
       this.endings.set(id, new AbortController());
       // Its timeout counts from when it is handed out: while its files are put back (within the
@@ -410,7 +423,8 @@ export class Sandboxes {
         (expired) => void this.pause(expired.id).catch(() => expired.end('its timeout passed, and pausing it failed')),
       );
       if (from) {
-        await this.restoreHome(sandbox, from);
+        // Memory comes back with its files: the backend put them back before its processes.
+        if (from.kept === 'files') await this.restoreHome(sandbox, from);
         sandbox.setTimeout(plan.timeoutMs);
       }
       this.sandboxes.set(sandbox.id, sandbox);
@@ -421,6 +435,11 @@ export class Sandboxes {
     } finally {
       this.starting.delete(starting);
     }
+  }
+
+  private resumeOf(from: KeptState): NonNullable<SandboxPlan['resume']> {
+    const { home, memory } = this.store.paths(from.id);
+    return { image: memory, archive: home, agentVersion: from.sandbox.agent_version ?? null };
   }
 
   private async restoreHome(sandbox: LiveSandbox, from: KeptState): Promise<void> {

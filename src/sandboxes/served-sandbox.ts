@@ -32,6 +32,8 @@ export interface ServedBy {
 export class ServedSandbox {
   private readonly stop = new AbortController();
   private endedReason: string | null = null;
+  /** While a checkpoint saves it: its program's exit is the checkpoint's doing, kept here, not the reason. */
+  private suspending: { exit: string | null } | null = null;
   private readonly ended: Promise<void>;
   private markEnded!: () => void;
 
@@ -86,8 +88,28 @@ export class ServedSandbox {
     await this.ended;
   }
 
+  /**
+   * Ends the sandbox by `save` (a checkpoint: its processes are kept, then stop), with `reason`.
+   * If `save` fails, the sandbox runs on as it was; unless it ended meanwhile, which then says so.
+   */
+  async suspend(reason: string, save: () => Promise<void>): Promise<void> {
+    const suspending: { exit: string | null } = { exit: null };
+    this.suspending = suspending;
+    try {
+      await save();
+      this.settle(reason);
+    } catch (error) {
+      if (suspending.exit !== null) this.settle(`${suspending.exit}, while it was being paused: ${(error as Error).message}`);
+      throw error;
+    } finally {
+      this.suspending = null;
+    }
+    await this.ended;
+  }
+
   private finished(reason: string): void {
-    this.settle(reason);
+    if (this.suspending) this.suspending.exit = reason;
+    else this.settle(reason);
     this.markEnded();
   }
 

@@ -25,6 +25,8 @@ export const KeptSandboxSchema = Type.Object({
   on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
   /** The API key that made it: its paused state, snapshots and forks are that key's too. */
   api_key: Type.Optional(Type.String()),
+  /** Its agent's version: a sandbox resumed with its memory runs the agent it was saved with. */
+  agent_version: Type.Optional(Type.String()),
 });
 export type KeptSandbox = Static<typeof KeptSandboxSchema>;
 
@@ -47,6 +49,8 @@ export type KeptState = Static<typeof RecordSchema>;
 
 const RECORD_FILE = 'state.json';
 const HOME_FILE = 'home.tar';
+/** Where a backend that keeps memory saves its processes (a checkpoint image), beside the home. */
+const MEMORY_DIR = 'memory';
 /** A state being written (`.partial-<pid>-<random>`): renamed to its id once whole, swept when its writer is gone. */
 const PARTIAL_PREFIX = '.partial-';
 
@@ -79,10 +83,11 @@ export class SnapshotStore {
   }
 
   /**
-   * Writes a state: `fill` writes the home archive into the handle it is given and returns the
-   * record; the state is under its id only once both are on disk.
+   * Writes a state: `fill` writes the home archive into the handle it is given (and, keeping
+   * memory, a checkpoint into the directory `memory`) and returns the record; the state is
+   * under its id only once all is on disk.
    */
-  async write(fill: (home: FileHandle) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
+  async write(fill: (into: { home: FileHandle; memory: string }) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
     const partial = join(this.dir, `${PARTIAL_PREFIX}${process.pid}-${randomBytes(8).toString('hex')}`);
     await mkdir(partial, { mode: 0o700 });
@@ -90,12 +95,12 @@ export class SnapshotStore {
       const handle = await open(join(partial, HOME_FILE), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
       let record: Omit<KeptState, 'bytes' | 'pid'>;
       try {
-        record = await fill(handle);
+        record = await fill({ home: handle, memory: join(partial, MEMORY_DIR) });
         await handle.sync();
       } finally {
         await handle.close();
       }
-      const kept: KeptState = { ...record, bytes: (await stat(join(partial, HOME_FILE))).size, pid: process.pid };
+      const kept: KeptState = { ...record, bytes: await treeBytes(partial), pid: process.pid };
       await writeFileAtomic(join(partial, RECORD_FILE), JSON.stringify(kept));
       await rename(partial, join(this.dir, kept.id));
       await syncDir(this.dir);
@@ -109,6 +114,11 @@ export class SnapshotStore {
   /** The home archive of a state, for reading. */
   openHome(id: string): Promise<FileHandle> {
     return open(join(this.dir, id, HOME_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
+  }
+
+  /** Where a state's home archive and memory (if kept) are, for the backend that restores it. */
+  paths(id: string): { home: string; memory: string } {
+    return { home: join(this.dir, id, HOME_FILE), memory: join(this.dir, id, MEMORY_DIR) };
   }
 
   async remove(id: string): Promise<void> {
@@ -154,6 +164,15 @@ export function describeSnapshot(kept: KeptState): Snapshot {
     created_at: kept.created_at,
     ...(kept.sandbox.api_key !== undefined && { api_key: kept.sandbox.api_key }),
   };
+}
+
+/** The bytes of the files under `dir` (the service's own: the home archive, a checkpoint's files). */
+async function treeBytes(dir: string): Promise<number> {
+  let bytes = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) bytes += (await stat(join(entry.path, entry.name))).size;
+  }
+  return bytes;
 }
 
 async function syncDir(dir: string): Promise<void> {

@@ -61,7 +61,7 @@ export class GvisorBackend implements SandboxBackend {
     network: ['none'],
     memory: ['cgroup', 'address-space'],
     snapshot: false,
-    pause: 'files',
+    pause: 'memory',
     // runsc here takes no user namespace map, and its gofer would write root's files as the
     // host's root (in the nosuid work dir, but still): root's requests run as the user.
     root_inside: false,
@@ -158,6 +158,7 @@ export class GvisorBackend implements SandboxBackend {
         releaseWorkDir: release,
         cgroup,
         onFinished: this.jobs.oweCleanup(),
+        ...(template.restore && { restore: template.restore }),
       });
     } catch (error) {
       await cgroup?.dispose();

@@ -11,7 +11,7 @@ import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
 import { signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
-import { SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome } from '../types.js';
+import { SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome, type SandboxTemplate } from '../types.js';
 
 /** How this host runs runsc: the binary and its global flags (state root, network, platform). */
 export interface Runsc {
@@ -32,6 +32,8 @@ export interface GvisorJob extends HostDirParts {
   writablePaths: readonly string[];
   /** The group runsc runs the sandbox in: its OOM count, and the sweep behind runsc delete. */
   cgroup: JobCgroup;
+  /** Start resumes this checkpoint (runsc restore) once the home is put back, instead of running argv. */
+  restore?: SandboxTemplate['restore'];
 }
 
 /** How often a kill is repeated while the container is still being created. */
@@ -113,7 +115,21 @@ export class GvisorSandbox extends HostDirSandbox {
     return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled, usage, durationMs };
   }
 
-  /** Writes the bundle's config and starts `runsc run` on it. */
+  /**
+   * Saves the running sandbox, every process with its memory, into `image` (runsc checkpoint);
+   * the container then exits and `runsc run` with it, so start() resolves. Its files stay in
+   * the work dir, which the caller keeps (the home is packed before).
+   */
+  async checkpoint(image: string, deadlineMs: number): Promise<void> {
+    try {
+      await execFileWhenQuiet(this.job.runsc.path, [...this.job.runsc.globalArgs, 'checkpoint', '--image-path', image, this.job.id], { env: {}, timeout: deadlineMs });
+    } catch (error) {
+      const said = String((error as { stderr?: unknown }).stderr ?? '').trim();
+      throw new Error(`runsc could not checkpoint the sandbox: ${said || (error as Error).message}`, { cause: error });
+    }
+  }
+
+  /** Writes the bundle's config and starts the container on it: `runsc run`, or `runsc restore` of a checkpoint once its home is back. */
   private async launch(): Promise<ChildProcess> {
     const { job } = this;
     let argv = job.plan.argv;
@@ -121,14 +137,48 @@ export class GvisorSandbox extends HostDirSandbox {
       if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
       argv = [this.rules.program, ...argv.slice(1)];
     }
-    const config = buildOciConfig({ ...job.plan, argv, executable: ociExecutable(this.rules) });
-    await writeFile(join(job.jobDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
+    if (job.restore) await this.putHomeBack(job.restore.home);
+    await this.writeConfig(argv);
+    const command = job.restore ? ['restore', '--image-path', job.restore.image] : ['run'];
+    return this.spawnRunsc([...command, '--bundle', job.jobDir, job.id], 'pipe');
+  }
+
+  /**
+   * Before a restore: the home's files, from the archive a pause packed, put back by a program
+   * run in this sandbox as its user (runsc run of `home.argv`, the archive on its stdin), so the
+   * host never writes into the tree. The processes restored next find their open files there.
+   */
+  private async putHomeBack(home: NonNullable<SandboxTemplate['restore']>['home']): Promise<void> {
+    await this.writeConfig(home.argv);
+    const archive = openSync(home.archive, 'r');
+    let child: ChildProcess;
+    try {
+      child = await this.spawnRunsc(['run', '--bundle', this.job.jobDir, this.job.id], archive);
+    } finally {
+      closeSync(archive);
+    }
+    const said: Buffer[] = [];
+    child.stdout!.resume();
+    child.stderr!.on('data', (chunk: Buffer) => said.push(chunk));
+    const code = await new Promise<number | null>((resolve) => {
+      child.on('error', () => resolve(null));
+      child.on('close', (exitCode) => resolve(exitCode));
+    });
+    await this.runsc('delete', '--force', this.job.id);
+    if (code !== 0) throw new Error(`its files could not be put back (exit ${code}): ${Buffer.concat(said).toString('utf8').trim().slice(-2000)}`);
+  }
+
+  private async writeConfig(argv: readonly string[]): Promise<void> {
+    const config = buildOciConfig({ ...this.job.plan, argv, executable: ociExecutable(this.rules) });
+    await writeFile(join(this.job.jobDir, 'config.json'), JSON.stringify(config), { mode: 0o600 });
+  }
+
+  private async spawnRunsc(args: readonly string[], stdin: 'pipe' | number): Promise<ChildProcess> {
     const devNull = openSync('/dev/null', 'r');
     try {
-      const args = [...job.runsc.globalArgs, 'run', '--bundle', job.jobDir, job.id];
-      const stdio = stdioWithoutLeaks<'pipe'>(['pipe', 'pipe', 'pipe'], devNull);
+      const stdio = stdioWithoutLeaks<'pipe' | number>([stdin, 'pipe', 'pipe'], devNull);
       // Its own process group (runsc and its gofer); the sandbox process makes its own.
-      return await forkWhenQuiet(() => spawn(job.runsc.path, args, { detached: true, env: {}, cwd: '/', stdio }));
+      return await forkWhenQuiet(() => spawn(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { detached: true, env: {}, cwd: '/', stdio }));
     } finally {
       closeSync(devNull);
     }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,8 +16,8 @@ import { waitUntil } from '../../helpers/wait.js';
  * Pause, resume, fork and snapshots through the unmodified `e2b` SDK (and /v1): what E2B's
  * users lost there (files after the second resume, e2b-dev/E2B #884; processes still running
  * while paused, #1031; a 500 on the second resume, #736) checked here. Every backend keeps a
- * paused sandbox's files (its home); the whole surface on local_process, a pause and resume on
- * gVisor and the microVM.
+ * paused sandbox's files (its home); gVisor its processes' memory too. The whole surface on
+ * local_process; a pause that keeps memory, twice, on gVisor; a pause and resume on the microVM.
  */
 describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
   let server: ServerProcess;
@@ -165,7 +165,62 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     assert.equal(await sandbox.files.read('kept.txt'), 'still here');
   });
 
-  for (const kind of ['gvisor', 'microvm'] as const satisfies readonly BackendKind[]) {
+  const gvisorSkip = kindLeftOut('gvisor') || (!kinds.includes('gvisor') && 'gvisor is not available here');
+  it(
+    'on gVisor a pause keeps memory: a process holding 100 MB and an open file survives two pauses, the files of each step kept; nothing of it runs on the host while paused',
+    { skip: gvisorSkip },
+    async () => {
+      const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: 'gvisor', AGENT_RUNNER_SANDBOXES__KEPT_DIR: mkdtempSync(join(tmpdir(), 'kept-')) } });
+      const localOpts = { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url };
+      try {
+        const sandbox = await Sandbox.create('base', localOpts);
+        const log = `log-${randomBytes(6).toString('hex')}.txt`;
+        await sandbox.files.write('state.py', holdsStateAndAFile(log));
+        const seen: string[] = [];
+        const onStdout = (data: string) => void seen.push(data);
+        const { pid } = await sandbox.commands.run('python3 -u state.py', { background: true, stdin: true, onStdout });
+        const say = async (client: Sandbox, line: string, count: number) => {
+          await client.commands.sendStdin(pid, `${line}\n`);
+          // Its count and its 100 MB (a 7 on each of 25,600 pages) are what it held in memory.
+          await waitUntil(() => seen.join('').includes(`seen ${count} ${line} 179200`), `the process answers ${line}: ${seen.join('')}`);
+        };
+        await say(sandbox, 'one', 1);
+        await waitUntil(() => hostHoldersOf(log).length > 0, 'the sandbox holds its open file on the host (the probe works)');
+
+        let client = sandbox;
+        for (const [step, line] of [
+          [1, 'two'],
+          [2, 'three'],
+        ] as const) {
+          assert.equal(await client.pause(), true);
+          const paused = await api(local.url, 'GET', `/v1/sandboxes/${sandbox.sandboxId}`);
+          assert.deepEqual({ state: paused.json.state, kept: paused.json.kept }, { state: 'paused', kept: 'memory' });
+          assert.deepEqual(hostHoldersOf(log), [], 'no process of a paused sandbox runs on the host (#1031)');
+          // The second resume too (#736).
+          client = await Sandbox.connect(sandbox.sandboxId, localOpts);
+          await client.commands.connect(pid, { onStdout });
+          await client.files.write(`between-${step}.txt`, `after pause ${step}`);
+          await say(client, line, step + 1);
+        }
+        // Files of each step, and the file it held open all along, written to on both sides of each pause (#884).
+        assert.equal(await client.files.read(log), 'one\ntwo\nthree\n');
+        assert.equal(await client.files.read('between-1.txt'), 'after pause 1');
+        assert.equal(await client.files.read('between-2.txt'), 'after pause 2');
+
+        // Files only, when asked: its processes end.
+        const filesOnly = await api(local.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, { keep_memory: false });
+        assert.equal(filesOnly.json.kept, 'files', filesOnly.text);
+        const last = await Sandbox.connect(sandbox.sandboxId, localOpts);
+        assert.deepEqual(await last.commands.list(), []);
+        assert.equal(await last.files.read(log), 'one\ntwo\nthree\n');
+        await last.kill();
+      } finally {
+        await local.stop();
+      }
+    },
+  );
+
+  for (const kind of ['microvm'] as const satisfies readonly BackendKind[]) {
     const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
     it(`pauses and resumes on ${kind}, its files kept`, { skip }, async () => {
       const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind, AGENT_RUNNER_SANDBOXES__KEPT_DIR: mkdtempSync(join(tmpdir(), 'kept-')) } });
@@ -183,3 +238,33 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     });
   }
 });
+
+/** A python program that holds 100 MB and a file open, appending each line of its stdin to it and saying what it holds. */
+function holdsStateAndAFile(log: string): string {
+  return [
+    'import sys',
+    'data = bytearray(100 * 1024 * 1024)',
+    'for i in range(0, len(data), 4096): data[i] = 7',
+    `log = open(${JSON.stringify(log)}, 'a')`,
+    'count = 0',
+    'for line in sys.stdin:',
+    '    count += 1',
+    '    log.write(line)',
+    '    log.flush()',
+    "    print('seen', count, line.strip(), sum(data[::4096]), flush=True)",
+    '',
+  ].join('\n');
+}
+
+/** Host processes holding a file of that name open (a gVisor sandbox holds its open files through its own host descriptors). */
+function hostHoldersOf(name: string): string[] {
+  const holders: string[] = [];
+  for (const pid of readdirSync('/proc').filter((entry) => /^\d+$/.test(entry))) {
+    try {
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) if (readlinkSync(`/proc/${pid}/fd/${fd}`).endsWith(`/${name}`)) holders.push(pid);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return [...new Set(holders)];
+}

@@ -2,6 +2,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AgentChannel } from '../../../src/sandboxes/agent-channel.js';
 import { AgentOperationError } from '../../../src/sandboxes/agent-port.js';
+import { encodeFrame } from '../../../src/wire/frame-codec.js';
+
+/** What the agent would answer, framed onto the host's end. */
+function answer(channel: AgentChannel, message: object): void {
+  channel.stdout.write(encodeFrame(message, 1024 * 1024));
+}
 
 describe('sandbox agent channel', () => {
   it('refuses requests (busy) while an agent that stopped reading holds 64 MiB unread, instead of growing the worker', async () => {
@@ -18,6 +24,37 @@ describe('sandbox agent channel', () => {
     const busy = outcomes.filter((outcome) => outcome instanceof AgentOperationError && outcome.code === 'busy');
     assert.ok(busy.length > 0 && busy.length < outcomes.length, `some sent, then refused: ${outcomes.map(String).join(', ')}`);
     assert.ok(channel.stdin.readableLength + (channel.stdin as unknown as { writableLength: number }).writableLength < 100 * 1024 * 1024);
+    channel.lose('test over');
+  });
+
+  it('before a checkpoint: refuses new requests, waits for the answers owed, and lets requests in again if the checkpoint fails', async () => {
+    const channel = new AgentChannel();
+    const owed = channel.request({ op: 'signal', pid: 7, signal: 19 });
+    let quiet = false;
+    const quiesced = channel.quiesce('sandbox x is being paused').then((reopen) => ((quiet = true), reopen));
+    await assert.rejects(channel.request({ op: 'list' }), (error: unknown) => error instanceof AgentOperationError && error.code === 'busy' && /being paused/.test(error.message));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(quiet, false, 'an answer is still owed');
+    // The first request went out as id 1; the refused one was never sent.
+    answer(channel, { id: 1 });
+    await owed;
+    const reopen = await quiesced;
+    reopen();
+    const listed = channel.request({ op: 'list' });
+    answer(channel, { id: 2, processes: [] });
+    assert.deepEqual(await listed, { id: 2, processes: [] });
+    channel.lose('test over');
+  });
+
+  it('restored from a checkpoint: ready at once with the saved agent, and its running processes can be followed once adopted', async () => {
+    const channel = new AgentChannel('0.3.0');
+    assert.equal(await channel.started(), '0.3.0');
+    assert.throws(() => channel.follow(42, { output: () => undefined, end: () => undefined }), /no process 42/);
+    channel.adopt([42]);
+    const seen: string[] = [];
+    channel.follow(42, { output: (event) => void seen.push(Buffer.from(event.data, 'base64').toString()), end: () => void seen.push('end') });
+    answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.from('still here').toString('base64') });
+    assert.deepEqual(seen, ['still here']);
     channel.lose('test over');
   });
 });

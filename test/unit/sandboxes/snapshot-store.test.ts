@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -35,11 +35,15 @@ describe('the kept states of sandboxes', () => {
 
   it('writes a state whole, private to the service, and reads it back', async () => {
     const { dir, store: kept } = store();
-    const state = await kept.write(async (home) => {
+    const state = await kept.write(async ({ home, memory }) => {
       await home.write(Buffer.from('tar bytes'));
-      return { id: 'b'.repeat(24), purpose: 'snapshot', name: 'named', kept: 'files', created_at: new Date().toISOString(), sandbox };
+      // A checkpoint's files, where a backend keeps memory: counted in the state's bytes.
+      mkdirSync(join(memory, 'image'), { recursive: true });
+      writeFileSync(join(memory, 'image', 'pages'), 'memory');
+      return { id: 'b'.repeat(24), purpose: 'snapshot', name: 'named', kept: 'memory', created_at: new Date().toISOString(), sandbox };
     });
-    assert.equal(state.bytes, 9);
+    assert.equal(state.bytes, 9 + 6);
+    assert.equal(readFileSync(join(kept.paths(state.id).memory, 'image', 'pages'), 'utf8'), 'memory');
     assert.equal(state.pid, process.pid);
     assert.deepEqual(readdirSync(join(dir, 'kept')), ['b'.repeat(24)]);
     assert.equal(statSync(join(dir, 'kept')).mode & 0o777, 0o700);
