@@ -156,13 +156,14 @@ export class Sandboxes {
 
   /**
    * `count` copies of a running sandbox, each a sandbox of its own (own id, token, uid or VM,
-   * cgroup) with the parent's files; the parent is frozen only while its home is packed, once
-   * for all copies, and keeps running. Each copy is made or fails on its own.
+   * cgroup) with the parent's files, and its processes with their memory where the backend keeps
+   * memory; the parent is frozen only while it is kept, once for all copies, and keeps running.
+   * Each copy is made or fails on its own.
    */
   async fork(id: string, request: SandboxForkRequest = {}): Promise<SandboxForkResult> {
     await this.loaded;
     const sandbox = this.running(id);
-    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'fork', name: null }, 'thaw'));
+    const state = await this.changingWhile(id, () => this.keepRunning(sandbox, { id: randomId(), purpose: 'fork', name: null }));
     try {
       const copy = fromState(state, { ...(request.timeout_seconds === undefined ? {} : { timeout_seconds: request.timeout_seconds }) });
       const made = await Promise.allSettled(Array.from({ length: request.count ?? 1 }, () => this.launch(copy, state)));
@@ -180,7 +181,7 @@ export class Sandboxes {
     await this.loaded;
     const sandbox = this.running(id);
     const name = request.name ?? null;
-    const state = await this.changingWhile(id, () => this.keep(sandbox, { id: randomId(), purpose: 'snapshot', name }, 'thaw'));
+    const state = await this.changingWhile(id, () => this.keepRunning(sandbox, { id: randomId(), purpose: 'snapshot', name }));
     this.kept.set(state.id, state);
     // A name is one snapshot's: the new one replaces the one it named before.
     for (const older of this.snapshots()) if (name !== null && older.name === name && older.id !== state.id) await this.dropState(older.id);
@@ -370,6 +371,30 @@ export class Sandboxes {
     } catch (error) {
       throw keepFailure(sandbox.id, error);
     }
+  }
+
+  /**
+   * Keeps a sandbox that goes on running (a fork's parent, a snapshot's sandbox): with its memory
+   * where the backend keeps it, whose checkpoint ends the sandbox, so it comes back from the
+   * state at once, under its own id, token and timeout, its processes where they were (clients
+   * following one follow it again). Otherwise its files, its processes frozen only meanwhile.
+   */
+  private async keepRunning(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>): Promise<KeptState> {
+    if (sandbox.pauseKind !== 'memory') return this.keep(sandbox, as, 'thaw');
+    const endsAt = Date.parse(sandbox.describe().end_at);
+    const state = await this.keep(sandbox, as, 'memory');
+    const left = Math.max(1, Math.ceil((endsAt - Date.now()) / 1000));
+    try {
+      await this.launch(fromState(state, { timeout_seconds: left, secure: sandbox.accessToken !== null }), state, {
+        id: sandbox.id,
+        accessToken: sandbox.accessToken,
+        startedAt: state.sandbox.started_at,
+      });
+    } catch (error) {
+      await this.store.remove(state.id);
+      throw error;
+    }
+    return state;
   }
 
   private async dropState(id: string): Promise<void> {

@@ -167,7 +167,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
 
   const gvisorSkip = kindLeftOut('gvisor') || (!kinds.includes('gvisor') && 'gvisor is not available here');
   it(
-    'on gVisor a pause keeps memory: a process holding 100 MB and an open file survives two pauses, the files of each step kept; nothing of it runs on the host while paused',
+    'on gVisor a pause keeps memory: a process holding 100 MB and an open file survives two pauses and a fork, the files of each step kept; nothing of it runs on the host while paused',
     { skip: gvisorSkip },
     async () => {
       const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: 'gvisor', AGENT_RUNNER_SANDBOXES__KEPT_DIR: mkdtempSync(join(tmpdir(), 'kept-')) } });
@@ -207,12 +207,34 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
         assert.equal(await client.files.read('between-1.txt'), 'after pause 1');
         assert.equal(await client.files.read('between-2.txt'), 'after pause 2');
 
+        // A fork: each copy has the process with its memory and open file; the parent goes on with its own.
+        const copies = (await client.fork({ count: 2 } as never)) as unknown as Sandbox[];
+        assert.equal(copies.length, 2);
+        const parent = await Sandbox.connect(sandbox.sandboxId, localOpts);
+        await parent.commands.connect(pid, { onStdout });
+        await say(parent, 'parent', 4);
+        for (const [index, copy] of copies.entries()) {
+          await copy.commands.connect(pid, { onStdout });
+          await say(copy, `copy${index}`, 4);
+          assert.equal(await copy.files.read(log), `one\ntwo\nthree\ncopy${index}\n`, "a copy's changes reach neither its parent nor its sibling");
+          await copy.kill();
+        }
+        assert.equal(await parent.files.read(log), 'one\ntwo\nthree\nparent\n');
+
+        // A snapshot keeps memory too, and a sandbox started from it has the process where it was.
+        const snapshot = await api(local.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/snapshots`, { name: 'holds-state' });
+        assert.equal(snapshot.json.kept, 'memory', snapshot.text);
+        const fromSnapshot = await Sandbox.create('holds-state', localOpts);
+        await fromSnapshot.commands.connect(pid, { onStdout });
+        await say(fromSnapshot, 'from-snapshot', 5);
+        await fromSnapshot.kill();
+
         // Files only, when asked: its processes end.
         const filesOnly = await api(local.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, { keep_memory: false });
         assert.equal(filesOnly.json.kept, 'files', filesOnly.text);
         const last = await Sandbox.connect(sandbox.sandboxId, localOpts);
         assert.deepEqual(await last.commands.list(), []);
-        assert.equal(await last.files.read(log), 'one\ntwo\nthree\n');
+        assert.equal(await last.files.read(log), 'one\ntwo\nthree\nparent\n');
         await last.kill();
       } finally {
         await local.stop();
