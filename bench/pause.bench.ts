@@ -8,11 +8,13 @@
  *      create plus the unpacking);
  *   2. fork to the first command's output in every copy, for 1 and BENCH_FORKS copies;
  *   3. the disk a snapshot of that home takes.
- * Every backend keeps files only for now (capabilities.pause), so the home is what is moved.
+ * Beside the home a process holds BENCH_RESIDENT_MIB of random bytes in memory: a backend that
+ * keeps memory (capabilities.pause, gVisor) moves it on every pause and resume; on one that keeps
+ * files only it ends with the pause and is started again, untimed, before the next.
  * The bare spawns come from a lean helper (lean-spawner.ts), never from this process.
  *   npm run build && node --import tsx bench/pause.bench.ts
- * Options (env): BENCH_KINDS (local_process,gvisor), BENCH_HOME_MIB (64), BENCH_ROUNDS (5),
- * BENCH_FORKS (10).
+ * Options (env): BENCH_KINDS (local_process,gvisor), BENCH_HOME_MIB (64), BENCH_RESIDENT_MIB (256),
+ * BENCH_ROUNDS (5), BENCH_FORKS (10).
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,6 +29,9 @@ const kinds = (process.env.BENCH_KINDS ?? 'local_process,gvisor').split(',');
 const homeMib = setting('BENCH_HOME_MIB', 64);
 const rounds = setting('BENCH_ROUNDS', 5);
 const forkCount = setting('BENCH_FORKS', 10);
+const residentMib = setting('BENCH_RESIDENT_MIB', 256);
+/** Holds residentMib of random bytes (incompressible: a checkpoint moves every page) until killed. */
+const HOLDER = `python3 -c "import os, time; held = os.urandom(${residentMib} * 2 ** 20); print('holding', flush=True); time.sleep(10 ** 6)"`;
 const scratch = mkdtempSync(join(tmpdir(), 'bench-pause-'));
 
 type Options = { apiKey: string; apiUrl: string; sandboxUrl: string; requestTimeoutMs: number };
@@ -46,23 +51,36 @@ async function firstOutput(sandbox: Sandbox): Promise<void> {
   if (stdout !== 'hi\n') throw new Error(`echo hi answered ${JSON.stringify(stdout)}`);
 }
 
+/** The holder runs (started again where the last pause ended it); true when it was still running. */
+async function holding(sandbox: Sandbox): Promise<boolean> {
+  if ((await sandbox.commands.list()).some((process) => process.args.join(' ').includes('os.urandom'))) return true;
+  let started!: () => void;
+  const said = new Promise<void>((resolve) => (started = resolve));
+  await sandbox.commands.run(HOLDER, { background: true, onStdout: (data) => void (data.includes('holding') && started()) });
+  await said;
+  return false;
+}
+
 async function measurePauseResume(options: Options, lean: LeanSpawner, host: Awaited<ReturnType<typeof hostTree>>): Promise<void> {
   const pauses: number[] = [];
   const resumes: number[] = [];
   const creates: number[] = [];
   const tarOut: number[] = [];
   const tarIn: number[] = [];
-  const sandbox = await Sandbox.create('base', options);
+  let sandbox = await Sandbox.create('base', options);
+  let kept = 0;
   try {
     await sandbox.commands.run(`head -c ${homeMib * 2 ** 20} /dev/urandom > data.bin`);
     for (let i = -1; i < rounds; i++) {
+      if ((await holding(sandbox)) && i >= 0) kept += 1;
       const out = await lean.time(['/bin/tar', '-C', host.tree, '-cf', host.archive, '.']);
       const inn = await lean.time(['/bin/tar', '-C', host.unpacked, '-xf', host.archive]);
       let started = performance.now();
       await sandbox.pause();
       const paused = performance.now() - started;
       started = performance.now();
-      await firstOutput(await Sandbox.connect(sandbox.sandboxId, options));
+      sandbox = await Sandbox.connect(sandbox.sandboxId, options);
+      await firstOutput(sandbox);
       const resumed = performance.now() - started;
       started = performance.now();
       const fresh = await Sandbox.create('base', options);
@@ -82,7 +100,7 @@ async function measurePauseResume(options: Options, lean: LeanSpawner, host: Awa
     };
     const bytes = listed.snapshots.find((kept) => kept.id === snapshot.snapshotId)?.bytes ?? NaN;
     await Sandbox.deleteSnapshot(snapshot.snapshotId, options);
-    console.log(`  home ${homeMib} MiB; ${rounds} rounds each, taking turns`);
+    console.log(`  home ${homeMib} MiB, a process holding ${residentMib} MiB (kept by ${kept} of ${rounds} pauses); ${rounds} rounds each, taking turns`);
     console.log(`  bare tar -cf            ${p50p95(tarOut)}`);
     console.log(`  pause                   ${p50p95(pauses)}   ${ratio(pauses, tarOut)} of tar -cf`);
     console.log(`  bare tar -xf            ${p50p95(tarIn)}`);

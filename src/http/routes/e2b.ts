@@ -73,8 +73,14 @@ export function e2bRoutes(sandboxes: SandboxHost) {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
       if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
       const { templateID, timeout, metadata, envVars, secure, allow_internet_access: internet, autoPause, autoPauseMemory } = request.body;
-      // Every backend here keeps a paused sandbox's files only (capabilities.pause).
-      if (autoPauseMemory === true) return e2bError(reply, 400, 'autoPauseMemory: this server keeps a paused sandbox’s files, not its memory; leave it out or set it false');
+      // Not promised at create: the pause at its timeout keeps what its backend keeps (capabilities.pause).
+      if (autoPauseMemory === true) {
+        return e2bError(
+          reply,
+          400,
+          'autoPauseMemory: this server does not promise memory at create; leave it out: the pause at the timeout keeps what the sandbox’s backend keeps (memory on gvisor, files elsewhere: /v1/backends capabilities.pause)',
+        );
+      }
       const sandbox = await sandboxes.create(
         {
           template: templateID,
