@@ -75,6 +75,11 @@ export const GuestRequestSchema = Type.Union([
   }),
   /** `streamStdin`: the job's stdin arrives afterwards in `stdin` requests, as the host's stream gives it. */
   Type.Object({ id: Type.Integer(), op: Type.Literal('start'), timeoutMs: Type.Integer({ minimum: 0 }), stdin: Type.Optional(Bytes), streamStdin: Type.Optional(Type.Boolean()) }),
+  /**
+   * After the VM was resumed from a pause, to a host that did not start its job: answered as
+   * start is, with the running job's exit once it ends. Overtakes the running start, as kill does.
+   */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('attach') }),
   /** More of a streamed stdin, in order; `end` closes it. Overtakes the running start, as kill does. */
   Type.Object({ id: Type.Integer(), op: Type.Literal('stdin'), data: Bytes, end: Type.Boolean() }),
   /** Cancels the running job (as an abort on the host does). */

@@ -69,9 +69,10 @@ export interface SandboxTemplate {
   startsEarly?: boolean;
   /**
    * start() resumes a sandbox a checkpoint() saved, instead of running argv (which must be the
-   * argv it was saved running): its files are put back first by `home.argv` (a program run in
-   * the sandbox, the archive on its stdin), then every process comes back with its memory.
-   * Only a backend whose capabilities.pause is `memory` takes it.
+   * argv it was saved running): where its files are not in what was saved (gVisor's host work
+   * dir), they are put back first by `home.argv` (a program run in the sandbox, the archive on
+   * its stdin); then every process comes back with its memory. Only a backend whose
+   * capabilities.pause is `memory` takes it.
    */
   restore?: { image: string; home: { argv: readonly string[]; archive: string } };
 }

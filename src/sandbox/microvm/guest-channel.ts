@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { GuestMessageSchema, type GuestReply, type GuestRequest } from '../../contract/vm-channel.js';
 import { validate } from '../../contract/validate.js';
@@ -24,7 +25,11 @@ export class GuestOperationError extends Error {
  * after the job has run, the guest may be the job's.
  */
 export class GuestChannel {
-  private nextId = 1;
+  /**
+   * Ids start anywhere: a VM resumed from a pause answers, when its job ends, the start request
+   * of the channel before this one, which must not be taken for one of this channel's.
+   */
+  private nextId = randomInt(1, 2 ** 40);
   private readonly waiting = new Map<number, { resolve(reply: GuestOk): void; reject(error: Error): void }>();
   private broken: Error | null = null;
   onOutput: (stream: 'stdout' | 'stderr', data: Buffer) => void = () => undefined;

@@ -5,7 +5,7 @@ import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
 import { guestImage, type GuestImage } from './guest-image.js';
-import { MicrovmSandbox } from './microvm-sandbox.js';
+import { MicrovmSandbox, VM_STATE_FILE } from './microvm-sandbox.js';
 import { QEMU_PATH, QemuVm, type VmShape } from './qemu-vm.js';
 import { WarmVmPool } from './warm-vm-pool.js';
 
@@ -54,7 +54,7 @@ export class MicrovmBackend implements SandboxBackend {
     network: ['none'],
     memory: ['vm', 'address-space'],
     snapshot: true,
-    pause: 'files',
+    pause: 'memory',
     // The guest's bubblewrap gives it, the guest's agent being the guest's root.
     root_inside: true,
     host_work_dir: false,
@@ -96,17 +96,34 @@ export class MicrovmBackend implements SandboxBackend {
       );
     }
     const scratchDir = await mkdtemp(join(this.options.runtimeDir, 'jobs', `${ownedName()}-`));
-    const vm = await this.vm(ready).catch(async (error: Error) => {
+    const { restore } = template;
+    // A paused sandbox's VM comes back whole, its job running in it (its files are in its memory).
+    const made = restore
+      ? QemuVm.start(
+          join(this.options.runtimeDir, 'vms', ownedName()),
+          { resume: { image: ready.image, state: join(restore.image, VM_STATE_FILE) } },
+          ready.shape,
+          this.options.bootTimeoutMs,
+        )
+      : this.vm(ready);
+    const vm = await made.catch(async (error: Error) => {
       await removeTree(scratchDir);
       throw new SandboxUnavailableError(`no microVM could be started: ${error.message}`);
     });
     let finished!: () => void;
     const done = new Promise<void>((resolve) => (finished = resolve));
     this.live.add(done);
-    const sandbox = new MicrovmSandbox(vm, template, scratchDir, () => {
-      this.live.delete(done);
-      finished();
-    });
+    const sandbox = new MicrovmSandbox(
+      vm,
+      template,
+      scratchDir,
+      () => {
+        this.live.delete(done);
+        finished();
+      },
+      restore !== undefined,
+    );
+    if (restore) return sandbox;
     try {
       const files = template.files.map((file) => ({ ...file }));
       await vm.channel.request({ op: 'prepare', template: { ...template, argv: [...template.argv], files, limits: { ...template.limits }, mounts: [], network: 'none' } });

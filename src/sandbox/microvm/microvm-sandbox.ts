@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { forkWhenQuiet } from '../host/fork-gate.js';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type { Artifact } from '../../contract/run-job.js';
@@ -25,6 +25,8 @@ import { GUEST_MAX_FRAME_BYTES } from './guest-channel.js';
 import { UNCOUNTED } from '../host/cgroups.js';
 import type { QemuVm } from './qemu-vm.js';
 
+/** In a checkpoint's directory: the VM saved whole (QEMU's migration stream, RAM included). */
+export const VM_STATE_FILE = 'vm.state';
 /** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */
 const CHUNK_BYTES = Math.floor((GUEST_MAX_FRAME_BYTES * 3) / 4) - 64 * 1024;
 /** After asking the guest to kill the job, how long before the VM itself is killed. */
@@ -47,7 +49,27 @@ export class MicrovmSandbox implements PreparedSandbox {
     /** Host directory for this job's staging (workspace snapshot), removed on release. */
     private readonly scratchDir: string,
     private readonly onReleased: () => void,
+    /** The VM was resumed from a checkpoint with its job running: start attaches to that job. */
+    private readonly resumed = false,
   ) {}
+
+  /**
+   * Saves the VM whole, every process with its memory and the files (the guest keeps them in
+   * its memory), into `image`; the VM is then gone, and the running start() with it. Past
+   * `deadlineMs` it gives up, and the VM runs on.
+   */
+  async checkpoint(image: string, deadlineMs: number): Promise<void> {
+    await mkdir(image, { recursive: true, mode: 0o700 });
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the VM was not saved within ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
+    });
+    try {
+      await Promise.race([this.vm.saveWhole(join(image, VM_STATE_FILE)), late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   async writeFile(name: string, content: string | Buffer): Promise<void> {
     const data = typeof content === 'string' ? Buffer.from(content) : content;
@@ -160,7 +182,9 @@ export class MicrovmSandbox implements PreparedSandbox {
     const streamed = io.stdin instanceof Readable ? io.stdin : null;
     const stdin = io.stdin === undefined || streamed ? undefined : Buffer.from(io.stdin as Buffer | string).toString('base64');
     try {
-      const started = vm.channel.request({ op: 'start', timeoutMs: io.timeoutMs, ...(streamed ? { streamStdin: true } : stdin === undefined ? {} : { stdin }) });
+      const started = this.resumed
+        ? vm.channel.request({ op: 'attach' })
+        : vm.channel.request({ op: 'start', timeoutMs: io.timeoutMs, ...(streamed ? { streamStdin: true } : stdin === undefined ? {} : { stdin }) });
       if (streamed) streamStdin(vm, streamed);
       const { exit } = await started;
       if (!exit) throw new Error('the guest answered start without an exit');

@@ -25,7 +25,11 @@ export interface VmShape {
  * its RAM there (shared), and each restored VM maps it copy-on-write, so a restore reads only
  * the device state and shares the snapshot's pages until it writes them.
  */
-export type VmOrigin = { boot: GuestImage; memoryFile?: string } | { restore: { image: GuestImage; state: string; memoryFile: string } };
+export type VmOrigin =
+  | { boot: GuestImage; memoryFile?: string }
+  | { restore: { image: GuestImage; state: string; memoryFile: string } }
+  /** A VM saved whole (saveWhole: its RAM in the state file), brought back where it was: a paused sandbox's. */
+  | { resume: { image: GuestImage; state: string } };
 
 /**
  * One QEMU `-M microvm` process (Firecracker's device model: virtio-mmio only, no PCI, no
@@ -80,16 +84,22 @@ export class QemuVm {
     died.catch(() => undefined);
     try {
       const deadline = Date.now() + readyTimeoutMs;
-      if ('restore' in origin) {
+      const incoming = 'restore' in origin ? { state: origin.restore.state, ignoreShared: 'on' } : 'resume' in origin ? { state: origin.resume.state, ignoreShared: 'off' } : null;
+      let socket: Socket;
+      if (incoming) {
         const monitor = await Promise.race([Monitor.connect(join(dir, 'monitor.sock'), deadline), died]);
-        await monitor.run('migrate_set_capability x-ignore-shared on');
-        await monitor.run(`migrate_incoming "exec:cat ${origin.restore.state}"`);
+        await monitor.run(`migrate_set_capability x-ignore-shared ${incoming.ignoreShared}`);
+        await monitor.run(`migrate_incoming "exec:cat ${incoming.state}"`);
         await monitor.untilMigration();
+        // Connected before the guest runs again: a guest writing to its port with no host there
+        // gets ENODEV, and a resumed guest may have a job writing at once.
+        socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
         // The snapshot was taken of a stopped VM, and the stopped state travels with it.
         await monitor.run('cont');
         monitor.close();
+      } else {
+        socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
       }
-      const socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
       const vm = new QemuVm(child, dir, new GuestChannel(socket));
       const answered = new AbortController();
       const timeout = sleep(Math.max(0, deadline - Date.now()), undefined, { signal: answered.signal }).then(() => {
@@ -125,6 +135,30 @@ export class QemuVm {
     await this.ended;
   }
 
+  /**
+   * Saves the VM whole, its RAM in `stateFile` with the devices (a paused sandbox's: it comes
+   * back as `resume`); the VM is gone afterwards. A VM that could not be saved runs on.
+   */
+  async saveWhole(stateFile: string): Promise<void> {
+    const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    try {
+      await monitor.run('migrate_set_capability x-ignore-shared off');
+      await monitor.run('stop');
+      try {
+        await monitor.run(`migrate "exec:cat > ${stateFile}"`);
+        await monitor.untilMigration();
+      } catch (error) {
+        // Not saved: it runs on as it was.
+        await monitor.run('cont').catch(() => undefined);
+        throw error;
+      }
+      await monitor.run('quit').catch(() => undefined);
+    } finally {
+      monitor.close();
+    }
+    await this.ended;
+  }
+
   /** Kills the VM and removes its directory. */
   async destroy(): Promise<void> {
     if (!this.exited) this.process.kill('SIGKILL');
@@ -134,7 +168,7 @@ export class QemuVm {
 }
 
 function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consolePath: string): string[] {
-  const image = 'boot' in origin ? origin.boot : origin.restore.image;
+  const image = 'boot' in origin ? origin.boot : 'restore' in origin ? origin.restore.image : origin.resume.image;
   return [
     '-M',
     'microvm,x-option-roms=off,rtc=off',
@@ -178,16 +212,21 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     `unix:${socketPath.replace(/channel\.sock$/, 'monitor.sock')},server=on,wait=off`,
     '-serial',
     `file:${consolePath}`,
-    ...('restore' in origin ? ['-incoming', 'defer'] : []),
+    ...('boot' in origin ? [] : ['-incoming', 'defer']),
   ];
 }
 
+/**
+ * The guest's RAM is always the object `ram`, so a VM saved whole comes back into any VM of the
+ * same shape: a file's (a snapshot's, shared while it is taken, copy-on-write when restored), or
+ * anonymous memory.
+ */
 function memoryArgs(origin: VmOrigin, shape: VmShape): string[] {
-  const file = 'restore' in origin ? origin.restore.memoryFile : origin.memoryFile;
-  if (file === undefined) return [];
+  const file = 'restore' in origin ? origin.restore.memoryFile : 'boot' in origin ? origin.memoryFile : undefined;
   const size = `${Math.floor(shape.memoryBytes / (1024 * 1024))}M`;
-  const share = 'restore' in origin ? 'off' : 'on';
-  return ['-object', `memory-backend-file,id=ram,size=${size},mem-path=${file},share=${share}`, '-machine', 'memory-backend=ram'];
+  const backend =
+    file === undefined ? `memory-backend-ram,id=ram,size=${size}` : `memory-backend-file,id=ram,size=${size},mem-path=${file},share=${'restore' in origin ? 'off' : 'on'}`;
+  return ['-object', backend, '-machine', 'memory-backend=ram'];
 }
 
 /** QEMU's human monitor on a unix socket: one command at a time, its answer up to the next prompt. */

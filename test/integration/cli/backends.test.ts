@@ -30,8 +30,8 @@ describe('backends by kind', () => {
     assert.deepEqual(Object.keys(local.capabilities).sort(), ['host_work_dir', 'memory', 'network', 'pause', 'profiles', 'root_inside', 'snapshot']);
     assert.deepEqual(
       backends.map((backend) => backend.capabilities.pause),
-      ['files', 'memory', 'files'],
-      "every backend keeps a paused sandbox's files; gVisor its processes' memory too (runsc checkpoint)",
+      ['files', 'memory', 'memory'],
+      "every backend keeps a paused sandbox's files; gVisor and the microVM its processes' memory too (runsc checkpoint, QEMU's migration to a file)",
     );
     const gvisor = backends[1]!;
     // Available where runsc runs (this host), otherwise with the probe's reason.

@@ -30,13 +30,14 @@ function main(channelPath: string | undefined): void {
   const handlers = {
     onMessage(message: unknown) {
       const request = message as GuestRequest;
-      // kill, a streamed stdin and a usage reading must overtake a running start; everything else is answered in order.
+      // kill, a streamed stdin, a usage reading, an attach and a ping (a resumed VM's host asks
+      // whether it answers) must overtake a running start; everything else is answered in order.
       const answer = () =>
         job.handle(request).then(
           (reply) => send({ id: request.id, ok: true, ...reply }),
           (error: Error) => send({ id: request.id, ok: false, error: error.message }),
         );
-      if (request.op === 'kill' || request.op === 'stdin' || request.op === 'usage') void answer();
+      if (request.op === 'kill' || request.op === 'stdin' || request.op === 'usage' || request.op === 'attach' || request.op === 'ping') void answer();
       else queue = queue.then(answer);
     },
     onProtocolError(error: Error) {
@@ -51,10 +52,16 @@ function main(channelPath: string | undefined): void {
   serve();
 }
 
+/**
+ * Writes a frame whole. A port with no host (ENODEV: the VM was resumed and its host is not
+ * connected yet) is written again until the host is there, so nothing is lost and the frames
+ * after it keep their order.
+ */
 function writeAll(fd: number, buffer: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     write(fd, buffer, 0, buffer.length, null, (error, written) => {
-      if (error) reject(error);
+      if (error?.code === 'ENODEV' || error?.code === 'EPIPE') setTimeout(() => resolve(writeAll(fd, buffer)), RECONNECT_MS);
+      else if (error) reject(error);
       else if (written < buffer.length) resolve(writeAll(fd, buffer.subarray(written)));
       else resolve();
     });

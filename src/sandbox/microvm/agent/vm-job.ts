@@ -28,6 +28,8 @@ export class VmJob {
   private untar: { child: ChildProcess; done: Promise<number | null> } | null = null;
   private readonly cancel = new AbortController();
   private stdinStream: PassThrough | null = null;
+  /** The job started, until it ends: what attach answers with. */
+  private running: Promise<GuestExit> | null = null;
 
   constructor(
     private readonly backend: BubblewrapBackend,
@@ -72,6 +74,9 @@ export class VmJob {
         return {
           exit: await this.start(request.timeoutMs, request.streamStdin ? this.streamedStdin() : request.stdin === undefined ? undefined : Buffer.from(request.stdin, 'base64')),
         };
+      case 'attach':
+        if (!this.running) throw new Error('no job runs in this VM');
+        return { exit: await this.running };
       case 'stdin': {
         const input = this.streamedStdin();
         input.write(Buffer.from(request.data, 'base64'));
@@ -136,13 +141,13 @@ export class VmJob {
 
   private async start(timeoutMs: number, stdin: Buffer | PassThrough | undefined): Promise<GuestExit> {
     const sink = (stream: OutputEvent['stream']) => ({ write: (data: Buffer) => this.onOutput({ stream, data }) });
-    return this.prepared().start({
+    return (this.running = this.prepared().start({
       timeoutMs,
       stdout: sink('stdout'),
       stderr: sink('stderr'),
       signal: this.cancel.signal,
       ...(stdin === undefined ? {} : { stdin }),
-    });
+    }));
   }
 
   /**
