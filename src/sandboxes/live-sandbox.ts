@@ -144,6 +144,14 @@ export class LiveSandbox {
     return this.plan.backend.capabilities.pause;
   }
 
+  /**
+   * Whether what a checkpoint saves holds its files too: its home lives inside the sandbox (a
+   * microVM's guest memory), not in a host directory the checkpoint only refers to.
+   */
+  get checkpointHoldsFiles(): boolean {
+    return !this.plan.backend.capabilities.host_work_dir;
+  }
+
   /** The name of the API key that made it; undefined: the service token. */
   get apiKey(): string | undefined {
     return this.plan.apiKey;

@@ -361,8 +361,9 @@ export class Sandboxes {
       return await this.store.write(async (into) => {
         const run: ArchiveRun = { agent: sandbox.agent, python: sandbox.python, home: sandbox.home, deadlineMs };
         await frozen(sandbox.agent, then === 'thaw', async () => {
-          // A tar of a full home is a little over its size: headers, and padding to 512 bytes a file.
-          await packHome(run, into.home, 2 * settings.homeBytes);
+          // A tar of a full home is a little over its size: headers, and padding to 512 bytes a
+          // file. Left empty where the checkpoint holds the files itself.
+          if (then !== 'memory' || !sandbox.checkpointHoldsFiles) await packHome(run, into.home, 2 * settings.homeBytes);
           if (then === 'memory') await sandbox.checkpoint(into.memory, deadlineMs);
         });
         const record = { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
