@@ -78,7 +78,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         return e2bError(
           reply,
           400,
-          'autoPauseMemory: this server does not promise memory at create; leave it out: the pause at the timeout keeps what the sandbox’s backend keeps (memory on gvisor, files elsewhere: /v1/backends capabilities.pause)',
+          'autoPauseMemory: this server does not promise memory at create; leave it out: the pause at the timeout keeps what the sandbox’s backend keeps (memory on gvisor and microvm, files on local_process: /v1/backends capabilities.pause)',
         );
       }
       const sandbox = await sandboxes.create(

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -168,10 +168,11 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
   for (const kind of ['gvisor', 'microvm'] as const satisfies readonly BackendKind[]) {
     const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
     it(
-      `on ${kind} a pause keeps memory: a process holding 100 MB and an open file survives two pauses, a fork and a snapshot, the files of each step kept; nothing of it runs on the host while paused`,
+      `on ${kind} a pause keeps memory: a process holding 100 MB and an open file survives a failed pause, two pauses, a fork and a snapshot, the files of each step kept; nothing of it runs on the host while paused`,
       { skip },
       async () => {
-        const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind, AGENT_RUNNER_SANDBOXES__KEPT_DIR: mkdtempSync(join(tmpdir(), 'kept-')) } });
+        const kept = mkdtempSync(join(tmpdir(), 'kept-'));
+        const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind, AGENT_RUNNER_SANDBOXES__KEPT_DIR: kept } });
         const localOpts = { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url };
         try {
           const sandbox = await Sandbox.create('base', localOpts);
@@ -191,6 +192,18 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           const onHost = kind === 'gvisor' ? () => hostHoldersOf(log) : () => qemuProcessesUnder(local.child.pid!);
           await waitUntil(() => onHost().length > 0, 'the probe of what runs on the host sees the sandbox');
 
+          // A pause that fails mid-way (its checkpoint finds a file where it writes) leaves the
+          // sandbox running as it was: its process goes on, requests are let in again.
+          const inTheWay = watch(kept, (_, name) => {
+            if (name?.startsWith('.partial-')) writeQuietly(join(kept, name, 'memory'), 'in the way');
+          });
+          try {
+            await assert.rejects(sandbox.pause(), /pause|checkpoint|memory|exists|directory/i);
+          } finally {
+            inTheWay.close();
+          }
+          await say(sandbox, 'still', 2);
+
           let client = sandbox;
           for (const [step, line] of [
             [1, 'two'],
@@ -209,10 +222,10 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
             client = await Sandbox.connect(sandbox.sandboxId, localOpts);
             await client.commands.connect(pid, { onStdout });
             await client.files.write(`between-${step}.txt`, `after pause ${step}`);
-            await say(client, line, step + 1);
+            await say(client, line, step + 2);
           }
           // Files of each step, and the file it held open all along, written to on both sides of each pause (#884).
-          assert.equal(await client.files.read(log), 'one\ntwo\nthree\n');
+          assert.equal(await client.files.read(log), 'one\nstill\ntwo\nthree\n');
           assert.equal(await client.files.read('between-1.txt'), 'after pause 1');
           assert.equal(await client.files.read('between-2.txt'), 'after pause 2');
 
@@ -221,21 +234,21 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           assert.equal(copies.length, 2);
           const parent = await Sandbox.connect(sandbox.sandboxId, localOpts);
           await parent.commands.connect(pid, { onStdout });
-          await say(parent, 'parent', 4);
+          await say(parent, 'parent', 5);
           for (const [index, copy] of copies.entries()) {
             await copy.commands.connect(pid, { onStdout });
-            await say(copy, `copy${index}`, 4);
-            assert.equal(await copy.files.read(log), `one\ntwo\nthree\ncopy${index}\n`, "a copy's changes reach neither its parent nor its sibling");
+            await say(copy, `copy${index}`, 5);
+            assert.equal(await copy.files.read(log), `one\nstill\ntwo\nthree\ncopy${index}\n`, "a copy's changes reach neither its parent nor its sibling");
             await copy.kill();
           }
-          assert.equal(await parent.files.read(log), 'one\ntwo\nthree\nparent\n');
+          assert.equal(await parent.files.read(log), 'one\nstill\ntwo\nthree\nparent\n');
 
           // A snapshot keeps memory too, and a sandbox started from it has the process where it was.
           const snapshot = await api(local.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/snapshots`, { name: 'holds-state' });
           assert.equal(snapshot.json.kept, 'memory', snapshot.text);
           const fromSnapshot = await Sandbox.create('holds-state', localOpts);
           await fromSnapshot.commands.connect(pid, { onStdout });
-          await say(fromSnapshot, 'from-snapshot', 5);
+          await say(fromSnapshot, 'from-snapshot', 6);
           await fromSnapshot.kill();
 
           // Files only, when asked: its processes end.
@@ -243,7 +256,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           assert.equal(filesOnly.json.kept, 'files', filesOnly.text);
           const last = await Sandbox.connect(sandbox.sandboxId, localOpts);
           assert.deepEqual(await last.commands.list(), []);
-          assert.equal(await last.files.read(log), 'one\ntwo\nthree\nparent\n');
+          assert.equal(await last.files.read(log), 'one\nstill\ntwo\nthree\nparent\n');
           await last.kill();
         } finally {
           await local.stop();
@@ -304,4 +317,12 @@ function qemuProcessesUnder(ancestor: number): string[] {
     }
   }
   return found;
+}
+
+function writeQuietly(path: string, content: string): void {
+  try {
+    writeFileSync(path, content);
+  } catch {
+    // The state was renamed or removed meanwhile: nothing to get in the way of.
+  }
 }
