@@ -109,7 +109,10 @@ export function registerSandbox(program: Command): void {
   withServer(sandbox.command('pause').description('pause a sandbox: its files kept (its memory too where the backend can), nothing of it left running; prints it'))
     .argument('<id>', 'the sandbox')
     .option('--memory', 'require its processes and memory to be kept (refused where the backend keeps files only)')
-    .action((id: string, flags: ServerFlags & { memory?: boolean }) => answer(flags, (client) => client.pauseSandbox(id, flags.memory ? { keep_memory: true } : {})));
+    .option('--no-memory', 'keep its files only, its processes ending, even where the backend keeps memory')
+    .action((id: string, flags: ServerFlags & { memory?: boolean }) =>
+      answer(flags, (client) => client.pauseSandbox(id, flags.memory === undefined ? {} : { keep_memory: flags.memory })),
+    );
 
   withServer(sandbox.command('resume').description('resume a paused sandbox under its id; prints it'))
     .argument('<id>', 'the sandbox')

@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox';
-import { SandboxSchema } from '../../contract/sandbox.js';
+import { SandboxPauseRequestSchema, SandboxSchema } from '../../contract/sandbox.js';
 import type { Tool } from '../tool.js';
 import { SandboxIdField } from './sandbox-id.js';
 
-const SandboxPauseInput = Type.Object({ sandbox_id: SandboxIdField }, { additionalProperties: false });
+const SandboxPauseInput = Type.Object({ sandbox_id: SandboxIdField, ...SandboxPauseRequestSchema.properties }, { additionalProperties: false });
 
 export const sandboxPauseTool: Tool<typeof SandboxPauseInput> = {
   name: 'sandbox_pause',
@@ -13,8 +13,8 @@ export const sandboxPauseTool: Tool<typeof SandboxPauseInput> = {
   input: SandboxPauseInput,
   output: SandboxSchema,
   annotations: { title: 'Pause a sandbox', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
-  async call({ sandbox_id }, { sandboxes }) {
-    const sandbox = await sandboxes.pause(sandbox_id);
+  async call({ sandbox_id, keep_memory }, { sandboxes }) {
+    const sandbox = await sandboxes.pause(sandbox_id, keep_memory === undefined ? {} : { keep_memory });
     return { result: sandbox, text: `sandbox ${sandbox.id} paused (kept: ${sandbox.kept})` };
   },
 };
