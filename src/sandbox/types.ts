@@ -77,6 +77,18 @@ export interface SandboxTemplate {
   restore?: { image: string; home: { argv: readonly string[]; archive: string } };
 }
 
+/**
+ * A checkpoint that did not finish within its deadline: the backend gave it up, and the sandbox
+ * may be past saving (gVisor's sentry goes on saving and then ends it; a VM stays stopped), so
+ * the caller ends it rather than trust it to run on.
+ */
+export class CheckpointTimeoutError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CheckpointTimeoutError';
+  }
+}
+
 /** What a guarded job may execute, in sandbox paths; enforced inside it with Landlock. */
 export interface ExecRules {
   /** The file argv[0] is executed from, resolved by the host on the sandbox's own PATH. */
@@ -236,8 +248,8 @@ export interface PreparedSandbox {
   /**
    * Where the backend keeps memory (capabilities.pause `memory`): saves every process of the
    * running sandbox, with its memory, into the directory `image`, and the sandbox ends (its
-   * start() resolves); past `deadlineMs` it gives up. A rejection leaves it running as it was,
-   * where the backend can.
+   * start() resolves); past `deadlineMs` it gives up with CheckpointTimeoutError. Any other
+   * rejection leaves it running as it was.
    */
   checkpoint?(image: string, deadlineMs: number): Promise<void>;
   /** Gives the sandbox up without running it. */

@@ -31,6 +31,16 @@ const MAX_UNSENT_BYTES = 64 * 1024 * 1024;
 /** What the agent says on its own stderr (a crash at start-up) is kept for the reason it ended. */
 const AGENT_STDERR_BYTES = 16 * 1024;
 
+/** A channel held for a checkpoint (AgentChannel.hold). */
+export interface AgentHold {
+  /** The holder's way to the agent: its requests still go through. */
+  port: SandboxAgentPort;
+  /** Resolves once no reply is owed. */
+  drained(): Promise<void>;
+  /** Lets everyone's requests in again. */
+  release(): void;
+}
+
 type Pending = { op: AgentRequest['op']; resolve(reply: unknown): void; reject(error: Error): void; listener?: ProcessListener };
 
 /**
@@ -53,8 +63,8 @@ export class AgentChannel implements SandboxAgentPort {
   private gone: SandboxGoneError | null = null;
   private readyWaiter: { resolve(version: string): void; reject(error: Error): void } | null = null;
   private readonly ready: Promise<string>;
-  /** Set while a checkpoint is taken: new requests are refused, and `drained` is told when none is pending. */
-  private quiet: { reason: string; drained: () => void } | null = null;
+  /** Set while a checkpoint is prepared (hold): others' requests are refused, and `drained` is told when none is pending. */
+  private held: { reason: string; drained: () => void } | null = null;
 
   /** `resumedVersion`: an agent restored from a checkpoint, which said it was ready before (and says it no more). */
   constructor(resumedVersion?: string) {
@@ -69,16 +79,32 @@ export class AgentChannel implements SandboxAgentPort {
   }
 
   /**
-   * Before a checkpoint: refuses new requests (busy, saying `reason`) and resolves once no reply
-   * is owed, so the agent saved owes none (a reply to a request of this channel would reach the
-   * next one, which never asked). Returns what lets requests in again, if the checkpoint fails.
+   * Before a checkpoint: from now on only the holder's requests (`port`) are sent; everyone
+   * else's are refused (busy, saying `reason`), so nothing reaches the agent that the state about
+   * to be kept would miss. `drained` resolves once no reply is owed, so the agent saved owes none
+   * (a reply to a request of this channel would reach the next one, which never asked).
+   * `release` lets everyone in again (a checkpoint that failed).
    */
-  async quiesce(reason: string): Promise<() => void> {
-    await new Promise<void>((drained) => {
-      this.quiet = { reason, drained };
-      if (this.pending.size === 0) drained();
-    });
-    return () => (this.quiet = null);
+  hold(reason: string): AgentHold {
+    const held = { reason, drained: () => undefined as void };
+    this.held = held;
+    const port: SandboxAgentPort = {
+      request: (request) => this.send(request, undefined, true) as never,
+      start: (request, listener) => this.startAs(request, listener, true),
+      follow: (pid, listener) => this.follow(pid, listener),
+      onWatch: (watch, listener) => this.onWatch(watch, listener),
+    };
+    return {
+      port,
+      drained: () =>
+        new Promise<void>((resolve) => {
+          held.drained = resolve;
+          if (this.pending.size === 0 || this.gone) resolve();
+        }),
+      release: () => {
+        if (this.held === held) this.held = null;
+      },
+    };
   }
 
   /** The agent's version, once it serves requests. */
@@ -90,8 +116,12 @@ export class AgentChannel implements SandboxAgentPort {
     return this.send(request) as Promise<AgentReplyOf<Op>>;
   }
 
-  async start(request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
-    const { pid } = (await this.send(request, listener)) as AgentReplyOf<'start'>;
+  start(request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
+    return this.startAs(request, listener, false);
+  }
+
+  private async startAs(request: AgentRequestOf<'start'>, listener: ProcessListener, holder: boolean): Promise<{ pid: number; detach(): void }> {
+    const { pid } = (await this.send(request, listener, holder)) as AgentReplyOf<'start'>;
     return { pid, detach: () => this.processes.get(pid)?.delete(listener) };
   }
 
@@ -123,16 +153,16 @@ export class AgentChannel implements SandboxAgentPort {
     this.readyWaiter?.reject(this.gone);
     for (const waiter of this.pending.values()) waiter.reject(this.gone);
     this.pending.clear();
-    this.quiet?.drained();
+    this.held?.drained();
     for (const listeners of this.processes.values()) for (const listener of listeners) listener.lost?.(this.gone);
     this.processes.clear();
     this.watches.clear();
     this.input.end();
   }
 
-  private send(request: AgentRequest, listener?: ProcessListener): Promise<unknown> {
+  private send(request: AgentRequest, listener?: ProcessListener, holder = false): Promise<unknown> {
     if (this.gone) return Promise.reject(this.gone);
-    if (this.quiet) return Promise.reject(new AgentOperationError({ code: 'busy', message: this.quiet.reason }));
+    if (this.held && !holder) return Promise.reject(new AgentOperationError({ code: 'busy', message: this.held.reason }));
     if (this.input.writableLength > MAX_UNSENT_BYTES) {
       const message = `the sandbox's agent has not read the last ${this.input.writableLength} bytes sent to it`;
       return Promise.reject(new AgentOperationError({ code: 'busy', message }));
@@ -161,7 +191,7 @@ export class AgentChannel implements SandboxAgentPort {
     const waiter = typeof fields.id === 'number' ? this.pending.get(fields.id) : undefined;
     if (!waiter) throw new Error(`a reply nobody asked for (id ${String(fields.id)})`);
     this.pending.delete(fields.id as number);
-    if (this.pending.size === 0) this.quiet?.drained();
+    if (this.pending.size === 0) this.held?.drained();
     const failure = validate(AgentFailureSchema, message);
     if (failure.ok) return waiter.reject(new AgentOperationError(failure.value.error));
     const reply = validate(AgentReplySchemas[waiter.op], message);

@@ -3,9 +3,9 @@ import type { PauseKind } from '../contract/backend.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
-import type { ExecRules, Mount, PreparedSandbox, SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import { CheckpointTimeoutError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import { AgentChannel } from './agent-channel.js';
+import { AgentChannel, type AgentHold } from './agent-channel.js';
 import { sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
 import type { SandboxAgentPort } from './agent-port.js';
@@ -158,11 +158,23 @@ export class LiveSandbox {
   }
 
   /**
-   * Saves every process of it with its memory into `image` (its backend's checkpoint), then it
-   * ends, `paused`. No request is in flight when it is saved: new ones are refused from the
-   * start, and those pending answered first (within `deadlineMs`). On failure it runs on.
+   * Holds its agent for a checkpoint: from now on only the holder's requests reach it (the
+   * processes frozen, the home packed, through `port`), everyone else's are answered busy, so
+   * nothing reaches the sandbox that the state about to be kept would miss. Release the hold if
+   * the checkpoint is not taken.
    */
-  async checkpoint(image: string, deadlineMs: number): Promise<void> {
+  hold(): AgentHold {
+    const held = this.channel.hold(`sandbox ${this.plan.id} is being paused`);
+    return { ...held, port: this.withEnvironment(held.port) };
+  }
+
+  /**
+   * Saves every process of it with its memory into `image` (its backend's checkpoint), then it
+   * ends, `paused`. `hold` (from hold()) is drained first: no reply is owed when it is saved
+   * (within `deadlineMs`). On failure it runs on, unless the backend gave up on it past its
+   * deadline (CheckpointTimeoutError): then it is ended, saying so.
+   */
+  async checkpoint(image: string, hold: AgentHold, deadlineMs: number): Promise<void> {
     const prepared = this.prepared;
     if (!prepared?.checkpoint) throw new Error(`its backend (${this.plan.backend.kind}) cannot keep a sandbox's memory`);
     let timer: NodeJS.Timeout | undefined;
@@ -170,15 +182,11 @@ export class LiveSandbox {
       timer = setTimeout(() => reject(new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
     });
     late.catch(() => undefined);
-    const quiet = this.channel.quiesce(`sandbox ${this.plan.id} is being paused`);
-    let reopen: (() => void) | undefined;
     try {
-      reopen = await Promise.race([quiet, late]);
+      await Promise.race([hold.drained(), late]);
       await this.served.suspend('paused', () => prepared.checkpoint!(image, deadlineMs));
     } catch (error) {
-      // Requests are let in again: at once (what thaws it next must get through), or once none is owed.
-      if (reopen) reopen();
-      else void quiet.then((open) => open());
+      if (error instanceof CheckpointTimeoutError) await this.end(`pausing it did not finish within its deadline: ${error.message}`);
       throw error;
     } finally {
       clearTimeout(timer);
@@ -210,12 +218,16 @@ export class LiveSandbox {
 
   /** Its agent, with the sandbox's environment under each process's own. */
   get agent(): SandboxAgentPort {
-    const { channel, plan } = this;
+    return this.withEnvironment(this.channel);
+  }
+
+  private withEnvironment(port: SandboxAgentPort): SandboxAgentPort {
+    const { envVars } = this.plan;
     return {
-      request: (request) => channel.request(request),
-      start: (request, listener) => channel.start({ ...request, envs: { ...plan.envVars, ...request.envs } }, listener),
-      follow: (pid, listener) => channel.follow(pid, listener),
-      onWatch: (watch, listener) => channel.onWatch(watch, listener),
+      request: (request) => port.request(request),
+      start: (request, listener) => port.start({ ...request, envs: { ...envVars, ...request.envs } }, listener),
+      follow: (pid, listener) => port.follow(pid, listener),
+      onWatch: (watch, listener) => port.onWatch(watch, listener),
     };
   }
 
@@ -332,9 +344,14 @@ export class LiveSandbox {
     // A restored agent said it was ready before its checkpoint: its answer now says it runs, and
     // what the pause stopped for its files to be packed goes on.
     if (plan.resume) {
-      const { processes } = await this.served.untilReady(this.channel.request({ op: 'list' }), plan.startTimeoutSeconds, 'the restored sandbox');
-      this.channel.adopt(processes.map(({ pid }) => pid));
-      await thaw(this.channel, processes);
+      const comeBack = async () => {
+        // At most as many as it may run: a list is the sandbox's word.
+        const { processes } = await this.channel.request({ op: 'list' });
+        const kept = processes.slice(0, plan.maxProcesses);
+        this.channel.adopt(kept.map(({ pid }) => pid));
+        await thaw(this.channel, kept);
+      };
+      await this.served.untilReady(comeBack(), plan.startTimeoutSeconds, 'the restored sandbox');
     }
     this.arm();
   }

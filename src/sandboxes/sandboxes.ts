@@ -113,7 +113,9 @@ export class Sandboxes {
    * Pauses a running sandbox: its home is kept under the state dir (its processes frozen while it
    * is packed, so the files are those of one instant), then the sandbox ends and holds nothing on
    * the host, no process, memory or mount, until resume. `keep_memory: true` is refused where the
-   * backend keeps files only. On any failure the sandbox is left running as it was.
+   * backend keeps files only. On a failure before it is saved the sandbox is left running as it
+   * was; a checkpoint past its deadline ends it (the backend may be past undoing it), and one
+   * whose state then cannot be written whole (a full disk) is lost with it: both say why.
    */
   async pause(id: string, request: SandboxPauseRequest = {}): Promise<Sandbox> {
     await this.loaded;
@@ -233,6 +235,8 @@ export class Sandboxes {
       await this.dropState(id);
       return { ...describePaused(paused), state: 'ended', ended_reason: 'killed while paused' };
     }
+    // Being kept (a fork or snapshot of one that keeps memory ends it and brings it back): after that.
+    if (this.changing.has(id)) throw busy(id);
     const sandbox = this.find(id);
     await sandbox.end('killed');
     return sandbox.describe();
@@ -357,19 +361,24 @@ export class Sandboxes {
   private async keep(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>, then: 'thaw' | 'end' | 'memory'): Promise<KeptState> {
     const settings = this.runtime.config.sandboxes;
     const deadlineMs = settings.pauseTimeoutSeconds * 1000;
+    // Keeping memory, only this keeping reaches the agent from the start: a file written or a
+    // process started meanwhile would be in the memory kept but not in its home.
+    const hold = then === 'memory' ? sandbox.hold() : null;
+    const agent = hold?.port ?? sandbox.agent;
     try {
       return await this.store.write(async (into) => {
-        const run: ArchiveRun = { agent: sandbox.agent, python: sandbox.python, home: sandbox.home, deadlineMs };
-        await frozen(sandbox.agent, then === 'thaw', async () => {
+        const run: ArchiveRun = { agent, python: sandbox.python, home: sandbox.home, deadlineMs };
+        await frozen(agent, then === 'thaw', async () => {
           // A tar of a full home is a little over its size: headers, and padding to 512 bytes a
           // file. Left empty where the checkpoint holds the files itself.
           if (then !== 'memory' || !sandbox.checkpointHoldsFiles) await packHome(run, into.home, 2 * settings.homeBytes);
-          if (then === 'memory') await sandbox.checkpoint(into.memory, deadlineMs);
+          if (hold) await sandbox.checkpoint(into.memory, hold, deadlineMs);
         });
         const record = { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
         return record;
       });
     } catch (error) {
+      hold?.release();
       throw keepFailure(sandbox.id, error);
     }
   }
@@ -383,19 +392,25 @@ export class Sandboxes {
   private async keepRunning(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>): Promise<KeptState> {
     if (sandbox.pauseKind !== 'memory') return this.keep(sandbox, as, 'thaw');
     const endsAt = Date.parse(sandbox.describe().end_at);
-    const state = await this.keep(sandbox, as, 'memory');
-    const left = Math.max(1, Math.ceil((endsAt - Date.now()) / 1000));
+    // Its place is held while it is away: a create meanwhile must not take the one it comes back to.
+    const place = {};
+    this.starting.set(place, sandbox.apiKey);
     try {
-      await this.launch(fromState(state, { timeout_seconds: left, secure: sandbox.accessToken !== null }), state, {
-        id: sandbox.id,
-        accessToken: sandbox.accessToken,
-        startedAt: state.sandbox.started_at,
-      });
-    } catch (error) {
-      await this.store.remove(state.id);
-      throw error;
+      const state = await this.keep(sandbox, as, 'memory');
+      const left = Math.max(1, Math.ceil((endsAt - Date.now()) / 1000));
+      const identity = { id: sandbox.id, accessToken: sandbox.accessToken, startedAt: state.sandbox.started_at };
+      try {
+        await this.launch(fromState(state, { timeout_seconds: left, secure: sandbox.accessToken !== null }), state, identity, place);
+      } catch (error) {
+        // Not lost: what was kept of it becomes its paused state, to resume.
+        this.kept.set(sandbox.id, await this.store.repurpose(state, { id: sandbox.id, purpose: 'pause', name: null }));
+        const why = error instanceof Error ? error.message : String(error);
+        throw new CodedError(contractError('sandbox.pause_failed', `sandbox ${sandbox.id} was kept but could not come back (${why}); it is paused: resume it`));
+      }
+      return state;
+    } finally {
+      this.starting.delete(place);
     }
-    return state;
   }
 
   private async dropState(id: string): Promise<void> {
@@ -416,27 +431,39 @@ export class Sandboxes {
    * before anyone can reach it; a sandbox whose files could not be put back is ended, not handed out.
    * `identity` keeps a resumed sandbox's id, token and start.
    */
-  private async launch(request: LaunchRequest, from: KeptState | null, identity?: { id: string; accessToken: string | null; startedAt: string }): Promise<LiveSandbox> {
+  private async launch(
+    request: LaunchRequest,
+    from: KeptState | null,
+    identity?: { id: string; accessToken: string | null; startedAt: string },
+    /** The place it takes, held already (a fork's parent coming back): counted there, not again. */
+    heldPlace?: object,
+  ): Promise<LiveSandbox> {
     const settings = this.runtime.config.sandboxes;
     if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
-    if (this.liveCount() + this.starting.size >= settings.max) {
+    if (heldPlace === undefined && this.liveCount() + this.starting.size >= settings.max) {
       throw new CodedError(contractError('sandboxes.full', `${settings.max} sandboxes are running, the most this server allows; kill one or retry later`, { max: settings.max }), {
         retry_after_seconds: 5,
       });
     }
     const key = request.api_key;
     const keyCap = key === undefined ? null : (this.runtime.config.service.apiKeys[key]?.maxSandboxes ?? null);
-    if (key !== undefined && keyCap !== null && this.liveCount(key) + [...this.starting.values()].filter((starting) => starting === key).length >= keyCap) {
+    if (
+      heldPlace === undefined &&
+      key !== undefined &&
+      keyCap !== null &&
+      this.liveCount(key) + [...this.starting.values()].filter((starting) => starting === key).length >= keyCap
+    ) {
       throw keyFullError(key, keyCap);
     }
-    const starting = {};
+    const starting = heldPlace ?? {};
     this.starting.set(starting, key);
     let id: string | undefined;
     try {
       const plan = {
         ...(await this.plan(request)),
         ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }),
-        ...(from?.kept === 'memory' && { resume: this.resumeOf(from) }),
+        // Its home and memory come back within the pause deadline, not a start's.
+        ...(from?.kept === 'memory' && { resume: this.resumeOf(from), startTimeoutSeconds: Math.max(settings.startTimeoutSeconds, settings.pauseTimeoutSeconds) }),
       };
       id = plan.id;
       this.endings.set(id, new AbortController());
@@ -459,7 +486,7 @@ export class Sandboxes {
       if (id !== undefined && !this.sandboxes.has(id)) this.endings.delete(id);
       throw error;
     } finally {
-      this.starting.delete(starting);
+      if (heldPlace === undefined) this.starting.delete(starting);
     }
   }
 

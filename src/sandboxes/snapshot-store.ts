@@ -121,6 +121,15 @@ export class SnapshotStore {
     return { home: join(this.dir, id, HOME_FILE), memory: join(this.dir, id, MEMORY_DIR) };
   }
 
+  /** Keeps a state under another id and purpose (a fork's state becoming its parent's paused one). */
+  async repurpose(state: KeptState, as: Pick<KeptState, 'id' | 'purpose' | 'name'>): Promise<KeptState> {
+    const next: KeptState = { ...state, ...as };
+    await writeFileAtomic(join(this.dir, state.id, RECORD_FILE), JSON.stringify(next));
+    await rename(join(this.dir, state.id), join(this.dir, next.id));
+    await syncDir(this.dir);
+    return next;
+  }
+
   async remove(id: string): Promise<void> {
     await rm(join(this.dir, id), { recursive: true, force: true });
   }
@@ -170,7 +179,7 @@ export function describeSnapshot(kept: KeptState): Snapshot {
 async function treeBytes(dir: string): Promise<number> {
   let bytes = 0;
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) bytes += (await stat(join(entry.path, entry.name))).size;
+    if (entry.isFile()) bytes += (await stat(join(entry.parentPath ?? entry.path, entry.name))).size;
   }
   return bytes;
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +11,7 @@ import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
 import { signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
-import { SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome, type SandboxTemplate } from '../types.js';
+import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome, type SandboxTemplate } from '../types.js';
 
 /** How this host runs runsc: the binary and its global flags (state root, network, platform). */
 export interface Runsc {
@@ -79,7 +79,7 @@ export class GvisorSandbox extends HostDirSandbox {
     const { job } = this;
     let child;
     try {
-      child = await this.launch();
+      child = await this.launch(io.signal);
     } catch (error) {
       // Nothing ran: without a work dir there is nothing for the caller to read either.
       this.releaseIfNothingToRead();
@@ -124,20 +124,22 @@ export class GvisorSandbox extends HostDirSandbox {
     try {
       await execFileWhenQuiet(this.job.runsc.path, [...this.job.runsc.globalArgs, 'checkpoint', '--image-path', image, this.job.id], { env: {}, timeout: deadlineMs });
     } catch (error) {
+      // Killed at the deadline, runsc's sentry may still be saving, then end the sandbox.
+      if ((error as { killed?: boolean }).killed) throw new CheckpointTimeoutError(`runsc checkpoint took longer than ${Math.round(deadlineMs / 1000)} s`);
       const said = String((error as { stderr?: unknown }).stderr ?? '').trim();
       throw new Error(`runsc could not checkpoint the sandbox: ${said || (error as Error).message}`, { cause: error });
     }
   }
 
   /** Writes the bundle's config and starts the container on it: `runsc run`, or `runsc restore` of a checkpoint once its home is back. */
-  private async launch(): Promise<ChildProcess> {
+  private async launch(signal: AbortSignal | undefined): Promise<ChildProcess> {
     const { job } = this;
     let argv = job.plan.argv;
     if (job.guarded) {
       if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
       argv = [this.rules.program, ...argv.slice(1)];
     }
-    if (job.restore) await this.putHomeBack(job.restore.home);
+    if (job.restore) await this.putHomeBack(job.restore.home, signal);
     await this.writeConfig(argv);
     const command = job.restore ? ['restore', '--image-path', job.restore.image] : ['run'];
     return this.spawnRunsc([...command, '--bundle', job.jobDir, job.id], 'pipe');
@@ -148,15 +150,18 @@ export class GvisorSandbox extends HostDirSandbox {
    * run in this sandbox as its user (runsc run of `home.argv`, the archive on its stdin), so the
    * host never writes into the tree. The processes restored next find their open files there.
    */
-  private async putHomeBack(home: NonNullable<SandboxTemplate['restore']>['home']): Promise<void> {
+  private async putHomeBack(home: NonNullable<SandboxTemplate['restore']>['home'], signal: AbortSignal | undefined): Promise<void> {
     await this.writeConfig(home.argv);
-    const archive = openSync(home.archive, 'r');
+    const archive = openSync(home.archive, constants.O_RDONLY | constants.O_NOFOLLOW);
     let child: ChildProcess;
     try {
       child = await this.spawnRunsc(['run', '--bundle', this.job.jobDir, this.job.id], archive);
     } finally {
       closeSync(archive);
     }
+    // Given up with the sandbox (its start's deadline, a kill): the unpacking goes with it.
+    const giveUp = () => void this.runsc('kill', this.job.id, 'KILL');
+    signal?.addEventListener('abort', giveUp, { once: true });
     const said: Buffer[] = [];
     child.stdout!.resume();
     child.stderr!.on('data', (chunk: Buffer) => said.push(chunk));
@@ -164,6 +169,7 @@ export class GvisorSandbox extends HostDirSandbox {
       child.on('error', () => resolve(null));
       child.on('close', (exitCode) => resolve(exitCode));
     });
+    signal?.removeEventListener('abort', giveUp);
     await this.runsc('delete', '--force', this.job.id);
     if (code !== 0) throw new Error(`its files could not be put back (exit ${code}): ${Buffer.concat(said).toString('utf8').trim().slice(-2000)}`);
   }

@@ -5,6 +5,8 @@ import { validate } from '../../contract/validate.js';
 import { encodeFrame } from '../../wire/frame-codec.js';
 import { readFrames } from '../../wire/framed-socket.js';
 
+/** Output kept for the job's taker before it attaches (a resumed VM's). */
+const EARLY_OUTPUT_BYTES = 4 * 1024 * 1024;
 /** The guest's frames are bounded as its own are (vm-agent.ts). */
 export const GUEST_MAX_FRAME_BYTES = 8 * 1024 * 1024;
 
@@ -32,7 +34,19 @@ export class GuestChannel {
   private nextId = randomInt(1, 2 ** 40);
   private readonly waiting = new Map<number, { resolve(reply: GuestOk): void; reject(error: Error): void }>();
   private broken: Error | null = null;
-  onOutput: (stream: 'stdout' | 'stderr', data: Buffer) => void = () => undefined;
+  private output: ((stream: 'stdout' | 'stderr', data: Buffer) => void) | null = null;
+  /**
+   * Output that came before anyone took it: a resumed VM's job writes as soon as the guest runs
+   * on, before the host's start attaches to it. Bounded; handed to the first taker.
+   */
+  private early: Array<{ stream: 'stdout' | 'stderr'; data: Buffer }> = [];
+  private earlyBytes = 0;
+
+  /** Where the job's output goes; what came before the first one is handed to it. */
+  set onOutput(handler: (stream: 'stdout' | 'stderr', data: Buffer) => void) {
+    this.output = handler;
+    for (const { stream, data } of this.early.splice(0)) handler(stream, data);
+  }
 
   constructor(private readonly socket: Socket) {
     readFrames(
@@ -66,6 +80,13 @@ export class GuestChannel {
     this.socket.destroy();
   }
 
+  private deliver(stream: 'stdout' | 'stderr', data: Buffer): void {
+    if (this.output) return this.output(stream, data);
+    if (this.earlyBytes + data.length > EARLY_OUTPUT_BYTES) return;
+    this.earlyBytes += data.length;
+    this.early.push({ stream, data });
+  }
+
   private receive(message: unknown): void {
     const checked = validate(GuestMessageSchema, message);
     if (!checked.ok) {
@@ -74,7 +95,7 @@ export class GuestChannel {
     }
     const value = checked.value;
     if ('event' in value) {
-      if (value.event === 'output') this.onOutput(value.stream, Buffer.from(value.data, 'base64'));
+      if (value.event === 'output') this.deliver(value.stream, Buffer.from(value.data, 'base64'));
       return;
     }
     const pending = this.waiting.get(value.id);

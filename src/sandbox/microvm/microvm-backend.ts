@@ -5,7 +5,7 @@ import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
 import { guestImage, type GuestImage } from './guest-image.js';
-import { MicrovmSandbox, VM_STATE_FILE } from './microvm-sandbox.js';
+import { MicrovmSandbox, resumeRefusal, VM_STATE_FILE } from './microvm-sandbox.js';
 import { QEMU_PATH, QemuVm, type VmShape } from './qemu-vm.js';
 import { WarmVmPool } from './warm-vm-pool.js';
 
@@ -95,8 +95,12 @@ export class MicrovmBackend implements SandboxBackend {
         `the microvm backend cannot bind host directories into the VM (${hostMount.host} at ${hostMount.sandbox}): the guest has only its own root image`,
       );
     }
-    const scratchDir = await mkdtemp(join(this.options.runtimeDir, 'jobs', `${ownedName()}-`));
     const { restore } = template;
+    if (restore) {
+      const refusal = await resumeRefusal(restore.image, { image: ready.image.id, memoryBytes: ready.shape.memoryBytes, vcpus: ready.shape.vcpus });
+      if (refusal) throw new SandboxUnavailableError(`the paused microVM cannot resume here: ${refusal}`);
+    }
+    const scratchDir = await mkdtemp(join(this.options.runtimeDir, 'jobs', `${ownedName()}-`));
     // A paused sandbox's VM comes back whole, its job running in it (its files are in its memory).
     const made = restore
       ? QemuVm.start(

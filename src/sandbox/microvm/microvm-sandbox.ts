@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { forkWhenQuiet } from '../host/fork-gate.js';
-import { mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';
 import type { Artifact } from '../../contract/run-job.js';
@@ -9,6 +9,7 @@ import { snapshotWorkspace, type SnapshotReport } from '../../workspace/snapshot
 import { watchRun } from '../run-watch.js';
 import { removeTree } from '../host/tree-removal.js';
 import {
+  CheckpointTimeoutError,
   SandboxUnavailableError,
   type ArtifactRequest,
   type ExecRules,
@@ -27,6 +28,18 @@ import type { QemuVm } from './qemu-vm.js';
 
 /** In a checkpoint's directory: the VM saved whole (QEMU's migration stream, RAM included). */
 export const VM_STATE_FILE = 'vm.state';
+/** Beside it: the guest image and shape it ran (QemuVm.made). */
+const VM_MADE_FILE = 'vm.json';
+
+/**
+ * Why a VM saved into `image` cannot resume as a VM `now` would be made, or null when it can:
+ * a saved guest finds its kernel, root image and RAM size as they were, or it breaks.
+ */
+export async function resumeRefusal(image: string, now: QemuVm['made']): Promise<string | null> {
+  const saved = JSON.parse(await readFile(join(image, VM_MADE_FILE), 'utf8')) as QemuVm['made'];
+  if (saved.image === now.image && saved.memoryBytes === now.memoryBytes && saved.vcpus === now.vcpus) return null;
+  return `it was saved in a VM of guest image ${saved.image} (${saved.memoryBytes} bytes, ${saved.vcpus} vCPU); this host makes guest image ${now.image} (${now.memoryBytes} bytes, ${now.vcpus} vCPU)`;
+}
 /** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */
 const CHUNK_BYTES = Math.floor((GUEST_MAX_FRAME_BYTES * 3) / 4) - 64 * 1024;
 /** After asking the guest to kill the job, how long before the VM itself is killed. */
@@ -56,16 +69,20 @@ export class MicrovmSandbox implements PreparedSandbox {
   /**
    * Saves the VM whole, every process with its memory and the files (the guest keeps them in
    * its memory), into `image`; the VM is then gone, and the running start() with it. Past
-   * `deadlineMs` it gives up, and the VM runs on.
+   * `deadlineMs` it gives up (CheckpointTimeoutError), the VM left for the caller to end.
    */
   async checkpoint(image: string, deadlineMs: number): Promise<void> {
     await mkdir(image, { recursive: true, mode: 0o700 });
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the VM was not saved within ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
+      timer = setTimeout(() => reject(new CheckpointTimeoutError(`the VM was not saved within ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
     });
+    // What a VM resuming it must be: the same guest image and shape (checked by resumeCheck).
+    await writeFile(join(image, VM_MADE_FILE), JSON.stringify(this.vm.made), { mode: 0o600 });
+    const saved = this.vm.saveWhole(join(image, VM_STATE_FILE), Date.now() + deadlineMs);
+    saved.catch(() => undefined);
     try {
-      await Promise.race([this.vm.saveWhole(join(image, VM_STATE_FILE)), late]);
+      await Promise.race([saved, late]);
     } finally {
       clearTimeout(timer);
     }

@@ -44,6 +44,8 @@ export class QemuVm {
     private readonly process: ChildProcess,
     readonly dir: string,
     readonly channel: GuestChannel,
+    /** What it runs, as a VM saved whole must find it again: the guest image's id and the VM's shape. */
+    readonly made: { image: string; memoryBytes: number; vcpus: number },
   ) {
     this.ended = new Promise((resolve) => {
       if (process.exitCode !== null || process.signalCode !== null) resolve();
@@ -89,8 +91,8 @@ export class QemuVm {
       if (incoming) {
         const monitor = await Promise.race([Monitor.connect(join(dir, 'monitor.sock'), deadline), died]);
         await monitor.run(`migrate_set_capability x-ignore-shared ${incoming.ignoreShared}`);
-        await monitor.run(`migrate_incoming "exec:cat ${incoming.state}"`);
-        await monitor.untilMigration();
+        await monitor.run(`migrate_incoming "exec:cat ${plainPath(incoming.state)}"`);
+        await monitor.untilMigration(deadline);
         // Connected before the guest runs again: a guest writing to its port with no host there
         // gets ENODEV, and a resumed guest may have a job writing at once.
         socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
@@ -100,7 +102,8 @@ export class QemuVm {
       } else {
         socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
       }
-      const vm = new QemuVm(child, dir, new GuestChannel(socket));
+      const image = 'boot' in origin ? origin.boot : 'restore' in origin ? origin.restore.image : origin.resume.image;
+      const vm = new QemuVm(child, dir, new GuestChannel(socket), { image: image.id, memoryBytes: shape.memoryBytes, vcpus: shape.vcpus });
       const answered = new AbortController();
       const timeout = sleep(Math.max(0, deadline - Date.now()), undefined, { signal: answered.signal }).then(() => {
         throw new Error(`the guest did not answer within ${readyTimeoutMs} ms`);
@@ -139,14 +142,15 @@ export class QemuVm {
    * Saves the VM whole, its RAM in `stateFile` with the devices (a paused sandbox's: it comes
    * back as `resume`); the VM is gone afterwards. A VM that could not be saved runs on.
    */
-  async saveWhole(stateFile: string): Promise<void> {
+  async saveWhole(stateFile: string, deadline: number): Promise<void> {
     const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
     try {
       await monitor.run('migrate_set_capability x-ignore-shared off');
       await monitor.run('stop');
       try {
-        await monitor.run(`migrate "exec:cat > ${stateFile}"`);
-        await monitor.untilMigration();
+        const said = await monitor.run(`migrate "exec:cat > ${plainPath(stateFile)}"`);
+        if (/error/i.test(said)) throw new Error(`QEMU refused to save the VM: ${said.replace('(qemu) ', '').trim()}`);
+        await monitor.untilMigration(deadline);
       } catch (error) {
         // Not saved: it runs on as it was.
         await monitor.run('cont').catch(() => undefined);
@@ -266,12 +270,16 @@ class Monitor {
     return answer;
   }
 
-  /** Waits for the migration under way (out or in) to complete. */
-  async untilMigration(): Promise<void> {
+  /** Waits for the migration under way (out or in) to complete, until `deadline` (then it is cancelled). */
+  async untilMigration(deadline = Infinity): Promise<void> {
     for (;;) {
       const status = /Migration status: (\S+)/.exec(await this.run('info migrate'))?.[1];
       if (status === 'completed') return;
       if (status === 'failed' || status === 'cancelled') throw new Error(`the VM migration ${status}`);
+      if (Date.now() > deadline) {
+        await this.run('migrate_cancel');
+        throw new Error(`the VM migration did not complete in time (${status ?? 'no status'})`);
+      }
       await sleep(10);
     }
   }
@@ -279,6 +287,12 @@ class Monitor {
   close(): void {
     this.socket.end();
   }
+}
+
+/** A path that goes into a shell command line (QEMU's `exec:` migration) as it is: a plain one only. */
+function plainPath(path: string): string {
+  if (!/^[\w./-]+$/.test(path)) throw new Error(`QEMU cannot be given ${JSON.stringify(path)}: only letters, digits, '.', '_', '-' and '/' go into its command`);
+  return path;
 }
 
 /** The host's CPU rate does not change while we run: read once, for every VM. */

@@ -27,22 +27,24 @@ describe('sandbox agent channel', () => {
     channel.lose('test over');
   });
 
-  it('before a checkpoint: refuses new requests, waits for the answers owed, and lets requests in again if the checkpoint fails', async () => {
+  it("before a checkpoint: only the holder's requests get through, the answers owed come first, and everyone is let in again if it is not taken", async () => {
     const channel = new AgentChannel();
     const owed = channel.request({ op: 'signal', pid: 7, signal: 19 });
-    let quiet = false;
-    const quiesced = channel.quiesce('sandbox x is being paused').then((reopen) => ((quiet = true), reopen));
+    const hold = channel.hold('sandbox x is being paused');
     await assert.rejects(channel.request({ op: 'list' }), (error: unknown) => error instanceof AgentOperationError && error.code === 'busy' && /being paused/.test(error.message));
+    // The holder's own (freezing, packing) still go out: the second request sent, id 2.
+    const holders = hold.port.request({ op: 'list' });
+    let drained = false;
+    const waited = hold.drained().then(() => (drained = true));
     await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(quiet, false, 'an answer is still owed');
-    // The first request went out as id 1; the refused one was never sent.
+    assert.equal(drained, false, 'answers are still owed');
     answer(channel, { id: 1 });
-    await owed;
-    const reopen = await quiesced;
-    reopen();
-    const listed = channel.request({ op: 'list' });
     answer(channel, { id: 2, processes: [] });
-    assert.deepEqual(await listed, { id: 2, processes: [] });
+    await Promise.all([owed, holders, waited]);
+    hold.release();
+    const listed = channel.request({ op: 'list' });
+    answer(channel, { id: 3, processes: [] });
+    assert.deepEqual(await listed, { id: 3, processes: [] });
     channel.lose('test over');
   });
 
