@@ -74,6 +74,8 @@ export interface ExecuteOptions {
 export class CodeContexts {
   private readonly bySandbox = new Map<string, Map<string, CodeContext>>();
   private readonly defaults = new Map<string, Map<KernelLanguage, Promise<CodeContext>>>();
+  /** Sandboxes kept with their memory, whose contexts wait for them (suspend, resumed). */
+  private readonly suspended = new Set<string>();
   /** Contexts whose kernel is starting, per sandbox: they count against the cap already. */
   private readonly starting = new Map<string, number>();
 
@@ -125,8 +127,29 @@ export class CodeContexts {
     await context.bridge.stop();
   }
 
-  /** Forgets the contexts of a sandbox that ended (its agent and the kernels in it are gone). */
+  /**
+   * Its sandbox is being kept with its memory (a pause, a fork's parent, a snapshot's sandbox):
+   * its contexts' kernels are kept with it, so they wait for resumed() instead of ending with it.
+   */
+  suspend(sandboxId: string): void {
+    this.suspended.add(sandboxId);
+    for (const context of this.bySandbox.get(sandboxId)?.values() ?? []) context.bridge.suspend();
+  }
+
+  /**
+   * The sandbox runs again under its id (resumed, come back, or never stopped as its keeping
+   * failed): its contexts go on through `agent`, their kernels' state as it was. Null: it will
+   * not come back, and its contexts are forgotten.
+   */
+  resumed(sandboxId: string, agent: SandboxAgentPort | null): void {
+    if (!this.suspended.delete(sandboxId)) return;
+    for (const context of this.bySandbox.get(sandboxId)?.values() ?? []) context.bridge.resume(agent);
+    if (agent === null) this.sandboxEnded(sandboxId);
+  }
+
+  /** Forgets the contexts of a sandbox that ended (its agent and the kernels in it are gone); a suspended one's wait. */
   sandboxEnded(sandboxId: string): void {
+    if (this.suspended.has(sandboxId)) return;
     this.bySandbox.delete(sandboxId);
     this.defaults.delete(sandboxId);
   }

@@ -2,7 +2,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import { BridgeMessageSchema, BridgeReadySchema, type BridgeRequest, type OutputLine } from '../contract/code-interpreter.js';
 import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import { validate } from '../contract/validate.js';
-import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import type { ProcessListener, SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
 import { guestProgram } from '../util/guest-program.js';
@@ -64,8 +64,15 @@ export class KernelBridge {
   private pid = 0;
   private readyWaiter: { resolve(): void; reject(error: Error): void } | null = null;
   private readonly lostListeners: Array<(reason: BridgeLost) => void> = [];
+  /** While its sandbox is kept with its memory: the end of the sandbox's channel is not its own. */
+  private suspended = false;
+  private readonly listener: ProcessListener = {
+    output: (event) => this.received(event),
+    end: (event) => this.ended(event),
+    lost: (gone) => this.lose(gone.message),
+  };
 
-  private constructor(private readonly agent: SandboxAgentPort) {}
+  private constructor(private agent: SandboxAgentPort) {}
 
   /** Starts the bridge and waits until its kernel answers (about half a second for IPython, a tenth for bash or node). */
   static async start({ agent, python, cwd, language, node }: BridgeStart): Promise<KernelBridge> {
@@ -80,7 +87,7 @@ export class KernelBridge {
         cwd,
         stdin: true,
       },
-      { output: (event) => bridge.received(event), end: (event) => bridge.ended(event), lost: (gone) => bridge.lose(gone.message) },
+      bridge.listener,
     );
     bridge.pid = started.pid;
     try {
@@ -90,6 +97,30 @@ export class KernelBridge {
       throw error;
     }
     return bridge;
+  }
+
+  /**
+   * Its sandbox is being kept with its memory (a pause, a fork's parent): the kernel is kept with
+   * it, so the end of the sandbox's channel does not end the bridge until resume() says.
+   */
+  suspend(): void {
+    this.suspended = true;
+  }
+
+  /**
+   * Its sandbox runs again (or never stopped, the keeping having failed): the kernel is followed
+   * through `agent`, the running sandbox's, and cells waiting on it go on. Null: the sandbox will
+   * not come back, and the bridge is lost.
+   */
+  resume(agent: SandboxAgentPort | null): void {
+    this.suspended = false;
+    if (agent === null) return this.lose('its sandbox was not kept');
+    this.agent = agent;
+    try {
+      agent.follow(this.pid, this.listener);
+    } catch {
+      this.lose('its kernel did not come back with its sandbox');
+    }
   }
 
   /** Called once when the bridge is lost, whatever the cause. */
@@ -200,7 +231,7 @@ export class KernelBridge {
 
   /** The bridge is gone, or its sandbox is: every waiting request fails with `reason`. */
   private lose(reason: string): void {
-    if (this.lost) return;
+    if (this.lost || this.suspended) return;
     this.lost = new BridgeLost(reason);
     this.readyWaiter?.reject(this.lost);
     this.readyWaiter = null;

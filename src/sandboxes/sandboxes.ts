@@ -372,13 +372,24 @@ export class Sandboxes {
           // A tar of a full home is a little over its size: headers, and padding to 512 bytes a
           // file. Left empty where the checkpoint holds the files itself.
           if (then !== 'memory' || !sandbox.checkpointHoldsFiles) await packHome(run, into.home, 2 * settings.homeBytes);
-          if (hold) await sandbox.checkpoint(into.memory, hold, deadlineMs);
+          if (hold) {
+            // Its code-interpreter contexts' kernels are kept with it: they wait for it.
+            this.codeContexts.suspend(sandbox.id);
+            try {
+              await sandbox.checkpoint(into.memory, hold, deadlineMs);
+            } catch (error) {
+              this.codeContexts.resumed(sandbox.id, sandbox.running ? sandbox.agent : null);
+              throw error;
+            }
+          }
         });
         const record = { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
         return record;
       });
     } catch (error) {
       hold?.release();
+      // Saved, then its state could not be written whole: it is gone, and its contexts with it.
+      if (hold && !sandbox.running) this.codeContexts.resumed(sandbox.id, null);
       throw keepFailure(sandbox.id, error);
     }
   }
@@ -414,6 +425,8 @@ export class Sandboxes {
   }
 
   private async dropState(id: string): Promise<void> {
+    // A paused sandbox's contexts waited for it: it will not come back.
+    this.codeContexts.resumed(id, null);
     this.kept.delete(id);
     await this.store.remove(id);
   }
@@ -475,6 +488,8 @@ export class Sandboxes {
         (ended) => this.forgetLater(ended),
         (expired) => void this.pause(expired.id).catch(() => expired.end('its timeout passed, and pausing it failed')),
       );
+      // Back under its own id with its memory: its code-interpreter contexts go on.
+      if (from?.kept === 'memory' && identity) this.codeContexts.resumed(sandbox.id, sandbox.agent);
       if (from) {
         // Memory comes back with its files: the backend put them back before its processes.
         if (from.kept === 'files') await this.restoreHome(sandbox, from);

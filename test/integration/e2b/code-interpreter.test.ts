@@ -244,15 +244,25 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
 
   for (const kind of ['gvisor'] as const satisfies readonly BackendKind[]) {
     const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
-    it(`runs cells and draws a chart on ${kind}`, { skip }, async () => {
+    it(`runs cells and draws a chart on ${kind}; its contexts keep their state across a pause that keeps memory`, { skip }, async () => {
       const local = await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind } });
       try {
-        const other = await Sandbox.create('base', { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url });
+        const options = { apiKey: local.token!, apiUrl: local.url, sandboxUrl: local.url };
+        const other = await Sandbox.create('base', options);
         assert.equal((await other.runCode('x = 20\nx * 2 + 2')).text, '42');
         const chart = await other.runCode('import matplotlib.pyplot as plt\nplt.pie([1, 3], labels=["a", "b"])\nplt.show()');
         assert.equal(chart.results[0]?.chart?.type, 'pie');
         assert.ok(decodePng(chart.results[0]!.png!).width > 0);
-        await other.kill();
+        const context = await other.createCodeContext({ cwd: '/tmp' });
+        await other.runCode('y = 7', { context });
+
+        // The kernels were kept with the sandbox's memory: the same contexts, their variables as they were.
+        assert.equal(await other.pause(), true);
+        const resumed = await Sandbox.connect(other.sandboxId, options);
+        assert.equal((await resumed.runCode('x + 1')).text, '21');
+        assert.equal((await resumed.runCode('y * 6', { context })).text, '42');
+        assert.deepEqual((await resumed.listCodeContexts()).map((listed) => listed.id).includes(context.id), true);
+        await resumed.kill();
       } finally {
         await local.stop();
       }
