@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { TEST_STATE_DIR } from './runtime.js';
+import { processEnv } from './runtime.js';
 
 export interface CliResult {
   code: number | null;
@@ -14,7 +14,7 @@ const DIST = fileURLToPath(new URL('../../dist/cli/', import.meta.url));
 export function runCli(name: 'agent-runner' | 'agent-exec', args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [`${DIST}${name}.js`, ...args], {
-      env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...options.env },
+      env: processEnv(options.env),
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     const stdout: Buffer[] = [];

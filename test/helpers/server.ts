@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TEST_STATE_DIR } from './runtime.js';
+import { processEnv, TEST_STATE_DIR } from './runtime.js';
 import { waitUntil } from './wait.js';
 import { makeWorkspace } from './workspace.js';
 
@@ -92,7 +92,7 @@ export async function spawnLogged(
   options: { detached: boolean } = { detached: false },
 ): Promise<{ child: ChildProcess; logs: string[]; stderr(): string; exited: Promise<number | null>; ready: string }> {
   const child = spawn(process.execPath, argv, {
-    env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, ...env },
+    env: processEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.detached,
   });

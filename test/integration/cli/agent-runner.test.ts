@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { runCli } from '../../helpers/cli.js';
-import { TEST_STATE_DIR } from '../../helpers/runtime.js';
+import { processEnv, TEST_STATE_DIR } from '../../helpers/runtime.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
 describe('agent-runner CLI', () => {
@@ -60,7 +60,7 @@ describe('agent-runner CLI', () => {
   it('guest serves a unix socket that exec --guest talks to', async () => {
     const socket = join(mkdtempSync(join(tmpdir(), 'cli-guest-')), 'guest.sock');
     const guest = spawn(process.execPath, [fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url)), 'guest', '--listen', `unix:${socket}`], {
-      env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+      env: processEnv(),
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     try {

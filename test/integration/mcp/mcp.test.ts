@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
-import { TEST_STATE_DIR } from '../../helpers/runtime.js';
+import { processEnv } from '../../helpers/runtime.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
@@ -16,11 +15,10 @@ const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.me
 
 /** The built CLI as an MCP client starts it: a child process spoken to over its stdio. */
 async function startClient(args: string[]): Promise<{ client: Client; stderr: () => string }> {
-  mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [CLI, ...args],
-    env: { ...(process.env as Record<string, string>), AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+    env: processEnv() as Record<string, string>,
     stderr: 'pipe',
   });
   let stderr = '';
@@ -239,8 +237,7 @@ describe('agent-runner mcp --workspace-root', () => {
 
 /** The built CLI spoken to line by line, as a client that may send anything. */
 function startRawServer() {
-  mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
-  const child = spawn(process.execPath, [CLI, 'mcp'], { env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, 'mcp'], { env: processEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));

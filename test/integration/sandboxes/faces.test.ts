@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -11,7 +11,7 @@ import { AgentRunnerClient } from '../../../src/client/client.js';
 import { AgentRunnerError } from '../../../src/client/types.js';
 import { runCli } from '../../helpers/cli.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
-import { TEST_STATE_DIR } from '../../helpers/runtime.js';
+import { processEnv } from '../../helpers/runtime.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
 
 /**
@@ -161,11 +161,10 @@ describe('sandboxes through the client, the CLI and MCP', () => {
   });
 
   it('the MCP tools make, use, list and kill a sandbox of the MCP process', async () => {
-    mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
     const transport = new StdioClientTransport({
       command: process.execPath,
       args: [fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url)), 'mcp'],
-      env: { ...(process.env as Record<string, string>), AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+      env: processEnv() as Record<string, string>,
       stderr: 'pipe',
     });
     const mcp = new Client({ name: 'agent-runner-test', version: '0.0.0' });

@@ -8,7 +8,7 @@ import { GuestClient } from '../../../src/guest/client.js';
 import { startGuestServer, type GuestServer } from '../../../src/guest/server.js';
 import { runJob } from '../../../src/runner/run-job.js';
 import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
-import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
+import { processEnv, testRuntime } from '../../helpers/runtime.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
 /**
@@ -133,7 +133,7 @@ describe('the guest runner on TCP', () => {
   it('agent-runner guest refuses tcp:0.0.0.0 without --token', async () => {
     const cli = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
     const child = spawn(process.execPath, [cli, 'guest', '--listen', 'tcp:0.0.0.0:0'], {
-      env: { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR },
+      env: processEnv(),
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';
