@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
+import { closeSync, constants, mkdirSync, openSync, readdirSync as readdirNow, rmSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
@@ -7,6 +7,7 @@ import { BackendKindSchema, PauseKindSchema } from '../contract/backend.js';
 import type { Snapshot } from '../contract/sandbox.js';
 import { validate } from '../contract/validate.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
+import { processIdentity, SELF_IDENTITY } from '../util/process-identity.js';
 
 /** What a sandbox was made with, kept so that it (resume) or a copy (a snapshot as a template) is made again the same. */
 export const KeptSandboxSchema = Type.Object({
@@ -48,6 +49,8 @@ const RecordSchema = Type.Object({
 export type KeptState = Static<typeof RecordSchema>;
 
 const RECORD_FILE = 'state.json';
+/** Who holds the dir (claim()). */
+const HOLDERS_DIR = '.holders';
 const HOME_FILE = 'home.tar';
 /** Where a backend that keeps memory saves its processes (a checkpoint image), beside the home. */
 const MEMORY_DIR = 'memory';
@@ -65,12 +68,15 @@ export class SnapshotStore {
 
   /**
    * The states on disk. What a crash left half done is removed: states being written, and
-   * states forks were being made from; so are states older than `retentionMs`.
+   * states forks were being made from; so are states older than `retentionMs`. A dir another
+   * live process holds (claim()) gives nothing, and nothing in it is touched.
    */
   async load(retentionMs: number): Promise<KeptState[]> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    if (this.claim() !== null) return [];
     const states: KeptState[] = [];
     for (const entry of await readdir(this.dir)) {
+      if (entry === HOLDERS_DIR) continue;
       if (entry.startsWith(PARTIAL_PREFIX)) {
         if (!alive(Number(entry.slice(PARTIAL_PREFIX.length).split('-')[0]))) await this.remove(entry);
         continue;
@@ -89,6 +95,10 @@ export class SnapshotStore {
    */
   async write(fill: (into: { home: FileHandle; memory: string }) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const holder = this.claim();
+    if (holder !== null) {
+      throw new Error(`the kept dir ${this.dir} is another agent-runner process's (pid ${holder}): one process per kept dir; give this one its own (sandboxes.keptDir)`);
+    }
     const partial = join(this.dir, `${PARTIAL_PREFIX}${process.pid}-${randomBytes(8).toString('hex')}`);
     await mkdir(partial, { mode: 0o700 });
     try {
@@ -109,6 +119,34 @@ export class SnapshotStore {
       await rm(partial, { recursive: true, force: true });
       throw error;
     }
+  }
+
+  /**
+   * One process per kept dir, claimed as the uid pool claims uids: a file named after this
+   * process (pid and start time) under `.holders`, kept while no other live process has one; a
+   * dead process's is removed. Two processes loading one dir would each list, resume and kill the
+   * other's paused sandboxes. Returns null when this process holds it, else the holder's pid.
+   * (Two claiming at once may both step back; each tries again at its next write.)
+   */
+  private claim(): string | null {
+    const holders = join(this.dir, HOLDERS_DIR);
+    mkdirSync(holders, { recursive: true, mode: 0o700 });
+    try {
+      closeSync(openSync(join(holders, SELF_IDENTITY), 'wx', 0o600));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    for (const name of readdirNow(holders)) {
+      if (name === SELF_IDENTITY) continue;
+      const pid = name.split('.')[0]!;
+      if (processIdentity(Number(pid)) !== name) {
+        rmSync(join(holders, name), { force: true });
+        continue;
+      }
+      rmSync(join(holders, SELF_IDENTITY), { force: true });
+      return pid;
+    }
+    return null;
   }
 
   /** The home archive of a state, for reading. */

@@ -1,6 +1,7 @@
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { killUntilGone, processesOfUid } from './process-tree.js';
+import { processIdentity, SELF_IDENTITY } from '../../util/process-identity.js';
 
 const SWEEP_TIMEOUT_MS = 2_000;
 
@@ -69,9 +70,6 @@ export class UidPool {
   }
 }
 
-/** Who we are, in a form that a recycled pid cannot fake: pid and start time. */
-const SELF = identity(process.pid) ?? `${process.pid}.unknown`;
-
 /**
  * A claim is a file `<uid>.<pid>.<start time>`, one per claiming process, which no other
  * process removes while its process lives. A process holds a uid when, after writing its own
@@ -83,7 +81,7 @@ const SELF = identity(process.pid) ?? `${process.pid}.unknown`;
  * bwrap's clone failed with EAGAIN.
  */
 function claim(lockDir: string, uid: number): boolean {
-  const ownName = `${uid}.${SELF}`;
+  const ownName = `${uid}.${SELF_IDENTITY}`;
   const own = join(lockDir, ownName);
   closeSync(openSync(own, 'wx', 0o600));
   if (!liveClaims(lockDir, ownName).has(uid)) return true;
@@ -108,7 +106,7 @@ function liveClaims(lockDir: string, except?: string): Set<number> {
       continue;
     }
     const holder = `${pid}.${startTime}`;
-    if (holder === SELF || identity(Number(pid)) === holder) held.add(Number(uid));
+    if (holder === SELF_IDENTITY || processIdentity(Number(pid)) === holder) held.add(Number(uid));
     else unlinkQuietly(join(lockDir, name));
   }
   return held;
@@ -117,7 +115,7 @@ function liveClaims(lockDir: string, except?: string): Set<number> {
 function isLegacyClaimLive(path: string): boolean {
   try {
     const [pid, startTime] = readFileSync(path, 'utf8').split(' ');
-    return identity(Number(pid)) === `${pid}.${startTime}`;
+    return processIdentity(Number(pid)) === `${pid}.${startTime}`;
   } catch {
     return false;
   }
@@ -128,16 +126,5 @@ function unlinkQuietly(path: string): void {
     unlinkSync(path);
   } catch {
     // Another process removed it first.
-  }
-}
-
-/** "pid.starttime" from /proc, or null when the process does not exist. */
-function identity(pid: number): string | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-    return `${pid}.${startTime}`;
-  } catch {
-    return null;
   }
 }

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { SnapshotStore, type KeptState } from '../../../src/sandboxes/snapshot-store.js';
+import { processIdentity, SELF_IDENTITY } from '../../../src/util/process-identity.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 const sandbox: KeptState['sandbox'] = {
@@ -45,7 +47,7 @@ describe('the kept states of sandboxes', () => {
     assert.equal(state.bytes, 9 + 6);
     assert.equal(readFileSync(join(kept.paths(state.id).memory, 'image', 'pages'), 'utf8'), 'memory');
     assert.equal(state.pid, process.pid);
-    assert.deepEqual(readdirSync(join(dir, 'kept')), ['b'.repeat(24)]);
+    assert.deepEqual(readdirSync(join(dir, 'kept')).sort(), ['.holders', 'b'.repeat(24)]);
     assert.equal(statSync(join(dir, 'kept')).mode & 0o777, 0o700);
     const [loaded] = await new SnapshotStore(join(dir, 'kept')).load(DAY_MS);
     assert.deepEqual(loaded, state);
@@ -62,7 +64,7 @@ describe('the kept states of sandboxes', () => {
       }),
       /packing failed/,
     );
-    assert.deepEqual(readdirSync(join(dir, 'kept')), []);
+    assert.deepEqual(readdirSync(join(dir, 'kept')), ['.holders']);
   });
 
   it('sweeps at load what was left half done by a process that is gone, states past retention, and unreadable ones', async () => {
@@ -82,6 +84,43 @@ describe('the kept states of sandboxes', () => {
       [keep.id],
       'a fork state of a live process is kept on disk but not loaded; the expired one is gone',
     );
-    assert.deepEqual(readdirSync(join(dir, 'kept')).sort(), [`.partial-${process.pid}-live`, keep.id, fork.id].sort());
+    assert.deepEqual(readdirSync(join(dir, 'kept')).sort(), ['.holders', `.partial-${process.pid}-live`, keep.id, fork.id].sort());
+  });
+
+  it("is one process's: a dir another live agent-runner process holds gives nothing and takes nothing; a dead holder's claim is taken over", async () => {
+    const { dir, store: kept } = store();
+    await kept.write(async () => ({ id: 'f'.repeat(24), purpose: 'pause', name: null, kept: 'files', created_at: new Date().toISOString(), sandbox }));
+    // Another process (a live one of another pid) holds it: this one's claim goes, its own claim stays.
+    const other = spawn('/bin/sleep', ['30']);
+    try {
+      const otherIdentity = await waitForIdentity(other.pid!);
+      rmSync(join(dir, 'kept', '.holders', SELF_IDENTITY));
+      writeFileSync(join(dir, 'kept', '.holders', otherIdentity), '');
+      const second = new SnapshotStore(join(dir, 'kept'));
+      assert.deepEqual(await second.load(DAY_MS), [], "another process's paused sandboxes are not listed");
+      await assert.rejects(
+        second.write(async () => ({ id: 'g'.repeat(24), purpose: 'pause', name: null, kept: 'files', created_at: new Date().toISOString(), sandbox })),
+        new RegExp(`another agent-runner process's \\(pid ${other.pid}\\)`),
+      );
+      assert.ok(readdirSync(join(dir, 'kept')).includes('f'.repeat(24)), 'nothing of the holder is touched');
+    } finally {
+      other.kill('SIGKILL');
+      await new Promise((resolve) => other.once('exit', resolve));
+    }
+    // Its holder gone, the dir is this process's again.
+    const third = new SnapshotStore(join(dir, 'kept'));
+    assert.deepEqual(
+      (await third.load(DAY_MS)).map((state) => state.id),
+      ['f'.repeat(24)],
+    );
   });
 });
+
+/** A child's identity once /proc shows it (its start time is known at once). */
+async function waitForIdentity(pid: number): Promise<string> {
+  for (;;) {
+    const identity = processIdentity(pid);
+    if (identity !== null) return identity;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
