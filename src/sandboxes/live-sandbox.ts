@@ -12,6 +12,7 @@ import type { SandboxAgentPort } from './agent-port.js';
 import type { KeptSandbox } from './snapshot-store.js';
 import { homeArchiveArgv } from './home-archive.js';
 import { thaw } from './frozen-processes.js';
+import { withinDeadline } from '../util/deadline.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
 export const SANDBOX_HOME = '/home/user';
@@ -177,19 +178,12 @@ export class LiveSandbox {
   async checkpoint(image: string, hold: AgentHold, deadlineMs: number): Promise<void> {
     const prepared = this.prepared;
     if (!prepared?.checkpoint) throw new Error(`its backend (${this.plan.backend.kind}) cannot keep a sandbox's memory`);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
-    });
-    late.catch(() => undefined);
     try {
-      await Promise.race([hold.drained(), late]);
+      await withinDeadline(hold.drained(), deadlineMs, () => new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`));
       await this.served.suspend('paused', () => prepared.checkpoint!(image, deadlineMs));
     } catch (error) {
       if (error instanceof CheckpointTimeoutError) await this.end(`pausing it did not finish within its deadline: ${error.message}`);
       throw error;
-    } finally {
-      clearTimeout(timer);
     }
     clearTimeout(this.timer);
   }

@@ -383,8 +383,7 @@ export class Sandboxes {
             }
           }
         });
-        const record = { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
-        return record;
+        return { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
       });
     } catch (error) {
       hold?.release();

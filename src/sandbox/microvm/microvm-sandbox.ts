@@ -24,6 +24,7 @@ import {
 } from '../types.js';
 import { GUEST_MAX_FRAME_BYTES } from './guest-channel.js';
 import { UNCOUNTED } from '../host/cgroups.js';
+import { withinDeadline } from '../../util/deadline.js';
 import type { QemuVm } from './qemu-vm.js';
 
 /** In a checkpoint's directory: the VM saved whole (QEMU's migration stream, RAM included). */
@@ -73,19 +74,10 @@ export class MicrovmSandbox implements PreparedSandbox {
    */
   async checkpoint(image: string, deadlineMs: number): Promise<void> {
     await mkdir(image, { recursive: true, mode: 0o700 });
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new CheckpointTimeoutError(`the VM was not saved within ${Math.round(deadlineMs / 1000)} s`)), deadlineMs);
-    });
-    // What a VM resuming it must be: the same guest image and shape (checked by resumeCheck).
+    // What a VM resuming it must be: the same guest image and shape (checked by resumeRefusal).
     await writeFile(join(image, VM_MADE_FILE), JSON.stringify(this.vm.made), { mode: 0o600 });
     const saved = this.vm.saveWhole(join(image, VM_STATE_FILE), Date.now() + deadlineMs);
-    saved.catch(() => undefined);
-    try {
-      await Promise.race([saved, late]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withinDeadline(saved, deadlineMs, () => new CheckpointTimeoutError(`the VM was not saved within ${Math.round(deadlineMs / 1000)} s`));
   }
 
   async writeFile(name: string, content: string | Buffer): Promise<void> {

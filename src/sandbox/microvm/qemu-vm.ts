@@ -87,23 +87,22 @@ export class QemuVm {
     try {
       const deadline = Date.now() + readyTimeoutMs;
       const incoming = 'restore' in origin ? { state: origin.restore.state, ignoreShared: 'on' } : 'resume' in origin ? { state: origin.resume.state, ignoreShared: 'off' } : null;
-      let socket: Socket;
+      let monitor: Monitor | null = null;
       if (incoming) {
-        const monitor = await Promise.race([Monitor.connect(join(dir, 'monitor.sock'), deadline), died]);
+        monitor = await Promise.race([Monitor.connect(join(dir, 'monitor.sock'), deadline), died]);
         await monitor.run(`migrate_set_capability x-ignore-shared ${incoming.ignoreShared}`);
         await monitor.run(`migrate_incoming "exec:cat ${plainPath(incoming.state)}"`);
         await monitor.untilMigration(deadline);
-        // Connected before the guest runs again: a guest writing to its port with no host there
-        // gets ENODEV, and a resumed guest may have a job writing at once.
-        socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
+      }
+      // Connected before a restored guest runs again: a guest writing to its port with no host
+      // there gets ENODEV, and a resumed guest may have a job writing at once.
+      const socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
+      if (monitor) {
         // The snapshot was taken of a stopped VM, and the stopped state travels with it.
         await monitor.run('cont');
         monitor.close();
-      } else {
-        socket = await Promise.race([connectWhenListening(socketPath, deadline), died]);
       }
-      const image = 'boot' in origin ? origin.boot : 'restore' in origin ? origin.restore.image : origin.resume.image;
-      const vm = new QemuVm(child, dir, new GuestChannel(socket), { image: image.id, memoryBytes: shape.memoryBytes, vcpus: shape.vcpus });
+      const vm = new QemuVm(child, dir, new GuestChannel(socket), { image: imageOf(origin).id, memoryBytes: shape.memoryBytes, vcpus: shape.vcpus });
       const answered = new AbortController();
       const timeout = sleep(Math.max(0, deadline - Date.now()), undefined, { signal: answered.signal }).then(() => {
         throw new Error(`the guest did not answer within ${readyTimeoutMs} ms`);
@@ -172,7 +171,7 @@ export class QemuVm {
 }
 
 function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consolePath: string): string[] {
-  const image = 'boot' in origin ? origin.boot : 'restore' in origin ? origin.restore.image : origin.resume.image;
+  const image = imageOf(origin);
   return [
     '-M',
     'microvm,x-option-roms=off,rtc=off',
@@ -218,6 +217,11 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     `file:${consolePath}`,
     ...('boot' in origin ? [] : ['-incoming', 'defer']),
   ];
+}
+
+/** The guest image a VM runs, whichever way it comes to life. */
+function imageOf(origin: VmOrigin): GuestImage {
+  return 'boot' in origin ? origin.boot : 'restore' in origin ? origin.restore.image : origin.resume.image;
 }
 
 /**
