@@ -157,6 +157,9 @@ export function serveConnection(
     onError(error);
   });
   socket.on('close', () => {
+    // Jobs stopped now end later, and each end calls watch(): nothing may arm a deadline again
+    // (a 60 s timer that held the connection, and a guest runner's exit, after it was gone).
+    closing = true;
     stopDeadline();
     aborter.abort();
   });
