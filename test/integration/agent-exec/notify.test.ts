@@ -103,9 +103,10 @@ describe('agent-exec --notify-url and --notify-command', () => {
     assert.equal((await postWithRetries(hanging.url, '{}', { ...bounds, attempts: 10, totalMs: 1000 })).delivered, false);
     assert.ok(Date.now() - started < 1500, 'the total bound holds, whatever the attempts');
 
-    const outcome = await runCommand(`sleep 60 & sleep 61; echo never > ${cwd}/never.txt`, '{}', { timeoutMs: bounds.commandTimeoutMs });
+    // Durations no other test's sleeps have: a `sleep 60` of a job in another file once held this wait for 50 s.
+    const outcome = await runCommand(`sleep 6071 & sleep 6072; echo never > ${cwd}/never.txt`, '{}', { timeoutMs: bounds.commandTimeoutMs });
     assert.equal(outcome, 'killed after 300 ms');
-    await waitUntil(() => pgrep('sleep 6[01]$').length === 0, 'what the command started is gone too');
+    await waitUntil(() => pgrep('sleep 607[12]$').length === 0, 'what the command started is gone too');
     assert.equal(existsSync(join(cwd, 'never.txt')), false);
   });
 });

@@ -26,9 +26,9 @@ function processesNaming(dir: string): string[] {
 describe('serve shuts down in order', () => {
   // systemd (KillMode=control-group, mixed) and a terminal's Ctrl-C signal every process of the
   // service, the worker included, not the front door alone. Whether the worker died first was a
-  // race, so the attempt is repeated.
+  // race, so the attempt is repeated (four services at once: the same race, a quarter of the wait).
   it('a SIGTERM to the whole process group lets the running job finish in its grace and exits 0, every time', async () => {
-    for (let attempt = 1; attempt <= 4; attempt++) {
+    const attempt = async (attempt: number) => {
       const server = await startServer(['--concurrency', '1', '--grace-ms', '60000'], { detached: true });
       try {
         const running = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['sleep', '2'] } });
@@ -40,7 +40,8 @@ describe('serve shuts down in order', () => {
       } finally {
         await server.stop();
       }
-    }
+    };
+    await Promise.all([1, 2, 3, 4].map(attempt));
   });
 
   it('a clean SIGTERM leaves no work-dir mount and no process under the state dir: jobs, snippets, pre-started sandboxes and sessions included', async () => {
