@@ -272,8 +272,11 @@ function startRawServer() {
       await waitUntil(() => messages().filter((message) => message.id === id).length >= count, `an answer to ${JSON.stringify(id)}`, { seen: this.seen });
       return messages().filter((message) => message.id === id)[count - 1]!;
     },
-    /** Its exit code, or 'still running' after 30 s (far below anything it was asked to run). */
-    exit: () => Promise.race([exited, sleep(30_000).then(() => 'still running' as const)]),
+    /**
+     * Its exit code, or 'still running' after 30 s (far below anything it was asked to run). The
+     * timer does not hold the test's process: it kept the file alive for 30 s after its tests.
+     */
+    exit: () => Promise.race([exited, sleep(30_000, undefined, { ref: false }).then(() => 'still running' as const)]),
     /** Whatever the test's outcome: no server outlives its test. */
     kill: () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
