@@ -61,8 +61,11 @@ export async function attackSuite(kind: BackendKind): Promise<void> {
   // share the cores better. What must see the whole suite (the leftovers check) runs after it.
   const sections = { concurrency: underTcg ? 2 : 1 };
 
+  // On local_process the next job is python's: its pre-started sandboxes are what an attack could
+  // spoil. Elsewhere every job has a sandbox (a VM) of its own, and bash's start costs a second
+  // less than python's under emulation, 17 times a suite.
   async function nextJobRunsNormally(): Promise<void> {
-    const response = await snippet('python', 'print("healthy")');
+    const response = kind === 'local_process' ? await snippet('python', 'print("healthy")') : await snippet('bash', 'echo healthy');
     assert.equal(response.stdout, 'healthy\n', `the runner is unhealthy after the attack: ${response.stderr}`);
   }
 
