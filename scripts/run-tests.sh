@@ -25,6 +25,41 @@ case "${1:-all}" in
     ;;
 esac
 
+# scripts/run-test-files.mjs starts files in the order given (`node --test` sorts them by name).
+# The slowest integration files (by the per-file times each run prints at its end) go first, so
+# that the run ends on short files, not on one long file that the other slots wait for. A name
+# here that no longer exists fails the run.
+SLOWEST=(
+  test/integration/security/attacks-microvm.test.ts
+  test/integration/e2b/pause-fork.test.ts
+  test/integration/http/sessions.test.ts
+  test/integration/snippet/conformance.test.ts
+  test/integration/security/cli-cleanup.test.ts
+  test/integration/security/attacks-gvisor.test.ts
+  test/integration/security/attacks-local-process.test.ts
+  test/integration/distributed/cluster.test.ts
+  test/integration/e2b/code-interpreter.test.ts
+  test/integration/e2b/sdk.test.ts
+  test/integration/sandboxes/faces.test.ts
+  test/integration/http/first-start.test.ts
+  test/integration/security/slow-clients.test.ts
+  test/integration/cli/backends.test.ts
+)
+
+slowest_first() {
+  local file
+  for file in "${SLOWEST[@]}"; do
+    [ -f "$file" ] || {
+      echo "scripts/run-tests.sh: $file is listed as slow but does not exist" >&2
+      return 1
+    }
+    echo "$file"
+  done
+  for file in "$@"; do
+    [[ " ${SLOWEST[*]} " == *" $file "* ]] || echo "$file"
+  done
+}
+
 failed=()
 for set in "${sets[@]}"; do
   files=(test/"$set"/**/*.test.ts)
@@ -32,6 +67,7 @@ for set in "${sets[@]}"; do
   # node + tsx start per file (about 14 s instead of 44 s on 2 cores).
   run=("${files[@]}")
   [ "$set" = unit ] && run=(test/unit-set.ts)
+  [ "$set" = integration ] && run=($(slowest_first "${files[@]}"))
   if [ ${#files[@]} -eq 0 ]; then
     echo "no test files under test/$set" >&2
     failed+=("$set")
@@ -41,24 +77,21 @@ for set in "${sets[@]}"; do
     echo "# the ${failed[*]} tests failed (above); running the $set tests anyway" >&2
   fi
   echo "# $set tests: ${#files[@]} files under test/$set"
-  # Two integration files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
-  # look at its own process only): on 2 cores about 12 minutes where one at a time took 18. Three
-  # took 11, but with both cores 97% busy a microVM under emulation then starved past a job's
-  # timeout in one of two fresh-clone runs.
-  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-2}" || echo 1)
-  # No stuck test may hang the run. --test-timeout bounds each file as a whole (node's runner
-  # fails a file past it, naming it, kills it and goes on) and each test without a timeout of its
-  # own. A process a killed file left behind can still hold the runner's pipe open after its
-  # summary is printed: the file-times reporter ends the runner shortly after the summary, and
-  # the set as a whole runs under timeout(1) too.
+  # Three integration files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
+  # look at its own process only): on 2 cores the set took 10.4 minutes two at a time, 7.9
+  # three at a time, with both cores about 95% busy. Most files wait more than they compute
+  # (services starting, timeouts, microVMs under emulation).
+  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-3}" || echo 1)
+  # No stuck test may hang the run. The file deadline bounds each file as a whole (the runner
+  # fails a file past it, naming it, kills it and goes on), and each test without a timeout of its
+  # own (--test-timeout, which each file's process inherits). A process a killed file left behind
+  # can still hold the runner's pipe open after its summary is printed: the file-times reporter
+  # ends the runner shortly after the summary, and the set as a whole runs under timeout(1) too.
   file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-5} * 60000))
   set_minutes=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_SET_MINUTES:-75}" || echo 15)
   set_deadline_s=$((set_minutes * 60))
   timeout --kill-after=30 "$set_deadline_s" \
-    node --import tsx --test --test-concurrency="$concurrency" --test-timeout="$file_deadline_ms" \
-    --test-reporter=spec --test-reporter-destination=stdout \
-    --test-reporter=./scripts/file-times-reporter.mjs --test-reporter-destination=stdout \
-    "${run[@]}" &
+    node --import tsx --test-timeout="$file_deadline_ms" scripts/run-test-files.mjs "$concurrency" "$file_deadline_ms" "${run[@]}" &
   # timeout(1) leads a process group of its own; whatever a killed file left in it goes with the set.
   group=$!
   wait "$group" || failed+=("$set")
