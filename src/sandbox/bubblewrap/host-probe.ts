@@ -65,20 +65,39 @@ export async function probeHost(options: HostProbeOptions): Promise<BubblewrapHo
   return { layout: readHostLayout(), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
 }
 
-/** Fails closed: if namespaces cannot be created here (a sandbox from `launch` cannot run true), no job runs at all. */
-export async function probeNamespaces(launch: (template: SandboxTemplate) => Promise<PreparedSandbox>): Promise<void> {
-  const template = probeTemplate(['/usr/bin/true']);
-  const errors: Buffer[] = [];
-  const sandbox = await launch(template);
-  let outcome;
-  try {
-    outcome = await sandbox.start({ timeoutMs: 10_000, stdout: { write: () => undefined }, stderr: { write: (chunk) => errors.push(chunk) } });
-  } catch (error) {
-    throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${(error as Error).message}); user namespaces may be disabled`);
+/**
+ * A refusal that says nothing about namespaces: the kernel had no process to give (EAGAIN from
+ * clone or unshare: a process limit reached, for an instant, on a loaded host). Tried again.
+ */
+const TRANSIENT = /Resource temporarily unavailable/;
+const PROBE_ATTEMPTS = 4;
+
+/**
+ * Fails closed: if namespaces cannot be created here (a sandbox from `launch` cannot run true),
+ * no job runs at all. A transient refusal is tried again before it counts: once, on a host busy
+ * with other agent-runner processes, it made the backend unavailable for the job that waited on
+ * the probe, which then said user namespaces may be disabled.
+ */
+export async function probeNamespaces(launch: (template: SandboxTemplate) => Promise<PreparedSandbox>, pauseMs = 100): Promise<void> {
+  let reason = '';
+  for (let attempt = 1; attempt <= PROBE_ATTEMPTS; attempt += 1) {
+    reason = await runTrue(launch);
+    if (reason === '') return;
+    if (!TRANSIENT.test(reason)) throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${reason}); user namespaces may be disabled`);
+    if (attempt < PROBE_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, pauseMs * 2 ** (attempt - 1)));
   }
-  if (outcome.exitCode !== 0) {
-    const reason = Buffer.concat(errors).toString('utf8').trim() || `exit code ${outcome.exitCode}`;
-    throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${reason}); user namespaces may be disabled`);
+  throw new SandboxUnavailableError(`bubblewrap was refused a new process ${PROBE_ATTEMPTS} times in a row (${reason}): a process limit of this host is reached`);
+}
+
+/** Runs /usr/bin/true in a sandbox: '' when it exits 0, else why not. */
+async function runTrue(launch: (template: SandboxTemplate) => Promise<PreparedSandbox>): Promise<string> {
+  const errors: Buffer[] = [];
+  const sandbox = await launch(probeTemplate(['/usr/bin/true']));
+  try {
+    const outcome = await sandbox.start({ timeoutMs: 10_000, stdout: { write: () => undefined }, stderr: { write: (chunk) => errors.push(chunk) } });
+    return outcome.exitCode === 0 ? '' : Buffer.concat(errors).toString('utf8').trim() || `exit code ${outcome.exitCode}`;
+  } catch (error) {
+    return (error as Error).message;
   }
 }
 
