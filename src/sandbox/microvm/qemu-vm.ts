@@ -162,6 +162,30 @@ export class QemuVm {
     await this.ended;
   }
 
+  /**
+   * Stops the guest's CPUs: a VM kept ready does nothing until it is taken (an idle guest under
+   * emulation spent about 3.5% of a core on its timers, each VM, all the time). Its clocks stop
+   * with it: to the guest no time passes.
+   */
+  async freeze(): Promise<void> {
+    await this.monitorCommand('stop');
+  }
+
+  /** Runs a frozen guest again, where it was. */
+  async thaw(): Promise<void> {
+    await this.monitorCommand('cont');
+  }
+
+  private async monitorCommand(command: string): Promise<void> {
+    const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    try {
+      const said = await monitor.run(command);
+      if (/error/i.test(said)) throw new Error(`QEMU refused ${command}: ${said.replace('(qemu) ', '').trim()}`);
+    } finally {
+      monitor.close();
+    }
+  }
+
   /** Kills the VM and removes its directory. */
   async destroy(): Promise<void> {
     if (!this.exited) this.process.kill('SIGKILL');

@@ -24,7 +24,8 @@ export interface WarmVmPoolOptions {
 const RESTORE_TIMEOUT_MS = 30_000;
 
 /**
- * VMs restored from one snapshot, kept ready so a job's VM is already running when it asks.
+ * VMs restored from one snapshot and answering, kept ready so a job's VM is there when it asks.
+ * They wait frozen (stopped CPUs, no cost) and run on when taken.
  * The snapshot is taken once per image and VM shape (a cold boot, the guest runner primed,
  * then saved) and kept in the cache dir. Each VM is handed out once; a job never gets a VM
  * another job touched, and the pool refills itself one restore at a time in the background.
@@ -55,7 +56,15 @@ export class WarmVmPool {
     while (vm && !vm.alive) vm = this.ready.shift();
     this.options.takes[vm ? 'hit' : 'miss'] += 1;
     this.refill();
-    return vm ?? this.restore();
+    if (vm === undefined) return this.restore();
+    try {
+      await vm.thaw();
+      return vm;
+    } catch {
+      // It died while kept: a restore of its own, as on a miss.
+      await vm.destroy();
+      return this.restore();
+    }
   }
 
   private restore(): Promise<QemuVm> {
@@ -78,6 +87,11 @@ export class WarmVmPool {
       while (!this.disposed && this.ready.length < this.options.size && this.failures < 3) {
         try {
           const vm = await this.restore();
+          // Kept frozen: a ready VM costs no CPU until it is taken.
+          await vm.freeze().catch(async (error: unknown) => {
+            await vm.destroy();
+            throw error;
+          });
           if (this.disposed) await vm.destroy();
           else this.ready.push(vm);
           this.failures = 0;
