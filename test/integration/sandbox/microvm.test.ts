@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runJob } from '../../../src/runner/run-job.js';
+import type { MicrovmBackend } from '../../../src/sandbox/microvm/microvm-backend.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
 import { kindLeftOut } from '../../helpers/backends.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
@@ -15,6 +19,26 @@ const run = (lang: string, code: string, timeout = 20) => executeSnippet({ lang,
 function qemuProcesses(): string[] {
   const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
   return out.split('\n').filter((line) => line.includes('qemu-system-x86_64') && line.includes(TEST_STATE_DIR));
+}
+
+/** What QEMU's monitor at `socketPath` answers to `command` (its human monitor: a prompt, then the answer up to the next). */
+function askMonitor(socketPath: string, command: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let said = '';
+    let prompts = 0;
+    const socket = connect(socketPath);
+    socket.on('error', reject);
+    socket.on('data', (chunk: Buffer) => {
+      said += chunk.toString();
+      const seen = said.split('(qemu) ').length - 1;
+      if (seen === 1 && prompts === 0) socket.write(`${command}\n`);
+      if (seen === 2) {
+        socket.end();
+        resolve(said.slice(said.indexOf('(qemu) ') + 7));
+      }
+      prompts = seen;
+    });
+  });
 }
 
 describe('microvm isolation', { skip: kindLeftOut('microvm') || (status.available ? false : status.notes.join('; ')) }, () => {
@@ -56,6 +80,15 @@ describe('microvm isolation', { skip: kindLeftOut('microvm') || (status.availabl
   it("holds the job to its own memory limit inside the VM's", async () => {
     const response = await run('python', 'blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))');
     assert.match(response.stderr, /MemoryError/);
+  });
+
+  it("keeps the warm pool's VMs frozen until a job takes one, which runs", async () => {
+    await (runtime.backends.get('microvm') as MicrovmBackend).warmUp();
+    const vms = join(TEST_STATE_DIR, 'runtime', 'microvm', 'vms');
+    const ours = readdirSync(vms).filter((name) => name.startsWith(`${process.pid}-`));
+    assert.ok(ours.length >= 2, `the pool's VMs: ${ours.join(', ')}`);
+    for (const vm of ours) assert.match(await askMonitor(join(vms, vm, 'monitor.sock'), 'info status'), /VM status: paused/);
+    assert.equal((await run('bash', 'echo taken')).stdout, 'taken\n');
   });
 
   it('kills a job at its timeout (124) and a cancelled one at once', async () => {
