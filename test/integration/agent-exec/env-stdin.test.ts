@@ -45,9 +45,17 @@ describe('agent-exec environment and stdin', () => {
   });
 
   it('stdin: none by default, --stdin TEXT, --stdin - (ours passed on), --stdin-file (copied)', async () => {
-    assert.equal((await ok(root, ['run', '--cwd', cwd, '--', 'cat'])).stdout, '');
-    assert.equal((await ok(root, ['run', '--cwd', cwd, '--stdin', 'given text', '--', 'cat'])).stdout, 'given text');
-    assert.equal((await ok(root, ['run', '--cwd', cwd, '--stdin', '-', '--', 'cat'], { stdin: 'piped\ninput\n' })).stdout, 'piped\ninput\n');
+    // Each with the whole response: a CI run once saw '' for the text, and nothing more.
+    const stdoutOf = async (args: string[], options?: { stdin: string }) => {
+      const response = await ok(root, ['run', '--cwd', cwd, ...args, '--', 'cat'], options);
+      return [response.stdout, JSON.stringify(response)];
+    };
+    const [none, noneSaid] = await stdoutOf([]);
+    assert.equal(none, '', noneSaid);
+    const [text, textSaid] = await stdoutOf(['--stdin', 'given text']);
+    assert.equal(text, 'given text', textSaid);
+    const [piped, pipedSaid] = await stdoutOf(['--stdin', '-'], { stdin: 'piped\ninput\n' });
+    assert.equal(piped, 'piped\ninput\n', pipedSaid);
     const file = join(cwd, 'input.txt');
     writeFileSync(file, 'from a file\n');
     const fromFile = await ok(root, ['run', '--cwd', cwd, '--stdin-file', file, '--', 'cat']);
