@@ -1,5 +1,6 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { detectCgroups, reapStaleCgroups, type CgroupHost } from '../host/cgroups.js';
 import { readHostLayout, type HostLayout } from '../host/host-layout.js';
 import type { NetworkTools } from '../host/job-network.js';
@@ -84,7 +85,7 @@ export async function probeNamespaces(launch: (template: SandboxTemplate) => Pro
     reason = await runTrue(launch);
     if (reason === '') return;
     if (!TRANSIENT.test(reason)) throw new SandboxUnavailableError(`bubblewrap cannot create namespaces on this host (${reason}); user namespaces may be disabled`);
-    if (attempt < PROBE_ATTEMPTS) await new Promise((resolve) => setTimeout(resolve, pauseMs * 2 ** (attempt - 1)));
+    if (attempt < PROBE_ATTEMPTS) await sleep(pauseMs * 2 ** (attempt - 1));
   }
   throw new SandboxUnavailableError(`bubblewrap was refused a new process ${PROBE_ATTEMPTS} times in a row (${reason}): a process limit of this host is reached`);
 }

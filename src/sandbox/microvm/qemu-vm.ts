@@ -127,7 +127,7 @@ export class QemuVm {
    * file, so the state file holds only the devices. The VM is gone afterwards.
    */
   async saveTo(stateFile: string): Promise<void> {
-    const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    const monitor = await this.monitor();
     await monitor.run('migrate_set_capability x-ignore-shared on');
     await monitor.run('stop');
     await monitor.run(`migrate "exec:cat > ${stateFile}"`);
@@ -142,13 +142,12 @@ export class QemuVm {
    * back as `resume`); the VM is gone afterwards. A VM that could not be saved runs on.
    */
   async saveWhole(stateFile: string, deadline: number): Promise<void> {
-    const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    const monitor = await this.monitor();
     try {
       await monitor.run('migrate_set_capability x-ignore-shared off');
       await monitor.run('stop');
       try {
-        const said = await monitor.run(`migrate "exec:cat > ${plainPath(stateFile)}"`);
-        if (/error/i.test(said)) throw new Error(`QEMU refused to save the VM: ${said.replace('(qemu) ', '').trim()}`);
+        await monitor.runOrThrow(`migrate "exec:cat > ${plainPath(stateFile)}"`, 'to save the VM');
         await monitor.untilMigration(deadline);
       } catch (error) {
         // Not saved: it runs on as it was.
@@ -177,13 +176,17 @@ export class QemuVm {
   }
 
   private async monitorCommand(command: string): Promise<void> {
-    const monitor = await Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    const monitor = await this.monitor();
     try {
-      const said = await monitor.run(command);
-      if (/error/i.test(said)) throw new Error(`QEMU refused ${command}: ${said.replace('(qemu) ', '').trim()}`);
+      await monitor.runOrThrow(command, command);
     } finally {
       monitor.close();
     }
+  }
+
+  /** The running VM's monitor (QEMU listens on it from its start). */
+  private monitor(): Promise<Monitor> {
+    return Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
   }
 
   /** Kills the VM and removes its directory. */
@@ -296,6 +299,12 @@ class Monitor {
     const answer = this.buffered;
     this.buffered = '';
     return answer;
+  }
+
+  /** Runs `command`; an answer that reports an error is thrown, as "QEMU refused `what`: ...". */
+  async runOrThrow(command: string, what: string): Promise<void> {
+    const said = await this.run(command);
+    if (/error/i.test(said)) throw new Error(`QEMU refused ${what}: ${said.replace('(qemu) ', '').trim()}`);
   }
 
   /** Waits for the migration under way (out or in) to complete, until `deadline` (then it is cancelled). */

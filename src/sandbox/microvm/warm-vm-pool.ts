@@ -87,13 +87,16 @@ export class WarmVmPool {
       while (!this.disposed && this.ready.length < this.options.size && this.failures < 3) {
         try {
           const vm = await this.restore();
+          if (this.disposed) {
+            await vm.destroy();
+            continue;
+          }
           // Kept frozen: a ready VM costs no CPU until it is taken.
           await vm.freeze().catch(async (error: unknown) => {
             await vm.destroy();
             throw error;
           });
-          if (this.disposed) await vm.destroy();
-          else this.ready.push(vm);
+          this.ready.push(vm);
           this.failures = 0;
         } catch {
           this.failures += 1;
