@@ -15,16 +15,24 @@
 //   agent-runner.cjs          the bin: the command-line layer alone (src/cli/, commander, and
 //                             modules of src/ that import nothing: constants the help prints,
 //                             stdio helpers). What a command imports dynamically, i.e. loads when
-//                             it runs, stays the module tsc compiled into dist/, so the runtime,
-//                             the service and their packages load as before, once, and only for
-//                             the command that needs them. No code cache: code compiled through
-//                             node:vm cannot import() on Node 20 without an experimental flag.
+//                             it runs, is an entry of the split bundle below, so the runtime,
+//                             the service and their packages load once, and only for the command
+//                             that needs them. No code cache: code compiled through node:vm
+//                             cannot import() on Node 20 without an experimental flag.
+//
+// and in dist/bundle/, one ES module build split into entries and shared chunks: each module
+// agent-runner.cjs imports dynamically, and the worker process's main (service/worker-main),
+// with our modules and the packages they use inlined (node_modules are hundreds of CommonJS
+// files: resolving, reading and wrapping them one by one was about two thirds of a service's
+// start, 0.75 s of CPU against 0.2 s bundled). tsc's dist/service/worker-main.js is replaced by one
+// line that runs its entry, as the bins' .js are.
 //   agent-exec.js, agent-runner.js   tsc's entry points, replaced by one line that runs the .cjs,
 //                             for whatever names the .js (tests, scripts, `node dist/cli/...`)
 //
 // The build fails when agent-runner.cjs would inline anything else or import anything but
 // node's modules statically (that would be loaded by every command, `--help` included), and
-// when agent-exec's bundle would load anything at all. Each inlined module keeps the
+// when agent-exec's bundle would load anything at all, and when the split bundle would load a
+// package from node_modules (it inlines them all). Each inlined module keeps the
 // import.meta.url it has in dist/ (paths to schemas/, native/, package.json are written
 // relative to the module, and the programs that run in sandboxes are read from beside it,
 // where scripts/copy-guest-programs.mjs put them). Usage: node scripts/bundle-cli.mjs
@@ -41,6 +49,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SRC = join(ROOT, 'src') + sep;
 const DIST = join(ROOT, 'dist') + sep;
 const OUT = join(DIST, 'cli');
+const BUNDLE = join(DIST, 'bundle');
 const BUILTINS = new Set(builtinModules.flatMap((name) => [name, `node:${name}`]));
 
 const posix = (path) => path.split(sep).join('/');
@@ -51,22 +60,35 @@ const specifierFrom = (outfile, file) => {
   return path.startsWith('.') ? path : `./${path}`;
 };
 
-/** import.meta.url of an inlined module: the URL its own file has in dist/ (CommonJS has no import.meta). */
-function keepModuleUrls(outfile) {
+/**
+ * import.meta.url of an inlined module: the URL its own file has in dist/, whichever output file
+ * holds its code (every output of a build is in the directory of `outfile`). CommonJS has no
+ * import.meta: there the output's own URL is made from __filename.
+ */
+function keepModuleUrls(outfile, format) {
+  const outputUrl = format === 'cjs' ? "require('node:url').pathToFileURL(__filename)" : 'import.meta.url';
   return {
     name: 'keep-module-urls',
     setup(bundle) {
       bundle.onLoad({ filter: /\.ts$/ }, async ({ path }) => {
         const source = await readFile(path, 'utf8');
         if (!path.startsWith(SRC) || !source.includes('import.meta.url')) return undefined;
-        const url = `new URL(${JSON.stringify(specifierFrom(outfile, toDist(path)))}, require('node:url').pathToFileURL(__filename)).href`;
+        const url = `new URL(${JSON.stringify(specifierFrom(outfile, toDist(path)))}, ${outputUrl}).href`;
         return { contents: source.replaceAll('import.meta.url', url), loader: 'ts' };
       });
     },
   };
 }
 
-/** agent-runner: a module of src/ imported dynamically stays the one tsc wrote into dist/; every package but commander stays external. */
+/** The split bundle's entries, by the file each is built from: src/server/service.ts is dist/bundle/server.service.js. */
+const splitEntries = new Map();
+const splitEntry = (srcFile) => {
+  const file = join(BUNDLE, `${srcFile.slice(SRC.length).replace(/\.ts$/, '').split(sep).join('.')}.js`);
+  splitEntries.set(srcFile, file);
+  return file;
+};
+
+/** agent-runner: a module of src/ imported dynamically is an entry of the split bundle; every package but commander stays external. */
 function loadOnDemand(outfile) {
   return {
     name: 'load-on-demand',
@@ -75,9 +97,7 @@ function loadOnDemand(outfile) {
         if (kind === 'entry-point' || BUILTINS.has(path)) return undefined;
         if (!path.startsWith('.')) return path === 'commander' ? undefined : { path, external: true };
         if (kind !== 'dynamic-import') return undefined;
-        const target = toDist(join(dirname(importer), path).replace(/\.js$/, '.ts'));
-        if (!existsSync(target)) return { errors: [{ text: `${path} (from ${relative(ROOT, importer)}): ${relative(ROOT, target)} does not exist; run tsc first` }] };
-        return { path: specifierFrom(outfile, target), external: true };
+        return { path: specifierFrom(outfile, splitEntry(join(dirname(importer), path).replace(/\.js$/, '.ts'))), external: true };
       });
     },
   };
@@ -89,7 +109,7 @@ const BINS = [
   {
     name: 'agent-exec',
     outfile: join(OUT, 'agent-exec.bundle.cjs'),
-    plugins: (outfile) => [keepModuleUrls(outfile)],
+    plugins: (outfile) => [keepModuleUrls(outfile, 'cjs')],
     // import() cannot run in code compiled by node:vm (the loader) on Node 20: not even node's modules.
     check: ({ imports }) =>
       imports
@@ -99,7 +119,7 @@ const BINS = [
   {
     name: 'agent-runner',
     outfile: join(OUT, 'agent-runner.cjs'),
-    plugins: (outfile) => [keepModuleUrls(outfile), loadOnDemand(outfile)],
+    plugins: (outfile) => [keepModuleUrls(outfile, 'cjs'), loadOnDemand(outfile)],
     check: ({ inputs, imports }) => [
       ...Object.entries(inputs)
         .filter(([input, { imports }]) => !input.startsWith('src/cli/') && !isCommander(input) && !(input.startsWith('src/') && imports.length === 0))
@@ -180,4 +200,40 @@ for (const { name, outfile, plugins, check } of BINS) {
     failed = true;
   }
 }
+// The split bundle: what agent-runner's commands load when they run, and the worker process.
+const WORKER_MAIN = join(SRC, 'service', 'worker-main.ts');
+// pg's optional native binding: pg requires it only when `pg.native` is read, which nothing here does.
+const NEVER_LOADED = ['pg-native'];
+splitEntry(WORKER_MAIN);
+rmSync(BUNDLE, { recursive: true, force: true });
+const split = await build({
+  absWorkingDir: ROOT,
+  entryPoints: [...splitEntries].map(([input, file]) => ({ in: input, out: basename(file, '.js') })),
+  outdir: BUNDLE,
+  bundle: true,
+  splitting: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  sourcemap: true,
+  sourcesContent: false,
+  metafile: true,
+  logLevel: 'warning',
+  external: NEVER_LOADED,
+  // The packages' CommonJS modules call require(), which an ES module has only when it makes one.
+  banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+  plugins: [keepModuleUrls(join(BUNDLE, 'entry.js'), 'esm')],
+});
+for (const [output, { imports }] of Object.entries(split.metafile.outputs)) {
+  for (const { path, kind } of imports) {
+    if (BUILTINS.has(path) || NEVER_LOADED.includes(path) || (path.startsWith('dist/bundle/') && kind !== 'require-call')) continue;
+    console.error(`bundle-cli: ${output} loads ${path} (${kind}): the split bundle inlines every package`);
+    failed = true;
+  }
+}
+writeFileSync(
+  toDist(WORKER_MAIN),
+  `// The worker process's main, bundled by scripts/bundle-cli.mjs: this runs its entry of the split bundle.\nimport ${JSON.stringify(specifierFrom(toDist(WORKER_MAIN), splitEntries.get(WORKER_MAIN)))};\n`,
+);
+rmSync(`${toDist(WORKER_MAIN)}.map`, { force: true });
 if (failed) process.exit(1);

@@ -61,8 +61,8 @@ export function registerServe(program: Command): void {
     )
     .action(async (flags: ServeFlags, command: Command) => {
       if (command.getOptionValueSource('auth') === 'default') delete flags.auth;
-      const [{ pino }, { parseHttpAddress }, { startService }, { RunnerRuntime }, { retentionPolicy }] = await Promise.all([
-        import('pino'),
+      const [{ serviceLogger }, { parseHttpAddress }, { startService }, { RunnerRuntime }, { retentionPolicy }] = await Promise.all([
+        import('../../util/service-logger.js'),
         import('../../http/listen-address.js'),
         import('../../server/service.js'),
         import('../../runner/runtime.js'),
@@ -72,8 +72,7 @@ export function registerServe(program: Command): void {
       const settings = config.service;
       const workers = settings.workers ?? config.concurrency;
       if (workers === 0 && settings.databaseUrl === null) throw new Error('--workers 0 needs --database: without one, no other process runs the jobs this service accepts');
-      // Asynchronous: a log line must not block the event loop that answers every client.
-      const logger = pino({ level: settings.logLevel, redact: ['req.headers.authorization'] }, pino.destination({ sync: false }));
+      const logger = serviceLogger(settings.logLevel);
       const running = await startService({
         address: parseHttpAddress(settings.addr),
         storeDir: resolve(settings.storeDir),

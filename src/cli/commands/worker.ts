@@ -20,8 +20,8 @@ export function registerWorker(program: Command): void {
     .option('--grace-ms <n>', `on SIGTERM, how long running jobs may finish before they go back to the queue for another worker (default ${defaults.graceMs})`)
     .option('--log-level <level>', `pino level (default ${defaults.logLevel})`)
     .action(async (flags: WorkerFlags, command: Command) => {
-      const [{ pino }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
-        import('pino'),
+      const [{ serviceLogger }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
+        import('../../util/service-logger.js'),
         import('../../server/cluster.js'),
         import('../../runner/runtime.js'),
         import('../../runner/staging.js'),
@@ -36,7 +36,7 @@ export function registerWorker(program: Command): void {
       });
       const url = config.service.databaseUrl;
       if (url === null) throw new Error('agent-runner worker needs a database: --database URL or AGENT_RUNNER_DATABASE_URL');
-      const logger = pino({ level: config.service.logLevel }, pino.destination({ sync: false }));
+      const logger = serviceLogger(config.service.logLevel);
       const runtime = new RunnerRuntime(config);
       const orphans = await JobStaging.reapOrphans(runtime.stagingDir);
       if (orphans > 0) logger.info({ orphans }, 'removed work dirs left by a previous process');
