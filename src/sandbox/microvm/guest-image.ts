@@ -214,7 +214,11 @@ async function readHead(path: string): Promise<Buffer> {
   }
 }
 
-/** This package's files the guest runs: the compiled code, and the one dependency it loads. */
+/**
+ * This package's files the guest runs: the compiled code, and the one dependency it loads. The
+ * guest runner is tsc's modules (vm-agent.js and what it imports), never the bundle the host's
+ * commands load (dist/bundle/, scripts/bundle-cli.mjs), which is left out.
+ */
 async function packageFiles(): Promise<string[]> {
   const dist = join(PACKAGE_ROOT, 'dist');
   if (!existsSync(join(dist, 'sandbox', 'microvm', 'agent', 'vm-agent.js'))) throw new SandboxUnavailableError(`the guest runner is not built at ${dist}: run npm run build`);
@@ -222,8 +226,9 @@ async function packageFiles(): Promise<string[]> {
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
-      if (entry.isDirectory()) await walk(path);
-      else if (entry.isFile() && !entry.name.endsWith('.d.ts') && !entry.name.endsWith('.map')) out.push(path);
+      if (entry.isDirectory()) {
+        if (path !== join(dist, 'bundle')) await walk(path);
+      } else if (entry.isFile() && !entry.name.endsWith('.d.ts') && !entry.name.endsWith('.map')) out.push(path);
     }
   };
   await walk(dist);
