@@ -6,6 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { runCli } from './cli.js';
+import { waitUntil } from './wait.js';
+import { SUPERVISE_ARG } from '../../src/agent-exec/supervise-arg.js';
 
 const SCHEMA = JSON.parse(readFileSync(new URL('../../schemas/agent-exec-response.schema.json', import.meta.url), 'utf8')) as object;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -75,11 +77,27 @@ export function removeDir(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
-/** Kills whatever a failed test left running in `root`, then removes it. */
+/**
+ * Kills whatever a failed test left running in `root`, waits for the jobs' supervisors to end,
+ * then removes it. A supervisor outlives its job's final record: its last act, the retention
+ * pass, writes a stamp into the root (a removal under way met it: ENOTEMPTY).
+ */
 export async function disposeRoot(root: string): Promise<void> {
   const { response } = await agentExec(root, ['list', '--state', 'running']);
   for (const job of (response.jobs as Array<{ job_id: string }> | undefined) ?? []) await agentExec(root, ['kill', job.job_id, '--signal', 'KILL']);
+  await waitUntil(() => supervisorsIn(root).length === 0, `the supervisors of the jobs in ${root} end`, { seen: () => supervisorsIn(root).join('\n') });
   removeDir(root);
+}
+
+/** The supervisors (pid and command line) of jobs under `root` that still run. */
+function supervisorsIn(root: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-af', '--', `${SUPERVISE_ARG} ${root}/`], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
 }
 
 /**
