@@ -9,6 +9,9 @@ import { relative } from 'node:path';
 const SHOWN = 10;
 const LINGER_MS = 5_000;
 
+/** A file scripts/build-tests.mjs built (.test-build/a/b.test.js) by its source's name (test/a/b.test.ts). */
+const sourceOf = (file) => file.replace(/^\.test-build\/(.*)\.js$/, 'test/$1.ts');
+
 export default async function* fileTimes(source) {
   const files = new Map();
   for await (const event of source) {
@@ -25,7 +28,7 @@ export default async function* fileTimes(source) {
   const slowest = [...files].map(([file, seen]) => ({ file, wall: seen.last - seen.first, tests: seen.tests })).sort((a, b) => b.tests - a.tests);
   const seconds = (ms) => (ms / 1000).toFixed(1).padStart(7);
   yield `\n# slowest ${Math.min(SHOWN, slowest.length)} of ${slowest.length} test files (top-level tests s, wall s)\n`;
-  for (const { file, wall, tests } of slowest.slice(0, SHOWN)) yield `#${seconds(tests)} ${seconds(wall)}  ${relative(process.cwd(), file)}\n`;
+  for (const { file, wall, tests } of slowest.slice(0, SHOWN)) yield `#${seconds(tests)} ${seconds(wall)}  ${sourceOf(relative(process.cwd(), file))}\n`;
   // The run is over. A file the runner killed at its deadline can leave a process that holds
   // the runner's pipe from it open, and with it the runner itself, after the summary: give the
   // reporters a moment to flush, then end with the exit code the runner set (1 on any failure).

@@ -6,9 +6,12 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
+// As written (.ts, through tsx) or as scripts/build-tests.mjs built it beside this file's build (.js).
+const TEST_FILE = /\.test\.[jt]s$/;
+
 function testFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true })
-    .flatMap((entry) => (entry.isDirectory() ? testFiles(join(dir, entry.name)) : entry.name.endsWith('.test.ts') ? [join(dir, entry.name)] : []))
+    .flatMap((entry) => (entry.isDirectory() ? testFiles(join(dir, entry.name)) : TEST_FILE.test(entry.name) ? [join(dir, entry.name)] : []))
     .sort();
 }
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// Builds the test files into .test-build/ for scripts/run-tests.sh: each test file (and
+// test/unit-set.ts) an entry of one esbuild build, our modules inlined and shared between them in
+// chunks, the packages left to node_modules. A test file's process then loads plain JavaScript,
+// instead of every module of src/ and test/ crossing tsx's loader hooks (on Node 20 they run on a
+// thread of their own, each resolve and load a round trip): about 0.4 s of CPU less for each of
+// about 90 processes a run. The type-check of the tests stays tsc's (`npm run typecheck:tests`).
+//
+// Each inlined module keeps the import.meta.url of its source file, so that what a test reads or
+// starts beside it (fixtures, dist/, the guest programs of src/) is where it is when the same file
+// runs through tsx. test/unit-set.ts alone keeps its own: it imports the unit test files beside it.
+// Usage: node scripts/build-tests.mjs (writes .test-build/ afresh)
+import { readdirSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TEST = join(ROOT, 'test');
+const OUT = join(ROOT, '.test-build');
+const UNIT_SET = join(TEST, 'unit-set.ts');
+const OURS = [join(ROOT, 'src') + sep, TEST + sep];
+
+const entries = [
+  UNIT_SET,
+  ...readdirSync(TEST, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.test.ts'))
+    .map((entry) => join(entry.parentPath, entry.name)),
+];
+
+const sourceUrls = {
+  name: 'source-urls',
+  setup(bundle) {
+    bundle.onLoad({ filter: /\.ts$/ }, async ({ path }) => {
+      const source = await readFile(path, 'utf8');
+      if (path === UNIT_SET || !OURS.some((dir) => path.startsWith(dir)) || !source.includes('import.meta.url')) return undefined;
+      return { contents: source.replaceAll('import.meta.url', JSON.stringify(pathToFileURL(path).href)), loader: 'ts' };
+    });
+  },
+};
+
+rmSync(OUT, { recursive: true, force: true });
+await build({
+  absWorkingDir: ROOT,
+  entryPoints: entries,
+  outbase: TEST,
+  outdir: OUT,
+  entryNames: '[dir]/[name]',
+  chunkNames: 'chunks/[name]-[hash]',
+  bundle: true,
+  splitting: true,
+  packages: 'external',
+  platform: 'node',
+  format: 'esm',
+  target: 'node20',
+  sourcemap: true,
+  sourcesContent: false,
+  logLevel: 'warning',
+  plugins: [sourceUrls],
+});
