@@ -12,8 +12,8 @@
 #   scripts/run-tests.sh unit         only the unit tests
 #   scripts/run-tests.sh integration  only the integration tests
 #
-# Both sets run even when the unit tests fail, so one run shows every failure; the script
-# then exits non-zero. Node 20's --test does not expand globs itself, hence the shell's globstar.
+# Both sets run even when a unit test fails, so one run shows every failure; the script then
+# exits non-zero. Node 20's --test does not expand globs itself, hence the shell's globstar.
 set -euo pipefail
 shopt -s globstar nullglob
 cd "$(dirname "$0")/.."
@@ -72,43 +72,41 @@ built() {
 }
 node scripts/build-tests.mjs
 
-failed=()
+run=()
 for set in "${sets[@]}"; do
   files=(test/"$set"/**/*.test.ts)
-  # Unit tests spawn nothing and share no state: one process imports them all, instead of one
-  # node start per file (about 14 s instead of 44 s on 2 cores, through tsx).
-  run=("${files[@]}")
-  [ "$set" = unit ] && run=(test/unit-set.ts)
-  [ "$set" = integration ] && run=($(slowest_first "${files[@]}"))
-  run=($(built "${run[@]}"))
   if [ ${#files[@]} -eq 0 ]; then
     echo "no test files under test/$set" >&2
-    failed+=("$set")
-    continue
-  fi
-  if [ ${#failed[@]} -gt 0 ]; then
-    echo "# the ${failed[*]} tests failed (above); running the $set tests anyway" >&2
+    exit 1
   fi
   echo "# $set tests: ${#files[@]} files under test/$set"
-  # Three integration files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
-  # look at its own process only): on 2 cores the set took 10.4 minutes two at a time, 7.9
-  # three at a time, with both cores about 95% busy. Most files wait more than they compute
-  # (services starting, timeouts, microVMs under emulation).
-  concurrency=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_CONCURRENCY:-3}" || echo 1)
-  # No stuck test may hang the run. The file deadline bounds each file as a whole (the runner
-  # fails a file past it, naming it, kills it and goes on), and each test without a timeout of its
-  # own (--test-timeout, which each file's process inherits). A process a killed file left behind
-  # can still hold the runner's pipe open after its summary is printed: the file-times reporter
-  # ends the runner shortly after the summary, and the set as a whole runs under timeout(1) too.
-  file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-5} * 60000))
-  set_minutes=$([ "$set" = integration ] && echo "${AGENT_RUNNER_TEST_SET_MINUTES:-75}" || echo 15)
-  set_deadline_s=$((set_minutes * 60))
-  timeout --kill-after=30 "$set_deadline_s" \
-    node --enable-source-maps --test-timeout="$file_deadline_ms" scripts/run-test-files.mjs "$concurrency" "$file_deadline_ms" "${run[@]}" &
-  # timeout(1) leads a process group of its own; whatever a killed file left in it goes with the set.
-  group=$!
-  wait "$group" || failed+=("$set")
-  pkill -KILL -g "$group" 2>/dev/null || true
+  case "$set" in
+    # Unit tests spawn nothing and share no state: one process imports them all, instead of one
+    # node start per file (about 14 s instead of 44 s on 2 cores, through tsx).
+    unit) run+=(test/unit-set.ts) ;;
+    integration) run+=($(slowest_first "${files[@]}")) ;;
+  esac
 done
 
-[ ${#failed[@]} -eq 0 ]
+# Both sets are one run of the runner, one summary: the unit set is one more file, first, beside
+# the slowest integration files (alone, one process on one core, it kept the other core idle for
+# its 20 s). Three files at a time (AGENT_RUNNER_TEST_CONCURRENCY; each file's leftover checks
+# look at its own process only): on 2 cores the integration set took 10.4 minutes two at a time,
+# 7.9 three at a time, with both cores about 95% busy. Most files wait more than they compute
+# (services starting, timeouts, microVMs under emulation).
+concurrency=$([ "${sets[*]}" = unit ] && echo 1 || echo "${AGENT_RUNNER_TEST_CONCURRENCY:-3}")
+# No stuck test may hang the run. The file deadline bounds each file as a whole (the runner fails
+# a file past it, naming it, kills it and goes on), and each test without a timeout of its own
+# (--test-timeout, which each file's process inherits). A process a killed file left behind can
+# still hold the runner's pipe open after its summary is printed: the file-times reporter ends the
+# runner shortly after the summary, and the run as a whole runs under timeout(1) too.
+file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-5} * 60000))
+run_minutes=$([ "${sets[*]}" = unit ] && echo 15 || echo "${AGENT_RUNNER_TEST_SET_MINUTES:-75}")
+timeout --kill-after=30 $((run_minutes * 60)) \
+  node --enable-source-maps --test-timeout="$file_deadline_ms" scripts/run-test-files.mjs "$concurrency" "$file_deadline_ms" $(built "${run[@]}") &
+# timeout(1) leads a process group of its own; whatever a killed file left in it goes with the run.
+group=$!
+status=0
+wait "$group" || status=$?
+pkill -KILL -g "$group" 2>/dev/null || true
+exit "$status"
