@@ -15,6 +15,9 @@ describe('restart survival and draining', () => {
     await api(first.url, 'GET', `/v1/jobs/${done.json.job_id}?wait=30`);
     const running = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['bash', '-c', `exec -a ${marker} sleep 120`] }, policy: { allow_shell: true } });
     await waitForStatus(first.url, running.json.job_id, 'running');
+    // Running is the sandbox started: its bash may not have renamed itself yet, and a check for
+    // the marker's absence would pass before it does (and the assertion below then saw it).
+    await waitUntil(() => hostProcessesMatching(marker).length > 0, `the running job runs as ${marker}`);
     const queued = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'ran after the restart'] } });
     assert.equal((await api(first.url, 'GET', `/v1/jobs/${queued.json.job_id}`)).json.status, 'queued');
 
