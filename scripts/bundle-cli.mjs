@@ -44,6 +44,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { selfLocatingPackages } from './self-locating-packages.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SRC = join(ROOT, 'src') + sep;
@@ -109,7 +110,7 @@ const BINS = [
   {
     name: 'agent-exec',
     outfile: join(OUT, 'agent-exec.bundle.cjs'),
-    plugins: (outfile) => [keepModuleUrls(outfile, 'cjs')],
+    plugins: (outfile) => [keepModuleUrls(outfile, 'cjs'), selfLocatingPackages()],
     // import() cannot run in code compiled by node:vm (the loader) on Node 20: not even node's modules.
     check: ({ imports }) =>
       imports
@@ -119,7 +120,7 @@ const BINS = [
   {
     name: 'agent-runner',
     outfile: join(OUT, 'agent-runner.cjs'),
-    plugins: (outfile) => [keepModuleUrls(outfile, 'cjs'), loadOnDemand(outfile)],
+    plugins: (outfile) => [keepModuleUrls(outfile, 'cjs'), loadOnDemand(outfile), selfLocatingPackages()],
     check: ({ inputs, imports }) => [
       ...Object.entries(inputs)
         .filter(([input, { imports }]) => !input.startsWith('src/cli/') && !isCommander(input) && !(input.startsWith('src/') && imports.length === 0))
@@ -222,7 +223,7 @@ const split = await build({
   external: NEVER_LOADED,
   // The packages' CommonJS modules call require(), which an ES module has only when it makes one.
   banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
-  plugins: [keepModuleUrls(join(BUNDLE, 'entry.js'), 'esm')],
+  plugins: [keepModuleUrls(join(BUNDLE, 'entry.js'), 'esm'), selfLocatingPackages()],
 });
 for (const [output, { imports }] of Object.entries(split.metafile.outputs)) {
   for (const { path, kind } of imports) {
