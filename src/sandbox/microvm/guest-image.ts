@@ -6,6 +6,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
 import { execFileWhenQuiet, forkWhenQuiet } from '../host/fork-gate.js';
+import { claimImage } from './image-cache.js';
 import { SandboxUnavailableError } from '../types.js';
 
 // Every host tool it runs forks through the gate (fork-gate.ts): the image builds while jobs are staged.
@@ -74,10 +75,11 @@ const DPKG_STATUS = '/var/lib/dpkg/status';
 const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /**
- * The image for this host, built once and cached by the hash of its inputs under `cacheDir`.
- * Rejects with SandboxUnavailableError naming what is missing.
+ * The image for this host, built once and cached by the hash of its inputs under `cacheDir`,
+ * and claimed for this process until `release` (image-cache.ts: an image no process claims may
+ * be removed once another is current). Rejects with SandboxUnavailableError naming what is missing.
  */
-export async function guestImage(cacheDir: string): Promise<GuestImage> {
+export async function guestImage(cacheDir: string): Promise<{ image: GuestImage; release(): Promise<void> }> {
   const kernel = await newestKernel();
   for (const tool of ['/usr/bin/mksquashfs', '/bin/busybox', '/usr/bin/cpio']) {
     if (!existsSync(tool)) throw new SandboxUnavailableError(`${tool} is missing: apt-get install squashfs-tools busybox-static cpio (scripts/setup-host.sh)`);
@@ -85,9 +87,15 @@ export async function guestImage(cacheDir: string): Promise<GuestImage> {
   const id = await imageKey(kernel);
   const dir = join(cacheDir, id);
   const image = { kernel: kernel.path, initrd: join(dir, 'initrd.img'), root: join(dir, 'root.squashfs'), id };
-  if (existsSync(join(dir, 'complete'))) return image;
-  await buildImage(dir, kernel, await rootFiles());
-  return image;
+  // Claimed before it is looked for: a pruner that moved it aside sees the claim and puts it back.
+  const release = await claimImage(cacheDir, id);
+  try {
+    if (!existsSync(join(dir, 'complete'))) await buildImage(dir, kernel, await rootFiles());
+  } catch (error) {
+    await release();
+    throw error;
+  }
+  return { image, release };
 }
 
 /**

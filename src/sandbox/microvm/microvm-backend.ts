@@ -4,6 +4,7 @@ import type { BackendCapabilities } from '../../contract/backend.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
+import { pruneImages } from './image-cache.js';
 import { guestImage, type GuestImage } from './guest-image.js';
 import { MicrovmSandbox, resumeRefusal, VM_STATE_FILE } from './microvm-sandbox.js';
 import { QEMU_PATH, QemuVm, type VmShape } from './qemu-vm.js';
@@ -33,6 +34,10 @@ interface Ready {
   madePool: () => Promise<WarmVmPool | null> | undefined;
   /** Which accelerator, and why not KVM when not. */
   accelNote: string;
+  /** Ends this process's claim on the image. */
+  releaseImage(): Promise<void>;
+  /** The removal of images no process uses any more, started once the image is ready. */
+  pruned: Promise<unknown>;
 }
 
 /** A KVM boot of this small guest takes well under a second; one that has not answered by now will not. */
@@ -154,6 +159,7 @@ export class MicrovmBackend implements SandboxBackend {
     const ready = await this.ready?.catch(() => null);
     await (await ready?.madePool()?.catch(() => null))?.dispose();
     await Promise.all(this.live);
+    await Promise.all([ready?.releaseImage(), ready?.pruned]);
   }
 
   private prepareHost(): Promise<Ready> {
@@ -180,9 +186,17 @@ export class MicrovmBackend implements SandboxBackend {
     await mkdir(cacheDir, { recursive: true, mode: 0o755 });
     await reapDeadOwners(join(runtimeDir, 'jobs'));
     await reapDeadOwners(join(runtimeDir, 'vms'));
-    const image = await guestImage(join(cacheDir, 'images'));
-    if (this.disposed) throw new SandboxUnavailableError('the microvm backend was disposed of while it was being prepared');
-    const accel = await this.chooseAccel(image, cacheDir);
+    const { image, release: releaseImage } = await guestImage(join(cacheDir, 'images'));
+    // Old images and their snapshots (about 0.4 GB each) go in the background.
+    const pruned = pruneImages(cacheDir, image.id).catch(() => undefined);
+    let accel: Awaited<ReturnType<MicrovmBackend['chooseAccel']>>;
+    try {
+      if (this.disposed) throw new SandboxUnavailableError('the microvm backend was disposed of while it was being prepared');
+      accel = await this.chooseAccel(image, cacheDir);
+    } catch (error) {
+      await Promise.all([releaseImage(), pruned]);
+      throw error;
+    }
     const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: accel.accel };
     const { warmPoolSize, bootTimeoutMs } = this.options;
     let pool: Promise<WarmVmPool | null> | undefined;
@@ -194,6 +208,8 @@ export class MicrovmBackend implements SandboxBackend {
       image,
       shape,
       accelNote: accel.note,
+      releaseImage,
+      pruned,
       pool: () => {
         pool ??= makePool();
         // A snapshot that could not be taken is tried again by the next job.

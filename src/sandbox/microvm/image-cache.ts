@@ -1,0 +1,87 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { processIdentity, SELF_IDENTITY } from '../../util/process-identity.js';
+import { removeTree } from '../host/tree-removal.js';
+
+/**
+ * The microVM cache keeps, for each guest image, the image (images/<id>/), the accelerator it
+ * runs with (images/<id>.accel.json) and its snapshots (snapshots/<id>-<shape>/): about 0.4 GB
+ * on disk. A new image is made whenever its inputs change (this package upgraded or rebuilt, a
+ * Debian package installed), and the old ones stayed: a day of builds on one machine left 36
+ * images and their snapshots, 14 GB. A process that uses an image claims it, with a file named
+ * after itself under images/<id>.users/, before it looks for the image; an image that no living
+ * process claims goes, with everything of it, when another image is current.
+ */
+
+/** An image's directory: its key (guest-image.ts). */
+const IMAGE_ID = /^[0-9a-f]{24}$/;
+
+/** Claims the image `id` for this process until the release it returns is called (or the process ends). */
+export async function claimImage(imagesDir: string, id: string): Promise<() => Promise<void>> {
+  const users = join(imagesDir, `${id}.users`);
+  await mkdir(users, { recursive: true, mode: 0o755 });
+  // One process may hold several backends on the same image: each claim is its own file.
+  const claim = join(users, `${SELF_IDENTITY}-${randomBytes(4).toString('hex')}`);
+  await writeFile(claim, '');
+  return () => rm(claim, { force: true });
+}
+
+/**
+ * Removes every image but `current` that no living process claims, with its snapshots and its
+ * accelerator choice, and what builders that died left half made; returns the removed ids.
+ */
+export async function pruneImages(cacheDir: string, current: string): Promise<string[]> {
+  const imagesDir = join(cacheDir, 'images');
+  const snapshotsDir = join(cacheDir, 'snapshots');
+  const removed: string[] = [];
+  for (const id of (await readdir(imagesDir).catch(() => [])).filter((name) => IMAGE_ID.test(name) && name !== current)) {
+    if (await claimed(join(imagesDir, `${id}.users`))) continue;
+    // Moved aside, then the claims read again: a process claims before it looks for the image,
+    // so one that claimed after the second reading finds no image under the name and builds its
+    // own, and one that claimed before it gets the image back.
+    const aside = join(imagesDir, `${id}.removing-${SELF_IDENTITY}`);
+    if (
+      !(await rename(join(imagesDir, id), aside).then(
+        () => true,
+        () => false,
+      ))
+    )
+      continue;
+    if (await claimed(join(imagesDir, `${id}.users`))) {
+      await rename(aside, join(imagesDir, id)).catch(() => removeTree(aside));
+      continue;
+    }
+    for (const name of await readdir(snapshotsDir).catch(() => [])) {
+      if (name.startsWith(`${id}-`)) await removeTree(join(snapshotsDir, name));
+    }
+    await rm(join(imagesDir, `${id}.accel.json`), { force: true });
+    await rm(join(imagesDir, `${id}.users`), { recursive: true, force: true });
+    await removeTree(aside);
+    removed.push(id);
+  }
+  await reapDeadBuilders(imagesDir, /^[0-9a-f]{24}\.(?:building-(\d+)|removing-(\d+)\.\d+)$/);
+  await reapDeadBuilders(snapshotsDir, /^[0-9a-f]{24}-[^.]+\.(\d+)-[0-9a-f]+$/);
+  return removed;
+}
+
+/** Whether a living process claims the image; the claims of dead ones are removed on the way. */
+async function claimed(users: string): Promise<boolean> {
+  let live = false;
+  for (const name of await readdir(users).catch(() => [])) {
+    const identity = name.slice(0, name.lastIndexOf('-'));
+    if (processIdentity(Number(identity.split('.')[0])) === identity) live = true;
+    else await rm(join(users, name), { force: true });
+  }
+  return live;
+}
+
+/** Directories a builder (images: `<id>.building-<pid>`; snapshots: `<name>.<pid>-<hex>`) left when it died. */
+async function reapDeadBuilders(dir: string, pattern: RegExp): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [])) {
+    const match = pattern.exec(name);
+    const pid = Number(match?.[1] ?? match?.[2]);
+    if (!match || processIdentity(pid) !== null) continue;
+    await removeTree(join(dir, name));
+  }
+}

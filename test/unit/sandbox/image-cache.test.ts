@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { claimImage, pruneImages } from '../../../src/sandbox/microvm/image-cache.js';
+
+const CURRENT = 'c'.repeat(24);
+const OLD = 'a'.repeat(24);
+const OTHER = 'b'.repeat(24);
+/** A pid no process has (above the kernel's pid_max). */
+const DEAD_PID = 2 ** 22 + 1;
+
+/** A cache as the microvm backend leaves it: each image with its accelerator choice and a snapshot. */
+function cacheWith(...ids: string[]): string {
+  const cache = mkdtempSync(join(tmpdir(), 'image-cache-'));
+  for (const id of ids) {
+    mkdirSync(join(cache, 'images', id), { recursive: true });
+    writeFileSync(join(cache, 'images', id, 'complete'), '');
+    writeFileSync(join(cache, 'images', `${id}.accel.json`), '{}');
+    mkdirSync(join(cache, 'snapshots', `${id}-1024m-1cpu-tcg`), { recursive: true });
+    writeFileSync(join(cache, 'snapshots', `${id}-1024m-1cpu-tcg`, 'memory'), '');
+  }
+  return cache;
+}
+const listed = (cache: string) => ({ images: readdirSync(join(cache, 'images')).sort(), snapshots: readdirSync(join(cache, 'snapshots')).sort() });
+
+describe('the microVM image cache', () => {
+  const caches: string[] = [];
+  const cache = (...ids: string[]) => caches[caches.push(cacheWith(...ids)) - 1]!;
+  after(() => caches.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+  it('removes the images no process claims, with their snapshots and accelerator choice, never the current one', async () => {
+    const dir = cache(CURRENT, OLD, OTHER);
+    assert.deepEqual((await pruneImages(dir, CURRENT)).sort(), [OLD, OTHER]);
+    assert.deepEqual(listed(dir), { images: [CURRENT, `${CURRENT}.accel.json`], snapshots: [`${CURRENT}-1024m-1cpu-tcg`] });
+  });
+
+  it('keeps an image a living process claims, until it releases it', async () => {
+    const dir = cache(CURRENT, OLD);
+    const release = await claimImage(join(dir, 'images'), OLD);
+    assert.deepEqual(await pruneImages(dir, CURRENT), []);
+    assert.ok(existsSync(join(dir, 'images', OLD, 'complete')));
+    assert.ok(existsSync(join(dir, 'snapshots', `${OLD}-1024m-1cpu-tcg`, 'memory')));
+    await release();
+    assert.deepEqual(await pruneImages(dir, CURRENT), [OLD]);
+  });
+
+  it("counts two claims of one process apart, and a dead process's claim as none", async () => {
+    const dir = cache(CURRENT, OLD);
+    const [first, second] = [await claimImage(join(dir, 'images'), OLD), await claimImage(join(dir, 'images'), OLD)];
+    await first();
+    assert.deepEqual(await pruneImages(dir, CURRENT), [], 'the second claim still holds it');
+    await second();
+    writeFileSync(join(dir, 'images', `${OLD}.users`, `${DEAD_PID}.12345-0a0b0c0d`), '');
+    assert.deepEqual(await pruneImages(dir, CURRENT), [OLD]);
+    assert.ok(!existsSync(join(dir, 'images', `${OLD}.users`)));
+  });
+
+  it('reaps what dead builders left half made, not what a living one is making', async () => {
+    const dir = cache(CURRENT);
+    const dead = [join('images', `${OLD}.building-${DEAD_PID}`), join('snapshots', `${CURRENT}-1024m-1cpu-tcg.${DEAD_PID}-0a0b0c0d0e0f`)];
+    const live = [join('images', `${OTHER}.building-${process.pid}`), join('snapshots', `${CURRENT}-1024m-1cpu-kvm.${process.pid}-0a0b0c0d0e0f`)];
+    for (const path of [...dead, ...live]) mkdirSync(join(dir, path), { recursive: true });
+    await pruneImages(dir, CURRENT);
+    for (const path of dead) assert.ok(!existsSync(join(dir, path)), path);
+    for (const path of live) assert.ok(existsSync(join(dir, path)), path);
+  });
+});
