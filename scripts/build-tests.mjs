@@ -10,17 +10,17 @@
 // Each inlined module keeps the import.meta.url of its source file, so that what a test reads or
 // starts beside it (fixtures, dist/, the guest programs of src/) is where it is when the same file
 // runs through tsx. test/unit-set.ts alone keeps its own: it imports the unit test files beside it.
-// Usage: node scripts/build-tests.mjs (writes .test-build/ afresh)
+// Usage: node scripts/build-tests.mjs [OUT] (writes OUT afresh; .test-build/ by default)
 import { readdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join, sep } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { selfLocatingPackages } from './self-locating-packages.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TEST = join(ROOT, 'test');
-const OUT = join(ROOT, '.test-build');
+const OUT = resolve(process.argv[2] ?? join(ROOT, '.test-build'));
 const UNIT_SET = join(TEST, 'unit-set.ts');
 const OURS = [join(ROOT, 'src') + sep, TEST + sep];
 

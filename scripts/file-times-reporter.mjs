@@ -9,8 +9,8 @@ import { relative } from 'node:path';
 const SHOWN = 10;
 const LINGER_MS = 5_000;
 
-/** A file scripts/build-tests.mjs built (.test-build/a/b.test.js) by its source's name (test/a/b.test.ts). */
-const sourceOf = (file) => file.replace(/^\.test-build\/(.*)\.js$/, 'test/$1.ts');
+/** A file scripts/build-tests.mjs built (.test-build/run-PID/a/b.test.js) by its source's name (test/a/b.test.ts). */
+const sourceOf = (file) => file.replace(/^\.test-build\/run-\d+\/(.*)\.js$/, 'test/$1.ts');
 
 export default async function* fileTimes(source) {
   const files = new Map();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the tests with node's own test runner, as scripts/build-tests.mjs builds them into
-# .test-build/ (plain JavaScript; a single file still runs from source with
+# .test-build/run-PID/ (plain JavaScript; a single file still runs from source with
 # `node --import tsx --test test/<path>.test.ts`), in two sets:
 #   test/unit/         pure logic, no process spawned: seconds, all files in one process (test/unit-set.ts)
 #   test/integration/  real sandboxes, CLIs, servers and interpreters (needs `npm run build`)
@@ -62,15 +62,19 @@ slowest_first() {
   done
 }
 
-# A test file as scripts/build-tests.mjs built it: test/a/b.test.ts is .test-build/a/b.test.js.
+# The tests are built into a directory of this run's own, so that a run beside it in the same
+# checkout (`npm run test:unit` during the suite) does not remove the files it has yet to start.
+build=.test-build/run-$$
+trap 'rm -rf "$build"' EXIT
+# A test file as scripts/build-tests.mjs built it: test/a/b.test.ts is $build/a/b.test.js.
 built() {
   local file
   for file in "$@"; do
     file=${file#test/}
-    echo ".test-build/${file%.ts}.js"
+    echo "$build/${file%.ts}.js"
   done
 }
-node scripts/build-tests.mjs
+node scripts/build-tests.mjs "$build"
 
 run=()
 for set in "${sets[@]}"; do

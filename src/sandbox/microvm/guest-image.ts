@@ -88,7 +88,8 @@ export async function guestImage(cacheDir: string): Promise<{ image: GuestImage;
   const dir = join(cacheDir, id);
   const image = { kernel: kernel.path, initrd: join(dir, 'initrd.img'), root: join(dir, 'root.squashfs'), id };
   // Claimed before it is looked for: a pruner that moved it aside sees the claim and puts it back.
-  const release = await claimImage(cacheDir, id);
+  // A cache this process may read but not write is used unclaimed (it cannot build either).
+  const release = await claimImage(cacheDir, id).catch(() => async () => undefined);
   try {
     if (!existsSync(join(dir, 'complete'))) await buildImage(dir, kernel, await rootFiles());
   } catch (error) {

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { mkdir, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processIdentity, SELF_IDENTITY } from '../../util/process-identity.js';
 import { removeTree } from '../host/tree-removal.js';
@@ -11,7 +12,8 @@ import { removeTree } from '../host/tree-removal.js';
  * Debian package installed), and the old ones stayed: a day of builds on one machine left 36
  * images and their snapshots, 14 GB. A process that uses an image claims it, with a file named
  * after itself under images/<id>.users/, before it looks for the image; an image that no living
- * process claims goes, with everything of it, when another image is current.
+ * process claims or has open goes, with everything of it, when another image is current. Claims
+ * are read in this process's PID namespace: processes sharing a cache must share that too.
  */
 
 /** An image's directory: its key (guest-image.ts). */
@@ -28,41 +30,76 @@ export async function claimImage(imagesDir: string, id: string): Promise<() => P
 }
 
 /**
- * Removes every image but `current` that no living process claims, with its snapshots and its
- * accelerator choice, and what builders that died left half made; returns the removed ids.
+ * Removes every image but `current` that no living process claims and none has open (a process
+ * of a release before claims, with VMs running), with its snapshots and its accelerator choice;
+ * then snapshots left without their image, and what builders that died left half made. Returns
+ * the removed image ids.
  */
 export async function pruneImages(cacheDir: string, current: string): Promise<string[]> {
   const imagesDir = join(cacheDir, 'images');
   const snapshotsDir = join(cacheDir, 'snapshots');
+  const snapshotsOf = async (id: string) => (await readdir(snapshotsDir).catch(() => [])).filter((name) => name.startsWith(`${id}-`) && !name.includes('.'));
+  const unused = async (id: string) =>
+    !(await claimed(join(imagesDir, `${id}.users`))) && !openedByAnyProcess([join(imagesDir, id), ...(await snapshotsOf(id)).map((name) => join(snapshotsDir, name))]);
   const removed: string[] = [];
   for (const id of (await readdir(imagesDir).catch(() => [])).filter((name) => IMAGE_ID.test(name) && name !== current)) {
-    if (await claimed(join(imagesDir, `${id}.users`))) continue;
+    if (!(await unused(id))) continue;
     // Moved aside, then the claims read again: a process claims before it looks for the image,
     // so one that claimed after the second reading finds no image under the name and builds its
     // own, and one that claimed before it gets the image back.
     const aside = join(imagesDir, `${id}.removing-${SELF_IDENTITY}`);
-    if (
-      !(await rename(join(imagesDir, id), aside).then(
-        () => true,
-        () => false,
-      ))
-    )
-      continue;
+    const moved = await rename(join(imagesDir, id), aside).then(
+      () => true,
+      () => false,
+    );
+    if (!moved) continue;
     if (await claimed(join(imagesDir, `${id}.users`))) {
       await rename(aside, join(imagesDir, id)).catch(() => removeTree(aside));
       continue;
     }
-    for (const name of await readdir(snapshotsDir).catch(() => [])) {
-      if (name.startsWith(`${id}-`)) await removeTree(join(snapshotsDir, name));
-    }
+    for (const name of await snapshotsOf(id)) await removeTree(join(snapshotsDir, name));
     await rm(join(imagesDir, `${id}.accel.json`), { force: true });
-    await rm(join(imagesDir, `${id}.users`), { recursive: true, force: true });
+    // Left while a claim made since is in it: its process is building the image again.
+    await rmdir(join(imagesDir, `${id}.users`)).catch(() => undefined);
     await removeTree(aside);
     removed.push(id);
+  }
+  // A pruner that died between the image and its snapshots left them without it.
+  for (const name of await readdir(snapshotsDir).catch(() => [])) {
+    const id = name.slice(0, 24);
+    if (!IMAGE_ID.test(id) || id === current || name.includes('.') || existsSync(join(imagesDir, id)) || !(await unused(id))) continue;
+    await removeTree(join(snapshotsDir, name));
   }
   await reapDeadBuilders(imagesDir, /^[0-9a-f]{24}\.(?:building-(\d+)|removing-(\d+)\.\d+)$/);
   await reapDeadBuilders(snapshotsDir, /^[0-9a-f]{24}-[^.]+\.(\d+)-[0-9a-f]+$/);
   return removed;
+}
+
+/** Whether a process has a file under one of `dirs` open or mapped (QEMU: the root drive, the snapshot's memory). */
+function openedByAnyProcess(dirs: readonly string[]): boolean {
+  const inside = (path: string) => dirs.some((dir) => path.startsWith(`${dir}/`));
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      if (readdirSync(`/proc/${pid}/fd`).some((fd) => inside(readlinkSafe(`/proc/${pid}/fd/${fd}`)))) return true;
+      if (
+        readFileSync(`/proc/${pid}/maps`, 'utf8')
+          .split('\n')
+          .some((line) => inside(line.slice(line.indexOf('/'))))
+      )
+        return true;
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return false;
+}
+
+function readlinkSafe(path: string): string {
+  try {
+    return readlinkSync(path);
+  } catch {
+    return '';
+  }
 }
 
 /** Whether a living process claims the image; the claims of dead ones are removed on the way. */

@@ -163,6 +163,8 @@ export class MicrovmBackend implements SandboxBackend {
   }
 
   private prepareHost(): Promise<Ready> {
+    // Its claim on the image went with the dispose.
+    if (this.disposed) return Promise.reject(new SandboxUnavailableError('the microvm backend was disposed of'));
     this.ready ??= this.initialise().catch((error: Error) => {
       throw error instanceof SandboxUnavailableError ? error : new SandboxUnavailableError(`the microvm backend cannot start here: ${error.message}`);
     });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -55,6 +55,24 @@ describe('the microVM image cache', () => {
     writeFileSync(join(dir, 'images', `${OLD}.users`, `${DEAD_PID}.12345-0a0b0c0d`), '');
     assert.deepEqual(await pruneImages(dir, CURRENT), [OLD]);
     assert.ok(!existsSync(join(dir, 'images', `${OLD}.users`)));
+  });
+
+  it('keeps an image a process has open though it holds no claim (a release before claims, with a VM running)', async () => {
+    const dir = cache(CURRENT, OLD);
+    const memory = openSync(join(dir, 'snapshots', `${OLD}-1024m-1cpu-tcg`, 'memory'), 'r');
+    try {
+      assert.deepEqual(await pruneImages(dir, CURRENT), []);
+    } finally {
+      closeSync(memory);
+    }
+    assert.deepEqual(await pruneImages(dir, CURRENT), [OLD]);
+  });
+
+  it('removes snapshots left without their image (a pruner died between the two), not those of the current image', async () => {
+    const dir = cache(CURRENT, OLD);
+    rmSync(join(dir, 'images', OLD), { recursive: true });
+    await pruneImages(dir, CURRENT);
+    assert.deepEqual(listed(dir).snapshots, [`${CURRENT}-1024m-1cpu-tcg`]);
   });
 
   it('reaps what dead builders left half made, not what a living one is making', async () => {
