@@ -65,8 +65,8 @@ export class Sandboxes {
   private readonly kept = new Map<string, KeptState>();
   private readonly store: SnapshotStore;
   private readonly loaded: Promise<void>;
-  /** Sandboxes being paused, resumed, forked or snapshotted: one such change at a time each. */
-  private readonly changing = new Set<string>();
+  /** Sandboxes being paused, resumed, forked or snapshotted (one such change at a time each), and when each change ends. */
+  private readonly changing = new Map<string, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(
@@ -145,6 +145,9 @@ export class Sandboxes {
    */
   async resume(id: string, timeoutSeconds?: number): Promise<{ sandbox: Sandbox; resumed: boolean }> {
     await this.loaded;
+    // A pause still ending (one at its timeout, say) is finished first: the sandbox is listed as
+    // paused from the moment it is kept, and a client that saw it so connects at once.
+    await this.changing.get(id);
     const state = this.pausedState(id);
     if (!state) return { sandbox: this.connect(id, timeoutSeconds), resumed: false };
     return this.changingWhile(id, async () => {
@@ -343,11 +346,13 @@ export class Sandboxes {
 
   private async changingWhile<T>(id: string, change: () => Promise<T>): Promise<T> {
     if (this.changing.has(id)) throw busy(id);
-    this.changing.add(id);
+    let ended!: () => void;
+    this.changing.set(id, new Promise<void>((resolve) => (ended = resolve)));
     try {
       return await change();
     } finally {
       this.changing.delete(id);
+      ended();
     }
   }
 
