@@ -35,7 +35,15 @@ export async function readJob(root: string, id: string): Promise<JobView> {
     // A job being created has its directory a few milliseconds before its files.
     throw new AgentExecError('job_unreadable', `job ${id} cannot be read: ${(error as Error).message}`, { retryable: true });
   }
-  return { root, id, paths, definition, record, state: effectiveState(record, paths) };
+  let state = effectiveState(record, paths);
+  // A supervisor writes the final record, then exits: one found gone may have written it after
+  // the record was read (a busy host held this reader between the two). Only a supervisor gone
+  // without a final record leaves the job unknown.
+  if (state === 'unknown') {
+    record = await readRecord(paths).catch(() => record);
+    state = effectiveState(record, paths);
+  }
+  return { root, id, paths, definition, record, state };
 }
 
 /** Every job that can be read, newest first, and how many directories could not be. */
