@@ -16,7 +16,7 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
-import { selfLocatingPackages } from './self-locating-packages.mjs';
+import { ESM_REQUIRE_BANNER, selfLocatingPackages } from './self-locating-packages.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TEST = join(ROOT, 'test');
@@ -26,8 +26,9 @@ const OURS = [join(ROOT, 'src') + sep, TEST + sep];
 
 // Packages inlined like our modules (a process loads one file instead of hundreds of small
 // CommonJS ones: a test file's start fell from about 0.5 to 0.2 s of CPU), but for those that read
-// files beside their own modules (scripts/self-locating-packages.mjs fails the build on a new one) (typescript its lib files, playwright-core its browser registry,
-// redocly, openapi-typescript and the OpenAPI schema validator theirs) and pg's native binding,
+// files beside their own modules: typescript its lib files, playwright-core its browser registry,
+// redocly, openapi-typescript and the OpenAPI schema validator theirs
+// (scripts/self-locating-packages.mjs fails the build on a new one); and pg's native binding,
 // which nothing loads.
 const LEFT_TO_NODE_MODULES = ['typescript', 'playwright-core', '@redocly/openapi-core', 'openapi-typescript', '@seriousme/openapi-schema-validator', 'pg-native'];
 
@@ -66,7 +67,6 @@ await build({
   sourcemap: true,
   sourcesContent: false,
   logLevel: 'warning',
-  // The packages' CommonJS modules call require(), which an ES module has only when it makes one.
-  banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+  banner: { js: ESM_REQUIRE_BANNER },
   plugins: [sourceUrls, selfLocatingPackages()],
 });

@@ -44,7 +44,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { selfLocatingPackages } from './self-locating-packages.mjs';
+import { ESM_REQUIRE_BANNER, selfLocatingPackages } from './self-locating-packages.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SRC = join(ROOT, 'src') + sep;
@@ -221,8 +221,7 @@ const split = await build({
   metafile: true,
   logLevel: 'warning',
   external: NEVER_LOADED,
-  // The packages' CommonJS modules call require(), which an ES module has only when it makes one.
-  banner: { js: "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);" },
+  banner: { js: ESM_REQUIRE_BANNER },
   plugins: [keepModuleUrls(join(BUNDLE, 'entry.js'), 'esm'), selfLocatingPackages()],
 });
 for (const [output, { imports }] of Object.entries(split.metafile.outputs)) {

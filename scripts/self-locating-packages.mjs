@@ -14,6 +14,9 @@ const NEVER_RUN_HERE = {
   commander: "executable subcommands' lookup; we define none",
 };
 
+/** The builds' banner: the packages' CommonJS modules call require(), which an ES module has only when it makes one. */
+export const ESM_REQUIRE_BANNER = "import { createRequire as __bundleRequire } from 'node:module'; const require = __bundleRequire(import.meta.url);";
+
 const SELF_LOCATING = /\bimport\.meta\.(url|dirname|filename)\b|\b__dirname\b|\b__filename\b/;
 
 const packageOf = (path) => {
