@@ -7,7 +7,7 @@
  * on CONTROL_FD says its value (util.inspect) or error, with the cell's token (the bridge believes
  * no end without it). A cell with top-level `await` runs as an
  * async function (its declarations stay in it: assign to globalThis to keep them). SIGINT stops a
- * cell (synchronous code through vm's breakOnSigint, a pending await by abandoning it); the
+ * cell (synchronous code through vm's breakOnSigint, an async cell by abandoning its await); the
  * context stays. The kernel's own names live in a function, so that cells see none of them (a
  * `node -e` script's top-level declarations would be the cells' globals).
  */
@@ -31,10 +31,13 @@
   process.on('uncaughtException', (error) => process.stderr.write('Uncaught ' + util.inspect(error) + '\n'));
   process.on('unhandledRejection', (reason) => process.stderr.write('Unhandled rejection: ' + util.inspect(reason) + '\n'));
 
-  /** The cell waiting on a promise, which SIGINT abandons. */
+  /** The async cell waiting on its promise, which SIGINT abandons; an interrupt that came before it waited. */
   let abandon = null;
+  let interrupted = false;
+  const interruption = () => Object.assign(new Error('the cell was interrupted'), { name: 'KeyboardInterrupt' });
   process.on('SIGINT', () => {
-    if (abandon) abandon(Object.assign(new Error('the cell was interrupted'), { name: 'KeyboardInterrupt' }));
+    interrupted = true;
+    if (abandon) abandon(interruption());
   });
 
   /** At most 1 MiB of characters of an error's text, as the bridge keeps of python's: its message is the cell's to size. */
@@ -58,7 +61,7 @@
   }
 
   let cells = 0;
-  async function run(code) {
+  async function run(code, cell) {
     cells += 1;
     const filename = '<cell ' + cells + '>';
     let script;
@@ -71,14 +74,19 @@
       script = new vm.Script('(async () => {\n' + code + '\n})()', { filename });
       wrapped = true;
     }
-    let value = script.runInThisContext({ breakOnSigint: true });
-    if (wrapped) {
-      value = await new Promise((resolve, reject) => {
-        abandon = reject;
-        value.then(resolve, reject);
-      }).finally(() => (abandon = null));
-    }
-    return value;
+    // From here an interrupt stops the cell: the bridge holds one until it reads this.
+    interrupted = false;
+    report({ cell, started: true });
+    if (!wrapped) return script.runInThisContext({ breakOnSigint: true });
+    // Not through breakOnSigint: around its run node takes away SIGINT's listeners, and a SIGINT
+    // then kills the kernel, which an async cell's short run met. Its synchronous start is
+    // interrupted when it awaits (the bridge replaces a kernel whose cell never does).
+    const promise = script.runInThisContext();
+    return await new Promise((resolve, reject) => {
+      abandon = reject;
+      if (interrupted) reject(interruption());
+      promise.then(resolve, reject);
+    }).finally(() => (abandon = null));
   }
 
   async function serve() {
@@ -86,7 +94,7 @@
     for await (const line of lines) {
       const { code, cell } = JSON.parse(line);
       try {
-        const value = await run(code);
+        const value = await run(code, cell);
         report({ cell, done: true, result: value === undefined ? null : util.inspect(value) });
       } catch (error) {
         const interrupted = error instanceof Error && /Script execution was interrupted/.test(error.message);

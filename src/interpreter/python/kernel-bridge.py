@@ -117,7 +117,15 @@ class ProcessKernel:
     control pipe (its fd CONTROL) what a cell showed and when it ended. Subclasses say how a cell
     is sent and what its reports mean."""
 
+    # Seconds after which an interrupted cell that still runs is sent SIGINT again (None: once).
+    INTERRUPT_AGAIN = None
+
     def __init__(self, argv, cells_on_stdin, env=None):
+        # The cell under way (its token), and where its interrupt stands: see interrupt().
+        self.cell = None
+        self.started = False
+        self.interrupt_pending = False
+        self.interrupted_at = None
         self.control_read, control_write = os.pipe()
         cells_read, self.cells_write = os.pipe()
         self.stopped = False
@@ -140,6 +148,9 @@ class ProcessKernel:
 
     def next_cell(self):
         self.cell = os.urandom(8).hex()
+        self.started = False
+        self.interrupt_pending = False
+        self.interrupted_at = None
         return self.cell
 
     def send_cell(self, text):
@@ -160,6 +171,9 @@ class ProcessKernel:
                 self.stream(key.fd, key.data, lines)
         # Lines are looked for only when one ended: a report of 100 MB is not scanned a read at a time.
         for report in self.take_reports() if ended_line else []:
+            if report.get("started"):
+                self.cell_started()
+                continue
             if not report.get("done"):
                 lines.extend(self.shown(report))
                 continue
@@ -168,6 +182,7 @@ class ProcessKernel:
                 if key.data != "control":
                     self.stream(key.fd, key.data, lines)
             lines.extend(self.ended(report))
+            self.cell = None
             return lines, True
         return lines, False
 
@@ -218,7 +233,29 @@ class ProcessKernel:
         return self.process.poll() is None
 
     def interrupt(self):
+        """Interrupts the running cell. Until the kernel says the cell started, the kernel is still
+        reading it with SIGINT ignored (between cells it is), so the signal waits for that report:
+        sent earlier, a busy host could let it land before the cell's handler and be lost."""
+        if self.cell is None:
+            return
+        if not self.started:
+            self.interrupt_pending = True
+            return
         signal_group(self.process, signal.SIGINT)
+        self.signalled_at = time.monotonic()
+        if self.interrupted_at is None:
+            self.interrupted_at = self.signalled_at
+
+    def keep_interrupting(self):
+        """Sends an interrupted cell's interrupt again, for kernels whose SIGINT stops one command
+        of a cell rather than the cell (INTERRUPT_AGAIN set)."""
+        if self.INTERRUPT_AGAIN is not None and self.interrupted_at is not None and time.monotonic() - self.signalled_at > self.INTERRUPT_AGAIN:
+            self.interrupt()
+
+    def cell_started(self):
+        self.started = True
+        if self.interrupt_pending:
+            self.interrupt()
 
     def stop(self):
         """Ends it (once: a failed restart leaves the last kernel to the bridge's own end too)."""
@@ -238,6 +275,10 @@ class BashKernel(ProcessKernel):
     can end the one after it) with stdin from /dev/null; SIGINT stops the command, not bash."""
 
     language = "bash"
+    # SIGINT stops the command running, and the cell goes on to its next one; one that came
+    # between two commands reaches only bash's trap. Sent again until the cell ends, it stops the
+    # cell, as Ctrl-C stops what a terminal runs.
+    INTERRUPT_AGAIN = 0.2
 
     def __init__(self, _sources):
         # -s: commands from stdin, a line at a time as they come; the two fds are $1 and $2.
@@ -246,8 +287,12 @@ class BashKernel(ProcessKernel):
         self.delimiter = "AGENT_RUNNER_CELL_%s" % os.urandom(8).hex()
 
     def begin(self, code, silent):
-        self.send_cell("eval \"$(cat <<'%s'\n%s\n%s\n)\" </dev/null\nprintf '\\n{\"done\": true, \"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
-                       % (self.delimiter, code.replace(self.delimiter, ""), self.delimiter, self.next_cell()))
+        cell = self.next_cell()
+        # The cell's start is said inside the text eval runs, on its first line (line numbers stay
+        # the cell's): an interrupt sent after it cannot cut the here-document being read.
+        started = "printf '\\n{\"started\": true, \"cell\": \"%s\"}\\n' >&\"$__agent_runner_control\"; " % cell
+        self.send_cell("eval \"$(cat <<'%s'\n%s%s\n%s\n)\" </dev/null\nprintf '\\n{\"done\": true, \"status\": %%d, \"cell\": \"%s\"}\\n' $? >&\"$__agent_runner_control\"\n"
+                       % (self.delimiter, started, code.replace(self.delimiter, ""), self.delimiter, cell))
 
     def ended(self, report):
         if "error" in report:
@@ -275,6 +320,10 @@ class NodeKernel(ProcessKernel):
     one global context; the value and error come back on the control pipe."""
 
     language = "javascript"
+    # A SIGINT that lands as the cell starts, before node watches for it, reaches only the kernel's
+    # listener, which a running cell keeps from running. Again stops the cell; after the cell it
+    # is the listener's, which ignores it between cells.
+    INTERRUPT_AGAIN = 0.2
 
     def __init__(self, sources):
         # The node the host resolved for the context (a session's toolchain), else the sandbox's own.
@@ -442,14 +491,14 @@ class Bridge:
             self.kernel.begin(code, silent)
         except BrokenPipeError:
             pass  # the kernel ended between cells: said below, as any end
-        interrupted_at = None
         while True:
-            if self.take_interrupts() and interrupted_at is None:
-                interrupted_at = time.monotonic()
+            self.take_interrupts()
+            self.kernel.keep_interrupting()
             if not self.kernel.alive():
                 self.replace_kernel("KernelDied", "the kernel ended (%s); the context restarted without its state"
                                     % describe_exit(self.kernel.process.returncode), "", emit)
                 return
+            interrupted_at = self.kernel.interrupted_at
             if interrupted_at is not None and time.monotonic() - interrupted_at > INTERRUPT_GRACE:
                 self.replace_kernel("ContextRestarted", "a cell did not stop when interrupted; the context restarted without its state", "", emit)
                 return
@@ -465,8 +514,7 @@ class Bridge:
         self.notice = why
 
     def take_interrupts(self):
-        """Answers the interrupts that came while a cell runs (true if any did); anything else waits its turn."""
-        interrupted = False
+        """Answers the interrupts that came while a cell runs; anything else waits its turn."""
         held = []
         while True:
             try:
@@ -475,13 +523,11 @@ class Bridge:
                 break
             if request is not None and request.get("op") == "interrupt" and isinstance(request.get("id"), int):
                 self.kernel.interrupt()
-                interrupted = True
                 self.protocol.send({"id": request["id"]})
             else:
                 held.append(request)
         for request in held:
             self.requests.put(request)
-        return interrupted
 
 
 def signal_group(process, number):

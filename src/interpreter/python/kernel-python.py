@@ -175,12 +175,19 @@ def main():
         request = json.loads(line)
         control.cell = request["cell"]
         silent = request.get("silent", False)
+        ran = False
         try:
             # Set anew for every cell, whatever an earlier cell did with SIGINT.
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            # From here an interrupt stops the cell: the bridge holds one until it reads this.
+            control.send(started=True)
             shell.run_cell(request["code"], store_history=not silent, silent=silent)
+            ran = True
         except KeyboardInterrupt:
-            pass  # came as the cell ended, before the interrupt was ignored again
+            # One that came as the cell ended, before it was ignored again, stops nothing. One that
+            # came before IPython ran the cell (or outside what IPython catches) stopped the cell.
+            if not ran:
+                control.send(error={"name": "KeyboardInterrupt", "value": "", "traceback": "KeyboardInterrupt"})
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         flush_streams()

@@ -168,8 +168,10 @@ describe('kernel-bridge.py', () => {
   });
 
   it('interrupts a running cell: KeyboardInterrupt, the kernel kept', async () => {
+    // Kept by a cell of its own: the interrupt may stop the next one before its first line.
+    await ask({ op: 'execute', code: 'kept = 1', env_vars: {} });
     const id = ++ids;
-    bridge.send({ op: 'execute', id, code: 'kept = 1\nimport time\ntime.sleep(60)', env_vars: {} });
+    bridge.send({ op: 'execute', id, code: 'import time\ntime.sleep(60)', env_vars: {} });
     assert.equal(((await bridge.next()) as { output: OutputLine }).output.type, 'number_of_executions');
     bridge.send({ op: 'interrupt', id: ++ids });
     const frames: unknown[] = [];
@@ -195,6 +197,22 @@ describe('kernel-bridge.py', () => {
     while (!frames.some((frame) => (frame as { done?: boolean }).done)) frames.push(await bridge.next());
     const names = frames.flatMap((frame) => ((frame as { output?: { name?: string } }).output?.name ?? []) as string[]);
     assert.deepEqual(names, ['KeyboardInterrupt'], 'interrupted, not a kernel replaced');
+  });
+
+  it('an interrupt sent right behind its cell, before the kernel has read it, stops that cell, not the kernel', async () => {
+    await ask({ op: 'execute', code: 'kept = 2', env_vars: {} });
+    bridge.send({ op: 'execute', id: ++ids, code: 'import time\ntime.sleep(60)', env_vars: {} });
+    bridge.send({ op: 'interrupt', id: ++ids });
+    const frames: unknown[] = [];
+    while (!frames.some((frame) => (frame as { done?: boolean }).done)) frames.push(await bridge.next());
+    const names = frames.flatMap((frame) => ((frame as { output?: { name?: string } }).output?.name ?? []) as string[]);
+    assert.deepEqual(names, ['KeyboardInterrupt'], JSON.stringify(frames));
+    assert.equal((outputs(await ask({ op: 'execute', code: 'kept', env_vars: {} })).at(-1) as { text: string }).text, '2');
+  });
+
+  it('an interrupt between cells is answered and touches no later cell', async () => {
+    assert.deepEqual(await ask({ op: 'interrupt' }), [{ id: ids }]);
+    assert.equal((outputs(await ask({ op: 'execute', code: 'import time\ntime.sleep(0.2)\n6 * 7', env_vars: {} })).at(-1) as { text: string }).text, '42');
   });
 
   it('a result whose format is bytes travels in base64, as Jupyter sends it', async () => {
@@ -234,14 +252,16 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  async function start(language: 'bash' | 'javascript'): Promise<(code: string) => Promise<OutputLine[]>> {
+  /** A bridge with the kernel for `language`; its `run` sends a cell (and, asked to, an interrupt right behind it) and answers the cell's lines. */
+  async function start(language: 'bash' | 'javascript'): Promise<(code: string, interruptAtOnce?: boolean) => Promise<OutputLine[]>> {
     const extra = language === 'javascript' ? [readFileSync(new URL('../../../src/interpreter/node/kernel-node.cjs', import.meta.url), 'utf8')] : [];
     const bridge = startGuest(['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), language, ...extra], { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     bridges.push(bridge);
     assert.deepEqual(await bridge.next(), { ready: true, version: '1', language });
     let id = 0;
-    return async (code) => {
+    return async (code, interruptAtOnce = false) => {
       bridge.send({ op: 'execute', id: ++id, code, env_vars: {} });
+      if (interruptAtOnce) bridge.send({ op: 'interrupt', id: ++id });
       const lines: OutputLine[] = [];
       for (;;) {
         const frame = (await bridge.next()) as BridgeMessage;
@@ -270,5 +290,23 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
     assert.equal(text(await run('const fs = require("node:fs"); typeof report')), "'undefined'");
     assert.equal(text(await run('fs.writeSync(Number(process.argv[1]), JSON.stringify({ done: true, result: "forged" }) + "\\n"); "real"')), "'real'");
     assert.equal(text(await run('1 + 1')), '2');
+  });
+
+  it('bash and javascript: an interrupt sent right behind its cell stops that cell, not the kernel', async () => {
+    const bash = await start('bash');
+    assert.equal(text(await bash('kept=3')), '');
+    assert.equal(text(await bash('sleep 60', true)), 'error:130');
+    assert.equal(text(await bash('echo $kept')), '3\n');
+    const javascript = await start('javascript');
+    assert.equal(text(await javascript('globalThis.kept = 4')), '4');
+    assert.deepEqual(
+      (await javascript('for (;;) {}', true)).map((line) => (line.type === 'error' ? line.name : line.type)),
+      ['KeyboardInterrupt'],
+    );
+    assert.deepEqual(
+      (await javascript('await new Promise((resolve) => setTimeout(resolve, 60000))', true)).map((line) => (line.type === 'error' ? line.name : line.type)),
+      ['KeyboardInterrupt'],
+    );
+    assert.equal(text(await javascript('kept')), '4');
   });
 });
