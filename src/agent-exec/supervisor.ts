@@ -12,6 +12,7 @@ import { readExcerpt } from './log-ranges.js';
 import { LogWriter, type StreamName } from './log-writer.js';
 import { createJobCgroup, launcherArgv, launcherTools, limitsOf, type JobLimits, type LimitEnforcement } from './limits.js';
 import { workspaceSandboxArgs } from '../sandbox/bubblewrap/bwrap-argv.js';
+import { BwrapStatus } from '../sandbox/bubblewrap/bwrap-status.js';
 import type { JobCgroup } from '../sandbox/host/cgroups.js';
 import { executableDirFor, privateHome, readWorkspaceView } from '../sandbox/bubblewrap/workspace-profile.js';
 
@@ -82,8 +83,8 @@ class Supervisor {
   private cgroup: JobCgroup | null = null;
   private child: ChildProcess | undefined;
   private exited = false;
-  /** Pid 1 of the sandbox's PID namespace, once bwrap has set the sandbox up. */
-  private sandboxInit: number | null = null;
+  /** What bwrap says of the sandbox: pid 1 of its PID namespace once made, whether the job ran. */
+  private sandboxStatus: BwrapStatus | null = null;
   private termination: Termination | null = null;
   private escalation: NodeJS.Timeout | undefined;
   private logFailure: Error | null = null;
@@ -136,7 +137,10 @@ class Supervisor {
     child.on('error', () => undefined);
 
     const pumps = [this.pump(child.stdout!, 'stdout', logs), this.pump(child.stderr!, 'stderr', logs)];
-    if (this.sandboxed) pumps.push(this.readSandboxStatus(child.stdio[STATUS_FD] as Readable));
+    if (this.sandboxed) {
+      this.sandboxStatus = new BwrapStatus(child.stdio[STATUS_FD] as Readable);
+      pumps.push(this.sandboxStatus.ran.then(() => undefined));
+    }
     // Kill requests wait for the pid in the record, so they find their handler in place.
     this.watchForKills();
     const now = new Date().toISOString();
@@ -158,7 +162,7 @@ class Supervisor {
     if (this.termination) {
       return this.finish({ state: 'killed', exit_code: code, signal, reason: this.termination.reason, error });
     }
-    if (this.sandboxed && this.sandboxInit === null) {
+    if (this.sandboxStatus && (this.sandboxStatus.childPid === null || (await this.sandboxStatus.setupFailed(code)))) {
       return this.finish({ state: 'failed', exit_code: code, signal, error: `the sandbox could not be set up: ${await this.setupError()}` });
     }
     return this.finish({ state: 'exited', exit_code: code, signal, error });
@@ -212,7 +216,7 @@ class Supervisor {
   private terminate(request: Termination): void {
     if (this.exited) return;
     this.termination ??= request;
-    if (request.signal === 'SIGKILL' || (this.sandboxed && this.sandboxInit === null)) return void this.killAll();
+    if (request.signal === 'SIGKILL' || (this.sandboxed && (this.sandboxStatus?.childPid ?? null) === null)) return void this.killAll();
     signalAll(this.politeTargets(), request.signal);
     this.escalation ??= setTimeout(() => void this.killAll(), this.definition.kill_after_s * 1000);
   }
@@ -231,7 +235,7 @@ class Supervisor {
 
   /** bwrap itself must not get the polite signal: it would die and SIGKILL the job at once. */
   private politeTargets(): number[] {
-    return this.sandboxed ? descendantsOf(this.sandboxInit!) : this.members();
+    return this.sandboxed ? descendantsOf(this.sandboxStatus!.childPid!) : this.members();
   }
 
   /** Reads to the end, writing as it goes; a failed write drops output but never blocks the job. */
@@ -251,19 +255,6 @@ class Supervisor {
   }
 
   /** bwrap writes {"child-pid": N} once the sandbox is set up; without it, setup failed. */
-  private async readSandboxStatus(source: Readable): Promise<void> {
-    let text = '';
-    try {
-      for await (const chunk of source) {
-        text += (chunk as Buffer).toString('utf8');
-        const match = /"child-pid":\s*(\d+)/.exec(text);
-        if (match && this.sandboxInit === null) this.sandboxInit = Number(match[1]);
-      }
-    } catch {
-      // Closed with bwrap: whatever it wrote has been read.
-    }
-  }
-
   private async setupError(): Promise<string> {
     const { bytes } = await readExcerpt(this.paths.stderr, { offset: null, maxBytes: SETUP_ERROR_BYTES, settled: true, key: logKeyOf(this.definition) });
     return bytes.toString('utf8').trim().split('\n').pop() || 'bwrap reported nothing';

@@ -7,7 +7,7 @@ import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import { HostWorkDir } from '../host/host-work-dir.js';
 import { baseEnvironment } from '../profiles.js';
-import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD, USERNS_FD } from './launched-sandbox.js';
+import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD, STATUS_FD, USERNS_FD } from './launched-sandbox.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
 import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
 import type { AttachedNetwork } from '../host/netns-helpers.js';
@@ -322,6 +322,7 @@ export class BubblewrapBackend implements SandboxBackend {
             execRules: template.guardExec ? { landlockAbi: ready.landlockAbi, systemTrees: ready.layout.directories } : null,
             releaseWorkDir: lease ? lease.release : null,
             network,
+            bwrapStatus: true,
             onFinished: () => {
               release();
               settled();
@@ -381,6 +382,7 @@ export class BubblewrapBackend implements SandboxBackend {
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,
+      statusFd: STATUS_FD,
       ...(networkFiles || rootInside ? { infoFd: INFO_FD } : {}),
       ...(rootInside ? { rootInside: { usernsBlockFd: USERNS_FD } } : {}),
       ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),

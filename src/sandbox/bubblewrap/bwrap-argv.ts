@@ -59,6 +59,8 @@ export interface BwrapPlan {
   blockFd?: number;
   /** bwrap writes the sandbox's pid (and namespace ids) here as JSON, then closes it. */
   infoFd?: number;
+  /** bwrap writes its --json-status-fd lines here: the pid, then an exit code if it ran the job. */
+  statusFd?: number;
   /** fd holding the BPF syscall filter (seccomp.ts), applied just before exec. */
   seccompFd?: number;
   /**
@@ -80,6 +82,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   const args: string[] = [
     ...(plan.blockFd !== undefined ? ['--block-fd', String(plan.blockFd)] : []),
     ...(plan.infoFd !== undefined ? ['--info-fd', String(plan.infoFd)] : []),
+    ...(plan.statusFd !== undefined ? ['--json-status-fd', String(plan.statusFd)] : []),
     // Namespaces: user, pid, ipc, uts, cgroup, mount, net. Egress, when allowed, is attached
     // to the job's own network namespace from outside (job-network.ts), never the host's.
     '--unshare-user',

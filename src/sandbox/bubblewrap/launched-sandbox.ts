@@ -9,6 +9,7 @@ import { signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { SANDBOX_UID } from './bwrap-argv.js';
+import { BwrapStatus } from './bwrap-status.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
 import { SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
 
@@ -25,6 +26,8 @@ export const ARGS_FD = 5;
 export const INFO_FD = 6;
 /** With root inside, bwrap waits on this fd (--userns-block-fd) until the host has written its user namespace's map. */
 export const USERNS_FD = 7;
+/** bwrap says here (--json-status-fd) whether it ran the job's program (bwrap-status.ts). */
+export const STATUS_FD = 8;
 
 /** What a sandbox says while setting up is kept for the error if it dies before its job. */
 const SETUP_OUTPUT_LIMIT = 16 * 1024;
@@ -50,6 +53,8 @@ export interface LaunchParts extends HostDirParts {
   onIdleDeath?: () => void;
   /** Released at once (the template's `startsEarly`): its argv waits for the job on stdin. */
   startsEarly?: boolean;
+  /** bwrap reports on STATUS_FD, so a sandbox that died in bwrap's setup is told from a job that exited 1. */
+  bwrapStatus?: boolean;
 }
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean; usage: CgroupUsage };
@@ -68,15 +73,14 @@ export class LaunchedSandbox extends HostDirSandbox {
   /** What a program started early (`startsEarly`) wrote before its job began: handed to the job's sinks at start. */
   private readonly earlyOutput = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
   private exit: Exit | null = null;
+  private readonly status: BwrapStatus | null = null;
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {
-        if (Buffer.concat(this.setupOutput).length >= SETUP_OUTPUT_LIMIT) return;
-        this.setupOutput.push(Buffer.from(chunk));
-        this.earlyOutput[stream].push(Buffer.from(chunk));
+        if (this.keepForSetupError(chunk)) this.earlyOutput[stream].push(Buffer.from(chunk));
       },
     });
     this.sinks = { stdout: keepSetupOutput('stdout'), stderr: keepSetupOutput('stderr') };
@@ -86,7 +90,17 @@ export class LaunchedSandbox extends HostDirSandbox {
     const reports = parts.network !== null || parts.userMap !== null;
     try {
       const stdio = stdioWithoutLeaks<'pipe' | number>(
-        ['pipe', 'pipe', 'pipe', 'pipe', filter ?? 'ignore', 'pipe', reports ? 'pipe' : 'ignore', ...(parts.userMap ? ['pipe' as const] : [])],
+        [
+          'pipe',
+          'pipe',
+          'pipe',
+          'pipe',
+          filter ?? 'ignore',
+          'pipe',
+          reports ? 'pipe' : 'ignore',
+          parts.userMap ? 'pipe' : 'ignore',
+          ...(parts.bwrapStatus ? ['pipe' as const] : []),
+        ],
         devNull,
       );
       this.child = spawn(command!, args, {
@@ -104,7 +118,9 @@ export class LaunchedSandbox extends HostDirSandbox {
     this.child.stdout!.on('data', (chunk: Buffer) => this.sinks.stdout.write(chunk));
     this.child.stderr!.on('data', (chunk: Buffer) => this.sinks.stderr.write(chunk));
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
-    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD), this.pipe(USERNS_FD)]) stream?.on('error', () => undefined);
+    for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD), this.pipe(USERNS_FD), this.pipe(STATUS_FD)])
+      stream?.on('error', () => undefined);
+    if (parts.bwrapStatus) this.status = new BwrapStatus(this.pipe(STATUS_FD));
     this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
     const info = reports ? this.readInfo() : null;
     if (parts.userMap && info) void this.mapUsers(parts.userMap, info);
@@ -148,7 +164,16 @@ export class LaunchedSandbox extends HostDirSandbox {
     // A program started early may have spoken already (a sandbox's agent says it is ready): not lost.
     for (const chunk of this.earlyOutput.stdout) io.stdout.write(chunk);
     for (const chunk of this.earlyOutput.stderr) io.stderr.write(chunk);
-    this.sinks = { stdout: io.stdout, stderr: io.stderr };
+    // The start of stderr is also kept: if bwrap dies in its setup after all, it is bwrap's words.
+    this.sinks = {
+      stdout: io.stdout,
+      stderr: {
+        write: (chunk) => {
+          this.keepForSetupError(chunk);
+          io.stderr.write(chunk);
+        },
+      },
+    };
     const watch = watchRun(io, {
       kill: () => this.kill(),
       // Pipes normally close as the tree dies; if a writer somehow survives, stop reading.
@@ -164,6 +189,8 @@ export class LaunchedSandbox extends HostDirSandbox {
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;
     watch.stop();
+    // The job never ran: bwrap could not finish setting the sandbox up (seen: its loopback).
+    if (!watch.timedOut && !watch.aborted && (await this.status?.setupFailed(exit.code))) throw this.exitedDuringSetup();
     return { exitCode: exit.code, signal: exit.signal, timedOut: watch.timedOut, aborted: watch.aborted, oomKilled: exit.oomKilled, usage: exit.usage, durationMs };
   }
 
@@ -179,6 +206,13 @@ export class LaunchedSandbox extends HostDirSandbox {
       await this.ended;
       throw diedFirst ? this.exitedDuringSetup() : error;
     }
+  }
+
+  /** Keeps the chunk for the error of a sandbox that dies in setup, while under the limit (false past it). */
+  private keepForSetupError(chunk: Buffer): boolean {
+    if (Buffer.concat(this.setupOutput).length >= SETUP_OUTPUT_LIMIT) return false;
+    this.setupOutput.push(Buffer.from(chunk));
+    return true;
   }
 
   private exitedDuringSetup(): SandboxUnavailableError {
@@ -258,6 +292,7 @@ export class LaunchedSandbox extends HostDirSandbox {
       this.pipe(ARGS_FD),
       this.pipe(INFO_FD),
       this.pipe(USERNS_FD),
+      this.pipe(STATUS_FD),
     ] as Array<{
       ref?(): void;
       unref?(): void;

@@ -179,8 +179,8 @@ async function resolveEgress(allow: readonly EgressTarget[]): Promise<ResolvedEg
 export const RESOLVER_FILES = { hosts: 'network-hosts', resolvConf: 'network-resolv.conf' } as const;
 
 /**
- * One job's egress through pasta. attach() starts pasta as soon as bwrap reports the sandbox,
- * so a pre-started sandbox has its network up before its job comes; connect() resolves the
+ * One job's egress through pasta. attach() starts pasta as soon as bwrap has set up the
+ * sandbox's loopback, so a pre-started sandbox has its network up before its job comes; connect() resolves the
  * allowlist, fills the resolver files and installs the rules.
  */
 export class JobNetwork implements AttachedNetwork {
@@ -196,7 +196,7 @@ export class JobNetwork implements AttachedNetwork {
 
   attach(sandbox: Promise<SandboxInfo | null>): void {
     this.attached = sandbox.then(async (info) => {
-      this.helpers.open(info);
+      await this.helpers.open(info);
       await this.startPasta();
     });
     // Reported by connect(), when the sandbox is used.

@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, fstatSync, openSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
 import { forkWhenQuiet } from './fork-gate.js';
 import { SandboxUnavailableError } from '../types.js';
@@ -13,8 +15,9 @@ export interface SandboxInfo {
 /**
  * A job's way out, attached from outside to the network namespace bwrap made for it: pasta
  * and nftables (job-network.ts), or a relay to the host's egress proxy (proxied-network.ts).
- * attach() starts as soon as bwrap reports the sandbox; connect(), just before the job may
- * exec, finishes; stop() may come at any time (the sandbox ended, the job was given up).
+ * attach() starts as soon as bwrap has set up the sandbox's loopback; connect(), just before
+ * the job may exec, finishes; stop() may come at any time (the sandbox ended, the job was given
+ * up).
  */
 export interface AttachedNetwork {
   attach(sandbox: Promise<SandboxInfo | null>): void;
@@ -26,6 +29,9 @@ export interface AttachedNetwork {
 
 /** What is kept of a helper's stderr for the error. */
 const STDERR_LIMIT = 4096;
+/** How often, and how long at most, open() looks for the loopback bwrap gives the namespace. */
+const LOOPBACK_POLL_MS = 1;
+const LOOPBACK_WAIT_MS = 10_000;
 
 export interface Helper {
   /** The exit code; null when killed or not started (never rejects). */
@@ -49,13 +55,36 @@ export class NetnsHelpers {
     return this.stopped;
   }
 
-  /** Opens the namespace bwrap reported; throws when the sandbox is gone already. */
-  open(info: SandboxInfo | null): void {
+  /**
+   * Opens the namespace bwrap reported, once bwrap has set up its loopback; throws when the
+   * sandbox is gone already.
+   */
+  async open(info: SandboxInfo | null): Promise<void> {
     if (!info) throw new SandboxUnavailableError('bubblewrap did not report the sandbox it made (--info-fd)');
     if (this.stopped) throw new Error('the sandbox ended before its network was set up');
     this.netns = openSync(`/proc/${info.pid}/ns/net`, 'r');
     // A pid can be reused: the namespace must be the one bwrap reported.
     if (fstatSync(this.netns).ino !== info.netNamespace) throw new Error(`the sandbox (pid ${info.pid}) ended before its network was set up`);
+    await this.loopbackSetUp(info.pid);
+  }
+
+  /**
+   * Resolves once the namespace's loopback has its address. bwrap reports the sandbox right after
+   * its clone; its child then adds 127.0.0.1 to lo as a new address, and dies ("loopback: Failed
+   * RTM_NEWADDR") if lo has it already, which it has as soon as anything brings lo up (the
+   * kernel gives a loopback that comes up its address): pasta does, first thing. A relay that
+   * binds 127.0.0.1 before it is there cannot listen either.
+   */
+  private async loopbackSetUp(pid: number): Promise<void> {
+    const deadline = performance.now() + LOOPBACK_WAIT_MS;
+    for (;;) {
+      if (this.stopped) throw new Error('the sandbox ended before its network was set up');
+      const routes = await readFile(`/proc/${pid}/net/fib_trie`, 'utf8').catch(() => null);
+      if (routes === null) throw new Error(`the sandbox (pid ${pid}) ended before its network was set up`);
+      if (routes.includes('127.0.0.1')) return;
+      if (performance.now() > deadline) throw new SandboxUnavailableError(`bubblewrap did not set up the sandbox's loopback within ${LOOPBACK_WAIT_MS} ms`);
+      await sleep(LOOPBACK_POLL_MS);
+    }
   }
 
   close(): void {

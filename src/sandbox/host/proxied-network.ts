@@ -51,7 +51,7 @@ export class ProxiedNetwork implements AttachedNetwork {
 
   attach(sandbox: Promise<SandboxInfo | null>): void {
     this.attached = sandbox.then(async (info) => {
-      this.helpers.open(info);
+      await this.helpers.open(info);
       await this.startRelay();
     });
     // Reported by connect(), when the sandbox is used.

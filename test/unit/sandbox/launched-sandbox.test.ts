@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { LaunchedSandbox } from '../../../src/sandbox/bubblewrap/launched-sandbox.js';
+import { LaunchedSandbox, type LaunchParts } from '../../../src/sandbox/bubblewrap/launched-sandbox.js';
 import { forkWhenQuiet } from '../../../src/sandbox/host/fork-gate.js';
 import { HostWorkDir } from '../../../src/sandbox/host/host-work-dir.js';
 import type { AttachedNetwork } from '../../../src/sandbox/host/netns-helpers.js';
@@ -34,33 +34,46 @@ class HelperKilledWithTheSandbox implements AttachedNetwork {
   setIdle(): void {}
 }
 
+/** A sandbox whose launcher is `script` (standing in for bwrap), and the promise of its cleanup. */
+async function launch(script: string, parts: Partial<LaunchParts> = {}): Promise<{ sandbox: LaunchedSandbox; jobDir: string; cleanedUp: Promise<void> }> {
+  const jobDir = mkdtempSync(join(tmpdir(), 'launched-'));
+  let finished!: () => void;
+  const cleanedUp = new Promise<void>((resolve) => (finished = resolve));
+  const sandbox = await forkWhenQuiet(
+    () =>
+      new LaunchedSandbox({
+        argv: ['/bin/sh', '-c', script],
+        bwrapOptions: [],
+        seccompFile: null,
+        uid: null,
+        userMap: null,
+        execRules: null,
+        network: null,
+        cgroup: null,
+        jobDir,
+        stagedFiles: new Map(),
+        workDir: null,
+        files: new HostWorkDir(null, null, null),
+        releaseWorkDir: null,
+        onFinished: finished,
+        ...parts,
+      }),
+  );
+  return { sandbox, jobDir, cleanedUp };
+}
+
+/** Output kept as text. */
+function textSink(): { write(chunk: Buffer): void; text(): string } {
+  const chunks: Buffer[] = [];
+  return { write: (chunk) => void chunks.push(chunk), text: () => Buffer.concat(chunks).toString('utf8') };
+}
+
 describe('a launched sandbox', () => {
   it('that dies while its network is set up reports its own words, not its killed helper\'s (CI: "pasta exited ... no message")', async () => {
-    const jobDir = mkdtempSync(join(tmpdir(), 'launched-'));
-    const go = join(jobDir, 'go');
+    const go = join(tmpdir(), `launched-go-${process.pid}`);
     // Stands in for bwrap failing after it reported the sandbox, as under a host's process limit.
-    const launcher = `until [ -e ${go} ]; do sleep 0.01; done; echo 'bwrap: Creating new namespace failed: Resource temporarily unavailable' >&2; exit 1`;
-    let finished!: () => void;
-    const cleanedUp = new Promise<void>((resolve) => (finished = resolve));
-    const sandbox = await forkWhenQuiet(
-      () =>
-        new LaunchedSandbox({
-          argv: ['/bin/sh', '-c', launcher],
-          bwrapOptions: [],
-          seccompFile: null,
-          uid: null,
-          userMap: null,
-          execRules: null,
-          network: new HelperKilledWithTheSandbox(go),
-          cgroup: null,
-          jobDir,
-          stagedFiles: new Map(),
-          workDir: null,
-          files: new HostWorkDir(null, null, null),
-          releaseWorkDir: null,
-          onFinished: finished,
-        }),
-    );
+    const launcher = `until [ -e ${go} ]; do sleep 0.01; done; rm ${go}; echo 'bwrap: Creating new namespace failed: Resource temporarily unavailable' >&2; exit 1`;
+    const { sandbox, jobDir, cleanedUp } = await launch(launcher, { network: new HelperKilledWithTheSandbox(go) });
     const ignore = { write: () => undefined };
     await assert.rejects(
       sandbox.start({ timeoutMs: 10_000, stdout: ignore, stderr: ignore }),
@@ -69,5 +82,28 @@ describe('a launched sandbox', () => {
     sandbox.release();
     await cleanedUp;
     assert.equal(existsSync(jobDir), false, 'cleaned up after itself');
+  });
+
+  // bwrap's status: the pid once the sandbox is made, an exit code only for a program it ran.
+  const released = 'head -c 2 <&3 >/dev/null; printf \'{ "child-pid": 5 }\\n\' >&8';
+
+  it("whose bwrap dies in its setup after the job was released is unavailable with bwrap's words, not the job exiting 1 (CI: loopback)", async () => {
+    const { sandbox, cleanedUp } = await launch(`${released}; echo 'bwrap: loopback: Failed RTM_NEWADDR: No child processes' >&2; exit 1`, { bwrapStatus: true });
+    const stderr = textSink();
+    await assert.rejects(
+      sandbox.start({ timeoutMs: 10_000, stdout: textSink(), stderr }),
+      (error: Error) => error instanceof SandboxUnavailableError && /exited during setup \(exit 1\): bwrap: loopback: Failed RTM_NEWADDR/.test(error.message),
+    );
+    sandbox.release();
+    await cleanedUp;
+  });
+
+  it("whose job ran and exited 1 reports the job's exit", async () => {
+    const { sandbox, cleanedUp } = await launch(`${released}; echo 'the job says no' >&2; printf '{ "exit-code": 1 }\\n' >&8; exit 1`, { bwrapStatus: true });
+    const stderr = textSink();
+    const outcome = await sandbox.start({ timeoutMs: 10_000, stdout: textSink(), stderr });
+    assert.deepEqual([outcome.exitCode, stderr.text()], [1, 'the job says no\n']);
+    sandbox.release();
+    await cleanedUp;
   });
 });
