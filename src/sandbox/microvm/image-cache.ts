@@ -22,11 +22,18 @@ const IMAGE_ID = /^[0-9a-f]{24}$/;
 /** Claims the image `id` for this process until the release it returns is called (or the process ends). */
 export async function claimImage(imagesDir: string, id: string): Promise<() => Promise<void>> {
   const users = join(imagesDir, `${id}.users`);
-  await mkdir(users, { recursive: true, mode: 0o755 });
   // One process may hold several backends on the same image: each claim is its own file.
   const claim = join(users, `${SELF_IDENTITY}-${randomBytes(4).toString('hex')}`);
-  await writeFile(claim, '');
-  return () => rm(claim, { force: true });
+  for (let attempt = 1; ; attempt += 1) {
+    await mkdir(users, { recursive: true, mode: 0o755 });
+    try {
+      await writeFile(claim, '');
+      return () => rm(claim, { force: true });
+    } catch (error) {
+      // A pruner removed the folder, empty, between the two steps: made again.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || attempt === 3) throw error;
+    }
+  }
 }
 
 /**
@@ -63,6 +70,12 @@ export async function pruneImages(cacheDir: string, current: string): Promise<st
     await rmdir(join(imagesDir, `${id}.users`)).catch(() => undefined);
     await removeTree(aside);
     removed.push(id);
+  }
+  // Claims of processes that died before their image was whole (killed while it was built).
+  for (const name of await readdir(imagesDir).catch(() => [])) {
+    const id = name.slice(0, -'.users'.length);
+    if (!name.endsWith('.users') || !IMAGE_ID.test(id) || id === current || existsSync(join(imagesDir, id))) continue;
+    if (!(await claimed(join(imagesDir, name)))) await rmdir(join(imagesDir, name)).catch(() => undefined);
   }
   // A pruner that died between the image and its snapshots left them without it.
   for (const name of await readdir(snapshotsDir).catch(() => [])) {

@@ -57,6 +57,18 @@ describe('the microVM image cache', () => {
     assert.ok(!existsSync(join(dir, 'images', `${OLD}.users`)));
   });
 
+  it("removes the claims of processes that died before their image was whole, keeping a living one's", async () => {
+    const dir = cache(CURRENT);
+    mkdirSync(join(dir, 'images', `${OLD}.users`));
+    writeFileSync(join(dir, 'images', `${OLD}.users`, `${DEAD_PID}.12345-0a0b0c0d`), '');
+    const release = await claimImage(join(dir, 'images'), OTHER);
+    await pruneImages(dir, CURRENT);
+    assert.deepEqual(listed(dir).images, [`${OTHER}.users`, CURRENT, `${CURRENT}.accel.json`]);
+    await release();
+    await pruneImages(dir, CURRENT);
+    assert.deepEqual(listed(dir).images, [CURRENT, `${CURRENT}.accel.json`]);
+  });
+
   it('keeps an image a process has open though it holds no claim (a release before claims, with a VM running)', async () => {
     const dir = cache(CURRENT, OLD);
     const memory = openSync(join(dir, 'snapshots', `${OLD}-1024m-1cpu-tcg`, 'memory'), 'r');
