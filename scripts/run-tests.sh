@@ -105,6 +105,12 @@ concurrency=$([ "${sets[*]}" = unit ] && echo 1 || echo "${AGENT_RUNNER_TEST_CON
 # still hold the runner's pipe open after its summary is printed: the file-times reporter ends the
 # runner shortly after the summary, and the run as a whole runs under timeout(1) too.
 file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-5} * 60000))
+# A machine's extra CA bundle (this one sets NODE_EXTRA_CA_CERTS to the system's, 220 KB) is
+# parsed by every node process at its start, about 40 ms of CPU each: some 700 a run, about 25
+# core-seconds. None of ours speaks TLS past this host; npm, which may reach the registry
+# (test/integration/agent-exec/packaged.test.ts), gets it back.
+export AGENT_RUNNER_TEST_NPM_CA_CERTS="${NODE_EXTRA_CA_CERTS:-}"
+unset NODE_EXTRA_CA_CERTS
 run_minutes=$([ "${sets[*]}" = unit ] && echo 15 || echo "${AGENT_RUNNER_TEST_SET_MINUTES:-75}")
 timeout --kill-after=30 $((run_minutes * 60)) \
   node --enable-source-maps --test-timeout="$file_deadline_ms" scripts/run-test-files.mjs "$concurrency" "$file_deadline_ms" $(built "${run[@]}") &

@@ -12,10 +12,14 @@ const run = promisify(execFile);
 
 /**
  * Without npm's own variables: under `npm test` they hold this package's settings (its
- * local prefix among them), which would follow the nested npm into the install below.
+ * local prefix among them), which would follow the nested npm into the install below. With
+ * the machine's extra CA bundle, which scripts/run-tests.sh keeps from the suite's other node
+ * processes: npm may reach the registry.
  */
+const NPM_CA = process.env.AGENT_RUNNER_TEST_NPM_CA_CERTS;
 const ENV = {
   ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_'))),
+  ...(NPM_CA ? { NODE_EXTRA_CA_CERTS: NPM_CA } : {}),
   PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
 };
 
