@@ -5,7 +5,7 @@ import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { feedStdin } from '../job-stdin.js';
 import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
-import { signalGroup } from '../host/process-tree.js';
+import { commandOf, processesOfUid, signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { SANDBOX_UID } from './bwrap-argv.js';
@@ -217,7 +217,18 @@ export class LaunchedSandbox extends HostDirSandbox {
 
   private exitedDuringSetup(): SandboxUnavailableError {
     const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
-    return new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}`);
+    return new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}${this.forkRefused(said)}`);
+  }
+
+  /**
+   * For a fork bwrap was refused (EAGAIN), what else runs as the sandbox's uid, which its
+   * RLIMIT_NPROC counts: a probe was refused so four times in a row under the full suite once,
+   * with no process limit of the host near, and its cause is not known yet.
+   */
+  private forkRefused(said: string): string {
+    if (this.parts.uid === null || !/Resource temporarily unavailable/.test(said)) return '';
+    const others = processesOfUid(this.parts.uid).map((pid) => `${pid} ${commandOf(pid)}`);
+    return ` [uid ${this.parts.uid} runs ${others.length} other processes${others.length > 0 ? `: ${others.slice(0, 8).join(', ')}` : ''}]`;
   }
 
   /**

@@ -92,6 +92,15 @@ export function processesWithMarker(marker: string): number[] {
   return found;
 }
 
+/** A process's command name (its comm), or '?' once it is gone. */
+export function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+}
+
 /** Live processes running as `uid` (the owner of /proc/PID is the process's effective uid). */
 export function processesOfUid(uid: number): number[] {
   const found: number[] = [];

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,5 +106,21 @@ describe('a launched sandbox', () => {
     assert.deepEqual([outcome.exitCode, stderr.text()], [1, 'the job says no\n']);
     sandbox.release();
     await cleanedUp;
+  });
+
+  it('refused a fork (EAGAIN) in its setup, says what else runs as its uid, which RLIMIT_NPROC counts', async () => {
+    const uid = 64_993;
+    const other = spawn('/usr/bin/sleep', ['60'], { uid, gid: uid, stdio: 'ignore' });
+    await new Promise((resolve) => other.once('spawn', resolve));
+    try {
+      const { sandbox, cleanedUp } = await launch(`${released}; echo "bwrap: Can't fork for pid 1: Resource temporarily unavailable" >&2; exit 1`, { bwrapStatus: true, uid });
+      await assert.rejects(sandbox.start({ timeoutMs: 10_000, stdout: textSink(), stderr: textSink() }), (error: Error) =>
+        error.message.endsWith(`Resource temporarily unavailable [uid ${uid} runs 1 other processes: ${other.pid} sleep]`),
+      );
+      sandbox.release();
+      await cleanedUp;
+    } finally {
+      other.kill('SIGKILL');
+    }
   });
 });
