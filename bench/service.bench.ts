@@ -74,7 +74,14 @@ async function measure(label: string, submit: () => Promise<boolean>): Promise<{
 const runtime = new RunnerRuntime(loadConfig(process.env, { stateDir }));
 const workers = new Semaphore(concurrency);
 console.log(`${jobs} jobs (${request.command.argv.join(' ')}), ${clients} concurrent clients, ${concurrency} workers`);
+const benchCpuMs = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
+let cpuAtStart = benchCpuMs();
 const library = await measure('library', async () => (await workers.run(() => runJob(request, { runtime }))).status === 'completed');
+// The library's own CPU per job (this process ran the jobs), to set the service's two processes against.
+const libraryCpuPerJob = (benchCpuMs() - cpuAtStart) / jobs;
 await runtime.dispose();
 
 const cli = fileURLToPath(new URL('../dist/cli/agent-runner.js', import.meta.url));
@@ -122,6 +129,7 @@ const worker = workerPid(server.pid!);
 const rssBefore = rssKiB(server.pid!);
 const cpuBefore = cpuMs(server.pid!);
 const workerCpuBefore = cpuMs(worker);
+cpuAtStart = benchCpuMs();
 const service = await measure('service', async () => {
   const submitted = await fetch(`${url}/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', ...auth }, body: JSON.stringify(request) });
   if (submitted.status !== 202) return false;
@@ -129,6 +137,8 @@ const service = await measure('service', async () => {
   const state = (await (await fetch(`${url}/v1/jobs/${job_id}?wait=300`, { headers: auth })).json()) as { status: string };
   return state.status === 'completed';
 });
+// This process is then only the HTTP client: its CPU competes with the service's for the same cores.
+const clientCpuPerJob = (benchCpuMs() - cpuAtStart) / jobs;
 const rssAfter = rssKiB(server.pid!);
 const serverCpuPerJob = (cpuMs(server.pid!) - cpuBefore) / jobs;
 const workerCpuPerJob = (cpuMs(worker) - workerCpuBefore) / jobs;
@@ -141,5 +151,8 @@ console.log(
 );
 console.log(
   `front door CPU per job ${serverCpuPerJob.toFixed(2)} ms (HTTP, admission, run store; it never forks); worker process ${workerCpuPerJob.toFixed(2)} ms (leases, sandbox launches); on 2 cores both compete with the jobs`,
+);
+console.log(
+  `CPU per job: library ${libraryCpuPerJob.toFixed(2)} ms; service ${(serverCpuPerJob + workerCpuPerJob).toFixed(2)} ms (front door and worker), +${(serverCpuPerJob + workerCpuPerJob - libraryCpuPerJob).toFixed(2)} ms over the library; the bench's HTTP client ${clientCpuPerJob.toFixed(2)} ms`,
 );
 console.log(`server RSS before ${(rssBefore / 1024).toFixed(1)} MiB, after ${(rssAfter / 1024).toFixed(1)} MiB`);
