@@ -254,7 +254,7 @@ class Supervisor {
     }
   }
 
-  /** bwrap writes {"child-pid": N} once the sandbox is set up; without it, setup failed. */
+  /** bwrap's last line on stderr: why it could not set the sandbox up. */
   private async setupError(): Promise<string> {
     const { bytes } = await readExcerpt(this.paths.stderr, { offset: null, maxBytes: SETUP_ERROR_BYTES, settled: true, key: logKeyOf(this.definition) });
     return bytes.toString('utf8').trim().split('\n').pop() || 'bwrap reported nothing';

@@ -126,6 +126,7 @@ class ProcessKernel:
         self.started = False
         self.interrupt_pending = False
         self.interrupted_at = None
+        self.signalled_at = None
         self.control_read, control_write = os.pipe()
         cells_read, self.cells_write = os.pipe()
         self.stopped = False

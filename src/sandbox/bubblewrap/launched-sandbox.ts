@@ -70,6 +70,7 @@ export class LaunchedSandbox extends HostDirSandbox {
   private readonly ended: Promise<Exit>;
   private sinks: { stdout: OutputSink; stderr: OutputSink };
   private readonly setupOutput: Buffer[] = [];
+  private setupOutputBytes = 0;
   /** What a program started early (`startsEarly`) wrote before its job began: handed to the job's sinks at start. */
   private readonly earlyOutput = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
   private exit: Exit | null = null;
@@ -210,8 +211,10 @@ export class LaunchedSandbox extends HostDirSandbox {
 
   /** Keeps the chunk for the error of a sandbox that dies in setup, while under the limit (false past it). */
   private keepForSetupError(chunk: Buffer): boolean {
-    if (Buffer.concat(this.setupOutput).length >= SETUP_OUTPUT_LIMIT) return false;
+    // Counted, not measured again: after start every chunk of the job's stderr comes here.
+    if (this.setupOutputBytes >= SETUP_OUTPUT_LIMIT) return false;
     this.setupOutput.push(Buffer.from(chunk));
+    this.setupOutputBytes += chunk.length;
     return true;
   }
 
