@@ -11,16 +11,20 @@ export function ownedName(): string {
   return `${process.pid}-${randomBytes(6).toString('hex')}`;
 }
 
+/** The owner of a name ownedName() made: the pid before its first '-'. */
+const ownedNameOwner = (name: string): number => Number(name.split('-')[0]);
+
 /**
  * Removes directories (and files: a work dir's disk image) under `root` whose owning process no
  * longer exists; returns how many. One that cannot be removed now (still a mount point: EBUSY,
  * while another process's reaper unmounts it) is left for a later pass: an orphan is never a
- * reason for the backend to be unavailable.
+ * reason for the backend to be unavailable. `ownerOf` reads the owner's pid from a name (NaN:
+ * not an owned entry, left alone); by default, as ownedName() writes it.
  */
-export async function reapDeadOwners(root: string): Promise<number> {
+export async function reapDeadOwners(root: string, ownerOf: (name: string) => number = ownedNameOwner): Promise<number> {
   let reaped = 0;
   for (const entry of await readdir(root, { withFileTypes: true }).catch(() => [])) {
-    const owner = Number(entry.name.split('-')[0]);
+    const owner = ownerOf(entry.name);
     if (!Number.isInteger(owner) || owner <= 0 || isAlive(owner)) continue;
     try {
       await rm(join(root, entry.name), { recursive: true, force: true });

@@ -3,6 +3,7 @@ import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, readdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { processIdentity, SELF_IDENTITY } from '../../util/process-identity.js';
+import { reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 
 /**
@@ -83,8 +84,10 @@ export async function pruneImages(cacheDir: string, current: string): Promise<st
     if (!IMAGE_ID.test(id) || id === current || name.includes('.') || existsSync(join(imagesDir, id)) || !(await unused(id))) continue;
     await removeTree(join(snapshotsDir, name));
   }
-  await reapDeadBuilders(imagesDir, /^[0-9a-f]{24}\.(?:building-(\d+)|removing-(\d+)\.\d+)$/);
-  await reapDeadBuilders(snapshotsDir, /^[0-9a-f]{24}-[^.]+\.(\d+)-[0-9a-f]+$/);
+  // What builders and pruners that died left half made: images `<id>.building-<pid>` and
+  // `<id>.removing-<pid>.<start>`, snapshots `<name>.<pid>-<hex>`.
+  await reapDeadOwners(imagesDir, pidIn(/^[0-9a-f]{24}\.(?:building-(\d+)|removing-(\d+)\.\d+)$/));
+  await reapDeadOwners(snapshotsDir, pidIn(/^[0-9a-f]{24}-[^.]+\.(\d+)-[0-9a-f]+$/));
   return removed;
 }
 
@@ -126,12 +129,10 @@ async function claimed(users: string): Promise<boolean> {
   return live;
 }
 
-/** Directories a builder (images: `<id>.building-<pid>`; snapshots: `<name>.<pid>-<hex>`) left when it died. */
-async function reapDeadBuilders(dir: string, pattern: RegExp): Promise<void> {
-  for (const name of await readdir(dir).catch(() => [])) {
+/** The pid `pattern` captures in a name (its first group that matched); NaN for a name it does not match. */
+function pidIn(pattern: RegExp): (name: string) => number {
+  return (name) => {
     const match = pattern.exec(name);
-    const pid = Number(match?.[1] ?? match?.[2]);
-    if (!match || processIdentity(pid) !== null) continue;
-    await removeTree(join(dir, name));
-  }
+    return Number(match?.[1] ?? match?.[2]);
+  };
 }
