@@ -13,6 +13,13 @@ import { SERVICE_DEFAULTS } from './service-defaults.js';
  */
 
 const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+
+/**
+ * What an API key may keep when its entry in service.apiKeys does not say: paused sandboxes and
+ * snapshots outlive the sandboxes maxSandboxes counts, on the disk of the worker that kept them.
+ */
+export const KEY_KEPT_DEFAULTS = { maxPausedSandboxes: 8, maxSnapshots: 16, maxKeptBytes: 16 * GiB } as const;
 
 const PositiveInteger = (fallback: number, description?: string) => Type.Integer({ minimum: 1, default: fallback, ...(description ? { description } : {}) });
 const PositiveNumber = (fallback: number, description?: string) => Type.Number({ exclusiveMinimum: 0, default: fallback, ...(description ? { description } : {}) });
@@ -233,13 +240,28 @@ export const ServiceSettingsSchema = Section({
         maxSandboxes: Type.Optional(
           Nullable(Type.Integer({ minimum: 1 }), 'Sandboxes it may hold running at once (429 sandboxes.key_full beyond; null or absent: only sandboxes.max).'),
         ),
+        maxPausedSandboxes: Type.Optional(
+          Nullable(
+            Type.Integer({ minimum: 0 }),
+            `Paused sandboxes it may keep (429 sandboxes.key_paused_full beyond; absent: ${KEY_KEPT_DEFAULTS.maxPausedSandboxes}; null: no cap).`,
+          ),
+        ),
+        maxSnapshots: Type.Optional(
+          Nullable(Type.Integer({ minimum: 0 }), `Snapshots it may keep (429 sandboxes.key_snapshots_full beyond; absent: ${KEY_KEPT_DEFAULTS.maxSnapshots}; null: no cap).`),
+        ),
+        maxKeptBytes: Type.Optional(
+          Nullable(
+            Type.Integer({ minimum: 0 }),
+            `Disk its paused sandboxes and snapshots may take together; a pause or snapshot is refused (429 sandboxes.key_kept_bytes_full) once they take this much (absent: ${KEY_KEPT_DEFAULTS.maxKeptBytes / GiB} GiB; null: no cap).`,
+          ),
+        ),
       },
       { additionalProperties: false },
     ),
     {
       default: {},
       description:
-        'API keys by name beside the token, for several clients of one service: each sees and acts on only the sandboxes it made (the token sees all), and may be capped in how many it holds.',
+        'API keys by name beside the token, for several clients of one service: each sees and acts on only the jobs, sessions, sandboxes and snapshots it made (the token sees all), and is capped in what it keeps.',
     },
   ),
   queueCapacity: PositiveInteger(SERVICE_DEFAULTS.queueCapacity, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
@@ -274,6 +296,18 @@ export const ServiceSettingsSchema = Section({
   ),
 });
 export type ServiceSettings = Static<typeof ServiceSettingsSchema>;
+
+type KeptQuota = { -readonly [K in keyof typeof KEY_KEPT_DEFAULTS]: number | null };
+
+/** What the API key named `apiKey` may keep (null: no cap), its entry over KEY_KEPT_DEFAULTS. */
+export function keptQuotaOf(settings: ServiceSettings, apiKey: string): KeptQuota {
+  const entry = settings.apiKeys[apiKey];
+  return {
+    maxPausedSandboxes: entry?.maxPausedSandboxes === undefined ? KEY_KEPT_DEFAULTS.maxPausedSandboxes : entry.maxPausedSandboxes,
+    maxSnapshots: entry?.maxSnapshots === undefined ? KEY_KEPT_DEFAULTS.maxSnapshots : entry.maxSnapshots,
+    maxKeptBytes: entry?.maxKeptBytes === undefined ? KEY_KEPT_DEFAULTS.maxKeptBytes : entry.maxKeptBytes,
+  };
+}
 
 export const RetentionSettingsSchema = Section(
   {

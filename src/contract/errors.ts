@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   'request.malformed': { http: 400, description: 'not a well-formed HTTP/1.1 request; the connection was closed' },
   'request.unsupported_media_type': { http: 415, description: 'the request body is not of a media type the route accepts (its Content-Type is missing or another)' },
   'auth.unauthorized': { http: 401, description: 'a valid Authorization: Bearer token is required' },
+  'auth.forbidden': { http: 403, description: 'the route is the service token’s (the operator’s): an API key may not use it' },
   'internal.error': { http: 500, description: 'an unexpected failure in the service itself' },
   'sessions.full': { http: 503, description: 'as many sessions as the server allows are live; end one (DELETE) or retry later' },
   'session.not_found': { http: 404, description: 'no session with that id (ended sessions are forgotten after a while)' },
@@ -29,6 +30,18 @@ export const ERROR_CODES = {
   },
   'sandboxes.full': { http: 503, description: 'as many sandboxes as the server allows are running; kill one or retry later' },
   'sandboxes.key_full': { http: 429, description: 'as many sandboxes as this API key may hold are running (service.apiKeys.<name>.maxSandboxes); kill one of them first' },
+  'sandboxes.key_paused_full': {
+    http: 429,
+    description: 'this API key keeps as many paused sandboxes as it may (service.apiKeys.<name>.maxPausedSandboxes); resume or kill one of them first',
+  },
+  'sandboxes.key_snapshots_full': {
+    http: 429,
+    description: 'this API key keeps as many snapshots as it may (service.apiKeys.<name>.maxSnapshots); delete one of them first (a name taken again replaces its snapshot)',
+  },
+  'sandboxes.key_kept_bytes_full': {
+    http: 429,
+    description: 'this API key’s paused sandboxes and snapshots take as much disk as it may keep (service.apiKeys.<name>.maxKeptBytes); delete or kill some first',
+  },
   'sandbox.not_found': { http: 404, description: 'no sandbox with that id (ended sandboxes are forgotten after a while)' },
   'sandbox.ended': { http: 409, description: 'the sandbox has ended (its ended_reason says why); create another' },
   'sandbox.lost': {

@@ -48,6 +48,9 @@ export const JobStateSchema = Type.Object(
     updated_at: Type.String({ format: 'date-time' }),
     trace_id: Type.Optional(Type.String()),
     attempt: Type.Optional(Type.Integer({ minimum: 0, description: 'Attempts made so far (distributed mode): above 1 when a worker died mid-job and another ran it again.' })),
+    api_key: Type.Optional(
+      Type.String({ description: 'The name of the API key that submitted it (service.apiKeys); absent: the service token. Only that key and the service token see it.' }),
+    ),
     result: Type.Optional(RunJobResultSchema),
   },
   { $id: 'JobState', title: 'Job state' },
@@ -63,6 +66,7 @@ export const JobPageSchema = Type.Object(
         updated_at: Type.String(),
         trace_id: Type.Optional(Type.String()),
         attempt: Type.Optional(Type.Integer({ minimum: 0 })),
+        api_key: Type.Optional(Type.String()),
       }),
     ),
     next_cursor: Type.Union([Type.String(), Type.Null()]),

@@ -66,6 +66,9 @@ export const SessionSchema = Type.Object(
     expires_at: Type.String({ format: 'date-time', description: 'When the session ends at the latest (its lifetime ceiling).' }),
     work_dir: Type.String({ description: 'The work dir as cells and commands see it (their cwd).' }),
     ended_reason: Type.Optional(Type.String({ description: 'Why it ended: deleted, idle, lifetime, a cell that did not stop, the interpreter exited.' })),
+    api_key: Type.Optional(
+      Type.String({ description: 'The name of the API key that made it (service.apiKeys); absent: the service token. Only that key and the service token see it.' }),
+    ),
   },
   { $id: 'Session', additionalProperties: false, title: 'A session' },
 );

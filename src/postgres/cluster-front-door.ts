@@ -9,7 +9,7 @@ import { admitRunJob, unrunResult } from '../runner/run-job.js';
 import { cursorJobId, cursorOf, unknownCursor } from '../service/job-cursor.js';
 import { followJob } from '../service/job-follow.js';
 import type { OutputFeed } from '../service/output-feed.js';
-import { artifactNotFound, listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from '../service/job-desk.js';
+import { artifactNotFound, jobNotFound, listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from '../service/job-desk.js';
 import { ServiceError, storeRefusal } from '../service/service-error.js';
 import { DuplicateJobError, isTerminal, StoreUnavailableError, type StatusRecord } from '../store/port.js';
 import { redactRequest } from '../store/redact.js';
@@ -65,7 +65,7 @@ export class ClusterFrontDoor implements JobDesk {
     await this.applyRetention().catch(() => undefined);
   }
 
-  async submit(request: unknown): Promise<StatusRecord> {
+  async submit(request: unknown, apiKey?: string): Promise<StatusRecord> {
     const { cluster } = this;
     if (!this.stats.accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
     const admitted = await admitRunJob(request, cluster.runtime, 'remote');
@@ -89,6 +89,7 @@ export class ClusterFrontDoor implements JobDesk {
         return cluster.runs.insert(client, {
           jobId: admitted.jobId,
           traceId: admitted.traceId,
+          apiKey,
           backend: admitted.backendKind,
           request: redactRequest(payload),
           payload,
@@ -110,7 +111,7 @@ export class ClusterFrontDoor implements JobDesk {
 
   async get(jobId: string): Promise<JobState> {
     const state = await this.reading(() => this.cluster.runs.get(jobId));
-    if (!state) throw new ServiceError(contractError('job.not_found', `no job with id ${jobId}`));
+    if (!state) throw jobNotFound(jobId);
     return state;
   }
 
@@ -162,9 +163,9 @@ export class ClusterFrontDoor implements JobDesk {
     return this.waitForTerminal(jobId, CANCEL_WAIT_MS);
   }
 
-  async list(limit: number, cursor: string | undefined, status?: JobStatus): Promise<JobPage> {
+  async list(limit: number, cursor: string | undefined, status?: JobStatus, apiKey?: string): Promise<JobPage> {
     const after = cursor === undefined ? undefined : cursorJobId(cursor);
-    const page = await this.reading(() => this.cluster.runs.list(limit, after, status));
+    const page = await this.reading(() => this.cluster.runs.list(limit, after, status, apiKey));
     if (page === null) throw unknownCursor(cursor!);
     const last = page.jobs.at(-1);
     return { jobs: page.jobs, next_cursor: last && page.more ? cursorOf(last.job_id) : null };

@@ -90,7 +90,7 @@ export class ClusterSandboxes implements SandboxHost {
   snapshot = (id: string, request?: Parameters<SandboxHost['snapshot']>[1]) => this.local.snapshot(id, request);
   // Snapshots are kept by the worker that took them: listed and deleted there (docs/scaling.md).
   listSnapshots = (filter?: Parameters<SandboxHost['listSnapshots']>[0]) => this.local.listSnapshots(filter);
-  deleteSnapshot = (idOrName: string) => this.local.deleteSnapshot(idOrName);
+  deleteSnapshot = (idOrName: string, apiKey?: string) => this.local.deleteSnapshot(idOrName, apiKey);
   exec = (id: string, request: Parameters<SandboxHost['exec']>[1]) => this.local.exec(id, request);
   runCode = (id: string, request: Parameters<SandboxHost['runCode']>[1]) => this.local.runCode(id, request);
   readFile = (id: string, path: string) => this.local.readFile(id, path);

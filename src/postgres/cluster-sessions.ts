@@ -25,8 +25,8 @@ export class ClusterSessions implements SessionHost {
     private readonly token: string | null,
   ) {}
 
-  async create(request: Parameters<SessionHost['create']>[0]) {
-    const session = await this.local.create(request);
+  async create(request: Parameters<SessionHost['create']>[0], apiKey?: string) {
+    const session = await this.local.create(request, apiKey);
     try {
       await this.owners.record(session.id, this.self());
     } catch (error) {

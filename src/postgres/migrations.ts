@@ -93,4 +93,10 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX sandbox_owners_by_age ON agent_runner.sandbox_owners (created_at);
   `,
+  `
+  -- The API key a job came with (service.apiKeys; null: the service token): only that key and
+  -- the token see it. A key's listing reads its own jobs, newest first.
+  ALTER TABLE agent_runner.runs ADD COLUMN api_key text;
+  CREATE INDEX runs_by_key ON agent_runner.runs (api_key, created_at DESC, job_id DESC) WHERE api_key IS NOT NULL;
+  `,
 ];

@@ -9,7 +9,7 @@ import { CHANNELS } from './notifications.js';
 
 const RUNS = `${SCHEMA}.runs`;
 const NOT_TERMINAL = `status IN ('queued', 'running')`;
-const RECORD_COLUMNS = 'job_id, status, created_at, updated_at, trace_id, attempt';
+const RECORD_COLUMNS = 'job_id, status, created_at, updated_at, trace_id, attempt, api_key';
 
 interface RecordRow {
   job_id: string;
@@ -18,11 +18,14 @@ interface RecordRow {
   updated_at: Date;
   trace_id: string | null;
   attempt: number;
+  api_key: string | null;
 }
 
 export interface NewRun {
   jobId: string;
   traceId: string | undefined;
+  /** The API key it came with (service.apiKeys); undefined: the service token. */
+  apiKey?: string;
   backend: string;
   /** As stored and shown: env values as digests. */
   request: unknown;
@@ -51,6 +54,7 @@ function toRecord(row: RecordRow): StatusRecord {
     updated_at: row.updated_at.toISOString(),
     ...(row.trace_id ? { trace_id: row.trace_id } : {}),
     attempt: row.attempt,
+    ...(row.api_key === null ? {} : { api_key: row.api_key }),
   };
 }
 
@@ -72,8 +76,8 @@ export class RunTable {
   async insert(client: pg.PoolClient, run: NewRun): Promise<StatusRecord> {
     try {
       const { rows } = await client.query<RecordRow>(
-        `INSERT INTO ${RUNS} (job_id, status, trace_id, backend, request, queue_job_id) VALUES ($1, 'queued', $2, $3, $4, $5) RETURNING ${RECORD_COLUMNS}`,
-        [run.jobId, run.traceId ?? null, run.backend, JSON.stringify(run.request), run.queueJobId],
+        `INSERT INTO ${RUNS} (job_id, status, trace_id, backend, request, queue_job_id, api_key) VALUES ($1, 'queued', $2, $3, $4, $5, $6) RETURNING ${RECORD_COLUMNS}`,
+        [run.jobId, run.traceId ?? null, run.backend, JSON.stringify(run.request), run.queueJobId, run.apiKey ?? null],
       );
       await client.query(`INSERT INTO ${SCHEMA}.payloads (job_id, request) VALUES ($1, $2)`, [run.jobId, JSON.stringify(run.payload)]);
       await announce(client, run.jobId, 'queued');
@@ -94,19 +98,22 @@ export class RunTable {
 
   /**
    * Newest first, after the cursor job (the last of the previous page) whatever its status now;
-   * null when no job has the cursor's id, which an empty page would hide.
+   * of the API key `apiKey` only (undefined: the service token, which sees all). Null when no
+   * job it sees has the cursor's id, which an empty page would hide.
    */
-  async list(limit: number, cursorJobId: string | undefined, status: JobStatus | undefined): Promise<{ jobs: StatusRecord[]; more: boolean } | null> {
+  async list(limit: number, cursorJobId: string | undefined, status: JobStatus | undefined, apiKey?: string): Promise<{ jobs: StatusRecord[]; more: boolean } | null> {
+    // The tenant rule of util/tenant.ts (visibleTo), in SQL: the key's own, or all for the token.
+    const visible = (alias: string, parameter: string) => `(${parameter}::text IS NULL OR ${alias}.api_key = ${parameter})`;
     if (cursorJobId !== undefined) {
-      const { rowCount } = await this.db.query(`SELECT 1 FROM ${RUNS} WHERE job_id = $1`, [cursorJobId]);
+      const { rowCount } = await this.db.query(`SELECT 1 FROM ${RUNS} c WHERE c.job_id = $1 AND ${visible('c', '$2')}`, [cursorJobId, apiKey ?? null]);
       if (rowCount === 0) return null;
     }
     const { rows } = await this.db.query<RecordRow>(
       `SELECT ${RECORD_COLUMNS} FROM ${RUNS} r
-       WHERE ($1::text IS NULL OR r.status = $1)
+       WHERE ($1::text IS NULL OR r.status = $1) AND ${visible('r', '$4')}
          AND ($2::text IS NULL OR (r.created_at, r.job_id) < (SELECT c.created_at, c.job_id FROM ${RUNS} c WHERE c.job_id = $2))
        ORDER BY r.created_at DESC, r.job_id DESC LIMIT $3`,
-      [status ?? null, cursorJobId ?? null, limit + 1],
+      [status ?? null, cursorJobId ?? null, limit + 1, apiKey ?? null],
     );
     return { jobs: rows.slice(0, limit).map(toRecord), more: rows.length > limit };
   }

@@ -46,7 +46,8 @@ export interface SandboxHost {
   /** Keeps its state as a snapshot, a template for new sandboxes. */
   snapshot(id: string, request?: SnapshotCreateRequest): Promise<Snapshot>;
   listSnapshots(filter?: { sandbox_id?: string; name?: string }): Promise<Snapshot[]>;
-  deleteSnapshot(idOrName: string): Promise<Snapshot>;
+  /** By id, a snapshot the key `apiKey` sees (undefined: the service token, which sees all); by name, the key's own. */
+  deleteSnapshot(idOrName: string, apiKey?: string): Promise<Snapshot>;
   /** Runs a command to its end (its timeout and output caps a snippet's). */
   exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult>;
   /** Runs a cell in its code interpreter to its end (its timeout and output caps a snippet's). */

@@ -34,6 +34,8 @@ import { keyFullError, sandboxNotFound, snapshotNotFound } from './sandbox-host.
 import { describeSnapshot, expired, SnapshotStore, type KeptState } from './snapshot-store.js';
 import { sandboxDuration } from '../util/metrics.js';
 import { frozen } from './frozen-processes.js';
+import { keptQuotaOf } from '../config/schema.js';
+import { visibleTo } from '../util/tenant.js';
 
 /** What a face of a sandbox's agent (envd) needs to serve it. */
 export interface SandboxAccess {
@@ -63,6 +65,8 @@ export class Sandboxes {
   readonly codeContexts = new CodeContexts();
   /** Paused sandboxes' states and snapshots, on disk under the state dir, by id. */
   private readonly kept = new Map<string, KeptState>();
+  /** Pauses and snapshots of API keys being kept now: counted against their keys' quotas. */
+  private readonly keeping = new Set<{ apiKey: string; purpose: 'pause' | 'snapshot' }>();
   private readonly store: SnapshotStore;
   private readonly loaded: Promise<void>;
   /** Sandboxes being paused, resumed, forked or snapshotted (one such change at a time each), and when each change ends. */
@@ -89,8 +93,7 @@ export class Sandboxes {
    */
   async create(request: SandboxCreateRequest, apiKey?: string): Promise<Sandbox> {
     await this.loaded;
-    const found = this.snapshotNamed(request.template);
-    const snapshot = found && (apiKey === undefined || found.sandbox.api_key === apiKey) ? found : undefined;
+    const snapshot = this.snapshotFor(request.template, apiKey);
     const owned: LaunchRequest = { ...request, ...(apiKey !== undefined && { api_key: apiKey }) };
     const sandbox = snapshot ? await this.launch(fromState(snapshot, owned), snapshot) : await this.launch(owned, null);
     return sandbox.describe(true);
@@ -130,12 +133,14 @@ export class Sandboxes {
     }
     // As much as its backend keeps, unless the request asks for files only.
     const memory = sandbox.pauseKind === 'memory' && request.keep_memory !== false;
-    await this.changingWhile(id, async () => {
-      const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, memory ? 'memory' : 'end');
-      this.kept.set(id, state);
-      this.sandboxes.delete(id);
-      await sandbox.end('paused');
-    });
+    await this.withinKeptQuota(sandbox.apiKey, 'pause', null, () =>
+      this.changingWhile(id, async () => {
+        const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, memory ? 'memory' : 'end');
+        this.kept.set(id, state);
+        this.sandboxes.delete(id);
+        await sandbox.end('paused');
+      }),
+    );
     return describePaused(this.kept.get(id)!);
   }
 
@@ -181,15 +186,22 @@ export class Sandboxes {
     }
   }
 
-  /** Keeps a running sandbox's state as a snapshot (a template of new sandboxes, by id or name); the sandbox keeps running. */
+  /**
+   * Keeps a running sandbox's state as a snapshot (a template of new sandboxes, by id or name);
+   * the sandbox keeps running. The snapshot is its sandbox's key's, and so is its name: it
+   * replaces the one of that key the name named before, never another key's.
+   */
   async snapshot(id: string, request: SnapshotCreateRequest = {}): Promise<Snapshot> {
     await this.loaded;
     const sandbox = this.running(id);
     const name = request.name ?? null;
-    const state = await this.changingWhile(id, () => this.keepRunning(sandbox, { id: randomId(), purpose: 'snapshot', name }));
-    this.kept.set(state.id, state);
-    // A name is one snapshot's: the new one replaces the one it named before.
-    for (const older of this.snapshots()) if (name !== null && older.name === name && older.id !== state.id) await this.dropState(older.id);
+    const named = () => this.snapshots().filter((older) => name !== null && older.name === name && older.sandbox.api_key === sandbox.apiKey);
+    const state = await this.withinKeptQuota(sandbox.apiKey, 'snapshot', named()[0]?.id ?? null, async () => {
+      const kept = await this.changingWhile(id, () => this.keepRunning(sandbox, { id: randomId(), purpose: 'snapshot', name }));
+      this.kept.set(kept.id, kept);
+      return kept;
+    });
+    for (const older of named()) if (older.id !== state.id) await this.dropState(older.id);
     return describeSnapshot(state);
   }
 
@@ -202,10 +214,10 @@ export class Sandboxes {
       .map(describeSnapshot);
   }
 
-  /** Deletes a snapshot, by id or name; sandboxes made from it are not touched. */
-  async deleteSnapshot(idOrName: string): Promise<Snapshot> {
+  /** Deletes a snapshot the key `apiKey` reaches by id or name (snapshotFor); sandboxes made from it are not touched. */
+  async deleteSnapshot(idOrName: string, apiKey?: string): Promise<Snapshot> {
     await this.loaded;
-    const state = this.snapshotNamed(idOrName);
+    const state = this.snapshotFor(idOrName, apiKey);
     if (!state) throw snapshotNotFound(idOrName);
     await this.dropState(state.id);
     return describeSnapshot(state);
@@ -337,11 +349,51 @@ export class Sandboxes {
     return [...this.kept.values()].filter((state) => state.purpose === 'snapshot');
   }
 
-  /** The snapshot a create's template names, by id or name; none for a template of the configuration. */
-  private snapshotNamed(template: string | undefined): KeptState | undefined {
+  /**
+   * The snapshot a template names for the key `apiKey` (undefined: the service token): by id, one
+   * the key sees (the token: any); by name, the key's own, names being each key's. None for a
+   * template of the configuration.
+   */
+  private snapshotFor(template: string | undefined, apiKey: string | undefined): KeptState | undefined {
     if (template === undefined || template === 'base' || Object.hasOwn(this.runtime.config.sandboxes.templates, template)) return undefined;
     const state = this.kept.get(template);
-    return state?.purpose === 'snapshot' ? state : this.snapshots().find((snapshot) => snapshot.name === template);
+    if (state?.purpose === 'snapshot') return visibleTo(apiKey, state.sandbox.api_key) ? state : undefined;
+    return this.snapshots().find((snapshot) => snapshot.name === template && snapshot.sandbox.api_key === apiKey);
+  }
+
+  /**
+   * Keeps a state (`keep`) for the key `apiKey` within what it may keep (service.apiKeys, over
+   * KEY_KEPT_DEFAULTS): its paused sandboxes or snapshots, those being kept meanwhile counted
+   * too, and the bytes of those kept, without the snapshot the new one replaces. The service
+   * token's are not capped.
+   */
+  private async withinKeptQuota<T>(apiKey: string | undefined, purpose: 'pause' | 'snapshot', replaces: string | null, keep: () => Promise<T>): Promise<T> {
+    if (apiKey === undefined) return keep();
+    const quota = keptQuotaOf(this.runtime.config.service, apiKey);
+    const held = [...this.kept.values()].filter((state) => state.sandbox.api_key === apiKey && state.id !== replaces);
+    const count = held.filter((state) => state.purpose === purpose).length + [...this.keeping].filter((being) => being.apiKey === apiKey && being.purpose === purpose).length;
+    const cap = purpose === 'pause' ? quota.maxPausedSandboxes : quota.maxSnapshots;
+    if (cap !== null && count >= cap) throw keptFullError(apiKey, purpose, cap);
+    const bytes = held.reduce((sum, state) => sum + state.bytes, 0);
+    if (quota.maxKeptBytes !== null && bytes >= quota.maxKeptBytes) {
+      throw new CodedError(
+        contractError(
+          'sandboxes.key_kept_bytes_full',
+          `API key ${apiKey} keeps ${bytes} bytes of paused sandboxes and snapshots, the most it may is ${quota.maxKeptBytes}; delete some first`,
+          {
+            max_bytes: quota.maxKeptBytes,
+            kept_bytes: bytes,
+          },
+        ),
+      );
+    }
+    const being = { apiKey, purpose };
+    this.keeping.add(being);
+    try {
+      return await keep();
+    } finally {
+      this.keeping.delete(being);
+    }
   }
 
   private async changingWhile<T>(id: string, change: () => Promise<T>): Promise<T> {
@@ -642,6 +694,12 @@ function describePaused(state: KeptState): Sandbox {
     ...(sandbox.on_timeout === 'pause' && { on_timeout: 'pause' as const }),
     ...(sandbox.api_key !== undefined && { api_key: sandbox.api_key }),
   };
+}
+
+function keptFullError(apiKey: string, purpose: 'pause' | 'snapshot', cap: number): CodedError {
+  return purpose === 'pause'
+    ? new CodedError(contractError('sandboxes.key_paused_full', `API key ${apiKey} keeps ${cap} paused sandboxes, the most it may; resume or kill one of them first`, { max: cap }))
+    : new CodedError(contractError('sandboxes.key_snapshots_full', `API key ${apiKey} keeps ${cap} snapshots, the most it may; delete one of them first`, { max: cap }));
 }
 
 function busy(id: string): CodedError {

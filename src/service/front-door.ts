@@ -14,7 +14,8 @@ import type { JobEvents } from './events.js';
 import { cursorJobId, cursorOf, unknownCursor } from './job-cursor.js';
 import { followJob } from './job-follow.js';
 import { LocalOutputFeed } from './output-feed.js';
-import { listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from './job-desk.js';
+import { jobNotFound, listedArtifact, listedArtifacts, type JobDesk, type JobPage, type JobState } from './job-desk.js';
+import { visibleTo } from '../util/tenant.js';
 import { ServiceError, storeRefusal } from './service-error.js';
 import type { WorkerPorts } from './worker-ports.js';
 
@@ -97,7 +98,7 @@ export class FrontDoor implements JobDesk {
     return { recovered: requeue.length, interrupted, unreadable };
   }
 
-  async submit(request: unknown): Promise<StatusRecord> {
+  async submit(request: unknown, apiKey?: string): Promise<StatusRecord> {
     const { store } = this;
     const { queue } = this.ports;
     if (!queue.stats().accepting) throw new ServiceError(contractError('queue.closed', new QueueClosedError().message));
@@ -105,13 +106,17 @@ export class FrontDoor implements JobDesk {
     const admitted = await admitRunJob(request, this.runtime, 'remote');
     if ('error' in admitted) throw new ServiceError(admitted.error);
     const existing = this.index.get(admitted.jobId);
-    if (existing) throw new ServiceError(contractError('job.duplicate', `a job with id ${admitted.jobId} already exists`), { job_id: existing.job_id, status: existing.status });
+    if (existing) {
+      // Another key's job is not described: its id is taken, nothing more is said of it.
+      const described = visibleTo(apiKey, existing.api_key) ? { status: existing.status } : {};
+      throw new ServiceError(contractError('job.duplicate', `a job with id ${admitted.jobId} already exists`), { job_id: existing.job_id, ...described });
+    }
     const { depth, capacity } = queue.stats();
     if (depth >= capacity) throw new ServiceError(contractError('queue.full', new QueueFullError(capacity).message), { retry_after_seconds: 1 });
     const stored = { ...(request as Record<string, unknown>), job_id: admitted.jobId };
     let record: StatusRecord;
     try {
-      record = await store.create(admitted.jobId, redactRequest(stored), admitted.traceId);
+      record = await store.create(admitted.jobId, redactRequest(stored), admitted.traceId, apiKey);
     } catch (error) {
       if (error instanceof DuplicateJobError) throw new ServiceError(contractError('job.duplicate', error.message), { job_id: admitted.jobId });
       if (error instanceof StoreUnavailableError) throw storeRefusal(error, STORE_RETRY_MS / 1000);
@@ -167,11 +172,12 @@ export class FrontDoor implements JobDesk {
    * Newest first; the cursor is the last job of the previous page. The page goes on after where
    * that job stands, whatever its status now (it may have left a `status` filter since).
    */
-  async list(limit: number, cursor: string | undefined, status?: JobStatus): Promise<JobPage> {
+  async list(limit: number, cursor: string | undefined, status?: JobStatus, apiKey?: string): Promise<JobPage> {
+    const visible = (record: StatusRecord | undefined) => record !== undefined && visibleTo(apiKey, record.api_key);
     const after = cursor === undefined ? undefined : this.index.get(cursorJobId(cursor));
-    if (cursor !== undefined && after === undefined) throw unknownCursor(cursor);
+    if (cursor !== undefined && !visible(after)) throw unknownCursor(cursor);
     const all = [...this.index.values()]
-      .filter((record) => status === undefined || record.status === status)
+      .filter((record) => visible(record) && (status === undefined || record.status === status))
       .sort(byCreation)
       .reverse();
     const start = after === undefined ? 0 : all.findIndex((record) => byCreation(record, after) < 0);
@@ -309,7 +315,7 @@ export class FrontDoor implements JobDesk {
 
   private require(jobId: string): StatusRecord {
     const record = this.index.get(jobId);
-    if (!record) throw new ServiceError(contractError('job.not_found', `no job with id ${jobId}`));
+    if (!record) throw jobNotFound(jobId);
     return record;
   }
 

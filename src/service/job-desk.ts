@@ -23,7 +23,8 @@ export interface JobPage {
  * and the cluster's (postgres/cluster-front-door.ts: any number of them over one database).
  */
 export interface JobDesk {
-  submit(request: unknown): Promise<StatusRecord>;
+  /** Admits a job for the API key named `apiKey` (undefined: the service token), which it then belongs to. */
+  submit(request: unknown, apiKey?: string): Promise<StatusRecord>;
   get(jobId: string): Promise<JobState>;
   /** Resolves on the job's terminal state or after `waitMs`, whichever first. */
   waitForTerminal(jobId: string, waitMs: number, signal?: AbortSignal): Promise<JobState>;
@@ -31,8 +32,11 @@ export interface JobDesk {
   follow(jobId: string, from: EventCursor | null, signal: AbortSignal): Promise<AsyncGenerator<JobEvent>>;
   /** A queued job never runs; a running one is stopped. Resolves with its status after. */
   cancel(jobId: string): Promise<StatusRecord>;
-  /** Newest first; the cursor is the last job of the previous page. */
-  list(limit: number, cursor: string | undefined, status?: JobStatus): Promise<JobPage>;
+  /**
+   * Newest first; the cursor is the last job of the previous page. Of the key `apiKey` only
+   * (undefined: the service token, which sees all): a cursor naming another key's job is unknown.
+   */
+  list(limit: number, cursor: string | undefined, status?: JobStatus, apiKey?: string): Promise<JobPage>;
   artifacts(jobId: string): Promise<Artifact[]>;
   /** A stored artifact by the path its result lists; any other path is not found. */
   openArtifact(jobId: string, path: string): Promise<{ artifact: Artifact; content: Readable }>;
@@ -52,6 +56,11 @@ export function listedArtifact(artifacts: readonly Artifact[], jobId: string, pa
   const artifact = artifacts.find((candidate) => candidate.path === path);
   if (!artifact) throw artifactNotFound(jobId, path);
   return artifact;
+}
+
+/** No job by that id (or none the asking API key may see). */
+export function jobNotFound(jobId: string): ServiceError {
+  return new ServiceError(contractError('job.not_found', `no job with id ${jobId}`));
 }
 
 export function artifactNotFound(jobId: string, path: string): ServiceError {

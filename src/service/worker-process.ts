@@ -63,7 +63,7 @@ export class WorkerProcess {
 
   /** The sessions, which live in the worker process: each call goes to it by id. */
   readonly sessions: SessionHost = {
-    create: (request) => this.hostCall('session', () => this.channel.call('sessionCreate', request)),
+    create: (request, apiKey) => this.hostCall('session', () => this.channel.call('sessionCreate', request, apiKey)),
     list: () => this.hostCall('session', () => this.channel.call('sessionList')),
     describe: (id) => this.hostCall('session', () => this.channel.call('sessionDescribe', id)),
     exec: (id, request) => this.hostCall('session', () => this.channel.call('sessionExec', id, request)),
@@ -86,7 +86,7 @@ export class WorkerProcess {
     fork: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxFork', id, request)),
     snapshot: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxSnapshot', id, request)),
     listSnapshots: (filter) => this.hostCall('sandbox', () => this.channel.call('snapshotList', filter)),
-    deleteSnapshot: (idOrName) => this.hostCall('sandbox', () => this.channel.call('snapshotDelete', idOrName)),
+    deleteSnapshot: (idOrName, apiKey) => this.hostCall('sandbox', () => this.channel.call('snapshotDelete', idOrName, apiKey)),
     exec: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxExec', id, request)),
     runCode: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxRunCode', id, request)),
     writeFile: (id, path, content) => this.hostCall('sandbox', () => this.channel.call('sandboxWriteFile', id, path, content)),

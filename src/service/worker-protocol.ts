@@ -56,7 +56,7 @@ export type WorkerSide = {
     /** After its jobs ended: it ends its sessions, records what it holds and disposes of its sandboxes. */
     stop(): void;
     // Sessions live in the worker process (session/sessions.ts); the front door routes to them by id.
-    sessionCreate(request: SessionCreateRequest): Session;
+    sessionCreate(request: SessionCreateRequest, apiKey?: string): Session;
     sessionList(): Session[];
     sessionDescribe(id: string): Session;
     sessionExec(id: string, request: SessionExecRequest): SessionExecResult;
@@ -81,7 +81,7 @@ export type WorkerSide = {
     sandboxFork(id: string, request?: SandboxForkRequest): SandboxForkResult;
     sandboxSnapshot(id: string, request?: SnapshotCreateRequest): Snapshot;
     snapshotList(filter?: { sandbox_id?: string; name?: string }): Snapshot[];
-    snapshotDelete(idOrName: string): Snapshot;
+    snapshotDelete(idOrName: string, apiKey?: string): Snapshot;
     sandboxExec(id: string, request: SandboxExecRequest): SandboxExecResult;
     sandboxRunCode(id: string, request: SandboxRunCodeRequest): SandboxRunCodeResult;
     sandboxWriteFile(id: string, path: string, content: Uint8Array): SandboxFileWritten;

@@ -104,6 +104,7 @@ export class LiveSession {
       expires_at: this.expiresAt.toISOString(),
       work_dir: SESSION_WORK_DIR,
       ...(this.endedReason === null ? {} : { ended_reason: this.endedReason }),
+      ...(this.plan.sandbox.apiKey !== undefined && { api_key: this.plan.sandbox.apiKey }),
     };
   }
 

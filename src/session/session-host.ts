@@ -1,3 +1,4 @@
+import { CodedError, contractError } from '../contract/errors.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 
 /**
@@ -7,7 +8,8 @@ import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResu
  * door whose worker holds the id (cluster).
  */
 export interface SessionHost {
-  create(request: SessionCreateRequest): Promise<Session>;
+  /** For the API key named `apiKey` (service.apiKeys; undefined: the service token), which the session then belongs to. */
+  create(request: SessionCreateRequest, apiKey?: string): Promise<Session>;
   /** The sessions this host holds, live and recently ended. */
   list(): Promise<Session[]>;
   describe(id: string): Promise<Session>;
@@ -15,4 +17,9 @@ export interface SessionHost {
   writeFile(id: string, path: string, content: Buffer): Promise<SessionFileWritten>;
   readFile(id: string, path: string): Promise<Buffer>;
   remove(id: string): Promise<Session>;
+}
+
+/** No session by that id (or none the asking API key may see). */
+export function sessionNotFound(id: string): CodedError {
+  return new CodedError(contractError('session.not_found', `no session ${JSON.stringify(id)}`));
 }

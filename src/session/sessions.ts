@@ -13,6 +13,7 @@ import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import { refusedHere } from '../sandboxes/served-sandbox.js';
 import { LiveSession, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
+import { sessionNotFound } from './session-host.js';
 
 /**
  * The live sessions of one process (the service's front door, or `agent-runner mcp`): made,
@@ -26,8 +27,11 @@ export class Sessions {
 
   constructor(private readonly runtime: RunnerRuntime) {}
 
-  /** Starts a session; throws CodedError (validation, sessions.full, backend.unavailable, backend.setup_failed). */
-  async create(request: SessionCreateRequest): Promise<Session> {
+  /**
+   * Starts a session for the API key named `apiKey` (undefined: the service token), which it
+   * then belongs to; throws CodedError (validation, sessions.full, backend.unavailable, backend.setup_failed).
+   */
+  async create(request: SessionCreateRequest, apiKey?: string): Promise<Session> {
     const settings = this.runtime.config.sessions;
     if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
     if (this.liveCount() + this.starting >= settings.max) {
@@ -40,7 +44,7 @@ export class Sessions {
     }
     this.starting += 1;
     try {
-      const plan = await this.plan(request);
+      const plan = await this.plan(request, apiKey);
       const session = await LiveSession.start(plan, (ended) => this.forgetLater(ended));
       this.sessions.set(session.id, { session, policy: plan.policy });
       return session.describe();
@@ -103,7 +107,7 @@ export class Sessions {
 
   private find(id: string): { session: LiveSession; policy: ExecPolicy } {
     const found = this.sessions.get(id);
-    if (!found) throw new CodedError(contractError('session.not_found', `no session ${JSON.stringify(id)}`));
+    if (!found) throw sessionNotFound(id);
     return found;
   }
 
@@ -117,7 +121,7 @@ export class Sessions {
     return toolchain;
   }
 
-  private async plan(request: SessionCreateRequest): Promise<SessionPlan & { policy: ExecPolicy }> {
+  private async plan(request: SessionCreateRequest, apiKey: string | undefined): Promise<SessionPlan & { policy: ExecPolicy }> {
     const { config } = this.runtime;
     const settings = config.sessions;
     const language = request.lang === undefined ? null : findLanguage(request.lang);
@@ -183,6 +187,7 @@ export class Sessions {
           programs: [...new Set([agentPython.executable, toolchain.executable])],
           trees: mounts.filter((mount) => !mount.writable).map((mount) => mount.sandbox),
         },
+        ...(apiKey !== undefined && { apiKey }),
       },
       idleTimeoutSeconds,
       outputBytes: Math.max(config.snippet.maxStdoutBytes, config.snippet.maxStderrBytes),

@@ -41,8 +41,8 @@ export class DiskRunStore implements RunStore {
     await rm(probe, { force: true });
   }
 
-  /** Creates the job's directory with its request and a `queued` status; a taken id throws. */
-  async create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord> {
+  /** Creates the job's directory with its request and a `queued` status (its key's name in it, which every later status keeps); a taken id throws. */
+  async create(jobId: string, request: unknown, traceId: string | undefined, apiKey?: string): Promise<StatusRecord> {
     const runDir = this.runDir(jobId);
     try {
       await mkdir(runDir, { mode: 0o700 });
@@ -51,7 +51,14 @@ export class DiskRunStore implements RunStore {
       throw storeWriteError(error);
     }
     const now = new Date().toISOString();
-    const record: StatusRecord = { job_id: jobId, status: 'queued', created_at: now, updated_at: now, ...(traceId ? { trace_id: traceId } : {}) };
+    const record: StatusRecord = {
+      job_id: jobId,
+      status: 'queued',
+      created_at: now,
+      updated_at: now,
+      ...(traceId ? { trace_id: traceId } : {}),
+      ...(apiKey !== undefined && { api_key: apiKey }),
+    };
     try {
       await writeFileAtomic(join(runDir, 'request.json'), JSON.stringify(request), { syncDir: false });
       await writeFileAtomic(join(runDir, 'status.json'), JSON.stringify(record));

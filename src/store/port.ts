@@ -12,6 +12,8 @@ export interface StatusRecord {
   trace_id?: string;
   /** Attempts made at the job so far (distributed mode: more than one when a worker died mid-job). */
   attempt?: number;
+  /** The name of the API key that submitted it (service.apiKeys); absent: the service token. */
+  api_key?: string;
 }
 
 export class DuplicateJobError extends Error {
@@ -56,8 +58,8 @@ export interface RunStore extends ResultSink {
   open(): Promise<void>;
   /** Resolves when the store takes a write now (it writes and removes a small file of its own). */
   checkWritable(): Promise<void>;
-  /** Records the request and a `queued` status; a taken id throws DuplicateJobError. */
-  create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord>;
+  /** Records the request and a `queued` status, with the key it came with (undefined: the service token); a taken id throws DuplicateJobError. */
+  create(jobId: string, request: unknown, traceId: string | undefined, apiKey?: string): Promise<StatusRecord>;
   readRequest(jobId: string): Promise<unknown>;
   readResult(jobId: string): Promise<RunJobResult | null>;
   /** Every job kept; entries without a readable status are reported, not trusted. */

@@ -61,8 +61,8 @@ export class ResilientRunStore implements RunStore {
   }
 
   /** Not held: a submission the store cannot take is refused, so no one believes it accepted. */
-  create(jobId: string, request: unknown, traceId: string | undefined): Promise<StatusRecord> {
-    return this.observe(this.inner.create(jobId, request, traceId));
+  create(jobId: string, request: unknown, traceId: string | undefined, apiKey?: string): Promise<StatusRecord> {
+    return this.observe(this.inner.create(jobId, request, traceId, apiKey));
   }
 
   setStatus(record: StatusRecord, status: JobStatus): Promise<StatusRecord> {

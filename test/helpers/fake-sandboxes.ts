@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CodedError, contractError } from '../../src/contract/errors.js';
+import { visibleTo } from '../../src/util/tenant.js';
 import { posix } from 'node:path';
 import type {
   Sandbox,
@@ -218,8 +219,11 @@ export class FakeSandboxHost implements SandboxHost {
       );
   }
 
-  async deleteSnapshot(idOrName: string): Promise<Snapshot> {
-    const found = [...this.snapshots.values()].find(({ snapshot }) => snapshot.id === idOrName || snapshot.name === idOrName);
+  /** As sandboxes.ts: by id one the key sees, by name the key's own. */
+  async deleteSnapshot(idOrName: string, apiKey?: string): Promise<Snapshot> {
+    const found = [...this.snapshots.values()].find(
+      ({ snapshot }) => visibleTo(apiKey, snapshot.api_key) && (snapshot.id === idOrName || (snapshot.name === idOrName && snapshot.api_key === apiKey)),
+    );
     if (!found) throw new CodedError(contractError('snapshot.not_found', `no snapshot ${JSON.stringify(idOrName)}`));
     this.snapshots.delete(found.snapshot.id);
     return found.snapshot;

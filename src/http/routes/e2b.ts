@@ -34,7 +34,7 @@ import { sendRetryAfter, statusOf } from '../errors.js';
 import type { Sandbox, SandboxMetrics, Snapshot } from '../../contract/sandbox.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { namedList, namedSchema, routeSchema } from '../route-schema.js';
-import { creator, guardSandboxRoutes, sees, visibleSnapshot } from '../api-key-scope.js';
+import { creator, guardSandboxRoutes, sees } from '../api-key-scope.js';
 
 const Params = routeSchema(Type.Object({ sandboxID: Type.String() }));
 type SandboxRoute = { Params: { sandboxID: string } };
@@ -331,8 +331,7 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         },
       },
       async (request, reply) => {
-        await visibleSnapshot(request, sandboxes, request.params.templateID);
-        await sandboxes.deleteSnapshot(request.params.templateID);
+        await sandboxes.deleteSnapshot(request.params.templateID, creator(request));
         return reply.code(204).send();
       },
     );

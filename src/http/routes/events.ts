@@ -5,6 +5,7 @@ import { JobStateSchema } from '../../contract/service.js';
 import type { JobDesk } from '../../service/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
+import { guardJobRoutes } from '../api-key-scope.js';
 
 /** A comment line this often keeps proxies and the service's own idle deadline from closing a quiet stream. */
 const KEEPALIVE_MS = 15_000;
@@ -20,6 +21,7 @@ const DESCRIPTION = [
 
 export function eventRoutes(desk: JobDesk) {
   return async (app: FastifyInstance) => {
+    guardJobRoutes(app, desk);
     app.get<{ Params: { job_id: string }; Querystring: { last_event_id?: string } }>(
       '/v1/jobs/:job_id/events',
       {

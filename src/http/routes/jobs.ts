@@ -7,6 +7,7 @@ import { hangUpSignal } from '../hang-up.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
 import { UPLOAD_FORM, acceptWorkspaceUploads, requestFromUpload } from '../workspace-upload.js';
+import { creator, guardJobRoutes } from '../api-key-scope.js';
 
 const MAX_WAIT_SECONDS = 300;
 const JobIdParams = routeSchema(Type.Object({ job_id: Type.String() }));
@@ -18,6 +19,7 @@ const READ_ERRORS = ['job.not_found', 'store.unavailable'] as const;
 export function jobRoutes(service: JobDesk) {
   return async (app: FastifyInstance) => {
     await acceptWorkspaceUploads(app);
+    guardJobRoutes(app, service);
     app.post(
       '/v1/jobs',
       {
@@ -43,7 +45,7 @@ export function jobRoutes(service: JobDesk) {
         // A job without a trace id of its caller's is traced by its request's id: the worker's
         // lines about it (`job finished`) then carry the id the HTTP request was logged with.
         const body = request.body as RunJobRequest;
-        const record = await service.submit(body.trace?.trace_id ? body : { ...body, trace: { ...body.trace, trace_id: request.id } });
+        const record = await service.submit(body.trace?.trace_id ? body : { ...body, trace: { ...body.trace, trace_id: request.id } }, creator(request));
         return reply.code(202).send({ job_id: record.job_id, status: 'queued' });
       },
     );
@@ -64,7 +66,7 @@ export function jobRoutes(service: JobDesk) {
           response: { 200: namedSchema(app, JobPageSchema) },
         },
       },
-      async (request) => service.list(request.query.limit ?? 50, request.query.cursor, request.query.status),
+      async (request) => service.list(request.query.limit ?? 50, request.query.cursor, request.query.status, creator(request)),
     );
 
     app.get<{ Params: { job_id: string }; Querystring: { wait?: number } }>(

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { JobDesk } from '../../service/job-desk.js';
 import type { WorkerProcess } from '../../service/worker-process.js';
 import { gaugeOf, httpDuration, httpRequests, mergedMetrics } from '../../util/metrics.js';
+import { serviceTokenOnly } from '../api-key-scope.js';
 
 /**
  * Counts every request once answered, by its route's pattern (not its URL: ids would make a
@@ -18,10 +19,12 @@ export function countRequests(app: FastifyInstance): void {
 /**
  * `GET /metrics` in Prometheus' text format: this front door's metrics (HTTP requests, its queue
  * and store) and its worker process's (jobs, sandboxes, warm pools), each labelled with its
- * `process`. Guarded by the token like every route but /health.
+ * `process`. The service token's only: its numbers count every API key's objects together, so a
+ * key is answered 403 auth.forbidden.
  */
 export function metricsRoutes(frontDoor: JobDesk, worker: WorkerProcess) {
   return async (app: FastifyInstance) => {
+    serviceTokenOnly(app);
     gaugeOf('agent_runner_queue_jobs', 'Jobs in the queue now: waiting (depth), running, and its capacity.', ['kind'], () => {
       const { depth, running, capacity } = frontDoor.health();
       return [
@@ -38,6 +41,7 @@ export function metricsRoutes(frontDoor: JobDesk, worker: WorkerProcess) {
     app.get(
       '/metrics',
       {
+        config: { errors: ['auth.forbidden'] },
         schema: {
           summary: 'Prometheus metrics of this front door and its worker process',
           response: { 200: { description: "Prometheus' text exposition format", content: { 'text/plain': { schema: { type: 'string' } } } } },

@@ -33,7 +33,7 @@ import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
-import { creator, guardSandboxRoutes, sees, visibleSnapshot } from '../api-key-scope.js';
+import { creator, guardSandboxRoutes, sees } from '../api-key-scope.js';
 
 const SandboxParams = routeSchema(Type.Object({ sandbox_id: Type.String() }));
 /** Fastify's wildcard: the OpenAPI document names it `path` (openapi.ts). */
@@ -116,7 +116,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
     app.post<SandboxRoute & { Body: SandboxPauseRequest | undefined }>(
       '/v1/sandboxes/:sandbox_id/pause',
       {
-        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS, 'sandbox.pause_unsupported'] },
+        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS, 'sandbox.pause_unsupported', 'sandboxes.key_paused_full', 'sandboxes.key_kept_bytes_full'] },
         schema: {
           summary: 'Pause a sandbox: its state is kept under the state dir (its files; its memory where the backend can) and it holds nothing on the host until resumed',
           params: SandboxParams,
@@ -158,7 +158,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
     app.post<SandboxRoute & { Body: SnapshotCreateRequest | undefined }>(
       '/v1/sandboxes/:sandbox_id/snapshots',
       {
-        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS] },
+        config: { accepts: JSON_BODY, errors: [...KEEP_ERRORS, 'sandboxes.key_snapshots_full', 'sandboxes.key_kept_bytes_full'] },
         schema: {
           summary: 'Keep a running sandbox’s state as a snapshot: a template (by id or name) new sandboxes start from',
           params: SandboxParams,
@@ -188,10 +188,7 @@ export function sandboxRoutes(sandboxes: SandboxHost) {
         config: { errors: ['snapshot.not_found', 'sandbox.lost'] },
         schema: { summary: 'Delete a snapshot (sandboxes made from it are not touched)', params: SnapshotParams, response: { 200: namedSchema(app, SnapshotSchema) } },
       },
-      async (request) => {
-        await visibleSnapshot(request, sandboxes, request.params.snapshot);
-        return sandboxes.deleteSnapshot(request.params.snapshot);
-      },
+      (request) => sandboxes.deleteSnapshot(request.params.snapshot, creator(request)),
     );
 
     app.post<SandboxRoute & { Body: SandboxExecRequest }>(

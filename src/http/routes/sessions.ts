@@ -9,7 +9,8 @@ import {
   SessionSchema,
 } from '../../contract/session.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
-import type { SessionHost } from '../../session/session-host.js';
+import { sessionNotFound, type SessionHost } from '../../session/session-host.js';
+import { creator, guardOwnedRoutes, sees } from '../api-key-scope.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
@@ -29,6 +30,7 @@ type FileRoute = { Params: { session_id: string; '*': string } };
 export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
   return async (app: FastifyInstance) => {
     acceptFileBodies(app, maxFileBytes);
+    guardOwnedRoutes(app, 'session_id', async (id) => (await sessions.describe(id)).api_key, sessionNotFound);
 
     app.post<{ Body: SessionCreateRequest }>(
       '/v1/sessions',
@@ -40,15 +42,13 @@ export function sessionRoutes(sessions: SessionHost, maxFileBytes: number) {
           response: { 201: namedSchema(app, SessionSchema) },
         },
       },
-      async (request, reply) => reply.code(201).send(await sessions.create(request.body)),
+      async (request, reply) => reply.code(201).send(await sessions.create(request.body, creator(request))),
     );
 
     app.get(
       '/v1/sessions',
       { schema: { summary: 'The sessions of this front door, live and recently ended', response: { 200: namedSchema(app, SessionListSchema) } } },
-      async () => ({
-        sessions: await sessions.list(),
-      }),
+      async (request) => ({ sessions: (await sessions.list()).filter((session) => sees(request, session.api_key)) }),
     );
 
     app.get<SessionRoute>(
