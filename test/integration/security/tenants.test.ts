@@ -214,3 +214,29 @@ describe('tenants: API keys beside the token', () => {
     assert.equal((await e2b('dave', 'POST', `/sandboxes/${daves.sandboxId}/pause`, {})).status, 429);
   });
 });
+
+describe('tenants: a job keeps its API key across a restart', () => {
+  it('the run store keeps the key it came with: after a restart, another key still gets 404 and the key lists it', async () => {
+    const env = { AGENT_RUNNER_SERVICE__API_KEYS: JSON.stringify({ alice: KEYS.alice, bob: KEYS.bob }) };
+    const alice = { authorization: `Bearer ${KEYS.alice.key}` };
+    const bob = { authorization: `Bearer ${KEYS.bob.key}` };
+    const first = await startServer(['--concurrency', '1'], { env });
+    let second: ServerProcess | undefined;
+    try {
+      const submitted = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'alice’s'] } }, alice);
+      assert.equal((await api(first.url, 'GET', `/v1/jobs/${submitted.json.job_id}?wait=60`, undefined, alice)).json.status, 'completed');
+      await first.stop();
+      second = await startServer(['--concurrency', '1'], { env, storeDir: first.storeDir });
+      const listed = await api(second.url, 'GET', '/v1/jobs', undefined, alice);
+      assert.deepEqual(
+        listed.json.jobs.map((job: { job_id: string; api_key?: string }) => [job.job_id, job.api_key]),
+        [[submitted.json.job_id, 'alice']],
+      );
+      assert.deepEqual((await api(second.url, 'GET', '/v1/jobs', undefined, bob)).json.jobs, []);
+      assert.equal((await api(second.url, 'GET', `/v1/jobs/${submitted.json.job_id}`, undefined, bob)).status, 404);
+    } finally {
+      await first.stop();
+      await second?.stop();
+    }
+  });
+});
