@@ -357,7 +357,7 @@ export class Sandboxes {
   private snapshotFor(template: string | undefined, apiKey: string | undefined): KeptState | undefined {
     if (template === undefined || template === 'base' || Object.hasOwn(this.runtime.config.sandboxes.templates, template)) return undefined;
     const state = this.kept.get(template);
-    if (state?.purpose === 'snapshot') return visibleTo(apiKey, state.sandbox.api_key) ? state : undefined;
+    if (state?.purpose === 'snapshot' && visibleTo(apiKey, state.sandbox.api_key)) return state;
     return this.snapshots().find((snapshot) => snapshot.name === template && snapshot.sandbox.api_key === apiKey);
   }
 
