@@ -33,7 +33,12 @@ export const AgentErrorCodeSchema = Type.Union([
   Type.Literal('not_a_directory'),
   Type.Literal('is_a_directory'),
   Type.Literal('permission_denied'),
+  // The request cannot be done as asked: a name over 255 bytes, a loop of links, a command line over what exec takes...
   Type.Literal('invalid'),
+  // A FIFO, socket or device where a regular file is read or written.
+  Type.Literal('not_regular'),
+  // The sandbox's disk (or the file size limit) has no room for what was written.
+  Type.Literal('no_space'),
   Type.Literal('no_such_process'),
   // An answer that would be too large to send (a listing of a huge tree).
   Type.Literal('too_large'),

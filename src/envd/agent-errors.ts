@@ -15,6 +15,8 @@ const CODE_OF: Record<AgentErrorCode, Code> = {
   is_a_directory: Code.InvalidArgument,
   permission_denied: Code.PermissionDenied,
   invalid: Code.InvalidArgument,
+  not_regular: Code.InvalidArgument,
+  no_space: Code.ResourceExhausted,
   no_such_process: Code.NotFound,
   too_large: Code.ResourceExhausted,
   busy: Code.ResourceExhausted,
@@ -24,7 +26,8 @@ const CODE_OF: Record<AgentErrorCode, Code> = {
 /** An error of the agent port as the Connect error envd would answer; anything unexpected is internal. */
 export function toConnectError(error: unknown): ConnectError {
   if (error instanceof ConnectError) return error;
-  if (error instanceof AgentOperationError) return new ConnectError(error.message, CODE_OF[error.code]);
+  // The agent's failure rides along as the cause: /files answers some of them more precisely (507).
+  if (error instanceof AgentOperationError) return new ConnectError(error.message, CODE_OF[error.code], undefined, undefined, error);
   // The SDK turns unavailable into "the sandbox probably timed out", which is what happened.
   if (error instanceof SandboxGoneError) return new ConnectError(error.message, Code.Unavailable);
   return new ConnectError(error instanceof Error ? error.message : String(error), Code.Internal);
@@ -55,5 +58,7 @@ const HTTP_STATUS_OF: Partial<Record<Code, number>> = {
 };
 
 export function httpStatusOf(error: ConnectError): number {
+  // envd answers a write to a full disk 507, which the SDK raises as NotEnoughSpaceError.
+  if (error.cause instanceof AgentOperationError && error.cause.code === 'no_space') return 507;
   return HTTP_STATUS_OF[error.code] ?? 500;
 }

@@ -152,9 +152,20 @@ async function download(response: ServerResponse, target: EnvdTarget, path: stri
     throw failure;
   }
   if (entry.type === 'directory') return sendJsonError(response, 400, `path '${entry.path}' is a directory`);
+  // The first chunk is read before the status is sent: what cannot be read (a FIFO, a device, a
+  // link to one) is answered with its own error, where a 200 cut short would read as a gone sandbox.
+  const chunks = fileChunks(agent, entry.path, user);
+  const first = await chunks.next();
   response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': `attachment; filename*=UTF-8''${encodeURIComponent(entry.name)}` });
   // pipeline reads the next chunk only as the client takes the last, and stops reading when the client leaves.
-  await pipeline(Readable.from(fileChunks(agent, entry.path, user)), response);
+  await pipeline(Readable.from(startingWith(first, chunks)), response);
+}
+
+/** A generator's chunks from one already taken from it. */
+async function* startingWith(first: IteratorResult<Buffer>, rest: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
+  if (first.done) return;
+  yield first.value;
+  yield* rest;
 }
 
 /** A file's bytes, a chunk per agent read; the next chunk is asked for while this one goes to the client. */

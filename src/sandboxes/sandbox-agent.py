@@ -45,14 +45,36 @@ DRAIN_GRACE = 0.1
 # Then what they hold is read, up to this many chunks each (a full pipe is 16 of them).
 DRAIN_READS = 16
 
+# Every errno an operation may meet, as the contract's word for it (contract/sandbox-agent.ts
+# AgentErrorCode), which each face maps to its own answer (envd/agent-errors.ts,
+# sandboxes/sandbox-files.ts). What the request or the sandbox's own files caused is the caller's
+# to fix, so it has a word here; only what is left (EIO, ENOMEM...) is `failed`, a fault of ours.
 ERROR_CODES = {
     errno.ENOENT: "not_found",
     errno.EEXIST: "exists",
+    errno.ENOTEMPTY: "exists",
     errno.ENOTDIR: "not_a_directory",
     errno.EISDIR: "is_a_directory",
     errno.EACCES: "permission_denied",
     errno.EPERM: "permission_denied",
+    errno.EROFS: "permission_denied",
     errno.EINVAL: "invalid",
+    # A name over 255 bytes or a path over 4095, a loop of links, a move across file systems or
+    # into itself, a directory in use (a mount point), a command line or environment over what
+    # exec takes, a program that is no executable.
+    errno.ENAMETOOLONG: "invalid",
+    errno.ELOOP: "invalid",
+    errno.EXDEV: "invalid",
+    errno.EBUSY: "invalid",
+    errno.E2BIG: "invalid",
+    errno.ENOEXEC: "invalid",
+    errno.ETXTBSY: "invalid",
+    # open() of a FIFO no one reads, of a socket, or of a device without its driver.
+    errno.ENXIO: "not_regular",
+    errno.ENODEV: "not_regular",
+    errno.ENOSPC: "no_space",
+    errno.EDQUOT: "no_space",
+    errno.EFBIG: "no_space",
     errno.ESRCH: "no_such_process",
 }
 
@@ -229,19 +251,20 @@ def write_all(fd, data):
 def open_regular(path, flags):
     """Opens a file to read or write, refusing what is not a regular file: opened without
     O_NONBLOCK, a FIFO the sandbox's code made would hold the agent until something used its
-    other end."""
+    other end, and a device such as /dev/zero never ends."""
     try:
         fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
     except OSError as error:
-        if error.errno != errno.ENXIO:  # a FIFO no one reads, or a socket
+        if ERROR_CODES.get(error.errno) != "not_regular":
             raise
-        raise OSError(errno.EINVAL, "not a regular file", path)
+        raise Refused("not_regular", "%s: not a regular file (a FIFO, socket or device)" % path)
     mode = os.fstat(fd).st_mode
     if stat.S_ISREG(mode):
         return fd
     os.close(fd)
-    number = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
-    raise OSError(number, "not a regular file" if number == errno.EINVAL else os.strerror(number), path)
+    if stat.S_ISDIR(mode):
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    raise Refused("not_regular", "%s: not a regular file (a FIFO, socket or device)" % path)
 
 
 def make_parents(path):

@@ -10,9 +10,11 @@ const CHUNK_BYTES = 1024 * 1024;
 const FILE_ERROR_OF: Record<AgentErrorCode, ErrorCode> = {
   not_found: 'sandbox.file_not_found',
   is_a_directory: 'sandbox.file_not_regular',
-  // The agent's word for a FIFO, socket or device where a regular file was asked for.
-  invalid: 'sandbox.file_not_regular',
+  not_regular: 'sandbox.file_not_regular',
   permission_denied: 'sandbox.file_denied',
+  // A name over 255 bytes, a loop of links...: the message says which.
+  invalid: 'sandbox.file_failed',
+  no_space: 'sandbox.file_failed',
   not_a_directory: 'sandbox.file_failed',
   exists: 'sandbox.file_failed',
   no_such_process: 'sandbox.file_failed',

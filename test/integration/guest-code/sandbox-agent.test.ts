@@ -393,9 +393,23 @@ describe('sandbox agent: files', () => {
     assert.equal(await code({ op: 'list_dir', path: files, depth: 0 }), 'invalid');
     // A FIFO would hold the agent until something opened its other end: only regular files are read and written.
     execFileSync('mkfifo', [join(files, 'fifo')]);
-    assert.equal(await code({ op: 'read', path: join(files, 'fifo'), offset: 0, length: 1 }), 'invalid');
-    assert.equal(await code({ op: 'write', path: join(files, 'fifo'), data: '', append: false }), 'invalid');
+    assert.equal(await code({ op: 'read', path: join(files, 'fifo'), offset: 0, length: 1 }), 'not_regular');
+    assert.equal(await code({ op: 'write', path: join(files, 'fifo'), data: '', append: false }), 'not_regular');
     assert.equal(await code({ op: 'write', path: files, data: '', append: false }), 'is_a_directory');
+    assert.equal(await code({ op: 'read', path: '/dev/zero', offset: 0, length: 1 }), 'not_regular');
+    // What the request names wrong is the caller's to fix, never the agent's failure.
+    const tooLong = join(files, 'é'.repeat(256));
+    for (const request of [
+      { op: 'mkdir', path: tooLong },
+      { op: 'stat', path: tooLong },
+      { op: 'read', path: tooLong, offset: 0, length: 1 },
+      { op: 'write', path: join(tooLong, 'below'), data: '', append: false },
+    ] as const) {
+      assert.equal(await code(request), 'invalid', `${request.op} of a 512-byte name`);
+    }
+    symlinkSync('loop', join(files, 'loop'));
+    assert.equal(await code({ op: 'read', path: join(files, 'loop'), offset: 0, length: 1 }), 'invalid');
+    assert.equal(await code({ op: 'move', source: files, destination: join(files, 'inside') }), 'invalid');
   });
 
   it('makes directories with their parents, saying whether it made them', async () => {
