@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { BACKEND_KIND_NAMES } from '../contract/backend-kinds.js';
+import { CheckedRecord, EnvVarsSchema } from '../contract/checked-record.js';
 import { TASK_BOUNDS } from '../contract/task.js';
 import { SERVICE_DEFAULTS } from './service-defaults.js';
 
@@ -165,9 +166,7 @@ export const SandboxTemplateSchema = Type.Object(
     ),
     memoryBytes: Type.Optional(Type.Integer({ minimum: 16 * MiB })),
     cpuCores: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
-    envVars: Type.Optional(
-      Type.Record(Type.String({ minLength: 1, pattern: '^[^=\\0]+$' }), Type.String(), { description: 'Given to every process, under what a create asks for.' }),
-    ),
+    envVars: Type.Optional(EnvVarsSchema({ description: 'Given to every process, under what a create asks for.' })),
     allowInternetAccess: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
@@ -197,7 +196,7 @@ export const SandboxSettingsSchema = Section({
     default: false,
     description: "Whether a sandbox may reach the internet when its request does not say (E2B's SDK asks for it by default; runJob.allowNetwork must allow it).",
   }),
-  templates: Type.Record(Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' }), SandboxTemplateSchema, {
+  templates: CheckedRecord(Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' }), SandboxTemplateSchema, {
     default: {},
     description:
       "Templates by name beside `base` (the host's system, as E2B's base image gives): each a backend, limits and environment. Building one from a Dockerfile is not done.",
@@ -232,7 +231,7 @@ export const ServiceSettingsSchema = Section({
   storeDir: Type.String({ minLength: 1, default: SERVICE_DEFAULTS.storeDir, description: 'Run store directory (relative: to the working directory).' }),
   token: Nullable(Type.String({ minLength: 1 }), 'API token for Authorization: Bearer (null: generated into <stateDir>/service-token on first start).'),
   auth: Type.Boolean({ default: true, description: 'Every route but /health needs the bearer token; false opts out (loopback addresses only).' }),
-  apiKeys: Type.Record(
+  apiKeys: CheckedRecord(
     Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' }),
     Type.Object(
       {

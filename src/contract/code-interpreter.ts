@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { EnvVarsSchema } from './checked-record.js';
 
 /**
  * E2B's code interpreter (github:e2b-dev/code-interpreter, template/server/, as the
@@ -10,7 +11,7 @@ import { Type, type Static } from '@sinclair/typebox';
 /** The port E2B's SDK names for a sandbox's code interpreter. */
 export const CODE_INTERPRETER_PORT = 49999;
 
-const EnvVars = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }));
+const EnvVars = EnvVarsSchema({ valueLength: 32768 });
 
 /** `POST /execute`: a cell, in a context (`context_id`) or the default context of a language (python when neither is given). */
 export const ExecuteRequestSchema = Type.Object(

@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { EnvVarsSchema, MetadataSchema } from './checked-record.js';
 
 /**
  * E2B's control plane (github:e2b-dev/E2B spec/openapi.yml, as the `e2b` SDK 2.x sends and
@@ -16,8 +17,8 @@ export const E2B_ENVD_VERSION = '0.6.4';
 export const E2bErrorSchema = Type.Object({ code: Type.Integer(), message: Type.String() }, { $id: 'E2bError' });
 export type E2bError = Static<typeof E2bErrorSchema>;
 
-const Metadata = Type.Record(Type.String({ maxLength: 256 }), Type.String({ maxLength: 4096 }));
-const EnvVars = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }));
+const Metadata = MetadataSchema();
+const EnvVars = EnvVarsSchema({ valueLength: 32768 });
 
 /** `POST /sandboxes` and `POST /v2/sandboxes`; unknown fields pass (newer SDKs add some), the named unsupported ones are refused. */
 export const E2bNewSandboxSchema = Type.Object(

@@ -1,11 +1,15 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema, BackendKindSchema, RequestedBackendKindSchema } from './backend.js';
+import { CheckedRecord } from './checked-record.js';
+import { COMMAND_LIMITS } from './command-limits.js';
 import { ERROR_CODES } from './errors.js';
 import { UsageSchema } from './usage.js';
 
 /** The run-job contract of ../shared/spec/run-job-contract.md, defined once. */
 
 export const JOB_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$';
+/** A variable of a job's environment (or a secret's): a shell's name, which every program reads back. */
+const ENV_NAME_PATTERN = '^[A-Za-z_][A-Za-z0-9_]*$';
 
 const PositiveInteger = (description: string) => Type.Integer({ minimum: 1, description });
 
@@ -82,9 +86,18 @@ export const WorkspaceSchema = Type.Unsafe<Workspace>({
 
 export const CommandSchema = Type.Object(
   {
-    argv: Type.Array(Type.String(), { minItems: 1, description: 'Never joined into a shell string.' }),
+    argv: Type.Array(Type.String(), {
+      minItems: 1,
+      maxItems: COMMAND_LIMITS.args,
+      description: `Never joined into a shell string. At most ${COMMAND_LIMITS.args} entries, each under ${COMMAND_LIMITS.stringBytes} bytes and ${COMMAND_LIMITS.argvBytes} together (UTF-8, a NUL each).`,
+    }),
     cwd: Type.Optional(Type.String({ description: 'Relative path inside the snapshot.' })),
-    env: Type.Optional(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), Type.String(), { description: 'Additions to the empty child environment.' })),
+    env: Type.Optional(
+      CheckedRecord(Type.String({ pattern: ENV_NAME_PATTERN }), Type.String(), {
+        maxProperties: COMMAND_LIMITS.envVars,
+        description: `Additions to the empty child environment: at most ${COMMAND_LIMITS.envVars} variables, ${COMMAND_LIMITS.envBytes} bytes as NAME=value strings.`,
+      }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -156,7 +169,7 @@ export const SecretSchema = Type.Object(
   { additionalProperties: false },
 );
 
-export const SecretsSchema = Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), SecretSchema, {
+export const SecretsSchema = CheckedRecord(Type.String({ pattern: ENV_NAME_PATTERN }), SecretSchema, {
   maxProperties: 32,
   description:
     'Each name is an environment variable of the job holding a random placeholder; the egress proxy puts the value in place of the placeholder in the headers of requests to its hosts only (HTTPS through a CA made for the job). Needs policy.network {allow_domains}.',

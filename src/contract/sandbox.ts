@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema, BackendKindSchema, PauseKindSchema } from './backend.js';
+import { EnvVarsSchema, MetadataSchema } from './checked-record.js';
 import { AgentUserSchema } from './sandbox-agent.js';
 
 /**
@@ -12,10 +13,8 @@ import { AgentUserSchema } from './sandbox-agent.js';
 /** Lower-case letters and digits only, so that `{port}-{id}.{domain}` is a host name. */
 export const SANDBOX_ID_PATTERN = '^[0-9a-z]{24}$';
 
-const Metadata = Type.Record(Type.String({ maxLength: 256 }), Type.String({ maxLength: 4096 }), { description: 'Labels kept with the sandbox, for listing by filter.' });
-const EnvVars = Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }), {
-  description: 'Environment of every process the sandbox runs (a process may add its own).',
-});
+const Metadata = MetadataSchema({ description: 'Labels kept with the sandbox, for listing by filter.' });
+const EnvVars = EnvVarsSchema({ valueLength: 32768, description: 'Environment of every process the sandbox runs (a process may add its own).' });
 
 export const SandboxCreateRequestSchema = Type.Object(
   {
@@ -149,11 +148,7 @@ export const SnapshotListSchema = Type.Object({ snapshots: Type.Array(SnapshotSc
 export const SandboxListSchema = Type.Object({ sandboxes: Type.Array(SandboxSchema) }, { $id: 'SandboxList', additionalProperties: false });
 
 const ExecCommon = {
-  envs: Type.Optional(
-    Type.Record(Type.String({ minLength: 1, maxLength: 256, pattern: '^[^=\\0]+$' }), Type.String({ maxLength: 32768 }), {
-      description: 'Added to the sandbox’s environment for this command.',
-    }),
-  ),
+  envs: Type.Optional(EnvVarsSchema({ valueLength: 32768, description: 'Added to the sandbox’s environment for this command.' })),
   cwd: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'Where it runs: absolute, or relative to /home/user (the default).' })),
   user: Type.Optional(AgentUserSchema),
   stdin: Type.Optional(Type.String({ maxLength: 4 * 1024 * 1024, description: 'Its standard input; end of file at once when omitted.' })),

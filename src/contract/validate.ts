@@ -121,8 +121,10 @@ function allowedValues(error: ErrorObject, errors: readonly ErrorObject[]): unkn
 }
 
 function describeError(error: ErrorObject, root: unknown, errors: readonly ErrorObject[]): string {
-  const field = fieldOf(error) || 'request';
-  const got = describeType(valueAt(root, error.instancePath));
+  // A key that propertyNames refused (command-limits.ts CheckedRecord) is named, and is what was got.
+  const key = error.propertyName;
+  const field = (fieldOf(error) || 'request') + (key === undefined ? '' : ` key ${JSON.stringify(key)}`);
+  const got = describeType(key ?? valueAt(root, error.instancePath));
   const params = error.params as Record<string, unknown>;
   switch (error.keyword) {
     case 'required':

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { posix } from 'node:path';
+import { argvProblem, environmentProblem } from '../contract/command-limits.js';
 import { contractError, type ContractError } from '../contract/errors.js';
 import { RunJobRequestSchema, type CommandRule, type NetworkPolicy, type RunJobRequest } from '../contract/run-job.js';
 import { validate } from '../contract/validate.js';
@@ -45,6 +46,13 @@ export function normaliseJob(request: unknown, runtime: RunnerRuntime, caller: C
     if (limits[name] > ceiling) {
       return { error: contractError('validation.invalid_request', `limits.${name} must be at most ${ceiling}, got ${limits[name]}`, { field: `limits.${name}` }) };
     }
+  }
+  // What exec and bubblewrap take (contract/command-limits.ts): a job admitted is one that can start.
+  for (const [field, problem] of [
+    ['command.argv', argvProblem(value.command.argv, 'command.argv')],
+    ['command.env', environmentProblem(value.command.env ?? {}, 'command.env')],
+  ] as const) {
+    if (problem !== undefined) return { error: contractError('validation.invalid_request', problem, { field }) };
   }
   const cwd = posix.normalize(value.command.cwd ?? '.');
   if (posix.isAbsolute(cwd) || cwd === '..' || cwd.startsWith('../')) {

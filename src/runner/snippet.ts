@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { availableParallelism, constants as osConstants } from 'node:os';
 import { join } from 'node:path';
+import { argvProblem } from '../contract/command-limits.js';
 import { SNIPPET_EXIT, SNIPPET_TIMEOUT_NOTE, SnippetRequestSchema, type SnippetRequest, type SnippetResponse } from '../contract/snippet.js';
 import { usageOf } from '../contract/usage.js';
 import { validate } from '../contract/validate.js';
@@ -45,6 +46,9 @@ async function executeOn(runtime: RunnerRuntime, request: unknown, signal: Abort
   const { lang, code } = checked.value;
   const asked = askedLimits(checked.value, limits);
   if (typeof asked === 'string') return invalidSnippetResponse(traceId, asked);
+  // The arguments follow the interpreter and the source on the command line: bounded as any command's.
+  const argsProblem = argvProblem(checked.value.args ?? [], 'args');
+  if (argsProblem !== undefined) return invalidSnippetResponse(traceId, argsProblem);
   let backend: SandboxBackend;
   try {
     backend = runtime.backends.get(checked.value.backend?.kind);

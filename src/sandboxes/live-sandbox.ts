@@ -1,3 +1,4 @@
+import { argvProblem, environmentProblem } from '../contract/command-limits.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { PauseKind } from '../contract/backend.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
@@ -8,7 +9,7 @@ import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { AgentChannel, type AgentHold } from './agent-channel.js';
 import { sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
-import type { SandboxAgentPort } from './agent-port.js';
+import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
 import type { KeptSandbox } from './snapshot-store.js';
 import { homeArchiveArgv } from './home-archive.js';
 import { thaw } from './frozen-processes.js';
@@ -210,7 +211,12 @@ export class LiveSandbox {
     };
   }
 
-  /** Its agent, with the sandbox's environment under each process's own. */
+  /**
+   * Its agent, with the sandbox's environment under each process's own. A process whose own
+   * command line or environment is over what exec takes (contract/command-limits.ts) is refused
+   * here, as invalid, for every face: with the sandbox's environment (bounded at create) it could
+   * not start, or would take the room the others count on.
+   */
   get agent(): SandboxAgentPort {
     return this.withEnvironment(this.channel);
   }
@@ -219,7 +225,11 @@ export class LiveSandbox {
     const { envVars } = this.plan;
     return {
       request: (request) => port.request(request),
-      start: (request, listener) => port.start({ ...request, envs: { ...envVars, ...request.envs } }, listener),
+      start: (request, listener) => {
+        const problem = argvProblem([request.cmd, ...request.args], 'the command line') ?? environmentProblem(request.envs, 'envs');
+        if (problem !== undefined) throw new AgentOperationError({ code: 'invalid', message: problem });
+        return port.start({ ...request, envs: { ...envVars, ...request.envs } }, listener);
+      },
       follow: (pid, listener) => port.follow(pid, listener),
       onWatch: (watch, listener) => port.onWatch(watch, listener),
     };

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { CodedError, contractError } from '../contract/errors.js';
 import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import type { SandboxExecRequest, SandboxExecResult } from '../contract/sandbox.js';
 import { KeptOutput } from '../util/kept-output.js';
@@ -58,6 +59,8 @@ export async function runToEnd(sandboxId: string, agent: SandboxAgentPort, reque
       listener,
     ));
   } catch (error) {
+    // A command line or environment exec cannot take is the request's to fix.
+    if (error instanceof AgentOperationError && error.code === 'invalid') throw new CodedError(contractError('validation.invalid_request', error.message));
     const exitCode = error instanceof AgentOperationError ? START_FAILURE_EXIT[error.code] : undefined;
     if (exitCode === undefined) throw error;
     stderr.add(Buffer.from(`${cmd}: ${error instanceof Error ? error.message : String(error)}\n`));

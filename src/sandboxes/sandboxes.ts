@@ -1,5 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { join } from 'node:path';
+import { environmentProblem } from '../contract/command-limits.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import type {
@@ -626,6 +627,10 @@ export class Sandboxes {
     } catch (error) {
       throw refusedHere(error);
     }
+    const envVars = { ...named.envVars, ...request.env_vars };
+    // Every process the sandbox runs gets these: bounded so that each still has room for its own.
+    const environment = environmentProblem(envVars, 'env_vars');
+    if (environment !== undefined) throw invalid(environment, 'env_vars');
     const toolchain = await this.runtime.toolchains.get(python);
     if (isMissing(toolchain)) throw new CodedError(contractError('backend.unavailable', `sandboxes need python here: ${toolchain.message}`), { http_status: 503 });
     return {
@@ -633,7 +638,7 @@ export class Sandboxes {
       template,
       backend,
       python: { executable: toolchain.executable, mounts: toolchain.mounts },
-      envVars: { ...named.envVars, ...request.env_vars },
+      envVars,
       metadata: request.metadata ?? {},
       network,
       timeoutMs: timeoutSeconds * 1000,

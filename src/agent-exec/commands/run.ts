@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Option, type Command } from 'commander';
 import { resolveExecutable } from '../../sandbox/command-path.js';
+import { argvProblem } from '../../contract/command-limits.js';
 import { AgentExecError, usageError } from '../errors.js';
 import { parseEnvPairs, readEnvFile } from '../job-env.js';
 import { newJobId } from '../job-id.js';
@@ -110,6 +111,9 @@ export function registerRun(program: Command): void {
 }
 
 async function defineJob(argv: string[], flags: RunFlags, root: string): Promise<Omit<JobDefinition, 'id'>> {
+  // Bubblewrap takes 9,000 arguments with its own options: a longer command would start nothing.
+  const tooLong = argvProblem(argv, 'the command');
+  if (tooLong !== undefined) throw usageError(tooLong);
   const given = resolve(flags.cwd ?? process.cwd());
   if (!(await stat(given).catch(() => null))?.isDirectory()) throw usageError(`--cwd ${given} is not a directory`);
   const cwd = realpathSync(given);

@@ -372,7 +372,8 @@ function pageOf<T>(items: T[], keyOf: (item: T) => string, { limit, nextToken }:
 
 /** Where E2B answers a refusal otherwise than our table: a full server is its 429, a sandbox that has ended is not found. */
 function e2bStatusOf(code: string): number | undefined {
-  return code === 'sandboxes.full' ? 429 : code === 'sandbox.ended' ? 404 : undefined;
+  // E2B's API answers a request it cannot take 400 (the SDK's InvalidArgumentError on envd).
+  return code === 'sandboxes.full' ? 429 : code === 'sandbox.ended' ? 404 : code === 'validation.invalid_request' ? 400 : undefined;
 }
 
 /** A contract error code as the HTTP status E2B's error body carries. */
