@@ -121,7 +121,7 @@ function allowedValues(error: ErrorObject, errors: readonly ErrorObject[]): unkn
 }
 
 function describeError(error: ErrorObject, root: unknown, errors: readonly ErrorObject[]): string {
-  // A key that propertyNames refused (command-limits.ts CheckedRecord) is named, and is what was got.
+  // A key that propertyNames refused (checked-record.ts) is named, and is what was got.
   const key = error.propertyName;
   const field = (fieldOf(error) || 'request') + (key === undefined ? '' : ` key ${JSON.stringify(key)}`);
   const got = describeType(key ?? valueAt(root, error.instancePath));

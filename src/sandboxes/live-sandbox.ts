@@ -227,7 +227,7 @@ export class LiveSandbox {
       request: (request) => port.request(request),
       start: (request, listener) => {
         const problem = argvProblem([request.cmd, ...request.args], 'the command line') ?? environmentProblem(request.envs, 'envs');
-        if (problem !== undefined) throw new AgentOperationError({ code: 'invalid', message: problem });
+        if (problem !== undefined) return Promise.reject(new AgentOperationError({ code: 'invalid', message: problem }));
         return port.start({ ...request, envs: { ...envVars, ...request.envs } }, listener);
       },
       follow: (pid, listener) => port.follow(pid, listener),
