@@ -38,9 +38,9 @@ export type PauseKind = Static<typeof PauseKindSchema>;
 
 export const BackendCapabilitiesSchema = Type.Object(
   {
-    network: Type.Array(Type.Union([Type.Literal('none'), Type.Literal('egress'), Type.Literal('host')]), {
+    network: Type.Array(Type.Union([Type.Literal('none'), Type.Literal('egress'), Type.Literal('proxy'), Type.Literal('host')]), {
       description:
-        'Network modes it can give a job: none (loopback only), egress (a namespace of its own behind user-mode networking, for run jobs\' network "allow"), host (the host\'s network, agent-exec only).',
+        'Network modes it can give a job: none (loopback only), egress (a namespace of its own behind user-mode networking, for run jobs\' network "allow"), proxy (HTTP and TLS by name through the job\'s egress proxy on the host, secrets put in place there, for network {"allow_domains": [...]}), host (the host\'s network, agent-exec only).',
     }),
     memory: Type.Array(Type.Union([Type.Literal('cgroup'), Type.Literal('address-space'), Type.Literal('vm')]), { description: 'How it bounds memory.' }),
     snapshot: Type.Boolean({ description: 'Whether it can snapshot and restore a started sandbox.' }),

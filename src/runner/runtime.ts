@@ -6,6 +6,7 @@ import { GvisorBackend } from '../sandbox/gvisor/gvisor-backend.js';
 import { MicrovmBackend } from '../sandbox/microvm/microvm-backend.js';
 import { BackendRegistry } from '../sandbox/registry.js';
 import { canonicalKind } from '../contract/backend-kinds.js';
+import type { EgressHostOptions } from '../egress/policy.js';
 import type { SearchContext } from '../languages/resolve.js';
 import type { SandboxBackend } from '../sandbox/types.js';
 import { loadConfig, type RunnerConfig } from './config.js';
@@ -22,11 +23,13 @@ export class RunnerRuntime {
 
   constructor(
     readonly config: RunnerConfig,
-    parts: { backend?: SandboxBackend; toolchainSearch?: SearchContext } = {},
+    /** `egress`: how every backend's egress proxies resolve names and which upstream roots they trust (tests give a world of their own). */
+    parts: { backend?: SandboxBackend; toolchainSearch?: SearchContext; egress?: EgressHostOptions } = {},
   ) {
-    const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime') });
-    const gvisor = new GvisorBackend({ runtimeDir: join(config.stateDir, 'runtime', 'gvisor') });
-    const microvm = new MicrovmBackend({ runtimeDir: join(config.stateDir, 'runtime', 'microvm'), ...config.backends.microvm });
+    const egress = parts.egress ?? {};
+    const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime'), egress });
+    const gvisor = new GvisorBackend({ runtimeDir: join(config.stateDir, 'runtime', 'gvisor'), egress });
+    const microvm = new MicrovmBackend({ runtimeDir: join(config.stateDir, 'runtime', 'microvm'), ...config.backends.microvm, egress });
     this.backends = new BackendRegistry([local, gvisor, microvm], canonicalKind(config.backends.default) ?? 'local_process');
     this.toolchains = new ToolchainCache({
       stateDir: config.stateDir,

@@ -97,7 +97,7 @@ export class BubblewrapBackend implements SandboxBackend {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
     this.capabilities = {
-      network: ['none', 'egress', 'host'],
+      network: ['none', 'egress', 'proxy', 'host'],
       memory: ['cgroup', 'address-space'],
       snapshot: false,
       pause: 'files',

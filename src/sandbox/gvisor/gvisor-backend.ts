@@ -1,7 +1,12 @@
 import { access, constants, mkdir, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
-import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import type { EgressHostOptions, ProxiedEgress } from '../../egress/policy.js';
+import { CA_BUNDLE_SANDBOX_PATH, SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
+import { egressMissing } from '../bubblewrap/host-probe.js';
+import { HeldNetns } from '../host/held-netns.js';
+import { DEFAULT_NETWORK_TOOLS, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
+import { CA_BUNDLE_FILE, ProxiedNetwork } from '../host/proxied-network.js';
 import { execFileWhenQuiet } from '../host/fork-gate.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from '../host/cgroups.js';
 import { readHostLayout, type HostLayout } from '../host/host-layout.js';
@@ -9,7 +14,7 @@ import { HostWorkDir } from '../host/host-work-dir.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { baseEnvironment, probeTemplate } from '../profiles.js';
-import { GvisorSandbox, writablePaths, type Runsc } from './gvisor-sandbox.js';
+import { GvisorSandbox, writablePaths, type GvisorEgress, type Runsc } from './gvisor-sandbox.js';
 import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
 import { findShellFiles } from '../shell-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
@@ -29,9 +34,13 @@ export interface GvisorOptions {
   /** gVisor platform: ptrace works everywhere; kvm needs a usable /dev/kvm (not on this machine kind). */
   platform?: 'ptrace' | 'kvm' | 'systrap';
   tmpBytes?: number;
+  /** The programs that give a job its namespace and relay (job-network.ts, held-netns.ts). */
+  networkTools?: NetworkTools;
+  /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
+  egress?: EgressHostOptions;
 }
 
-const DEFAULTS = { runscPath: '/usr/bin/runsc', platform: 'ptrace', tmpBytes: 256 * 1024 * 1024 } as const;
+const DEFAULTS = { runscPath: '/usr/bin/runsc', platform: 'ptrace', tmpBytes: 256 * 1024 * 1024, networkTools: DEFAULT_NETWORK_TOOLS, egress: {} } as const;
 /**
  * gVisor's own host threads (its Go runtime grows them under load; 26 were seen failing against a
  * budget of 72): on the ptrace platform every guest thread also runs in a host stub task.
@@ -58,7 +67,7 @@ export class GvisorBackend implements SandboxBackend {
   readonly kind = 'gvisor';
   readonly name = 'gvisor';
   readonly capabilities: BackendCapabilities = {
-    network: ['none'],
+    network: ['none', 'proxy'],
     memory: ['cgroup', 'address-space'],
     snapshot: false,
     pause: 'memory',
@@ -83,7 +92,8 @@ export class GvisorBackend implements SandboxBackend {
       const notes = [
         `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
         `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python, bash, ruby, php, perl and lua`,
-        'network: none only (jobs with network allow are refused)',
+        egressMissing('proxy', this.options.networkTools) ??
+          'network: jobs with allow_domains reach HTTP and TLS by name through an egress proxy on the host (runsc on the host stack of a namespace holding only the relay to it), nothing else; network "allow" is refused',
         'no Landlock in gVisor: exec rules are mounts: without allow_shell, shells are hidden and writable paths are noexec; with allowed_commands, every path is noexec but the allowed programs and their interpreters',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: `cgroup-${ready.cgroups.version}` };
@@ -97,12 +107,19 @@ export class GvisorBackend implements SandboxBackend {
   }
 
   private async launch(template: SandboxTemplate, ready: Ready): Promise<GvisorSandbox> {
-    if (template.network !== 'none') {
-      throw new SandboxUnavailableError('the gvisor backend gives jobs no network: network "allow" is not supported on it yet (run the job on local_process)');
+    const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
+    if (proxy === undefined) {
+      throw new SandboxUnavailableError(
+        'the gvisor backend gives jobs network by name only (policy.network {"allow_domains": [...]}): network "allow" is not supported on it (run the job on local_process)',
+      );
     }
+    // Never the host's network instead: without its tools a job asking for egress does not run.
+    const noEgress = proxy && egressMissing('proxy', this.options.networkTools);
+    if (noEgress) throw new SandboxUnavailableError(noEgress);
     const bundleDir = join(this.options.runtimeDir, 'jobs', ownedName());
     let lease: WorkDirLease | null = null;
     let cgroup: JobCgroup | null = null;
+    let egress: GvisorEgress | null = null;
     try {
       const { limits } = template;
       const cgroupLimits = { memoryBytes: limits.memoryBytes, maxProcesses: limits.maxProcesses + SENTRY_TASKS, cpuCores: limits.cpuCores ?? null };
@@ -121,11 +138,19 @@ export class GvisorBackend implements SandboxBackend {
         mounts.push({ host: workDir, sandbox: template.workDir, writable: true });
       }
       const stagedFiles = new Map<string, string>();
-      for (const file of template.files) {
+      const stage = async (name: string, sandboxPath: string, mode: number) => {
         const host = join(bundleDir, `file-${stagedFiles.size}`);
-        await createStagedFile(host, file.executable ? 0o755 : 0o644);
-        stagedFiles.set(file.name, host);
-        mounts.push({ host, sandbox: file.sandboxPath, writable: false });
+        await createStagedFile(host, mode);
+        stagedFiles.set(name, host);
+        mounts.push({ host, sandbox: sandboxPath, writable: false });
+      };
+      for (const file of template.files) await stage(file.name, file.sandboxPath, file.executable ? 0o755 : 0o644);
+      if (proxy) {
+        // Filled by the proxied network when the job starts, as on local_process.
+        await stage(RESOLVER_FILES.hosts, '/etc/hosts', 0o644);
+        await stage(RESOLVER_FILES.resolvConf, '/etc/resolv.conf', 0o644);
+        if (proxy.secrets.length > 0) await stage(CA_BUNDLE_FILE, CA_BUNDLE_SANDBOX_PATH, 0o644);
+        egress = await attachEgress(proxy, this.options, join(bundleDir, 'egress.sock'));
       }
       const covered = (dir: string) => template.cwd === dir || template.cwd.startsWith(`${posix.normalize(dir)}/`);
       // runsc needs the cwd to exist; bwrap makes it (--dir), here it is scratch space of its own.
@@ -135,7 +160,8 @@ export class GvisorBackend implements SandboxBackend {
         identityFiles: ready.identityFiles[template.user ?? 'sandbox'],
         argv: template.argv,
         cwd: template.cwd,
-        env: { ...baseEnvironment(template.profile), ...template.env },
+        // The proxy's variables last: a job's own HTTPS_PROXY would lead nowhere.
+        env: { ...baseEnvironment(template.profile), ...template.env, ...(proxy ? ProxiedNetwork.environment(proxy) : {}) },
         mounts,
         scratch,
         hidden: template.withoutShells ? ready.shellFiles : [],
@@ -143,10 +169,12 @@ export class GvisorBackend implements SandboxBackend {
         tmpBytes: this.options.tmpBytes,
         limits,
         cgroup: { path: cgroup.hierarchyPath, limits: cgroupLimits },
+        netns: egress?.netns.path ?? null,
       };
       const release = lease?.release ?? null;
       return new GvisorSandbox({
-        runsc: ready.runsc,
+        runsc: egress ? runscOnHostNetwork(ready.runsc) : ready.runsc,
+        egress,
         id: posix.basename(bundleDir),
         jobDir: bundleDir,
         plan,
@@ -161,6 +189,8 @@ export class GvisorBackend implements SandboxBackend {
         ...(template.restore && { restore: template.restore }),
       });
     } catch (error) {
+      egress?.network.stop();
+      egress?.netns.dispose();
       await cgroup?.dispose();
       await lease?.release();
       await removeTree(bundleDir);
@@ -212,7 +242,7 @@ export class GvisorBackend implements SandboxBackend {
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
     const cgroups = await detectCgroups();
     if (!cgroups) throw new SandboxUnavailableError('the gvisor backend needs a writable cgroup hierarchy with memory and pids controllers (none was found)');
-    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, '--network=none', `--platform=${platform}`, '--oci-seccomp'] };
+    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, NO_NETWORK, `--platform=${platform}`, '--oci-seccomp'] };
     await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
     await reapStaleCgroups(cgroups);
     const emptyFile = join(runtimeDir, 'empty');
@@ -221,6 +251,27 @@ export class GvisorBackend implements SandboxBackend {
     await this.probe(ready);
     return ready;
   }
+}
+
+const NO_NETWORK = '--network=none';
+
+/**
+ * runsc for a job with egress by name: its network system calls are passed to the host's stack
+ * in the namespace it joins (held-netns.ts: loopback only, where the relay to the job's proxy
+ * listens), since gVisor's own stack (`--network=sandbox`) takes loopback for itself and this
+ * runsc refuses it in any namespace on this kernel (its root-namespace test reads
+ * /proc/sys/net/core/rmem_default, which every namespace has since Linux 6.x).
+ */
+function runscOnHostNetwork(runsc: Runsc): Runsc {
+  return { ...runsc, globalArgs: runsc.globalArgs.map((arg) => (arg === NO_NETWORK ? '--network=host' : arg)) };
+}
+
+/** A job's namespace (held-netns.ts) with the relay to its egress proxy in it (proxied-network.ts). */
+async function attachEgress(proxy: ProxiedEgress, options: Required<GvisorOptions>, socketPath: string): Promise<GvisorEgress> {
+  const netns = await HeldNetns.create(options.networkTools);
+  const network = new ProxiedNetwork(proxy, options.networkTools, socketPath, options.egress);
+  network.attach(Promise.resolve(netns.info));
+  return { netns, network };
 }
 
 /** Containers and bundles of agent-runner processes that died: their ids start with the owner's pid. */

@@ -4,6 +4,8 @@ import { writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { JobCgroup } from '../host/cgroups.js';
+import type { HeldNetns } from '../host/held-netns.js';
+import type { ProxiedNetwork } from '../host/proxied-network.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { feedStdin } from '../job-stdin.js';
 import { execFileWhenQuiet, forkWhenQuiet } from '../host/fork-gate.js';
@@ -19,9 +21,17 @@ export interface Runsc {
   globalArgs: readonly string[];
 }
 
+/** A job's egress by name: the namespace runsc joins, and the relay to its proxy in it. */
+export interface GvisorEgress {
+  netns: HeldNetns;
+  network: ProxiedNetwork;
+}
+
 /** The job's directory (jobDir) is its bundle: config.json, rootfs, the staged files. */
 export interface GvisorJob extends HostDirParts {
   runsc: Runsc;
+  /** Egress by name (policy.network.allow_domains); null: a namespace of its own with loopback only. */
+  egress: GvisorEgress | null;
   /** Container id: ownedName(), so a later process can tell an orphan by its owner's pid. */
   id: string;
   /** Everything of the config but what only start knows (argv[0], noexec). */
@@ -51,8 +61,12 @@ export class GvisorSandbox extends HostDirSandbox {
 
   constructor(private readonly job: GvisorJob) {
     super(job);
-    // The container goes first: runsc delete kills what is left of the job.
-    void this.cleanUp(() => this.runsc('delete', '--force', job.id));
+    // The container goes first: runsc delete kills what is left of the job; its way out with it.
+    void this.cleanUp(async () => {
+      await this.runsc('delete', '--force', job.id);
+      job.egress?.network.stop();
+      job.egress?.netns.dispose();
+    });
   }
 
   /**
@@ -140,6 +154,8 @@ export class GvisorSandbox extends HostDirSandbox {
       argv = [this.rules.program, ...argv.slice(1)];
     }
     if (job.restore) await this.putHomeBack(job.restore.home, signal);
+    // The proxy listens, the resolver files and CA bundle are filled, before the job can ask.
+    await job.egress?.network.connect((name, content) => this.writeFile(name, content));
     await this.writeConfig(argv);
     const command = job.restore ? ['restore', '--image-path', job.restore.image] : ['run'];
     return this.spawnRunsc([...command, '--bundle', job.jobDir, job.id], 'pipe');

@@ -28,6 +28,8 @@ export interface OciPlan {
   limits: ResourceLimits;
   /** The job's host cgroup (cgroups.ts), made before runsc joins it, and its limits. */
   cgroup: { path: string; limits: CgroupLimits };
+  /** A network namespace the host made and equipped for the job (held-netns.ts), which runsc joins; null: a new one, loopback only. */
+  netns: string | null;
 }
 
 export type OciExecutable = 'any' | 'system' | { only: readonly string[] };
@@ -152,7 +154,7 @@ export function buildOciConfig(plan: OciPlan): object {
     },
     mounts,
     linux: {
-      namespaces: ['pid', 'network', 'ipc', 'uts', 'mount'].map((type) => ({ type })),
+      namespaces: ['pid', 'network', 'ipc', 'uts', 'mount'].map((type) => (type === 'network' && plan.netns !== null ? { type, path: plan.netns } : { type })),
       cgroupsPath: plan.cgroup.path,
       seccomp: buildOciSeccomp(),
       // The same limits the group already has: runsc sizes the sandbox's memory from them.

@@ -37,13 +37,19 @@ const ALWAYS_REFUSED = { v4: ['127.0.0.0/8', '169.254.0.0/16'], v6: ['::1', 'fe8
 /** How long pasta may take to come up before the job is given up as not set up. */
 const PASTA_READY_MS = 10_000;
 
-/** The helper programs, all from Debian packages (passt, nftables, util-linux, socat: the relay of proxied-network.ts). */
+/**
+ * The helper programs, all from Debian packages (passt, nftables, util-linux, socat: the relay of
+ * proxied-network.ts; unshare, ip and sleep make and hold the namespace of held-netns.ts).
+ */
 export interface NetworkTools {
   pasta: string;
   nft: string;
   nsenter: string;
   setpriv: string;
   socat: string;
+  unshare: string;
+  ip: string;
+  sleep: string;
 }
 
 export const DEFAULT_NETWORK_TOOLS: NetworkTools = {
@@ -52,6 +58,9 @@ export const DEFAULT_NETWORK_TOOLS: NetworkTools = {
   nsenter: '/usr/bin/nsenter',
   setpriv: '/usr/bin/setpriv',
   socat: '/usr/bin/socat',
+  unshare: '/usr/bin/unshare',
+  ip: '/bin/ip',
+  sleep: '/usr/bin/sleep',
 };
 
 interface ResolvedTarget {

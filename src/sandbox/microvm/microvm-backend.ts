@@ -1,6 +1,7 @@
 import { access, constants, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
+import type { EgressHostOptions } from '../../egress/policy.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
@@ -21,9 +22,11 @@ export interface MicrovmOptions {
   bootTimeoutMs?: number;
   /** Guest images, snapshots and accelerator probes, by content hash (null: runtimeDir/cache). */
   cacheDir?: string | null;
+  /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
+  egress?: EgressHostOptions;
 }
 
-const DEFAULTS = { memoryBytes: 1024 * 1024 * 1024, vcpus: 1, warmPoolSize: 2, bootTimeoutMs: 60_000, cacheDir: null } as const;
+const DEFAULTS = { memoryBytes: 1024 * 1024 * 1024, vcpus: 1, warmPoolSize: 2, bootTimeoutMs: 60_000, cacheDir: null, egress: {} } as const;
 
 interface Ready {
   image: GuestImage;

@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { createServer, type AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { runJob } from '../../../src/runner/run-job.js';
-import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap/bubblewrap-backend.js';
+import { availableKinds } from '../../helpers/backends.js';
 import { EgressUpstream } from '../../helpers/egress-upstream.js';
 import { api, startServer } from '../../helpers/server.js';
-import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
+import { testRuntime } from '../../helpers/runtime.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
@@ -39,20 +41,22 @@ function addresses(): Record<string, string[]> {
   };
 }
 
-const backend = new BubblewrapBackend({
-  runtimeDir: join(TEST_STATE_DIR, 'runtime'),
-  egress: {
-    resolve: async (host) => {
-      const found = addresses()[host];
-      if (!found) throw Object.assign(new Error(`${host} is not in the test's world`), { code: 'ENOTFOUND' });
-      return found;
-    },
-    get upstreamCa() {
-      return upstream.caPem;
+/** Every backend's proxies resolve in the test's world and trust its upstream CA. */
+const runtime = testRuntime(
+  {},
+  {
+    egress: {
+      resolve: async (host) => {
+        const found = addresses()[host];
+        if (!found) throw Object.assign(new Error(`${host} is not in the test's world`), { code: 'ENOTFOUND' });
+        return found;
+      },
+      get upstreamCa() {
+        return upstream.caPem;
+      },
     },
   },
-});
-const runtime = testRuntime({}, { backend });
+);
 
 /**
  * The job: each [label, url, authorization?] fetched with urllib through the proxy variables
@@ -80,6 +84,14 @@ try:
     direct = "connected"
 except OSError as error:
     direct = type(error).__name__
+# Other ways out it must not have: each [label, address, port] tried directly.
+reached = {}
+for label, address, port in json.loads(sys.argv[3]) if len(sys.argv) > 3 else []:
+    try:
+        socket.create_connection((address, port), timeout=10).close()
+        reached[label] = "connected"
+    except OSError as error:
+        reached[label] = type(error).__name__
 # The secret's shape (S3CRET- and 32 hex digits), looked for everywhere the job can read itself.
 shape = re.compile(rb"S3CRET-[0-9a-f]{32}")
 found = set(m.decode() for m in shape.findall(open("/proc/self/environ", "rb").read()))
@@ -95,41 +107,98 @@ with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
             found |= set(m.decode() for m in shape.findall(mem.read(end - start)))
         except (OSError, ValueError, OverflowError):
             pass
-print(json.dumps({"outcomes": outcomes, "direct": direct, "found": sorted(found), "token": os.environ.get("API_TOKEN"), "proxy": os.environ.get("HTTPS_PROXY")}))
+print(json.dumps({"outcomes": outcomes, "direct": direct, "reached": reached, "found": sorted(found), "token": os.environ.get("API_TOKEN"), "proxy": os.environ.get("HTTPS_PROXY")}))
 `;
 
 interface Seen {
   outcomes: Record<string, { status?: number; body?: unknown; error?: string }>;
   direct: string;
+  reached: Record<string, string>;
   found: string[];
   token: string | null;
   proxy: string | null;
 }
 
 type Fetch = [label: string, url: string, authorization: string | null];
+type Direct = [label: string, address: string, port: number];
 
-async function fetchFromJob(fetches: Fetch[], extra: { secrets?: unknown; allow?: string[] } = {}) {
+async function fetchFromJob(fetches: Fetch[], extra: { secrets?: unknown; allow?: string[]; kind?: BackendKind; direct?: Direct[] } = {}) {
   const request = {
     workspace: { source: 'local_path', path: makeWorkspace({ 'client.py': CLIENT, 'test-upstream-ca.txt': upstream.caPem }) },
-    command: { argv: ['python3', 'client.py', JSON.stringify(fetches), upstream.address] },
+    command: { argv: ['python3', 'client.py', JSON.stringify(fetches), upstream.address, JSON.stringify(extra.direct ?? [])] },
     policy: {
       network: {
         allow_domains: extra.allow ?? ['api.test.example', 'other.test.example', 'host.test.example', 'private.test.example', 'loopback.test.example', 'mixed.test.example'],
       },
     },
     ...(extra.secrets ? { secrets: extra.secrets } : {}),
+    ...(extra.kind ? { backend: { kind: extra.kind } } : {}),
   };
   const result = await runJob(request, { runtime });
   assert.equal(result.status, 'completed', `${JSON.stringify(result.error)} ${result.stderr.text}`);
+  assert.equal(result.backend.kind, extra.kind ?? 'local_process', 'run where it was asked to, nowhere else');
   return { result, seen: JSON.parse(result.stdout.text) as Seen };
 }
 
+// Described before any test is registered (see snippet/conformance.test.ts for why).
+const kinds = IS_ROOT ? await availableKinds(runtime, 'run-job') : [];
+
 describe('egress by name through the proxy', { skip: IS_ROOT ? false : 'needs root: network namespaces, veths and the job relay' }, () => {
-  before(() => upstream.start(Object.keys(addresses())));
+  /** A service of the host's on every address: no job reaches it, whatever its backend. */
+  const hostService = createServer((socket) => socket.end('host service\n'));
+  before(async () => {
+    await upstream.start(Object.keys(addresses()));
+    await new Promise<void>((resolve) => hostService.listen(0, '0.0.0.0', resolve));
+  });
   after(async () => {
     upstream.stop();
+    hostService.close();
     await runtime.dispose();
   });
+
+  // The same policy on every backend: one job each (the microVM runs under emulation), every case in it.
+  for (const kind of kinds.filter((kind) => kind !== 'local_process')) {
+    it(`on ${kind} as on local_process: an allowed name is reached, another refused, a secret reaches only its host over HTTPS, nothing but the proxy answers`, async () => {
+      const { port } = hostService.address() as AddressInfo;
+      const { result, seen } = await fetchFromJob(
+        [
+          ['http', 'http://api.test.example/', null],
+          ['https to its host', 'https://api.test.example/', 'Bearer $API_TOKEN'],
+          ['https elsewhere', 'https://other.test.example/', 'Bearer $API_TOKEN'],
+          ['http denied', 'http://denied.test.example/', null],
+          ['https denied', 'https://denied.test.example/', null],
+          ['host', 'http://host.test.example/', null],
+        ],
+        {
+          kind,
+          secrets: { API_TOKEN: { value: SECRET, hosts: ['api.test.example'] } },
+          direct: [
+            ['host loopback', '127.0.0.1', port],
+            ['host address', upstream.hostAddress, port],
+            // QEMU's user-mode network calls the host this.
+            ['user-mode gateway', '10.0.2.2', port],
+            ['metadata', '169.254.169.254', 80],
+          ],
+        },
+      );
+      const detail = JSON.stringify(seen);
+      assert.match(String(seen.proxy), /^http:\/\//, detail);
+      assert.equal(seen.outcomes.http?.status, 200, detail);
+      assert.equal((seen.outcomes.http?.body as Record<string, unknown>).host, 'api.test.example');
+      const toItsHost = seen.outcomes['https to its host']?.body as Record<string, unknown>;
+      assert.equal(toItsHost?.authorization_sha256, sha256(`Bearer ${SECRET}`), detail);
+      assert.equal((seen.outcomes['https elsewhere']?.body as Record<string, unknown>)?.placeholder, `Bearer ${seen.token}`, detail);
+      assert.match(seen.token!, /^agent-runner-secret-API_TOKEN-[0-9a-f]{32}$/);
+      assert.match(String(seen.outcomes['http denied']?.body), /denied\.test\.example:80 is not allowed by policy\.network\.allow_domains/, detail);
+      assert.match(String(seen.outcomes['https denied']?.error), /Tunnel connection failed: 403/, detail);
+      assert.match(String(seen.outcomes.host?.body), /an address of this host/, detail);
+      assert.equal(seen.direct, 'OSError', detail);
+      for (const [label, outcome] of Object.entries(seen.reached)) assert.notEqual(outcome, 'connected', `${label}: ${detail}`);
+      assert.equal(Object.keys(seen.reached).length, 4);
+      assert.deepEqual(seen.found, [], 'the secret is nowhere in the job');
+      assert.ok(!JSON.stringify(result).includes(SECRET), 'nor in its result');
+    });
+  }
 
   it('an allowed name is reached over HTTP and HTTPS; another name is refused 403 naming the policy; nothing else answers', async () => {
     const { seen } = await fetchFromJob([
@@ -319,24 +388,6 @@ describe('egress by name: requests the runner refuses', () => {
       /command\.env also sets T/,
     ],
   ];
-  it('gvisor and microvm give jobs no network: egress by name there ends backend_unavailable, never run elsewhere', async () => {
-    for (const kind of ['gvisor', 'microvm'] as const) {
-      const result = await runJob(
-        {
-          command: { argv: ['true'] },
-          policy: { network: { allow_domains: ['api.test.example'] } },
-          secrets: { T: { value: SECRET, hosts: ['api.test.example'] } },
-          backend: { kind },
-        },
-        { runtime },
-      );
-      assert.equal(result.status, 'backend_unavailable', `${kind}: ${JSON.stringify(result.error)}`);
-      assert.equal(result.exit_code, null, `${kind}: nothing ran`);
-      assert.deepEqual(result.backend, { kind });
-      assert.ok(!JSON.stringify(result).includes(SECRET));
-    }
-  });
-
   for (const [label, request, field, message] of cases) {
     it(`${label}: validation.invalid_request naming ${field}, the value never quoted`, async () => {
       const result = await runJob({ command: { argv: ['true'] }, ...request }, { runtime });

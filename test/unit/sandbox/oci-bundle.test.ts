@@ -20,6 +20,7 @@ const plan: OciPlan = {
   tmpBytes: 1024,
   limits: { memoryBytes: 1 << 20, memoryMechanism: 'address-space', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 4096, cpuCores: 1.5 },
   cgroup: { path: '/agent-runner/1-1-x', limits: { memoryBytes: 1 << 20, maxProcesses: 264, cpuCores: 1.5 } },
+  netns: null,
 };
 
 interface Config {
