@@ -36,6 +36,8 @@ const TemplateSchema = Type.Object({
     cpuCores: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
   }),
   network: Type.Literal('none'),
+  /** The job stays in the guest's network namespace, whose one link leads to the host's egress proxy of this VM's job (qemu-vm.ts). */
+  vmNetwork: Type.Optional(Type.Boolean()),
   guardExec: Type.Optional(Type.Boolean()),
   withoutShells: Type.Optional(Type.Boolean()),
 });
@@ -45,7 +47,12 @@ export const GuestRequestSchema = Type.Union([
   Type.Object({ id: Type.Integer(), op: Type.Literal('ping') }),
   /** Before a snapshot: runs a job of each runtime once, so every restored VM starts warm. */
   Type.Object({ id: Type.Integer(), op: Type.Literal('prime') }),
-  Type.Object({ id: Type.Integer(), op: Type.Literal('prepare'), template: TemplateSchema }),
+  /**
+   * `now`: the host's time (ms since the epoch), which the guest's clock is set to first: a VM
+   * restored from a snapshot wakes at the snapshot's time, and one booted without an RTC in 1970
+   * (TLS would find every certificate not yet valid).
+   */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('prepare'), template: TemplateSchema, now: Type.Integer({ minimum: 0 }) }),
   /** A staged file's bytes, in order; the last part has `more: false`. */
   Type.Object({ id: Type.Integer(), op: Type.Literal('write'), name: Type.String(), data: Bytes, more: Type.Boolean() }),
   /**

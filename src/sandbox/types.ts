@@ -75,6 +75,12 @@ export interface SandboxTemplate {
    * capabilities.pause is `memory` takes it.
    */
   restore?: { image: string; home: { argv: readonly string[]; archive: string } };
+  /**
+   * Inside a microVM only (its guest runner sets it, with network `none`): the job stays in the
+   * guest's network namespace, whose one link leads to the host's egress proxy of the VM's job and
+   * nowhere else (qemu-vm.ts). A backend on the host refuses it: there it would be the host's network.
+   */
+  vmNetwork?: boolean;
 }
 
 /**

@@ -48,6 +48,8 @@ export interface BubblewrapOptions {
   networkTools?: NetworkTools;
   /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
   egress?: EgressHostOptions;
+  /** This backend is a microVM guest runner's, whose network namespace is the VM's: it may keep a job there (`vmNetwork`). */
+  vmGuest?: boolean;
 }
 
 const DEFAULTS = {
@@ -66,6 +68,7 @@ const DEFAULTS = {
   seccomp: true,
   networkTools: DEFAULT_NETWORK_TOOLS,
   egress: {},
+  vmGuest: false,
 };
 
 /**
@@ -135,6 +138,8 @@ export class BubblewrapBackend implements SandboxBackend {
     // Never the host's network instead: without its tools a job asking for egress does not run.
     const noEgress = template.network === 'none' ? null : egressMissing('proxy' in template.network ? 'proxy' : 'pasta', this.options.networkTools);
     if (noEgress) throw new SandboxUnavailableError(noEgress);
+    if (template.vmNetwork && (!this.options.vmGuest || template.network !== 'none'))
+      throw new Error("a job keeps its namespace's network only inside a microVM, with network none");
     // A compiler's writable output dir belongs to one job, and so do a proxied job's placeholders
     // and secrets: such templates are never pre-started.
     const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network);
@@ -377,6 +382,7 @@ export class BubblewrapBackend implements SandboxBackend {
       },
       mounts,
       networkFiles,
+      vmNetwork: template.vmNetwork === true,
       hidden: template.withoutShells ? ready.shellFiles : [],
       terminals: template.terminals === true,
       tmpBytes: this.options.tmpBytes,

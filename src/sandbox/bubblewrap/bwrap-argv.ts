@@ -49,6 +49,11 @@ export interface BwrapPlan {
    * them before the job starts); null: loopback only, so no resolver files.
    */
   networkFiles: NetworkFiles | null;
+  /**
+   * The job stays in the network namespace bwrap runs in: a microVM guest's, whose one link
+   * leads to the host's egress proxy of the VM's job (qemu-vm.ts); never on the host.
+   */
+  vmNetwork: boolean;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
   hidden: readonly string[];
   /** bwrap's own /dev, with a devpts instance of the sandbox's own (ptmx, pts/) and tty. */
@@ -84,13 +89,14 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
     ...(plan.infoFd !== undefined ? ['--info-fd', String(plan.infoFd)] : []),
     ...(plan.statusFd !== undefined ? ['--json-status-fd', String(plan.statusFd)] : []),
     // Namespaces: user, pid, ipc, uts, cgroup, mount, net. Egress, when allowed, is attached
-    // to the job's own network namespace from outside (job-network.ts), never the host's.
+    // to the job's own network namespace from outside (job-network.ts), never the host's; in a
+    // microVM the guest's may be kept, which reaches only the host's egress proxy.
     '--unshare-user',
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
     '--unshare-cgroup',
-    '--unshare-net',
+    ...(plan.vmNetwork ? [] : ['--unshare-net']),
     ...identityArgs(plan),
     '--hostname', SANDBOX_HOSTNAME,
     // Lifetime: the job dies with its supervisor and cannot reach our terminal (TIOCSTI).

@@ -20,6 +20,24 @@ const RELAY_MAX_CONNECTIONS = 64;
 const RELAY_READY_MS = 10_000;
 
 /**
+ * The job's egress proxy, listening on `socketPath`; with secrets, the CA made for the job, whose
+ * certificate joins the system roots in the bundle staged as CA_BUNDLE_FILE for the job to trust.
+ */
+export async function startEgressProxy(
+  egress: ProxiedEgress,
+  socketPath: string,
+  hostOptions: EgressHostOptions,
+  stage: (name: string, content: string) => Promise<void>,
+): Promise<EgressProxy> {
+  // Loaded only for jobs with secrets: the certificate library is most of the proxy's weight.
+  const ca = egress.secrets.length > 0 ? await (await import('../../egress/job-ca.js')).JobCa.create() : null;
+  if (ca) await stage(CA_BUNDLE_FILE, `${(await readFile(SYSTEM_CA_FILE, 'utf8')).trimEnd()}\n${ca.certificatePem}\n`);
+  const proxy = new EgressProxy(egress, ca, hostOptions);
+  await proxy.listen(socketPath);
+  return proxy;
+}
+
+/**
  * Egress by name (`policy.network.allow_domains`): the job's network namespace has loopback
  * only, no pasta, no route anywhere. On its loopback a relay (socat, entered into the namespace
  * by nsenter, running on the host's side otherwise) passes each connection to a unix socket
@@ -39,9 +57,9 @@ export class ProxiedNetwork implements AttachedNetwork {
     private readonly hostOptions: EgressHostOptions,
   ) {}
 
-  /** The variables that point the job's clients at the proxy, and at its CA bundle when it has secrets. */
-  static environment(egress: ProxiedEgress): Record<string, string> {
-    const proxy = `http://${PROXY_ADDRESS}`;
+  /** The variables that point the job's clients at the proxy (where the job reaches it), and at its CA bundle when it has secrets. */
+  static environment(egress: ProxiedEgress, address = PROXY_ADDRESS): Record<string, string> {
+    const proxy = `http://${address}`;
     const env: Record<string, string> = { HTTP_PROXY: proxy, HTTPS_PROXY: proxy, ALL_PROXY: proxy, http_proxy: proxy, https_proxy: proxy, all_proxy: proxy };
     if (egress.secrets.length > 0) {
       for (const name of ['SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE', 'CURL_CA_BUNDLE', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT']) env[name] = CA_BUNDLE_SANDBOX_PATH;
@@ -59,16 +77,11 @@ export class ProxiedNetwork implements AttachedNetwork {
   }
 
   async connect(stage: (name: string, content: string) => Promise<void>): Promise<void> {
-    // Loaded only for jobs with secrets: the certificate library is most of the proxy's weight.
-    const ca = this.egress.secrets.length > 0 ? await (await import('../../egress/job-ca.js')).JobCa.create() : null;
-    const staged = [
+    await Promise.all([
       stage(RESOLVER_FILES.hosts, '127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost ip6-loopback\n'),
       stage(RESOLVER_FILES.resolvConf, '# No DNS in this job: its HTTP and TLS go by name through the proxy in HTTP_PROXY and HTTPS_PROXY.\n'),
-    ];
-    if (ca) staged.push(readFile(SYSTEM_CA_FILE, 'utf8').then((roots) => stage(CA_BUNDLE_FILE, `${roots.trimEnd()}\n${ca.certificatePem}\n`)));
-    await Promise.all(staged);
-    this.proxy = new EgressProxy(this.egress, ca, this.hostOptions);
-    await this.proxy.listen(this.socketPath);
+    ]);
+    this.proxy = await startEgressProxy(this.egress, this.socketPath, this.hostOptions, stage);
     if (!this.attached) throw new Error('the network was never attached to the sandbox');
     try {
       await this.attached;

@@ -63,13 +63,23 @@ const ROOT_FILES = ['/usr/bin/node', '/usr/bin/prlimit', '/usr/bin/setpriv', '/u
 /** Dropped from the package lists: documentation, and python's own test suite. */
 const LEFT_OUT = [/^\/usr\/share\/(doc|man|info|lintian|locale)\//, /^\/usr\/lib\/python3\.\d+\/test\//];
 /** Loaded by the initramfs, in order (the stock kernel builds virtio and squashfs as modules). */
-const MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_rng', 'squashfs', 'overlay'];
+const MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_rng', 'failover', 'net_failover', 'virtio_net', 'squashfs', 'overlay'];
 /** Where this package sits inside the guest. */
 export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
 /** The virtio-serial port the guest runner serves (its name in /sys/class/virtio-ports). */
 export const GUEST_PORT_NAME = 'agent-runner';
-/** Bumped whenever what follows changes the image in a way its inputs do not show. */
-const BUILDER_VERSION = 2;
+/**
+ * Bumped whenever what follows changes the image in a way its inputs do not show. 3: the guest's
+ * network link (virtio_net, GUEST_NETWORK); a new image id also names new snapshots, taken
+ * with the VM's network device (a snapshot restores only into the device set it was taken with).
+ */
+const BUILDER_VERSION = 3;
+/**
+ * The guest's one network link, QEMU's user-mode network restricted to one forward (qemu-vm.ts):
+ * the guest is `address`, and `proxy` is the only address that answers, forwarded to the host's
+ * egress proxy of the VM's job. QEMU's defaults (10.0.2.0/24), fixed in every VM and snapshot.
+ */
+export const GUEST_NETWORK = { address: '10.0.2.15/24', proxy: { host: '10.0.2.100', port: 3128 } } as const;
 const DPKG_STATUS = '/var/lib/dpkg/status';
 
 const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -324,6 +334,7 @@ async function writeRootExtras(root: string): Promise<void> {
       '$b mount -t tmpfs -o mode=1777,nosuid,nodev shm /dev/shm',
       '$b mount -t tmpfs -o mode=755 run /run',
       '$b ip link set lo up',
+      `$b ip address add ${GUEST_NETWORK.address} dev eth0 && $b ip link set eth0 up`,
       'for port in /sys/class/virtio-ports/*; do',
       `  if [ "$($b cat "$port/name")" = "${GUEST_PORT_NAME}" ]; then channel=/dev/\${port##*/}; fi`,
       'done',

@@ -6,9 +6,11 @@ import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
 import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
 import { pruneImages } from './image-cache.js';
-import { guestImage, type GuestImage } from './guest-image.js';
+import { GUEST_NETWORK, guestImage, type GuestImage } from './guest-image.js';
+import { CA_BUNDLE_SANDBOX_PATH } from '../bubblewrap/bwrap-argv.js';
+import { CA_BUNDLE_FILE, ProxiedNetwork, startEgressProxy } from '../host/proxied-network.js';
 import { MicrovmSandbox, resumeRefusal, VM_STATE_FILE } from './microvm-sandbox.js';
-import { QEMU_PATH, QemuVm, type VmShape } from './qemu-vm.js';
+import { EGRESS_SOCKET, QEMU_PATH, QemuVm, SOCAT_PATH, type VmShape } from './qemu-vm.js';
 import { WarmVmPool } from './warm-vm-pool.js';
 
 export interface MicrovmOptions {
@@ -59,7 +61,7 @@ export class MicrovmBackend implements SandboxBackend {
   readonly name = 'qemu-microvm';
   readonly warmTakes: WarmTakes = { hit: 0, miss: 0 };
   readonly capabilities: BackendCapabilities = {
-    network: ['none'],
+    network: ['none', 'proxy'],
     memory: ['vm', 'address-space'],
     snapshot: true,
     pause: 'memory',
@@ -85,7 +87,8 @@ export class MicrovmBackend implements SandboxBackend {
         `QEMU -M microvm under ${ready.accelNote}; guest kernel ${ready.image.kernel}, root image ${ready.image.id}`,
         `one VM per job, never reused: ${Math.round(ready.shape.memoryBytes / (1024 * 1024))} MiB, ${ready.shape.vcpus} vCPU; inside it the job runs in the same bubblewrap sandbox as on local_process (namespaces, seccomp, Landlock exec rules, the guest's cgroup v2 and rlimits)`,
         this.options.warmPoolSize > 0 ? `warm: ${this.options.warmPoolSize} VMs restored from a snapshot kept ready` : 'cold: every job boots its VM',
-        'network: none (no network device); compiled languages are compiled on the host (bubblewrap) and run in the VM',
+        "network: one device, QEMU's user-mode network restricted to a forward to the host's egress proxy of the VM's job: jobs with allow_domains reach HTTP and TLS by name through it, nothing else; network \"allow\" is refused",
+        'compiled languages are compiled on the host (bubblewrap) and run in the VM',
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: 'cgroup-v2' };
     } catch (error) {
@@ -95,8 +98,20 @@ export class MicrovmBackend implements SandboxBackend {
 
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
     const ready = await this.prepareHost();
-    if (template.network !== 'none')
-      throw new SandboxUnavailableError('the microvm backend gives jobs no network: network "allow" is not supported on it (run the job on local_process)');
+    const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
+    if (proxy === undefined) {
+      throw new SandboxUnavailableError(
+        'the microvm backend gives jobs network by name only (policy.network {"allow_domains": [...]}): network "allow" is not supported on it (run the job on local_process)',
+      );
+    }
+    if (
+      proxy &&
+      !(await access(SOCAT_PATH, constants.X_OK).then(
+        () => true,
+        () => false,
+      ))
+    )
+      throw new SandboxUnavailableError(`jobs with allow_domains cannot run here: ${SOCAT_PATH} is missing (apt-get install socat)`);
     const hostMount = template.mounts[0];
     if (hostMount) {
       throw new SandboxUnavailableError(
@@ -138,7 +153,28 @@ export class MicrovmBackend implements SandboxBackend {
     if (restore) return sandbox;
     try {
       const files = template.files.map((file) => ({ ...file }));
-      await vm.channel.request({ op: 'prepare', template: { ...template, argv: [...template.argv], files, limits: { ...template.limits }, mounts: [], network: 'none' } });
+      let env = template.env;
+      if (proxy) {
+        // The proxy's variables last, as on local_process; its address is the guest's forward to it.
+        env = { ...env, ...ProxiedNetwork.environment(proxy, `${GUEST_NETWORK.proxy.host}:${GUEST_NETWORK.proxy.port}`) };
+        if (proxy.secrets.length > 0) files.push({ name: CA_BUNDLE_FILE, sandboxPath: CA_BUNDLE_SANDBOX_PATH, executable: false });
+      }
+      const guestTemplate = {
+        ...template,
+        argv: [...template.argv],
+        env,
+        files,
+        limits: { ...template.limits },
+        mounts: [],
+        network: 'none' as const,
+        ...(proxy && { vmNetwork: true }),
+      };
+      await vm.channel.request({ op: 'prepare', template: guestTemplate, now: Date.now() });
+      if (proxy) {
+        // Listening where the VM's forward leads (qemu-vm.ts) until the VM is gone.
+        const listening = await startEgressProxy(proxy, join(vm.dir, EGRESS_SOCKET), this.options.egress, (name, content) => sandbox.writeFile(name, content));
+        void vm.ended.then(() => listening.close());
+      }
     } catch (error) {
       sandbox.discard();
       throw error;

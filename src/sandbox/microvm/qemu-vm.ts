@@ -3,15 +3,19 @@ import { forkWhenQuiet } from '../host/fork-gate.js';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { removeTree } from '../host/tree-removal.js';
 import { GuestChannel } from './guest-channel.js';
-import { GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
+import { GUEST_NETWORK, GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
 
 export const QEMU_PATH = '/usr/bin/qemu-system-x86_64';
 const SETPRIV_PATH = '/usr/bin/setpriv';
+/** Each connection of the guest to its proxy address is passed on by one of these (Debian's socat). */
+export const SOCAT_PATH = '/usr/bin/socat';
+/** In the VM's directory: where the host's egress proxy of the VM's job listens, if it has one. */
+export const EGRESS_SOCKET = 'egress.sock';
 
 export interface VmShape {
   memoryBytes: number;
@@ -33,8 +37,9 @@ export type VmOrigin =
 
 /**
  * One QEMU `-M microvm` process (Firecracker's device model: virtio-mmio only, no PCI, no
- * firmware to speak of) and the channel to its guest runner over virtio-serial. No network
- * device exists in it. Killing the process is the end of everything the job did.
+ * firmware to speak of) and the channel to its guest runner over virtio-serial. Its one network
+ * device reaches nothing but the host's egress proxy of its job, when that listens (networkArgs).
+ * Killing the process is the end of everything the job did.
  */
 export class QemuVm {
   private exited = false;
@@ -228,6 +233,7 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     'virtio-blk-device,drive=root',
     '-device',
     'virtio-rng-device',
+    ...networkArgs(join(dirname(socketPath), EGRESS_SOCKET)),
     // A restored VM gets a new generation id, and the guest kernel reseeds its random
     // generator on it: clones of one snapshot never share their randomness.
     '-device',
@@ -244,6 +250,21 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     `file:${consolePath}`,
     ...('boot' in origin ? [] : ['-incoming', 'defer']),
   ];
+}
+
+/**
+ * The guest's link: QEMU's user-mode network with `restrict=on` (nothing the guest sends leaves
+ * QEMU, and nothing of the host is forwarded in) but one `guestfwd`: each TCP connection to
+ * GUEST_NETWORK.proxy runs socat, which passes it to `egressSocket`, where the host's egress proxy
+ * of the VM's job listens (microvm-backend.ts) or nothing does (the connection is closed). Every
+ * VM has it, whatever its job: a warm VM is restored before its job is known, and a snapshot
+ * restores only into the device set it was taken with. A fixed MAC, as the snapshot saw it.
+ */
+function networkArgs(egressSocket: string): string[] {
+  const { host, port } = GUEST_NETWORK.proxy;
+  // QEMU splits its options at commas: the command and the path must hold none.
+  const forward = `${SOCAT_PATH} - UNIX-CONNECT:${plainPath(egressSocket)}`;
+  return ['-netdev', `user,id=egress,restrict=on,ipv6=off,guestfwd=tcp:${host}:${port}-cmd:${forward}`, '-device', 'virtio-net-device,netdev=egress,mac=52:54:00:12:34:56'];
 }
 
 /** The guest image a VM runs, whichever way it comes to life. */

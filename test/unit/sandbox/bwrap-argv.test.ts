@@ -12,6 +12,7 @@ const plan: BwrapPlan = {
   env: { PATH: '/usr/bin', HOME: '/tmp' },
   mounts: [{ host: '/state/jobs/1/script.py', sandbox: '/tmp/job-1/script.py', writable: false }],
   networkFiles: null,
+  vmNetwork: false,
   hidden: ['/usr/bin/dash'],
   terminals: false,
   tmpBytes: 1024,
@@ -74,6 +75,12 @@ describe('bubblewrap argv', () => {
     assert.ok(flags.includes('--ro-bind /state/jobs/1/network-resolv.conf /etc/resolv.conf'));
     // Without egress: no resolver files at all.
     assert.ok(!bwrapFlags(buildBwrapArgs(plan)).some((flag) => flag.includes('/etc/hosts') || flag.includes('/etc/resolv.conf')));
+  });
+
+  it("keeps the namespace's network only when told, as a microVM guest does (its one link leads to the host's egress proxy)", () => {
+    const flags = bwrapFlags(buildBwrapArgs({ ...plan, vmNetwork: true }));
+    assert.ok(!flags.includes('--unshare-net'));
+    assert.ok(flags.includes('--unshare-user') && flags.includes('--cap-drop ALL'));
   });
 
   it('passes argv through literally, never as shell text', () => {

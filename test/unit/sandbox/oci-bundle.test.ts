@@ -34,7 +34,7 @@ interface Config {
     rlimits: Array<{ type: string; hard: number }>;
   };
   mounts: Array<{ destination: string; type: string; source: string; options: string[] }>;
-  linux: { namespaces: Array<{ type: string }>; cgroupsPath: string; resources: unknown; seccomp: Seccomp };
+  linux: { namespaces: Array<{ type: string; path?: string }>; cgroupsPath: string; resources: unknown; seccomp: Seccomp };
   root: unknown;
   hostname: string;
 }
@@ -127,6 +127,12 @@ describe('OCI config of a gvisor job', () => {
       linux.namespaces.map(({ type }) => type),
       ['pid', 'network', 'ipc', 'uts', 'mount'],
     );
+    assert.ok(linux.namespaces.every((namespace) => !('path' in namespace)));
+  });
+
+  it('joins the network namespace the host made for a job with egress, and only that one', () => {
+    const { linux } = config({ netns: '/proc/1/fd/9' });
+    assert.deepEqual(linux.namespaces, [{ type: 'pid' }, { type: 'network', path: '/proc/1/fd/9' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }]);
   });
 
   it("carries the bubblewrap backend's seccomp denylist: every refusal EPERM, the rest allowed", () => {

@@ -39,7 +39,7 @@ export class VmJob {
   /** The guest's sandbox: no pre-started sandboxes (a VM runs one job), its files in the guest's /run. */
   static backend(): BubblewrapBackend {
     // Its runtime dir holds files the job reads (passwd, meminfo): not under a root-only dir.
-    return new BubblewrapBackend({ runtimeDir: '/run/agent-runner-sandbox', uidLockDir: '/run/agent-runner-uids', warmPerTemplate: 0 });
+    return new BubblewrapBackend({ runtimeDir: '/run/agent-runner-sandbox', uidLockDir: '/run/agent-runner-uids', warmPerTemplate: 0, vmGuest: true });
   }
 
   async handle(request: GuestRequest): Promise<Reply> {
@@ -51,6 +51,7 @@ export class VmJob {
         return {};
       case 'prepare':
         if (this.sandbox) throw new Error('this VM already holds a job');
+        await setClock(request.now);
         this.sandbox = await this.backend.prepare(asTemplate(request.template));
         return {};
       case 'write':
@@ -172,6 +173,19 @@ export class VmJob {
 
 function asTemplate(template: GuestTemplate): SandboxTemplate {
   return { ...template, mounts: [] };
+}
+
+/** The guest's clock, set by busybox's date (node has no settimeofday); to the second, as `date -s` takes it. */
+async function setClock(now: number): Promise<void> {
+  const stamp = new Date(now).toISOString().slice(0, 19).replace('T', ' ');
+  const child = spawn('/usr/bin/busybox', ['date', '-u', '-s', stamp], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let said = '';
+  child.stderr.on('data', (chunk: Buffer) => (said += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('error', () => resolve(null));
+    child.on('close', resolve);
+  });
+  if (code !== 0) throw new Error(`the guest's clock could not be set (${code === null ? 'no busybox' : `exit ${code}`}): ${said.trim()}`);
 }
 
 function artifactPath(relative: string): string {
