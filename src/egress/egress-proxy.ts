@@ -11,6 +11,12 @@ import type { EgressHostOptions, EgressResolver, ProxiedEgress } from './policy.
 import { currentHostAddresses, refusedAddress } from './refused-address.js';
 import { secretsFor, substituteHeaders } from './secret-substitution.js';
 
+/**
+ * Connections of the job served at once; past this a new one is closed at once. Each may hold a
+ * host process: local_process's relay stops at the same number (proxied-network.ts), and a
+ * microVM's forward runs one per connection, which ends with it (qemu-vm.ts).
+ */
+export const PROXY_MAX_CONNECTIONS = 64;
 /** How long a tunnel's client may take to send its first bytes (its ClientHello). */
 const FIRST_BYTES_MS = 10_000;
 /** Headers that describe one hop, never forwarded (RFC 9110 7.6.1), and the proxy's own. */
@@ -63,6 +69,7 @@ export class EgressProxy {
     this.resolve = options.resolve ?? defaultResolve;
     this.upstreamCa = options.upstreamCa;
     this.server = createServer((request, response) => void this.forward(request, response, null));
+    this.server.maxConnections = PROXY_MAX_CONNECTIONS;
     this.server.on('connect', (request: IncomingMessage, socket: Socket, head: Buffer) => void this.tunnel(request, socket, head));
     this.intercepted = createServer((request, response) => {
       void this.forward(request, response, this.tunnelTargets.get(request.socket)!);

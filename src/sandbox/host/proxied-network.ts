@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { EgressProxy } from '../../egress/egress-proxy.js';
+import { EgressProxy, PROXY_MAX_CONNECTIONS } from '../../egress/egress-proxy.js';
 import type { EgressHostOptions, ProxiedEgress } from '../../egress/policy.js';
 import { CA_BUNDLE_SANDBOX_PATH } from '../bubblewrap/bwrap-argv.js';
 import { RESOLVER_FILES, type NetworkTools } from './job-network.js';
@@ -11,11 +11,6 @@ export const PROXY_ADDRESS = '127.0.0.1:3128';
 export const CA_BUNDLE_FILE = 'egress-ca-bundle.pem';
 /** The host's roots (Debian's ca-certificates), which the bundle keeps trusting. */
 const SYSTEM_CA_FILE = '/etc/ssl/certs/ca-certificates.crt';
-/**
- * Connections the relay serves at once: each is a socat process on the host, outside the job's
- * cgroup, so the job's own process limit does not bound them. Past this, new ones wait.
- */
-const RELAY_MAX_CONNECTIONS = 64;
 /** How long the relay may take to listen before the job is given up as not set up. */
 const RELAY_READY_MS = 10_000;
 
@@ -108,11 +103,13 @@ export class ProxiedNetwork implements AttachedNetwork {
     const listening = new Promise<'up'>((resolve) => (ready = () => resolve('up')));
     let timer: NodeJS.Timeout | undefined;
     try {
+      // Each connection is a socat process on the host, outside the job's cgroup (its process limit
+      // does not bound them): past the proxy's number, new ones wait.
       // prettier-ignore
       const relay = await this.helpers.spawn(
         this.tools.setpriv,
         ['--pdeathsig', 'KILL', '--', this.tools.nsenter, '--net=/proc/self/fd/3', '--', this.tools.socat, '-d', '-d',
-          `TCP-LISTEN:${PROXY_ADDRESS.split(':')[1]},bind=${PROXY_ADDRESS.split(':')[0]},reuseaddr,fork,max-children=${RELAY_MAX_CONNECTIONS}`, `UNIX-CONNECT:${this.socketPath}`],
+          `TCP-LISTEN:${PROXY_ADDRESS.split(':')[1]},bind=${PROXY_ADDRESS.split(':')[0]},reuseaddr,fork,max-children=${PROXY_MAX_CONNECTIONS}`, `UNIX-CONNECT:${this.socketPath}`],
         { onStderr: (text) => (/listening on/.test(text) ? ready() : undefined) },
       );
       const outcome = await Promise.race([
