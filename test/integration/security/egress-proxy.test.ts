@@ -310,36 +310,40 @@ print(json.dumps({
     assert.notEqual(first.seen.token, second.seen.token);
   });
 
-  it('leaves no relay behind: after a job and a timeout', async () => {
-    /** socat relays this process started (setpriv and nsenter exec into it). */
-    const relaysOfOurs = () =>
-      readdirSync('/proc')
-        .filter((entry) => /^\d+$/.test(entry))
-        .filter((pid) => {
-          try {
-            const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-            return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('/usr/bin/socat') && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid;
-          } catch {
-            return false; // it exited while we looked
-          }
-        });
-    let seenRunning = false;
-    const timedOut = await runJob(
-      { command: { argv: ['sleep', '30'] }, policy: { network: { allow_domains: ['api.test.example'] } }, limits: { timeout_ms: 2000 } },
-      {
-        runtime,
-        // The relay comes up as the sandbox does, around the time the job starts.
-        onRunning: () =>
-          void waitUntil(() => relaysOfOurs().length > 0, 'the job has its relay').then(
-            () => (seenRunning = true),
-            () => undefined,
-          ),
-      },
-    );
-    assert.equal(timedOut.status, 'timed_out');
-    assert.ok(seenRunning, 'the job had its relay while it ran');
-    await waitUntil(() => relaysOfOurs().length === 0, 'every relay of these jobs is gone');
-  });
+  /** Helpers of this process running `program` (setpriv, nsenter and unshare exec into it). */
+  const helpersOfOurs = (program: string) =>
+    readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => {
+        try {
+          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(program) && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid;
+        } catch {
+          return false; // it exited while we looked
+        }
+      });
+
+  for (const kind of kinds.filter((kind) => kind !== 'microvm')) {
+    it(`leaves no relay behind on ${kind}, nor a holder of the job's namespace: after a timeout`, async () => {
+      let seenRunning = false;
+      const timedOut = await runJob(
+        { command: { argv: ['sleep', '30'] }, policy: { network: { allow_domains: ['api.test.example'] } }, limits: { timeout_ms: 2000 }, backend: { kind } },
+        {
+          runtime,
+          // The relay comes up as the sandbox does, around the time the job starts.
+          onRunning: () =>
+            void waitUntil(() => helpersOfOurs('/usr/bin/socat').length > 0, 'the job has its relay').then(
+              () => (seenRunning = true),
+              () => undefined,
+            ),
+        },
+      );
+      assert.equal(timedOut.status, 'timed_out', JSON.stringify(timedOut.error));
+      assert.ok(seenRunning, 'the job had its relay while it ran');
+      await waitUntil(() => helpersOfOurs('/usr/bin/socat').length === 0, 'every relay of these jobs is gone');
+      await waitUntil(() => helpersOfOurs('/usr/bin/sleep').length === 0, "every holder of a job's namespace is gone");
+    });
+  }
 
   it("the run store keeps a secret's hosts and a digest, never its value", async () => {
     const server = await startServer(['--concurrency', '1']);
