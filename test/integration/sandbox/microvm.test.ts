@@ -18,7 +18,8 @@ const run = (lang: string, code: string, timeout = 20) => executeSnippet({ lang,
 
 /** QEMU processes of this suite's state dir: the warm pool's, and any job's still running. */
 function qemuProcesses(): string[] {
-  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
+  // Other sandboxes' agents carry their program on the command line (45 KB each): past node's 1 MiB default.
+  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
   return out.split('\n').filter((line) => line.includes('qemu-system-x86_64') && line.includes(TEST_STATE_DIR));
 }
 
