@@ -33,6 +33,15 @@ describe('backends by kind', () => {
       ['files', 'memory', 'memory'],
       "every backend keeps a paused sandbox's files; gVisor and the microVM its processes' memory too (runsc checkpoint, QEMU's migration to a file)",
     );
+    assert.deepEqual(
+      backends.map((backend) => backend.capabilities.network),
+      [
+        ['none', 'egress', 'proxy', 'host'],
+        ['none', 'proxy'],
+        ['none', 'proxy'],
+      ],
+      'egress by name (allow_domains, secrets) on every backend; pasta and the host network on local_process only',
+    );
     const gvisor = backends[1]!;
     // Available where runsc runs (this host), otherwise with the probe's reason.
     assert.match(gvisor.notes[0]!, gvisor.available ? /^runsc \S+, platform / : /runsc/);
@@ -48,7 +57,7 @@ describe('backends by kind', () => {
   after(() => runtime.dispose());
 
   it("a run job its kind cannot run ends backend_unavailable with the backend's reason, never elsewhere", async () => {
-    // A microVM has no network device: a job allowed the network is refused, not run on local_process.
+    // A microVM reaches the network by name only (its egress proxy): a job allowed the network is refused, not run on local_process.
     const result = await runJob({ command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'microvm' } }, { runtime });
     assert.equal(result.status, 'backend_unavailable');
     assert.equal(result.error?.code, 'backend.unavailable');
