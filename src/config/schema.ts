@@ -4,6 +4,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import { BACKEND_KIND_NAMES } from '../contract/backend-kinds.js';
 import { CheckedRecord, EnvVarsSchema } from '../contract/checked-record.js';
+import { DEFAULT_OUTPUT_WINDOW_BYTES } from '../contract/sandbox-agent.js';
 import { TASK_BOUNDS } from '../contract/task.js';
 import { SERVICE_DEFAULTS } from './service-defaults.js';
 
@@ -192,6 +193,20 @@ export const SandboxSettingsSchema = Section({
     Type.String({ minLength: 1 }),
     "Where paused sandboxes and snapshots are kept (null: <stateDir>/sandboxes/kept). One service's: a service loads what is there when it starts.",
   ),
+  streams: Section(
+    {
+      outputWindowBytes: PositiveInteger(
+        DEFAULT_OUTPUT_WINDOW_BYTES,
+        "Output of one process its agent sends before the host has passed it on to every stream following it: then the agent stops reading the process's pipes, which fill, and the process blocks on its next write, as under a terminal nobody reads. A stream holds at most this and one 64 KiB chunk.",
+      ),
+      maxPerSandbox: PositiveInteger(256, 'Server streams (envd Start, Connect, WatchDir) one sandbox may have open at once; one more is refused (resource_exhausted).'),
+      maxPerKey: PositiveInteger(
+        1024,
+        'Server streams the sandboxes of one API key may have open at once, together; one more is refused (resource_exhausted). The service token is not counted.',
+      ),
+    },
+    "What clients' streams of a sandbox may hold in the worker: streams × (window + 64 KiB) bytes at most, per sandbox and per key.",
+  ),
   allowInternetAccess: Type.Boolean({
     default: false,
     description: "Whether a sandbox may reach the internet when its request does not say (E2B's SDK asks for it by default; runJob.allowNetwork must allow it).",
@@ -265,6 +280,10 @@ export const ServiceSettingsSchema = Section({
   ),
   queueCapacity: PositiveInteger(SERVICE_DEFAULTS.queueCapacity, 'Jobs that may wait in the queue before submissions get 503 queue.full.'),
   bodyLimitBytes: PositiveInteger(SERVICE_DEFAULTS.bodyLimitBytes, 'Largest request body; 413 beyond.'),
+  bodyLimitValues: PositiveInteger(
+    1_000_000,
+    "Most values (array items and object members, counted together) a JSON request body may hold, here and at a sandbox's code interpreter; 413 request.too_large beyond, counted before the body is parsed.",
+  ),
   clients: Section(
     {
       headersTimeoutMs: PositiveInteger(10_000, 'A client has this long to send its request line and headers; then 408 request.timeout and the connection closes.'),

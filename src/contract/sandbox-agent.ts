@@ -14,6 +14,11 @@ import { Type, type Static } from '@sinclair/typebox';
  * whenever they happen, in order per process and per watch. Bytes travel as base64.
  */
 
+/** One output event of the agent holds at most this much of a process's output (sandbox-agent.py OUTPUT_CHUNK). */
+export const AGENT_OUTPUT_CHUNK_BYTES = 64 * 1024;
+/** A process's output window when the host names none (sandbox-agent.py DEFAULT_OUTPUT_WINDOW; sandboxes.streams.outputWindowBytes). */
+export const DEFAULT_OUTPUT_WINDOW_BYTES = 256 * 1024;
+
 const Text = Type.String();
 const Id = Type.Integer({ minimum: 1 });
 const Pid = Type.Integer({ minimum: 1 });
@@ -106,7 +111,15 @@ export type AgentRequest =
       pty?: { cols: number; rows: number };
       /** Keep stdin open for input; otherwise the process reads end of file at once. */
       stdin: boolean;
+      /**
+       * Output the agent sends before the host credits it back (`credit`); then it stops reading
+       * the process's pipes, which fill, and the process blocks on its next write, as under a
+       * terminal nobody reads. One chunk may pass it. Default DEFAULT_OUTPUT_WINDOW_BYTES.
+       */
+      output_window?: number;
     } & AsUser)
+  /** The host passed on `bytes` of the process's output: the agent may send that much more (never more than a window ahead). */
+  | { op: 'credit'; pid: number; bytes: number }
   | { op: 'input'; pid: number; data: string }
   | { op: 'close_stdin'; pid: number }
   /** Sent to the process's whole group (the process tree it started). */
@@ -136,6 +149,7 @@ const Failure = Type.Object({ id: Id, error: AgentErrorSchema });
 export const AgentReplySchemas = {
   start: Type.Object({ id: Id, pid: Pid }),
   input: Type.Object({ id: Id }),
+  credit: Type.Object({ id: Id }),
   close_stdin: Type.Object({ id: Id }),
   signal: Type.Object({ id: Id }),
   resize: Type.Object({ id: Id }),

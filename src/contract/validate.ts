@@ -49,16 +49,42 @@ export function withinNesting(value: unknown): boolean {
   return deeperThan(value, MAX_NESTING) === null;
 }
 
-/** The field at which `value` nests deeper than `limit`, or null; walked without recursion. */
+type Frame = { node: object; depth: number; parent: Frame | null; key: string | number };
+
+/**
+ * What the nesting walk enters: arrays and objects. Bytes (a Buffer, a typed array) are one
+ * value however long: walking one element by element cost a file body its size many times over.
+ */
+function isContainer(value: unknown): value is object {
+  return value !== null && typeof value === 'object' && !ArrayBuffer.isView(value) && !(value instanceof ArrayBuffer);
+}
+
+/**
+ * The field at which `value` nests deeper than `limit`, or null; walked without recursion, and
+ * only containers are kept on the way (a scalar item costs its visit, a field's name is built
+ * only for the one answer).
+ */
 function deeperThan(value: unknown, limit: number): string | null {
-  const stack: Array<{ node: unknown; depth: number; path: string }> = [{ node: value, depth: 0, path: '' }];
+  if (!isContainer(value)) return null;
+  const stack: Frame[] = [{ node: value, depth: 0, parent: null, key: '' }];
   while (stack.length > 0) {
-    const { node, depth, path } = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    if (depth >= limit) return path;
-    for (const [key, child] of Object.entries(node)) stack.push({ node: child, depth: depth + 1, path: path ? `${path}.${key}` : key });
+    const frame = stack.pop()!;
+    if (frame.depth >= limit) return fieldAt(frame);
+    const enter = (child: unknown, key: string | number) => {
+      if (isContainer(child)) stack.push({ node: child, depth: frame.depth + 1, parent: frame, key });
+    };
+    const { node } = frame;
+    if (Array.isArray(node)) for (let index = 0; index < node.length; index += 1) enter(node[index], index);
+    else for (const key of Object.keys(node)) enter((node as Record<string, unknown>)[key], key);
   }
   return null;
+}
+
+/** `trace.deep.a`: the keys from the top to `frame`. */
+function fieldAt(frame: Frame): string {
+  const keys: Array<string | number> = [];
+  for (let at: Frame | null = frame; at?.parent; at = at.parent) keys.push(at.key);
+  return keys.reverse().join('.');
 }
 
 function fieldOf(error: ErrorObject): string {

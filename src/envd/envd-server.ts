@@ -6,10 +6,12 @@ import { handleFiles, sendJsonError } from './files-route.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { Process } from './gen/process/process_pb.js';
-import { OpenStreams } from './open-streams.js';
+import { OpenStreams, type StreamLimits } from './open-streams.js';
 import { createProcessService } from './process-service.js';
 import { callerKey, type EnvdCaller, type EnvdLookup } from './target.js';
 import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
+import { AGENT_OUTPUT_CHUNK_BYTES } from '../contract/sandbox-agent.js';
+import type { RunnerConfig } from '../config/schema.js';
 import type { CodeContexts } from '../interpreter/code-contexts.js';
 import { handleInterpreter } from '../interpreter/interpreter-routes.js';
 import { WatcherRegistry } from './watchers.js';
@@ -22,6 +24,21 @@ export interface EnvdServer {
   server: Server;
   /** Ends the streams of a sandbox that ended (unavailable, as E2B answers a sandbox that timed out) and forgets its polling watchers. */
   sandboxEnded(sandboxId: string): void;
+  /** Bytes the open streams of a sandbox hold for clients that have not read them. */
+  queuedBytes(sandboxId: string): number;
+}
+
+/** What one request may cost the worker that serves every sandbox. */
+export interface EnvdLimits {
+  /** Most values a JSON body (the code interpreter's) may hold: service.bodyLimitValues. */
+  maxBodyValues: number;
+  streams: StreamLimits;
+}
+
+/** The limits of the configuration: a stream holds a process's window and the one chunk that may pass it. */
+export function envdLimits(config: RunnerConfig): EnvdLimits {
+  const { outputWindowBytes, maxPerSandbox, maxPerKey } = config.sandboxes.streams;
+  return { maxBodyValues: config.service.bodyLimitValues, streams: { maxPerSandbox, maxPerKey, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES } };
 }
 
 /**
@@ -39,9 +56,9 @@ function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void 
  * found through `lookup`. Requests for port 49999 (`E2b-Sandbox-Port`) go to the sandbox's code
  * interpreter (interpreter/) instead, whose contexts the sandbox host keeps.
  */
-export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts): EnvdServer {
+export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts, limits: EnvdLimits): EnvdServer {
   const watchers = new WatcherRegistry();
-  const streams = new OpenStreams();
+  const streams = new OpenStreams(limits.streams);
   const callers = new WeakMap<IncomingMessage, EnvdCaller>();
   const rpc = connectNodeAdapter({
     routes(router) {
@@ -64,7 +81,7 @@ export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts): En
       if (target.accessToken !== null && url.pathname !== '/health' && !hasTrafficToken(request.headers, target.accessToken)) {
         return sendJsonError(response, 401, 'unauthorized access, please provide a valid access token');
       }
-      return handleInterpreter(request, response, sandboxId, target, contexts);
+      return handleInterpreter(request, response, sandboxId, target, contexts, limits.maxBodyValues);
     }
     if (request.method === 'GET' && url.pathname === '/health') {
       response.writeHead(204).end();
@@ -93,5 +110,6 @@ export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts): En
       streams.sandboxEnded(sandboxId);
       watchers.forgetSandbox(sandboxId);
     },
+    queuedBytes: (sandboxId) => streams.queuedBytes(sandboxId),
   };
 }

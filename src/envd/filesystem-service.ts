@@ -6,7 +6,7 @@ import { toEntryInfo, type EntryInfoInit } from './entry-info.js';
 import { describesEntry, toFilesystemEvent } from './fs-events.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { closingOnFailure, type OpenStreams } from './open-streams.js';
-import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
+import { keepaliveIdleMs } from './stream-queue.js';
 import { callerOf, expandHome } from './target.js';
 import type { WatcherRegistry } from './watchers.js';
 
@@ -66,15 +66,11 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
     },
 
     async *watchDir(request, context) {
-      const {
-        sandboxId,
-        target: { agent, home },
-        user,
-      } = callerOf(context);
+      const { sandboxId, target, user } = callerOf(context);
+      const { agent, home } = target;
       const path = expandHome(request.path, home);
       // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
-      const queue = new StreamQueue<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>();
-      const close = streams.open(sandboxId, queue);
+      const { queue, close } = streams.open<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>(sandboxId, target.apiKey);
       const { watch } = await closingOnFailure(close, () => agent.request({ op: 'watch', path, recursive: request.recursive, user }));
       const subscription = agent.onWatch(watch, (event) =>
         queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }, WATCH_EVENT_BYTES + event.name.length),

@@ -1,33 +1,72 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { agentCall } from './agent-errors.js';
-import type { StreamQueue } from './stream-queue.js';
+import { StreamQueue } from './stream-queue.js';
+
+/** What server streams may hold in the worker (sandboxes.streams): each holds a queue and an agent subscription. */
+export interface StreamLimits {
+  /** Streams one sandbox may have open at once. */
+  maxPerSandbox: number;
+  /** Streams the sandboxes of one API key may have open at once, together (the service token's are not counted). */
+  maxPerKey: number;
+  /** Bytes one stream may hold for its client: a process's window and one chunk of the agent's output beyond it. */
+  maxQueuedBytes: number;
+}
+
+/** One open stream: the queue its events wait in, and what ends it. */
+export interface OpenStream<T> {
+  queue: StreamQueue<T>;
+  /** Call when the stream ends: it no longer counts against its sandbox and key. */
+  close(): void;
+}
 
 /**
- * Streams one sandbox may have open at once: each holds a queue and an agent subscription in the
- * worker, so a client that opens them without end is refused (resource_exhausted) past this.
- */
-const MAX_STREAMS_PER_SANDBOX = 256;
-
-/**
- * The server streams (Start, Connect, WatchDir) open per sandbox. An agent that ends sends no
- * more events, so without this a stream of a sandbox that expired or was killed would wait for
- * its client's deadline; ending them says at once what the SDK says of a sandbox that timed out.
+ * The server streams (Start, Connect, WatchDir) open per sandbox and per API key, refused
+ * (resource_exhausted) past their share. An agent that ends sends no more events, so without this
+ * a stream of a sandbox that expired or was killed would wait for its client's deadline; ending
+ * them says at once what the SDK says of a sandbox that timed out.
  */
 export class OpenStreams {
   private readonly bySandbox = new Map<string, Set<StreamQueue<unknown>>>();
+  private readonly byKey = new Map<string, number>();
 
-  /** Tracks `queue` until the returned function is called (when its stream ends); throws resource_exhausted past the sandbox's share. */
-  open(sandboxId: string, queue: StreamQueue<unknown>): () => void {
+  constructor(private readonly limits: StreamLimits) {}
+
+  /** A new stream of the sandbox (made by the key named `apiKey`; undefined: the service token), tracked until it is closed. */
+  open<T>(sandboxId: string, apiKey: string | undefined): OpenStream<T> {
     let queues = this.bySandbox.get(sandboxId);
-    if (!queues) this.bySandbox.set(sandboxId, (queues = new Set()));
-    if (queues.size >= MAX_STREAMS_PER_SANDBOX) {
-      throw new ConnectError(`sandbox ${sandboxId} has ${queues.size} streams open, the most it may; end one first`, Code.ResourceExhausted);
+    if ((queues?.size ?? 0) >= this.limits.maxPerSandbox) {
+      throw new ConnectError(`sandbox ${sandboxId} has ${queues!.size} streams open, the most it may; end one first`, Code.ResourceExhausted);
     }
-    queues.add(queue);
-    return () => {
-      queues.delete(queue);
-      if (queues.size === 0 && this.bySandbox.get(sandboxId) === queues) this.bySandbox.delete(sandboxId);
+    const ofKey = apiKey === undefined ? 0 : (this.byKey.get(apiKey) ?? 0);
+    if (apiKey !== undefined && ofKey >= this.limits.maxPerKey) {
+      throw new ConnectError(`the sandboxes of API key ${apiKey} have ${ofKey} streams open, the most they may; end one first`, Code.ResourceExhausted);
+    }
+    if (!queues) this.bySandbox.set(sandboxId, (queues = new Set()));
+    if (apiKey !== undefined) this.byKey.set(apiKey, ofKey + 1);
+    const queue = new StreamQueue<T>({ bytes: this.limits.maxQueuedBytes });
+    const tracked = queues;
+    tracked.add(queue);
+    let closed = false;
+    return {
+      queue,
+      close: () => {
+        if (closed) return;
+        closed = true;
+        tracked.delete(queue);
+        if (tracked.size === 0 && this.bySandbox.get(sandboxId) === tracked) this.bySandbox.delete(sandboxId);
+        if (apiKey === undefined) return;
+        const left = (this.byKey.get(apiKey) ?? 1) - 1;
+        if (left > 0) this.byKey.set(apiKey, left);
+        else this.byKey.delete(apiKey);
+      },
     };
+  }
+
+  /** Bytes the open streams of a sandbox hold for their clients. */
+  queuedBytes(sandboxId: string): number {
+    let bytes = 0;
+    for (const queue of this.bySandbox.get(sandboxId) ?? []) bytes += queue.queuedBytes;
+    return bytes;
   }
 
   /** Ends every stream of the sandbox as unavailable. */

@@ -44,12 +44,16 @@ export function keepaliveEvent(): ProcessEventInit {
   return { event: { case: 'keepalive', value: {} } };
 }
 
-/** A listener that queues a process's output and end as envd's events; the queue ends after the end event. */
+/**
+ * A listener that queues a process's output and end as envd's events; the queue ends after the
+ * end event. Output is held until the client took it (or left), so the agent sends no more of
+ * the process than its window while the client does not read.
+ */
 export function queueingListener(queue: StreamQueue<ProcessEventInit>): ProcessListener {
   return {
     output(event) {
       const data = Buffer.from(event.data, 'base64');
-      queue.push({ event: { case: 'data', value: { output: { case: event.stream, value: data } } } }, data.length);
+      return new Promise<void>((taken) => queue.push({ event: { case: 'data', value: { output: { case: event.stream, value: data } } } }, data.length, taken));
     },
     end(event) {
       queue.push(endEvent(event));

@@ -5,7 +5,7 @@ import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
 import { closingOnFailure, type OpenStreams } from './open-streams.js';
-import { StreamQueue, keepaliveIdleMs } from './stream-queue.js';
+import { keepaliveIdleMs, type StreamQueue } from './stream-queue.js';
 import { callerOf, expandHome } from './target.js';
 
 /** E2B's two signals; the agent sends them to the process's whole group, so a command's children end with it. */
@@ -85,8 +85,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       const config = request.process;
       if (!config?.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
       const size = request.pty ? { ...DEFAULT_PTY, ...request.pty.size } : undefined;
-      const queue = new StreamQueue<ProcessEventInit>();
-      const close = streams.open(sandboxId, queue);
+      const { queue, close } = streams.open<ProcessEventInit>(sandboxId, target.apiKey);
       const queueing = queueingListener(queue);
       // The listener outlives the stream while a deadline is pending, for the end event alone, so
       // that the kill at the deadline never reaches a later process given the same pid.
@@ -95,7 +94,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       let cancelKill: (() => void) | undefined;
       const listener = {
         output(event: AgentOutputEvent) {
-          if (streaming) queueing.output(event);
+          return streaming ? queueing.output(event) : undefined;
         },
         end(event: AgentEndEvent) {
           ended = true;
@@ -129,13 +128,10 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
     },
 
     async *connect(request, context) {
-      const {
-        sandboxId,
-        target: { agent },
-      } = callerOf(context);
+      const { sandboxId, target } = callerOf(context);
+      const { agent } = target;
       const pid = await selectedPid(agent, request.process);
-      const queue = new StreamQueue<ProcessEventInit>();
-      const close = streams.open(sandboxId, queue);
+      const { queue, close } = streams.open<ProcessEventInit>(sandboxId, target.apiKey);
       const following = await closingOnFailure(close, () => agent.follow(pid, queueingListener(queue)));
       yield* streamProcess(pid, queue, context, following.detach, close);
     },

@@ -1,12 +1,6 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 
-/**
- * How much output one stream may hold for a client that reads slower than the sandbox writes:
- * the agent's events cannot be paused, so past this the stream ends (resource_exhausted) rather
- * than the worker's memory growing; the process runs on and the client may Connect again.
- */
-const MAX_QUEUED_BYTES = 32 * 1024 * 1024;
-/** And at most this many events, whatever their size (a watch's events are small and many). */
+/** At most this many events, whatever their size (a watch's events are small and many). */
 const MAX_QUEUED_ITEMS = 100_000;
 
 /** envd's interval when the client names none (permissions/keepalive.go). */
@@ -20,34 +14,48 @@ export function keepaliveIdleMs(headers: Headers): number {
   return (valid ? seconds : DEFAULT_KEEPALIVE_SECONDS) * 1000;
 }
 
+type Queued<T> = { item: T; bytes: number; taken?: () => void };
+
 /**
  * Events of one server stream, in order, from an agent listener (which pushes whenever the agent
- * speaks) to the response generator (which pulls as the client reads).
+ * speaks) to the response generator (which pulls as the client reads). A process's output is
+ * held to its window before it gets here (the agent stops reading the process until the client
+ * took what is queued: `taken`); what cannot be paused (a watch's events) ends the stream
+ * (resource_exhausted) past `bytes` or MAX_QUEUED_ITEMS rather than the worker's memory growing.
  */
 export class StreamQueue<T> {
-  private readonly items: { item: T; bytes: number }[] = [];
-  private queuedBytes = 0;
+  private readonly items: Queued<T>[] = [];
+  private queued = 0;
   private ended = false;
   private failure: Error | undefined;
   private wake: (() => void) | undefined;
   private readonly maxBytes: number;
   private readonly maxItems: number;
 
-  constructor(limits: { bytes?: number; items?: number } = {}) {
-    this.maxBytes = limits.bytes ?? MAX_QUEUED_BYTES;
+  constructor(limits: { bytes: number; items?: number }) {
+    this.maxBytes = limits.bytes;
     this.maxItems = limits.items ?? MAX_QUEUED_ITEMS;
   }
 
-  /** Queues `item`, which holds `bytes` of the client's data (its size in the worker's memory, about). */
-  push(item: T, bytes = 0): void {
-    if (this.ended) return;
-    this.queuedBytes += bytes;
-    if (this.queuedBytes > this.maxBytes || this.items.length >= this.maxItems) {
-      const what = this.queuedBytes > this.maxBytes ? `${this.maxBytes} bytes` : `${this.maxItems} events`;
+  /** Bytes of the client's data waiting in the queue. */
+  get queuedBytes(): number {
+    return this.queued;
+  }
+
+  /**
+   * Queues `item`, which holds `bytes` of the client's data (its size in the worker's memory,
+   * about). `taken` is called once it leaves the queue: sent to the client, or dropped (the
+   * stream failed, or its client left).
+   */
+  push(item: T, bytes = 0, taken?: () => void): void {
+    if (this.ended) return taken?.();
+    if (this.queued + bytes > this.maxBytes || this.items.length >= this.maxItems) {
+      const what = this.queued + bytes > this.maxBytes ? `${this.maxBytes} bytes` : `${this.maxItems} events`;
       this.fail(new ConnectError(`more than ${what} waited for the client to read them`, Code.ResourceExhausted));
-      return;
+      return taken?.();
     }
-    this.items.push({ item, bytes });
+    this.queued += bytes;
+    this.items.push({ item, bytes, ...(taken && { taken }) });
     this.wake?.();
   }
 
@@ -60,8 +68,15 @@ export class StreamQueue<T> {
   /** The stream ends with `error`, queued items dropped. */
   fail(error: Error): void {
     this.failure = error;
-    this.items.length = 0;
+    this.drop();
     this.end();
+  }
+
+  /** Empties the queue, each item told it left. */
+  private drop(): void {
+    const dropped = this.items.splice(0);
+    this.queued = 0;
+    for (const { taken } of dropped) taken?.();
   }
 
   /**
@@ -70,16 +85,23 @@ export class StreamQueue<T> {
    * so that a generator waiting here ends and runs its `finally`.
    */
   async *drain(signal: AbortSignal, keepalive?: { idleMs: number; item: () => T }): AsyncGenerator<T> {
-    for (;;) {
-      const next = this.items.shift();
-      if (next) {
-        this.queuedBytes -= next.bytes;
-        yield next.item;
-        continue;
+    try {
+      for (;;) {
+        const next = this.items.shift();
+        if (next) {
+          this.queued -= next.bytes;
+          next.taken?.();
+          yield next.item;
+          continue;
+        }
+        if (this.failure) throw this.failure;
+        if (this.ended) return;
+        if ((await this.nextPush(signal, keepalive?.idleMs)) === 'idle' && keepalive) yield keepalive.item();
       }
-      if (this.failure) throw this.failure;
-      if (this.ended) return;
-      if ((await this.nextPush(signal, keepalive?.idleMs)) === 'idle' && keepalive) yield keepalive.item();
+    } finally {
+      // The client left (or the stream ended): nothing waits for what it did not read.
+      this.ended = true;
+      this.drop();
     }
   }
 

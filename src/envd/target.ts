@@ -13,6 +13,8 @@ export interface EnvdTarget {
   defaultUser: AgentUser;
   /** The sandbox's python: its code interpreter's kernels run on it. */
   python: string;
+  /** The name of the API key that made the sandbox (service.apiKeys); undefined: the service token. */
+  apiKey?: string;
 }
 
 /** The sandbox of an id, as the sandbox host knows it; undefined when it has none of that id (ended or never created). */

@@ -14,6 +14,7 @@ import { closeOnUnreadBody } from './unread-body.js';
 import { installEnvdProxy, installSandboxForwarding } from './envd-proxy.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
+import { boundJsonBodies } from './json-bodies.js';
 import { openapiOptions } from './openapi.js';
 import { routeValidator } from './route-schema.js';
 
@@ -52,6 +53,8 @@ export interface AppOptions {
   /** Keys of other clients beside the token (service.apiKeys): each sees only its own sandboxes. */
   apiKeys?: ServiceSettings['apiKeys'];
   bodyLimitBytes: number;
+  /** Most values (array items and object members) a JSON body may hold (service.bodyLimitValues). */
+  bodyLimitValues: number;
   /** Deadlines and connection counts that keep a slow or greedy client from holding the service. */
   clients: ServiceSettings['clients'];
   execConcurrency: number;
@@ -98,6 +101,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   });
   installErrorHandler(app);
+  boundJsonBodies(app, options.bodyLimitValues);
   limitConnections(app.server, { total: clients.maxConnections, perAddress: clients.maxConnectionsPerAddress }, (address) =>
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
@@ -121,7 +125,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(execRoutes(options.worker, synchronousSlots));
   await app.register(taskRoutes(options.worker, synchronousSlots));
   await app.register(runtimeRoutes(options.worker));
-  await app.register(pistonRoutes(options.worker, synchronousSlots));
+  await app.register(pistonRoutes(options.worker, synchronousSlots, options.bodyLimitValues));
   await app.register(sessionRoutes(options.sessions, options.sessionFileBytes));
   await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes));

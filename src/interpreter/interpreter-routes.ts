@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TSchema, Static } from '@sinclair/typebox';
 import { CreateContextRequestSchema, ExecuteRequestSchema, type OutputLine } from '../contract/code-interpreter.js';
+import { jsonBoundsExceeded } from '../contract/json-bounds.js';
 import { validate } from '../contract/validate.js';
 import { CodeContexts, ContextError, type InterpreterTarget } from './code-contexts.js';
 
@@ -24,14 +25,21 @@ const CONTEXT_ROUTE = /^\/contexts\/([^/]+)(\/restart|\/interrupt)?$/;
  * /contexts/{id}/interrupt`. Errors are plain text with E2B's statuses (the SDK reads 404 as not
  * found, 502 as a sandbox gone).
  */
-export async function handleInterpreter(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: InterpreterTarget, contexts: CodeContexts): Promise<void> {
+export async function handleInterpreter(
+  request: IncomingMessage,
+  response: ServerResponse,
+  sandboxId: string,
+  target: InterpreterTarget,
+  contexts: CodeContexts,
+  maxBodyValues: number,
+): Promise<void> {
   const path = new URL(request.url ?? '/', 'http://interpreter').pathname;
   try {
     if (request.method === 'GET' && path === '/health') return sendJson(response, 200, 'OK');
-    if (request.method === 'POST' && path === '/execute') return await execute(request, response, sandboxId, target, contexts);
+    if (request.method === 'POST' && path === '/execute') return await execute(request, response, sandboxId, target, contexts, maxBodyValues);
     if (path === '/contexts' && request.method === 'GET') return sendJson(response, 200, contexts.list(sandboxId));
     if (path === '/contexts' && request.method === 'POST') {
-      const body = await readBody(request, CreateContextRequestSchema);
+      const body = await readBody(request, CreateContextRequestSchema, maxBodyValues);
       return sendJson(response, 200, await contexts.create(sandboxId, target, body.language, body.cwd));
     }
     const [, id, action] = CONTEXT_ROUTE.exec(path) ?? [];
@@ -54,8 +62,15 @@ export async function handleInterpreter(request: IncomingMessage, response: Serv
   }
 }
 
-async function execute(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: InterpreterTarget, contexts: CodeContexts): Promise<void> {
-  const body = await readBody(request, ExecuteRequestSchema);
+async function execute(
+  request: IncomingMessage,
+  response: ServerResponse,
+  sandboxId: string,
+  target: InterpreterTarget,
+  contexts: CodeContexts,
+  maxBodyValues: number,
+): Promise<void> {
+  const body = await readBody(request, ExecuteRequestSchema, maxBodyValues);
   const abort = new AbortController();
   // The client left (the SDK's own timeout aborts the request): the cell is interrupted, as E2B's server does.
   response.on('close', () => abort.abort(new Error('the client left')));
@@ -118,7 +133,12 @@ class LineStream {
   }
 }
 
-async function readBody<S extends TSchema>(request: IncomingMessage, schema: S): Promise<Static<S>> {
+/**
+ * The body, parsed and checked; its values are counted before it is parsed (json-bounds.ts),
+ * because this runs in the worker beside every other sandbox's commands: one wide body must not
+ * hold them all while millions of values are built.
+ */
+async function readBody<S extends TSchema>(request: IncomingMessage, schema: S, maxValues: number): Promise<Static<S>> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of request as AsyncIterable<Buffer>) {
@@ -126,9 +146,13 @@ async function readBody<S extends TSchema>(request: IncomingMessage, schema: S):
     if (size > MAX_BODY_BYTES) throw new ContextError(400, `the request body is over ${MAX_BODY_BYTES} bytes`);
     chunks.push(chunk);
   }
+  const text = Buffer.concat(chunks).toString('utf8');
+  const exceeded = jsonBoundsExceeded(text, maxValues);
+  // 400, as this server answers a body over its byte limit.
+  if (exceeded) throw new ContextError(400, exceeded.message);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');
+    parsed = JSON.parse(text || '{}');
   } catch (error) {
     throw new ContextError(400, `the request body is not JSON: ${(error as Error).message}`);
   }

@@ -1,11 +1,14 @@
 import { PassThrough, type Readable } from 'node:stream';
 import {
+  AGENT_OUTPUT_CHUNK_BYTES,
+  DEFAULT_OUTPUT_WINDOW_BYTES,
   AgentEventSchema,
   AgentFailureSchema,
   AgentReadySchema,
   AgentReplySchemas,
   type AgentEvent,
   type AgentFsEvent,
+  type AgentOutputEvent,
   type AgentReplyOf,
   type AgentRequest,
   type AgentRequestOf,
@@ -41,6 +44,12 @@ export interface AgentHold {
   release(): void;
 }
 
+/**
+ * A process's output on its way: what the agent sent and the listeners still hold (`held`), and
+ * what they let go of that the agent has not been told yet (`owed`).
+ */
+type OutputFlow = { held: number; owed: number };
+
 type Pending = { op: AgentRequest['op']; resolve(reply: unknown): void; reject(error: Error): void; listener?: ProcessListener };
 
 /**
@@ -59,6 +68,7 @@ export class AgentChannel implements SandboxAgentPort {
   private readonly pending = new Map<number, Pending>();
   private readonly processes = new Map<number, Set<ProcessListener>>();
   private readonly watches = new Map<number, Set<(event: AgentFsEvent) => void>>();
+  private readonly flows = new Map<number, OutputFlow>();
   private nextId = 1;
   private gone: SandboxGoneError | null = null;
   private readyWaiter: { resolve(version: string): void; reject(error: Error): void } | null = null;
@@ -66,8 +76,15 @@ export class AgentChannel implements SandboxAgentPort {
   /** Set while a checkpoint is prepared (hold): others' requests are refused, and `drained` is told when none is pending. */
   private held: { reason: string; drained: () => void } | null = null;
 
-  /** `resumedVersion`: an agent restored from a checkpoint, which said it was ready before (and says it no more). */
-  constructor(resumedVersion?: string) {
+  /**
+   * `resumedVersion`: an agent restored from a checkpoint, which said it was ready before (and
+   * says it no more). `outputWindowBytes`: how much of a process's output may be held here
+   * (by listeners whose clients do not read) before the agent stops reading that process.
+   */
+  constructor(
+    resumedVersion?: string,
+    private readonly outputWindowBytes = DEFAULT_OUTPUT_WINDOW_BYTES,
+  ) {
     this.stdin = this.input;
     this.ready = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
     // Whoever starts the sandbox awaits `started()`; an unawaited rejection must not crash the host.
@@ -102,7 +119,9 @@ export class AgentChannel implements SandboxAgentPort {
           if (this.pending.size === 0 || this.gone) resolve();
         }),
       release: () => {
-        if (this.held === held) this.held = null;
+        if (this.held !== held) return;
+        this.held = null;
+        for (const pid of this.flows.keys()) this.sendCredit(pid);
       },
     };
   }
@@ -121,13 +140,21 @@ export class AgentChannel implements SandboxAgentPort {
   }
 
   private async startAs(request: AgentRequestOf<'start'>, listener: ProcessListener, holder: boolean): Promise<{ pid: number; detach(): void }> {
-    const { pid } = (await this.send(request, listener, holder)) as AgentReplyOf<'start'>;
+    const { pid } = (await this.send({ output_window: this.outputWindowBytes, ...request }, listener, holder)) as AgentReplyOf<'start'>;
     return { pid, detach: () => this.processes.get(pid)?.delete(listener) };
   }
 
-  /** Processes this channel did not start but the agent runs (a restored one's): they can be followed. */
+  /**
+   * Processes this channel did not start but the agent runs (a restored one's): they can be
+   * followed. Each is credited a whole window: what the channel before held is gone with it,
+   * and the agent never lets a process more than a window ahead.
+   */
   adopt(pids: readonly number[]): void {
-    for (const pid of pids) if (!this.processes.has(pid)) this.processes.set(pid, new Set());
+    for (const pid of pids) {
+      if (!this.processes.has(pid)) this.processes.set(pid, new Set());
+      this.flowOf(pid).owed = this.outputWindowBytes;
+      this.sendCredit(pid);
+    }
   }
 
   follow(pid: number, listener: ProcessListener): { detach(): void } {
@@ -156,6 +183,7 @@ export class AgentChannel implements SandboxAgentPort {
     this.held?.drained();
     for (const listeners of this.processes.values()) for (const listener of listeners) listener.lost?.(this.gone);
     this.processes.clear();
+    this.flows.clear();
     this.watches.clear();
     this.input.end();
   }
@@ -216,13 +244,61 @@ export class AgentChannel implements SandboxAgentPort {
       for (const listener of this.watches.get(event.watch) ?? []) listener(event);
       return;
     }
+    if (event.event === 'output') return this.output(event);
+    this.flows.delete(event.pid);
     const listeners = this.processes.get(event.pid);
     if (!listeners) return;
-    if (event.event === 'output') {
-      for (const listener of listeners) listener.output(event);
-      return;
-    }
     this.processes.delete(event.pid);
     for (const listener of listeners) listener.end(event);
   }
+
+  /**
+   * Output goes to every listener; once none holds it any more, the agent is credited for it. An
+   * agent that sends more than a window (and the chunk that may pass it) while it is held here
+   * has left the protocol: that is what bounds what a process's unread output costs the host.
+   */
+  private output(event: AgentOutputEvent): void {
+    const bytes = decodedLength(event.data);
+    const flow = this.flowOf(event.pid);
+    flow.held += bytes;
+    if (flow.held > this.outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES) {
+      throw new Error(`process ${event.pid} sent ${flow.held} bytes of output past its window of ${this.outputWindowBytes}`);
+    }
+    const holding: Array<Promise<void>> = [];
+    for (const listener of this.processes.get(event.pid) ?? []) {
+      const taken = listener.output(event);
+      if (taken) holding.push(taken);
+    }
+    const release = () => {
+      flow.held -= bytes;
+      flow.owed += bytes;
+      // A credit per quarter window, not per event: the agent stops only when a whole window is held.
+      if (flow.owed >= this.outputWindowBytes / 4) this.sendCredit(event.pid);
+    };
+    if (holding.length === 0) release();
+    else void Promise.allSettled(holding).then(release);
+  }
+
+  private flowOf(pid: number): OutputFlow {
+    let flow = this.flows.get(pid);
+    if (!flow) this.flows.set(pid, (flow = { held: 0, owed: 0 }));
+    return flow;
+  }
+
+  /** Tells the agent what was let go of a process's output. Not while held: nothing may be owed a reply across a checkpoint (release sends it). */
+  private sendCredit(pid: number): void {
+    const flow = this.flows.get(pid);
+    if (!flow || flow.owed === 0 || this.held || this.gone) return;
+    const bytes = flow.owed;
+    flow.owed = 0;
+    // A process that ended meanwhile is credited all the same (the agent ignores it); a sandbox that ended has nothing to credit.
+    // Refused (the agent reads nothing: busy), it is owed still, and sent with the next.
+    this.send({ op: 'credit', pid, bytes }, undefined, true).catch(() => void (flow.owed += bytes));
+  }
+}
+
+/** The bytes base64 text stands for, without decoding it. */
+function decodedLength(base64: string): number {
+  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
+  return (base64.length / 4) * 3 - padding;
 }

@@ -21,7 +21,12 @@ export class SandboxGoneError extends Error {
 }
 
 export interface ProcessListener {
-  output(event: AgentOutputEvent): void;
+  /**
+   * A promise: the listener holds the output until it resolves (its client took it, or left).
+   * The agent sends no more than a window of a process's output that is held, so a listener
+   * that holds pauses the process (its pipes fill) instead of growing the host's memory.
+   */
+  output(event: AgentOutputEvent): void | Promise<void>;
   /** The last event of a process; the listener is dropped after it. */
   end(event: AgentEndEvent): void;
   /** The sandbox ended under the process: no end event will come. */

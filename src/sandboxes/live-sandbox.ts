@@ -41,6 +41,8 @@ export interface SandboxPlan {
   homeBytes: number;
   /** The largest file a process of it may write. */
   maxFileBytes: number;
+  /** Output of one process its agent sends before the host passed it on (sandboxes.streams.outputWindowBytes; default the agent's). */
+  outputWindowBytes?: number;
   startTimeoutSeconds: number;
   /** What its timeout does: end it, or pause it (Sandboxes pauses it; a pause that fails ends it). */
   onTimeout?: 'kill' | 'pause';
@@ -88,7 +90,7 @@ export class LiveSandbox {
     /** Called at its timeout instead of ending it, when its plan pauses it then. */
     private readonly onTimeout?: (sandbox: LiveSandbox) => void,
   ) {
-    this.channel = new AgentChannel(plan.resume ? (plan.resume.agentVersion ?? 'unknown') : undefined);
+    this.channel = new AgentChannel(plan.resume ? (plan.resume.agentVersion ?? 'unknown') : undefined, plan.outputWindowBytes);
     this.startedAt = plan.startedAt ?? new Date();
     this.endAt = new Date(Date.now() + plan.timeoutMs);
     this.served = new ServedSandbox(this.channel, SERVED_BY, (reason) => {

@@ -30,6 +30,10 @@ import time
 VERSION = "1"
 # One output event carries at most this much of a process's output, as read.
 OUTPUT_CHUNK = 64 * 1024
+# Output of a process sent and not yet credited back by the host (`credit`), when its start
+# request names no window: past it the agent stops reading the process's pipes until the host
+# says its readers took what it holds.
+DEFAULT_OUTPUT_WINDOW = 256 * 1024
 # A `read` answers at most this much, whatever it asked: a reply stays well under the host's
 # frame limit (16 MiB) once in base64.
 READ_CHUNK = 4 * 1024 * 1024
@@ -368,6 +372,10 @@ class Process:
         self.close_when_written = False
         self.status = None
         self.deadline = None
+        # Bytes of output the agent may still send before the host credits some back; at 0 or
+        # below its outputs are not read, so its pipes fill and its writes block.
+        self.window = DEFAULT_OUTPUT_WINDOW
+        self.credit = DEFAULT_OUTPUT_WINDOW
 
 
 class Agent:
@@ -577,6 +585,10 @@ class Agent:
         self.finish(process)
 
     def send_output(self, process, fd, data):
+        process.credit -= len(data)
+        if process.credit <= 0:
+            for output in process.outputs:
+                self.interest(output, drop="reader")
         # Written out rather than through json.dumps, which scans every byte of the base64 text for
         # what to escape (it holds nothing to): output is most of what the agent sends, and this
         # is a third of the cost.
@@ -585,9 +597,13 @@ class Agent:
 
     def stop_reading(self, process):
         """Past the grace: what the pipes hold now is still reported (bounded, as a process that
-        keeps them open may keep writing), then they are closed and the end reported."""
+        keeps them open may keep writing), then they are closed and the end reported. Without
+        credit the rest waits for it (op_credit), and the end with it."""
         for fd in list(process.outputs):
             for _ in range(DRAIN_READS):
+                if process.credit <= 0:
+                    process.deadline = None
+                    return
                 try:
                     data = os.read(fd, OUTPUT_CHUNK)
                 except OSError:
@@ -640,6 +656,7 @@ class Agent:
         tag = field(request, "tag", str, optional=True)
         size = field(request, "pty", dict, optional=True)
         keep_stdin = field(request, "stdin", bool)
+        window = count(request, "output_window", 1) if "output_window" in request else DEFAULT_OUTPUT_WINDOW
         as_root = user_of(request) == "root"
         if not cmd or not all(isinstance(arg, str) for arg in args):
             raise Invalid("cmd and args: expected strings")
@@ -721,6 +738,7 @@ class Agent:
         if tag is not None:
             config["tag"] = tag
         process = Process(pid, config, size is not None)
+        process.window = process.credit = window
         process.stdin = stdin
         self.processes[pid] = process
         for fd, stream in outputs.items():
@@ -772,6 +790,24 @@ class Agent:
             os.killpg(process.pid, signal.SIGWINCH)
         except OSError:
             pass
+        return {}
+
+    def op_credit(self, request):
+        """The host's readers took `bytes` of a process's output: that much more may be sent.
+        A process that ended meanwhile is no error (its last output may still be credited)."""
+        process = self.processes.get(count(request, "pid", 1))
+        credit = count(request, "bytes", 0)
+        if process is None:
+            return {}
+        was_stopped = process.credit <= 0
+        # Never more than a window ahead: a host that credits twice (a restored agent's new host)
+        # gets no more in flight than it allows.
+        process.credit = min(process.window, process.credit + credit)
+        if was_stopped and process.credit > 0:
+            for fd in process.outputs:
+                self.interest(fd, reader=lambda fd=fd: self.read_output(process, fd))
+            if process.status is not None:
+                process.deadline = time.monotonic() + DRAIN_GRACE
         return {}
 
     def op_list(self, request):

@@ -48,6 +48,8 @@ export interface SandboxAccess {
   defaultUser: AgentUser;
   /** The python inside it (the system's, at the path the host resolved). */
   python: string;
+  /** The name of the API key that made it; undefined: the service token. */
+  apiKey?: string;
 }
 
 /**
@@ -311,7 +313,14 @@ export class Sandboxes {
   access(id: string): SandboxAccess | undefined {
     const sandbox = this.sandboxes.get(id);
     if (!sandbox?.running) return undefined;
-    return { agent: sandbox.agent, accessToken: sandbox.accessToken, home: SANDBOX_HOME, defaultUser: SANDBOX_USER, python: sandbox.python };
+    return {
+      agent: sandbox.agent,
+      accessToken: sandbox.accessToken,
+      home: SANDBOX_HOME,
+      defaultUser: SANDBOX_USER,
+      python: sandbox.python,
+      ...(sandbox.apiKey !== undefined && { apiKey: sandbox.apiKey }),
+    };
   }
 
   /** Kills every sandbox (the process is stopping); new ones are refused. Paused ones stay on disk. */
@@ -650,6 +659,7 @@ export class Sandboxes {
       home: SANDBOX_HOME,
       homeBytes: settings.homeBytes,
       maxFileBytes: settings.maxFileBytes,
+      outputWindowBytes: settings.streams.outputWindowBytes,
       startTimeoutSeconds: settings.startTimeoutSeconds,
       maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
       onTimeout: request.on_timeout ?? 'kill',

@@ -84,6 +84,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     token: config.token,
     apiKeys: config.runtime.config.service.apiKeys,
     bodyLimitBytes: config.bodyLimitBytes,
+    bodyLimitValues: config.runtime.config.service.bodyLimitValues,
     clients: config.clients,
     execConcurrency: config.concurrency,
     logger,

@@ -2,7 +2,7 @@ import { RunnerRuntime } from '../runner/runtime.js';
 import { executeSnippet } from '../runner/snippet.js';
 import { Sessions } from '../session/sessions.js';
 import { Sandboxes } from '../sandboxes/sandboxes.js';
-import { createEnvdServer, type EnvdServer } from '../envd/envd-server.js';
+import { createEnvdServer, envdLimits, type EnvdServer } from '../envd/envd-server.js';
 import { listenEnvd } from '../envd/envd-socket.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
@@ -128,7 +128,7 @@ channel.handle('init', async (config, slots) => {
   // Before the first await: the front door may route a session call here while init still runs.
   sessions = new Sessions(runtime);
   sandboxes = new Sandboxes(runtime, (id) => server.sandboxEnded(id));
-  const server = createEnvdServer((id) => sandboxes.access(id), sandboxes.codeContexts);
+  const server = createEnvdServer((id) => sandboxes.access(id), sandboxes.codeContexts, envdLimits(runtime.config));
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);

@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import type { DescService } from '@bufbuild/protobuf';
 import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { createEnvdServer, type EnvdServer } from '../../src/envd/envd-server.js';
+import { createEnvdServer, envdLimits, type EnvdServer } from '../../src/envd/envd-server.js';
+import { configDefaults } from '../../src/config/schema.js';
 import { CodeContexts } from '../../src/interpreter/code-contexts.js';
 import type { EnvdTarget } from '../../src/envd/target.js';
 import { FakeSandboxAgent } from './fake-sandbox-agent.js';
@@ -25,7 +26,7 @@ export function fakeTarget(accessToken: string | null = null): EnvdTarget & { ag
 /** createEnvdServer on 127.0.0.1, with the sandboxes the test puts in `sandboxes`. */
 export async function startEnvd(): Promise<EnvdUnderTest> {
   const sandboxes = new Map<string, EnvdTarget>();
-  const envd = createEnvdServer((sandboxId) => sandboxes.get(sandboxId), new CodeContexts());
+  const envd = createEnvdServer((sandboxId) => sandboxes.get(sandboxId), new CodeContexts(), envdLimits(configDefaults({})));
   envd.server.listen(0, '127.0.0.1');
   await once(envd.server, 'listening');
   const url = `http://127.0.0.1:${(envd.server.address() as AddressInfo).port}`;

@@ -147,6 +147,8 @@ export class FakeSandboxAgent implements SandboxAgentPort {
       case 'resize':
         this.running(request.pid).resizes.push({ cols: request.cols, rows: request.rows });
         return {};
+      case 'credit':
+        return {};
       case 'list':
         return { processes: [...this.processes.values()].map((process) => process.info) };
       case 'stat':

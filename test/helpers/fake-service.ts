@@ -179,6 +179,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
     token,
     apiKeys: settings.apiKeys,
     bodyLimitBytes: options.bodyLimitBytes ?? settings.bodyLimitBytes,
+    bodyLimitValues: settings.bodyLimitValues,
     clients: settings.clients,
     execConcurrency: options.execConcurrency ?? 2,
     logger: log,

@@ -1,6 +1,8 @@
 import { constants } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { PistonErrorSchema, PistonExecuteSchema, PistonResultSchema, type PistonExecute, type PistonResult } from '../../contract/piston.js';
+import { ERROR_CODES } from '../../contract/errors.js';
+import { jsonBoundsExceeded } from '../../contract/json-bounds.js';
 import { RuntimeListSchema } from '../../contract/runtimes.js';
 import { SNIPPET_EXIT, SNIPPET_TIMEOUT_NOTE, type SnippetRequest, type SnippetResponse } from '../../contract/snippet.js';
 import { findLanguage, versionedLanguage } from '../../languages/catalog.js';
@@ -18,10 +20,13 @@ const unnamed = (index: number) => `file${index}.code`;
  * clients send JSON without a JSON content type (piston-client sends text/plain), so these
  * routes read any body as JSON; errors are Piston's `{message}` with 400.
  */
-export function pistonRoutes(worker: WorkerProcess, slots: Semaphore) {
+export function pistonRoutes(worker: WorkerProcess, slots: Semaphore, maxBodyValues: number) {
   return async (app: FastifyInstance) => {
     app.removeAllContentTypeParsers();
     app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => {
+      // Bounded as every JSON body of the service is (json-bodies.ts), answered in Piston's shape.
+      const exceeded = jsonBoundsExceeded(body as string, maxBodyValues);
+      if (exceeded) return done(Object.assign(new Error(exceeded.message), { statusCode: ERROR_CODES[exceeded.code].http }), undefined);
       try {
         done(null, JSON.parse(body as string));
       } catch {

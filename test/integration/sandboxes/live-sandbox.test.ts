@@ -14,7 +14,7 @@ import { waitUntil } from '../../helpers/wait.js';
 async function run(agent: SandboxAgentPort, cmd: string, args: string[], envs: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; end: AgentEndEvent }> {
   const out: Record<string, Buffer[]> = { stdout: [], stderr: [], pty: [] };
   const end = await new Promise<AgentEndEvent>((resolve, reject) => {
-    agent.start({ op: 'start', cmd, args, envs, stdin: false }, { output: (event) => out[event.stream]!.push(Buffer.from(event.data, 'base64')), end: resolve }).catch(reject);
+    agent.start({ op: 'start', cmd, args, envs, stdin: false }, { output: (event) => void out[event.stream]!.push(Buffer.from(event.data, 'base64')), end: resolve }).catch(reject);
   });
   return { stdout: Buffer.concat(out.stdout!).toString(), stderr: Buffer.concat(out.stderr!).toString(), end };
 }

@@ -5,7 +5,8 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { createEnvdServer } from '../../../src/envd/envd-server.js';
+import { createEnvdServer, envdLimits } from '../../../src/envd/envd-server.js';
+import { configDefaults } from '../../../src/config/schema.js';
 import { CodeContexts } from '../../../src/interpreter/code-contexts.js';
 import { fakeTarget } from '../../helpers/envd.js';
 
@@ -14,7 +15,7 @@ describe('envd server', () => {
     const directory = mkdtempSync(join(tmpdir(), 'envd-'));
     context.after(() => rmSync(directory, { recursive: true, force: true }));
     const target = fakeTarget();
-    const { server } = createEnvdServer((sandboxId) => (sandboxId === 'sbx1' ? target : undefined), new CodeContexts());
+    const { server } = createEnvdServer((sandboxId) => (sandboxId === 'sbx1' ? target : undefined), new CodeContexts(), envdLimits(configDefaults({})));
     server.listen(join(directory, 'envd.sock'));
     await once(server, 'listening');
     context.after(() => server.close());

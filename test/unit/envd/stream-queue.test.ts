@@ -5,7 +5,7 @@ import { StreamQueue, keepaliveIdleMs } from '../../../src/envd/stream-queue.js'
 
 describe('envd stream queue', () => {
   it('sends a keepalive when nothing came for the idle time, and the items in order until the end', async () => {
-    const queue = new StreamQueue<string>();
+    const queue = new StreamQueue<string>({ bytes: 1024 });
     const stream = queue.drain(new AbortController().signal, { idleMs: 1, item: () => 'keepalive' });
     assert.equal((await stream.next()).value, 'keepalive');
     queue.push('a');
@@ -22,12 +22,12 @@ describe('envd stream queue', () => {
     full.push('x', 1);
     await assert.rejects(full.drain(new AbortController().signal).next(), exhausted);
     // Events of no size (a watch's) count too.
-    const many = new StreamQueue<string>({ items: 2 });
+    const many = new StreamQueue<string>({ bytes: 1024, items: 2 });
     for (const event of ['a', 'b', 'c']) many.push(event);
     await assert.rejects(many.drain(new AbortController().signal).next(), exhausted);
 
     const abort = new AbortController();
-    const waiting = new StreamQueue<string>().drain(abort.signal).next();
+    const waiting = new StreamQueue<string>({ bytes: 1024 }).drain(abort.signal).next();
     abort.abort(new Error('client left'));
     await assert.rejects(waiting, /client left/);
   });
