@@ -52,7 +52,11 @@ class AgentClient {
   private ids = 0;
   private ended = false;
 
-  constructor(readonly guest: GuestProcess) {
+  /** `credits`: each output event is credited back as it comes, as the host does when no client holds it. */
+  constructor(
+    readonly guest: GuestProcess,
+    public credits = true,
+  ) {
     void this.pump();
   }
 
@@ -71,6 +75,8 @@ class AgentClient {
       else {
         assert.ok(Value.Check(AgentEventSchema, frame), `not an event of the contract: ${JSON.stringify(frame)}`);
         this.events.push(frame as AgentEvent);
+        const event = frame as AgentEvent;
+        if (event.event === 'output' && this.credits) this.guest.send({ id: (this.ids += 1), op: 'credit', pid: event.pid, bytes: Buffer.from(event.data, 'base64').length });
       }
     }
   }
@@ -143,13 +149,13 @@ class AgentClient {
   }
 }
 
-async function startAgent(argv = sandboxAgentArgv()): Promise<AgentClient> {
+async function startAgent(argv = sandboxAgentArgv(), credits = true): Promise<AgentClient> {
   const env: NodeJS.ProcessEnv = { ...process.env, HOME };
   delete env.TERM;
   const guest = startGuest(argv, { frameFd: 1, env });
   const ready = await guest.next();
   assert.ok(Value.Check(AgentReadySchema, ready), JSON.stringify(ready));
-  const agent = new AgentClient(guest);
+  const agent = new AgentClient(guest, credits);
   agents.push(agent);
   return agent;
 }
@@ -300,6 +306,27 @@ describe('sandbox agent: processes', () => {
     assert.equal((await agent.finish(pid)).end.signal, 15);
     const after = (await agent.request({ op: 'list' })) as { processes: Array<{ pid: number }> };
     assert.ok(!after.processes.some((process) => process.pid === pid));
+  });
+
+  it('stops reading a process its host has not credited: its pipe fills and it waits, until a credit lets it go on', async () => {
+    const held = await startAgent(sandboxAgentArgv(), false);
+    const window = 128 * 1024;
+    const total = 4 * 1024 * 1024;
+    const pid = await held.start({ cmd: 'head', args: ['-c', String(total), '/dev/zero'], envs: {}, stdin: false, output_window: window });
+    await waitUntil(() => held.outputSoFar(pid).length >= window, 'a window of output');
+    // Answered after any read the agent made: what it sent by then is all it sends uncredited.
+    const { processes } = (await held.request({ op: 'list' })) as { processes: Array<{ pid: number }> };
+    const sent = held.outputSoFar(pid).length;
+    assert.ok(sent <= window + 64 * 1024, `${sent} bytes sent on a window of ${window}`);
+    assert.ok(
+      processes.some((process) => process.pid === pid),
+      'the process waits on its full pipe: 4 MiB cannot have left it',
+    );
+    held.credits = true;
+    assert.equal((await held.request({ op: 'credit', pid, bytes: sent })).error, undefined);
+    const { stdout, end } = await held.finish(pid);
+    assert.equal(stdout.length, total);
+    assert.equal(end.exit_code, 0);
   });
 
   it('refuses a command it cannot execute, starting nothing', async () => {

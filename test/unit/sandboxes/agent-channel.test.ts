@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AgentChannel } from '../../../src/sandboxes/agent-channel.js';
-import { AgentOperationError } from '../../../src/sandboxes/agent-port.js';
-import { encodeFrame } from '../../../src/wire/frame-codec.js';
+import { AgentOperationError, SandboxGoneError } from '../../../src/sandboxes/agent-port.js';
+import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
 
 /** What the agent would answer, framed onto the host's end. */
 function answer(channel: AgentChannel, message: object): void {
@@ -58,5 +58,30 @@ describe('sandbox agent channel', () => {
     answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.from('still here').toString('base64') });
     assert.deepEqual(seen, ['still here']);
     channel.lose('test over');
+  });
+
+  it("holds a process's output to its window: the agent is credited once its listeners let go, and a sandbox whose agent sends past the window ends", async () => {
+    const window = 4096;
+    const channel = new AgentChannel('1', window);
+    const requests: Array<Record<string, unknown>> = [];
+    const decoder = new FrameDecoder();
+    channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message) => void requests.push(message as Record<string, unknown>)));
+    const credits = () => requests.filter((request) => request.op === 'credit').map(({ pid, bytes }) => ({ pid, bytes }));
+    const tick = () => new Promise((resolve) => setImmediate(resolve));
+    channel.adopt([42]);
+    await tick();
+    assert.deepEqual(credits(), [{ pid: 42, bytes: window }], 'a restored process is credited a whole window');
+    let letGo!: () => void;
+    channel.follow(42, { output: () => new Promise<void>((resolve) => (letGo = resolve)), end: () => undefined });
+    answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.alloc(window).toString('base64') });
+    await tick();
+    assert.equal(credits().length, 1, 'nothing is credited while a listener holds it');
+    letGo();
+    await tick();
+    assert.deepEqual(credits().at(-1), { pid: 42, bytes: window });
+    // An agent that keeps sending while all of it is held has left the protocol.
+    for (let event = 0; event < 3; event += 1) answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.alloc(window).toString('base64') });
+    answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.alloc(64 * 1024).toString('base64') });
+    await assert.rejects(channel.request({ op: 'list' }), (error: unknown) => error instanceof SandboxGoneError && /past its window of 4096/.test(error.message));
   });
 });
