@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { OpenStreams } from '../../../src/envd/open-streams.js';
 import { StreamQueue, keepaliveIdleMs } from '../../../src/envd/stream-queue.js';
 
 describe('envd stream queue', () => {
@@ -36,5 +37,32 @@ describe('envd stream queue', () => {
     assert.equal(keepaliveIdleMs(new Headers({ 'Keepalive-Ping-Interval': '50' })), 50_000);
     assert.equal(keepaliveIdleMs(new Headers()), 90_000);
     assert.equal(keepaliveIdleMs(new Headers({ 'Keepalive-Ping-Interval': '-3' })), 90_000);
+  });
+});
+
+describe('envd open streams', () => {
+  const limits = { maxPerSandbox: 3, maxPerKey: 4, maxQueuedBytes: 100 };
+  const exhausted = (error: unknown) => error instanceof ConnectError && error.code === Code.ResourceExhausted;
+
+  it('counts streams per sandbox and per API key (the service token is not a key), and what they hold', () => {
+    const streams = new OpenStreams(limits);
+    const alice = [streams.open('a1', 'alice'), streams.open('a1', 'alice'), streams.open('a1', 'alice')];
+    assert.throws(() => streams.open('a1', 'alice'), exhausted);
+    alice.push(streams.open('a2', 'alice'));
+    assert.throws(() => streams.open('a3', 'alice'), /API key alice have 4 streams open/);
+    assert.doesNotThrow(() => streams.open('b1', 'bob'));
+    for (let open = 0; open < 3; open += 1) streams.open('t1', undefined);
+    alice[0]!.close();
+    alice[0]!.close();
+    assert.doesNotThrow(() => streams.open('a3', 'alice'), 'a closed stream gives its place back, once');
+    assert.throws(() => streams.open('a4', 'alice'), exhausted);
+
+    alice[1]!.queue.push('x', 60);
+    alice[2]!.queue.push('y', 30);
+    assert.equal(streams.queuedBytes('a1'), 90);
+    let dropped = false;
+    alice[2]!.queue.push('z', 80, () => (dropped = true));
+    assert.equal(dropped, true, 'past its bytes a stream fails, and what it held is let go');
+    assert.equal(streams.queuedBytes('a1'), 60);
   });
 });
