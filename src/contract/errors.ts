@@ -14,7 +14,7 @@ export const ERROR_CODES = {
   'job.not_found': { http: 404, description: 'no job with that id' },
   'job.duplicate': { http: 409, description: 'a job with that id already exists' },
   'job.not_terminal': { http: 409, description: 'the job has not finished yet' },
-  'request.too_large': { http: 413, description: 'the request body, or its headers, are over the size limit' },
+  'request.too_large': { http: 413, description: 'the request body (its bytes, or the values a JSON body holds), or its headers, are over the size limit' },
   'request.timeout': { http: 408, description: 'the request line and headers, or the whole request, did not arrive in time; the connection was closed' },
   'request.malformed': { http: 400, description: 'not a well-formed HTTP/1.1 request; the connection was closed' },
   'request.unsupported_media_type': { http: 415, description: 'the request body is not of a media type the route accepts (its Content-Type is missing or another)' },
