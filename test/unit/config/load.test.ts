@@ -35,6 +35,7 @@ describe('configuration defaults', () => {
       apiKeys: {},
       queueCapacity: 1000,
       bodyLimitBytes: 10 * MiB,
+      bodyLimitValues: 1_000_000,
       clients: { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 5_000, idleTimeoutMs: 600_000, maxConnections: 1024, maxConnectionsPerAddress: 128 },
       graceMs: 30_000,
       retention: { maxAgeDays: null, maxCount: null },
