@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TSchema, Static } from '@sinclair/typebox';
-import { CreateContextRequestSchema, ExecuteRequestSchema, type OutputLine } from '../contract/code-interpreter.js';
+import { CreateContextRequestSchema, ExecuteRequestSchema, type ExecuteRequest, type OutputLine } from '../contract/code-interpreter.js';
 import { jsonBoundsExceeded } from '../contract/json-bounds.js';
 import { validate } from '../contract/validate.js';
 import { CodeContexts, ContextError, type InterpreterTarget } from './code-contexts.js';
@@ -36,7 +36,7 @@ export async function handleInterpreter(
   const path = new URL(request.url ?? '/', 'http://interpreter').pathname;
   try {
     if (request.method === 'GET' && path === '/health') return sendJson(response, 200, 'OK');
-    if (request.method === 'POST' && path === '/execute') return await execute(request, response, sandboxId, target, contexts, maxBodyValues);
+    if (request.method === 'POST' && path === '/execute') return await execute(await readBody(request, ExecuteRequestSchema, maxBodyValues), response, sandboxId, target, contexts);
     if (path === '/contexts' && request.method === 'GET') return sendJson(response, 200, contexts.list(sandboxId));
     if (path === '/contexts' && request.method === 'POST') {
       const body = await readBody(request, CreateContextRequestSchema, maxBodyValues);
@@ -62,15 +62,7 @@ export async function handleInterpreter(
   }
 }
 
-async function execute(
-  request: IncomingMessage,
-  response: ServerResponse,
-  sandboxId: string,
-  target: InterpreterTarget,
-  contexts: CodeContexts,
-  maxBodyValues: number,
-): Promise<void> {
-  const body = await readBody(request, ExecuteRequestSchema, maxBodyValues);
+async function execute(body: ExecuteRequest, response: ServerResponse, sandboxId: string, target: InterpreterTarget, contexts: CodeContexts): Promise<void> {
   const abort = new AbortController();
   // The client left (the SDK's own timeout aborts the request): the cell is interrupted, as E2B's server does.
   response.on('close', () => abort.abort(new Error('the client left')));
