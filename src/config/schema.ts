@@ -204,8 +204,13 @@ export const SandboxSettingsSchema = Section({
         1024,
         'Server streams the sandboxes of one API key may have open at once, together; one more is refused (resource_exhausted). The service token is not counted.',
       ),
+      maxQueuedBytesPerSandbox: PositiveInteger(
+        64 * MiB,
+        'Bytes the streams of one sandbox may hold for clients that have not read them, together; the stream that would pass it ends (resource_exhausted), its process goes on.',
+      ),
+      maxQueuedBytesPerKey: PositiveInteger(256 * MiB, 'The same, for the streams of all sandboxes of one API key (the service token is not counted).'),
     },
-    "What clients' streams of a sandbox may hold in the worker: streams × (window + 64 KiB) bytes at most, per sandbox and per key.",
+    "What clients' streams of sandboxes may hold in the worker: a process's window (and one chunk) per stream of its output, 4 MiB per watch, and the totals per sandbox and per key.",
   ),
   allowInternetAccess: Type.Boolean({
     default: false,

@@ -37,8 +37,8 @@ export interface EnvdLimits {
 
 /** The limits of the configuration: a stream holds a process's window and the one chunk that may pass it. */
 export function envdLimits(config: RunnerConfig): EnvdLimits {
-  const { outputWindowBytes, maxPerSandbox, maxPerKey } = config.sandboxes.streams;
-  return { maxBodyValues: config.service.bodyLimitValues, streams: { maxPerSandbox, maxPerKey, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES } };
+  const { outputWindowBytes, ...streams } = config.sandboxes.streams;
+  return { maxBodyValues: config.service.bodyLimitValues, streams: { ...streams, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES } };
 }
 
 /**

@@ -14,6 +14,8 @@ import type { WatcherRegistry } from './watchers.js';
 const KEEPALIVE = null;
 /** What a queued watch event holds in the worker beside its name (its record, a pending stat), counted against the stream's cap. */
 const WATCH_EVENT_BYTES = 512;
+/** What a watch's stream may hold for its client: changes cannot be paused, so past this (8,192 events) the stream ends. */
+const WATCH_QUEUE_BYTES = 4 * 1024 * 1024;
 
 /** The entry an event is about, best effort as envd's include_entry: none when it is gone already. */
 async function entryOf(agent: SandboxAgentPort, directory: string, event: AgentFsEvent): Promise<EntryInfoInit | undefined> {
@@ -70,7 +72,7 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
       const { agent, home } = target;
       const path = expandHome(request.path, home);
       // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
-      const { queue, close } = streams.open<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>(sandboxId, target.apiKey);
+      const { queue, close } = streams.open<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>(sandboxId, target.apiKey, WATCH_QUEUE_BYTES);
       const { watch } = await closingOnFailure(close, () => agent.request({ op: 'watch', path, recursive: request.recursive, user }));
       const subscription = agent.onWatch(watch, (event) =>
         queue.push({ event, entry: request.includeEntry ? entryOf(agent, path, event) : Promise.resolve(undefined) }, WATCH_EVENT_BYTES + event.name.length),

@@ -16,6 +16,13 @@ export function keepaliveIdleMs(headers: Headers): number {
 
 type Queued<T> = { item: T; bytes: number; taken?: () => void };
 
+/** What several queues share (a sandbox's, a key's): a queue takes bytes from it as it grows and gives them back as it empties. */
+export interface QueueBudget {
+  /** Takes `bytes`; a message saying which bound it would pass instead, taking nothing. */
+  take(bytes: number): string | null;
+  give(bytes: number): void;
+}
+
 /**
  * Events of one server stream, in order, from an agent listener (which pushes whenever the agent
  * speaks) to the response generator (which pulls as the client reads). A process's output is
@@ -31,10 +38,12 @@ export class StreamQueue<T> {
   private wake: (() => void) | undefined;
   private readonly maxBytes: number;
   private readonly maxItems: number;
+  private readonly budget: QueueBudget | undefined;
 
-  constructor(limits: { bytes: number; items?: number }) {
+  constructor(limits: { bytes: number; items?: number; budget?: QueueBudget }) {
     this.maxBytes = limits.bytes;
     this.maxItems = limits.items ?? MAX_QUEUED_ITEMS;
+    this.budget = limits.budget;
   }
 
   /** Bytes of the client's data waiting in the queue. */
@@ -49,9 +58,14 @@ export class StreamQueue<T> {
    */
   push(item: T, bytes = 0, taken?: () => void): void {
     if (this.ended) return taken?.();
-    if (this.queued + bytes > this.maxBytes || this.items.length >= this.maxItems) {
-      const what = this.queued + bytes > this.maxBytes ? `${this.maxBytes} bytes` : `${this.maxItems} events`;
-      this.fail(new ConnectError(`more than ${what} waited for the client to read them`, Code.ResourceExhausted));
+    const over =
+      this.queued + bytes > this.maxBytes
+        ? `more than ${this.maxBytes} bytes waited for the client to read them`
+        : this.items.length >= this.maxItems
+          ? `more than ${this.maxItems} events waited for the client to read them`
+          : (this.budget?.take(bytes) ?? null);
+    if (over !== null) {
+      this.fail(new ConnectError(over, Code.ResourceExhausted));
       return taken?.();
     }
     this.queued += bytes;
@@ -75,6 +89,7 @@ export class StreamQueue<T> {
   /** Empties the queue, each item told it left. */
   private drop(): void {
     const dropped = this.items.splice(0);
+    this.budget?.give(this.queued);
     this.queued = 0;
     for (const { taken } of dropped) taken?.();
   }
@@ -90,6 +105,7 @@ export class StreamQueue<T> {
         const next = this.items.shift();
         if (next) {
           this.queued -= next.bytes;
+          this.budget?.give(next.bytes);
           next.taken?.();
           yield next.item;
           continue;

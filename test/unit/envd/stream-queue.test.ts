@@ -41,7 +41,7 @@ describe('envd stream queue', () => {
 });
 
 describe('envd open streams', () => {
-  const limits = { maxPerSandbox: 3, maxPerKey: 4, maxQueuedBytes: 100 };
+  const limits = { maxPerSandbox: 3, maxPerKey: 4, maxQueuedBytes: 100, maxQueuedBytesPerSandbox: 150, maxQueuedBytesPerKey: 200 };
   const exhausted = (error: unknown) => error instanceof ConnectError && error.code === Code.ResourceExhausted;
 
   it('counts streams per sandbox and per API key (the service token is not a key), and what they hold', () => {
@@ -64,5 +64,27 @@ describe('envd open streams', () => {
     alice[2]!.queue.push('z', 80, () => (dropped = true));
     assert.equal(dropped, true, 'past its bytes a stream fails, and what it held is let go');
     assert.equal(streams.queuedBytes('a1'), 60);
+  });
+
+  it('ends the stream that would pass what its sandbox or its key may hold together; a drained one gives its bytes back', async () => {
+    const streams = new OpenStreams(limits);
+    const [first, second, third] = [streams.open<string>('a1', 'alice'), streams.open<string>('a1', 'alice'), streams.open<string>('a1', 'alice')];
+    first.queue.push('x', 90);
+    second.queue.push('y', 50);
+    third.queue.push('z', 20);
+    await assert.rejects(third.queue.drain(new AbortController().signal).next(), /sandbox a1 hold more than 150 bytes/);
+    assert.equal(streams.queuedBytes('a1'), 140);
+    const read = first.queue.drain(new AbortController().signal);
+    assert.equal((await read.next()).value, 'x');
+    assert.equal(streams.queuedBytes('a1'), 50, 'what the client took is no longer held');
+    third.close();
+    streams.open<string>('a2', 'alice').queue.push('w', 80);
+    const more = streams.open<string>('a3', 'alice');
+    more.queue.push('v', 80);
+    await assert.rejects(more.queue.drain(new AbortController().signal).next(), /API key alice hold more than 200 bytes/);
+    // The service token's sandboxes count only against their own sandbox.
+    const token = streams.open<string>('t1', undefined);
+    token.queue.push('u', 100);
+    assert.equal(streams.queuedBytes('t1'), 100);
   });
 });
