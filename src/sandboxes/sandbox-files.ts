@@ -41,8 +41,11 @@ export async function readSandboxFile(agent: SandboxAgentPort, path: string, max
   }
 }
 
-/** Writes `content` to `path` (parents made, a file there replaced) in chunks, the first truncating and the rest appending. */
-export async function writeSandboxFile(agent: SandboxAgentPort, path: string, content: Buffer, maxBytes: number): Promise<SandboxFileWritten> {
+/**
+ * Writes `content` to `path` (parents made, a file there replaced; with `append`, added to its
+ * end) in chunks, the first truncating unless appending and the rest appending.
+ */
+export async function writeSandboxFile(agent: SandboxAgentPort, path: string, content: Buffer, maxBytes: number, append = false): Promise<SandboxFileWritten> {
   if (content.length > maxBytes) throw tooLarge(path, maxBytes);
   let written = 0;
   let entryPath: string;
@@ -50,7 +53,7 @@ export async function writeSandboxFile(agent: SandboxAgentPort, path: string, co
     const data = content.subarray(written, written + CHUNK_BYTES);
     ({
       entry: { path: entryPath },
-    } = await fileCall(path, () => agent.request({ op: 'write', path, data: data.toString('base64'), append: written > 0 })));
+    } = await fileCall(path, () => agent.request({ op: 'write', path, data: data.toString('base64'), append: append || written > 0 })));
     written += data.length;
   } while (written < content.length);
   return { path: entryPath, bytes: content.length };

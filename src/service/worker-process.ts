@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import type { BackendDescription } from '../contract/backend.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { Runtime } from '../contract/runtimes.js';
+import type { SandboxFileWritten } from '../contract/sandbox.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
@@ -17,6 +18,8 @@ type WorkerChannel = IpcChannel<FrontDoorSide, WorkerSide>;
 
 const WORKER_MAIN = fileURLToPath(new URL('./worker-main.js', import.meta.url));
 const BACKENDS_REFRESH_MS = 10_000;
+/** A file body's slice per call to the worker (which writes it to the agent in 1 MiB chunks). */
+const FILE_SLICE_BYTES = 4 * 1024 * 1024;
 
 export interface LogSink {
   info(obj: object, msg: string): void;
@@ -89,12 +92,25 @@ export class WorkerProcess {
     deleteSnapshot: (idOrName, apiKey) => this.hostCall('sandbox', () => this.channel.call('snapshotDelete', idOrName, apiKey)),
     exec: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxExec', id, request)),
     runCode: (id, request) => this.hostCall('sandbox', () => this.channel.call('sandboxRunCode', id, request)),
-    writeFile: (id, path, content) => this.hostCall('sandbox', () => this.channel.call('sandboxWriteFile', id, path, content)),
+    writeFile: (id, path, content) => this.hostCall('sandbox', () => this.writeFileInSlices(id, path, content)),
     readFile: (id, path) => this.hostCall('sandbox', async () => asBuffer(await this.channel.call('sandboxReadFile', id, path))),
     maxFileBytes: () => this.options.config.sandboxes.maxFileBytes,
     envdSocket: () => this.envdSocket,
     placeOf: async () => ({ here: true }),
   };
+
+  /**
+   * A file body goes to the worker a slice per call, each appended to the one before: neither
+   * process holds a second copy of it (one IPC message of the whole body was one more in each).
+   */
+  private async writeFileInSlices(id: string, path: string, content: Buffer): Promise<SandboxFileWritten> {
+    let written: SandboxFileWritten | undefined;
+    // An empty body still makes (or empties) the file: one call.
+    for (let offset = 0; offset === 0 || offset < content.length; offset += FILE_SLICE_BYTES) {
+      written = await this.channel.call('sandboxWriteFile', id, path, content.subarray(offset, offset + FILE_SLICE_BYTES), offset > 0);
+    }
+    return { path: written!.path, bytes: content.length };
+  }
 
   exec(request: unknown, signal: AbortSignal): Promise<SnippetResponse> {
     return this.cancellable((token) => this.channel.call('exec', token, request), signal);

@@ -84,7 +84,8 @@ export type WorkerSide = {
     snapshotDelete(idOrName: string, apiKey?: string): Snapshot;
     sandboxExec(id: string, request: SandboxExecRequest): SandboxExecResult;
     sandboxRunCode(id: string, request: SandboxRunCodeRequest): SandboxRunCodeResult;
-    sandboxWriteFile(id: string, path: string, content: Uint8Array): SandboxFileWritten;
+    /** One slice of a file: `append` false starts it (truncating), true adds to it. */
+    sandboxWriteFile(id: string, path: string, content: Uint8Array, append: boolean): SandboxFileWritten;
     sandboxReadFile(id: string, path: string): Uint8Array;
     /** The service is stopping: every sandbox is killed, new ones are refused. */
     sandboxesClose(): void;
