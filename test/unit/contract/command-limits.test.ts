@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { RunnerConfigSchema } from '../../../src/config/schema.js';
 import { ExecuteRequestSchema } from '../../../src/contract/code-interpreter.js';
@@ -12,7 +11,8 @@ import { RunJobRequestSchema } from '../../../src/contract/run-job.js';
 import { SandboxCreateRequestSchema, SandboxExecRequestSchema } from '../../../src/contract/sandbox.js';
 import { validate } from '../../../src/contract/validate.js';
 
-const CONTRACT = join(import.meta.dirname, '../../../src/contract');
+// import.meta.url, not dirname: the unit set's build keeps each test's own url (scripts/build-tests.mjs).
+const CONTRACT = fileURLToPath(new URL('../../../src/contract', import.meta.url));
 
 /** Every `patternProperties` pattern in a schema, at any depth. */
 function keyPatterns(schema: unknown, seen = new Set<unknown>()): string[] {
@@ -35,7 +35,7 @@ describe('command limits: what exec takes, checked before a command is accepted'
       ...(await Promise.all(
         readdirSync(CONTRACT)
           .filter((name) => name.endsWith('.ts'))
-          .map((name) => import(pathToFileURL(join(CONTRACT, name)).href) as Promise<Record<string, unknown>>),
+          .map((name) => import(`../../../src/contract/${name}`) as Promise<Record<string, unknown>>),
       )),
       { RunnerConfigSchema },
     ];
