@@ -93,7 +93,8 @@ export class RunJobExecution {
       const failure = setupFailure(error);
       return builder.finish(failure.status, failure.error);
     } finally {
-      if (started) sandbox?.release();
+      // Awaited: the job has not ended until its work dir is deleted and its blocks the host's again.
+      if (started) await sandbox?.release();
       else sandbox?.discard();
       // A tree that cannot be removed now is reaped by a worker started after this process ends (named after our pid).
       await sent?.dispose().catch(() => undefined);

@@ -39,6 +39,9 @@ export abstract class HostDirSandbox implements PreparedSandbox {
   private releaseWorkDir!: () => void;
   /** Cleanup must not delete the work dir while the caller still reads it. */
   private readonly workDirReleased = new Promise<void>((resolve) => (this.releaseWorkDir = resolve));
+  private markCleanedUp!: () => void;
+  /** Resolved when cleanUp has ended, whichever way: what release() answers with. */
+  private readonly cleanedUp = new Promise<void>((resolve) => (this.markCleanedUp = resolve));
 
   constructor(private readonly host: HostDirParts) {}
 
@@ -81,8 +84,9 @@ export abstract class HostDirSandbox implements PreparedSandbox {
     return this.host.files.collectArtifacts(request);
   }
 
-  release(): void {
+  release(): Promise<void> {
     this.releaseWorkDir();
+    return this.cleanedUp;
   }
 
   /** The one job begins; a second start is the caller's error. */
@@ -93,7 +97,7 @@ export abstract class HostDirSandbox implements PreparedSandbox {
 
   /** Without a work dir there is nothing for the caller to read afterwards: no release to wait for. */
   protected releaseIfNothingToRead(): void {
-    if (this.host.workDir === null) this.release();
+    if (this.host.workDir === null) void this.release();
   }
 
   /**
@@ -111,6 +115,7 @@ export abstract class HostDirSandbox implements PreparedSandbox {
       await removeTree(this.host.jobDir);
     } finally {
       this.host.onFinished();
+      this.markCleanedUp();
     }
   }
 

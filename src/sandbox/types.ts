@@ -260,8 +260,13 @@ export interface PreparedSandbox {
   checkpoint?(image: string, deadlineMs: number): Promise<void>;
   /** Gives the sandbox up without running it. */
   discard(): void;
-  /** The caller is done with the work directory (artifacts read); it may now be deleted. */
-  release(): void;
+  /**
+   * The caller is done with the work directory (artifacts read); it may now be deleted.
+   * Resolves once the sandbox is torn down and its work dir deleted, its blocks the host's again:
+   * a job counts as running until then, so the host never holds more than the caps of the jobs
+   * it reports running.
+   */
+  release(): Promise<void>;
 }
 
 export interface BackendStatus {

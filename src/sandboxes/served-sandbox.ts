@@ -58,11 +58,17 @@ export class ServedSandbox {
   /** Starts the long job on `prepared`, fed by the channel; the sandbox ends when the job does, at `lifetimeMs` at the latest. */
   serve(prepared: PreparedSandbox, lifetimeMs: number): void {
     const outcome = prepared.start({ timeoutMs: lifetimeMs, stdin: this.channel.stdin, stdout: this.channel.stdout, stderr: this.channel.stderr, signal: this.stop.signal });
-    void outcome.then(
-      (ended) => this.finished(this.describeExit(ended)),
-      (error: Error) => this.finished(`the sandbox failed: ${error.message}`),
-    );
-    void this.ended.then(() => prepared.release());
+    void outcome
+      .then(
+        (ended) => this.describeExit(ended),
+        (error: Error) => `the sandbox failed: ${error.message}`,
+      )
+      .then(async (reason) => {
+        this.finished(reason);
+        // It has ended once its work dir is deleted and its blocks are the host's again.
+        await prepared.release();
+        this.markEnded();
+      });
   }
 
   /**
@@ -110,7 +116,6 @@ export class ServedSandbox {
   private finished(reason: string): void {
     if (this.suspending) this.suspending.exit = reason;
     else this.settle(reason);
-    this.markEnded();
   }
 
   private settle(reason: string): void {

@@ -135,7 +135,7 @@ export class LaunchedSandbox extends HostDirSandbox {
       this.parts.network?.stop();
       if (!this.started) {
         this.parts.onIdleDeath?.();
-        this.release();
+        void this.release();
       }
       this.releaseIfNothingToRead();
       await this.cleanUp();
@@ -281,7 +281,7 @@ export class LaunchedSandbox extends HostDirSandbox {
   discard(): void {
     this.started = true;
     this.setIdle(false);
-    this.release();
+    void this.release();
     this.kill();
   }
 

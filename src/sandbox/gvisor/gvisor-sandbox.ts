@@ -208,7 +208,7 @@ export class GvisorSandbox extends HostDirSandbox {
 
   discard(): void {
     this.started = true;
-    this.release();
+    void this.release();
   }
 
   /**

@@ -55,7 +55,8 @@ const GUEST_DEADLINE_MARGIN_MS = 2000;
  */
 export class MicrovmSandbox implements PreparedSandbox {
   private started = false;
-  private released = false;
+  /** The teardown, once released: the VM destroyed, the staging removed. */
+  private released: Promise<void> | null = null;
 
   constructor(
     private readonly vm: QemuVm,
@@ -218,7 +219,7 @@ export class MicrovmSandbox implements PreparedSandbox {
       watch.stop();
       clearTimeout(killTimer);
       vm.channel.onOutput = () => undefined;
-      if (this.template.workDir === undefined) this.release();
+      if (this.template.workDir === undefined) void this.release();
     }
   }
 
@@ -259,16 +260,17 @@ export class MicrovmSandbox implements PreparedSandbox {
 
   discard(): void {
     this.started = true;
-    this.release();
+    void this.release();
   }
 
-  release(): void {
-    if (this.released) return;
-    this.released = true;
-    void this.vm
+  release(): Promise<void> {
+    this.released ??= this.vm
       .destroy()
       .then(() => removeTree(this.scratchDir))
+      // What a failed teardown leaves is named after this process: reaped once it is gone (owned-dirs.ts).
+      .catch(() => undefined)
       .finally(() => this.onReleased());
+    return this.released;
   }
 }
 
