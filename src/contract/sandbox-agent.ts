@@ -47,6 +47,8 @@ export const AgentErrorCodeSchema = Type.Union([
   Type.Literal('no_such_process'),
   // An answer that would be too large to send (a listing of a huge tree).
   Type.Literal('too_large'),
+  // A path under `beneath` that leads out of it (a link to elsewhere).
+  Type.Literal('path_escape'),
   // Said by the host, never the agent: the agent has not read what was sent it (it is stopped or
   // swamped), and the host will not hold more for it.
   Type.Literal('busy'),
@@ -97,6 +99,12 @@ export const AgentUserSchema = Type.Union(
 );
 export type AgentUser = (typeof AGENT_USERS)[number];
 type AsUser = { user?: AgentUser };
+/**
+ * A file resolved under this absolute directory, `path` relative to it: links are followed only
+ * while they stay under it, and a path that would lead out is refused (`path_escape`). Without
+ * it, a path resolves as the sandbox's user would resolve it.
+ */
+type Beneath = { beneath?: string };
 
 /** The requests, by `op`. Paths are absolute or relative to the sandbox user's home. */
 export type AgentRequest =
@@ -135,9 +143,9 @@ export type AgentRequest =
   /** A file, a link, or a directory with everything in it. */
   | ({ op: 'remove'; path: string } & AsUser)
   /** At most `length` bytes from `offset`; `eof` when the file ends there. */
-  | ({ op: 'read'; path: string; offset: number; length: number } & AsUser)
+  | ({ op: 'read'; path: string; offset: number; length: number } & AsUser & Beneath)
   /** `append` false truncates (creating the file and its parents); true adds the next chunk. */
-  | ({ op: 'write'; path: string; data: string; append: boolean } & AsUser)
+  | ({ op: 'write'; path: string; data: string; append: boolean } & AsUser & Beneath)
   | ({ op: 'watch'; path: string; recursive: boolean } & AsUser)
   | { op: 'unwatch'; watch: number };
 

@@ -19,6 +19,8 @@ const CODE_OF: Record<AgentErrorCode, Code> = {
   no_space: Code.ResourceExhausted,
   no_such_process: Code.NotFound,
   too_large: Code.ResourceExhausted,
+  // envd names no root: never said to it.
+  path_escape: Code.InvalidArgument,
   busy: Code.ResourceExhausted,
   failed: Code.Internal,
 };

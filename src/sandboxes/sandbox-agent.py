@@ -43,6 +43,8 @@ MAX_LIST_ENTRIES = 100_000
 MAX_LIST_BYTES = 32 * 1024 * 1024
 # A request frame longer than this is skipped unread: no request of the contract comes near it.
 MAX_REQUEST = 64 * 1024 * 1024
+# Links followed on the way to one file under a root, as the kernel's own limit (MAXSYMLINKS).
+MAX_LINKS = 40
 # How long, after a process was reaped, its pipes are still read for output it left there, when
 # a process it started keeps them open.
 DRAIN_GRACE = 0.1
@@ -246,18 +248,30 @@ def resolve(path):
     return os.path.normpath(os.path.join(home(), path))
 
 
+def file_path(request):
+    """A read's or write's path and the root it must stay under (None: the sandbox as its user
+    sees it). Under a root the path is relative to it, and resolved by open_beneath."""
+    beneath = field(request, "beneath", str, optional=True)
+    if beneath is None:
+        return resolve(request.get("path")), None
+    path = field(request, "path", str)
+    if not beneath.startswith("/") or not path or path.startswith("/"):
+        raise Invalid("beneath: an absolute directory, and path relative to it")
+    return path, beneath
+
+
 def write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def open_regular(path, flags):
+def open_regular(path, flags, dir_fd=None):
     """Opens a file to read or write, refusing what is not a regular file: opened without
     O_NONBLOCK, a FIFO the sandbox's code made would hold the agent until something used its
     other end, and a device such as /dev/zero never ends."""
     try:
-        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o666)
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK, 0o666, dir_fd=dir_fd)
     except OSError as error:
         if ERROR_CODES.get(error.errno) != "not_regular":
             raise
@@ -269,6 +283,71 @@ def open_regular(path, flags):
     if stat.S_ISDIR(mode):
         raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     raise Refused("not_regular", "%s: not a regular file (a FIFO, socket or device)" % path)
+
+
+def open_beneath(root, path, flags, make_parents=False):
+    """Opens `path`, relative to the directory `root`, as the kernel would, but never outside
+    `root`: each component is opened from the directory fd before it and never through a link;
+    a link met is read and its target walked the same way (relative, or absolute under `root`),
+    and one that would lead out of `root` (an absolute target elsewhere, `..` above it) is
+    refused. The walk only descends from fds it holds and goes up by dropping them, so nothing
+    the sandbox's code swaps meanwhile leads it out. With `make_parents`, missing directories on
+    the way are made. Returns an fd of a regular file (open_regular)."""
+    held = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    pending = list(reversed(path.split("/")))
+    links = 0
+    try:
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                continue
+            if name == "..":
+                if len(held) == 1:
+                    raise Refused("path_escape", "%s leads out of %s" % (path, root))
+                os.close(held.pop())
+                continue
+            try:
+                if not pending:
+                    return open_regular(name, flags | os.O_NOFOLLOW, dir_fd=held[-1])
+                # Not O_DIRECTORY: with it, gVisor (runsc 20221219) follows a link despite O_NOFOLLOW.
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=held[-1])
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    os.close(fd)
+                    raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), name)
+                held.append(fd)
+                continue
+            except FileNotFoundError:
+                if not (make_parents and pending):
+                    raise
+                try:
+                    os.mkdir(name, 0o777, dir_fd=held[-1])
+                except FileExistsError:
+                    pass  # made meanwhile: opened on the next turn, whatever it is
+                pending.append(name)
+                continue
+            except OSError as error:
+                # A link, or something that is not a directory (said as the kernel says it).
+                try:
+                    target = os.readlink(name, dir_fd=held[-1])
+                except OSError:
+                    raise error
+            links += 1
+            if links > MAX_LINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+            if target.startswith("/"):
+                parts = [part for part in target.split("/") if part not in ("", ".")]
+                under = [part for part in root.split("/") if part not in ("", ".")]
+                if parts[: len(under)] != under:
+                    raise Refused("path_escape", "%s leads out of %s (a link to %s)" % (path, root, target))
+                for fd in held[1:]:
+                    os.close(fd)
+                del held[1:]
+                target = "/".join(parts[len(under):])
+            pending.extend(reversed(target.split("/")))
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def make_parents(path):
@@ -879,10 +958,10 @@ class Agent:
         return {}
 
     def op_read(self, request):
-        path = resolve(request.get("path"))
+        path, beneath = file_path(request)
         offset = count(request, "offset", 0)
         length = min(count(request, "length", 1), READ_CHUNK)
-        fd = open_regular(path, os.O_RDONLY)
+        fd = open_beneath(beneath, path, os.O_RDONLY) if beneath else open_regular(path, os.O_RDONLY)
         try:
             info = os.fstat(fd)
             data = os.pread(fd, length, offset)
@@ -894,20 +973,21 @@ class Agent:
         return {"data": base64.b64encode(data).decode(), "eof": eof}
 
     def op_write(self, request):
-        path = resolve(request.get("path"))
+        path, beneath = file_path(request)
         data = decode_base64(field(request, "data", str))
         append = field(request, "append", bool)
-        if append:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+        if beneath:
+            fd = open_beneath(beneath, path, flags, make_parents=not append)
         else:
-            make_parents(path)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        fd = open_regular(path, flags)
+            if not append:
+                make_parents(path)
+            fd = open_regular(path, flags)
         try:
             write_all(fd, data)
         finally:
             os.close(fd)
-        return {"entry": entry_of(path)}
+        return {"entry": entry_of(os.path.join(beneath, path) if beneath else path)}
 
     # --- watches --------------------------------------------------------------------------
 

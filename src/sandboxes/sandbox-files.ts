@@ -19,6 +19,7 @@ const FILE_ERROR_OF: Record<AgentErrorCode, ErrorCode> = {
   exists: 'sandbox.file_failed',
   no_such_process: 'sandbox.file_failed',
   too_large: 'sandbox.file_failed',
+  path_escape: 'validation.path_escape',
   busy: 'sandbox.busy',
   failed: 'sandbox.file_failed',
 };
@@ -26,13 +27,17 @@ const FILE_ERROR_OF: Record<AgentErrorCode, ErrorCode> = {
 /**
  * A regular file of a sandbox, read through its agent a chunk at a time; over `maxBytes` it is
  * refused (sandbox.file_too_large) once that many have been read, not after all of it.
- * `path` is absolute or relative to the sandbox user's home.
+ * `path` is absolute or relative to the sandbox user's home, resolved as the user would; or,
+ * with `beneath`, relative to that directory and never leading out of it, links included
+ * (validation.path_escape): the agent resolves it inside the sandbox.
  */
-export async function readSandboxFile(agent: SandboxAgentPort, path: string, maxBytes: number): Promise<Buffer> {
+export async function readSandboxFile(agent: SandboxAgentPort, path: string, maxBytes: number, beneath?: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
   for (;;) {
-    const chunk = await fileCall(path, () => agent.request({ op: 'read', path, offset: total, length: Math.min(CHUNK_BYTES, maxBytes + 1 - total) }));
+    const chunk = await fileCall(path, () =>
+      agent.request({ op: 'read', path, offset: total, length: Math.min(CHUNK_BYTES, maxBytes + 1 - total), ...(beneath === undefined ? {} : { beneath }) }),
+    );
     const data = Buffer.from(chunk.data, 'base64');
     chunks.push(data);
     total += data.length;
@@ -43,9 +48,16 @@ export async function readSandboxFile(agent: SandboxAgentPort, path: string, max
 
 /**
  * Writes `content` to `path` (parents made, a file there replaced; with `append`, added to its
- * end) in chunks, the first truncating unless appending and the rest appending.
+ * end) in chunks, the first truncating unless appending and the rest appending; `path` and
+ * `beneath` as readSandboxFile's.
  */
-export async function writeSandboxFile(agent: SandboxAgentPort, path: string, content: Buffer, maxBytes: number, append = false): Promise<SandboxFileWritten> {
+export async function writeSandboxFile(
+  agent: SandboxAgentPort,
+  path: string,
+  content: Buffer,
+  maxBytes: number,
+  { append = false, beneath }: { append?: boolean; beneath?: string } = {},
+): Promise<SandboxFileWritten> {
   if (content.length > maxBytes) throw tooLarge(path, maxBytes);
   let written = 0;
   let entryPath: string;
@@ -53,7 +65,9 @@ export async function writeSandboxFile(agent: SandboxAgentPort, path: string, co
     const data = content.subarray(written, written + CHUNK_BYTES);
     ({
       entry: { path: entryPath },
-    } = await fileCall(path, () => agent.request({ op: 'write', path, data: data.toString('base64'), append: append || written > 0 })));
+    } = await fileCall(path, () =>
+      agent.request({ op: 'write', path, data: data.toString('base64'), append: append || written > 0, ...(beneath === undefined ? {} : { beneath }) }),
+    ));
     written += data.length;
   } while (written < content.length);
   return { path: entryPath, bytes: content.length };

@@ -307,7 +307,7 @@ export class Sandboxes {
   /** Writes a file (parents made, a file there replaced). */
   /** `append`: `content` goes on the end of the file (a slice after the first), instead of replacing it. */
   writeFile(id: string, path: string, content: Buffer, append = false): Promise<SandboxFileWritten> {
-    return this.withAgent(id, (agent) => writeSandboxFile(agent, filePath(path), content, this.runtime.config.sandboxes.maxFileBytes, append));
+    return this.withAgent(id, (agent) => writeSandboxFile(agent, filePath(path), content, this.runtime.config.sandboxes.maxFileBytes, { append }));
   }
 
   /** A running sandbox's agent and what guards it, or undefined when there is none by that id. */

@@ -116,13 +116,13 @@ export class LiveSession {
   async writeFile(path: string, content: Buffer): Promise<SessionFileWritten> {
     const relative = this.checkPath(path);
     if (content.length > this.plan.sandbox.maxFileBytes) throw tooLarge(path, content.length, this.plan.sandbox.maxFileBytes);
-    await this.serve(() => sessionFile(() => writeSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, content, this.plan.sandbox.maxFileBytes)));
+    await this.serve(() => sessionFile(() => writeSandboxFile(this.sandbox!.agent, relative, content, this.plan.sandbox.maxFileBytes, { beneath: SESSION_WORK_DIR })));
     return { path: relative, bytes: content.length, sha256: createHash('sha256').update(content).digest('hex') };
   }
 
   async readFile(path: string): Promise<Buffer> {
     const relative = this.checkPath(path);
-    return this.serve(() => sessionFile(() => readSandboxFile(this.sandbox!.agent, `${SESSION_WORK_DIR}/${relative}`, this.plan.sandbox.maxFileBytes)));
+    return this.serve(() => sessionFile(() => readSandboxFile(this.sandbox!.agent, relative, this.plan.sandbox.maxFileBytes, SESSION_WORK_DIR)));
   }
 
   /** Ends the session (idempotent): its sandbox, and every process in it, ends. */
@@ -277,7 +277,11 @@ export class LiveSession {
     this.idleTimer.unref();
   }
 
-  /** A path relative to the work dir, no `..`, no empty or `.` segments; where its links lead is the sandbox's own. */
+  /**
+   * A path relative to the work dir, no `..`, no empty or `.` segments: refused here, early. Its
+   * links are followed only while they stay in the work dir, which the agent enforces as it
+   * opens the file inside the sandbox (readSandboxFile's `beneath`).
+   */
   private checkPath(path: string): string {
     const segments = path.split('/');
     if (

@@ -184,6 +184,39 @@ describe('sessions over HTTP', async () => {
     });
   }
 
+  it('session files stay in the work dir: a link that leads out of it is refused (validation.path_escape), one that stays in is followed', async () => {
+    const session = await client.createSession({});
+    const run = async (...argv: string[]) => assert.equal((await client.sessionExec(session.id, { argv })).exit_code, 0, argv.join(' '));
+    try {
+      await client.putSessionFile(session.id, 'data/v3/x.csv', 'a,b\n');
+      // Planted by the session's own code: out to the sandbox's root, its /tmp, a file, up, and absolute.
+      await run('ln', '-s', '/', 'rootlink');
+      await run('ln', '-s', '/tmp', 'tmplink');
+      await run('ln', '-s', '/etc/passwd', 'passwd');
+      await run('ln', '-s', '../..', 'data/up');
+      await run('ln', '-s', '/tmp/made-through-a-link', 'dangling');
+      // And inside: relative, absolute under the work dir, and a chain of both.
+      await run('ln', '-s', 'data/v3', 'latest');
+      await run('ln', '-s', '/workspace/data', 'abs');
+      await run('ln', '-s', 'abs/v3', 'chain');
+      for (const path of ['rootlink/etc/passwd', 'passwd', 'data/up/etc/passwd', 'tmplink/x']) {
+        const read = await refusal(client.getSessionFile(session.id, path));
+        assert.deepEqual([read.status, read.code], [422, 'validation.path_escape'], `${path}: ${read.message}`);
+      }
+      for (const path of ['tmplink/x', 'dangling', 'rootlink/tmp/y']) {
+        const written = await refusal(client.putSessionFile(session.id, path, 'out'));
+        assert.deepEqual([written.status, written.code], [422, 'validation.path_escape'], `${path}: ${written.message}`);
+      }
+      const made = await client.sessionExec(session.id, { argv: ['ls', '/tmp'] });
+      assert.equal(made.stdout, '', 'nothing was written outside the work dir');
+      for (const path of ['latest/x.csv', 'abs/v3/x.csv', 'chain/x.csv']) assert.equal((await client.getSessionFile(session.id, path)).toString(), 'a,b\n', path);
+      await client.putSessionFile(session.id, 'latest/new/y.csv', 'through a link inside');
+      assert.equal((await client.getSessionFile(session.id, 'data/v3/new/y.csv')).toString(), 'through a link inside');
+    } finally {
+      await client.endSession(session.id);
+    }
+  });
+
   it('a node session keeps its globals, awaits a cell, and survives an interrupted loop', async () => {
     const session = await client.createSession({ lang: 'js' });
     assert.equal(session.lang, 'node');
@@ -292,6 +325,9 @@ describe('sessions over HTTP', async () => {
       await client.putSessionFile(session.id, 'in.txt', 'file');
       const next = await client.sessionExec(session.id, { code: 'print(x + 1, open("in.txt").read())' });
       assert.equal(next.stdout, '42 file\n');
+      // Its agent keeps its files in the work dir here too.
+      assert.equal((await client.sessionExec(session.id, { argv: ['ln', '-s', '/', 'rootlink'] })).exit_code, 0);
+      assert.equal((await refusal(client.getSessionFile(session.id, 'rootlink/etc/passwd'))).code, 'validation.path_escape');
       await client.endSession(session.id);
     });
   }
