@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { pino } from 'pino';
 import type { BackendDescription } from '../../src/contract/backend.js';
+import type { OutputStream } from '../../src/contract/job-events.js';
 import { CodedError, contractError } from '../../src/contract/errors.js';
 import type { RunJobResult, TerminalStatus } from '../../src/contract/run-job.js';
 import type { Runtime } from '../../src/contract/runtimes.js';
@@ -132,7 +133,15 @@ export interface FakeService {
   api(method: string, path: string, body?: unknown, headers?: TestHeaders): Promise<InjectedResponse>;
   /** Leases the job as a worker would and records `result` (the job's terminal state) for it. */
   finishJob(jobId: string, result: (request: unknown, runtime: RunnerRuntime) => RunJobResult): Promise<void>;
+  /** Leases the job and marks it running, as a worker would: then it writes output for its followers, and finishes. */
+  startJob(jobId: string): Promise<RunningJob>;
   close(): Promise<void>;
+}
+
+/** A job a test runs as its worker would. */
+export interface RunningJob {
+  write(stream: OutputStream, text: string): void;
+  finish(result: (request: unknown, runtime: RunnerRuntime) => RunJobResult): Promise<void>;
 }
 
 /** A multipart form as fetch would send it: its bytes and its Content-Type (with the boundary). */
@@ -185,6 +194,19 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
     logger: log,
   });
   const ports = frontDoor.workerPorts();
+  const startJob = async (jobId: string): Promise<RunningJob> => {
+    const lease = await ports.queue.lease();
+    if (lease?.jobId !== jobId) throw new Error(`leased ${lease?.jobId ?? 'nothing'}, not ${jobId}: run jobs in the order they were queued`);
+    const { request } = await ports.runs.claim(jobId);
+    await ports.runs.markRunning(jobId);
+    return {
+      write: (stream, text) => ports.runs.appendOutput(jobId, stream, text),
+      async finish(result) {
+        await ports.runs.finish(jobId, result(request, runtime));
+        await ports.queue.complete(jobId);
+      },
+    };
+  };
   return {
     app,
     worker,
@@ -207,13 +229,9 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
       return { status: response.statusCode, headers: response.headers, json, text: response.body };
     },
     async finishJob(jobId, result) {
-      const lease = await ports.queue.lease();
-      if (lease?.jobId !== jobId) throw new Error(`leased ${lease?.jobId ?? 'nothing'}, not ${jobId}: finish jobs in the order they were queued`);
-      const { request } = await ports.runs.claim(jobId);
-      await ports.runs.markRunning(jobId);
-      await ports.runs.finish(jobId, result(request, runtime));
-      await ports.queue.complete(jobId);
+      await (await startJob(jobId)).finish(result);
     },
+    startJob,
     async close() {
       await app.close();
       await frontDoor.close();
