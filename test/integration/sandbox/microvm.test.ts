@@ -17,10 +17,15 @@ const status = await runtime.backends.get('microvm').status();
 const run = (lang: string, code: string, timeout = 20) => executeSnippet({ lang, code, timeout, backend: { kind: 'microvm' } }, { runtime });
 
 /** QEMU processes of this suite's state dir: the warm pool's, and any job's still running. */
+/**
+ * This process's VMs: each runs in a directory named for the process that started it
+ * (ownedName()). Other test files share the state dir and run VMs of their own at the same time.
+ */
 function qemuProcesses(): string[] {
   // Other sandboxes' agents carry their program on the command line (45 KB each): past node's 1 MiB default.
   const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
-  return out.split('\n').filter((line) => line.includes('qemu-system-x86_64') && line.includes(TEST_STATE_DIR));
+  const ours = join(TEST_STATE_DIR, 'runtime', 'microvm', 'vms', `${process.pid}-`);
+  return out.split('\n').filter((line) => line.includes('qemu-system-x86_64') && line.includes(ours));
 }
 
 /** What QEMU's monitor at `socketPath` answers to `command` (its human monitor: a prompt, then the answer up to the next). */
