@@ -252,7 +252,7 @@ export interface PreparedSandbox {
   /** What its processes use now, while it runs (a long-lived sandbox's metrics); absent where the backend cannot say. */
   usageNow?(): Promise<LiveUsage>;
   /**
-   * Where the backend keeps memory (capabilities.pause `memory`): saves every process of the
+   * Where the backend keeps memory (capabilities.pause `memory`) for this sandbox: saves every process of the
    * running sandbox, with its memory, into the directory `image`, and the sandbox ends (its
    * start() resolves); past `deadlineMs` it gives up with CheckpointTimeoutError. Any other
    * rejection leaves it running as it was.

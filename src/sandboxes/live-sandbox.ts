@@ -143,9 +143,12 @@ export class LiveSandbox {
     return this.plan.home;
   }
 
-  /** What a pause keeps of it (and what its forks and snapshots copy): as much as its backend can. */
+  /**
+   * What a pause keeps of it (and what its forks and snapshots copy): as much as its backend can
+   * for this sandbox (gVisor cannot save one on the host's network stack, its egress proxy's).
+   */
   get pauseKind(): PauseKind {
-    return this.plan.backend.capabilities.pause;
+    return this.plan.backend.capabilities.pause === 'memory' && this.prepared?.checkpoint ? 'memory' : 'files';
   }
 
   /**

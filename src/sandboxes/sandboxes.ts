@@ -24,7 +24,8 @@ import { MAX_CELL_RESULT_BYTES, runCell } from '../interpreter/run-cell.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import type { SandboxNetwork } from '../sandbox/types.js';
+import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import { ANY_NAME } from '../egress/domain-rule.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
@@ -629,14 +630,13 @@ export class Sandboxes {
     // The operator's word on the internet wins: E2B's SDK asks for it on every create by default.
     const allowed = named.allowInternetAccess ?? settings.allowInternetAccess;
     const internet = (request.allow_internet_access ?? allowed) && allowed && config.runJob.allowNetwork;
-    // Egress to anywhere but the host, as a run job's "allow" (runner/network-admission.ts).
-    const network: SandboxNetwork = internet ? { allow: null } : 'none';
     let backend;
     try {
       backend = this.runtime.backends.get(request.backend?.kind ?? named.backend);
     } catch (error) {
       throw refusedHere(error);
     }
+    const network: SandboxNetwork = internet ? internetOn(backend) : 'none';
     const envVars = { ...named.envVars, ...request.env_vars };
     // Every process the sandbox runs gets these: bounded so that each still has room for its own.
     const environment = environmentProblem(envVars, 'env_vars');
@@ -667,6 +667,17 @@ export class Sandboxes {
       ...(request.api_key !== undefined && { apiKey: request.api_key }),
     };
   }
+}
+
+/**
+ * The internet as the sandbox's backend gives it: egress to anywhere but the host, as a run
+ * job's "allow" (runner/network-admission.ts); where the backend has no user-mode networking
+ * (gVisor, the microVM), its egress proxy for any name, which refuses the host and private
+ * ranges as it does for a job's allowed names. No secrets: a sandbox is given none.
+ */
+function internetOn(backend: SandboxBackend): SandboxNetwork {
+  const modes = backend.capabilities.network;
+  return modes.includes('proxy') && !modes.includes('egress') ? { proxy: { domains: [ANY_NAME], secrets: [] } } : { allow: null };
 }
 
 /** A create as the sandbox host takes it: the request, and the API key it came with. */

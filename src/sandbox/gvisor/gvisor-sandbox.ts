@@ -58,9 +58,15 @@ type Exit = { code: number | null; signal: NodeJS.Signals | null };
  */
 export class GvisorSandbox extends HostDirSandbox {
   private rules: ExecRules | null = null;
+  /**
+   * Absent for a job with egress: runsc checkpoints no sandbox on the host's network stack
+   * (hostinet), so a pause of it keeps its files only.
+   */
+  readonly checkpoint?: (image: string, deadlineMs: number) => Promise<void>;
 
   constructor(private readonly job: GvisorJob) {
     super(job);
+    if (!job.egress) this.checkpoint = (image, deadlineMs) => this.save(image, deadlineMs);
     // The container goes first: runsc delete kills what is left of the job; its way out with it.
     void this.cleanUp(async () => {
       await this.runsc('delete', '--force', job.id);
@@ -134,7 +140,7 @@ export class GvisorSandbox extends HostDirSandbox {
    * the container then exits and `runsc run` with it, so start() resolves. Its files stay in
    * the work dir, which the caller keeps (the home is packed before).
    */
-  async checkpoint(image: string, deadlineMs: number): Promise<void> {
+  private async save(image: string, deadlineMs: number): Promise<void> {
     try {
       await execFileWhenQuiet(this.job.runsc.path, [...this.job.runsc.globalArgs, 'checkpoint', '--image-path', image, this.job.id], { env: {}, timeout: deadlineMs });
     } catch (error) {

@@ -8,6 +8,7 @@ import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { runJob } from '../../../src/runner/run-job.js';
 import { availableKinds } from '../../helpers/backends.js';
 import { EgressUpstream } from '../../helpers/egress-upstream.js';
+import { helpersOfOurs } from '../../helpers/processes.js';
 import { api, startServer } from '../../helpers/server.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { waitUntil } from '../../helpers/wait.js';
@@ -309,19 +310,6 @@ print(json.dumps({
     const [first, second] = await Promise.all([fetchFromJob([], { secrets }), fetchFromJob([], { secrets })]);
     assert.notEqual(first.seen.token, second.seen.token);
   });
-
-  /** Helpers of this process running `program` (setpriv, nsenter and unshare exec into it). */
-  const helpersOfOurs = (program: string) =>
-    readdirSync('/proc')
-      .filter((entry) => /^\d+$/.test(entry))
-      .filter((pid) => {
-        try {
-          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith(program) && Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid;
-        } catch {
-          return false; // it exited while we looked
-        }
-      });
 
   for (const kind of kinds.filter((kind) => kind !== 'microvm')) {
     it(`leaves no relay behind on ${kind}, nor a holder of the job's namespace: after a timeout`, async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { parseDomainRule, ruleMatches } from '../../../src/egress/domain-rule.js';
+import { ANY_NAME, parseDomainRule, ruleMatches } from '../../../src/egress/domain-rule.js';
 
 describe('domain rules of policy.network.allow_domains', () => {
   it('a name matches itself (any case, a trailing dot) on 80 and 443 unless a port is given', () => {
@@ -26,5 +26,14 @@ describe('domain rules of policy.network.allow_domains', () => {
 
   it('an IP address, in any spelling the schema lets through, is no domain', () => {
     for (const written of ['10.0.0.1', '10.0.0.1:443', '127.1', '0x7f.1', '1.2.3.4']) assert.equal(parseDomainRule(written), null, written);
+  });
+
+  it("the any-name rule (a sandbox's internet) matches every name, address and port: the proxy's address checks are what bound it", () => {
+    for (const [host, port] of [
+      ['api.github.com', 443],
+      ['a.b.example.org', 8080],
+      ['203.0.113.7', 22],
+    ] as const)
+      assert.ok(ruleMatches(ANY_NAME, host, port), host);
   });
 });
