@@ -3,6 +3,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { webcrypto } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import * as x509 from '@peculiar/x509';
+import type { EgressHostOptions } from '../../src/egress/policy.js';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
@@ -27,6 +28,25 @@ export class EgressUpstream {
   readonly address = `203.0.113.${this.base + 2}`;
   private server: ChildProcess | null = null;
   caPem = '';
+
+  /**
+   * What the backends' egress proxies are given to live in this world: names resolve as
+   * `addresses()` says, and upstream TLS is trusted by this upstream's CA (made when it starts,
+   * so read at each connection).
+   */
+  hostOptions(addresses: () => Record<string, string[]>): EgressHostOptions {
+    const caPem = () => this.caPem;
+    return {
+      resolve: async (host) => {
+        const found = addresses()[host];
+        if (!found) throw Object.assign(new Error(`${host} is not in the test's world`), { code: 'ENOTFOUND' });
+        return found;
+      },
+      get upstreamCa() {
+        return caPem();
+      },
+    };
+  }
 
   async start(names: readonly string[]): Promise<void> {
     const { caPem, cert, key } = await testCertificates(names);

@@ -43,21 +43,7 @@ function addresses(): Record<string, string[]> {
 }
 
 /** Every backend's proxies resolve in the test's world and trust its upstream CA. */
-const runtime = testRuntime(
-  {},
-  {
-    egress: {
-      resolve: async (host) => {
-        const found = addresses()[host];
-        if (!found) throw Object.assign(new Error(`${host} is not in the test's world`), { code: 'ENOTFOUND' });
-        return found;
-      },
-      get upstreamCa() {
-        return upstream.caPem;
-      },
-    },
-  },
-);
+const runtime = testRuntime({}, { egress: upstream.hostOptions(addresses) });
 
 /**
  * The job: each [label, url, authorization?] fetched with urllib through the proxy variables

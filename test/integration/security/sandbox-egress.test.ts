@@ -31,16 +31,7 @@ const addresses = (): Record<string, string[]> => ({
 });
 
 const runtime = new RunnerRuntime(loadConfig({ ...process.env, AGENT_RUNNER_SANDBOXES__ALLOW_INTERNET_ACCESS: 'true' }, { stateDir: TEST_STATE_DIR }), {
-  egress: {
-    resolve: async (host) => {
-      const found = addresses()[host];
-      if (!found) throw Object.assign(new Error(`${host} is not in the test's world`), { code: 'ENOTFOUND' });
-      return found;
-    },
-    get upstreamCa() {
-      return upstream.caPem;
-    },
-  },
+  egress: upstream.hostOptions(addresses),
 });
 
 /** Each [label, url] fetched with urllib (which follows the proxy variables), then each [label, address, port] tried directly. */
