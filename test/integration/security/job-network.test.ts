@@ -48,7 +48,9 @@ for label, host, port in json.loads(sys.argv[1]):
     except socket.timeout:
         outcomes[label] = "timeout"
     except socket.gaierror:
-        outcomes[label] = "no-name"
+        # A link-local address scoped to a host interface the job has not (another test's, made
+        # meanwhile) names no way out of the job: unreachable. A name that does not resolve: no-name.
+        outcomes[label] = "unreachable" if "%" in host else "no-name"
     except OSError as error:
         outcomes[label] = "refused" if error.errno == errno.ECONNREFUSED else "unreachable" if error.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EACCES, errno.EPERM) else errno.errorcode.get(error.errno, str(error))
 print(json.dumps(outcomes))
