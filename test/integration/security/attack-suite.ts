@@ -73,9 +73,11 @@ export async function attackSuite(kind: BackendKind): Promise<void> {
     describe('resource exhaustion', sections, () => {
       it('fork bomb (python) is contained by the process limit', async () => {
         const response = await snippet('python', 'import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass', 3);
-        // gVisor's pids cgroup counts host tasks: at pids.max gVisor cannot start a thread and the
-        // whole sandbox ends (exit 2, docs/security.md), instead of forks failing until the timeout.
-        assert.equal(response.exit_code, gvisor ? 2 : 124, JSON.stringify(response));
+        // Forks fail until the timeout kills the tree (124). gVisor's pids cgroup counts host
+        // tasks: at pids.max gVisor cannot start a thread and the whole sandbox ends (exit 2,
+        // docs/security.md) — unless, on a loaded machine, the timeout came first (124).
+        if (gvisor) assert.ok([2, 124].includes(response.exit_code), JSON.stringify(response));
+        else assert.equal(response.exit_code, 124, JSON.stringify(response));
         await nextJobRunsNormally();
       });
 

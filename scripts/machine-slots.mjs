@@ -1,0 +1,40 @@
+// A machine-wide budget for the test files that boot microVMs by the dozen (under TCG each VM
+// is a core kept busy): at most one such file per two cores runs at a time, across every run of
+// the suite on this machine (two `npm test`s side by side share it). A slot is an flock(2) on a
+// file under the temp dir held by a small `flock ... cat` child: the kernel releases it when that
+// child ends, which it does when we close its stdin or when this process dies, however it dies,
+// so a killed run never leaves a slot taken.
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const DIR = join(tmpdir(), 'agent-runner-test-slots');
+const RETRY_MS = 1_000;
+
+/** How many heavy files may run at once on this machine. */
+export const HEAVY_SLOTS = Math.max(1, Math.floor(availableParallelism() / 2));
+
+/** Waits for a heavy slot; resolves with its release. */
+export async function takeHeavySlot() {
+  mkdirSync(DIR, { recursive: true, mode: 0o1777 });
+  for (;;) {
+    for (let slot = 0; slot < HEAVY_SLOTS; slot += 1) {
+      const release = await tryLock(join(DIR, `heavy-${slot}`));
+      if (release) return release;
+    }
+    await sleep(RETRY_MS);
+  }
+}
+
+/** The lock's release if it was free, null if another process holds it. */
+function tryLock(file) {
+  return new Promise((resolve, reject) => {
+    // -E 75: "held by another" is told apart from flock's own failures (exit 1).
+    const holder = spawn('flock', ['--nonblock', '--conflict-exit-code', '75', file, 'sh', '-c', 'echo held; exec cat'], { stdio: ['pipe', 'pipe', 'inherit'] });
+    holder.once('error', reject);
+    holder.stdout.once('data', () => resolve(() => holder.stdin.end()));
+    holder.once('exit', (code) => (code === 75 ? resolve(null) : reject(new Error(`flock ${file} exited ${code}`))));
+  });
+}

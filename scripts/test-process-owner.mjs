@@ -1,0 +1,26 @@
+// Loaded into every test file's process (node --import, by scripts/run-tests.sh; the runner's
+// children inherit its flags): the file's pid becomes AGENT_RUNNER_TEST_OWNER, which every process
+// it starts inherits (services, CLIs, QEMUs, runsc). When the file's process exits, its tests and
+// their `after` hooks done, nothing it started may still run: what does is given a moment to end,
+// then killed and named, and the file fails ("test failed", exit code 1), so a leak is seen where
+// it was made and never reaches the next file.
+import { describeLeftovers, killLeftovers, processesWith } from './test-processes.mjs';
+
+/** How long processes a test stopped get to finish ending (a service's last children after its stop resolved). */
+const GRACE_MS = 10_000;
+const POLL_MS = 100;
+
+const owner = String(process.pid);
+process.env.AGENT_RUNNER_TEST_OWNER = owner;
+
+process.on('exit', () => {
+  // 'exit' allows no awaiting: a synchronous sleep between looks.
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  const deadline = Date.now() + GRACE_MS;
+  while (processesWith('AGENT_RUNNER_TEST_OWNER', owner).length > 0 && Date.now() < deadline) Atomics.wait(pause, 0, 0, POLL_MS);
+  const left = killLeftovers('AGENT_RUNNER_TEST_OWNER', owner);
+  if (left.length === 0) return;
+  console.error(describeLeftovers(left, `of ${process.argv[1]}`));
+  console.error(`# ${left.length} processes outlived their test file and were killed: a test must stop what it starts, pass or fail`);
+  process.exitCode = 1;
+});
