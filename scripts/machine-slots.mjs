@@ -10,11 +10,12 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const DIR = join(tmpdir(), 'agent-runner-test-slots');
+// Both settable for the runner's own tests, which must not wait on the slot of the run they are in.
+const DIR = process.env.AGENT_RUNNER_TEST_SLOTS_DIR ?? join(tmpdir(), 'agent-runner-test-slots');
 const RETRY_MS = 1_000;
 
 /** How many heavy files may run at once on this machine. */
-export const HEAVY_SLOTS = Math.max(1, Math.floor(availableParallelism() / 2));
+export const HEAVY_SLOTS = Number(process.env.AGENT_RUNNER_TEST_HEAVY_SLOTS) || Math.max(1, Math.floor(availableParallelism() / 2));
 
 /** Waits for a heavy slot; resolves with its release. */
 export async function takeHeavySlot() {

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AgentRunnerClient } from '../../../src/client/client.js';
 import { AgentRunnerError } from '../../../src/client/types.js';
 import type { Session } from '../../../src/contract/session.js';
 import { runCli } from '../../helpers/cli.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 import { api, startServer, type ServerProcess } from '../../helpers/server.js';
 import { availableKinds } from '../../helpers/backends.js';
 
@@ -33,8 +34,21 @@ describe('sessions over HTTP', async () => {
     await server.stop();
   });
 
+  // The service holds 3 sessions: one a failed test left open would fail the next ones with
+  // sessions.full. Each test's sessions end after it, pass or fail.
+  const opened = new Set<string>();
+  const openSession = async (request: Parameters<AgentRunnerClient['createSession']>[0]) => {
+    const session = await client.createSession(request);
+    opened.add(session.id);
+    return session;
+  };
+  afterEach(async () => {
+    await Promise.all([...opened].map((id) => client.endSession(id).catch(() => undefined)));
+    opened.clear();
+  });
+
   it('a python session keeps its names, files and imports between cells', async () => {
-    const session = await client.createSession({ lang: 'python' });
+    const session = await openSession({ lang: 'python' });
     assert.match(session.id, /^ses_[0-9a-f]{32}$/);
     assert.equal(session.state, 'running');
     assert.match(String(session.version), /^3\./);
@@ -70,7 +84,7 @@ describe('sessions over HTTP', async () => {
   });
 
   it('a cell past its timeout is interrupted and the session keeps its state; one that will not stop ends the session, saying so', async () => {
-    const session = await client.createSession({ lang: 'python' });
+    const session = await openSession({ lang: 'python' });
     await client.sessionExec(session.id, { code: 'kept = "still here"' });
     const interrupted = await client.sessionExec(session.id, { code: 'import time\nwhile True: time.sleep(0.05)', timeout: 0.5 });
     assert.deepEqual([interrupted.exit_code, interrupted.timed_out, interrupted.session_ended], [124, true, false]);
@@ -87,7 +101,7 @@ describe('sessions over HTTP', async () => {
   });
 
   it('a cell’s own exception named as the bridge names a kernel it replaced ends nothing', async () => {
-    const session = await client.createSession({ lang: 'python' });
+    const session = await openSession({ lang: 'python' });
     const raised = await client.sessionExec(session.id, { code: 'class ContextRestarted(Exception): pass\nraise ContextRestarted("mine")' });
     assert.deepEqual([raised.exit_code, raised.error, raised.session_ended], [1, 'ContextRestarted: mine', false]);
     await client.endSession(session.id);
@@ -95,7 +109,7 @@ describe('sessions over HTTP', async () => {
 
   // A deadline of the test's own, far under the cell's timeout: the answer must not wait for it.
   it('a session ended while a cell runs answers that cell at once, saying why', { timeout: 20_000 }, async () => {
-    const session = await client.createSession({ lang: 'python' });
+    const session = await openSession({ lang: 'python' });
     const running = client.sessionExec(session.id, { code: 'import time\ntime.sleep(60)', timeout: 50 });
     await sleep(1000);
     await client.endSession(session.id);
@@ -104,7 +118,7 @@ describe('sessions over HTTP', async () => {
   });
 
   it('a cell cannot answer for its kernel: a frame it writes to its stdout and stderr descriptors is not taken, and the session goes on', async () => {
-    const session = await client.createSession({ lang: 'python' });
+    const session = await openSession({ lang: 'python' });
     // The cell's request is the bridge's id 1 after its start-up: the forgery names it.
     const forged = await client.sessionExec(session.id, {
       code: [
@@ -121,7 +135,7 @@ describe('sessions over HTTP', async () => {
   });
 
   it('a cell that prints more than the host keeps gets its output cut, saying so', async () => {
-    const session = await client.createSession({ lang: 'python' });
+    const session = await openSession({ lang: 'python' });
     const printed = await client.sessionExec(session.id, { code: 'import sys\nfor _ in range(8): sys.stdout.write("x" * (1 << 20))' });
     // The kernel sends the eight writes as it holds them (64 KiB or a line at a time); the host keeps 1 MiB of them and counts the rest.
     assert.match(printed.stdout.slice(-100), /x\n\[stdout truncated: \d+ bytes, the first 1048576 kept\]$/);
@@ -140,9 +154,10 @@ describe('sessions over HTTP', async () => {
     ],
   ] as const) {
     it(`a ${lang} cell whose value or error is over the output cap gets it cut, saying so, and the session keeps its state`, async () => {
-      const session = await client.createSession({ lang });
+      const session = await openSession({ lang });
       await client.sessionExec(session.id, { code: setup });
-      const value = await client.sessionExec(session.id, { code: big });
+      // Building and inspecting 30 MiB took more than a cell's default 10 s on a loaded machine.
+      const value = await client.sessionExec(session.id, { code: big, timeout: NOT_THE_SUBJECT_TIMEOUT_S });
       assert.equal(value.session_ended, false, String(value.error));
       // The tail only: a pattern run over a whole MiB takes seconds.
       // Cut by the host (node's inspect), or already in the sandbox (python's result, cut to 64 KiB of text).
@@ -155,7 +170,7 @@ describe('sessions over HTTP', async () => {
         value.results.every((result) => result.text === undefined || Buffer.byteLength(result.text) < (1 << 20) + 100),
         'a result’s text is held to the cap too',
       );
-      const raised = await client.sessionExec(session.id, { code: raise });
+      const raised = await client.sessionExec(session.id, { code: raise, timeout: NOT_THE_SUBJECT_TIMEOUT_S });
       assert.deepEqual([raised.exit_code, raised.session_ended], [1, false]);
       assert.match(String(raised.error).slice(-200), /y{100}\n\[error truncated: \d+ bytes, the first 10485\d\d kept\]$/);
       assert.equal((await client.sessionExec(session.id, { code: 'kept' })).value, kept);
@@ -168,7 +183,7 @@ describe('sessions over HTTP', async () => {
     ['node', `require('child_process').execFileSync('mkfifo', ['pipe']); globalThis.kept = 'still here'`],
   ] as const) {
     it(`a ${lang} session serves only regular files: a FIFO a cell made is refused at once, and the kernel answers the next cell`, async () => {
-      const session = await client.createSession({ lang });
+      const session = await openSession({ lang });
       try {
         assert.equal((await client.sessionExec(session.id, { code: mkfifo })).exit_code, 0);
         const read = await refusal(client.getSessionFile(session.id, 'pipe'));
@@ -185,7 +200,7 @@ describe('sessions over HTTP', async () => {
   }
 
   it('session files stay in the work dir: a link that leads out of it is refused (validation.path_escape), one that stays in is followed', async () => {
-    const session = await client.createSession({});
+    const session = await openSession({});
     const run = async (...argv: string[]) => assert.equal((await client.sessionExec(session.id, { argv })).exit_code, 0, argv.join(' '));
     try {
       await client.putSessionFile(session.id, 'data/v3/x.csv', 'a,b\n');
@@ -218,7 +233,7 @@ describe('sessions over HTTP', async () => {
   });
 
   it('a node session keeps its globals, awaits a cell, and survives an interrupted loop', async () => {
-    const session = await client.createSession({ lang: 'js' });
+    const session = await openSession({ lang: 'js' });
     assert.equal(session.lang, 'node');
     await client.sessionExec(session.id, { code: 'var x = 41; const seen = []' });
     const next = await client.sessionExec(session.id, { code: 'seen.push(1); console.log(x + 1); ({ x, seen })' });
@@ -236,7 +251,7 @@ describe('sessions over HTTP', async () => {
   });
 
   it('a session allowed domains reaches out only through its egress proxy, which refuses a name it was not given', async () => {
-    const session = await client.createSession({ lang: 'python', network: { allow_domains: ['api.example.org'] } });
+    const session = await openSession({ lang: 'python', network: { allow_domains: ['api.example.org'] } });
     try {
       const cell = await client.sessionExec(session.id, {
         code: [
@@ -264,12 +279,12 @@ describe('sessions over HTTP', async () => {
 
   it('refuses what it cannot do with stable codes, and caps live sessions', async () => {
     assert.equal((await refusal(client.session('ses_00000000000000000000000000000000'))).code, 'session.not_found');
-    const bash = await refusal(client.createSession({ lang: 'bash' }));
+    const bash = await refusal(openSession({ lang: 'bash' }));
     assert.deepEqual([bash.status, bash.code], [422, 'validation.invalid_request']);
-    const shellless = await refusal(client.createSession({ lang: 'python', policy: { allow_shell: false } }));
+    const shellless = await refusal(openSession({ lang: 'python', policy: { allow_shell: false } }));
     assert.equal(shellless.code, 'validation.invalid_request');
 
-    const commands = await client.createSession({ policy: { allowed_commands: ['ls', 'cat'] } });
+    const commands = await openSession({ policy: { allowed_commands: ['ls', 'cat'] } });
     assert.equal(commands.lang, null);
     const denied = await refusal(client.sessionExec(commands.id, { argv: ['rm', '-rf', '.'] }));
     assert.deepEqual([denied.status, denied.code], [403, 'policy.command_denied']);
@@ -286,15 +301,15 @@ describe('sessions over HTTP', async () => {
     assert.equal(json.status, 415);
 
     const live: Session[] = [commands];
-    while (live.length < 3) live.push(await client.createSession({}));
-    const full = await refusal(client.createSession({}));
+    while (live.length < 3) live.push(await openSession({}));
+    const full = await refusal(openSession({}));
     assert.deepEqual([full.status, full.code], [503, 'sessions.full']);
     for (const session of live) await client.endSession(session.id);
-    await client.endSession((await client.createSession({})).id);
+    await client.endSession((await openSession({})).id);
   });
 
   it('an idle session ends after its idle timeout', async () => {
-    const session = await client.createSession({ lang: 'python', idle_timeout_seconds: 1 });
+    const session = await openSession({ lang: 'python', idle_timeout_seconds: 1 });
     await sleep(1500);
     const described = await client.session(session.id);
     assert.deepEqual([described.state, described.ended_reason], ['ended', 'idle for 1 s']);
@@ -319,7 +334,7 @@ describe('sessions over HTTP', async () => {
 
   for (const kind of kinds.filter((kind) => kind !== 'local_process')) {
     it(`a python session on ${kind} keeps x between cells`, async () => {
-      const session = await client.createSession({ lang: 'python', backend: { kind } });
+      const session = await openSession({ lang: 'python', backend: { kind } });
       assert.equal(session.backend, kind);
       await client.sessionExec(session.id, { code: 'x = 41' });
       await client.putSessionFile(session.id, 'in.txt', 'file');

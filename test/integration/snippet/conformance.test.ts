@@ -6,6 +6,7 @@ import { findLanguage } from '../../../src/languages/catalog.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
 import { availableKinds } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 
 /**
  * Every request example of the two snippet documents (kept verbatim in test/fixtures/spec),
@@ -68,13 +69,7 @@ function stillUnsupported(example: Example): Example {
   return { ...example, request: { ...request, lang: UNSUPPORTED }, documented: { ...documented, stderr: named(documented.stderr), error: named(documented.error) } };
 }
 
-/**
- * The documents' timeouts (5 to 60 s) are the subject of their timeout example alone. Elsewhere
- * they would test the machine, not the contract: on a loaded one (a microVM under emulation beside
- * other files) a python took more than 10 s to print its syntax error and ended 124. Those
- * examples run with a bound no correct run comes near, and the test's own timeout behind it.
- */
-const NOT_THE_SUBJECT_TIMEOUT_S = 240;
+/** The documents' timeouts (5 to 60 s) are the subject of their timeout example alone. */
 function timeoutOf({ request, documented }: Example): number {
   return documented?.exit_code === 124 ? request.timeout : Math.max(request.timeout, NOT_THE_SUBJECT_TIMEOUT_S);
 }

@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { waitUntil } from '../../helpers/wait.js';
+
+/**
+ * The suite's own runner (scripts/run-tests.sh's parts): what a test file leaves running is
+ * found and ended, the microVM-heavy files never run at once, and the run closes with one summary.
+ */
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const FIXTURES = join(ROOT, 'test/fixtures/runner');
+const OWNER = join(ROOT, 'scripts/test-process-owner.mjs');
+
+/** Runs node with `args` as the suite's scripts run; without this file's NODE_TEST_CONTEXT, which would make a runner refuse to start files. */
+function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string }> {
+  const { NODE_TEST_CONTEXT: _, ...inherited } = process.env;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...inherited, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout }));
+  });
+}
+
+const alive = (pid: number) => existsSync(`/proc/${pid}/cmdline`) && readFileSync(`/proc/${pid}/cmdline`, 'utf8') !== '';
+
+describe("the suite's runner", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'runner-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a process a test file leaves running is killed and named, and the file fails', async () => {
+    const { code, stdout } = await run(['--import', OWNER, '--test', join(FIXTURES, 'leaves-a-process.test.mjs')]);
+    const pid = Number(/started pid (\d+)/.exec(stdout)?.[1]);
+    assert.ok(pid > 0, stdout);
+    assert.equal(code, 1, stdout);
+    assert.match(stdout, new RegExp(`leftover of \\S+leaves-a-process\\.test\\.mjs: pid ${pid}: sleep 1000`));
+    await waitUntil(() => !alive(pid), `the leftover sleep ${pid} is gone`);
+  });
+
+  it("what is left of a run is killed and named by the sweep, and another run's processes are not", async () => {
+    const ours = spawn('sleep', ['1000'], { detached: true, stdio: 'ignore', env: { ...process.env, AGENT_RUNNER_TEST_RUN: 'ours' } });
+    const theirs = spawn('sleep', ['1001'], { detached: true, stdio: 'ignore', env: { ...process.env, AGENT_RUNNER_TEST_RUN: 'theirs' } });
+    try {
+      const { code, stdout } = await run(['scripts/test-processes.mjs', 'sweep'], { AGENT_RUNNER_TEST_RUN: 'ours' });
+      assert.equal(code, 1, stdout);
+      assert.match(stdout, new RegExp(`leftover of the run: pid ${ours.pid}: sleep 1000`));
+      assert.doesNotMatch(stdout, /sleep 1001/);
+      await waitUntil(() => !alive(ours.pid!), 'the swept sleep is gone');
+      assert.ok(alive(theirs.pid!));
+    } finally {
+      ours.kill('SIGKILL');
+      theirs.kill('SIGKILL');
+    }
+  });
+
+  it('heavy files of two runs at once never run at the same time; each run closes with one summary', async () => {
+    for (const name of ['heavy-a', 'heavy-b', 'heavy-c', 'light']) copyFileSync(join(FIXTURES, 'marks.test.mjs'), join(dir, `${name}.test.mjs`));
+    const env = { MARKS_FILE: join(dir, 'marks'), AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'slots'), AGENT_RUNNER_TEST_HEAVY_SLOTS: '1' };
+    const runner = (files: string[]) => run(['scripts/run-test-files.mjs', '3', '60000', ...files.map((file) => (file.startsWith('--') ? file : join(dir, file)))], env);
+    const [first, second] = await Promise.all([runner(['light.test.mjs', '--heavy', 'heavy-a.test.mjs', 'heavy-b.test.mjs']), runner(['--heavy', 'heavy-c.test.mjs'])]);
+    assert.equal(first.code, 0, first.stdout);
+    assert.equal(second.code, 0, second.stdout);
+    const heavyMarks = readFileSync(env.MARKS_FILE, 'utf8')
+      .split('\n')
+      .filter((line) => line.includes('heavy'));
+    assert.equal(heavyMarks.length, 6);
+    for (let index = 0; index < heavyMarks.length; index += 2) {
+      assert.equal(heavyMarks[index + 1], heavyMarks[index]!.replace('start', 'end'), `a heavy file started while another ran: ${heavyMarks.join(', ')}`);
+    }
+    assert.equal(first.stdout.match(/ℹ tests \d+/g)?.join(), 'ℹ tests 3');
+    assert.match(first.stdout, /ℹ pass 3\n/);
+    assert.equal(second.stdout.match(/ℹ tests \d+/g)?.join(), 'ℹ tests 1');
+  });
+});
