@@ -59,6 +59,21 @@ describe("the suite's runner", () => {
     }
   });
 
+  it('a signal to scripts/own-session.sh (.ci/run, npm test) stops everything its command started, and it exits 143', async () => {
+    const wrapper = spawn('bash', ['scripts/own-session.sh', 'bash', '-c', 'sleep 1000 & echo $!; sh -c "sleep 1001 & echo \\$!; wait" & wait'], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let printed = '';
+    wrapper.stdout.on('data', (chunk: Buffer) => (printed += chunk.toString()));
+    const ended = new Promise<number | null>((resolve) => wrapper.on('close', resolve));
+    await waitUntil(() => printed.trim().split('\n').length === 2, 'both sleeps have started');
+    const pids = printed.trim().split('\n').map(Number);
+    wrapper.kill('SIGTERM');
+    assert.equal(await ended, 143);
+    await waitUntil(() => pids.every((pid) => !alive(pid)), `the sleeps ${pids.join(', ')} are gone`);
+  });
+
   it('heavy files of two runs at once never run at the same time; each run closes with one summary', async () => {
     for (const name of ['heavy-a', 'heavy-b', 'heavy-c', 'light']) copyFileSync(join(FIXTURES, 'marks.test.mjs'), join(dir, `${name}.test.mjs`));
     const env = { MARKS_FILE: join(dir, 'marks'), AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'slots'), AGENT_RUNNER_TEST_HEAVY_SLOTS: '1' };

@@ -1,0 +1,29 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * One state dir for the whole suite: the rust toolchain mirror and compile cache survive
+ * between files (tests that need a cold cache use code no other test uses).
+ */
+export const TEST_STATE_DIR = join(tmpdir(), 'agent-runner-test-state');
+
+// The microVM guest image and its snapshot are built once for the whole suite, by `npm test`'s
+// preparation step before the tests (test/prepare-backends.ts), whatever state dir a test (or
+// the server and CLIs it spawns, which inherit this) runs with.
+process.env.AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR ??= join(TEST_STATE_DIR, 'microvm-cache');
+
+/**
+ * The environment of a process of ours a test starts (a service, the MCP server, a CLI): the
+ * suite's state dir, and kept sandbox states of its own. One service per kept dir: two
+ * services loading one dir would each list (and could resume) the other's paused sandboxes.
+ */
+export function processEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  mkdirSync(TEST_STATE_DIR, { recursive: true, mode: 0o755 });
+  const kept = mkdtempSync(join(tmpdir(), 'kept-'));
+  if (keptDirs.push(kept) === 1) process.once('exit', () => keptDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+  return { ...process.env, AGENT_RUNNER_STATE_DIR: TEST_STATE_DIR, AGENT_RUNNER_SANDBOXES__KEPT_DIR: kept, ...extra };
+}
+
+/** Removed when the test process exits: its services are gone by then. */
+const keptDirs: string[] = [];
