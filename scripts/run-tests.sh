@@ -37,11 +37,11 @@ esac
 HEAVY=(
   test/integration/security/attacks-microvm.test.ts
   test/integration/e2b/pause-fork.test.ts
-  test/integration/http/sessions.test.ts
   test/integration/snippet/conformance.test.ts
   test/integration/sandbox/microvm.test.ts
 )
 SLOWEST=(
+  test/integration/http/sessions.test.ts
   test/integration/security/cli-cleanup.test.ts
   test/integration/security/attacks-gvisor.test.ts
   test/integration/security/attacks-local-process.test.ts
