@@ -5,16 +5,17 @@
 // each file's process gets this process's flags (--enable-source-maps for the built files that
 // scripts/run-tests.sh runs, --import tsx for TypeScript).
 //
-// Two lanes share the run: the heavy files (those that boot microVMs by the dozen) one at a time,
-// each once it holds a machine-wide heavy slot (scripts/machine-slots.mjs), and the others
-// CONCURRENCY - 1 at a time beside them (CONCURRENCY when there are no heavy files). A file's deadline starts when the file does, never while
-// it waits for its slot. The lanes' events are one stream, so the reporters see one run, and one
-// summary closes it.
+// CONCURRENCY files run at a time, each once it holds one of the machine's CONCURRENCY file slots
+// (scripts/machine-slots.mjs: shared with any other run of the suite on this machine). Two lanes
+// share them: the heavy files (those that boot microVMs by the dozen) one at a time, each also
+// holding a machine-wide heavy slot, and the others beside them, in order. A file's deadline
+// starts when the file does, never while it waits for its slots. Each file is one run() of node's
+// runner; their events are one stream, so the reporters see one run, and one summary closes it.
 import { PassThrough } from 'node:stream';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 import fileTimes from './file-times-reporter.mjs';
-import { takeHeavySlot } from './machine-slots.mjs';
+import { HEAVY_SLOTS, takeSlot } from './machine-slots.mjs';
 
 const [concurrency, timeout, ...rest] = process.argv.slice(2);
 const split = rest.indexOf('--heavy');
@@ -25,7 +26,7 @@ if (!(Number(concurrency) > 0) || !(Number(timeout) > 0) || light.length + heavy
   process.exit(2);
 }
 
-/** The counts each run() closes with as diagnostics; summed over the lanes' runs into one summary. */
+/** The counts each run() closes with as diagnostics; summed over the files' runs into one summary. */
 const SUMMARY = /^(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) (\d+(?:\.\d+)?)$/;
 const totals = new Map();
 const started = performance.now();
@@ -37,34 +38,39 @@ for (const reporter of [new spec(), fileTimes]) {
   copy.compose(reporter).pipe(process.stdout, { end: false });
 }
 
-/** Feeds one run()'s events into the shared stream, keeping its closing counts for the summary. */
-async function forward(files, fileConcurrency) {
-  for await (const event of run({ files, concurrency: fileConcurrency, timeout: Number(timeout) })) {
-    const counted = event.type === 'test:diagnostic' && event.data.nesting === 0 ? SUMMARY.exec(event.data.message) : null;
-    if (counted) {
-      totals.set(counted[1], (totals.get(counted[1]) ?? 0) + Number(counted[2]));
-      continue;
+/** Runs one file once it holds its slots, feeding its events into the shared stream and keeping its closing counts for the summary. */
+async function runFile(file, heavy) {
+  const releaseHeavy = heavy ? await takeSlot('heavy', HEAVY_SLOTS) : undefined;
+  const releaseFile = await takeSlot('file', Number(concurrency));
+  try {
+    for await (const event of run({ files: [file], concurrency: 1, timeout: Number(timeout) })) {
+      const counted = event.type === 'test:diagnostic' && event.data.nesting === 0 ? SUMMARY.exec(event.data.message) : null;
+      if (counted) {
+        totals.set(counted[1], (totals.get(counted[1]) ?? 0) + Number(counted[2]));
+        continue;
+      }
+      // As `node --test` does: any failure that is not a todo fails the run (a file killed at its
+      // deadline is reported as a failed test too).
+      if (event.type === 'test:fail' && event.data.todo === undefined) process.exitCode = 1;
+      events.write(event);
     }
-    // As `node --test` does: any failure that is not a todo fails the run (a file killed at its
-    // deadline is reported as a failed test too).
-    if (event.type === 'test:fail' && event.data.todo === undefined) process.exitCode = 1;
-    events.write(event);
+  } finally {
+    releaseFile();
+    releaseHeavy?.();
   }
 }
 
-async function heavyLane() {
-  for (const file of heavy) {
-    const release = await takeHeavySlot();
-    try {
-      await forward([file], 1);
-    } finally {
-      release();
-    }
-  }
+/** Runs `files` in order, `workers` at a time. */
+async function lane(files, workers, heavy) {
+  const queue = [...files];
+  const worker = async () => {
+    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file, heavy);
+  };
+  await Promise.all(Array.from({ length: Math.min(workers, files.length) }, worker));
 }
 
-const lightConcurrency = heavy.length > 0 ? Math.max(1, Number(concurrency) - 1) : Number(concurrency);
-await Promise.all([light.length > 0 ? forward(light, lightConcurrency) : undefined, heavyLane()]);
+const lightWorkers = heavy.length > 0 ? Math.max(1, Number(concurrency) - 1) : Number(concurrency);
+await Promise.all([lane(light, lightWorkers, false), lane(heavy, 1, true)]);
 totals.set('duration_ms', performance.now() - started);
 for (const [name, value] of totals) events.write({ type: 'test:diagnostic', data: { nesting: 0, message: `${name} ${value}` } });
 events.end();

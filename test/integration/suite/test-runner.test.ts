@@ -74,22 +74,29 @@ describe("the suite's runner", () => {
     await waitUntil(() => pids.every((pid) => !alive(pid)), `the sleeps ${pids.join(', ')} are gone`);
   });
 
-  it('heavy files of two runs at once never run at the same time; each run closes with one summary', async () => {
-    for (const name of ['heavy-a', 'heavy-b', 'heavy-c', 'light']) copyFileSync(join(FIXTURES, 'marks.test.mjs'), join(dir, `${name}.test.mjs`));
+  it('two runs at once share the machine: at most CONCURRENCY files and one heavy file at a time; each run closes with one summary', async () => {
+    for (const name of ['heavy-a', 'heavy-b', 'heavy-c', 'light-a', 'light-b', 'light-c']) copyFileSync(join(FIXTURES, 'marks.test.mjs'), join(dir, `${name}.test.mjs`));
     const env = { MARKS_FILE: join(dir, 'marks'), AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'slots'), AGENT_RUNNER_TEST_HEAVY_SLOTS: '1' };
-    const runner = (files: string[]) => run(['scripts/run-test-files.mjs', '3', '60000', ...files.map((file) => (file.startsWith('--') ? file : join(dir, file)))], env);
-    const [first, second] = await Promise.all([runner(['light.test.mjs', '--heavy', 'heavy-a.test.mjs', 'heavy-b.test.mjs']), runner(['--heavy', 'heavy-c.test.mjs'])]);
+    const runner = (files: string[]) => run(['scripts/run-test-files.mjs', '2', '60000', ...files.map((file) => (file.startsWith('--') ? file : join(dir, file)))], env);
+    const [first, second] = await Promise.all([
+      runner(['light-a.test.mjs', 'light-b.test.mjs', '--heavy', 'heavy-a.test.mjs', 'heavy-b.test.mjs']),
+      runner(['light-c.test.mjs', '--heavy', 'heavy-c.test.mjs']),
+    ]);
     assert.equal(first.code, 0, first.stdout);
     assert.equal(second.code, 0, second.stdout);
-    const heavyMarks = readFileSync(env.MARKS_FILE, 'utf8')
-      .split('\n')
-      .filter((line) => line.includes('heavy'));
+    const marks = readFileSync(env.MARKS_FILE, 'utf8').trim().split('\n');
+    let running = 0;
+    for (const mark of marks) {
+      running += mark.startsWith('start') ? 1 : -1;
+      assert.ok(running <= 2, `more than 2 files ran at once: ${marks.join(', ')}`);
+    }
+    const heavyMarks = marks.filter((line) => line.includes('heavy'));
     assert.equal(heavyMarks.length, 6);
     for (let index = 0; index < heavyMarks.length; index += 2) {
       assert.equal(heavyMarks[index + 1], heavyMarks[index]!.replace('start', 'end'), `a heavy file started while another ran: ${heavyMarks.join(', ')}`);
     }
-    assert.equal(first.stdout.match(/ℹ tests \d+/g)?.join(), 'ℹ tests 3');
-    assert.match(first.stdout, /ℹ pass 3\n/);
-    assert.equal(second.stdout.match(/ℹ tests \d+/g)?.join(), 'ℹ tests 1');
+    assert.equal(first.stdout.match(/ℹ tests \d+/g)?.join(), 'ℹ tests 4');
+    assert.match(first.stdout, /ℹ pass 4\n/);
+    assert.equal(second.stdout.match(/ℹ tests \d+/g)?.join(), 'ℹ tests 2');
   });
 });
