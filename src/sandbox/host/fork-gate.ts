@@ -33,7 +33,8 @@ const execFileAsync = promisify(execFile);
  * execFile, promised, through the gate: what a module that runs host tools (probes, image builds)
  * calls `run`. With a `signal`, the tool starts a process group of its own (a shell's pipeline
  * is in it) and an abort kills the whole group: nothing it started runs on. The promise then
- * rejects with the signal's reason. `input` is its stdin.
+ * rejects with the signal's reason. `input` is its stdin. `maxBuffer` and `timeout` bound a tool
+ * run without a signal or input; one with them is bounded by whoever aborts the signal.
  */
 export async function execFileWhenQuiet(
   file: string,
