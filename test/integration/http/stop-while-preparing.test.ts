@@ -3,6 +3,8 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlink
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { startWorker } from '../../helpers/cluster.js';
+import { startPostgres } from '../../helpers/postgres.js';
 import { api, startServer, waitForHealth } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
@@ -53,22 +55,35 @@ function processesOf(stateDir: string): string[] {
     .map(({ pid, comm }) => `${pid} ${comm}`);
 }
 
+/** A fresh state dir with an empty microVM cache, as on a new machine. */
+function newMachine(prefix: string) {
+  const stateDir = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(stateDir, 0o755);
+  const cacheDir = join(stateDir, 'microvm-cache');
+  const images = (holding: (name: string) => boolean) => (existsSync(join(cacheDir, 'images')) ? readdirSync(join(cacheDir, 'images')).filter(holding) : []);
+  return {
+    stateDir,
+    env: { AGENT_RUNNER_STATE_DIR: stateDir, AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR: cacheDir },
+    wholeImages: () => images((name) => existsSync(join(cacheDir, 'images', name, 'complete'))),
+    halfBuilt: () => images((name) => name.includes('.building-')),
+  };
+}
+
+/** Resolves once a process under `root` runs one of the guest image build's host tools. */
+function buildRunning(root: number): Promise<void> {
+  return waitUntil(() => descendants(root).some((process) => BUILD_TOOLS.has(process.comm)), 'the guest image build runs a host tool', {
+    timeoutMs: 5 * 60_000,
+    seen: () => JSON.stringify(descendants(root)),
+  });
+}
+
 describe('a service stopped while its microVM backend is being prepared', () => {
   it('stops the guest image build it was running, leaves no process and nothing half built, and the next start builds a whole image', { timeout: 20 * 60_000 }, async (t) => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'stop-preparing-'));
-    chmodSync(stateDir, 0o755);
-    const cacheDir = join(stateDir, 'microvm-cache');
-    const env = { AGENT_RUNNER_STATE_DIR: stateDir, AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR: cacheDir };
-    const wholeImages = () =>
-      existsSync(join(cacheDir, 'images')) ? readdirSync(join(cacheDir, 'images')).filter((name) => existsSync(join(cacheDir, 'images', name, 'complete'))) : [];
+    const { stateDir, env, wholeImages, halfBuilt } = newMachine('stop-preparing-');
     let server = await startServer([], { env });
     try {
       await waitForHealth(server.url, (health) => health.preparing.includes('microvm'), 'the microvm backend is being prepared');
-      const serverPid = server.child.pid!;
-      await waitUntil(() => descendants(serverPid).some((process) => BUILD_TOOLS.has(process.comm)), 'the guest image build runs a host tool', {
-        timeoutMs: 5 * 60_000,
-        seen: () => JSON.stringify(descendants(serverPid)),
-      });
+      await buildRunning(server.child.pid!);
       const signalled = performance.now();
       server.child.kill('SIGTERM');
       const code = await server.exited;
@@ -76,11 +91,7 @@ describe('a service stopped while its microVM backend is being prepared', () => 
       assert.equal(code, 0, server.stderr());
       await waitUntil(() => processesOf(stateDir).length === 0, 'no process of the stopped service is left', { seen: () => processesOf(stateDir).join(', ') });
       assert.deepEqual(wholeImages(), [], 'the build was stopped, not waited for');
-      assert.deepEqual(
-        readdirSync(join(cacheDir, 'images')).filter((name) => name.includes('.building-')),
-        [],
-        'no half-built image is left',
-      );
+      assert.deepEqual(halfBuilt(), [], 'no half-built image is left');
 
       server = await startServer([], { env });
       await waitForHealth(server.url, (health) => !health.preparing.includes('microvm'), 'the microvm backend is prepared again', 10 * 60_000);
@@ -91,6 +102,30 @@ describe('a service stopped while its microVM backend is being prepared', () => 
       assert.equal(await server.exited, 0, server.stderr());
     } finally {
       await server.stop();
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  it('`agent-runner worker` likewise: SIGTERM during its guest image build stops it, leaving no process and nothing half built', { timeout: 10 * 60_000 }, async (t) => {
+    const { stateDir, env, wholeImages, halfBuilt } = newMachine('stop-preparing-worker-');
+    const database = startPostgres();
+    try {
+      const worker = await startWorker(database.url, 1, env);
+      try {
+        await buildRunning(worker.child.pid!);
+        const signalled = performance.now();
+        worker.child.kill('SIGTERM');
+        const code = await worker.exited;
+        t.diagnostic(`the worker stopped ${((performance.now() - signalled) / 1000).toFixed(1)} s after SIGTERM, during the guest image build`);
+        assert.equal(code, 0, worker.logs.join('\n'));
+        await waitUntil(() => processesOf(stateDir).length === 0, 'no process of the stopped worker is left', { seen: () => processesOf(stateDir).join(', ') });
+        assert.deepEqual(wholeImages(), [], 'the build was stopped, not waited for');
+        assert.deepEqual(halfBuilt(), [], 'no half-built image is left');
+      } finally {
+        await worker.stop();
+      }
+    } finally {
+      database.destroy();
       rmSync(stateDir, { recursive: true, force: true });
     }
   });
