@@ -5,6 +5,7 @@ import { registerConfig } from './commands/config.js';
 import { registerExec } from './commands/exec.js';
 import { registerGuest } from './commands/guest.js';
 import { registerMcp } from './commands/mcp.js';
+import { registerPrepare } from './commands/prepare.js';
 import { registerRun } from './commands/run.js';
 import { registerSandbox } from './commands/sandbox.js';
 import { registerSchema } from './commands/schema.js';
@@ -31,6 +32,7 @@ registerSandbox(program);
 registerSchema(program);
 registerConfig(program);
 registerBackends(program);
+registerPrepare(program);
 
 whileAnswerOwed(program.parseAsync(), () => {
   process.stderr.write('agent-runner: internal error: the command stopped before its answer (nothing was left to wait for)\n');

@@ -72,3 +72,20 @@ export const BackendDescriptionSchema = Type.Object(
 );
 export const BackendListSchema = Type.Array(BackendDescriptionSchema, { $id: 'BackendList', title: 'Sandbox backends' });
 export type BackendDescription = Static<typeof BackendDescriptionSchema>;
+
+export const BackendPreparationSchema = Type.Object(
+  {
+    kind: Type.Union(BACKEND_KINDS.map((kind) => Type.Literal(kind))),
+    state: Type.Union([Type.Literal('ready'), Type.Literal('unavailable')], {
+      description: 'ready: everything it builds on first use is built (or was already); unavailable: it cannot run here (notes say why).',
+    }),
+    notes: Type.Array(Type.String(), { description: 'Why it is unavailable, or how it enforces limits here.' }),
+    seconds: Type.Number({ minimum: 0, description: 'How long its preparation took (a second run only checks).' }),
+  },
+  { additionalProperties: false },
+);
+export const PreparationReportSchema = Type.Array(BackendPreparationSchema, {
+  $id: 'PreparationReport',
+  title: 'What `agent-runner prepare` built: each backend kind asked for, ready or unavailable and why',
+});
+export type BackendPreparation = Static<typeof BackendPreparationSchema>;

@@ -27,6 +27,8 @@ export type GiveUp = (jobId: string, reason: GiveUpReason) => Promise<void>;
 export class WorkerRegistry {
   private heartbeat: NodeJS.Timeout | undefined;
   private liveKinds: { at: number; kinds: Set<string> } | null = null;
+  /** What this process's worker offers now (offer() adds the kinds prepared since it joined). */
+  private kinds: string[] = [];
 
   constructor(
     private readonly db: Database,
@@ -36,14 +38,21 @@ export class WorkerRegistry {
 
   /** Registers and keeps beating until leave(); a beat that finds its row gone (reaped) registers again. */
   async join(worker: WorkerInfo): Promise<void> {
+    this.kinds = worker.kinds;
     const upsert = () =>
       this.db.query(
         `INSERT INTO ${SCHEMA}.workers (worker_id, host, pid, slots, kinds) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = clock_timestamp()`,
-        [worker.workerId, hostname(), process.pid, worker.slots, JSON.stringify(worker.kinds)],
+        [worker.workerId, hostname(), process.pid, worker.slots, JSON.stringify(this.kinds)],
       );
     await upsert();
     this.heartbeat = setInterval(() => void upsert().catch(() => undefined), HEARTBEAT_MS);
+  }
+
+  /** The kinds the worker runs now, in place of those it joined with (a kind prepared since). */
+  async offer(workerId: string, kinds: string[]): Promise<void> {
+    this.kinds = kinds;
+    await this.db.query(`UPDATE ${SCHEMA}.workers SET kinds = $2 WHERE worker_id = $1`, [workerId, JSON.stringify(kinds)]);
   }
 
   async leave(workerId: string): Promise<void> {

@@ -1,6 +1,6 @@
 import { BACKEND_ALIASES, BACKEND_KINDS, canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
-import type { BackendDescription } from '../contract/backend.js';
-import { SandboxUnavailableError, type SandboxBackend } from './types.js';
+import type { BackendDescription, BackendPreparation } from '../contract/backend.js';
+import { SandboxUnavailableError, type PreparationProgress, type SandboxBackend } from './types.js';
 
 /**
  * Every sandbox backend by kind. Faces name a kind (or nothing, for the configured default);
@@ -93,6 +93,21 @@ export class BackendRegistry {
         return { ...base, available: status.available, state: status.available ? ('ready' as const) : ('unavailable' as const), notes: status.notes };
       }),
     );
+  }
+
+  /**
+   * `agent-runner prepare`: each kind's host preparation (SandboxBackend.prepareHost), one kind
+   * after another (each is heavy, and its progress reads in order), saying how each ended.
+   */
+  async prepareHosts(kinds: readonly BackendKind[], progressOf: (kind: BackendKind) => PreparationProgress): Promise<BackendPreparation[]> {
+    const report: BackendPreparation[] = [];
+    for (const kind of kinds) {
+      const started = performance.now();
+      const status = await this.get(kind).prepareHost(progressOf(kind));
+      const seconds = Math.round(performance.now() - started) / 1000;
+      report.push({ kind, state: status.available ? 'ready' : 'unavailable', notes: status.notes, seconds });
+    }
+    return report;
   }
 
   async dispose(): Promise<void> {

@@ -294,11 +294,25 @@ export interface SandboxBackend {
   readonly warmTakes?: WarmTakes;
   /** Probes the host: what is missing, or how limits are enforced. */
   status(): Promise<BackendStatus>;
+  /**
+   * Builds everything it makes on first use that serves every job of the host, not one (probes,
+   * a guest image, its accelerator and warm snapshot), each part a step of `progress`; resolves
+   * with the status once done, available or not and why. What is built already is only checked.
+   */
+  prepareHost(progress: PreparationProgress): Promise<BackendStatus>;
   /** Rejects with SandboxUnavailableError when no sandbox can be made here. */
   prepare(template: SandboxTemplate): Promise<PreparedSandbox>;
   /** Kills warm sandboxes and waits for every sandbox's cleanup; running jobs finish first. */
   dispose(): Promise<void>;
 }
+
+/** Hears each step of a backend's host preparation (prepareHost) as it starts and ends. */
+export interface PreparationProgress {
+  step<T>(name: string, work: () => Promise<T>): Promise<T>;
+}
+
+/** For a preparation no one watches (a service's, in the background). */
+export const UNWATCHED: PreparationProgress = { step: (_name, work) => work() };
 
 export class SandboxUnavailableError extends Error {
   constructor(message: string) {

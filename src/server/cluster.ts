@@ -36,7 +36,7 @@ export async function startClusterFrontDoor(options: {
     onLost: (jobIds) => node.giveBack(jobIds),
     log: options.log,
   });
-  if (options.slots > 0) await node.join(options.slots, await worker.backends());
+  if (options.slots > 0) await node.join(options.slots, () => worker.backends());
   const { lifetimeSeconds, endedRetentionSeconds } = options.runtime.config.sessions;
   const owners = new Owners(cluster.db, 'session_owners', lifetimeSeconds + endedRetentionSeconds);
   const sandboxSettings = options.runtime.config.sandboxes;
@@ -74,7 +74,10 @@ export async function startClusterWorker(options: {
   await cluster.open();
   const node = new WorkerNode(cluster, options.log);
   const loop = new WorkerLoop(node.ports, runtime, options.slots, options.log);
-  await node.join(options.slots, await runtime.backends.describe());
+  // A guest image build takes minutes on a new machine: the worker joins with the kinds ready
+  // now, and offers the others as they become ready (WorkerNode.join).
+  runtime.backends.prepareInBackground();
+  await node.join(options.slots, () => runtime.backends.describe());
   loop.start();
   return {
     workerId: node.workerId,

@@ -23,7 +23,16 @@ import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
 import { UidPool } from '../host/uid-pool.js';
 import { WarmPool } from './warm-pool.js';
-import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
+import {
+  SandboxUnavailableError,
+  type BackendStatus,
+  type Mount,
+  type PreparationProgress,
+  type PreparedSandbox,
+  type SandboxBackend,
+  type SandboxTemplate,
+  type WarmTakes,
+} from '../types.js';
 
 export interface BubblewrapOptions {
   bwrapPath?: string;
@@ -115,7 +124,7 @@ export class BubblewrapBackend implements SandboxBackend {
 
   async status(): Promise<BackendStatus> {
     try {
-      const ready = await this.prepareHost();
+      const ready = await this.whenReady();
       const notes = [
         ready.cgroups
           ? `per-job cgroups (${ready.cgroups.version}) bound memory and processes`
@@ -133,8 +142,13 @@ export class BubblewrapBackend implements SandboxBackend {
     }
   }
 
+  /** Its host probe (a sandbox run with every mechanism): warm sandboxes are made per template, by jobs. */
+  prepareHost(progress: PreparationProgress): Promise<BackendStatus> {
+    return progress.step('host probe', () => this.status());
+  }
+
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
-    const ready = await this.prepareHost();
+    const ready = await this.whenReady();
     // Never the host's network instead: without its tools a job asking for egress does not run.
     const noEgress = template.network === 'none' ? null : egressMissing('proxy' in template.network ? 'proxy' : 'pasta', this.options.networkTools);
     if (noEgress) throw new SandboxUnavailableError(noEgress);
@@ -161,7 +175,7 @@ export class BubblewrapBackend implements SandboxBackend {
     await this.jobs.dispose();
   }
 
-  private prepareHost(): Promise<BubblewrapHost> {
+  private whenReady(): Promise<BubblewrapHost> {
     this.ready ??= this.initialise();
     // A failed probe is retried next time: the admin may have installed bwrap meanwhile.
     this.ready.catch(() => (this.ready = undefined));

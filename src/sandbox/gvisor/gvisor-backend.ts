@@ -22,7 +22,7 @@ import { removeTree } from '../host/tree-removal.js';
 import type { WorkDirLease } from '../host/work-dir-pool.js';
 import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
-import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
+import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparationProgress, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 
 // Every host tool it runs forks through the gate (fork-gate.ts): it probes while jobs are staged.
 const run = execFileWhenQuiet;
@@ -88,7 +88,7 @@ export class GvisorBackend implements SandboxBackend {
 
   async status(): Promise<BackendStatus> {
     try {
-      const ready = await this.prepareHost();
+      const ready = await this.whenReady();
       const notes = [
         `runsc ${ready.version}, platform ${this.options.platform}: the job's system calls are served by gVisor, not the host kernel`,
         `per-job cgroups (${ready.cgroups.version}) bound memory (the job's and gVisor's own), host tasks (the job's processes and threads plus ${SENTRY_TASKS} for gVisor) and CPU; RLIMIT_AS for python, bash, ruby, php, perl and lua`,
@@ -102,8 +102,13 @@ export class GvisorBackend implements SandboxBackend {
     }
   }
 
+  /** runsc's probe (a sandbox run) and what every bundle shares: the identity files, the host layout, an empty file. */
+  prepareHost(progress: PreparationProgress): Promise<BackendStatus> {
+    return progress.step('runsc probe', () => this.status());
+  }
+
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
-    return this.launch(template, await this.prepareHost());
+    return this.launch(template, await this.whenReady());
   }
 
   private async launch(template: SandboxTemplate, ready: Ready): Promise<GvisorSandbox> {
@@ -215,7 +220,7 @@ export class GvisorBackend implements SandboxBackend {
     }
   }
 
-  private prepareHost(): Promise<Ready> {
+  private whenReady(): Promise<Ready> {
     // Whatever stops the host's set-up makes the kind unavailable, with the reason, for every face.
     this.ready ??= this.initialise().catch((error: Error) => {
       throw error instanceof SandboxUnavailableError ? error : new SandboxUnavailableError(`the gvisor backend cannot start here: ${error.message}`);

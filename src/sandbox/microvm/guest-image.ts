@@ -1,16 +1,22 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
-import { execFileWhenQuiet, forkWhenQuiet } from '../host/fork-gate.js';
+import { execFileWhenQuiet } from '../host/fork-gate.js';
 import { claimImage } from './image-cache.js';
 import { SandboxUnavailableError } from '../types.js';
 
-// Every host tool it runs forks through the gate (fork-gate.ts): the image builds while jobs are staged.
-const run = execFileWhenQuiet;
+/**
+ * Runs a host tool through the fork gate (fork-gate.ts: the image builds while jobs are staged);
+ * an abort of `signal` (the backend disposed of) kills it and whatever it started.
+ */
+type Run = (file: string, args: readonly string[], options?: { maxBuffer?: number; input?: string }) => Promise<{ stdout: string; stderr: string }>;
+
+function runner(signal: AbortSignal | undefined): Run {
+  return (file, args, options = {}) => execFileWhenQuiet(file, args, { ...options, signal });
+}
 
 /**
  * What the guest is made of: Debian's stock kernel, a small initramfs (busybox and the virtio
@@ -87,9 +93,11 @@ const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /**
  * The image for this host, built once and cached by the hash of its inputs under `cacheDir`,
  * and claimed for this process until `release` (image-cache.ts: an image no process claims may
- * be removed once another is current). Rejects with SandboxUnavailableError naming what is missing.
+ * be removed once another is current). Rejects with SandboxUnavailableError naming what is missing,
+ * or with `signal`'s reason once it is aborted: the tools it ran are killed by then, and the half
+ * built image removed (it never had the image's name).
  */
-export async function guestImage(cacheDir: string): Promise<{ image: GuestImage; release(): Promise<void> }> {
+export async function guestImage(cacheDir: string, signal?: AbortSignal): Promise<{ image: GuestImage; release(): Promise<void> }> {
   const kernel = await newestKernel();
   for (const tool of ['/usr/bin/mksquashfs', '/bin/busybox', '/usr/bin/cpio']) {
     if (!existsSync(tool)) throw new SandboxUnavailableError(`${tool} is missing: apt-get install squashfs-tools busybox-static cpio (scripts/setup-host.sh)`);
@@ -101,7 +109,7 @@ export async function guestImage(cacheDir: string): Promise<{ image: GuestImage;
   // A cache this process may read but not write is used unclaimed (it cannot build either).
   const release = await claimImage(cacheDir, id).catch(() => async () => undefined);
   try {
-    if (!existsSync(join(dir, 'complete'))) await buildImage(dir, kernel, await rootFiles());
+    if (!existsSync(join(dir, 'complete'))) await buildImage(dir, kernel, await rootFiles(runner(signal), signal), runner(signal));
   } catch (error) {
     await release();
     throw error;
@@ -144,9 +152,11 @@ async function newestKernel(): Promise<Kernel> {
 }
 
 /** Every host path the root takes (files and links). */
-async function rootFiles(): Promise<string[]> {
+async function rootFiles(run: Run, signal: AbortSignal | undefined): Promise<string[]> {
   const listed = new Set<string>();
   for (const name of [...ROOT_PACKAGES, ...(await installedClosure(KERNEL_PACKAGES, new Set([...ROOT_PACKAGES, ...KERNEL_PACKAGES_LEFT_OUT])))]) {
+    // A tool that failed is taken as a package not installed: an abort is told apart here.
+    signal?.throwIfAborted();
     const { stdout } = await run('dpkg', ['-L', name]).catch(() => ({ stdout: '' }));
     for (const path of stdout.split('\n')) if (path.startsWith('/') && !LEFT_OUT.some((pattern) => pattern.test(path))) listed.add(path);
   }
@@ -156,7 +166,7 @@ async function rootFiles(): Promise<string[]> {
     const info = await lstat(path).catch(() => null);
     if (info && (info.isFile() || info.isSymbolicLink())) files.add(usrPath(path));
   }
-  for (const library of await linkedLibraries([...files])) files.add(library);
+  for (const library of await linkedLibraries([...files], run, signal)) files.add(library);
   // Debian's alternatives (awk -> mawk) are links through /etc/alternatives, made by no package.
   for (const dir of ['/usr/bin', '/usr/sbin']) {
     for (const name of await readdir(dir)) {
@@ -201,7 +211,7 @@ function usrPath(path: string): string {
 }
 
 /** The shared libraries the ELF files link, by the host's own dynamic linker. */
-async function linkedLibraries(paths: readonly string[]): Promise<Set<string>> {
+async function linkedLibraries(paths: readonly string[], run: Run, signal: AbortSignal | undefined): Promise<Set<string>> {
   const libraries = new Set<string>();
   const elves: string[] = [];
   for (const path of paths) {
@@ -210,6 +220,7 @@ async function linkedLibraries(paths: readonly string[]): Promise<Set<string>> {
     if (info.isFile() && (await readHead(path)).equals(Buffer.from([0x7f, 0x45, 0x4c, 0x46]))) elves.push(path);
   }
   for (let start = 0; start < elves.length; start += 200) {
+    signal?.throwIfAborted();
     const { stdout } = await run('ldd', elves.slice(start, start + 200), { maxBuffer: 64 * 1024 * 1024 }).catch((error: { stdout?: string }) => ({ stdout: error.stdout ?? '' }));
     for (const match of stdout.matchAll(/^\s+(?:\S+ => )?(\/\S+) \(0x/gm)) {
       const library = match[1]!;
@@ -255,7 +266,7 @@ async function packageFiles(): Promise<string[]> {
   return out.sort();
 }
 
-async function buildImage(dir: string, kernel: Kernel, files: readonly string[]): Promise<void> {
+async function buildImage(dir: string, kernel: Kernel, files: readonly string[], run: Run): Promise<void> {
   // Built beside its final name and renamed into place whole: a concurrent builder of the
   // same image, or one that died half-way, never leaves a partial image under the name.
   const staging = `${dir}.building-${process.pid}`;
@@ -264,15 +275,16 @@ async function buildImage(dir: string, kernel: Kernel, files: readonly string[])
   try {
     await mkdir(root, { recursive: true });
     // tar keeps links as links and modes as they are; the list is read from stdin.
-    await pipeTar(files, '/', root);
+    await pipeTar(run, files, '/', root);
     await pipeTar(
+      run,
       (await packageFiles()).map((path) => path.slice(PACKAGE_ROOT.length)),
       PACKAGE_ROOT,
       join(root, GUEST_PACKAGE_DIR.slice(1)),
     );
-    await writeRootExtras(root);
+    await writeRootExtras(root, run);
     await run('/usr/bin/mksquashfs', [root, join(staging, 'root.squashfs'), '-noappend', '-all-root', '-noI', '-noD', '-noF', '-noX', '-quiet', '-no-progress']);
-    await writeInitramfs(join(staging, 'initramfs'), kernel, join(staging, 'initrd.img'));
+    await writeInitramfs(join(staging, 'initramfs'), kernel, join(staging, 'initrd.img'), run);
     await rm(root, { recursive: true });
     await rm(join(staging, 'initramfs'), { recursive: true });
     await writeFile(join(staging, 'complete'), `${new Date().toISOString()}\n`);
@@ -286,21 +298,13 @@ async function buildImage(dir: string, kernel: Kernel, files: readonly string[])
   }
 }
 
-function pipeTar(paths: readonly string[], from: string, to: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    void mkdir(to, { recursive: true })
-      .then(() =>
-        forkWhenQuiet(() => {
-          const script = 'tar -C "$1" --no-recursion -cf - -T - | tar -C "$2" -xpf -';
-          const child = execFile('/bin/sh', ['-c', script, 'sh', from, to], { maxBuffer: 16 * 1024 * 1024 }, (error) => (error ? reject(error) : resolve()));
-          child.stdin!.end(paths.map((path) => (path.startsWith('/') ? path.slice(1) : path)).join('\n'));
-        }),
-      )
-      .catch(reject);
-  });
+async function pipeTar(run: Run, paths: readonly string[], from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true });
+  const script = 'tar -C "$1" --no-recursion -cf - -T - | tar -C "$2" -xpf -';
+  await run('/bin/sh', ['-c', script, 'sh', from, to], { maxBuffer: 16 * 1024 * 1024, input: paths.map((path) => (path.startsWith('/') ? path.slice(1) : path)).join('\n') });
 }
 
-async function writeRootExtras(root: string): Promise<void> {
+async function writeRootExtras(root: string, run: Run): Promise<void> {
   for (const dir of ['proc', 'sys', 'dev', 'tmp', 'run', 'etc', 'mnt']) await mkdir(join(root, dir), { recursive: true });
   for (const [link, target] of [
     ['bin', 'usr/bin'],
@@ -345,7 +349,7 @@ async function writeRootExtras(root: string): Promise<void> {
   await chmod(init, 0o755);
 }
 
-async function writeInitramfs(dir: string, kernel: Kernel, output: string): Promise<void> {
+async function writeInitramfs(dir: string, kernel: Kernel, output: string, run: Run): Promise<void> {
   await mkdir(join(dir, 'bin'), { recursive: true });
   await mkdir(join(dir, 'modules'));
   for (const name of ['dev', 'proc', 'sys', 'lower', 'upper', 'root']) await mkdir(join(dir, name));

@@ -40,8 +40,8 @@ export async function claimImage(imagesDir: string, id: string): Promise<() => P
 /**
  * Removes every image but `current` that no living process claims and none has open (a process
  * of a release before claims, with VMs running), with its snapshots and its accelerator choice;
- * then snapshots left without their image, and what builders that died left half made. Returns
- * the removed image ids.
+ * then what is left of images that are gone (claims, accelerator choices, snapshots), and what
+ * builders that died left half made. Returns the removed image ids.
  */
 export async function pruneImages(cacheDir: string, current: string): Promise<string[]> {
   const imagesDir = join(cacheDir, 'images');
@@ -72,11 +72,14 @@ export async function pruneImages(cacheDir: string, current: string): Promise<st
     await removeTree(aside);
     removed.push(id);
   }
-  // Claims of processes that died before their image was whole (killed while it was built).
+  // What is left of images that are gone, unless a living process claims the image (it is
+  // building it): the claims of processes that died before it was whole, and accelerator
+  // choices (of an image removed by hand, or by a pruner that died between the two).
   for (const name of await readdir(imagesDir).catch(() => [])) {
-    const id = name.slice(0, -'.users'.length);
-    if (!name.endsWith('.users') || !IMAGE_ID.test(id) || id === current || existsSync(join(imagesDir, id))) continue;
-    if (!(await claimed(join(imagesDir, name)))) await rmdir(join(imagesDir, name)).catch(() => undefined);
+    const [id, suffix] = [name.slice(0, 24), name.slice(24)];
+    if (!IMAGE_ID.test(id) || !['.users', '.accel.json'].includes(suffix) || id === current || existsSync(join(imagesDir, id))) continue;
+    if (await claimed(join(imagesDir, `${id}.users`))) continue;
+    await (suffix === '.users' ? rmdir(join(imagesDir, name)) : rm(join(imagesDir, name), { force: true })).catch(() => undefined);
   }
   // A pruner that died between the image and its snapshots left them without it.
   for (const name of await readdir(snapshotsDir).catch(() => [])) {

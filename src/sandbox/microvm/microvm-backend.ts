@@ -1,17 +1,27 @@
-import { access, constants, mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { access, constants, mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { removeTree } from '../host/tree-removal.js';
-import { SandboxUnavailableError, type BackendStatus, type PreparedSandbox, type SandboxBackend, type SandboxTemplate, type WarmTakes } from '../types.js';
+import { writeFileAtomic } from '../../util/atomic-write.js';
+import {
+  SandboxUnavailableError,
+  UNWATCHED,
+  type BackendStatus,
+  type PreparationProgress,
+  type PreparedSandbox,
+  type SandboxBackend,
+  type SandboxTemplate,
+  type WarmTakes,
+} from '../types.js';
 import { pruneImages } from './image-cache.js';
 import { GUEST_NETWORK, guestImage, type GuestImage } from './guest-image.js';
 import { CA_BUNDLE_SANDBOX_PATH } from '../bubblewrap/bwrap-argv.js';
 import { CA_BUNDLE_FILE, ProxiedNetwork, startEgressProxy } from '../host/proxied-network.js';
 import { MicrovmSandbox, resumeRefusal, VM_STATE_FILE } from './microvm-sandbox.js';
 import { EGRESS_SOCKET, QEMU_PATH, QemuVm, SOCAT_PATH, type VmShape } from './qemu-vm.js';
-import { WarmVmPool } from './warm-vm-pool.js';
+import { warmSnapshot, WarmVmPool, type WarmVmPoolOptions } from './warm-vm-pool.js';
 
 export interface MicrovmOptions {
   /** Host directory for this backend's VMs and images. */
@@ -33,8 +43,10 @@ const DEFAULTS = { memoryBytes: 1024 * 1024 * 1024, vcpus: 1, warmPoolSize: 2, b
 interface Ready {
   image: GuestImage;
   shape: VmShape;
-  /** Made on the first job (its snapshot is taken then, once per image): status stays cheap. */
+  /** Made on the first job (its snapshot is taken then, once per image, unless prepareHost took it): status stays cheap. */
   pool: () => Promise<WarmVmPool | null>;
+  /** What the pool's snapshot is taken with. */
+  snapshot: Omit<WarmVmPoolOptions, 'size' | 'takes'>;
   /** The pool if a job made one, never making it: disposing of an idle backend boots no VM. */
   madePool: () => Promise<WarmVmPool | null> | undefined;
   /** Which accelerator, and why not KVM when not. */
@@ -75,6 +87,8 @@ export class MicrovmBackend implements SandboxBackend {
   private readonly live = new Set<Promise<void>>();
   /** Set by dispose(): a preparation still running stops before its next slow step (the KVM probe boot). */
   private disposed = false;
+  /** Aborted by dispose(): the host tools and VMs a preparation started are killed (guest-image.ts, qemu-vm.ts). */
+  private readonly stopping = new AbortController();
 
   constructor(options: MicrovmOptions) {
     this.options = { ...DEFAULTS, ...options };
@@ -82,7 +96,7 @@ export class MicrovmBackend implements SandboxBackend {
 
   async status(): Promise<BackendStatus> {
     try {
-      const ready = await this.prepareHost();
+      const ready = await this.whenReady();
       const notes = [
         `QEMU -M microvm under ${ready.accelNote}; guest kernel ${ready.image.kernel}, root image ${ready.image.id}`,
         `one VM per job, never reused: ${Math.round(ready.shape.memoryBytes / (1024 * 1024))} MiB, ${ready.shape.vcpus} vCPU; inside it the job runs in the same bubblewrap sandbox as on local_process (namespaces, seccomp, Landlock exec rules, the guest's cgroup v2 and rlimits)`,
@@ -96,8 +110,28 @@ export class MicrovmBackend implements SandboxBackend {
     }
   }
 
+  /** The guest image, the accelerator probe and, with a warm pool, its snapshot for the configured VM shape. */
+  async prepareHost(progress: PreparationProgress): Promise<BackendStatus> {
+    try {
+      const ready = await this.whenReady(progress);
+      if (this.options.warmPoolSize > 0) await progress.step('warm snapshot', () => warmSnapshot(ready.snapshot));
+    } catch (error) {
+      if (!(error instanceof SandboxUnavailableError)) {
+        return {
+          kind: this.kind,
+          name: this.name,
+          available: false,
+          notes: [`the warm snapshot could not be taken: ${(error as Error).message}`],
+          resourceControl: 'rlimits-only',
+        };
+      }
+      // The status says why, as it would to a job.
+    }
+    return this.status();
+  }
+
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
-    const ready = await this.prepareHost();
+    const ready = await this.whenReady();
     const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
     if (proxy === undefined) {
       throw new SandboxUnavailableError(
@@ -190,21 +224,22 @@ export class MicrovmBackend implements SandboxBackend {
 
   /** Resolves once the warm pool is full (for a service that wants its first job warm, and benchmarks). */
   async warmUp(): Promise<void> {
-    await (await (await this.prepareHost()).pool())?.waitReady();
+    await (await (await this.whenReady()).pool())?.waitReady();
   }
 
   async dispose(): Promise<void> {
     this.disposed = true;
+    this.stopping.abort(new SandboxUnavailableError('the microvm backend was disposed of while it was being prepared'));
     const ready = await this.ready?.catch(() => null);
     await (await ready?.madePool()?.catch(() => null))?.dispose();
     await Promise.all(this.live);
     await Promise.all([ready?.releaseImage(), ready?.pruned]);
   }
 
-  private prepareHost(): Promise<Ready> {
+  private whenReady(progress: PreparationProgress = UNWATCHED): Promise<Ready> {
     // Its claim on the image went with the dispose.
     if (this.disposed) return Promise.reject(new SandboxUnavailableError('the microvm backend was disposed of'));
-    this.ready ??= this.initialise().catch((error: Error) => {
+    this.ready ??= this.initialise(progress).catch((error: Error) => {
       throw error instanceof SandboxUnavailableError ? error : new SandboxUnavailableError(`the microvm backend cannot start here: ${error.message}`);
     });
     // A failed set-up is tried again next time: the admin may have installed what was missing.
@@ -212,7 +247,7 @@ export class MicrovmBackend implements SandboxBackend {
     return this.ready;
   }
 
-  private async initialise(): Promise<Ready> {
+  private async initialise(progress: PreparationProgress): Promise<Ready> {
     try {
       await access(QEMU_PATH, constants.X_OK);
     } catch {
@@ -227,27 +262,27 @@ export class MicrovmBackend implements SandboxBackend {
     await mkdir(cacheDir, { recursive: true, mode: 0o755 });
     await reapDeadOwners(join(runtimeDir, 'jobs'));
     await reapDeadOwners(join(runtimeDir, 'vms'));
-    const { image, release: releaseImage } = await guestImage(join(cacheDir, 'images'));
+    const { signal } = this.stopping;
+    const { image, release: releaseImage } = await progress.step('guest image', () => guestImage(join(cacheDir, 'images'), signal));
     // Old images and their snapshots (about 0.4 GB each) go in the background.
     const pruned = pruneImages(cacheDir, image.id).catch(() => undefined);
     let accel: Awaited<ReturnType<MicrovmBackend['chooseAccel']>>;
     try {
-      if (this.disposed) throw new SandboxUnavailableError('the microvm backend was disposed of while it was being prepared');
-      accel = await this.chooseAccel(image, cacheDir);
+      signal.throwIfAborted();
+      accel = await progress.step('accelerator probe', () => this.chooseAccel(image, cacheDir));
     } catch (error) {
       await Promise.all([releaseImage(), pruned]);
       throw error;
     }
     const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: accel.accel };
     const { warmPoolSize, bootTimeoutMs } = this.options;
+    const snapshot = { image, shape, snapshotsDir: join(cacheDir, 'snapshots'), vmsDir: join(runtimeDir, 'vms'), bootTimeoutMs, signal };
     let pool: Promise<WarmVmPool | null> | undefined;
-    const makePool = () =>
-      warmPoolSize > 0
-        ? WarmVmPool.create({ image, shape, snapshotsDir: join(cacheDir, 'snapshots'), vmsDir: join(runtimeDir, 'vms'), size: warmPoolSize, bootTimeoutMs, takes: this.warmTakes })
-        : Promise.resolve(null);
+    const makePool = () => (warmPoolSize > 0 ? WarmVmPool.create({ ...snapshot, size: warmPoolSize, takes: this.warmTakes }) : Promise.resolve(null));
     return {
       image,
       shape,
+      snapshot,
       accelNote: accel.note,
       releaseImage,
       pruned,
@@ -268,23 +303,26 @@ export class MicrovmBackend implements SandboxBackend {
    */
   private async chooseAccel(image: GuestImage, cacheDir: string): Promise<{ accel: VmShape['accel']; note: string }> {
     const remembered = join(cacheDir, 'images', `${image.id}.accel.json`);
-    const known = await readFile(remembered, 'utf8').then(
-      (text) => JSON.parse(text) as { accel: VmShape['accel']; note: string },
-      () => null,
-    );
+    // Written whole or not at all (writeFileAtomic); anything else found there is probed again.
+    const known = await readFile(remembered, 'utf8')
+      .then((text) => JSON.parse(text) as { accel: VmShape['accel']; note: string })
+      .catch(() => null);
     if (known) return known;
+    const { signal } = this.stopping;
     let choice: { accel: VmShape['accel']; note: string };
     try {
       await access('/dev/kvm', constants.R_OK | constants.W_OK);
       const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: 'kvm' };
-      const vm = await QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: image }, shape, KVM_PROBE_TIMEOUT_MS);
+      const vm = await QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: image }, shape, KVM_PROBE_TIMEOUT_MS, signal);
       await vm.destroy();
       choice = { accel: 'kvm', note: 'KVM' };
     } catch (error) {
+      // A probe killed by the dispose says nothing of KVM: nothing is remembered.
+      signal.throwIfAborted();
       const reason = (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'no /dev/kvm' : `KVM did not boot the guest: ${(error as Error).message.split('\n')[0]}`;
       choice = { accel: 'tcg', note: `TCG (software emulation; ${reason})` };
     }
-    await writeFile(remembered, JSON.stringify(choice));
+    await writeFileAtomic(remembered, JSON.stringify(choice), { mode: 0o644 });
     return choice;
   }
 }

@@ -66,8 +66,13 @@ export class QemuVm {
     return !this.exited;
   }
 
-  /** Starts QEMU in `dir` (made here, removed by destroy) and returns once the guest runner answers. */
-  static async start(dir: string, origin: VmOrigin, shape: VmShape, readyTimeoutMs: number): Promise<QemuVm> {
+  /**
+   * Starts QEMU in `dir` (made here, removed by destroy) and returns once the guest runner answers.
+   * An abort of `signal` before then kills QEMU, and the start fails (a probe or a snapshot's boot
+   * of a backend being disposed of).
+   */
+  static async start(dir: string, origin: VmOrigin, shape: VmShape, readyTimeoutMs: number, signal?: AbortSignal): Promise<QemuVm> {
+    signal?.throwIfAborted();
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const socketPath = join(dir, 'channel.sock');
     const consolePath = join(dir, 'console.log');
@@ -89,6 +94,8 @@ export class QemuVm {
       child.on('exit', (code, signal) => reject(new Error(`QEMU exited before the guest was ready (${signal ?? `exit ${code}`}): ${Buffer.concat(stderr).toString().trim()}`))),
     );
     died.catch(() => undefined);
+    const kill = () => child.kill('SIGKILL');
+    signal?.addEventListener('abort', kill, { once: true });
     try {
       const deadline = Date.now() + readyTimeoutMs;
       const incoming = 'restore' in origin ? { state: origin.restore.state, ignoreShared: 'on' } : 'resume' in origin ? { state: origin.resume.state, ignoreShared: 'off' } : null;
@@ -124,6 +131,8 @@ export class QemuVm {
       const tail = console.trim().split('\n').slice(-8).join('\n');
       const message = (exited ?? (failure as Error)).message;
       throw new Error(`${message}${tail ? `\nguest console:\n${tail}` : ''}`, { cause: failure });
+    } finally {
+      signal?.removeEventListener('abort', kill);
     }
   }
 

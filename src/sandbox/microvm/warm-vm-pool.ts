@@ -18,6 +18,8 @@ export interface WarmVmPoolOptions {
   bootTimeoutMs: number;
   /** Counted on each take: a VM was ready, or one was restored for the job. */
   takes: WarmTakes;
+  /** Aborted when the backend is disposed of: a snapshot being taken stops, its VM killed. */
+  signal?: AbortSignal;
 }
 
 /** A restore reads only device state; anything slower than this is a broken snapshot. */
@@ -42,7 +44,7 @@ export class WarmVmPool {
   ) {}
 
   static async create(options: WarmVmPoolOptions): Promise<WarmVmPool> {
-    const pool = new WarmVmPool(options, await takeSnapshot(options));
+    const pool = new WarmVmPool(options, await warmSnapshot(options));
     pool.refill();
     return pool;
   }
@@ -112,8 +114,18 @@ export class WarmVmPool {
   }
 }
 
-/** The snapshot for this image and shape: taken once, then reused by every process. */
-async function takeSnapshot({ image, shape, snapshotsDir, vmsDir, bootTimeoutMs }: WarmVmPoolOptions): Promise<{ state: string; memoryFile: string }> {
+/**
+ * The snapshot for this image and shape: taken once (by a pool's first job, or `agent-runner
+ * prepare`), then reused by every process.
+ */
+export async function warmSnapshot({
+  image,
+  shape,
+  snapshotsDir,
+  vmsDir,
+  bootTimeoutMs,
+  signal,
+}: Omit<WarmVmPoolOptions, 'size' | 'takes'>): Promise<{ state: string; memoryFile: string }> {
   const name = `${image.id}-${Math.floor(shape.memoryBytes / (1024 * 1024))}m-${shape.vcpus}cpu-${shape.accel}`;
   const snapshotDir = join(snapshotsDir, name);
   const snapshot = { state: join(snapshotDir, 'state'), memoryFile: join(snapshotDir, 'memory') };
@@ -122,7 +134,7 @@ async function takeSnapshot({ image, shape, snapshotsDir, vmsDir, bootTimeoutMs 
   await mkdir(building, { recursive: true, mode: 0o700 });
   try {
     const memoryFile = join(building, 'memory');
-    const vm = await QemuVm.start(join(vmsDir, ownedName()), { boot: image, memoryFile }, shape, bootTimeoutMs);
+    const vm = await QemuVm.start(join(vmsDir, ownedName()), { boot: image, memoryFile }, shape, bootTimeoutMs, signal);
     try {
       await vm.channel.request({ op: 'prime' });
       await vm.saveTo(join(building, 'state'));

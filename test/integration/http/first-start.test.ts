@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { api, startServer, waitForHealth, waitTerminal } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
 
 const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.meta.url));
 
@@ -14,7 +15,7 @@ const CLI = fileURLToPath(new URL('../../../dist/cli/agent-runner.js', import.me
  * reading it until the test writes the answer, so "still preparing" is a state the test
  * holds, not a race it hopes to win.
  */
-function heldMicrovmCache(stateDir: string): { cacheDir: string; release(): void } {
+function heldMicrovmCache(stateDir: string): { cacheDir: string; release(timeoutMs?: number): Promise<void> } {
   const cacheDir = join(stateDir, 'microvm-cache');
   const env = { ...process.env, AGENT_RUNNER_STATE_DIR: stateDir, AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR: cacheDir };
   // Builds the guest image (and remembers an accelerator) once, as a first start would.
@@ -28,12 +29,24 @@ function heldMicrovmCache(stateDir: string): { cacheDir: string; release(): void
   let released = false;
   return {
     cacheDir,
-    // Non-blocking: it fails (ENXIO) rather than hangs when no service reads it; a service
-    // blocked reading it would never exit (its thread pool holds the blocked read).
-    release() {
+    // Non-blocking: the open fails (ENXIO) rather than hangs while no process reads it, and is
+    // tried again until the service's preparation has come to the read (under load it came
+    // after the test's first try: a CI run failed with that ENXIO). A service blocked reading it
+    // would never exit (its thread pool holds the blocked read).
+    async release(timeoutMs = 60_000) {
       if (released) return;
+      let fd = -1;
+      const opened = () => {
+        try {
+          fd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+          return true;
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === 'ENXIO') return false;
+          throw error;
+        }
+      };
+      await waitUntil(opened, 'the service reads the held accelerator choice', timeoutMs);
       released = true;
-      const fd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
       writeSync(fd, JSON.stringify({ accel: 'tcg', note: 'TCG (held by the test)' }));
       closeSync(fd);
     },
@@ -63,17 +76,14 @@ describe('first start', () => {
       assert.equal(late.result.error.code, 'backend.unavailable');
       assert.match(late.result.error.message, /still being prepared/);
 
-      held.release();
+      await held.release();
       await waitForHealth(server.url, (health) => !health.preparing.includes('microvm'), 'microvm prepared');
       const after = await api(server.url, 'GET', '/v1/backends');
       assert.equal(after.json.find((backend: { kind: string }) => backend.kind === 'microvm').state, 'ready', after.text);
     } finally {
       // A failed assertion left the preparation held: let it go, or the worker outlives the test.
-      try {
-        held.release();
-      } catch {
-        // ENXIO: nothing reads it any more.
-      }
+      // Given up soon: a service that died reads nothing any more.
+      await held.release(5_000).catch(() => undefined);
       await server.stop();
       rmSync(stateDir, { recursive: true, force: true });
     }

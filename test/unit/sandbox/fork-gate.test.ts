@@ -3,7 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { forkWhenQuiet, whileWriting } from '../../../src/sandbox/host/fork-gate.js';
+import { execFileWhenQuiet, forkWhenQuiet, whileWriting } from '../../../src/sandbox/host/fork-gate.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
+import { waitUntil } from '../../helpers/wait.js';
 
 const SRC = fileURLToPath(new URL('../../../src/', import.meta.url));
 
@@ -34,6 +36,24 @@ describe('fork gate (ETXTBSY)', () => {
     finishWrite();
     await Promise.all([writing, forked]);
     assert.deepEqual(order, ['write done', 'forked']);
+  });
+
+  it("kills a tool's whole process group when its signal aborts (each side of a shell's pipeline), rejecting with the reason", async () => {
+    const marker = `fork-gate-abort-${process.pid}`;
+    const stopping = new AbortController();
+    const running = execFileWhenQuiet('/bin/bash', ['-c', `exec -a ${marker} sleep 60 | cat`], { signal: stopping.signal });
+    try {
+      await waitUntil(() => hostProcessesMatching(marker).length > 0, 'the pipeline runs', 10_000);
+      stopping.abort(new Error('disposed of'));
+      await assert.rejects(running, /disposed of/);
+      await waitUntil(() => hostProcessesMatching(marker).length === 0, 'nothing of the pipeline is left', {
+        timeoutMs: 10_000,
+        seen: () => hostProcessesMatching(marker).join(', '),
+      });
+    } finally {
+      stopping.abort();
+      await running.catch(() => undefined);
+    }
   });
 
   it('is how every process the host side starts is started (a fork outside it met ETXTBSY: QEMU, tar for the microVM)', () => {

@@ -69,6 +69,18 @@ describe('the microVM image cache', () => {
     assert.deepEqual(listed(dir).images, [CURRENT, `${CURRENT}.accel.json`]);
   });
 
+  it("removes an accelerator choice whose image is gone, keeping the current image's and a claimed one's", async () => {
+    const dir = cache(CURRENT);
+    writeFileSync(join(dir, 'images', `${OLD}.accel.json`), '{}');
+    writeFileSync(join(dir, 'images', `${OTHER}.accel.json`), '{}');
+    const release = await claimImage(join(dir, 'images'), OTHER);
+    await pruneImages(dir, CURRENT);
+    assert.deepEqual(listed(dir).images, [`${OTHER}.accel.json`, `${OTHER}.users`, CURRENT, `${CURRENT}.accel.json`]);
+    await release();
+    await pruneImages(dir, CURRENT);
+    assert.deepEqual(listed(dir).images, [CURRENT, `${CURRENT}.accel.json`]);
+  });
+
   it('keeps an image a process has open though it holds no claim (a release before claims, with a VM running)', async () => {
     const dir = cache(CURRENT, OLD);
     const memory = openSync(join(dir, 'snapshots', `${OLD}-1024m-1cpu-tcg`, 'memory'), 'r');
