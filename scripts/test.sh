@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build-and-check.sh
+node --import tsx test/prepare-backends.ts
 bash scripts/run-tests.sh

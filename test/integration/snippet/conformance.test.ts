@@ -84,13 +84,29 @@ after(() => runtime.dispose());
 // was still awaiting a backend's preparation, which then ended as disposed of (microvm, skipped).
 const kinds = await availableKinds(runtime, 'snippet');
 
-it('found every example in both documents', () => {
+/**
+ * Every example runs on local_process. On the other kinds what differs is where the program runs,
+ * not the contract: there one example of each language and documented exit code runs (10 of the
+ * 26; the first of each, which for bash is the one that reads the sandbox's own host name and
+ * memory). Nine more python hellos in a microVM under emulation cost about a minute of the suite.
+ */
+function examplesFor(kind: string): Example[] {
+  if (kind === 'local_process') return examples;
+  const seen = new Set<string>();
+  return examples.filter(({ request, documented }) => {
+    const outcome = `${request.lang} ${documented?.exit_code ?? 0}`;
+    return !seen.has(outcome) && seen.add(outcome);
+  });
+}
+
+it('found every example in both documents, and one of each language and outcome for the other kinds', () => {
   assert.equal(examples.length, 26);
+  assert.equal(examplesFor('microvm').length, 10);
 });
 
 for (const kind of kinds) {
   describe(`snippet documents conformance on ${kind}`, { concurrency: 2 }, () => {
-    for (const example of examples) {
+    for (const example of examplesFor(kind)) {
       const { doc, request, documented } = example;
       it(`${doc} ${request.trace_id} (${request.lang})`, async () => {
         const response = await executeSnippet({ ...request, timeout: timeoutOf(example), backend: { kind } }, { runtime });
