@@ -310,3 +310,50 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
     assert.equal(text(await javascript('kept')), '4');
   });
 });
+
+/**
+ * How long a python kernel may take to come up: bounded by the CPU it uses and, far beyond, by
+ * the wall clock (a wall clock alone failed a microVM's IPython on a loaded host). Run with the
+ * bounds lowered (1 s of CPU, 2 s) and kernels that say they are up when told, never on time.
+ */
+describe("kernel-bridge.py's start bounds", () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'kernel-start-'));
+  after(() => {
+    stopGuests();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+  const bounded = (wallSeconds: number) =>
+    source('kernel-bridge.py')
+      .replace(/^KERNEL_START_CPU_SECONDS = .*$/m, 'KERNEL_START_CPU_SECONDS = 1.0')
+      .replace(/^KERNEL_START_WALL_SECONDS = .*$/m, `KERNEL_START_WALL_SECONDS = ${wallSeconds}.0`);
+  /** The bridge's first frame with `kernel` as its python kernel (argv: ... CONTROL_FD CELLS_FD). */
+  async function readiness(kernel: string, wallSeconds: number): Promise<{ ready: boolean; error?: string }> {
+    const bridge = startGuest(['/usr/bin/python3', '-I', '-c', bounded(wallSeconds), 'python', source('charts.py'), source('startup.py'), kernel], {
+      frameFd: 1,
+      env: { ...process.env, TMPDIR: scratch },
+    });
+    const frame = (await bridge.next()) as { ready: boolean; error?: string };
+    bridge.endInput();
+    await bridge.exited;
+    return frame;
+  }
+  const upWhen = (condition: string) => `import os, sys, time\nwhile not (${condition}):\n    pass\nos.write(int(sys.argv[-2]), b"up\\n")\ntime.sleep(600)`;
+
+  it('a kernel that waits, using no CPU, comes up well past the CPU bound in wall time', async () => {
+    // Idle for 3 s (past the 1 s of CPU, were it wall time), then up.
+    const frame = await readiness(`import os, sys, time\ntime.sleep(3)\nos.write(int(sys.argv[-2]), b"up\\n")\ntime.sleep(600)`, 600);
+    assert.equal(frame.ready, true, JSON.stringify(frame));
+  });
+
+  it('a kernel that burns CPU without coming up is given up at the CPU bound, saying so', async () => {
+    const frame = await readiness(upWhen('False'), 600);
+    assert.equal(frame.ready, false);
+    assert.match(frame.error ?? '', /^RuntimeError: the kernel did not start: it used 1\.\d s of CPU in \d+ s \(bounds: 1 s of CPU, 600 s\)$/);
+  });
+
+  it('a kernel that waits forever is given up at the wall bound', async () => {
+    const frame = await readiness('import time\ntime.sleep(600)', 2);
+    assert.equal(frame.ready, false);
+    assert.match(frame.error ?? '', /^RuntimeError: the kernel did not start: it used 0\.\d s of CPU in [23] s \(bounds: 1 s of CPU, 2 s\)$/);
+  });
+});
