@@ -179,6 +179,10 @@ export const SandboxSettingsSchema = Section({
   defaultTimeoutSeconds: PositiveInteger(300, "A sandbox is killed this long after it starts unless its timeout is set again (E2B's default)."),
   maxTimeoutSeconds: PositiveInteger(24 * 3600, 'The longest timeout a request may set.'),
   startTimeoutSeconds: PositiveInteger(60, "The sandbox and its agent must be up within this (a microVM's boot included)."),
+  heartbeatSeconds: PositiveInteger(
+    15,
+    "A sandbox's (and a session's) agent that said nothing for this long is pinged; one that owes an answer and says nothing for four times as long is taken for wedged: the sandbox ends, state `error`, and is reclaimed.",
+  ),
   memoryBytes: PositiveInteger(1024 * MiB, "Memory of a sandbox's processes together."),
   maxProcesses: PositiveInteger(512),
   maxFileBytes: PositiveInteger(1024 * MiB, 'The largest file a process in a sandbox may write.'),

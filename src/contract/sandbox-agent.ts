@@ -134,6 +134,8 @@ export type AgentRequest =
   | { op: 'signal'; pid: number; signal: number }
   | { op: 'resize'; pid: number; cols: number; rows: number }
   | { op: 'list' }
+  /** Answered at once: the host's heartbeat, for an agent that has said nothing for a while (AgentChannel). */
+  | { op: 'ping' }
   | ({ op: 'stat'; path: string } & AsUser)
   /** Parents included; `created` false when the directory was there. */
   | ({ op: 'mkdir'; path: string } & AsUser)
@@ -162,6 +164,7 @@ export const AgentReplySchemas = {
   signal: Type.Object({ id: Id }),
   resize: Type.Object({ id: Id }),
   list: Type.Object({ id: Id, processes: Type.Array(AgentProcessSchema) }),
+  ping: Type.Object({ id: Id }),
   stat: Type.Object({ id: Id, entry: AgentEntrySchema }),
   mkdir: Type.Object({ id: Id, entry: AgentEntrySchema, created: Type.Boolean() }),
   move: Type.Object({ id: Id, entry: AgentEntrySchema }),

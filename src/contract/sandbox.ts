@@ -42,8 +42,9 @@ export const SandboxSchema = Type.Object(
     id: Type.String({ pattern: SANDBOX_ID_PATTERN }),
     template: Type.String(),
     backend: BackendKindSchema,
-    state: Type.Union([Type.Literal('running'), Type.Literal('paused'), Type.Literal('ended')], {
-      description: 'running; paused (it holds nothing on the host: resume brings it back under the same id); ended.',
+    state: Type.Union([Type.Literal('running'), Type.Literal('paused'), Type.Literal('ended'), Type.Literal('error')], {
+      description:
+        'running; paused (it holds nothing on the host: resume brings it back under the same id); ended (killed, its timeout); error: it stopped answering (its agent or its runtime died or went silent), ended and reclaimed, `ended_reason` says why.',
     }),
     started_at: Type.String({ format: 'date-time' }),
     end_at: Type.String({ format: 'date-time', description: 'When its timeout kills it (or when it ended).' }),

@@ -60,14 +60,18 @@ export async function gatherCell(run: (onOutput: (line: OutputLine) => void, sig
   };
 
   const abort = new AbortController();
+  const pastTimeout = new Error('the cell ran past its timeout');
   const deadline = setTimeout(() => {
     timedOut = true;
-    abort.abort(new Error('the cell ran past its timeout'));
+    abort.abort(pastTimeout);
   }, limits.timeoutMs);
   const onEnded = (): void => abort.abort(ended.reason);
   ended.addEventListener('abort', onEnded, { once: true });
   try {
     await run(onOutput, abort.signal);
+  } catch (error) {
+    // Its timeout passed before the cell began (its context's kernel was still starting): a timed-out cell, not a failure.
+    if (error !== pastTimeout) throw error;
   } finally {
     clearTimeout(deadline);
     ended.removeEventListener('abort', onEnded);

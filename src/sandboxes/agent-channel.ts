@@ -33,6 +33,12 @@ const MAX_AGENT_FRAME_BYTES = 64 * 1024 * 1024;
 const MAX_UNSENT_BYTES = 64 * 1024 * 1024;
 /** What the agent says on its own stderr (a crash at start-up) is kept for the reason it ended. */
 const AGENT_STDERR_BYTES = 16 * 1024;
+/**
+ * Heartbeats an agent may stay silent while it owes an answer before it is taken for wedged.
+ * Its loop answers between requests, so only one request that blocks it (a remove of a huge
+ * tree, a write to a stalled disk) or a stopped, starved or dead agent keeps it silent this long.
+ */
+const SILENT_HEARTBEATS = 4;
 
 /** A channel held for a checkpoint (AgentChannel.hold). */
 export interface AgentHold {
@@ -75,6 +81,12 @@ export class AgentChannel implements SandboxAgentPort {
   private readonly ready: Promise<string>;
   /** Set while a checkpoint is prepared (hold): others' requests are refused, and `drained` is told when none is pending. */
   private held: { reason: string; drained: () => void } | null = null;
+  /** When the agent last said anything, and since when it owes an answer (the first request of those pending was sent). */
+  private lastHeard = performance.now();
+  private owedSince = 0;
+  private heartbeat: NodeJS.Timeout | undefined;
+  /** Told once, with why, when the agent is taken for broken (its protocol, its silence): the sandbox is over. */
+  private onBroken: ((reason: string) => void) | undefined;
 
   /**
    * `resumedVersion`: an agent restored from a checkpoint, which said it was ready before (and
@@ -124,6 +136,39 @@ export class AgentChannel implements SandboxAgentPort {
         for (const pid of this.flows.keys()) this.sendCredit(pid);
       },
     };
+  }
+
+  /**
+   * Watches the agent from now on: after `heartbeatMs` of silence it is pinged, and an agent
+   * that owes an answer (a ping's, or anyone's) and says nothing for SILENT_HEARTBEATS
+   * heartbeats is wedged (stopped, dead without its pipes closing, its runtime frozen). That,
+   * or a message out of protocol, is told to `onBroken` with the reason, and the channel is lost.
+   * No ping is sent while the channel is held: nothing may be owed across a checkpoint (the
+   * holder's own requests are still watched, and the checkpoint has its deadline).
+   */
+  watch(heartbeatMs: number, onBroken: (reason: string) => void): void {
+    this.onBroken = onBroken;
+    clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(() => this.beat(heartbeatMs), heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  private beat(heartbeatMs: number): void {
+    const now = performance.now();
+    if (this.pending.size > 0) {
+      const silentMs = now - Math.max(this.lastHeard, this.owedSince);
+      if (silentMs >= SILENT_HEARTBEATS * heartbeatMs) this.broken(`its agent owed ${this.pending.size} answer(s) and said nothing for ${Math.round(silentMs / 1000)} s`);
+    } else if (!this.held && now - this.lastHeard >= heartbeatMs) {
+      // Refused (busy: the agent has not read what it was sent) it is owed nothing; what is unread is.
+      this.send({ op: 'ping' }).catch(() => undefined);
+    }
+  }
+
+  /** The agent cannot be believed or reached any more: the sandbox is told, then the channel is lost. */
+  private broken(reason: string): void {
+    if (this.gone) return;
+    this.onBroken?.(reason);
+    this.lose(reason);
   }
 
   /** The agent's version, once it serves requests. */
@@ -177,6 +222,7 @@ export class AgentChannel implements SandboxAgentPort {
   lose(reason: string): void {
     if (this.gone) return;
     this.gone = new SandboxGoneError(reason);
+    clearInterval(this.heartbeat);
     this.readyWaiter?.reject(this.gone);
     for (const waiter of this.pending.values()) waiter.reject(this.gone);
     this.pending.clear();
@@ -196,6 +242,7 @@ export class AgentChannel implements SandboxAgentPort {
       return Promise.reject(new AgentOperationError({ code: 'busy', message }));
     }
     const id = this.nextId++;
+    if (this.pending.size === 0) this.owedSince = performance.now();
     return new Promise((resolve, reject) => {
       this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}) });
       this.input.write(encodeFrame({ ...request, id }, MAX_AGENT_FRAME_BYTES));
@@ -204,10 +251,11 @@ export class AgentChannel implements SandboxAgentPort {
 
   private receive(chunk: Buffer): void {
     if (this.gone) return;
+    this.lastHeard = performance.now();
     try {
       this.decoder.push(chunk, (message) => this.dispatch(message));
     } catch (error) {
-      this.lose(`the sandbox's agent broke its protocol: ${(error as Error).message}`);
+      this.broken(`the sandbox's agent broke its protocol: ${(error as Error).message}`);
     }
   }
 

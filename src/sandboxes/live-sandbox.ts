@@ -44,6 +44,8 @@ export interface SandboxPlan {
   /** Output of one process its agent sends before the host passed it on (sandboxes.streams.outputWindowBytes; default the agent's). */
   outputWindowBytes?: number;
   startTimeoutSeconds: number;
+  /** Its agent is pinged after this much silence, and ended (`error`) when it owes an answer four times as long (sandboxes.heartbeatSeconds). */
+  heartbeatMs: number;
   /** What its timeout does: end it, or pause it (Sandboxes pauses it; a pause that fails ends it). */
   onTimeout?: 'kill' | 'pause';
   /** When it first started: a resumed sandbox's is its first start's. Default: now. */
@@ -114,6 +116,12 @@ export class LiveSandbox {
 
   get running(): boolean {
     return this.served.running;
+  }
+
+  /** Its state: an end by failure (its agent or runtime died or went silent) is `error`. */
+  private get state(): 'running' | 'ended' | 'error' {
+    if (this.served.running) return 'running';
+    return this.served.failed ? 'error' : 'ended';
   }
 
   /** Why it ended; null while it runs. */
@@ -247,7 +255,7 @@ export class LiveSandbox {
       id: plan.id,
       template: plan.template,
       backend: plan.backend.kind,
-      state: this.running ? 'running' : 'ended',
+      state: this.state,
       started_at: this.startedAt.toISOString(),
       end_at: this.endAt.toISOString(),
       metadata: { ...plan.metadata },
@@ -350,6 +358,7 @@ export class LiveSandbox {
     // Its own timer ends it (setTimeout moves it); the backend's deadline is the ceiling.
     this.served.serve(prepared, plan.maxLifetimeMs);
     this.agentVersion = await this.served.untilReady(this.channel.started(), plan.startTimeoutSeconds, 'the sandbox');
+    this.channel.watch(plan.heartbeatMs, (reason) => void this.served.fail(reason));
     // A restored agent said it was ready before its checkpoint: its answer now says it runs, and
     // what the pause stopped for its files to be packed goes on.
     if (plan.resume) {

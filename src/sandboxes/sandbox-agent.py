@@ -892,6 +892,10 @@ class Agent:
     def op_list(self, request):
         return {"processes": [process.config for process in self.processes.values() if process.status is None]}
 
+    def op_ping(self, request):
+        # The host's heartbeat: an answer says the loop still turns.
+        return {}
+
     # --- files ----------------------------------------------------------------------------
 
     def op_stat(self, request):

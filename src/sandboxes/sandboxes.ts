@@ -662,6 +662,7 @@ export class Sandboxes {
       maxFileBytes: settings.maxFileBytes,
       outputWindowBytes: settings.streams.outputWindowBytes,
       startTimeoutSeconds: settings.startTimeoutSeconds,
+      heartbeatMs: settings.heartbeatSeconds * 1000,
       maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
       onTimeout: request.on_timeout ?? 'kill',
       ...(request.api_key !== undefined && { apiKey: request.api_key }),

@@ -32,6 +32,8 @@ export interface ServedBy {
 export class ServedSandbox {
   private readonly stop = new AbortController();
   private endedReason: string | null = null;
+  /** Whether it ended because it failed (its program or its runtime died or went silent), not by a caller, its lifetime or a pause. */
+  private endedFailing = false;
   /** While a checkpoint saves it: its program's exit is the checkpoint's doing, kept here, not the reason. */
   private suspending: { exit: string | null } | null = null;
   private readonly ended: Promise<void>;
@@ -55,16 +57,21 @@ export class ServedSandbox {
     return this.endedReason;
   }
 
+  /** It ended because it failed: its program exited or broke off, or its runtime died, under it (state `error`). */
+  get failed(): boolean {
+    return this.endedFailing;
+  }
+
   /** Starts the long job on `prepared`, fed by the channel; the sandbox ends when the job does, at `lifetimeMs` at the latest. */
   serve(prepared: PreparedSandbox, lifetimeMs: number): void {
     const outcome = prepared.start({ timeoutMs: lifetimeMs, stdin: this.channel.stdin, stdout: this.channel.stdout, stderr: this.channel.stderr, signal: this.stop.signal });
     void outcome
       .then(
-        (ended) => this.describeExit(ended),
-        (error: Error) => `the sandbox failed: ${error.message}`,
+        (ended) => ({ reason: this.describeExit(ended), failed: !ended.timedOut && !ended.aborted }),
+        (error: Error) => ({ reason: `the sandbox failed: ${error.message}`, failed: true }),
       )
-      .then(async (reason) => {
-        this.finished(reason);
+      .then(async ({ reason, failed }) => {
+        this.finished(reason, failed);
         // It has ended once its work dir is deleted and its blocks are the host's again.
         await prepared.release();
         this.markEnded();
@@ -89,7 +96,17 @@ export class ServedSandbox {
 
   /** Ends the sandbox (idempotent): the program's stdin closes and its whole tree is killed. */
   async end(reason: string): Promise<void> {
-    this.settle(reason);
+    this.settle(reason, false);
+    this.stop.abort();
+    await this.ended;
+  }
+
+  /**
+   * Ends the sandbox as failed (state `error`), with `reason`: its program stopped answering or
+   * broke its protocol. Its whole tree is killed and its work dir released, as by end().
+   */
+  async fail(reason: string): Promise<void> {
+    this.settle(reason, true);
     this.stop.abort();
     await this.ended;
   }
@@ -103,9 +120,9 @@ export class ServedSandbox {
     this.suspending = suspending;
     try {
       await save();
-      this.settle(reason);
+      this.settle(reason, false);
     } catch (error) {
-      if (suspending.exit !== null) this.settle(`${suspending.exit}, while it was being paused: ${(error as Error).message}`);
+      if (suspending.exit !== null) this.settle(`${suspending.exit}, while it was being paused: ${(error as Error).message}`, true);
       throw error;
     } finally {
       this.suspending = null;
@@ -113,14 +130,15 @@ export class ServedSandbox {
     await this.ended;
   }
 
-  private finished(reason: string): void {
+  private finished(reason: string, failed: boolean): void {
     if (this.suspending) this.suspending.exit = reason;
-    else this.settle(reason);
+    else this.settle(reason, failed);
   }
 
-  private settle(reason: string): void {
+  private settle(reason: string, failed: boolean): void {
     if (this.endedReason !== null) return;
     this.endedReason = reason;
+    this.endedFailing = failed;
     this.onSettled(reason);
   }
 

@@ -181,6 +181,7 @@ export class Sessions {
         homeBytes: settings.workDirBytes,
         maxFileBytes: settings.maxFileBytes,
         startTimeoutSeconds: settings.startTimeoutSeconds,
+        heartbeatMs: config.sandboxes.heartbeatSeconds * 1000,
         maxLifetimeMs: settings.lifetimeSeconds * 1000,
         execGuard: {
           policy,

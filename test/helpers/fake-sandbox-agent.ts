@@ -148,6 +148,7 @@ export class FakeSandboxAgent implements SandboxAgentPort {
         this.running(request.pid).resizes.push({ cols: request.cols, rows: request.rows });
         return {};
       case 'credit':
+      case 'ping':
         return {};
       case 'list':
         return { processes: [...this.processes.values()].map((process) => process.info) };

@@ -338,13 +338,13 @@ export function e2bRoutes(sandboxes: SandboxHost) {
   };
 }
 
-/** A sandbox that runs or is paused; an ended one is, for E2B, not found. */
+/** A sandbox that runs or is paused; an ended one (or one that failed: `error`) is, for E2B, not found. */
 async function known(sandboxes: SandboxHost, id: string): Promise<Sandbox> {
   const sandbox = await sandboxes.describe(id).catch((error: unknown) => {
     if (error instanceof CodedError && error.error.code === 'sandbox.not_found') return null;
     throw error;
   });
-  if (sandbox === null || sandbox.state === 'ended') throw notFound(id);
+  if (sandbox === null || sandbox.state === 'ended' || sandbox.state === 'error') throw notFound(id);
   return sandbox;
 }
 
