@@ -1,4 +1,5 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { isForwarded } from './forwarded.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -105,7 +106,9 @@ function forward(
 ): void {
   const upstream = httpRequest({ ...to, method: incoming.method, path: incoming.url, headers }, (answer) => {
     outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
-    answer.pipe(outgoing);
+    // An answer cut off (its host died mid-stream: the worker, the other front door) closes the
+    // client's connection, rather than leaving a stream open that nothing will ever end.
+    pipeline(answer, outgoing, () => undefined);
   });
   upstream.on('error', (error) => {
     if (!outgoing.headersSent) unanswered(outgoing, error.message);

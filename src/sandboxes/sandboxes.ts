@@ -325,11 +325,19 @@ export class Sandboxes {
     };
   }
 
-  /** Kills every sandbox (the process is stopping); new ones are refused. Paused ones stay on disk. */
+  /**
+   * Kills every sandbox (the process is stopping); new ones are refused. Paused ones stay on disk.
+   * A change under way (a pause ending its sandbox, a fork or resume starting one) fails or ends
+   * with them, and is waited for: what it ends is released, what it started is killed too, before
+   * this resolves (the process may exit next, leaving no mount behind).
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
-    await Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
+    const endAll = () => Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
+    await endAll();
+    await Promise.all(this.changing.values());
+    await endAll();
   }
 
   /** Running sandboxes: all, or those of one API key. */

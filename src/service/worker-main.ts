@@ -6,12 +6,13 @@ import { createEnvdServer, envdLimits, type EnvdServer } from '../envd/envd-serv
 import { listenEnvd } from '../envd/envd-socket.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
-import { IpcChannel, type IpcEndpoint } from './ipc-channel.js';
+import { IpcChannel, IpcClosedError, type IpcEndpoint } from './ipc-channel.js';
 import { BACKEND_KINDS } from '../contract/backend-kinds.js';
 import { counterOf, gaugeOf, jobDuration, jobsEnded, metricsJson, startProcessMetrics } from '../util/metrics.js';
 import { WorkerLoop } from './worker-loop.js';
 import type { WorkerPorts } from './worker-ports.js';
 import type { SandboxBackend } from '../sandbox/types.js';
+import { withinDeadline } from '../util/deadline.js';
 import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './worker-protocol.js';
 
 /**
@@ -21,8 +22,17 @@ import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './
  * to the front door's logger.
  */
 const channel = new IpcChannel<WorkerSide, FrontDoorSide>(process as IpcEndpoint);
-// The front door is gone (even SIGKILLed): so are we, and our sandboxes with us (PDEATHSIG).
-process.on('disconnect', () => process.exit(0));
+/** How long a worker whose front door is gone takes to end its sandboxes and sessions before it exits anyway. */
+const ORPHANED_RELEASE_MS = 10_000;
+/** Ends every sandbox and session this worker holds and those started ahead, each released (its processes, its work dir's mount); nothing before init. */
+let releaseAll = async (): Promise<void> => undefined;
+// The front door is gone (even SIGKILLed): so are we. Our sandboxes and sessions end first, their
+// work dirs unmounted and removed (no one else would until the next start on this state dir),
+// within a bound; what is left then goes with us (PDEATHSIG).
+process.on('disconnect', () => {
+  const released = withinDeadline(releaseAll(), ORPHANED_RELEASE_MS, () => new Error('the sandboxes did not end in time'));
+  void released.catch(() => undefined).finally(() => process.exit(0));
+});
 // systemd and a terminal's Ctrl-C signal every process of the service at once. Dying here
 // would end our running jobs `run.interrupted` while the front door grants them their grace:
 // the front door stops us in order instead ('cancelAll', then 'stop', then it disconnects).
@@ -35,7 +45,12 @@ const claims = new Map<string, { request: unknown; runDir: string }>();
 const ports: WorkerPorts = {
   queue: {
     lease: async () => {
-      const leased = await channel.call('lease');
+      // The front door gone, no job comes any more: the slot ends as on a closed queue (a rejection
+      // here would crash the worker before it released its sandboxes).
+      const leased = await channel.call('lease').catch((error: unknown) => {
+        if (error instanceof IpcClosedError) return null;
+        throw error;
+      });
       if (!leased) return null;
       claims.set(leased.jobId, { request: leased.request, runDir: leased.runDir });
       return { jobId: leased.jobId };
@@ -128,6 +143,11 @@ channel.handle('init', async (config, slots) => {
   // Before the first await: the front door may route a session call here while init still runs.
   sessions = new Sessions(runtime);
   sandboxes = new Sandboxes(runtime, (id) => server.sandboxEnded(id));
+  releaseAll = async () => {
+    await Promise.all([sessions.close(), sandboxes.close()]);
+    // The backends' sandboxes started ahead for the next create hold work dirs too.
+    await runtime.dispose();
+  };
   const server = createEnvdServer((id) => sandboxes.access(id), sandboxes.codeContexts, envdLimits(runtime.config));
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
