@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox as E2bSandbox } from 'e2b';
 import { AgentRunnerClient } from '../../../src/client/client.js';
@@ -51,9 +51,10 @@ async function allAnswered(requests: Array<{ what: string; settled: Promise<Sett
   return outcomes;
 }
 
+/** Its children, made by any of its threads (runsc, in Go, forks from whichever thread runs). */
 function childrenOf(pid: number): number[] {
   try {
-    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) => readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
   } catch {
     return [];
   }
@@ -172,16 +173,27 @@ describe('a process of the stack dies or wedges with requests in flight', async 
           const requests = requestsInFlight(client, sandbox.id, e2b);
           await waitUntil(async () => (await e2b.commands.list()).length >= 2, 'the stream and the exec run');
           // The agent is the parent of a command's shell; the stop comes first so that the next
-          // requests wait on it, then (killed) it dies under them.
-          const signals = fault === 'killed' ? 'kill -STOP $PPID; sleep 1; kill -KILL $PPID' : 'kill -STOP $PPID';
+          // requests (a pause among them, which would freeze the stopper first) wait on it, then
+          // (killed) it dies under them, before four heartbeats pass.
+          const signals = fault === 'killed' ? 'kill -STOP $PPID; sleep 2; kill -KILL $PPID' : 'kill -STOP $PPID';
           requests.push(inFlight('the stopper', e2b.commands.run(signals, { user: 'root', timeoutMs: 0 })));
+          await waitUntil(
+            () =>
+              e2b.commands.list({ requestTimeoutMs: 1000 }).then(
+                () => false,
+                () => true,
+              ),
+            'its agent stops answering',
+          );
           requests.push(...requestsOnAStoppedAgent(client, sandbox.id));
           const outcomes = await allAnswered(requests);
           for (const [what, outcome] of outcomes) assert.ok(!outcome.ok || what === 'a file read' || what === 'a file write', `${what}: ${JSON.stringify(outcome)}`);
           const after = await client.getSandbox(sandbox.id);
           assert.equal(after.state, 'error', JSON.stringify(after));
           assert.match(after.ended_reason ?? '', /agent/);
-          await waitUntil(() => running(sandbox.processes).length === 0, 'nothing of the sandbox runs on the host', { seen: () => JSON.stringify(running(sandbox.processes)) });
+          await waitUntil(() => running(sandbox.processes).length === 0, 'nothing of the sandbox runs on the host', {
+            seen: () => JSON.stringify(running(sandbox.processes).map(({ pid }) => commandLine(pid).slice(0, 300))),
+          });
         },
       );
     }
@@ -228,10 +240,36 @@ describe('a process of the stack dies or wedges with requests in flight', async 
         const after = await client.getSandbox(sandbox.id);
         assert.equal(after.state, 'error', JSON.stringify(after));
         assert.ok(after.ended_reason, JSON.stringify(after));
-        await waitUntil(() => running(sandbox.processes).length === 0, 'nothing of the sandbox runs on the host', { seen: () => JSON.stringify(running(sandbox.processes)) });
+        await waitUntil(() => running(sandbox.processes).length === 0, 'nothing of the sandbox runs on the host', {
+          seen: () => JSON.stringify(running(sandbox.processes).map(({ pid }) => commandLine(pid).slice(0, 300))),
+        });
       },
     );
   }
+
+  it(
+    'microvm: its QEMU killed under a stream, a cell and an exec: each is answered, the sandbox is error, no VM of it runs',
+    { skip: kindLeftOut('microvm') || (!kinds.includes('microvm') && 'microvm is not available here') },
+    async () => {
+      const sandbox = await sandboxMadeOn(server, client, 'microvm');
+      made.push(sandbox.id);
+      const e2b = await e2bOf(sandbox.id);
+      const requests = requestsInFlight(client, sandbox.id, e2b);
+      await waitUntil(async () => (await e2b.commands.list()).length >= 2, 'the stream and the exec run');
+      // Its VM may be one the pool restored before it was asked for: every VM of the worker is killed (the pool's spares too).
+      const vms = descendants(workerOf(server)).filter(({ pid }) => commandLine(pid).includes('qemu-system'));
+      assert.ok(vms.length > 0, 'the worker runs its VMs');
+      for (const { pid } of vms) process.kill(pid, 'SIGKILL');
+      const outcomes = await allAnswered(requests);
+      for (const [what, outcome] of outcomes) assert.ok(!outcome.ok, `${what}: ${JSON.stringify(outcome)}`);
+      const after = await client.getSandbox(sandbox.id);
+      assert.equal(after.state, 'error', JSON.stringify(after));
+      assert.ok(after.ended_reason, JSON.stringify(after));
+      await waitUntil(() => running(sandbox.processes).length === 0, 'nothing of the sandbox runs on the host', {
+        seen: () => JSON.stringify(running(sandbox.processes).map(({ pid }) => commandLine(pid).slice(0, 300))),
+      });
+    },
+  );
 
   for (const killed of ['worker', 'front door'] as const) {
     it(`its ${killed} killed under requests to a sandbox of each kind: each is answered or closed, nothing of the sandboxes runs after`, async () => {

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { AgentChannel } from '../../../src/sandboxes/agent-channel.js';
 import { AgentOperationError, SandboxGoneError } from '../../../src/sandboxes/agent-port.js';
 import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
+import { waitUntil } from '../../helpers/wait.js';
 
 /** What the agent would answer, framed onto the host's end. */
 function answer(channel: AgentChannel, message: object): void {
@@ -58,6 +59,35 @@ describe('sandbox agent channel', () => {
     answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.from('still here').toString('base64') });
     assert.deepEqual(seen, ['still here']);
     channel.lose('test over');
+  });
+
+  it('pings an agent that is silent, keeps one that answers, and takes one that owes an answer and stays silent for four heartbeats for broken', async () => {
+    const heartbeatMs = 20;
+    const channel = new AgentChannel('1');
+    const pings: number[] = [];
+    const decoder = new FrameDecoder();
+    // A live agent: every ping is answered, until it stops (a SIGSTOP, a frozen runtime).
+    let alive = true;
+    channel.stdin.on('data', (chunk: Buffer) =>
+      decoder.push(chunk, (message) => {
+        const { id, op } = message as { id: number; op: string };
+        if (op !== 'ping') return;
+        pings.push(id);
+        if (alive) setImmediate(() => answer(channel, { id }));
+      }),
+    );
+    const broken: string[] = [];
+    channel.watch(heartbeatMs, (reason) => void broken.push(reason));
+    await waitUntil(() => pings.length >= 3, 'the silent agent is pinged again and again');
+    assert.deepEqual(broken, [], 'an agent that answers its pings is alive');
+    alive = false;
+    const owed = channel.request({ op: 'list' }).catch((error: unknown) => error);
+    // The heartbeat does not hold the process open (a sandbox's never keeps the service up): this wait does.
+    await waitUntil(() => broken.length > 0, 'the silent agent is taken for broken');
+    const failure = await owed;
+    assert.ok(failure instanceof SandboxGoneError && /said nothing for/.test(failure.message), String(failure));
+    assert.equal(broken.length, 1, broken.join('; '));
+    assert.match(broken[0]!, /owed \d answer\(s\) and said nothing for/);
   });
 
   it("holds a process's output to its window: the agent is credited once its listeners let go, and a sandbox whose agent sends past the window ends", async () => {
