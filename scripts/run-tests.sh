@@ -42,6 +42,9 @@ HEAVY=(
 )
 SLOWEST=(
   test/integration/http/sessions.test.ts
+  test/integration/sandboxes/process-deaths.test.ts
+  test/integration/distributed/first-use.test.ts
+  test/integration/cli/prepare.test.ts
   test/integration/security/cli-cleanup.test.ts
   test/integration/security/attacks-gvisor.test.ts
   test/integration/security/attacks-local-process.test.ts
