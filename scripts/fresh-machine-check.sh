@@ -37,7 +37,7 @@ users_of() {
   for pid in /proc/[0-9]*; do
     pid=${pid#/proc/}
     [ "$pid" != $$ ] || continue
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -q '^AGENT_RUNNER_TEST_RUN=' ||
+    if tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -q '^AGENT_RUNNER_TEST_RUN=' ||
       ls -l "/proc/$pid/cwd" "/proc/$pid/fd" 2>/dev/null | grep -qF -- "$dir/" ||
       grep -qF -- "$dir/" "/proc/$pid/maps" 2>/dev/null; then
       echo "$pid"
