@@ -64,6 +64,8 @@ wipe() {
 fresh_clone() {
   local dir
   dir=$(mktemp -d "$tmp/fresh-machine-check.XXXXXX")
+  # mktemp's mode is 0700: the sandboxes' uids must reach the clone's dist/ (bound into each one).
+  chmod 755 "$dir"
   git clone -q "$checkout" "$dir/agent-runner"
   echo "$dir/agent-runner"
 }
