@@ -230,6 +230,17 @@ export type SandboxSettings = Static<typeof SandboxSettingsSchema>;
 
 export const BackendsSchema = Section({
   default: StringEnum(BACKEND_KIND_NAMES, 'local_process', 'The backend kind a job runs on when its request names none.'),
+  local_process: Section(
+    {
+      warmPerTemplate: Type.Integer({
+        minimum: 0,
+        default: 2,
+        description:
+          'Sandboxes started ahead and kept waiting for each template used more than once (0: every job starts its sandbox when it comes). Each costs a few MiB while it waits.',
+      }),
+    },
+    'The local_process backend (bubblewrap): a sandbox per job on the host kernel.',
+  ),
   microvm: Section(
     {
       memoryBytes: Type.Integer({
@@ -243,7 +254,7 @@ export const BackendsSchema = Section({
       bootTimeoutMs: PositiveInteger(60_000, 'How long a cold boot may take before the guest runner answers.'),
       cacheDir: Nullable(
         Type.String({ minLength: 1 }),
-        'Where guest images and their snapshots are kept, by the hash of what they are built from (null: <stateDir>/cache/microvm). Processes with different state dirs may share one.',
+        'Where guest images and their snapshots are kept, by the hash of what they are built from (null: <stateDir>/runtime/microvm/cache). Processes with different state dirs may share one.',
       ),
     },
     'The microvm backend (QEMU -M microvm): one VM per job, never reused.',

@@ -27,7 +27,7 @@ export class RunnerRuntime {
     parts: { backend?: SandboxBackend; toolchainSearch?: SearchContext; egress?: EgressHostOptions } = {},
   ) {
     const egress = parts.egress ?? {};
-    const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime'), egress });
+    const local = parts.backend ?? new BubblewrapBackend({ runtimeDir: join(config.stateDir, 'runtime'), warmPerTemplate: config.backends.local_process.warmPerTemplate, egress });
     const gvisor = new GvisorBackend({ runtimeDir: join(config.stateDir, 'runtime', 'gvisor'), egress });
     const microvm = new MicrovmBackend({ runtimeDir: join(config.stateDir, 'runtime', 'microvm'), ...config.backends.microvm, egress });
     this.backends = new BackendRegistry([local, gvisor, microvm], canonicalKind(config.backends.default) ?? 'local_process');

@@ -90,6 +90,18 @@ describe('long-lived sandboxes', async () => {
     assert.ok(preStarted > 0, 'at least one sandbox came from the warm pool');
   });
 
+  it('starts nothing ahead when the configuration says 0 per template', async () => {
+    const configured = new RunnerRuntime(loadConfig({ ...process.env, AGENT_RUNNER_BACKENDS__LOCAL_PROCESS__WARM_PER_TEMPLATE: '0' }, { stateDir: TEST_STATE_DIR }));
+    const unwarmed = new Sandboxes(configured);
+    try {
+      for (let round = 0; round < 3; round++) await unwarmed.kill((await unwarmed.create({})).id);
+      assert.deepEqual(configured.backends.get('local_process').warmTakes, { hit: 0, miss: 0 }, 'no create looked for a sandbox started ahead');
+    } finally {
+      await unwarmed.close();
+      await configured.dispose();
+    }
+  });
+
   it('starts from a template named in the configuration (its variable holds JSON): its limits and environment', async () => {
     const templates = { small: { memoryBytes: 256 * 2 ** 20, cpuCores: 0.5, envVars: { FROM_TEMPLATE: 'small', OVERRIDDEN: 'template' } } };
     const configured = new RunnerRuntime(loadConfig({ ...process.env, AGENT_RUNNER_SANDBOXES__TEMPLATES: JSON.stringify(templates) }, { stateDir: TEST_STATE_DIR }));

@@ -20,8 +20,12 @@ import { waitUntil } from '../../helpers/wait.js';
 /** How long a request may stay unanswered before the test calls it stuck: far above every deadline the service sets here. */
 const STUCK_MS = 90_000;
 
-/** The service's liveness deadlines, short here so a wedged process is found within the test's bound. */
-const SHORT_DEADLINES = { AGENT_RUNNER_SANDBOXES__HEARTBEAT_SECONDS: '1' };
+/**
+ * The service's liveness deadlines, short here so a wedged process is found within the test's
+ * bound; and no sandboxes started ahead, whose start (after a local_process sandbox ends) would
+ * fall into the next sandbox's creation and be counted as its processes, which never end.
+ */
+const SERVICE_ENV = { AGENT_RUNNER_SANDBOXES__HEARTBEAT_SECONDS: '1', AGENT_RUNNER_BACKENDS__LOCAL_PROCESS__WARM_PER_TEMPLATE: '0' };
 
 type Settled = { ok: true; value: unknown } | { ok: false; error: string };
 type InFlight = { what: string; settled: Promise<Settled> };
@@ -147,7 +151,7 @@ describe('a process of the stack dies or wedges with requests in flight', async 
   const made: string[] = [];
 
   before(async () => {
-    server = await startServer([], { env: SHORT_DEADLINES });
+    server = await startServer([], { env: SERVICE_ENV });
     client = new AgentRunnerClient({ url: server.url, token: server.token! });
   });
   after(async () => {
@@ -270,7 +274,7 @@ describe('a process of the stack dies or wedges with requests in flight', async 
 
   for (const killed of ['worker', 'front door'] as const) {
     it(`its ${killed} killed under requests to a sandbox of each kind: each is answered or closed, nothing of the sandboxes runs after`, async () => {
-      const own = await startServer([], { env: SHORT_DEADLINES });
+      const own = await startServer([], { env: SERVICE_ENV });
       const ownClient = new AgentRunnerClient({ url: own.url, token: own.token! });
       try {
         const requests = [];
