@@ -26,7 +26,11 @@ describe('configuration defaults', () => {
     assert.deepEqual(config.runJob, DEFAULT_RUN_JOB_CONFIG);
     assert.equal(config.runJob.ceilings.timeout_ms, 30 * 60_000);
     assert.equal(config.tasks.defaultMaxResultBytes, 16 * MiB);
-    assert.deepEqual(config.backends, { default: 'local_process', local_process: { warmPerTemplate: 2 }, microvm: { memoryBytes: 1024 * MiB, vcpus: 1, warmPoolSize: 2, bootTimeoutMs: 60_000, cacheDir: null } });
+    assert.deepEqual(config.backends, {
+      default: 'local_process',
+      local_process: { warmPerTemplate: 2 },
+      microvm: { memoryBytes: 1024 * MiB, vcpus: 1, warmPoolSize: 2, bootTimeoutMs: 60_000, cacheDir: null },
+    });
     assert.deepEqual(config.service, {
       addr: '127.0.0.1:3000',
       storeDir: './agent-runner-runs',
