@@ -9,12 +9,13 @@
 // process dies, however it dies, so a killed run never leaves a slot taken.
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { suiteTmpdir } from './test-temp-dirs.mjs';
 
 // Both settable for the runner's own tests, which must not wait on the slots of the run they are in.
-const DIR = process.env.AGENT_RUNNER_TEST_SLOTS_DIR ?? join(tmpdir(), 'agent-runner-test-slots');
+const DIR = process.env.AGENT_RUNNER_TEST_SLOTS_DIR ?? join(suiteTmpdir(), 'agent-runner-test-slots');
 const RETRY_MS = 1_000;
 
 /** How many heavy files may run at once on this machine. */

@@ -8,9 +8,10 @@
 // CONCURRENCY files run at a time, each once it holds one of the machine's CONCURRENCY file slots
 // (scripts/machine-slots.mjs: shared with any other run of the suite on this machine). Two lanes
 // share them: the heavy files (those that boot microVMs by the dozen) one at a time, each also
-// holding a machine-wide heavy slot, and the others beside them, in order. A file's deadline
+// holding a machine-wide heavy slot, then light ones; and the others beside them, in order. A file's deadline
 // starts when the file does, never while it waits for its slots. Each file is one run() of node's
 // runner; their events are one stream, so the reporters see one run, and one summary closes it.
+import { appendFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
@@ -38,10 +39,15 @@ for (const reporter of [new spec(), fileTimes]) {
   copy.compose(reporter).pipe(process.stdout, { end: false });
 }
 
+/** AGENT_RUNNER_TEST_TIMELINE=FILE: one line per test file appended to FILE, `heavy|light START_S END_S FILE` from the run's start, to see what bounds a run. */
+const timeline = process.env.AGENT_RUNNER_TEST_TIMELINE;
+const sinceStart = () => ((performance.now() - started) / 1000).toFixed(1);
+
 /** Runs one file once it holds its slots, feeding its events into the shared stream and keeping its closing counts for the summary. */
 async function runFile(file, heavy) {
   const releaseHeavy = heavy ? await takeSlot('heavy', HEAVY_SLOTS) : undefined;
   const releaseFile = await takeSlot('file', Number(concurrency));
+  const fileStarted = sinceStart();
   try {
     for await (const event of run({ files: [file], concurrency: 1, timeout: Number(timeout) })) {
       const counted = event.type === 'test:diagnostic' && event.data.nesting === 0 ? SUMMARY.exec(event.data.message) : null;
@@ -57,20 +63,24 @@ async function runFile(file, heavy) {
   } finally {
     releaseFile();
     releaseHeavy?.();
+    if (timeline) appendFileSync(timeline, `${heavy ? 'heavy' : 'light'} ${fileStarted} ${sinceStart()} ${file}\n`);
   }
 }
 
-/** Runs `files` in order, `workers` at a time. */
-async function lane(files, workers, heavy) {
-  const queue = [...files];
-  const worker = async () => {
-    for (let file = queue.shift(); file !== undefined; file = queue.shift()) await runFile(file, heavy);
-  };
-  await Promise.all(Array.from({ length: Math.min(workers, files.length) }, worker));
+// Light files are taken in order by the light workers and, once the heavy files are done, by the
+// heavy lane's worker too: its file slot does not stand idle while light files wait.
+const lightQueue = [...light];
+const heavyQueue = [...heavy];
+async function lightWorker() {
+  for (let file = lightQueue.shift(); file !== undefined; file = lightQueue.shift()) await runFile(file, false);
+}
+async function heavyWorker() {
+  for (let file = heavyQueue.shift(); file !== undefined; file = heavyQueue.shift()) await runFile(file, true);
+  await lightWorker();
 }
 
 const lightWorkers = heavy.length > 0 ? Math.max(1, Number(concurrency) - 1) : Number(concurrency);
-await Promise.all([lane(light, lightWorkers, false), lane(heavy, 1, true)]);
+await Promise.all([...Array.from({ length: lightWorkers }, lightWorker), ...(heavy.length > 0 ? [heavyWorker()] : [])]);
 totals.set('duration_ms', performance.now() - started);
 for (const [name, value] of totals) events.write({ type: 'test:diagnostic', data: { nesting: 0, message: `${name} ${value}` } });
 events.end();

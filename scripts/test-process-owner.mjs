@@ -4,7 +4,10 @@
 // their `after` hooks done, nothing it started may still run: what does is given a moment to end,
 // then killed and named, and the file fails ("test failed", exit code 1), so a leak is seen where
 // it was made and never reaches the next file.
+//
+// Its temp dir is its own too (scripts/test-temp-dirs.mjs), removed once nothing runs in it.
 import { describeLeftovers, killLeftovers, processesWith } from './test-processes.mjs';
+import { ownTmpdir, removeTmpdir } from './test-temp-dirs.mjs';
 
 /** How long processes a test stopped get to finish ending (a service's last children after its stop resolved). */
 const GRACE_MS = 10_000;
@@ -12,6 +15,7 @@ const POLL_MS = 100;
 
 const owner = String(process.pid);
 process.env.AGENT_RUNNER_TEST_OWNER = owner;
+const tmp = ownTmpdir(process.env.AGENT_RUNNER_TEST_RUN ?? 'alone');
 
 process.on('exit', () => {
   // 'exit' allows no awaiting: a synchronous sleep between looks.
@@ -19,6 +23,7 @@ process.on('exit', () => {
   const deadline = Date.now() + GRACE_MS;
   while (processesWith('AGENT_RUNNER_TEST_OWNER', owner).length > 0 && Date.now() < deadline) Atomics.wait(pause, 0, 0, POLL_MS);
   const left = killLeftovers('AGENT_RUNNER_TEST_OWNER', owner);
+  removeTmpdir(tmp);
   if (left.length === 0) return;
   console.error(describeLeftovers(left, `of ${process.argv[1]}`));
   console.error(`# ${left.length} processes outlived their test file and were killed: a test must stop what it starts, pass or fail`);

@@ -8,6 +8,7 @@
 //                                           still alive, naming each; exits 1 when there were any
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { sweepTmpdirs } from './test-temp-dirs.mjs';
 
 /** Processes (other than this one) whose environment has `name=value`, with their command lines. */
 export function processesWith(name, value) {
@@ -53,6 +54,8 @@ if (process.argv[1] === fileURLToPath(import.meta.url) && process.argv[2] === 's
     process.exit(2);
   }
   const left = killLeftovers('AGENT_RUNNER_TEST_RUN', run);
+  // Those of files killed at their deadline, which could not remove theirs.
+  sweepTmpdirs(run);
   if (left.length > 0) {
     console.log(describeLeftovers(left, 'of the run'));
     console.log(`# leftovers: ${left.length} processes of this run outlived it and were killed`);

@@ -146,7 +146,7 @@ channel.handle('init', async (config, slots) => {
   releaseAll = async () => {
     await Promise.all([sessions.close(), sandboxes.close()]);
     // The backends' sandboxes started ahead for the next create hold work dirs too.
-    await runtime.dispose();
+    await Promise.all([runtime.dispose(), envd?.close()]);
   };
   const server = createEnvdServer((id) => sandboxes.access(id), sandboxes.codeContexts, envdLimits(runtime.config));
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.

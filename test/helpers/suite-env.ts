@@ -4,9 +4,10 @@ import { join } from 'node:path';
 
 /**
  * One state dir for the whole suite: the rust toolchain mirror and compile cache survive
- * between files (tests that need a cold cache use code no other test uses).
+ * between files (tests that need a cold cache use code no other test uses). It is in the temp
+ * dir the run started with, not the file's own (scripts/test-temp-dirs.mjs).
  */
-export const TEST_STATE_DIR = join(tmpdir(), 'agent-runner-test-state');
+export const TEST_STATE_DIR = join(process.env.AGENT_RUNNER_SUITE_TMPDIR ?? tmpdir(), 'agent-runner-test-state');
 
 // The microVM guest image and its snapshot are built once for the whole suite, by `npm test`'s
 // preparation step before the tests (test/prepare-backends.ts), whatever state dir a test (or

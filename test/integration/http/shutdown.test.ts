@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { api, startServer, waitForStatus } from '../../helpers/server.js';
+import { api, startServer, waitForStatus, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
 
 /** Mount points under `dir`, as this process's mount namespace (the service's too) sees them. */
 function mountsUnder(dir: string): string[] {
@@ -42,6 +43,41 @@ describe('serve shuts down in order', () => {
       }
     };
     await Promise.all([1, 2, 3, 4].map(attempt));
+  });
+
+  it("envd's socket directory is removed at a clean stop and when the front door is killed; a killed worker's, by the next worker", async () => {
+    // A temp dir of their own, shared by the services in turn: what is in it is theirs.
+    const tmp = mkdtempSync(join(tmpdir(), 'envd-dirs-'));
+    const envdDirs = () => readdirSync(tmp).filter((name) => name.startsWith('agent-runner-envd-'));
+    const servers: ServerProcess[] = [];
+    /** A service whose worker listens; its envd dir, once it is the only one there (`left`: a dir that may still be there). */
+    const started = async (left?: string) => {
+      const server = await startServer([], { env: { TMPDIR: tmp }, detached: true });
+      servers.push(server);
+      await waitUntil(() => envdDirs().filter((name) => name !== left).length === 1, "the worker's envd listens", { seen: () => envdDirs().join(', ') });
+      return { server, dir: envdDirs().find((name) => name !== left)! };
+    };
+    try {
+      const stopped = await started();
+      stopped.server.child.kill('SIGTERM');
+      assert.equal(await stopped.server.exited, 0, stopped.server.stderr());
+      assert.deepEqual(envdDirs(), [], 'a clean stop removes it');
+
+      const orphaned = await started();
+      orphaned.server.child.kill('SIGKILL');
+      await waitUntil(() => envdDirs().length === 0, 'the orphaned worker removes it as it ends', { seen: () => envdDirs().join(', ') });
+
+      const killed = await started();
+      process.kill(-killed.server.child.pid!, 'SIGKILL');
+      await killed.server.exited;
+      const worker = Number(killed.dir.split('-')[3]);
+      await waitUntil(() => !existsSync(`/proc/${worker}/cmdline`) || readFileSync(`/proc/${worker}/cmdline`).length === 0, 'the killed worker has exited');
+      assert.deepEqual(envdDirs(), [killed.dir], 'a killed worker leaves it');
+      const next = await started(killed.dir);
+      assert.deepEqual(envdDirs(), [next.dir], "the next worker removed the killed one's");
+    } finally {
+      await Promise.all(servers.map((server) => server.stop()));
+    }
   });
 
   it('a clean SIGTERM leaves no work-dir mount and no process under the state dir: jobs, snippets, pre-started sandboxes and sessions included', async () => {
