@@ -55,7 +55,8 @@ wipe() {
       exit 1
     fi
     # Deepest first; lazily, as a mount a dead process left may still be busy for a moment.
-    findmnt -rn -o TARGET | grep -F -- "$dir/" | sort -r | while read -r mount; do umount -l "$mount"; done
+    # (grep finds none most times: that is no failure of the pipeline.)
+    findmnt -rn -o TARGET | { grep -F -- "$dir/" || true; } | sort -r | while read -r mount; do umount -l "$mount"; done
     rm -rf --one-file-system "$dir"
   done
 }
