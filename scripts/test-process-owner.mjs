@@ -6,6 +6,7 @@
 // it was made and never reaches the next file.
 //
 // Its temp dir is its own too (scripts/test-temp-dirs.mjs), removed once nothing runs in it.
+import { appendFileSync, readFileSync } from 'node:fs';
 import { describeLeftovers, killLeftovers, processesWith } from './test-processes.mjs';
 import { ownTmpdir, removeTmpdir } from './test-temp-dirs.mjs';
 
@@ -17,7 +18,26 @@ const owner = String(process.pid);
 process.env.AGENT_RUNNER_TEST_OWNER = owner;
 const tmp = ownTmpdir(process.env.AGENT_RUNNER_TEST_RUN ?? 'alone');
 
+/**
+ * CPU seconds of this process and of the processes it waited for, which waited for theirs (a
+ * service, its worker, their QEMUs and sandboxes): what the file cost the machine.
+ */
+function cpuSeconds() {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const [utime, stime, cutime, cstime] = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .slice(11, 15)
+    .map(Number);
+  return (utime + stime + cutime + cstime) / CLOCK_TICKS;
+}
+/** USER_HZ, the unit of /proc's process times: 100 on every Linux architecture node runs on. */
+const CLOCK_TICKS = 100;
+
 process.on('exit', () => {
+  // With the runner's timeline (scripts/run-test-files.mjs): what each file cost in CPU beside when it ran.
+  const timeline = process.env.AGENT_RUNNER_TEST_TIMELINE;
+  if (timeline) appendFileSync(timeline, `cpu ${cpuSeconds().toFixed(1)} ${process.argv[1]}\n`);
   // 'exit' allows no awaiting: a synchronous sleep between looks.
   const pause = new Int32Array(new SharedArrayBuffer(4));
   const deadline = Date.now() + GRACE_MS;
