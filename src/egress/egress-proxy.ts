@@ -10,6 +10,7 @@ import type { JobCa } from './job-ca.js';
 import type { EgressHostOptions, EgressResolver, ProxiedEgress } from './policy.js';
 import { currentHostAddresses, refusedAddress } from './refused-address.js';
 import { secretsFor, substituteHeaders } from './secret-substitution.js';
+import { withinReach } from '../util/unix-socket-path.js';
 
 /**
  * Connections of the job served at once; past this a new one is closed at once. Each may hold a
@@ -82,13 +83,17 @@ export class EgressProxy {
 
   /** Listens on a unix socket: only the job's relay connects to it. */
   listen(path: string): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(path, () => {
-        this.server.off('error', reject);
-        resolve();
-      });
-    });
+    return withinReach(
+      path,
+      (reachable) =>
+        new Promise((resolve, reject) => {
+          this.server.once('error', reject);
+          this.server.listen(reachable, () => {
+            this.server.off('error', reject);
+            resolve();
+          });
+        }),
+    );
   }
 
   /** Stops listening and ends every connection, upstream ones included. */

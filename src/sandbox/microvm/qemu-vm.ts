@@ -3,10 +3,11 @@ import { forkWhenQuiet } from '../host/fork-gate.js';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { removeTree } from '../host/tree-removal.js';
+import { withinReach } from '../../util/unix-socket-path.js';
 import { GuestChannel } from './guest-channel.js';
 import { GUEST_NETWORK, GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
 
@@ -16,6 +17,8 @@ const SETPRIV_PATH = '/usr/bin/setpriv';
 export const SOCAT_PATH = '/usr/bin/socat';
 /** In the VM's directory: where the host's egress proxy of the VM's job listens, if it has one. */
 export const EGRESS_SOCKET = 'egress.sock';
+const CHANNEL_SOCKET = 'channel.sock';
+const MONITOR_SOCKET = 'monitor.sock';
 
 export interface VmShape {
   memoryBytes: number;
@@ -74,7 +77,7 @@ export class QemuVm {
   static async start(dir: string, origin: VmOrigin, shape: VmShape, readyTimeoutMs: number, signal?: AbortSignal): Promise<QemuVm> {
     signal?.throwIfAborted();
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    const socketPath = join(dir, 'channel.sock');
+    const socketPath = join(dir, CHANNEL_SOCKET);
     const consolePath = join(dir, 'console.log');
     const devNull = openSync('/dev/null', 'r');
     let child: ChildProcess;
@@ -83,7 +86,7 @@ export class QemuVm {
       // Tied to this process by PDEATHSIG: a VM never outlives the service that started it.
       // Through the fork gate, as every fork beside staged jobs (fork-gate.ts: ETXTBSY otherwise).
       child = await forkWhenQuiet(() =>
-        spawn(SETPRIV_PATH, ['--pdeathsig', 'KILL', '--', QEMU_PATH, ...qemuArgs(origin, shape, socketPath, consolePath)], { env: {}, cwd: dir, stdio, detached: true }),
+        spawn(SETPRIV_PATH, ['--pdeathsig', 'KILL', '--', QEMU_PATH, ...qemuArgs(origin, shape, consolePath)], { env: {}, cwd: dir, stdio, detached: true }),
       );
     } finally {
       closeSync(devNull);
@@ -101,7 +104,7 @@ export class QemuVm {
       const incoming = 'restore' in origin ? { state: origin.restore.state, ignoreShared: 'on' } : 'resume' in origin ? { state: origin.resume.state, ignoreShared: 'off' } : null;
       let monitor: Monitor | null = null;
       if (incoming) {
-        monitor = await Promise.race([Monitor.connect(join(dir, 'monitor.sock'), deadline), died]);
+        monitor = await Promise.race([Monitor.connect(join(dir, MONITOR_SOCKET), deadline), died]);
         await monitor.run(`migrate_set_capability x-ignore-shared ${incoming.ignoreShared}`);
         await monitor.run(`migrate_incoming "exec:cat ${plainPath(incoming.state)}"`);
         await monitor.untilMigration(deadline);
@@ -200,7 +203,7 @@ export class QemuVm {
 
   /** The running VM's monitor (QEMU listens on it from its start). */
   private monitor(): Promise<Monitor> {
-    return Monitor.connect(join(this.dir, 'monitor.sock'), Date.now() + 5000);
+    return Monitor.connect(join(this.dir, MONITOR_SOCKET), Date.now() + 5000);
   }
 
   /** Kills the VM and removes its directory. */
@@ -211,7 +214,8 @@ export class QemuVm {
   }
 }
 
-function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consolePath: string): string[] {
+/** QEMU's sockets are named relative to its working directory, the VM's dir, so that a dir of any depth serves (a unix socket's path has 107 bytes). */
+function qemuArgs(origin: VmOrigin, shape: VmShape, consolePath: string): string[] {
   const image = imageOf(origin);
   return [
     '-M',
@@ -242,7 +246,7 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     'virtio-blk-device,drive=root',
     '-device',
     'virtio-rng-device',
-    ...networkArgs(join(dirname(socketPath), EGRESS_SOCKET)),
+    ...networkArgs(EGRESS_SOCKET),
     // A restored VM gets a new generation id, and the guest kernel reseeds its random
     // generator on it: clones of one snapshot never share their randomness.
     '-device',
@@ -250,11 +254,11 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, socketPath: string, consoleP
     '-device',
     'virtio-serial-device',
     '-chardev',
-    `socket,id=channel,path=${socketPath},server=on,wait=off`,
+    `socket,id=channel,path=${CHANNEL_SOCKET},server=on,wait=off`,
     '-device',
     `virtserialport,chardev=channel,name=${GUEST_PORT_NAME}`,
     '-monitor',
-    `unix:${socketPath.replace(/channel\.sock$/, 'monitor.sock')},server=on,wait=off`,
+    `unix:${MONITOR_SOCKET},server=on,wait=off`,
     '-serial',
     `file:${consolePath}`,
     ...('boot' in origin ? [] : ['-incoming', 'defer']),
@@ -380,14 +384,18 @@ function guestKernelCommandLine(): string {
 async function connectWhenListening(path: string, deadline: number): Promise<Socket> {
   for (;;) {
     try {
-      return await new Promise((resolve, reject) => {
-        const socket = connect(path);
-        socket.once('connect', () => {
-          socket.off('error', reject);
-          resolve(socket);
-        });
-        socket.once('error', reject);
-      });
+      return await withinReach(
+        path,
+        (reachable) =>
+          new Promise<Socket>((resolve, reject) => {
+            const socket = connect(reachable);
+            socket.once('connect', () => {
+              socket.off('error', reject);
+              resolve(socket);
+            });
+            socket.once('error', reject);
+          }),
+      );
     } catch (error) {
       if (Date.now() > deadline) throw new Error(`QEMU did not open ${path}: ${(error as Error).message}`, { cause: error });
       await sleep(20);

@@ -69,6 +69,7 @@ describe('a worker on a machine where the microVM backend was never prepared', (
     assert.ok(offered.includes('local_process'), JSON.stringify(offered));
     const vm = await api(door.url, 'POST', '/v1/jobs', trueJob('microvm'));
     assert.equal(vm.status, 202, vm.text);
-    assert.equal((await waitTerminal(door.url, vm.json.job_id, 300)).status, 'completed');
+    const ran = await waitTerminal(door.url, vm.json.job_id, 300);
+    assert.equal(ran.status, 'completed', JSON.stringify(ran));
   });
 });
