@@ -4,6 +4,6 @@
 # dir (`agent-runner prepare`: test/prepare-backends.ts), then the suite (scripts/run-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build-and-check.sh
-node --import tsx test/prepare-backends.ts
+# The preparation needs the build, not its checks: it starts once the build is done, beside them.
+bash scripts/build-and-check.sh node --import tsx test/prepare-backends.ts
 bash scripts/run-tests.sh

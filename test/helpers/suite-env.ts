@@ -13,6 +13,10 @@ export const TEST_STATE_DIR = join(process.env.AGENT_RUNNER_SUITE_TMPDIR ?? tmpd
 // preparation step before the tests (test/prepare-backends.ts), whatever state dir a test (or
 // the server and CLIs it spawns, which inherit this) runs with.
 process.env.AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR ??= join(TEST_STATE_DIR, 'microvm-cache');
+// One VM kept ready, not the default two: a test's jobs come one after another, and each VM the
+// pool restored and nobody took (the second, in nearly every file and service) cost about a
+// core-second of emulation, some 60 a run. A job that finds none restores one for itself.
+process.env.AGENT_RUNNER_BACKENDS__MICROVM__WARM_POOL_SIZE ??= '1';
 
 /**
  * The environment of a process of ours a test starts (a service, the MCP server, a CLI): the

@@ -54,11 +54,11 @@ describe('the CLI leaves nothing mounted', () => {
 });
 
 // The sandbox prepared for such a job is discarded unstarted; its teardown once left nothing
-// holding the event loop, and node exited 0 with nothing printed about half the time. Eight
-// rounds of the four are 32 runs: that bug passes all of them once in 2^32 (20 rounds took a
-// minute of the suite, each run a CLI start).
+// holding the event loop, and node exited 0 with nothing printed about half the time. Four
+// rounds of the four are 16 runs: that bug passes all of them once in 2^16 (each run is a CLI
+// start, about a core-second).
 describe('a job that ends before its command starts is answered, non-zero, every time', () => {
-  const RUNS = 8;
+  const RUNS = 4;
   const commands: Record<string, { argv: string[]; cwd?: string }> = {
     'an argv that is a bwrap option': { argv: ['--bind', '/', '/tmp'] },
     'an empty argv[0]': { argv: [''] },
