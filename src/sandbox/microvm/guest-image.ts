@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
 import { execFileWhenQuiet } from '../host/fork-gate.js';
@@ -78,8 +78,9 @@ export const GUEST_PORT_NAME = 'agent-runner';
  * Bumped whenever what follows changes the image in a way its inputs do not show. 3: the guest's
  * network link (virtio_net, GUEST_NETWORK); a new image id also names new snapshots, taken
  * with the VM's network device (a snapshot restores only into the device set it was taken with).
+ * 4: python's compiled modules.
  */
-const BUILDER_VERSION = 3;
+const BUILDER_VERSION = 4;
 /**
  * The guest's one network link, QEMU's user-mode network restricted to one forward (qemu-vm.ts):
  * the guest is `address`, and `proxy` is the only address that answers, forwarded to the host's
@@ -161,6 +162,7 @@ async function rootFiles(run: Run, signal: AbortSignal | undefined): Promise<str
     for (const path of stdout.split('\n')) if (path.startsWith('/') && !LEFT_OUT.some((pattern) => pattern.test(path))) listed.add(path);
   }
   for (const path of ROOT_FILES) if (existsSync(path)) listed.add(path);
+  for (const path of await compiledModules(listed)) listed.add(path);
   const files = new Set<string>();
   for (const path of listed) {
     const info = await lstat(path).catch(() => null);
@@ -203,6 +205,32 @@ async function installedClosure(seeds: readonly string[], known: ReadonlySet<str
     pending.push(...depends.get(name)!);
   }
   return [...taken].sort();
+}
+
+/**
+ * The host's compiled form of each python module listed (`__pycache__/<name>.cpython-3XX.pyc`,
+ * written by the packages' install scripts, so in no package's list). The guest's root is
+ * read-only: without them every python start there compiles each module it imports, every time,
+ * which under emulation made a session's IPython take 54 s of CPU. tar keeps the sources'
+ * mtimes, which the compiled files are checked against.
+ */
+async function compiledModules(listed: ReadonlySet<string>): Promise<string[]> {
+  const byDir = new Map<string, Set<string>>();
+  for (const path of listed) {
+    if (!path.endsWith('.py')) continue;
+    const dir = dirname(path);
+    const names = byDir.get(dir) ?? new Set<string>();
+    byDir.set(dir, names.add(basename(path, '.py')));
+  }
+  const compiled: string[] = [];
+  for (const [dir, modules] of byDir) {
+    const cache = join(dir, '__pycache__');
+    for (const name of await readdir(cache).catch(() => [])) {
+      const module = /^(.+)\.cpython-\d+\.pyc$/.exec(name)?.[1];
+      if (module !== undefined && modules.has(module)) compiled.push(join(cache, name));
+    }
+  }
+  return compiled;
 }
 
 /** The host merges /bin, /lib into /usr: the root holds each file once, at its /usr path. */
