@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { processEnv, TEST_STATE_DIR } from './runtime.js';
 import { waitUntil } from './wait.js';
 import { makeWorkspace } from './workspace.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from './timeouts.js';
 
 const CLI = fileURLToPath(new URL('../../dist/cli/agent-runner.js', import.meta.url));
 
@@ -240,7 +241,8 @@ export function jobGate(): Promise<JobGate> {
 }
 
 /** A job's state once it is terminal (the long poll answers at the end, or after `seconds`). */
-export async function waitTerminal(base: string, jobId: string, seconds = 60) {
+/** The job's state once it has ended; the wait only bounds "never" (a loaded machine queued a microVM job past 60 s). */
+export async function waitTerminal(base: string, jobId: string, seconds = NOT_THE_SUBJECT_TIMEOUT_S) {
   const response = await api(base, 'GET', `/v1/jobs/${jobId}?wait=${seconds}`);
   assert.equal(response.status, 200);
   return response.json;

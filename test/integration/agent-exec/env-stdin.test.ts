@@ -3,6 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { agentExec, ok, jobDirs } from '../../helpers/agent-exec.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 
 /** Variables a sandboxed process always has: the job marker, and PWD from bwrap's --chdir. */
 const ALWAYS = new Set(['AGENT_EXEC_JOB_ID', 'PWD']);
@@ -45,9 +46,12 @@ describe('agent-exec environment and stdin', () => {
   });
 
   it('stdin: none by default, --stdin TEXT, --stdin - (ours passed on), --stdin-file (copied)', async () => {
-    // Each with the whole response: a CI run once saw '' for the text, and nothing more.
+    // Each with the whole response: a CI run once saw '' for the text, and nothing more. Each
+    // waits for its job to end (not `run`'s default 10 s, which a loaded machine passed: the
+    // answer came while the job still ran, its stdout still '').
+    const until = ['--until', String(NOT_THE_SUBJECT_TIMEOUT_S)];
     const stdoutOf = async (args: string[], options?: { stdin: string }) => {
-      const response = await ok(root, ['run', '--cwd', cwd, ...args, '--', 'cat'], options);
+      const response = await ok(root, ['run', ...until, '--cwd', cwd, ...args, '--', 'cat'], options);
       return [response.stdout, JSON.stringify(response)];
     };
     const [none, noneSaid] = await stdoutOf([]);
@@ -58,11 +62,11 @@ describe('agent-exec environment and stdin', () => {
     assert.equal(piped, 'piped\ninput\n', pipedSaid);
     const file = join(cwd, 'input.txt');
     writeFileSync(file, 'from a file\n');
-    const fromFile = await ok(root, ['run', '--cwd', cwd, '--stdin-file', file, '--', 'cat']);
-    assert.equal(fromFile.stdout, 'from a file\n');
+    const fromFile = await ok(root, ['run', ...until, '--cwd', cwd, '--stdin-file', file, '--', 'cat']);
+    assert.equal(fromFile.stdout, 'from a file\n', JSON.stringify(fromFile));
     // restart feeds the same bytes even after the file changed.
     writeFileSync(file, 'changed\n');
-    const again = await ok(root, ['restart', fromFile.job_id, '--until', '10']);
+    const again = await ok(root, ['restart', fromFile.job_id, ...until]);
     assert.equal(again.stdout, 'from a file\n');
   });
 
