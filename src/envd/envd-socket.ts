@@ -1,9 +1,12 @@
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { reapDeadOwners } from '../sandbox/host/owned-dirs.js';
 
 const PREFIX = 'agent-runner-envd-';
+/** A worker's envd directory, by the worker's pid. */
+const ENVD_DIR = /^agent-runner-envd-(\d+)-[^/]+$/;
 
 /**
  * Where the worker process's envd listens: a unix socket in a directory of its own (mode 0700,
@@ -12,7 +15,7 @@ const PREFIX = 'agent-runner-envd-';
  * A worker that was killed could not remove its directory: the next one removes those of dead pids.
  */
 export async function listenEnvd(server: Server): Promise<{ socketPath: string; close(): Promise<void> }> {
-  removeDeadWorkersDirs();
+  await reapDeadOwners(tmpdir(), (name) => Number(ENVD_DIR.exec(name)?.[1]));
   const dir = mkdtempSync(join(tmpdir(), `${PREFIX}${process.pid}-`));
   const socketPath = join(dir, 'envd.sock');
   await new Promise<void>((resolve, reject) => {
@@ -32,30 +35,4 @@ export async function listenEnvd(server: Server): Promise<{ socketPath: string; 
         rmSync(dir, { recursive: true, force: true });
       })()),
   };
-}
-
-/** Our uid's envd directories whose worker is no longer alive (a pid that lives again keeps its directory: it may be another worker's). */
-function removeDeadWorkersDirs(): void {
-  const uid = process.getuid?.();
-  for (const name of readdirSync(tmpdir())) {
-    const pid = Number(/^agent-runner-envd-(\d+)-[^/]+$/.exec(name)?.[1]);
-    if (!pid || alive(pid)) continue;
-    const path = join(tmpdir(), name);
-    try {
-      const stat = lstatSync(path);
-      if (stat.isDirectory() && stat.uid === uid) rmSync(path, { recursive: true, force: true });
-    } catch {
-      // Removed meanwhile by another worker doing the same.
-    }
-  }
-}
-
-/** A process that has not exited (a zombie has: only its parent's wait is left). */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
 }

@@ -27,13 +27,25 @@ export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void
   for (const pid of pids) signalQuietly(pid, signal);
 }
 
+/** A process that has not exited: a zombie has (only its parent's wait is left), though signal 0 still reaches it. */
 export function isAlive(pid: number): boolean {
+  const state = stateOf(pid);
+  return state !== null && state !== 'Z' && state !== 'X';
+}
+
+/** "state ppid ..." of /proc/<pid>/stat, or null once the process is gone. */
+function statFields(pid: number): string[] | null {
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return null;
   }
+}
+
+function stateOf(pid: number): string | null {
+  return statFields(pid)?.[0] ?? null;
 }
 
 interface ProcessEntry {
@@ -47,14 +59,9 @@ function liveProcesses(): ProcessEntry[] {
   for (const name of readdirSync('/proc')) {
     const pid = Number(name);
     if (!Number.isInteger(pid) || pid <= 0) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
-      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (state !== 'Z' && state !== 'X') entries.push({ pid, ppid: Number(ppid) });
-    } catch {
-      // It exited while we looked.
-    }
+    // Null: it exited while we looked.
+    const [state, ppid] = statFields(pid) ?? ['X'];
+    if (state !== 'Z' && state !== 'X') entries.push({ pid, ppid: Number(ppid) });
   }
   return entries;
 }
