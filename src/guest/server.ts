@@ -64,9 +64,10 @@ export async function startGuestServer(address: ListenAddress, options: GuestSer
   server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
 
   let bridge: ChildProcess | undefined;
+  let bridgeDir: string | undefined;
   let bound: ListenAddress;
   if (address.kind === 'vsock') {
-    const bridgeDir = mkdtempSync(join(tmpdir(), 'agent-runner-vsock-'));
+    bridgeDir = mkdtempSync(join(tmpdir(), 'agent-runner-vsock-'));
     const unixPath = join(bridgeDir, 'guest.sock');
     await listen(server, { path: unixPath });
     bridge = startVsockBridge(address.port, unixPath);
@@ -86,7 +87,11 @@ export async function startGuestServer(address: ListenAddress, options: GuestSer
     close: () =>
       new Promise<void>((resolve) => {
         bridge?.kill();
-        server.close(() => resolve());
+        server.close(() => {
+          // The bridge's socket dir is ours alone; left behind, every start would add one to the temp dir.
+          if (bridgeDir !== undefined) rmSync(bridgeDir, { recursive: true, force: true });
+          resolve();
+        });
         for (const connection of connections) connection.shutdown();
       }),
   };
