@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { withSuiteSnapshots } from '../../helpers/microvm-cache.js';
 import { api, startServer, waitForHealth, waitTerminal } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
@@ -20,6 +21,7 @@ function heldMicrovmCache(stateDir: string): { cacheDir: string; release(timeout
   const env = { ...process.env, AGENT_RUNNER_STATE_DIR: stateDir, AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR: cacheDir };
   // Builds the guest image (and remembers an accelerator) once, as a first start would.
   execFileSync(process.execPath, [CLI, 'backends'], { env, stdio: 'ignore' });
+  withSuiteSnapshots(cacheDir);
   const images = join(cacheDir, 'images');
   const remembered = readdirSync(images).find((name) => name.endsWith('.accel.json'));
   assert.ok(remembered, `no accelerator was remembered in ${images}`);
