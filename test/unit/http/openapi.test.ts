@@ -90,7 +90,13 @@ async function assertValid(document: OpenApiDocument): Promise<void> {
   const local = (schema: unknown) => JSON.parse(JSON.stringify(schema).replaceAll('"#/components/schemas/', `"${base}#/$defs/`)) as object;
   ajv.addSchema({ $id: base, $defs: local(document.components.schemas) });
   const problems: string[] = [];
+  // Ajv caches by the schema object, and the same schema (an error body's $ref) is written out at
+  // hundreds of places: each text is compiled once, its problem named at its first place.
+  const compiled = new Set<string>();
   const compile = (where: string, schema: unknown) => {
+    const text = JSON.stringify(schema);
+    if (compiled.has(text)) return;
+    compiled.add(text);
     try {
       ajv.compile(local(schema));
     } catch (error) {
