@@ -7,6 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { Value } from '@sinclair/typebox/value';
 import { BridgeMessageSchema, BridgeReadySchema, type BridgeMessage, type OutputLine } from '../../../src/contract/code-interpreter.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
+import { waitUntil } from '../../helpers/wait.js';
 import { startGuest, stopGuests, type GuestProcess } from './guest-process.js';
 
 const source = (name: string) => readFileSync(new URL(`../../../src/interpreter/python/${name}`, import.meta.url), 'utf8');
@@ -233,7 +234,11 @@ describe('kernel-bridge.py', () => {
     const marker = `${3000 + Math.floor(Math.random() * 900)}`;
     // One child of the kernel, one a shell left behind (no longer the kernel's child, still in its group).
     await ask({ op: 'execute', code: `gone = 1\nimport subprocess\nsubprocess.Popen(["sleep", "${marker}"])\nsubprocess.run("sleep ${marker}1 &", shell=True)`, env_vars: {} });
-    assert.equal(hostProcessesMatching(`sleep ${marker}`).length, 2);
+    // The shell's background child is forked before the shell exits, but may exec sleep after the
+    // cell is answered: on a loaded machine it was still the shell's copy when first looked at.
+    await waitUntil(() => hostProcessesMatching(`sleep ${marker}`).length === 2, "both of the cell's sleeps run", {
+      seen: () => hostProcessesMatching(`sleep ${marker}`).join(', '),
+    });
     assert.deepEqual(await ask({ op: 'restart' }), [{ id: ids }]);
     assert.deepEqual(hostProcessesMatching(`sleep ${marker}`), []);
     const error = outputs(await ask({ op: 'execute', code: 'gone', env_vars: {} })).find((line) => line.type === 'error');
