@@ -240,8 +240,10 @@ export function jobGate(): Promise<JobGate> {
   });
 }
 
-/** A job's state once it is terminal (the long poll answers at the end, or after `seconds`). */
-/** The job's state once it has ended; the wait only bounds "never" (a loaded machine queued a microVM job past 60 s). */
+/**
+ * A job's state once it is terminal (the long poll answers at the end, or after `seconds`). The
+ * wait only bounds "never": a loaded machine queued a microVM job past 60 s.
+ */
 export async function waitTerminal(base: string, jobId: string, seconds = NOT_THE_SUBJECT_TIMEOUT_S) {
   const response = await api(base, 'GET', `/v1/jobs/${jobId}?wait=${seconds}`);
   assert.equal(response.status, 200);
