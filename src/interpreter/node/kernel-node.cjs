@@ -52,12 +52,33 @@
     fs.writeSync(controlFd, '\n' + JSON.stringify(message) + '\n');
   }
 
+  /** The watchdog's error comes from the kernel's own context (runArmed): no instance of this context's Error. */
+  const isError = (value) => value instanceof Error || util.types.isNativeError(value);
+
   /** The error as node prints it, less the kernel's own frames (from where it ran the cell on). */
   function stackOf(error) {
-    if (!(error instanceof Error) || typeof error.stack !== 'string') return '';
+    if (!isError(error) || typeof error.stack !== 'string') return '';
     const lines = error.stack.split('\n');
     const ours = lines.findIndex((line) => /^ {4}at (Script\.runInThisContext|new Script|sigintHandlersWrap) /.test(line));
     return (ours === -1 ? lines : lines.slice(0, ours)).join('\n');
+  }
+
+  /**
+   * Runs `body` with node's SIGINT watchdog armed all along (vm's breakOnSigint). Armed around the
+   * cell's own script, it left a moment before and after the run in which SIGINT had no handler and
+   * killed the kernel: a busy host let the bridge's interrupt, sent on the cell's start report, land
+   * there. So a script in a context of the kernel's own (cells never see it) holds the watchdog and
+   * calls `body`, which reports the start and runs the cell in the cells' context.
+   */
+  const armer = vm.createContext({ body: null });
+  const armedCall = new vm.Script('body()', { filename: '<kernel>' });
+  function runArmed(body) {
+    armer.body = body;
+    try {
+      return armedCall.runInContext(armer, { breakOnSigint: true });
+    } finally {
+      armer.body = null;
+    }
   }
 
   let cells = 0;
@@ -74,10 +95,14 @@
       script = new vm.Script('(async () => {\n' + code + '\n})()', { filename });
       wrapped = true;
     }
-    // From here an interrupt stops the cell: the bridge holds one until it reads this.
     interrupted = false;
+    if (!wrapped)
+      return runArmed(() => {
+        // From here an interrupt stops the cell: the bridge holds one until it reads this.
+        report({ cell, started: true });
+        return script.runInThisContext();
+      });
     report({ cell, started: true });
-    if (!wrapped) return script.runInThisContext({ breakOnSigint: true });
     // Not through breakOnSigint: around its run node takes away SIGINT's listeners, and a SIGINT
     // then kills the kernel, which an async cell's short run met. Its synchronous start is
     // interrupted when it awaits (the bridge replaces a kernel whose cell never does).
@@ -97,9 +122,9 @@
         const value = await run(code, cell);
         report({ cell, done: true, result: value === undefined ? null : util.inspect(value) });
       } catch (error) {
-        const interrupted = error instanceof Error && /Script execution was interrupted/.test(error.message);
-        const name = interrupted ? 'KeyboardInterrupt' : error instanceof Error ? error.name : 'Error';
-        const value = error instanceof Error ? error.message : util.inspect(error);
+        const interrupted = isError(error) && error.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED';
+        const name = interrupted ? 'KeyboardInterrupt' : isError(error) ? error.name : 'Error';
+        const value = isError(error) ? error.message : util.inspect(error);
         const traceback = stackOf(error) || name + ': ' + value;
         report({ cell, done: true, result: null, error: { name: cut(name, 'name'), value: cut(value, 'error'), traceback: cut(traceback, 'traceback') } });
       }

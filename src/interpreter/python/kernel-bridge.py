@@ -328,10 +328,8 @@ class NodeKernel(ProcessKernel):
     one global context; the value and error come back on the control pipe."""
 
     language = "javascript"
-    # A SIGINT that lands as the cell starts, before node watches for it, reaches only the kernel's
-    # listener, which a running cell keeps from running. Again stops the cell; after the cell it
-    # is the listener's, which ignores it between cells.
-    INTERRUPT_AGAIN = 0.2
+    # One SIGINT: the kernel reports a cell started once node's watchdog holds SIGINT for it. Sent
+    # again, one could land as the cell ends, where node has no handler for it and dies of it.
 
     def __init__(self, sources):
         # The node the host resolved for the context (a session's toolchain), else the sandbox's own.

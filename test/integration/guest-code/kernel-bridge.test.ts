@@ -314,6 +314,18 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
     );
     assert.equal(text(await javascript('kept')), '4');
   });
+
+  it('javascript: cell after cell interrupted as it starts, each is stopped and the kernel kept', async () => {
+    // Node had no handler for SIGINT for a moment before and after a cell's run: an interrupt that
+    // came on the start report could land there and kill the kernel (a loaded host's CI run did).
+    const javascript = await start('javascript');
+    assert.equal(text(await javascript('globalThis.kept = 5')), '5');
+    for (let cell = 0; cell < 150; cell++) {
+      const names = (await javascript('for (;;) {}', true)).map((line) => (line.type === 'error' ? line.name : line.type));
+      assert.deepEqual(names, ['KeyboardInterrupt'], `cell ${cell}`);
+    }
+    assert.equal(text(await javascript('kept')), '5');
+  });
 });
 
 /**
