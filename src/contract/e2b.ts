@@ -30,14 +30,31 @@ export const E2bNewSandboxSchema = Type.Object(
     secure: Type.Optional(Type.Boolean({ description: 'Default true: envd takes only requests with the access token.' })),
     allow_internet_access: Type.Optional(Type.Boolean()),
     autoPause: Type.Optional(Type.Boolean({ description: 'Pause at its timeout instead of being killed.' })),
-    autoPauseMemory: Type.Optional(Type.Boolean({ description: 'true asks that the pause at its timeout keep memory: refused where the backend keeps files only.' })),
+    autoPauseMemory: Type.Optional(
+      Type.Boolean({ description: 'What the pause at its timeout keeps: true memory too (refused where the backend keeps files only), false its files only.' }),
+    ),
+    autoResume: Type.Optional(Type.Object({ enabled: Type.Boolean() }, { additionalProperties: true, description: 'Once paused, a request for the sandbox resumes it.' })),
+    network: Type.Optional(
+      Type.Object(
+        {
+          allowPublicTraffic: Type.Optional(
+            Type.Boolean({ description: "Taken either way: the ports served here (envd's, the code interpreter's) ask a secure sandbox's token of every caller." }),
+          ),
+          denyOut: Type.Optional(
+            Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1024, description: 'Only `0.0.0.0/0` (all traffic), which is allow_internet_access false.' }),
+          ),
+          allowOut: Type.Optional(Type.Array(Type.String({ maxLength: 256 }), { maxItems: 1024, description: 'Refused unless empty: egress by destination is not done here.' })),
+        },
+        { additionalProperties: true, description: 'What of E2B’s SandboxNetworkConfig is done here; its other fields are refused by name.' },
+      ),
+    ),
   },
   { $id: 'E2bNewSandbox', additionalProperties: true },
 );
 export type E2bNewSandbox = Static<typeof E2bNewSandboxSchema>;
 
 /** Fields of a create that ask for what this server does not do: refused with 400 when set. */
-export const E2B_UNSUPPORTED_CREATE_FIELDS = ['network', 'mcp', 'volumeMounts', 'autoResume', 'iam'] as const;
+export const E2B_UNSUPPORTED_CREATE_FIELDS = ['mcp', 'volumeMounts', 'iam'] as const;
 
 export const E2bSandboxSchema = Type.Object(
   {
@@ -71,8 +88,19 @@ export const E2bListedSandboxSchema = Type.Object(
 );
 export type E2bListedSandbox = Static<typeof E2bListedSandboxSchema>;
 
+/** E2B's SandboxLifecycle: what its timeout does, and whether a request resumes it once paused. */
+const E2bLifecycleSchema = Type.Object({ onTimeout: Type.Union([Type.Literal('kill'), Type.Literal('pause')]), autoResume: Type.Boolean() });
+
 export const E2bSandboxDetailSchema = Type.Composite(
-  [E2bListedSandboxSchema, Type.Object({ envdAccessToken: Type.Optional(Type.String()), domain: Type.Union([Type.String(), Type.Null()]), allowInternetAccess: Type.Boolean() })],
+  [
+    E2bListedSandboxSchema,
+    Type.Object({
+      envdAccessToken: Type.Optional(Type.String()),
+      domain: Type.Union([Type.String(), Type.Null()]),
+      allowInternetAccess: Type.Boolean(),
+      lifecycle: E2bLifecycleSchema,
+    }),
+  ],
   { $id: 'E2bSandboxDetail' },
 );
 export type E2bSandboxDetail = Static<typeof E2bSandboxDetailSchema>;
@@ -111,11 +139,17 @@ export const E2bSnapshotQuerySchema = Type.Object(
 );
 export type E2bSnapshotQuery = Static<typeof E2bSnapshotQuerySchema>;
 
-/** `GET /v2/sandboxes`: `metadata` is form-encoded `k=v&k2=v2` (each part URI-encoded again by the SDK), `state` a comma list. */
+/**
+ * `GET /v2/sandboxes`: `metadata` is form-encoded `k=v&k2=v2` (each part URI-encoded again by the
+ * SDK), `state` a comma list; newest first unless `order` says `asc`.
+ */
 export const E2bListQuerySchema = Type.Object(
   {
     metadata: Type.Optional(Type.String({ maxLength: 16384 })),
     state: Type.Optional(Type.String({ maxLength: 64 })),
+    order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { description: 'By start time; default desc (newest first).' })),
+    startedAfter: Type.Optional(Type.String({ format: 'date-time', description: 'Only sandboxes started at or after this time.' })),
+    template: Type.Optional(Type.String({ maxLength: 128, description: 'Only sandboxes of this template.' })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     nextToken: Type.Optional(Type.String({ maxLength: 512 })),
   },
@@ -138,3 +172,9 @@ export const E2bSandboxMetricSchema = Type.Object(
   { $id: 'E2bSandboxMetric' },
 );
 export type E2bSandboxMetric = Static<typeof E2bSandboxMetricSchema>;
+
+/** `GET /templates/aliases/{alias}` (E2B's TemplateAliasResponse): the template a name stands for. */
+export const E2bTemplateAliasSchema = Type.Object(
+  { templateID: Type.String(), public: Type.Boolean({ description: "Whether every caller may use it (the server's templates), or only its owner (a snapshot)." }) },
+  { $id: 'E2bTemplateAlias' },
+);

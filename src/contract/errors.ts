@@ -67,7 +67,7 @@ export const ERROR_CODES = {
     description: 'pausing, resuming, forking or snapshotting failed; the sandbox is left running (or paused) as it was, and the message says why',
   },
   'snapshot.not_found': { http: 404, description: 'no snapshot with that id or name' },
-  'template.not_found': { http: 404, description: 'no template of that name: `base`, or one named in the configuration' },
+  'template.not_found': { http: 404, description: 'no template of that name: `base`, `code-interpreter-v1`, one named in the configuration, or a snapshot' },
   'session.file_not_found': { http: 404, description: 'no such file in the session’s work dir' },
   'session.file_too_large': { http: 413, description: 'the file is over the session file limit' },
   'session.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },

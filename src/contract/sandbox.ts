@@ -32,6 +32,17 @@ export const SandboxCreateRequestSchema = Type.Object(
         description: 'What its timeout does: kill it (the default), or pause it, keeping what a pause keeps (E2B’s autoPause).',
       }),
     ),
+    on_timeout_keep_memory: Type.Optional(
+      Type.Boolean({
+        description:
+          "What the pause at its timeout keeps: true its processes' memory too (refused, sandbox.pause_unsupported, where its backend keeps files only), false its files only; omitted: as much as its backend keeps (E2B’s autoPauseMemory).",
+      }),
+    ),
+    auto_resume: Type.Optional(
+      Type.Boolean({
+        description: 'Once paused, it resumes by itself when a request comes for it (its envd), as a connect would. Default false (E2B’s autoResume).',
+      }),
+    ),
   },
   { $id: 'SandboxCreateRequest', additionalProperties: false, title: 'Create a sandbox' },
 );
@@ -57,6 +68,8 @@ export const SandboxSchema = Type.Object(
     envd_access_token: Type.Optional(Type.String({ description: 'Present for a secure sandbox, to its creator only.' })),
     ended_reason: Type.Optional(Type.String()),
     on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
+    on_timeout_keep_memory: Type.Optional(Type.Boolean()),
+    auto_resume: Type.Optional(Type.Boolean({ description: 'Whether, once paused, a request for it resumes it.' })),
     paused_at: Type.Optional(Type.String({ format: 'date-time' })),
     kept: Type.Optional(PauseKindSchema),
     api_key: Type.Optional(

@@ -59,13 +59,23 @@ export interface FileSignature {
  */
 export function signatureProblem(signed: FileSignature, accessToken: string, nowMs = Date.now()): string | undefined {
   if (signed.signature === undefined) return 'missing signature query parameter';
-  const parts = [signed.path, signed.operation, signed.username, accessToken];
-  if (signed.expiration !== undefined) {
-    if (!/^-?\d+$/.test(signed.expiration)) return 'invalid signature expiration';
-    parts.push(signed.expiration);
-  }
-  const expected = `v1_${createHash('sha256').update(parts.join(':'), 'utf8').digest('base64').replace(/=+$/, '')}`;
-  if (!sameSecret(signed.signature, expected)) return 'invalid signature';
+  if (signed.expiration !== undefined && !/^-?\d+$/.test(signed.expiration)) return 'invalid signature expiration';
+  if (!isSignedWith(signed, accessToken)) return 'invalid signature';
   if (signed.expiration !== undefined && Number(signed.expiration) < Math.floor(nowMs / 1000)) return 'signature is already expired';
   return undefined;
+}
+
+/** Whether `signed` was made with `accessToken`, its expiry aside. */
+export function isSignedWith(signed: FileSignature, accessToken: string): boolean {
+  if (signed.signature === undefined) return false;
+  const parts = [signed.path, signed.operation, signed.username, accessToken];
+  if (signed.expiration !== undefined) parts.push(signed.expiration);
+  const expected = `v1_${createHash('sha256').update(parts.join(':'), 'utf8').digest('base64').replace(/=+$/, '')}`;
+  return sameSecret(signed.signature, expected);
+}
+
+/** The signature a /files URL carries, as its query gives it (`operation` from its method). */
+export function fileSignatureOf(url: URL, operation: 'read' | 'write'): FileSignature {
+  const query = (name: string) => url.searchParams.get(name) ?? undefined;
+  return { path: query('path') ?? '', operation, username: query('username') ?? '', signature: query('signature'), expiration: query('signature_expiration') };
 }

@@ -1,14 +1,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { basicAuthUser, hasAccessToken, hasTrafficToken, requestUser } from './access.js';
+import { basicAuthUser, fileSignatureOf, hasAccessToken, hasTrafficToken, isSignedWith, requestUser } from './access.js';
 import { handleFiles, sendJsonError } from './files-route.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { Process } from './gen/process/process_pb.js';
 import { OpenStreams, type StreamLimits } from './open-streams.js';
 import { createProcessService } from './process-service.js';
-import { callerKey, type EnvdCaller, type EnvdLookup } from './target.js';
+import { callerKey, type EnvdCaller, type EnvdSandboxes } from './target.js';
 import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
 import { AGENT_OUTPUT_CHUNK_BYTES } from '../contract/sandbox-agent.js';
 import type { RunnerConfig } from '../config/schema.js';
@@ -56,7 +56,8 @@ function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void 
  * found through `lookup`. Requests for port 49999 (`E2b-Sandbox-Port`) go to the sandbox's code
  * interpreter (interpreter/) instead, whose contexts the sandbox host keeps.
  */
-export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts, limits: EnvdLimits): EnvdServer {
+export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContexts, limits: EnvdLimits): EnvdServer {
+  const { lookup } = sandboxes;
   const watchers = new WatcherRegistry();
   const streams = new OpenStreams(limits.streams);
   const callers = new WeakMap<IncomingMessage, EnvdCaller>();
@@ -73,9 +74,11 @@ export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts, lim
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const url = new URL(request.url ?? '/', 'http://envd');
-    const sandboxId = request.headers['e2b-sandbox-id'];
-    if (typeof sandboxId !== 'string' || sandboxId === '') return sendJsonError(response, 400, 'the E2b-Sandbox-Id header is required');
-    const target = lookup(sandboxId);
+    const header = request.headers['e2b-sandbox-id'];
+    const sandboxId = typeof header === 'string' && header !== '' ? header : signedFilesSandbox(request, url);
+    if (sandboxId === null) return sendJsonError(response, 400, 'the E2b-Sandbox-Id header is required');
+    if (sandboxId === undefined) return sendJsonError(response, 401, 'invalid signature');
+    const target = lookup(sandboxId) ?? ((await sandboxes.wake(sandboxId)) ? lookup(sandboxId) : undefined);
     if (!target) return sendSandboxNotFound(response, sandboxId);
     if (Number(request.headers['e2b-sandbox-port']) === CODE_INTERPRETER_PORT) {
       if (target.accessToken !== null && url.pathname !== '/health' && !hasTrafficToken(request.headers, target.accessToken)) {
@@ -96,6 +99,22 @@ export function createEnvdServer(lookup: EnvdLookup, contexts: CodeContexts, lim
     if (user === undefined) return sendJsonError(response, 401, `invalid username: '${named}'`);
     callers.set(request, { sandboxId, target, user });
     rpc(request, response);
+  };
+
+  /**
+   * The sandbox of a signed /files URL that names none: E2B's SDK makes such URLs against
+   * `E2B_SANDBOX_URL`, which has no room for the sandbox, and a browser or curl sends no header
+   * with them. The one running sandbox whose access token made the signature is its sandbox
+   * (undefined: none did); null when the request is not a signed /files URL.
+   */
+  const signedFilesSandbox = (request: IncomingMessage, url: URL): string | undefined | null => {
+    if (url.pathname !== '/files' || !url.searchParams.has('signature')) return null;
+    const signed = fileSignatureOf(url, request.method === 'GET' ? 'read' : 'write');
+    for (const id of sandboxes.runningIds()) {
+      const token = lookup(id)?.accessToken;
+      if (token && isSignedWith(signed, token)) return id;
+    }
+    return undefined;
   };
 
   const server = createServer((request, response) => {

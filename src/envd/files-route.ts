@@ -7,7 +7,7 @@ import { Busboy } from '@fastify/busboy';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { AgentEntry, AgentUser } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
-import { hasAccessToken, requestUser, signatureProblem } from './access.js';
+import { fileSignatureOf, hasAccessToken, requestUser, signatureProblem } from './access.js';
 import { agentCall, httpStatusOf, toConnectError } from './agent-errors.js';
 import { expandHome, type EnvdTarget } from './target.js';
 
@@ -197,11 +197,7 @@ function accessProblem(request: IncomingMessage, url: URL, accessToken: string |
   if (request.headers['x-access-token'] !== undefined) {
     return hasAccessToken(request.headers, accessToken) ? undefined : 'access token present in header but does not match';
   }
-  const query = (name: string) => url.searchParams.get(name) ?? undefined;
-  return signatureProblem(
-    { path: query('path') ?? '', operation, username: query('username') ?? '', signature: query('signature'), expiration: query('signature_expiration') },
-    accessToken,
-  );
+  return signatureProblem(fileSignatureOf(url, operation), accessToken);
 }
 
 /**

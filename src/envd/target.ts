@@ -20,6 +20,15 @@ export interface EnvdTarget {
 /** The sandbox of an id, as the sandbox host knows it; undefined when it has none of that id (ended or never created). */
 export type EnvdLookup = (sandboxId: string) => EnvdTarget | undefined;
 
+/** The sandboxes envd serves, as the sandbox host gives them. */
+export interface EnvdSandboxes {
+  lookup: EnvdLookup;
+  /** The ids of the running sandboxes (a signed URL's sandbox is the one whose token signed it). */
+  runningIds(): Iterable<string>;
+  /** Resumes a paused sandbox that is resumed by requests (auto_resume); true when it runs now. */
+  wake(sandboxId: string): Promise<boolean>;
+}
+
 /** Whom one request is for: resolved and authenticated by the server before any handler runs. */
 export interface EnvdCaller {
   sandboxId: string;

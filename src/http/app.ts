@@ -44,6 +44,8 @@ export interface AppOptions {
   sessions: SessionHost;
   /** Where long-lived sandboxes live (the worker process); E2B's control plane reaches them by id. */
   sandboxes: SandboxHost;
+  /** The names of the templates a sandbox may start from, snapshots aside (sandboxes/templates.ts). */
+  templates: string[];
   /** The largest file a session takes or gives. */
   sessionFileBytes: number;
   /** The backend kind jobs run on when they name none, for /health. */
@@ -128,7 +130,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(pistonRoutes(options.worker, synchronousSlots, options.bodyLimitValues));
   await app.register(sessionRoutes(options.sessions, options.sessionFileBytes));
   await app.register(sandboxRoutes(options.sandboxes));
-  await app.register(e2bRoutes(options.sandboxes));
+  await app.register(e2bRoutes(options.sandboxes, options.templates));
   await app.register(dashboardRoutes());
   await app.register(metricsRoutes(options.frontDoor, options.worker));
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());

@@ -46,7 +46,10 @@ const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
 export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): void {
   app.addHook('onRequest', async (request, reply) => {
     const target = sandboxTarget(request.headers);
-    if (!target) return;
+    if (!target) {
+      if (isSignedFilesUrl(request.url)) forwardSignedFiles(sandboxes, request, reply);
+      return;
+    }
     if (await forwardedToOwner(sandboxes, target.sandboxId, request, reply)) return;
     reply.hijack();
     const socketPath = sandboxes.envdSocket();
@@ -58,6 +61,24 @@ export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): 
     }
     forward(request.raw, reply.raw, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port) });
   });
+}
+
+/** `/files?...signature=...`: a signed download or upload URL (E2B's `downloadUrl` / `uploadUrl`) made against this service's URL. */
+function isSignedFilesUrl(url: string): boolean {
+  const parsed = new URL(url, 'http://front-door');
+  return parsed.pathname === '/files' && parsed.searchParams.has('signature');
+}
+
+/**
+ * A signed /files URL names no sandbox: this worker's envd finds the sandbox whose access token
+ * signed it. (In the distributed mode only this front door's sandboxes are looked in.)
+ */
+function forwardSignedFiles(sandboxes: SandboxHost, request: FastifyRequest, reply: FastifyReply): void {
+  reply.hijack();
+  const socketPath = sandboxes.envdSocket();
+  if (socketPath === null) return sendJson(reply.raw, 503, { message: 'the sandbox host is starting', code: 503 });
+  const { 'e2b-sandbox-id': _named, 'e2b-sandbox-port': _port, ...headers } = request.headers;
+  forward(request.raw, reply.raw, { socketPath }, headers);
 }
 
 /**

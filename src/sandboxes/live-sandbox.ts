@@ -48,6 +48,10 @@ export interface SandboxPlan {
   heartbeatMs: number;
   /** What its timeout does: end it, or pause it (Sandboxes pauses it; a pause that fails ends it). */
   onTimeout?: 'kill' | 'pause';
+  /** What the pause at its timeout keeps: true its memory too, false its files only; undefined: as much as its backend keeps. */
+  onTimeoutKeepMemory?: boolean;
+  /** Once paused, a request for it resumes it. */
+  autoResume?: boolean;
   /** When it first started: a resumed sandbox's is its first start's. Default: now. */
   startedAt?: Date;
   /** The name of the API key that made it (service.apiKeys); undefined: the service token. */
@@ -219,6 +223,7 @@ export class LiveSandbox {
       memory_mb: described.memory_mb,
       disk_size_mb: described.disk_size_mb,
       ...(plan.onTimeout && { on_timeout: plan.onTimeout }),
+      ...lifecycleOf(plan),
       ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
       ...(this.agentVersion !== null && { agent_version: this.agentVersion }),
     };
@@ -267,6 +272,7 @@ export class LiveSandbox {
       ...(withToken && plan.accessToken !== null ? { envd_access_token: plan.accessToken } : {}),
       ...(this.served.reason === null ? {} : { ended_reason: this.served.reason }),
       ...(plan.onTimeout === 'pause' && { on_timeout: 'pause' as const }),
+      ...lifecycleOf(plan),
       ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
     };
   }
@@ -398,3 +404,11 @@ export class LiveSandbox {
 }
 
 const SERVED_BY = { program: 'its agent', timedOut: 'its longest lifetime passed', aborted: 'killed', outOfMemory: 'it ran out of memory and was killed' };
+
+/** What its plan says of its pause at the timeout and of resuming by itself, as a sandbox and its kept state carry it. */
+function lifecycleOf(plan: Pick<SandboxPlan, 'onTimeoutKeepMemory' | 'autoResume'>): { on_timeout_keep_memory?: boolean; auto_resume?: boolean } {
+  return {
+    ...(plan.onTimeoutKeepMemory !== undefined && { on_timeout_keep_memory: plan.onTimeoutKeepMemory }),
+    ...(plan.autoResume === true && { auto_resume: true }),
+  };
+}

@@ -26,6 +26,7 @@ import { isMissing } from '../languages/toolchain.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { ANY_NAME } from '../egress/domain-rule.js';
+import { templateNames, templateSettings } from './templates.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
@@ -76,6 +77,8 @@ export class Sandboxes {
   /** Sandboxes being paused, resumed, forked or snapshotted (one such change at a time each), and when each change ends. */
   private readonly changing = new Map<string, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
+  /** Resumes under way because requests came for a paused sandbox (wake). */
+  private readonly waking = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly runtime: RunnerRuntime,
@@ -166,6 +169,34 @@ export class Sandboxes {
       await this.store.remove(id);
       return { sandbox: sandbox.describe(true), resumed: true };
     });
+  }
+
+  /**
+   * Resumes a paused sandbox that asked to be resumed by requests (auto_resume), as a connect
+   * would; true when it runs now. Requests that come together wait for the one resume.
+   */
+  wake(id: string): Promise<boolean> {
+    let waking = this.waking.get(id);
+    if (!waking) {
+      waking = this.wakeOnce(id).finally(() => this.waking.delete(id));
+      this.waking.set(id, waking);
+    }
+    return waking;
+  }
+
+  private async wakeOnce(id: string): Promise<boolean> {
+    await this.loaded;
+    await this.changing.get(id);
+    const state = this.pausedState(id);
+    if (!state) return this.sandboxes.get(id)?.running === true;
+    if (state.sandbox.auto_resume !== true) return false;
+    try {
+      await this.resume(id);
+      return true;
+    } catch {
+      // It stays paused (a resume that fails leaves it so): the request is answered as for a sandbox not running.
+      return false;
+    }
   }
 
   /**
@@ -312,6 +343,11 @@ export class Sandboxes {
   }
 
   /** A running sandbox's agent and what guards it, or undefined when there is none by that id. */
+  /** The ids of the running sandboxes. */
+  runningIds(): string[] {
+    return [...this.sandboxes.values()].filter((sandbox) => sandbox.running).map((sandbox) => sandbox.id);
+  }
+
   access(id: string): SandboxAccess | undefined {
     const sandbox = this.sandboxes.get(id);
     if (!sandbox?.running) return undefined;
@@ -375,7 +411,7 @@ export class Sandboxes {
    * template of the configuration.
    */
   private snapshotFor(template: string | undefined, apiKey: string | undefined): KeptState | undefined {
-    if (template === undefined || template === 'base' || Object.hasOwn(this.runtime.config.sandboxes.templates, template)) return undefined;
+    if (template === undefined || templateSettings(this.runtime.config.sandboxes, template) !== null) return undefined;
     const state = this.kept.get(template);
     if (state?.purpose === 'snapshot' && visibleTo(apiKey, state.sandbox.api_key)) return state;
     return this.snapshots().find((snapshot) => snapshot.name === template && snapshot.sandbox.api_key === apiKey);
@@ -562,8 +598,23 @@ export class Sandboxes {
       const sandbox = await LiveSandbox.start(
         { ...plan, timeoutMs: plan.timeoutMs + restoring },
         (ended) => this.forgetLater(ended),
-        (expired) => void this.pause(expired.id).catch(() => expired.end('its timeout passed, and pausing it failed')),
+        (expired) =>
+          void this.pause(expired.id, plan.onTimeoutKeepMemory === undefined ? {} : { keep_memory: plan.onTimeoutKeepMemory }).catch(() =>
+            expired.end('its timeout passed, and pausing it failed'),
+          ),
       );
+      if (plan.onTimeoutKeepMemory === true && sandbox.pauseKind !== 'memory') {
+        await sandbox.end('its pause at the timeout could not keep memory');
+        throw new CodedError(
+          contractError(
+            'sandbox.pause_unsupported',
+            `a sandbox on ${sandbox.describe().backend} here keeps a paused sandbox's files only, not its processes' memory: leave on_timeout_keep_memory out or false`,
+            {
+              kept: sandbox.pauseKind,
+            },
+          ),
+        );
+      }
       // Back under its own id with its memory: its code-interpreter contexts go on.
       if (from?.kept === 'memory' && identity) this.codeContexts.resumed(sandbox.id, sandbox.agent);
       if (from) {
@@ -626,12 +677,11 @@ export class Sandboxes {
   private async plan(request: LaunchRequest): Promise<SandboxPlan> {
     const { config } = this.runtime;
     const settings = config.sandboxes;
-    // `base` is the host's system, as E2B's base image gives; the others are named in the configuration.
     const template = request.template ?? 'base';
-    const named = template === 'base' ? {} : Object.hasOwn(settings.templates, template) ? settings.templates[template]! : null;
+    const named = templateSettings(settings, template);
     if (named === null) {
-      const known = ['base', ...Object.keys(settings.templates)];
-      throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(template)}: this server has ${known.join(', ')}`, { template }));
+      const known = templateNames(settings).join(', ');
+      throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(template)}: this server has ${known}`, { template }));
     }
     const timeoutSeconds = request.timeout_seconds ?? settings.defaultTimeoutSeconds;
     if (timeoutSeconds > settings.maxTimeoutSeconds) throw invalid(`timeout must be at most ${settings.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
@@ -673,6 +723,8 @@ export class Sandboxes {
       heartbeatMs: settings.heartbeatSeconds * 1000,
       maxLifetimeMs: settings.maxTimeoutSeconds * 1000,
       onTimeout: request.on_timeout ?? 'kill',
+      ...(request.on_timeout_keep_memory !== undefined && { onTimeoutKeepMemory: request.on_timeout_keep_memory }),
+      ...(request.auto_resume === true && { autoResume: true }),
       ...(request.api_key !== undefined && { apiKey: request.api_key }),
     };
   }
@@ -707,6 +759,8 @@ function fromState(state: KeptState, request: LaunchRequest): LaunchRequest {
     metadata: request.metadata ?? sandbox.metadata,
     allow_internet_access: request.allow_internet_access ?? sandbox.internet_access,
     ...(request.on_timeout === undefined && sandbox.on_timeout !== undefined && { on_timeout: sandbox.on_timeout }),
+    ...(request.on_timeout_keep_memory === undefined && sandbox.on_timeout_keep_memory !== undefined && { on_timeout_keep_memory: sandbox.on_timeout_keep_memory }),
+    ...(request.auto_resume === undefined && sandbox.auto_resume !== undefined && { auto_resume: sandbox.auto_resume }),
   };
 }
 
@@ -728,6 +782,8 @@ function describePaused(state: KeptState): Sandbox {
     paused_at: state.created_at,
     kept: state.kept,
     ...(sandbox.on_timeout === 'pause' && { on_timeout: 'pause' as const }),
+    ...(sandbox.on_timeout_keep_memory !== undefined && { on_timeout_keep_memory: sandbox.on_timeout_keep_memory }),
+    ...(sandbox.auto_resume === true && { auto_resume: true }),
     ...(sandbox.api_key !== undefined && { api_key: sandbox.api_key }),
   };
 }

@@ -24,6 +24,8 @@ export const KeptSandboxSchema = Type.Object({
   memory_mb: Type.Integer(),
   disk_size_mb: Type.Integer(),
   on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
+  on_timeout_keep_memory: Type.Optional(Type.Boolean()),
+  auto_resume: Type.Optional(Type.Boolean()),
   /** The API key that made it: its paused state, snapshots and forks are that key's too. */
   api_key: Type.Optional(Type.String()),
   /** Its agent's version: a sandbox resumed with its memory runs the agent it was saved with. */

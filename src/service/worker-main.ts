@@ -148,7 +148,11 @@ channel.handle('init', async (config, slots) => {
     // The backends' sandboxes started ahead for the next create hold work dirs too.
     await Promise.all([runtime.dispose(), envd?.close()]);
   };
-  const server = createEnvdServer((id) => sandboxes.access(id), sandboxes.codeContexts, envdLimits(runtime.config));
+  const server = createEnvdServer(
+    { lookup: (id) => sandboxes.access(id), runningIds: () => sandboxes.runningIds(), wake: (id) => sandboxes.wake(id) },
+    sandboxes.codeContexts,
+    envdLimits(runtime.config),
+  );
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
   const orphans = await JobStaging.reapOrphans(runtime.stagingDir);

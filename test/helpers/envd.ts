@@ -26,7 +26,11 @@ export function fakeTarget(accessToken: string | null = null): EnvdTarget & { ag
 /** createEnvdServer on 127.0.0.1, with the sandboxes the test puts in `sandboxes`. */
 export async function startEnvd(): Promise<EnvdUnderTest> {
   const sandboxes = new Map<string, EnvdTarget>();
-  const envd = createEnvdServer((sandboxId) => sandboxes.get(sandboxId), new CodeContexts(), envdLimits(configDefaults({})));
+  const envd = createEnvdServer(
+    { lookup: (sandboxId) => sandboxes.get(sandboxId), runningIds: () => sandboxes.keys(), wake: async () => false },
+    new CodeContexts(),
+    envdLimits(configDefaults({})),
+  );
   envd.server.listen(0, '127.0.0.1');
   await once(envd.server, 'listening');
   const url = `http://127.0.0.1:${(envd.server.address() as AddressInfo).port}`;

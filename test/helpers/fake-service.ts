@@ -1,4 +1,5 @@
 import { mkdtempSync } from 'node:fs';
+import { templateNames } from '../../src/sandboxes/templates.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -183,6 +184,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
     worker: worker as unknown as WorkerProcess,
     sessions: noSessions,
     sandboxes,
+    templates: templateNames(runtime.config.sandboxes),
     sessionFileBytes: runtime.config.sessions.maxFileBytes,
     defaultBackend: runtime.backends.defaultKind,
     token,

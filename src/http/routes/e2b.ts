@@ -17,6 +17,7 @@ import {
   E2bSnapshotInfoSchema,
   E2bSnapshotQuerySchema,
   E2bSnapshotRequestSchema,
+  E2bTemplateAliasSchema,
   E2bTimeoutSchema,
   type E2bForkRequest,
   type E2bForkResult,
@@ -53,7 +54,7 @@ const E2B_ROUTE = { foreignErrors: true, e2b: true };
  * tells a missing sandbox (`code: 404`) from other errors. The SDK sends its key as `X-API-Key`,
  * which auth.ts takes as the service token.
  */
-export function e2bRoutes(sandboxes: SandboxHost) {
+export function e2bRoutes(sandboxes: SandboxHost, templates: string[]) {
   return async (app: FastifyInstance) => {
     app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, _request, reply) => {
       if (error instanceof CodedError) {
@@ -72,15 +73,11 @@ export function e2bRoutes(sandboxes: SandboxHost) {
     const create = async (request: FastifyRequest<{ Body: E2bNewSandbox }>, reply: FastifyReply) => {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
       if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
-      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: internet, autoPause, autoPauseMemory } = request.body;
-      // Not promised at create: the pause at its timeout keeps what its backend keeps (capabilities.pause).
-      if (autoPauseMemory === true) {
-        return e2bError(
-          reply,
-          400,
-          'autoPauseMemory: this server does not promise memory at create; leave it out: the pause at the timeout keeps what the sandbox’s backend keeps (memory on gvisor and microvm, files on local_process: /v1/backends capabilities.pause)',
-        );
-      }
+      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: asked, autoPause, autoPauseMemory, autoResume, network } = request.body;
+      const networkProblem = network === undefined ? undefined : unsupportedNetwork(network);
+      if (networkProblem) return e2bError(reply, 400, networkProblem);
+      // Denying all egress is no internet, whatever allow_internet_access says (E2B: allow takes precedence, and none is allowed).
+      const internet = network?.denyOut?.includes(ALL_TRAFFIC) ? false : asked;
       const sandbox = await sandboxes.create(
         {
           template: templateID,
@@ -90,6 +87,8 @@ export function e2bRoutes(sandboxes: SandboxHost) {
           secure: secure ?? true,
           ...(internet === undefined ? {} : { allow_internet_access: internet }),
           ...(autoPause ? { on_timeout: 'pause' as const } : {}),
+          ...(autoPause && autoPauseMemory !== undefined ? { on_timeout_keep_memory: autoPauseMemory } : {}),
+          ...(autoResume?.enabled ? { auto_resume: true } : {}),
         },
         creator(request),
       );
@@ -129,13 +128,15 @@ export function e2bRoutes(sandboxes: SandboxHost) {
         },
       },
       async (request, reply) => {
-        const { metadata, state, limit = DEFAULT_PAGE, nextToken } = request.query;
+        const { metadata, state, order = 'desc', startedAfter, template, limit = DEFAULT_PAGE, nextToken } = request.query;
         const wanted = metadata === undefined ? {} : metadataFilter(metadata);
         const states = state === undefined ? ['running', 'paused'] : state.split(',');
+        const since = startedAfter === undefined ? null : Date.parse(startedAfter);
         const matching = (await sandboxes.list())
           .filter((sandbox) => states.includes(sandbox.state) && sees(request, sandbox.api_key))
-          .filter((sandbox) => Object.entries(wanted).every(([key, value]) => sandbox.metadata[key] === value));
-        return pageOf(matching, (sandbox) => `${sandbox.started_at}/${sandbox.id}`, { limit, nextToken }, reply).map(listed);
+          .filter((sandbox) => Object.entries(wanted).every(([key, value]) => sandbox.metadata[key] === value))
+          .filter((sandbox) => (since === null || Date.parse(sandbox.started_at) >= since) && (template === undefined || sandbox.template === template));
+        return pageOf(matching, (sandbox) => `${sandbox.started_at}/${sandbox.id}`, { limit, nextToken, order }, reply).map(listed);
       },
     );
 
@@ -319,6 +320,26 @@ export function e2bRoutes(sandboxes: SandboxHost) {
       },
     );
 
+    app.get<{ Params: { alias: string } }>(
+      '/templates/aliases/:alias',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: whether a template of that name exists: one of the server (public) or a snapshot the caller sees',
+          tags: ['e2b'],
+          params: routeSchema(Type.Object({ alias: Type.String() })),
+          response: { 200: namedSchema(app, E2bTemplateAliasSchema), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const { alias } = request.params;
+        if (templates.includes(alias)) return { templateID: alias, public: true };
+        const snapshot = (await sandboxes.listSnapshots({ name: alias })).find((kept) => sees(request, kept.api_key));
+        if (snapshot) return { templateID: snapshot.id, public: false };
+        return e2bError(reply, 404, `template ${JSON.stringify(alias)} not found`);
+      },
+    );
+
     app.delete<{ Params: { templateID: string } }>(
       '/templates/:templateID',
       {
@@ -355,19 +376,51 @@ async function running(sandboxes: SandboxHost, id: string): Promise<Sandbox> {
   return sandbox;
 }
 
+interface PageRequest {
+  limit: number;
+  nextToken: string | undefined;
+  /** By key: `asc` (the default) or `desc`. */
+  order?: 'asc' | 'desc';
+}
+
 /**
  * One page of `items` in the order of `keyOf` (unique keys), after the key `nextToken` carries;
  * when more follow, `x-next-token` names the last key given, as E2B's listings page.
  */
-function pageOf<T>(items: T[], keyOf: (item: T) => string, { limit, nextToken }: { limit: number; nextToken: string | undefined }, reply: FastifyReply): T[] {
-  // Code-point order, the order of the `>` that finds where the next page starts.
-  const sorted = [...items].sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : keyOf(a) > keyOf(b) ? 1 : 0));
+function pageOf<T>(items: T[], keyOf: (item: T) => string, { limit, nextToken, order = 'asc' }: PageRequest, reply: FastifyReply): T[] {
+  const direction = order === 'asc' ? 1 : -1;
+  // Code-point order, the order of the comparison that finds where the next page starts.
+  const compare = (a: string, b: string) => direction * (a < b ? -1 : a > b ? 1 : 0);
+  const sorted = [...items].sort((a, b) => compare(keyOf(a), keyOf(b)));
   const after = nextToken === undefined ? null : Buffer.from(nextToken, 'base64url').toString('utf8');
-  const from = after === null ? 0 : sorted.findIndex((item) => keyOf(item) > after);
+  const from = after === null ? 0 : sorted.findIndex((item) => compare(keyOf(item), after) > 0);
   const page = from < 0 ? [] : sorted.slice(from, from + limit);
   const last = page.at(-1);
   if (last !== undefined && from + limit < sorted.length) void reply.header('x-next-token', Buffer.from(keyOf(last)).toString('base64url'));
   return page;
+}
+
+/** E2B's "all traffic" in a deny list. */
+const ALL_TRAFFIC = '0.0.0.0/0';
+
+/**
+ * Why a create's `network` asks for what is not done here, or undefined. Egress is all or nothing
+ * (allow_internet_access); a rule by destination, E2B's egress proxy and request transforms are
+ * not done, and ports other than envd's and the code interpreter's are not served, so a host mask
+ * has nothing to act on.
+ */
+function unsupportedNetwork(network: NonNullable<E2bNewSandbox['network']>): string | undefined {
+  const refuse = (field: string, why: string) => `network.${field}: ${why} (agent-runner); leave it out`;
+  if (network.allowOut !== undefined && network.allowOut.length > 0) return refuse('allowOut', 'egress by destination is not done here, only all or none (allow_internet_access)');
+  if (network.denyOut !== undefined && network.denyOut.some((entry) => entry !== ALL_TRAFFIC)) {
+    return refuse('denyOut', `only ${ALL_TRAFFIC} (all traffic) is done here, which is allow_internet_access false`);
+  }
+  const named = network as Record<string, unknown>;
+  for (const field of ['egressProxy', 'rules', 'maskRequestHost']) {
+    if (named[field] !== undefined)
+      return refuse(field, field === 'maskRequestHost' ? "ports other than envd's and the code interpreter's are not served here" : 'not supported by this server');
+  }
+  return undefined;
 }
 
 /** Where E2B answers a refusal otherwise than our table: a full server is its 429, a sandbox that has ended is not found. */
@@ -424,7 +477,12 @@ function listed(sandbox: Sandbox): E2bListedSandbox {
 }
 
 function detail(sandbox: Sandbox): E2bSandboxDetail {
-  return { ...listed(sandbox), domain: null, allowInternetAccess: sandbox.internet_access };
+  return {
+    ...listed(sandbox),
+    domain: null,
+    allowInternetAccess: sandbox.internet_access,
+    lifecycle: { onTimeout: sandbox.on_timeout ?? 'kill', autoResume: sandbox.auto_resume === true },
+  };
 }
 
 /** E2B's reading has no room for what is not counted: a reading missing any part is left out. */

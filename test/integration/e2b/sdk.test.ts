@@ -5,7 +5,7 @@ import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { CommandExitError, FileNotFoundError, RateLimitError, Sandbox, SandboxNotFoundError, TimeoutError, type FilesystemEvent } from 'e2b';
+import { CommandExitError, FileNotFoundError, RateLimitError, Sandbox, SandboxNotFoundError, Template, TimeoutError, type FilesystemEvent } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { Filesystem } from '../../../src/envd/gen/filesystem/filesystem_pb.js';
 import { Process } from '../../../src/envd/gen/process/process_pb.js';
@@ -320,5 +320,39 @@ describe('the e2b SDK against agent-runner', async () => {
     );
     await waitUntil(async () => !(await sandbox.isRunning()), 'the sandbox ends at its timeout', 30_000);
     assert.deepEqual(await Sandbox.list({ ...opts(), query: { metadata: { tag } } }).nextItems(), []);
+  });
+
+  it('lists newest first unless asked otherwise, by start time and template; knows its template names', async () => {
+    const tag = randomBytes(4).toString('hex');
+    const first = await create({ metadata: { tag } });
+    const second = await create({ metadata: { tag } });
+    const ids = async (options: Parameters<typeof Sandbox.list>[0] = {}) =>
+      (await Sandbox.list({ ...opts(), ...options, query: { metadata: { tag }, ...options.query } }).nextItems()).map((item) => item.sandboxId);
+    assert.deepEqual(await ids(), [second.sandboxId, first.sandboxId]);
+    assert.deepEqual(await ids({ order: 'asc' }), [first.sandboxId, second.sandboxId]);
+    const paged = Sandbox.list({ ...opts(), limit: 1, query: { metadata: { tag } } });
+    assert.deepEqual(
+      [...(await paged.nextItems()), ...(await paged.nextItems())].map((item) => item.sandboxId),
+      [second.sandboxId, first.sandboxId],
+    );
+    const { startedAt } = await second.getInfo();
+    assert.deepEqual(await ids({ query: { startedAfter: startedAt } }), [second.sandboxId]);
+    assert.deepEqual(await ids({ query: { template: 'base' } }), [second.sandboxId, first.sandboxId]);
+    assert.deepEqual(await ids({ query: { template: 'code-interpreter-v1' } }), []);
+    assert.equal(await Template.exists('base', opts()), true);
+    assert.equal(await Template.exists('code-interpreter-v1', opts()), true);
+    assert.equal(await Template.exists(`absent-${tag}`, opts()), false);
+  });
+
+  it('a signed download or upload URL made against the service (E2B_SANDBOX_URL) reaches its sandbox, with no header', async () => {
+    const sandbox = await create({ secure: true });
+    const upload = await sandbox.uploadUrl('signed.txt', { useSignatureExpiration: 60_000 });
+    const form = new FormData();
+    form.append('file', new Blob(['signed content']), 'signed.txt');
+    const uploaded = await fetch(upload, { method: 'POST', body: form });
+    assert.equal(uploaded.status, 200);
+    assert.equal(await (await fetch(await sandbox.downloadUrl('signed.txt'))).text(), 'signed content');
+    const expired = await fetch(await sandbox.downloadUrl('signed.txt', { useSignatureExpiration: -10_000 }));
+    assert.deepEqual([expired.status, await expired.json()], [401, { code: 401, message: 'signature is already expired' }]);
   });
 });

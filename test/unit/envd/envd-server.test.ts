@@ -16,7 +16,11 @@ describe('envd server', () => {
     const directory = mkdtempSync(join(tmpdir(), 'envd-'));
     context.after(() => rmSync(directory, { recursive: true, force: true }));
     const target = fakeTarget();
-    const { server } = createEnvdServer((sandboxId) => (sandboxId === 'sbx1' ? target : undefined), new CodeContexts(), envdLimits(configDefaults({})));
+    const { server } = createEnvdServer(
+      { lookup: (sandboxId) => (sandboxId === 'sbx1' ? target : undefined), runningIds: () => ['sbx1'], wake: async () => false },
+      new CodeContexts(),
+      envdLimits(configDefaults({})),
+    );
     server.listen(join(directory, 'envd.sock'));
     await once(server, 'listening');
     context.after(() => server.close());

@@ -126,6 +126,22 @@ describe('envd /files and /health', () => {
     assert.equal(uploaded.status, 200);
   });
 
+  it('finds the sandbox of a signed URL that names none (made against E2B_SANDBOX_URL) by the token that signed it', async () => {
+    await secure.agent.request({ op: 'write', path: 'found.txt', data: Buffer.from('f').toString('base64'), append: false });
+    const future = Math.floor(Date.now() / 1000) + 60;
+    const signature = sign('found.txt', 'read', '', 'secret-token', future);
+    const found = await fetch(`${envd.url}/files?path=found.txt&signature=${encodeURIComponent(signature)}&signature_expiration=${future}`);
+    assert.equal(await found.text(), 'f');
+    const past = Math.floor(Date.now() / 1000) - 10;
+    const expired = sign('found.txt', 'read', '', 'secret-token', past);
+    const late = await fetch(`${envd.url}/files?path=found.txt&signature=${encodeURIComponent(expired)}&signature_expiration=${past}`);
+    assert.equal(late.status, 401);
+    assert.deepEqual(await late.json(), { code: 401, message: 'signature is already expired' });
+    const forged = await fetch(`${envd.url}/files?path=found.txt&signature=${encodeURIComponent(sign('found.txt', 'read', '', 'guessed'))}`);
+    assert.equal(forged.status, 401);
+    assert.deepEqual(await forged.json(), { code: 401, message: 'invalid signature' });
+  });
+
   it("answers /health 204, a sandbox it does not have as E2B's proxy does (502), and no sandbox id 400", async () => {
     assert.equal((await call('/health')).status, 204);
     assert.equal((await call('/health', { sandbox: 'secure' })).status, 204);

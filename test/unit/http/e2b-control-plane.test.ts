@@ -39,11 +39,16 @@ describe('E2B control plane, through the e2b SDK', () => {
     assert.ok(info.endAt.getTime() - info.startedAt.getTime() >= 119_000, 'ends about 120 s after it started');
   });
 
-  it('lists by metadata (encoded as the SDK encodes it) and pages with x-next-token', async () => {
+  it('lists by metadata (encoded as the SDK encodes it), newest first, and pages with x-next-token', async () => {
     const tag = `run-${Date.now()}`;
     const made = [];
     for (let index = 0; index < 3; index++) made.push((await Sandbox.create('base', { ...opts(), metadata: { tag, 'odd key': `v ${index}` } })).sandboxId);
-    const byTag = Sandbox.list({ ...opts(), query: { metadata: { tag } }, limit: 2 });
+    const newestFirst = await Sandbox.list({ ...opts(), query: { metadata: { tag } } }).nextItems();
+    assert.deepEqual(
+      newestFirst.map((item) => item.sandboxId),
+      [...made].reverse(),
+    );
+    const byTag = Sandbox.list({ ...opts(), query: { metadata: { tag } }, limit: 2, order: 'asc' });
     const first = await byTag.nextItems();
     assert.deepEqual(
       first.map((item) => item.sandboxId),
@@ -83,10 +88,11 @@ describe('E2B control plane, through the e2b SDK', () => {
   it('refuses a wrong key, an unknown template and what it does not do, in E2B error shapes', async () => {
     await assert.rejects(Sandbox.create('base', { ...opts(), apiKey: 'e2b_0000' }), AuthenticationError);
     await assert.rejects(Sandbox.create('no-such-template', opts()), (error: Error) => error instanceof SandboxError && /no template/.test(error.message));
-    await assert.rejects(Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: { action: 'pause', keepMemory: true } } }), (error: Error) =>
-      /autoPauseMemory/.test(error.message),
+    await assert.rejects(Sandbox.create('base', { ...opts(), network: { allowOut: ['1.1.1.1'] } } as never), (error: Error) => /network\.allowOut/.test(error.message));
+    await assert.rejects(Sandbox.create('base', { ...opts(), network: { denyOut: ['8.8.8.8'] } } as never), (error: Error) => /network\.denyOut/.test(error.message));
+    await assert.rejects(Sandbox.create('base', { ...opts(), network: { maskRequestHost: 'x.example.com' } } as never), (error: Error) =>
+      /network\.maskRequestHost/.test(error.message),
     );
-    await assert.rejects(Sandbox.create('base', { ...opts(), network: { allowOut: ['1.1.1.1'] } } as never), (error: Error) => /network/.test(error.message));
     const raw = await fetch(`${apiUrl}/sandboxes/${'0'.repeat(24)}`, { headers: { 'x-api-key': service.token! } });
     assert.equal(raw.status, 404);
     assert.deepEqual(Object.keys((await raw.json()) as object).sort(), ['code', 'message']);
@@ -95,7 +101,15 @@ describe('E2B control plane, through the e2b SDK', () => {
     await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: 'pause' } });
     assert.equal(host.created.at(-1)!.on_timeout, 'pause');
     await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } });
-    assert.equal(host.created.at(-1)!.on_timeout, 'pause');
+    assert.deepEqual([host.created.at(-1)!.on_timeout, host.created.at(-1)!.on_timeout_keep_memory], ['pause', false]);
+    await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: { action: 'pause', keepMemory: true }, autoResume: true } });
+    assert.deepEqual([host.created.at(-1)!.on_timeout_keep_memory, host.created.at(-1)!.auto_resume], [true, true]);
+    // e2b 2.39 sends autoResume on every create, asking for nothing.
+    await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: 'kill', autoResume: false } });
+    assert.deepEqual([host.created.at(-1)!.on_timeout, host.created.at(-1)!.auto_resume], [undefined, undefined]);
+    // allowPublicTraffic either way, and denying all egress is no internet.
+    await Sandbox.create('base', { ...opts(), network: { allowPublicTraffic: false, denyOut: ['0.0.0.0/0'] } });
+    assert.equal(host.created.at(-1)!.allow_internet_access, false);
   });
 
   it('pause answers 204 then 409; connect resumes a paused sandbox (201) and answers a running one (200); memory is asked only when the caller asks', async () => {
