@@ -63,7 +63,10 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
 
     async remove(request, context) {
       const { target, user } = callerOf(context);
-      await agentCall(() => target.agent.request({ op: 'remove', path: expandHome(request.path, target.home), user }));
+      // envd removes as os.RemoveAll does: what is not there is removed already.
+      await agentCall(() => target.agent.request({ op: 'remove', path: expandHome(request.path, target.home), user })).catch((error: unknown) => {
+        if (!(error instanceof ConnectError && error.code === Code.NotFound)) throw error;
+      });
       return {};
     },
 

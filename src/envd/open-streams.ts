@@ -94,11 +94,11 @@ export class OpenStreams {
     };
   }
 
-  /** Ends every stream of the sandbox as unavailable. */
+  /** Ends every stream of the sandbox as unavailable, in the words E2B's SDK uses of a sandbox killed under a request (its TimeoutError). */
   sandboxEnded(sandboxId: string): void {
     const queues = this.bySandbox.get(sandboxId);
     this.bySandbox.delete(sandboxId);
-    for (const queue of queues ?? []) queue.fail(new ConnectError('the sandbox ended', Code.Unavailable));
+    for (const queue of queues ?? []) queue.fail(new ConnectError('the sandbox was killed or reached its end of life', Code.Unavailable));
   }
 }
 

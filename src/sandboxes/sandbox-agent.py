@@ -396,8 +396,17 @@ def entry_of(path):
         "modified_ms": info.st_mtime_ns / 1e6,
     }
     if kind == "symlink":
-        entry["symlink_target"] = os.readlink(path)
+        entry["symlink_target"] = link_target(path)
     return entry
+
+
+def link_target(path):
+    """Where a link leads, as an absolute path (envd's EvalSymlinks): to its end when the chain
+    resolves, else the link's own target, taken against the link's directory."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except OSError:
+        return os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
 
 
 def process_tree(root):

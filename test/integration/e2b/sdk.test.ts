@@ -344,6 +344,27 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.equal(await Template.exists(`absent-${tag}`, opts()), false);
   });
 
+  it("a command's stream cut by its sandbox's kill says so, as E2B's SDK says it (a TimeoutError)", async () => {
+    const sandbox = await create();
+    const sleeper = await sandbox.commands.run('sleep 600', { background: true });
+    await sandbox.kill();
+    const ended = await sleeper.wait().catch((error: unknown) => error);
+    assert.ok(ended instanceof TimeoutError && ended.message.includes('sandbox was killed or reached its end of life'), String(ended));
+  });
+
+  it('a paused sandbox made with autoResume is resumed by a request to it; one without stays paused', async () => {
+    const waking = await create({ lifecycle: { onTimeout: 'pause', autoResume: true } });
+    await waking.files.write('kept.txt', 'kept');
+    assert.equal(await waking.pause(), true);
+    assert.equal((await waking.getInfo()).state, 'paused');
+    assert.equal((await waking.commands.run('cat kept.txt')).stdout, 'kept');
+    assert.deepEqual([(await waking.getInfo()).state, (await waking.getInfo()).lifecycle], ['running', { onTimeout: 'pause', autoResume: true }]);
+    const sleeping = await create({ lifecycle: { onTimeout: 'pause' } });
+    assert.equal(await sleeping.pause(), true);
+    assert.equal(await sleeping.isRunning(), false);
+    assert.equal((await sleeping.getInfo()).state, 'paused');
+  });
+
   it('a signed download or upload URL made against the service (E2B_SANDBOX_URL) reaches its sandbox, with no header', async () => {
     const sandbox = await create({ secure: true });
     const upload = await sandbox.uploadUrl('signed.txt', { useSignatureExpiration: 60_000 });

@@ -475,6 +475,19 @@ describe('sandbox agent: files', () => {
     assert.equal(entries.find((listed) => listed.name === 'f1')!.size, 1);
   });
 
+  it("says where a link leads as an absolute path, as envd does: its chain's end, or its own target when that is gone", async () => {
+    const links = join(scratch, 'links');
+    mkdirSync(links, { recursive: true });
+    writeFileSync(join(links, 'file.txt'), 'x');
+    symlinkSync('file.txt', join(links, 'relative'));
+    symlinkSync('relative', join(links, 'chained'));
+    symlinkSync('../missing', join(links, 'dangling'));
+    const targetOf = async (name: string) => ((await agent.request({ op: 'stat', path: join(links, name) })).entry as AgentEntry).symlink_target;
+    assert.equal(await targetOf('relative'), join(links, 'file.txt'));
+    assert.equal(await targetOf('chained'), join(links, 'file.txt'));
+    assert.equal(await targetOf('dangling'), join(scratch, 'missing'));
+  });
+
   it('refuses a listing whose answer would pass the frame limit (too_large), and answers the next request', async () => {
     // Each link's target, as JSON, is 12 bytes a character: 3,000 of them pass 32 MiB.
     const huge = join(scratch, 'huge-listing');
