@@ -74,6 +74,8 @@ export const AgentEntrySchema = Type.Object({
   group: Text,
   modified_ms: Type.Number(),
   symlink_target: Type.Optional(Text),
+  /** Its `user.e2b.*` extended attributes, the prefix cut (envd's file metadata); absent when it has none. */
+  metadata: Type.Optional(Type.Record(Type.String(), Type.String())),
 });
 export type AgentEntry = Static<typeof AgentEntrySchema>;
 
@@ -146,8 +148,11 @@ export type AgentRequest =
   | ({ op: 'remove'; path: string } & AsUser)
   /** At most `length` bytes from `offset`; `eof` when the file ends there. */
   | ({ op: 'read'; path: string; offset: number; length: number } & AsUser & Beneath)
-  /** `append` false truncates (creating the file and its parents); true adds the next chunk. */
-  | ({ op: 'write'; path: string; data: string; append: boolean } & AsUser & Beneath)
+  /**
+   * `append` false truncates (creating the file and its parents) and sets the file's metadata to
+   * `metadata` (none when absent: what it had is removed); true adds the next chunk.
+   */
+  | ({ op: 'write'; path: string; data: string; append: boolean; metadata?: Record<string, string> } & AsUser & Beneath)
   | ({ op: 'watch'; path: string; recursive: boolean } & AsUser)
   | { op: 'unwatch'; watch: number };
 

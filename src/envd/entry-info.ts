@@ -13,7 +13,7 @@ const FILE_TYPE: Record<AgentEntry['type'], FileType> = {
 
 export type EntryInfoInit = MessageInitShape<typeof EntryInfoSchema>;
 
-/** An agent's entry as envd's EntryInfo. No metadata: the agent keeps no `user.e2b.*` extended attributes. */
+/** An agent's entry as envd's EntryInfo, its metadata the file's `user.e2b.*` extended attributes. */
 export function toEntryInfo(entry: AgentEntry): EntryInfoInit {
   return {
     name: entry.name,
@@ -27,5 +27,6 @@ export function toEntryInfo(entry: AgentEntry): EntryInfoInit {
     // Whole milliseconds: a fraction would make fractional nanos, which no Timestamp's JSON takes (the SDK keeps a Date anyway).
     modifiedTime: timestampFromMs(Math.floor(entry.modified_ms)),
     ...(entry.symlink_target !== undefined && { symlinkTarget: entry.symlink_target }),
+    ...(entry.metadata !== undefined && { metadata: entry.metadata }),
   };
 }

@@ -42,7 +42,7 @@ function absolutePath(target: EnvdTarget, path: string): string {
  * agent takes requests in order, so a chunk is sent while those before it are still being
  * written: the host's encoding and the agent's writing overlap.
  */
-async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>, user: AgentUser): Promise<AgentEntry> {
+async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>, user: AgentUser, metadata: FileMetadata): Promise<AgentEntry> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let sent = 0;
@@ -52,7 +52,10 @@ async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIte
     const data = Buffer.concat(pending, pendingBytes).toString('base64');
     pending = [];
     pendingBytes = 0;
-    const written = agentCall(() => agent.request({ op: 'write', path, data, append: sent++ > 0, user })).then((reply) => void (entry = reply.entry));
+    const append = sent++ > 0;
+    const written = agentCall(() => agent.request({ op: 'write', path, data, append, user, ...(!append && metadata !== undefined && { metadata }) })).then(
+      (reply) => void (entry = reply.entry),
+    );
     // Awaited in turn below; until then a failure must not count as unhandled.
     written.catch(() => undefined);
     inFlight.push(written);
@@ -76,7 +79,42 @@ async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIte
 
 /** What envd answers for each written file (envd.yaml UploadSuccess). */
 function writeInfo(entry: AgentEntry) {
-  return { path: entry.path, name: entry.name, type: 'file' };
+  return { path: entry.path, name: entry.name, type: 'file', ...(entry.metadata !== undefined && { metadata: entry.metadata }) };
+}
+
+/** An upload's metadata, the same for each of its files; undefined: none (what a file had is removed). */
+type FileMetadata = Record<string, string> | undefined;
+
+const METADATA_HEADER = 'x-metadata-';
+/** envd's bounds (envd.yaml POST /files): a key within the xattr name limit less `user.e2b.`, all of a file's within one inode's budget. */
+const MAX_METADATA_KEY_BYTES = 246;
+const MAX_METADATA_BYTES = 4096;
+const METADATA_XATTR_PREFIX = 'user.e2b.';
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+/**
+ * The `X-Metadata-<key>: <value>` headers of an upload as envd reads them: the key lowercased
+ * (node lowercases header names), printable US-ASCII only, within envd's sizes; a header sent
+ * twice counts once, its first value.
+ */
+export function uploadMetadata(request: IncomingMessage): FileMetadata {
+  const metadata: Record<string, string> = {};
+  let bytes = 0;
+  for (let index = 0; index < request.rawHeaders.length; index += 2) {
+    const name = request.rawHeaders[index]!.toLowerCase();
+    if (!name.startsWith(METADATA_HEADER)) continue;
+    const key = name.slice(METADATA_HEADER.length);
+    const value = request.rawHeaders[index + 1]!;
+    if (Object.hasOwn(metadata, key)) continue;
+    if (key === '' || !PRINTABLE_ASCII.test(key) || !PRINTABLE_ASCII.test(value)) {
+      throw new ConnectError(`invalid metadata ${JSON.stringify(key)}: keys and values must be printable US-ASCII`, Code.InvalidArgument);
+    }
+    if (key.length > MAX_METADATA_KEY_BYTES) throw new ConnectError(`metadata key ${JSON.stringify(key)} is longer than ${MAX_METADATA_KEY_BYTES} bytes`, Code.InvalidArgument);
+    bytes += METADATA_XATTR_PREFIX.length + key.length + value.length;
+    if (bytes > MAX_METADATA_BYTES) throw new ConnectError(`metadata is larger than ${MAX_METADATA_BYTES} bytes`, Code.InvalidArgument);
+    metadata[key] = value;
+  }
+  return Object.keys(metadata).length === 0 ? undefined : metadata;
 }
 
 /** The file parts of a multipart body, one at a time: the parser waits while a part is being written. */
@@ -115,10 +153,11 @@ function requestBody(request: IncomingMessage): AsyncIterable<Buffer> {
 }
 
 async function upload(request: IncomingMessage, target: EnvdTarget, path: string | undefined, user: AgentUser): Promise<ReturnType<typeof writeInfo>[]> {
+  const metadata = uploadMetadata(request);
   const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (mediaType === 'application/octet-stream') {
     if (!path) throw new ConnectError('path query parameter is required for raw body upload', Code.InvalidArgument);
-    return [writeInfo(await writeFile(target.agent, absolutePath(target, path), requestBody(request), user))];
+    return [writeInfo(await writeFile(target.agent, absolutePath(target, path), requestBody(request), user, metadata))];
   }
   if (!mediaType.startsWith('multipart/')) {
     throw new ConnectError(`unsupported content type: ${mediaType || '(none)'}, expected multipart/form-data or application/octet-stream`, Code.InvalidArgument);
@@ -135,7 +174,7 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
       );
     }
     seen.add(destination);
-    written.push(writeInfo(await writeFile(target.agent, destination, stream, user)));
+    written.push(writeInfo(await writeFile(target.agent, destination, stream, user, metadata)));
   });
   return written;
 }

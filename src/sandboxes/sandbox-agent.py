@@ -397,7 +397,48 @@ def entry_of(path):
     }
     if kind == "symlink":
         entry["symlink_target"] = link_target(path)
+    metadata = metadata_of(path)
+    if metadata:
+        entry["metadata"] = metadata
     return entry
+
+
+# envd's file metadata: extended attributes in this namespace, the prefix cut.
+METADATA_XATTR = "user.e2b."
+
+
+def metadata_of(path):
+    """The file's metadata; {} where the file system keeps no extended attributes."""
+    try:
+        names = os.listxattr(path, follow_symlinks=False)
+        return {name[len(METADATA_XATTR):]: os.getxattr(path, name, follow_symlinks=False).decode("ascii", "replace")
+                for name in names if name.startswith(METADATA_XATTR)}
+    except OSError:
+        return {}
+
+
+def metadata_field(request):
+    metadata = field(request, "metadata", dict, optional=True) or {}
+    for key, value in metadata.items():
+        if not (isinstance(value, str) and key.isascii() and key.isprintable() and value.isascii() and value.isprintable()):
+            raise Invalid("metadata: keys and values must be printable ASCII")
+    return metadata
+
+
+def set_metadata(fd, metadata):
+    """Makes the open file's metadata exactly `metadata` (envd: an upload replaces what it had).
+    A file system without extended attributes has none to remove, and refuses some to set."""
+    try:
+        for name in os.listxattr(fd):
+            if name.startswith(METADATA_XATTR):
+                os.removexattr(fd, name)
+        for key, value in metadata.items():
+            os.setxattr(fd, METADATA_XATTR + key, value.encode("ascii"))
+    except OSError as error:
+        if error.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        if metadata:
+            raise Invalid("metadata: this sandbox's file system keeps no extended attributes") from error
 
 
 def link_target(path):
@@ -997,6 +1038,8 @@ class Agent:
                 make_parents(path)
             fd = open_regular(path, flags)
         try:
+            if not append:
+                set_metadata(fd, metadata_field(request))
             write_all(fd, data)
         finally:
             os.close(fd)

@@ -254,6 +254,19 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.ok(back.equals(big), 'the 50 MiB come back as they went');
   });
 
+  it('files: metadata written with a file is kept with it (getInfo, list, rename); a write without clears it', async () => {
+    const sandbox = await create();
+    const metadata = { author: 'mish', purpose: 'upload' };
+    assert.deepEqual((await sandbox.files.write('meta/a.txt', 'a', { metadata })).metadata, metadata);
+    assert.deepEqual((await sandbox.files.getInfo('meta/a.txt')).metadata, metadata);
+    const octet = await sandbox.files.write('meta/b.txt', 'b', { metadata, useOctetStream: true } as never);
+    assert.deepEqual((octet as { metadata?: object }).metadata, metadata);
+    assert.deepEqual((await sandbox.files.list('meta')).find((entry) => entry.name === 'a.txt')?.metadata, metadata);
+    assert.deepEqual((await sandbox.files.rename('meta/a.txt', 'meta/c.txt')).metadata, metadata);
+    assert.equal((await sandbox.files.write('meta/c.txt', 'again')).metadata, undefined);
+    assert.equal((await sandbox.files.getInfo('meta/c.txt')).metadata, undefined);
+  });
+
   it("sandboxes are apart: one's files and processes are never another's; unknown ids are not found; a host name routes", async () => {
     const [first, second] = [await create(), await create()];
     await first.files.write('secret.txt', 'first only');

@@ -475,6 +475,21 @@ describe('sandbox agent: files', () => {
     assert.equal(entries.find((listed) => listed.name === 'f1')!.size, 1);
   });
 
+  it("keeps a file's metadata as user.e2b.* extended attributes: a write sets them all, one without clears them, an append keeps them", async () => {
+    const path = join(files, 'tagged.txt');
+    const tagged = await entry({ op: 'write', path, data: base64('a'), append: false, metadata: { author: 'mish', purpose: 'upload' } });
+    assert.deepEqual(tagged.metadata, { author: 'mish', purpose: 'upload' });
+    await entry({ op: 'write', path, data: base64('b'), append: true });
+    // Set beside the agent, as a process in the sandbox would: it shows too.
+    execFileSync('/usr/bin/python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.e2b.extra", b"x")', path]);
+    assert.deepEqual((await entry({ op: 'stat', path })).metadata, { author: 'mish', purpose: 'upload', extra: 'x' });
+    const renamed = await entry({ op: 'move', source: path, destination: join(files, 'renamed-tagged.txt') });
+    assert.deepEqual(renamed.metadata, { author: 'mish', purpose: 'upload', extra: 'x' });
+    const cleared = await entry({ op: 'write', path: join(files, 'renamed-tagged.txt'), data: base64('c'), append: false });
+    assert.equal(cleared.metadata, undefined);
+    assert.equal(await code({ op: 'write', path, data: '', append: false, metadata: { 'bad\nkey': 'v' } }), 'invalid');
+  });
+
   it("says where a link leads as an absolute path, as envd does: its chain's end, or its own target when that is gone", async () => {
     const links = join(scratch, 'links');
     mkdirSync(links, { recursive: true });

@@ -126,6 +126,22 @@ describe('envd /files and /health', () => {
     assert.equal(uploaded.status, 200);
   });
 
+  it("refuses an upload's metadata beyond envd's bounds before writing anything (400)", async () => {
+    const upload = (headers: Record<string, string>) =>
+      call('/files?path=meta.txt', { method: 'POST', body: 'x', headers: { 'content-type': 'application/octet-stream', ...headers } });
+    const tooLongKey = await upload({ [`X-Metadata-${'k'.repeat(247)}`]: 'v' });
+    assert.equal(tooLongKey.status, 400);
+    const tooMuch = await upload(Object.fromEntries(Array.from({ length: 20 }, (_, index) => [`X-Metadata-k${index}`, 'v'.repeat(250)])));
+    assert.deepEqual(await tooMuch.json(), { code: 400, message: 'metadata is larger than 4096 bytes' });
+    assert.equal(target.agent.file('meta.txt'), undefined);
+    assert.equal((await upload({ 'X-Metadata-Author': 'mish' })).status, 200);
+    const written = target.agent.requests.filter((request) => request.op === 'write' && request.path === '/home/user/meta.txt');
+    assert.deepEqual(
+      written.map((request) => request.op === 'write' && request.metadata),
+      [{ author: 'mish' }],
+    );
+  });
+
   it('finds the sandbox of a signed URL that names none (made against E2B_SANDBOX_URL) by the token that signed it', async () => {
     await secure.agent.request({ op: 'write', path: 'found.txt', data: Buffer.from('f').toString('base64'), append: false });
     const future = Math.floor(Date.now() / 1000) + 60;
