@@ -1,16 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { Validator } from '@seriousme/openapi-schema-validator';
-import openapiTS, { astToString } from 'openapi-typescript';
-import ts from 'typescript';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_CODES, type ErrorCode } from '../../../src/contract/errors.js';
 import { fakeService } from '../../helpers/fake-service.js';
+import { generatedClient, type GeneratedClient } from '../../helpers/openapi-client.js';
 
 /**
  * /openapi.json as a remote client reads it (in-process: inject() against the app the service
@@ -271,7 +266,7 @@ describe('the OpenAPI document', () => {
 
   it('names every JSON body after its contract type, and a client generated from it (openapi-typescript, openapi-fetch) type-checks strictly by those names', async () => {
     const service = await fakeService();
-    const dir = await mkdtemp(join(tmpdir(), 'agent-runner-openapi-'));
+    let client: GeneratedClient | undefined;
     try {
       const document = (await service.api('GET', '/openapi.json')).json as OpenApiDocument;
       const byName = (schema: unknown) => {
@@ -288,9 +283,8 @@ describe('the OpenAPI document', () => {
         }
       }
       // What a user of the document does: generate the types, and call through them.
-      await writeFile(join(dir, 'api.ts'), astToString(await openapiTS(document as never)));
-      await writeFile(
-        join(dir, 'client.ts'),
+      client = await generatedClient(
+        document,
         [
           "import createClient from 'openapi-fetch';",
           "import type { components, paths } from './api.js';",
@@ -314,21 +308,9 @@ describe('the OpenAPI document', () => {
           '',
         ].join('\n'),
       );
-      const fetchTypes = dirname(createRequire(import.meta.url).resolve('openapi-fetch/package.json'));
-      const program = ts.createProgram([join(dir, 'client.ts')], {
-        strict: true,
-        noEmit: true,
-        target: ts.ScriptTarget.ES2022,
-        module: ts.ModuleKind.ESNext,
-        moduleResolution: ts.ModuleResolutionKind.Bundler,
-        skipLibCheck: true,
-        lib: ['lib.es2022.d.ts', 'lib.dom.d.ts'],
-        paths: { 'openapi-fetch': [fetchTypes] },
-      });
-      const diagnostics = ts.getPreEmitDiagnostics(program).map((diagnostic) => ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
-      assert.deepEqual(diagnostics, []);
+      assert.deepEqual(client.diagnostics(), []);
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      await client?.remove();
       await service.close();
     }
   });
