@@ -3,6 +3,7 @@ import type { FastifySchema, RouteOptions } from 'fastify';
 import { ERROR_CODES, type ErrorCode } from '../contract/errors.js';
 import { ErrorBodySchema } from '../contract/service.js';
 import { OPEN_ROUTES } from './auth.js';
+import { forGeneratedClients } from './openapi-clients.js';
 import { routeSchema } from './route-schema.js';
 
 declare module 'fastify' {
@@ -72,6 +73,8 @@ export function openapiOptions(token: string | null): FastifyDynamicSwaggerOptio
     // A shared schema is a component under its contract name (`SandboxCodeResult`), as generated
     // clients name their types after it; the plugin's own names are `def-0`, `def-1`...
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, index) => (typeof json.$id === 'string' ? json.$id : `Schema${index}`) },
+    // What clients generated from the document need beyond the contract schemas (openapi-clients.ts).
+    transformObject: (documentObject) => ('openapiObject' in documentObject ? forGeneratedClients(documentObject.openapiObject) : documentObject.swaggerObject),
   };
 }
 

@@ -264,6 +264,33 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it("maps each discriminator's values to its alternatives, the values the service reads (not the alternatives' names)", async () => {
+    const service = await fakeService();
+    try {
+      const document = (await service.api('GET', '/openapi.json')).json as OpenApiDocument;
+      type Union = { oneOf: Array<{ $ref: string }>; discriminator: { propertyName: string; mapping?: Record<string, string> } };
+      const unions: Union[] = [];
+      const visit = (node: unknown): void => {
+        if (typeof node !== 'object' || node === null) return;
+        if ('discriminator' in node && 'oneOf' in node) unions.push(node as Union);
+        for (const value of Object.values(node)) visit(value);
+      };
+      visit(document);
+      const request = document.components.schemas.RunJobRequest as { properties: Record<string, unknown> };
+      assert.deepEqual((request.properties.workspace as Union).discriminator, {
+        propertyName: 'source',
+        mapping: { local_path: '#/components/schemas/LocalPathWorkspace', inline: '#/components/schemas/InlineWorkspace', archive: '#/components/schemas/ArchiveWorkspace' },
+      });
+      // Any other discriminator: each alternative under the one value it allows the property.
+      for (const { oneOf, discriminator } of unions) {
+        const values = oneOf.map(({ $ref }) => (resolved(document, { $ref }) as { properties: Record<string, { enum: string[] }> }).properties[discriminator.propertyName]!.enum);
+        assert.deepEqual(discriminator.mapping, Object.fromEntries(oneOf.map(({ $ref }, index) => [values[index]![0], $ref])), JSON.stringify(oneOf));
+      }
+    } finally {
+      await service.close();
+    }
+  });
+
   it('names every JSON body after its contract type, and a client generated from it (openapi-typescript, openapi-fetch) type-checks strictly by those names', async () => {
     const service = await fakeService();
     let client: GeneratedClient | undefined;
@@ -298,9 +325,16 @@ describe('the OpenAPI document', () => {
           "  const result: components['schemas']['RunJobResult'] | undefined = state.data?.result;",
           '  return result ? state.data : undefined;',
           '}',
+          // A workspace is told apart by its source's value.
+          'export async function inline(): Promise<void> {',
+          "  const workspace = { source: 'inline' as const, files: [{ path: 'a.txt', content: 'hi', encoding: 'utf8' as const }] };",
+          "  await client.POST('/v1/jobs', { body: { command: { argv: ['true'] }, workspace } });",
+          '}',
           'export async function wrong(): Promise<void> {',
           '  // @ts-expect-error a RunJobRequest has a command',
           "  await client.POST('/v1/jobs', { body: { timeout_ms: 1 } });",
+          '  // @ts-expect-error the source is the value the service reads, not the name of its schema',
+          "  await client.POST('/v1/jobs', { body: { command: { argv: ['true'] }, workspace: { source: 'InlineWorkspace', files: [] } } });",
           "  const error = (await client.POST('/v1/exec', { body: { trace_id: 't', lang: 'python', code: '' } })).error;",
           "  const code: components['schemas']['ErrorBody']['error']['code'] | undefined = error?.error.code;",
           '  void code;',
