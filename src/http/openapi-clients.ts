@@ -17,12 +17,18 @@ const DATA_KEYWORDS = new Set(['const', 'default', 'enum', 'example', 'examples'
 /** Keywords whose values are schemas by name, the names being no keywords. */
 const SCHEMAS_BY_NAME = new Set(['properties', 'patternProperties', '$defs', 'dependentSchemas']);
 
-/** The document with each discriminator's mapping written out. */
+/**
+ * The document with each discriminator's mapping written out, and the defaults of what requests
+ * send moved from `default` to the description.
+ */
 export function forGeneratedClients<D extends object>(document: D): D {
   const { paths = {}, components = {} } = document as Document;
   const schemas = components.schemas ?? {};
+  const requested = reachedFromRequestBodies(paths, schemas);
   const mapped = (node: unknown) => eachSchema(node, (schema) => withDiscriminatorMapping(schema, schemas));
-  const rewritten = Object.fromEntries(Object.entries(schemas).map(([name, schema]) => [name, mapped(schema)]));
+  const rewritten = Object.fromEntries(
+    Object.entries(schemas).map(([name, schema]) => [name, requested.has(name) ? eachSchema(mapped(schema), withDefaultsDescribed) : mapped(schema)]),
+  );
   return { ...document, paths: mapped(paths), components: { ...components, schemas: rewritten } };
 }
 
@@ -54,6 +60,44 @@ function onlyValue(schema: unknown): unknown {
   if (!isObject(schema)) return undefined;
   if ('const' in schema) return schema.const;
   return Array.isArray(schema.enum) && schema.enum.length === 1 ? schema.enum[0] : undefined;
+}
+
+/**
+ * A request's properties without `default`, the value said in their description instead:
+ * openapi-typescript makes a property with a default required (its defaultNonNullable, right
+ * for what the service answers) unless the schema is written inline in a requestBody, and our
+ * bodies are components, by name. The service fills these in, so a request may leave them out.
+ * The components of answers keep theirs; one reached from a request body too is read as the
+ * request's (optional: still true of the answer, only less precise).
+ */
+function withDefaultsDescribed(schema: Schema): Schema {
+  if (!isObject(schema.properties)) return schema;
+  const properties = Object.fromEntries(
+    Object.entries(schema.properties).map(([name, property]) => {
+      if (!isObject(property) || !('default' in property)) return [name, property];
+      const { default: value, description, ...rest } = property;
+      const said = `Default: ${JSON.stringify(value)}.`;
+      return [name, { ...rest, description: typeof description === 'string' ? `${description} ${said}` : said }];
+    }),
+  );
+  return { ...schema, properties };
+}
+
+/** The components a request body refers to, and those they refer to in turn. */
+function reachedFromRequestBodies(paths: Record<string, Record<string, unknown>>, schemas: Record<string, unknown>): Set<string> {
+  const reached = new Set<string>();
+  const follow = (node: unknown): void => {
+    if (typeof node !== 'object' || node === null) return;
+    const ref = (node as Schema).$ref;
+    const name = typeof ref === 'string' && ref.startsWith(COMPONENT) ? ref.slice(COMPONENT.length) : undefined;
+    if (name !== undefined && !reached.has(name)) {
+      reached.add(name);
+      follow(schemas[name]);
+    }
+    for (const value of Object.values(node)) follow(value);
+  };
+  for (const item of Object.values(paths)) for (const operation of Object.values(item)) if (isObject(operation)) follow(operation.requestBody);
+  return reached;
 }
 
 /** `node` with `rewrite` applied to each object in it, innermost first, data values left alone. */

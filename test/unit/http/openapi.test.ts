@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { Validator } from '@seriousme/openapi-schema-validator';
+import openapiTS, { astToString } from 'openapi-typescript';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { ERROR_CODES, type ErrorCode } from '../../../src/contract/errors.js';
+import { forGeneratedClients } from '../../../src/http/openapi-clients.js';
 import { fakeService } from '../../helpers/fake-service.js';
 import { generatedClient, type GeneratedClient } from '../../helpers/openapi-client.js';
 
@@ -291,6 +293,31 @@ describe('the OpenAPI document', () => {
     }
   });
 
+  it('writes a request body without the defaults that would make a generated client require them; an answer keeps them', async () => {
+    const service = await fakeService();
+    try {
+      const document = (await service.api('GET', '/openapi.json')).json as OpenApiDocument;
+      const request = document.components.schemas.RunJobRequest as { properties: { policy: { properties: Record<string, { default?: unknown; description?: string }> } } };
+      const { allow_shell } = request.properties.policy.properties;
+      assert.deepEqual(allow_shell, { type: 'boolean', description: 'Default: false.' });
+    } finally {
+      await service.close();
+    }
+    // openapi-typescript requires a property with a default (defaultNonNullable) unless written
+    // inline in a requestBody: what the service answers keeps its default, and is required.
+    const schema = { type: 'object', properties: { flag: { type: 'boolean', default: false } } };
+    const body = (name: string) => ({ content: { 'application/json': { schema: { $ref: `#/components/schemas/${name}` } } } });
+    const document = {
+      openapi: '3.1.0',
+      info: { title: 'defaults', version: '1' },
+      paths: { '/ask': { post: { requestBody: body('Ask'), responses: { 200: { description: 'the answer', ...body('Answer') } } } } },
+      components: { schemas: { Ask: schema, Answer: schema } },
+    };
+    const types = astToString(await openapiTS(forGeneratedClients(document) as never));
+    assert.match(types, /Ask: \{[^}]*flag\?: boolean;/);
+    assert.match(types, /Answer: \{[^}]*flag: boolean;/);
+  });
+
   it('names every JSON body after its contract type, and a client generated from it (openapi-typescript, openapi-fetch) type-checks strictly by those names', async () => {
     const service = await fakeService();
     let client: GeneratedClient | undefined;
@@ -325,16 +352,20 @@ describe('the OpenAPI document', () => {
           "  const result: components['schemas']['RunJobResult'] | undefined = state.data?.result;",
           '  return result ? state.data : undefined;',
           '}',
-          // A workspace is told apart by its source's value.
+          // What the service fills in (a policy's allow_shell and network, a file's encoding) a
+          // request may leave out, and a workspace is told apart by its source's value.
+          "const defaulted: RunJobRequest = { command: { argv: ['true'] }, policy: { allowed_env: [] } };",
           'export async function inline(): Promise<void> {',
-          "  const workspace = { source: 'inline' as const, files: [{ path: 'a.txt', content: 'hi', encoding: 'utf8' as const }] };",
-          "  await client.POST('/v1/jobs', { body: { command: { argv: ['true'] }, workspace } });",
+          "  const workspace = { source: 'inline' as const, files: [{ path: 'a.txt', content: 'hi' }] };",
+          "  await client.POST('/v1/jobs', { body: { ...defaulted, workspace } });",
+          "  await client.POST('/v1/exec', { body: { lang: 'python', code: '', files: [{ name: 'b.py', content: '' }] } });",
+          "  await client.POST('/v1/sessions', { body: { lang: 'python' } });",
           '}',
           'export async function wrong(): Promise<void> {',
           '  // @ts-expect-error a RunJobRequest has a command',
           "  await client.POST('/v1/jobs', { body: { timeout_ms: 1 } });",
           '  // @ts-expect-error the source is the value the service reads, not the name of its schema',
-          "  await client.POST('/v1/jobs', { body: { command: { argv: ['true'] }, workspace: { source: 'InlineWorkspace', files: [] } } });",
+          "  await client.POST('/v1/jobs', { body: { ...defaulted, workspace: { source: 'InlineWorkspace', files: [] } } });",
           "  const error = (await client.POST('/v1/exec', { body: { trace_id: 't', lang: 'python', code: '' } })).error;",
           "  const code: components['schemas']['ErrorBody']['error']['code'] | undefined = error?.error.code;",
           '  void code;',
