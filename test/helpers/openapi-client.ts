@@ -1,7 +1,8 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 
@@ -12,6 +13,8 @@ import ts from 'typescript';
 export interface GeneratedClient {
   /** The compiler's complaints about client.ts and the types, in strict mode: none when it type-checks. */
   diagnostics(): string[];
+  /** client.ts as node runs it: transpiled, openapi-fetch imported from this checkout. */
+  load<Module>(): Promise<Module>;
   remove(): Promise<void>;
 }
 
@@ -34,6 +37,15 @@ export async function generatedClient(document: unknown, client: string): Promis
         paths: { 'openapi-fetch': [fetchTypes] },
       });
       return ts.getPreEmitDiagnostics(program).map((diagnostic) => ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
+    },
+    async load<Module>() {
+      const { outputText } = ts.transpileModule(await readFile(join(dir, 'client.ts'), 'utf8'), {
+        compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+      });
+      // The temp dir has no node_modules to find the package in: its ES module by URL instead.
+      const runnable = outputText.replace(/(['"])openapi-fetch\1/, JSON.stringify(import.meta.resolve('openapi-fetch')));
+      await writeFile(join(dir, 'client.mjs'), runnable);
+      return (await import(pathToFileURL(join(dir, 'client.mjs')).href)) as Module;
     },
     remove: () => rm(dir, { recursive: true, force: true }),
   };
