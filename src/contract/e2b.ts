@@ -157,6 +157,13 @@ export const E2bListQuerySchema = Type.Object(
 );
 export type E2bListQuery = Static<typeof E2bListQuerySchema>;
 
+/** `GET /sandboxes/{id}/metrics`: the readings between `start` and `end` (unix seconds). */
+export const E2bMetricsQuerySchema = Type.Object(
+  { start: Type.Optional(Type.Integer({ minimum: 0 })), end: Type.Optional(Type.Integer({ minimum: 0 })) },
+  { additionalProperties: true },
+);
+export type E2bMetricsQuery = Static<typeof E2bMetricsQuerySchema>;
+
 /** One reading of `GET /sandboxes/{id}/metrics` (bytes, percent of `cpuCount` cores). */
 export const E2bSandboxMetricSchema = Type.Object(
   {

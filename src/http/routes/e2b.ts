@@ -9,6 +9,7 @@ import {
   E2bForkResultSchema,
   E2bListedSandboxSchema,
   E2bListQuerySchema,
+  E2bMetricsQuerySchema,
   E2bNewSandboxSchema,
   E2bPauseSchema,
   E2bSandboxDetailSchema,
@@ -23,6 +24,7 @@ import {
   type E2bForkResult,
   type E2bListedSandbox,
   type E2bListQuery,
+  type E2bMetricsQuery,
   type E2bNewSandbox,
   type E2bSandbox,
   type E2bSandboxDetail,
@@ -175,21 +177,26 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: string[]) {
       },
     );
 
-    app.get<SandboxRoute>(
+    app.get<SandboxRoute & { Querystring: E2bMetricsQuery }>(
       '/sandboxes/:sandboxID/metrics',
       {
         config: E2B_ROUTE,
         schema: {
-          summary: 'E2B: what the sandbox uses now, one reading (none where its backend cannot count it)',
+          summary:
+            'E2B: what the sandbox uses, one reading taken when asked (no history is kept): none where its backend cannot count it, or when the time asked for (`start`, `end`: unix seconds) is not now',
           tags: ['e2b'],
           params: Params,
+          querystring: routeSchema(E2bMetricsQuerySchema),
           response: { 200: namedList(app, E2bSandboxMetricSchema), ...errors },
         },
       },
       async (request) => {
         const { id } = await running(sandboxes, request.params.sandboxID);
         const reading = metric(await sandboxes.metrics(id));
-        return reading === null ? [] : [reading];
+        const { start, end } = request.query;
+        // The SDK rounds its bounds to whole seconds: a reading within the second `end` names is inside.
+        const inside = (at: number) => (start === undefined || at >= start) && (end === undefined || at <= end + 1);
+        return reading === null || !inside(reading.timestampUnix) ? [] : [reading];
       },
     );
 

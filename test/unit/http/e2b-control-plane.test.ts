@@ -77,6 +77,9 @@ describe('E2B control plane, through the e2b SDK', () => {
     assert.ok(info.endAt.getTime() - Date.now() > 3_000_000, 'moved out to an hour');
     const again = await Sandbox.connect(sandbox.sandboxId, opts());
     assert.equal(again.sandboxId, sandbox.sandboxId);
+    const now = Date.now();
+    assert.equal((await sandbox.getMetrics({ start: new Date(now - 5000), end: new Date(now) })).length, 1, 'a reading now is inside a range ending now');
+    assert.deepEqual(await sandbox.getMetrics({ start: new Date(now - 3_600_000), end: new Date(now - 1_800_000) }), [], 'no reading of a time gone');
     const [reading] = await sandbox.getMetrics();
     assert.deepEqual({ cpu: reading?.cpuUsedPct, memory: reading?.memUsed, cores: reading?.cpuCount }, { cpu: 12.5, memory: 1 << 20, cores: 1 });
     assert.equal(await Sandbox.kill(sandbox.sandboxId, opts()), true);
