@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -310,6 +311,8 @@ export class BubblewrapBackend implements SandboxBackend {
           network = new JobNetwork(template.network, this.options.networkTools, pidFile);
         }
       }
+      const bootId = join(stagingDir, 'boot_id');
+      await writeFile(bootId, `${randomUUID()}\n`, { mode: 0o644, flag: 'wx' });
       const settled = this.jobs.oweCleanup();
       // Settled by the sandbox once it has cleaned up, or below if it cannot be launched.
       settleCleanup = settled;
@@ -320,6 +323,7 @@ export class BubblewrapBackend implements SandboxBackend {
         template,
         [...template.mounts, ...fileMounts],
         networkFiles,
+        bootId,
         ready,
         cgroup,
         joinsAsRoot ? launchUid : null,
@@ -369,6 +373,7 @@ export class BubblewrapBackend implements SandboxBackend {
     template: SandboxTemplate,
     mounts: readonly Mount[],
     networkFiles: NetworkFiles | null,
+    bootId: string,
     ready: BubblewrapHost,
     cgroup: JobCgroup | null,
     becomeUid: number | null,
@@ -386,6 +391,7 @@ export class BubblewrapBackend implements SandboxBackend {
       layout: ready.layout,
       identityFiles: ready.identityFiles[template.user ?? 'sandbox'],
       meminfo: this.meminfoFor(limits.memoryBytes),
+      bootId,
       argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
       cwd: template.cwd,
       // The proxy's variables last: a job's own HTTPS_PROXY would lead nowhere.

@@ -34,12 +34,21 @@ export interface NetworkFiles {
 /** Where a job with secrets finds its CA bundle: the system's roots and its own job CA. */
 export const CA_BUNDLE_SANDBOX_PATH = '/etc/agent-runner-ca-bundle.pem';
 
+const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
+
 export interface BwrapPlan {
   layout: HostLayout;
   /** passwd/group files naming the sandbox user, so tools that look it up do not fail. */
   identityFiles: { passwd: string; group: string };
   /** A /proc/meminfo that reports the job's memory limit, so `free` and runtimes size themselves to it. */
   meminfo: string;
+  /**
+   * The sandbox's own /proc/sys/kernel/random/boot_id (a file of a fresh UUID): a start of a
+   * sandbox is a boot to what runs in it (a sandbox paused with its files only and resumed is told
+   * apart from one that kept its memory), and the host's boot id, the same for every sandbox and
+   * known outside, is no one's to read.
+   */
+  bootId: string;
   argv: readonly string[];
   cwd: string;
   env: Readonly<Record<string, string>>;
@@ -125,7 +134,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   // harmless devices (no tty, no pts, no kvm), read-only but for its /dev/shm. A sandbox with
   // terminals gets bwrap's /dev instead: the same devices plus tty, and a devpts instance of its
   // own (new in its user namespace, so it sees no host terminal); still no kvm, nothing else.
-  args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo');
+  args.push('--proc', '/proc', '--ro-bind', plan.meminfo, '/proc/meminfo', '--ro-bind', plan.bootId, BOOT_ID_PATH);
   if (plan.terminals) {
     args.push('--dev', '/dev');
   } else {

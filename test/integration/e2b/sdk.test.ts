@@ -365,6 +365,16 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.ok(ended instanceof TimeoutError && ended.message.includes('sandbox was killed or reached its end of life'), String(ended));
   });
 
+  it("a sandbox has a boot id of its own, not the host's; paused with its files only, it comes back with a new one", async () => {
+    const sandbox = await create();
+    const bootId = async (running: Sandbox) => (await running.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+    const before = await bootId(sandbox);
+    assert.notEqual(before, readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
+    assert.equal(await sandbox.pause({ keepMemory: false }), true);
+    const resumed = await sandbox.connect();
+    assert.notEqual(await bootId(resumed), before);
+  });
+
   it('a paused sandbox made with autoResume is resumed by a request to it; one without stays paused', async () => {
     const waking = await create({ lifecycle: { onTimeout: 'pause', autoResume: true } });
     await waking.files.write('kept.txt', 'kept');

@@ -7,6 +7,7 @@ const plan: BwrapPlan = {
   layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
   identityFiles: { passwd: '/state/passwd', group: '/state/group' },
   meminfo: '/state/meminfo',
+  bootId: '/state/jobs/1/boot_id',
   argv: ['/usr/bin/python3', 'script.py'],
   cwd: '/tmp/job-1',
   env: { PATH: '/usr/bin', HOME: '/tmp' },
@@ -30,7 +31,7 @@ describe('bubblewrap argv', () => {
       '--clearenv', '--setenv PATH /usr/bin', '--setenv HOME /tmp',
       '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /dev/null /usr/bin/dash', '--perms 0755', '--dir /etc', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
       '--ro-bind /state/passwd /etc/passwd', '--ro-bind /state/group /etc/group',
-      '--proc /proc', '--ro-bind /state/meminfo /proc/meminfo',
+      '--proc /proc', '--ro-bind /state/meminfo /proc/meminfo', '--ro-bind /state/jobs/1/boot_id /proc/sys/kernel/random/boot_id',
       '--size 65536', '--tmpfs /dev',
       '--dev-bind /dev/null /dev/null', '--dev-bind /dev/zero /dev/zero', '--dev-bind /dev/full /dev/full',
       '--dev-bind /dev/random /dev/random', '--dev-bind /dev/urandom /dev/urandom',
@@ -47,7 +48,7 @@ describe('bubblewrap argv', () => {
 
   it("gives a sandbox with terminals bwrap's /dev (its own devpts), read-only but for /dev/shm", () => {
     const flags = bwrapFlags(buildBwrapArgs({ ...plan, terminals: true }));
-    const dev = flags.slice(flags.indexOf('--ro-bind /state/meminfo /proc/meminfo') + 1, flags.indexOf('--remount-ro /dev') + 1);
+    const dev = flags.slice(flags.indexOf('--ro-bind /state/jobs/1/boot_id /proc/sys/kernel/random/boot_id') + 1, flags.indexOf('--remount-ro /dev') + 1);
     assert.deepEqual(dev, ['--dev /dev', '--perms 1777', '--size 512', '--tmpfs /dev/shm', '--remount-ro /dev']);
   });
 
