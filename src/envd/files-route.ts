@@ -117,11 +117,18 @@ export function uploadMetadata(request: IncomingMessage): FileMetadata {
   return Object.keys(metadata).length === 0 ? undefined : metadata;
 }
 
+/** The largest file taken as a plain form value (a part without a file name), held whole in memory. */
+const FORM_VALUE_BYTES = 1024 * 1024;
+
 /** The file parts of a multipart body, one at a time: the parser waits while a part is being written. */
 function eachFilePart(request: IncomingMessage, handle: (stream: Readable, filename: string) => Promise<void>): Promise<void> {
   return new Promise((resolve, reject) => {
     // preservePath: the SDK names each part by its target path ("dir/a.txt", "/home/user/x"), not a bare file name.
-    const parser = Busboy({ headers: { ...request.headers, 'content-type': request.headers['content-type'] ?? '' }, preservePath: true });
+    const parser = Busboy({
+      headers: { ...request.headers, 'content-type': request.headers['content-type'] ?? '' },
+      preservePath: true,
+      limits: { fieldSize: FORM_VALUE_BYTES },
+    });
     let chain = Promise.resolve();
     let failed = false;
     parser.on('file', (field, stream, filename) => {
@@ -135,6 +142,17 @@ function eachFilePart(request: IncomingMessage, handle: (stream: Readable, filen
           stream.resume();
           throw error;
         }
+      });
+      chain.catch(reject);
+    });
+    // A part named `file` without a file name (FormData.append('file', 'text')) is a field to
+    // busboy; envd's Go reader takes every part by its name, so its value is a file too.
+    parser.on('field', (field, value, _nameTruncated, valueTruncated) => {
+      if (field !== 'file') return;
+      chain = chain.then(async () => {
+        if (failed) return;
+        if (valueTruncated) throw new ConnectError(`a file sent as a form value may hold at most ${FORM_VALUE_BYTES} bytes: send it as a file part`, Code.InvalidArgument);
+        await handle(Readable.from([Buffer.from(value)]), '');
       });
       chain.catch(reject);
     });

@@ -126,6 +126,14 @@ describe('envd /files and /health', () => {
     assert.equal(uploaded.status, 200);
   });
 
+  it('writes a form value named `file` (a part without a file name) to the path asked, as envd reads parts by name', async () => {
+    const form = new FormData();
+    form.append('file', 'from a value');
+    const response = await call('/files?path=valued.txt', { method: 'POST', body: form });
+    assert.deepEqual(await response.json(), [{ path: '/home/user/valued.txt', name: 'valued.txt', type: 'file' }]);
+    assert.equal(target.agent.file('valued.txt')!.toString(), 'from a value');
+  });
+
   it("refuses an upload's metadata beyond envd's bounds before writing anything (400)", async () => {
     const upload = (headers: Record<string, string>) =>
       call('/files?path=meta.txt', { method: 'POST', body: 'x', headers: { 'content-type': 'application/octet-stream', ...headers } });
