@@ -43,11 +43,43 @@ def skipped(path, error):
     sys.stderr.write("home-archive: left out %s: %s\n" % (path, error.strerror or error))
 
 
+# Extended attributes a sandbox's user may set (E2B's file metadata is `user.e2b.*`), kept as
+# GNU tar and bsdtar keep them: a pax header each.
+USER_XATTR = "user."
+PAX_XATTR = "SCHILY.xattr."
+
+
+def with_xattrs(info, target):
+    """`info` with the user.* extended attributes of `target` (a path or an open fd): none where
+    the file system keeps none."""
+    # An fd is the file itself; a path is not followed (a link has no user attributes of its own).
+    follow = {} if isinstance(target, int) else {"follow_symlinks": False}
+    try:
+        names = [name for name in os.listxattr(target, **follow) if name.startswith(USER_XATTR)]
+        for name in names:
+            value = os.getxattr(target, name, **follow)
+            info.pax_headers[PAX_XATTR + name] = value.decode("utf-8", "surrogateescape")
+    except OSError:
+        pass
+    return info
+
+
+def restore_xattrs(member, path):
+    for key, value in member.pax_headers.items():
+        name = key[len(PAX_XATTR):]
+        if not (key.startswith(PAX_XATTR) and name.startswith(USER_XATTR)):
+            continue
+        try:
+            os.setxattr(path, name, value.encode("utf-8", "surrogateescape"), follow_symlinks=False)
+        except OSError as error:
+            skipped("%s (its attribute %s)" % (path, name), error)
+
+
 def add_file(archive, path, name):
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         # Its type, mode and size from the file opened, not from its name: it may be replaced meanwhile.
-        info = archive.gettarinfo(arcname=name, fileobj=Exactly(fd, 0, path))
+        info = with_xattrs(archive.gettarinfo(arcname=name, fileobj=Exactly(fd, 0, path)), fd)
         archive.addfile(info, Exactly(fd, info.size))
     finally:
         os.close(fd)
@@ -65,7 +97,8 @@ def pack(home):
                     if stat.S_ISREG(mode):
                         add_file(archive, path, name)
                     elif stat.S_ISDIR(mode) or stat.S_ISLNK(mode) or stat.S_ISFIFO(mode):
-                        archive.add(path, arcname=name, recursive=False)
+                        info = archive.gettarinfo(path, arcname=name)
+                        archive.addfile(info if stat.S_ISLNK(mode) else with_xattrs(info, path))
                     # Sockets and devices are a running program's, not files to keep.
                 except OSError as error:
                     skipped(path, error)
@@ -88,9 +121,20 @@ def unpack(home):
                 continue
             # A directory's mode and time are set once all it holds is in (as extractall does):
             # a read-only one could not take its files, and each file would move its time.
-            archive.extract(member, home, set_attrs=not member.isdir(), numeric_owner=True)
+            archive.extract(member, home, set_attrs=False, numeric_owner=True)
+            path = os.path.join(home, member.name)
             if member.isdir():
+                restore_xattrs(member, path)
                 directories.append(member)
+                continue
+            # Its attributes before its mode: a file it makes read-only takes none after.
+            if not member.issym():
+                restore_xattrs(member, path)
+            # What extract does with set_attrs (an owner as root only; a link's mode and time are its target's).
+            archive.chown(member, path, True)
+            if not member.issym():
+                archive.chmod(member, path)
+                archive.utime(member, path)
         for member in reversed(directories):
             path = os.path.join(home, member.name)
             try:

@@ -265,6 +265,9 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.deepEqual((await sandbox.files.rename('meta/a.txt', 'meta/c.txt')).metadata, metadata);
     assert.equal((await sandbox.files.write('meta/c.txt', 'again')).metadata, undefined);
     assert.equal((await sandbox.files.getInfo('meta/c.txt')).metadata, undefined);
+    // Its files travel in the home's archive: their metadata with them.
+    assert.equal(await sandbox.pause({ keepMemory: false }), true);
+    assert.deepEqual((await (await sandbox.connect()).files.getInfo('meta/b.txt')).metadata, metadata);
   });
 
   it("sandboxes are apart: one's files and processes are never another's; unknown ids are not found; a host name routes", async () => {
