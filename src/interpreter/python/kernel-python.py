@@ -78,6 +78,9 @@ class Stream:
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError("write() argument must be str, not %s" % type(text).__name__)
+        if not text:
+            # Nothing to say (IPython's `!` lines end with print("", end="")): no empty stream line.
+            return 0
         self.held.append(text)
         self.size += len(text)
         if "\n" in text or self.size >= STREAM_HOLD:

@@ -161,6 +161,16 @@ describe('kernel-bridge.py', () => {
     assert.deepEqual(frames.at(-1), { id: ids, done: true });
   });
 
+  it('sends no empty stream line: a `!` line is its output alone, as a writing of nothing is nothing', async () => {
+    const frames = await ask({ op: 'execute', code: '!echo from the shell\nprint("", end="")', env_vars: {} });
+    assert.deepEqual(
+      outputs(frames)
+        .filter((line) => line.type === 'stdout')
+        .map((line) => (line as { text: string }).text),
+      ['from the shell\r\n'],
+    );
+  });
+
   it('answers a malformed or unknown request with an error and goes on', async () => {
     assert.deepEqual(await ask({ op: 'transmogrify' }), [{ id: ids, error: "unknown op 'transmogrify'" }]);
     bridge.send({ op: 'execute', code: '1' });
