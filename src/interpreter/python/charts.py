@@ -4,6 +4,7 @@
 # code-interpreter context, imported by startup.py; written here, not taken from E2B's extractor,
 # which needs pydantic.
 import datetime
+import math
 import re
 
 from matplotlib.collections import PathCollection
@@ -47,7 +48,7 @@ def axes_chart(ax):
         if horizontal:
             swap_axes(chart)
     elif kind == "pie":
-        chart["elements"] = [{"label": wedge.get_label(), "angle": round_value(abs(wedge.theta2 - wedge.theta1)), "radius": wedge.r}
+        chart["elements"] = [{"label": wedge.get_label(), "angle": angle_value(abs(wedge.theta2 - wedge.theta1)), "radius": wedge.r}
                              for wedge in ax.patches]
     elif kind == "box_and_whisker":
         boxes, horizontal = boxes_of(ax)
@@ -202,6 +203,15 @@ def number(value):
 def round_value(value):
     """Twelve significant digits: what float arithmetic on the data leaves beyond them is noise."""
     return float("%.12g" % value)
+
+
+def angle_value(value):
+    """A wedge's angle: matplotlib computes its thetas in float32 (324 comes out 323.99999141693115),
+    so it keeps 8 significant digits less its order of magnitude (6 for hundreds), as E2B's charts do."""
+    if value == 0:
+        return 0.0
+    digits = max(1, 8 - math.floor(math.log10(abs(value))))
+    return float("%.*g" % (digits, value))
 
 
 def format_number(value):

@@ -91,6 +91,14 @@ describe('charts.py: a figure as data', () => {
     );
   });
 
+  it("reads a pie's angles to the precision matplotlib keeps them (its thetas are float32)", () => {
+    const pie = chartOf('plt.pie([90, 10], labels=["No", "Yes"], startangle=90)');
+    assert.deepEqual(pie.elements, [
+      { label: 'No', angle: 324, radius: 1 },
+      { label: 'Yes', angle: 36, radius: 1 },
+    ]);
+  });
+
   it('reads box plots: quartiles, median, whiskers and outliers', () => {
     const chart = chartOf('plt.boxplot([[1, 2, 3, 4, 5, 40], [2, 3, 4]], labels=["a", "b"], patch_artist=True)');
     assert.equal(chart.type, 'box_and_whisker');
