@@ -240,6 +240,15 @@ describe('kernel-bridge.py', () => {
     assert.equal(result.png, 'iVBORw0KGgo=');
   });
 
+  it("a PIL image shown (Image.show()) or saved to a file is a png result, as in E2B's kernel", async () => {
+    const pngs = async (code: string) =>
+      outputs(await ask({ op: 'execute', code, env_vars: {} })).flatMap((line) => (line.type === 'result' && typeof line.png === 'string' ? [line.png.slice(0, 4)] : []));
+    // The PNG signature, in base64.
+    assert.deepEqual(await pngs('from PIL import Image\nimage = Image.new("RGB", (4, 4), "red")\nimage.show()\nprint("done")'), ['iVBO']);
+    assert.deepEqual(await pngs(`image.save(${JSON.stringify(join(scratch, 'saved.png'))})`), ['iVBO']);
+    assert.deepEqual(await pngs('import io\nimage.save(io.BytesIO(), "PNG")'), [], 'saved to a stream: nothing shown');
+  });
+
   it('a kernel that ended between cells is replaced at the next cell, which says so; the bridge goes on', async () => {
     await ask({ op: 'execute', code: 'import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), os._exit(3))).start()', env_vars: {} });
     await new Promise((resolve) => setTimeout(resolve, 1000));
