@@ -4,11 +4,17 @@ import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { KernelBridge, type KernelLanguage } from './kernel-bridge.js';
 
 /**
- * Contexts one sandbox may hold. Each is a kernel process (IPython: about 50 MB) under the
+ * Contexts with kernels one sandbox may hold (a default context counts from its first cell). Each is a kernel process (IPython: about 50 MB) under the
  * sandbox's memory and process limits; past this a create is refused rather than the sandbox
  * filling with kernels no one uses.
  */
 const MAX_CONTEXTS_PER_SANDBOX = 16;
+
+/**
+ * The contexts every sandbox lists from the start, as E2B's server makes them when it starts:
+ * each one's kernel starts with its first cell (until then it costs nothing, and counts against no cap).
+ */
+const DEFAULT_LANGUAGES: readonly KernelLanguage[] = ['python', 'javascript'];
 
 /** The languages a context can run here, by every name E2B's server takes for them. */
 const LANGUAGE_NAMES: Record<string, KernelLanguage> = { python: 'python', python3: 'python', javascript: 'javascript', js: 'javascript', bash: 'bash', sh: 'bash' };
@@ -32,7 +38,10 @@ export class ContextError extends Error {
   }
 }
 
-/** One context: a kernel bridge and the cells waiting their turn on it (a context runs one at a time). */
+/**
+ * One context: a kernel bridge and the cells waiting their turn on it (a context runs one at a
+ * time). A default context has no bridge until its first cell.
+ */
 class CodeContext {
   private tail: Promise<unknown> = Promise.resolve();
 
@@ -40,7 +49,7 @@ class CodeContext {
     readonly id: string,
     readonly language: KernelLanguage,
     readonly cwd: string,
-    public bridge: KernelBridge,
+    public bridge: KernelBridge | null,
   ) {}
 
   describe(): Context {
@@ -83,8 +92,9 @@ export class CodeContexts {
     return (await this.open(sandboxId, target, languageOf(language), cwd ?? target.home)).describe();
   }
 
-  list(sandboxId: string): Context[] {
-    return [...(this.bySandbox.get(sandboxId)?.values() ?? [])].map((context) => context.describe());
+  /** The sandbox's contexts, its default ones first (listed before their first cell, as E2B's server lists them). */
+  list(sandboxId: string, target: InterpreterTarget): Context[] {
+    return [...this.contextsOf(sandboxId, target).values()].map((context) => context.describe());
   }
 
   async execute(sandboxId: string, target: InterpreterTarget, options: ExecuteOptions): Promise<void> {
@@ -92,7 +102,8 @@ export class CodeContexts {
     const context = options.contextId ? this.find(sandboxId, options.contextId) : await this.defaultContext(sandboxId, target, languageOf(options.language));
     await context.inTurn(async () => {
       options.signal.throwIfAborted();
-      if (!context.bridge.alive) {
+      if (context.bridge === null) context.bridge = await this.startKernel(sandboxId, target, context);
+      else if (!context.bridge.alive) {
         const lost = context.bridge.lostReason();
         context.bridge = await this.startBridge(target, context.cwd, context.language);
         options.onOutput({ type: 'stderr', text: `[the context's kernel had ended (${lost}); this cell runs in a new one, without the state it had]\n` });
@@ -102,13 +113,15 @@ export class CodeContexts {
   }
 
   async interrupt(sandboxId: string, contextId: string): Promise<void> {
-    await this.find(sandboxId, contextId).bridge.interrupt();
+    await this.find(sandboxId, contextId).bridge?.interrupt();
   }
 
   /** A fresh kernel for the context: its state is gone, its id, language and cwd stay. */
   async restart(sandboxId: string, target: InterpreterTarget, contextId: string): Promise<void> {
     const context = this.find(sandboxId, contextId);
     await context.inTurn(async () => {
+      // A default context before its first cell has no kernel yet: fresh as it is.
+      if (context.bridge === null) return;
       // The bridge replaces its kernel itself; one that is gone (or goes with it) is started anew.
       if (context.bridge.alive) {
         try {
@@ -124,7 +137,7 @@ export class CodeContexts {
   async remove(sandboxId: string, contextId: string): Promise<void> {
     const context = this.find(sandboxId, contextId);
     this.bySandbox.get(sandboxId)?.delete(context.id);
-    await context.bridge.stop();
+    await context.bridge?.stop();
   }
 
   /**
@@ -133,7 +146,7 @@ export class CodeContexts {
    */
   suspend(sandboxId: string): void {
     this.suspended.add(sandboxId);
-    for (const context of this.bySandbox.get(sandboxId)?.values() ?? []) context.bridge.suspend();
+    for (const context of this.bySandbox.get(sandboxId)?.values() ?? []) context.bridge?.suspend();
   }
 
   /**
@@ -143,7 +156,7 @@ export class CodeContexts {
    */
   resumed(sandboxId: string, agent: SandboxAgentPort | null): void {
     if (!this.suspended.delete(sandboxId)) return;
-    for (const context of this.bySandbox.get(sandboxId)?.values() ?? []) context.bridge.resume(agent);
+    for (const context of this.bySandbox.get(sandboxId)?.values() ?? []) context.bridge?.resume(agent);
     if (agent === null) this.sandboxEnded(sandboxId);
   }
 
@@ -165,6 +178,7 @@ export class CodeContexts {
    * that was removed, or failed to start, is made again by the next cell.
    */
   private async defaultContext(sandboxId: string, target: InterpreterTarget, language: KernelLanguage): Promise<CodeContext> {
+    this.contextsOf(sandboxId, target);
     let defaults = this.defaults.get(sandboxId);
     if (!defaults) this.defaults.set(sandboxId, (defaults = new Map()));
     const pending = defaults.get(language);
@@ -179,12 +193,37 @@ export class CodeContexts {
     return opened;
   }
 
-  private async open(sandboxId: string, target: InterpreterTarget, language: KernelLanguage, cwd: string): Promise<CodeContext> {
+  /** The sandbox's contexts; the first time, its default ones, without kernels yet. */
+  private contextsOf(sandboxId: string, target: InterpreterTarget): Map<string, CodeContext> {
     let contexts = this.bySandbox.get(sandboxId);
-    if (!contexts) this.bySandbox.set(sandboxId, (contexts = new Map()));
+    if (contexts) return contexts;
+    this.bySandbox.set(sandboxId, (contexts = new Map()));
+    const defaults = new Map<KernelLanguage, Promise<CodeContext>>();
+    this.defaults.set(sandboxId, defaults);
+    for (const language of DEFAULT_LANGUAGES) {
+      const context = new CodeContext(randomUUID(), language, target.home, null);
+      contexts.set(context.id, context);
+      defaults.set(language, Promise.resolve(context));
+    }
+    return contexts;
+  }
+
+  /** The kernel of a default context, at its first cell; none when its sandbox ended meanwhile. */
+  private async startKernel(sandboxId: string, target: InterpreterTarget, context: CodeContext): Promise<KernelBridge> {
+    const bridge = await this.startBridge(target, context.cwd, context.language);
+    if (this.bySandbox.get(sandboxId)?.get(context.id) !== context) {
+      await bridge.stop();
+      throw new ContextError(502, `sandbox ${sandboxId} ended while the context started`);
+    }
+    return bridge;
+  }
+
+  private async open(sandboxId: string, target: InterpreterTarget, language: KernelLanguage, cwd: string): Promise<CodeContext> {
+    const contexts = this.contextsOf(sandboxId, target);
     const starting = this.starting.get(sandboxId) ?? 0;
-    if (contexts.size + starting >= MAX_CONTEXTS_PER_SANDBOX) {
-      throw new ContextError(429, `sandbox ${sandboxId} has ${contexts.size + starting} contexts, the most it may; remove one first`);
+    const kernels = [...contexts.values()].filter((context) => context.bridge !== null).length + starting;
+    if (kernels >= MAX_CONTEXTS_PER_SANDBOX) {
+      throw new ContextError(429, `sandbox ${sandboxId} has ${kernels} contexts with kernels, the most it may; remove one first`);
     }
     this.starting.set(sandboxId, starting + 1);
     let bridge: KernelBridge;
@@ -207,7 +246,7 @@ export class CodeContexts {
 
   private async startBridge(target: InterpreterTarget, cwd: string, language: KernelLanguage): Promise<KernelBridge> {
     try {
-      return await KernelBridge.start({ agent: target.agent, python: target.python, cwd, language });
+      return await KernelBridge.start({ agent: target.agent, python: target.python, cwd: target.home, workDir: cwd, language });
     } catch (error) {
       throw new ContextError(500, `Failed to create context: ${error instanceof Error ? error.message : String(error)}`);
     }

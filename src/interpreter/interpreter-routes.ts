@@ -37,7 +37,7 @@ export async function handleInterpreter(
   try {
     if (request.method === 'GET' && path === '/health') return sendJson(response, 200, 'OK');
     if (request.method === 'POST' && path === '/execute') return await execute(await readBody(request, ExecuteRequestSchema, maxBodyValues), response, sandboxId, target, contexts);
-    if (path === '/contexts' && request.method === 'GET') return sendJson(response, 200, contexts.list(sandboxId));
+    if (path === '/contexts' && request.method === 'GET') return sendJson(response, 200, contexts.list(sandboxId, target));
     if (path === '/contexts' && request.method === 'POST') {
       const body = await readBody(request, CreateContextRequestSchema, maxBodyValues);
       return sendJson(response, 200, await contexts.create(sandboxId, target, body.language, body.cwd));

@@ -41,7 +41,14 @@ export interface BridgeStart {
   agent: SandboxAgentPort;
   /** The sandbox's python: the bridge and its kernel run on it. */
   python: string;
+  /** Where the bridge starts. */
   cwd: string;
+  /**
+   * The directory the kernel works in, entered by the bridge itself: one the sandbox's user
+   * cannot enter (a missing one, or /root) leaves it in `cwd`, which its first cell is told on
+   * stderr, as E2B's kernel stays where it was when its `%cd` fails.
+   */
+  workDir?: string;
   language: KernelLanguage;
   /** The node a javascript kernel runs on (a session's toolchain); the sandbox's `node` when not given. */
   node?: string;
@@ -75,7 +82,7 @@ export class KernelBridge {
   private constructor(private agent: SandboxAgentPort) {}
 
   /** Starts the bridge and waits until its kernel answers (about half a second for IPython, a tenth for bash or node). */
-  static async start({ agent, python, cwd, language, node }: BridgeStart): Promise<KernelBridge> {
+  static async start({ agent, python, cwd, workDir, language, node }: BridgeStart): Promise<KernelBridge> {
     const bridge = new KernelBridge(agent);
     const ready = new Promise<void>((resolve, reject) => (bridge.readyWaiter = { resolve, reject }));
     const started = await agent.start(
@@ -83,7 +90,7 @@ export class KernelBridge {
         op: 'start',
         cmd: python,
         args: ['-I', '-c', bridgeSource(), language, ...KERNEL_SOURCES[language](), ...(language === 'javascript' && node !== undefined ? [node] : [])],
-        envs: {},
+        envs: workDir === undefined ? {} : { AGENT_RUNNER_WORK_DIR: workDir },
         cwd,
         stdin: true,
       },

@@ -16,6 +16,9 @@
 #   <- {"id": n, "output": {...one output line...}} ... then {"id": n, "done": true}
 #   -> {"id": n, "op": "interrupt"}     (also while an execute runs)  <- {"id": n}
 #   -> {"id": n, "op": "restart"}       <- {"id": n}
+# The environment's AGENT_RUNNER_WORK_DIR (taken out of it) is the directory the kernel works in:
+# the bridge enters it, and when it cannot (a missing one, one the sandbox's user may not enter)
+# stays where it started, which the first cell is told on stderr.
 # argv: the language, then for python the sources of charts.py and startup.py (which the kernel
 # imports before the first cell) and kernel-python.py, for javascript the source of kernel-node.cjs
 # and, optionally, the node to run it on.
@@ -633,17 +636,30 @@ def describe_exit(code):
     return "exit status %s" % code
 
 
+def enter_work_dir(path):
+    """Enters the context's directory; why not, if it cannot (then the kernel works where the bridge started)."""
+    if not path:
+        return None
+    try:
+        os.chdir(path)
+    except OSError as error:
+        return "the context's directory %s could not be entered (%s); it works in %s" % (path, error.strerror, os.getcwd())
+    return None
+
+
 def main():
     protocol = Protocol()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     language = sys.argv[1]
     names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node", "node"), "bash": ()}[language]
     sources = dict(zip(names, sys.argv[2:]))
+    notice = enter_work_dir(os.environ.pop("AGENT_RUNNER_WORK_DIR", None))
     try:
         bridge = Bridge(protocol, language, sources)
     except Exception as error:  # the kernel did not start: said once, then the context is over
         protocol.send({"ready": False, "error": "%s: %s" % (type(error).__name__, error)})
         return 1
+    bridge.notice = notice
     try:
         bridge.serve()
     finally:

@@ -167,6 +167,44 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
     await assert.rejects(sandbox.createCodeContext({ language: 'r' }), /500|400/);
   });
 
+  it("lists the default python and javascript contexts from the start, as E2B's server does; their first cells run in them", async () => {
+    const fresh = await Sandbox.create('base', opts());
+    try {
+      const listed = await fresh.listCodeContexts();
+      assert.deepEqual(
+        listed.map((context) => [context.language, context.cwd]),
+        [
+          ['python', '/home/user'],
+          ['javascript', '/home/user'],
+        ],
+      );
+      const python = listed[0]!;
+      await fresh.runCode('seen = "default"');
+      assert.equal((await fresh.runCode('seen', { context: python })).text, 'default');
+      assert.equal((await fresh.runCode('globalThis.seen = 1; 2', { context: listed[1]! })).text, '2');
+      assert.equal((await fresh.runCode('seen', { language: 'js' })).text, '1');
+      // A created context comes after them.
+      const created = await fresh.createCodeContext();
+      assert.deepEqual(
+        (await fresh.listCodeContexts()).map((context) => context.id),
+        [python.id, listed[1]!.id, created.id],
+      );
+    } finally {
+      await fresh.kill();
+    }
+  });
+
+  it('a context whose directory cannot be entered works in the home, and its first cell is told why', async () => {
+    const context = await sandbox.createCodeContext({ cwd: '/no/such/dir' });
+    assert.equal(context.cwd, '/no/such/dir');
+    assert.ok((await sandbox.listCodeContexts()).some((listed) => listed.id === context.id && listed.cwd === '/no/such/dir'));
+    const first = await sandbox.runCode('import os; os.getcwd()', { context });
+    assert.equal(first.text, '/home/user');
+    assert.deepEqual(first.logs.stderr, ["[the context's directory /no/such/dir could not be entered (No such file or directory); it works in /home/user]\n"]);
+    assert.deepEqual((await sandbox.runCode('1', { context })).logs.stderr, []);
+    await sandbox.removeCodeContext(context);
+  });
+
   it('runs javascript and bash contexts, each keeping its own state, streams and errors', async () => {
     const js = await sandbox.createCodeContext({ language: 'js' });
     assert.equal(js.language, 'javascript');
