@@ -5,8 +5,13 @@
  * declarations persist, and `require` resolves from the working directory. What a cell prints goes
  * to this process's stdout and stderr, which the bridge streams; when it has ended, one JSON line
  * on CONTROL_FD says its value (util.inspect) or error, with the cell's token (the bridge believes
- * no end without it). A cell with top-level `await` runs as an
- * async function (its declarations stay in it: assign to globalThis to keep them). SIGINT stops a
+ * no end without it). A cell with top-level `await` is rewritten as node's REPL rewrites one
+ * (its `processTopLevelAwait`, reached through --expose-internals, which the bridge gives): it runs
+ * as an async function, its top-level declarations become the context's, and its last expression
+ * is its value; on a node without it the cell runs as an async function of its own, its
+ * declarations staying in it. Static `import` declarations become `await import()`, so an ES
+ * module's imports run in the one global context (specifiers resolve from the working directory,
+ * as `require` does). SIGINT stops a
  * cell (synchronous code through vm's breakOnSigint, an async cell by abandoning its await); the
  * context stays. The kernel's own names live in a function, so that cells see none of them (a
  * `node -e` script's top-level declarations would be the cells' globals).
@@ -20,6 +25,15 @@
   const util = require('node:util');
   const vm = require('node:vm');
   const { createRequire } = require('node:module');
+
+  /** Node's REPL rewrite of a top-level-await cell (internal: needs --expose-internals); null without it. */
+  const processTopLevelAwait = (() => {
+    try {
+      return require('internal/repl/await').processTopLevelAwait;
+    } catch {
+      return null;
+    }
+  })();
 
   const controlFd = Number(process.argv[1]);
   const cellsFd = Number(process.argv[2]);
@@ -81,18 +95,64 @@
     }
   }
 
+  /**
+   * A cell's `import()`: node's own loader, as the main script's (specifiers resolve from the
+   * working directory). Node 20 marks it experimental and warns at its first use, which would be
+   * a cell's stderr: that first use is the kernel's own, its warning left unsaid.
+   */
+  const importModuleDynamically = vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER;
+  if (importModuleDynamically !== undefined) {
+    const emitWarning = process.emitWarning;
+    process.emitWarning = () => undefined;
+    try {
+      new vm.Script('import("node:path")', { importModuleDynamically }).runInThisContext().catch(() => undefined);
+    } finally {
+      process.emitWarning = emitWarning;
+    }
+  }
+
+  /**
+   * A static import declaration: `import a from 'm'`, `import * as n from 'm'`, `import { x, y as z } from 'm'`,
+   * `import a, { x } from 'm'`, `import a, * as n from 'm'`, `import 'm'`. Not `import(...)`, nor `import.meta`.
+   */
+  const STATIC_IMPORT = /^([ \t]*)import(?:\s+([A-Za-z_$][\w$]*)\s*,?)?\s*(?:\{([^}]*)\}|\*\s*as\s+([A-Za-z_$][\w$]*))?\s*(?:from)?\s*(['"])([^'"\n]+)\5[ \t]*;?/gm;
+
+  /** The cell with its static imports as `await import()` (as many lines as it had: errors keep their line numbers). */
+  function dynamicImports(code) {
+    return code.replace(STATIC_IMPORT, (whole, indent, name, names, namespace, _quote, specifier) => {
+      const from = 'await import(' + JSON.stringify(specifier) + ')';
+      const lines = '\n'.repeat(whole.split('\n').length - 1);
+      const bindings = [];
+      if (name !== undefined && name !== 'from') bindings.push('default: ' + name);
+      for (const part of (names ?? '').split(',')) {
+        const [imported, local] = part.trim().split(/\s+as\s+/);
+        if (imported) bindings.push(local === undefined ? imported : imported + ': ' + local);
+      }
+      let statement;
+      if (namespace !== undefined) statement = 'const ' + namespace + ' = ' + from + ';' + (bindings.length ? ' const { ' + bindings.join(', ') + ' } = ' + namespace + ';' : '');
+      else if (bindings.length) statement = 'const { ' + bindings.join(', ') + ' } = ' + from + ';';
+      else statement = from + ';';
+      return indent + statement + lines;
+    });
+  }
+
   let cells = 0;
   async function run(code, cell) {
     cells += 1;
-    const filename = '<cell ' + cells + '>';
+    const options = { filename: '<cell ' + cells + '>', importModuleDynamically };
     let script;
     let wrapped = false;
+    let rewritten = null;
     try {
-      script = new vm.Script(code, { filename });
+      script = new vm.Script(code, options);
     } catch (error) {
-      // Top-level await: the cell runs as an async function.
-      if (!(error instanceof SyntaxError) || !/await/.test(error.message)) throw error;
-      script = new vm.Script('(async () => {\n' + code + '\n})()', { filename });
+      if (!(error instanceof SyntaxError)) throw error;
+      let source = code;
+      if (/Cannot use import statement outside a module/.test(error.message)) source = dynamicImports(code);
+      else if (!/await/.test(error.message)) throw error;
+      // Top-level await: rewritten as node's REPL does (null when it does not parse), else an async function of its own.
+      rewritten = processTopLevelAwait?.(source) ?? null;
+      script = new vm.Script(rewritten ?? '(async () => {\n' + source + '\n})()', options);
       wrapped = true;
     }
     interrupted = false;
@@ -107,7 +167,14 @@
     // then kills the kernel, which an async cell's short run met. Its synchronous start is
     // interrupted when it awaits (the bridge replaces a kernel whose cell never does).
     const promise = script.runInThisContext();
-    return await new Promise((resolve, reject) => {
+    // The REPL's rewrite returns its last expression as `{ value }`.
+    if (rewritten !== null) return (await abandonable(promise))?.value;
+    return await abandonable(promise);
+  }
+
+  /** The promise's outcome, or KeyboardInterrupt when SIGINT comes first. */
+  function abandonable(promise) {
+    return new Promise((resolve, reject) => {
       abandon = reject;
       if (interrupted) reject(interruption());
       promise.then(resolve, reject);

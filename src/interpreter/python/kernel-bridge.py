@@ -337,7 +337,9 @@ class NodeKernel(ProcessKernel):
     def __init__(self, sources):
         # The node the host resolved for the context (a session's toolchain), else the sandbox's own.
         node = sources.get("node") or shutil.which("node") or "/usr/bin/node"
-        super().__init__([node, "-e", sources["kernel-node"]], False)
+        # --expose-internals: the kernel rewrites top-level-await cells with node's REPL's own
+        # rewrite (internal/repl/await), so their declarations and value are the context's.
+        super().__init__([node, "--expose-internals", "-e", sources["kernel-node"]], False)
 
     def begin(self, code, silent):
         self.send_cell(json.dumps({"code": code, "cell": self.next_cell()}) + "\n")

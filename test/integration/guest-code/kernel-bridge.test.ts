@@ -324,6 +324,23 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
     assert.equal(text(await run('1 + 1')), '2');
   });
 
+  it('javascript: a top-level-await cell has its last expression as its value, and its declarations stay', async () => {
+    const run = await start('javascript');
+    assert.equal(text(await run("\n    await Promise.resolve('Hello World!')\n    ")), "'Hello World!'");
+    assert.equal(text(await run('const later = await Promise.resolve(41)')), '');
+    assert.equal(text(await run('later + 1')), '42');
+    assert.equal(text(await run('await null; throw new RangeError("late")')), 'error:late');
+  });
+
+  it('javascript: static imports run in the one global context, as `await import()`', async () => {
+    const run = await start('javascript');
+    const cell =
+      "\n    import { readFileSync as read } from 'fs'\n    import path, * as paths from 'node:path'\n    import {\n      EOL,\n    } from 'node:os'\n    import 'node:util'\n    console.log(typeof read, typeof path.join, typeof paths.join, JSON.stringify(EOL))\n    ";
+    assert.equal(text(await run(cell)), 'function function function "\\n"\n');
+    assert.equal(text(await run('typeof read')), "'function'");
+    assert.match(text(await run("import { nothing } from 'no-such-package'")), /^error:Cannot find package 'no-such-package' imported from /);
+  });
+
   it('bash and javascript: an interrupt sent right behind its cell stops that cell, not the kernel', async () => {
     const bash = await start('bash');
     assert.equal(text(await bash('kept=3')), '');
