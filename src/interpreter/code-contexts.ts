@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context, OutputLine } from '../contract/code-interpreter.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { KernelBridge, type KernelLanguage } from './kernel-bridge.js';
+import { esbuildExecutable, transpileCell } from './typescript-cells.js';
 
 /**
  * Contexts with kernels one sandbox may hold (a default context counts from its first cell). Each is a kernel process (IPython: about 50 MB) under the
@@ -14,10 +15,22 @@ const MAX_CONTEXTS_PER_SANDBOX = 16;
  * The contexts every sandbox lists from the start, as E2B's server makes them when it starts:
  * each one's kernel starts with its first cell (until then it costs nothing, and counts against no cap).
  */
-const DEFAULT_LANGUAGES: readonly KernelLanguage[] = ['python', 'javascript'];
+const DEFAULT_LANGUAGES: readonly ContextLanguage[] = ['python', 'javascript'];
+
+/** A context's language: a kernel's, or typescript (cells stripped of their types on the host, run by a javascript kernel). */
+type ContextLanguage = KernelLanguage | 'typescript';
 
 /** The languages a context can run here, by every name E2B's server takes for them. */
-const LANGUAGE_NAMES: Record<string, KernelLanguage> = { python: 'python', python3: 'python', javascript: 'javascript', js: 'javascript', bash: 'bash', sh: 'bash' };
+const LANGUAGE_NAMES: Record<string, ContextLanguage> = {
+  python: 'python',
+  python3: 'python',
+  javascript: 'javascript',
+  js: 'javascript',
+  typescript: 'typescript',
+  ts: 'typescript',
+  bash: 'bash',
+  sh: 'bash',
+};
 
 /** What the code interpreter needs of a running sandbox. */
 export interface InterpreterTarget {
@@ -47,7 +60,7 @@ class CodeContext {
 
   constructor(
     readonly id: string,
-    readonly language: KernelLanguage,
+    readonly language: ContextLanguage,
     readonly cwd: string,
     public bridge: KernelBridge | null,
   ) {}
@@ -82,7 +95,7 @@ export interface ExecuteOptions {
  */
 export class CodeContexts {
   private readonly bySandbox = new Map<string, Map<string, CodeContext>>();
-  private readonly defaults = new Map<string, Map<KernelLanguage, Promise<CodeContext>>>();
+  private readonly defaults = new Map<string, Map<ContextLanguage, Promise<CodeContext>>>();
   /** Sandboxes kept with their memory, whose contexts wait for them (suspend, resumed). */
   private readonly suspended = new Set<string>();
   /** Contexts whose kernel is starting, per sandbox: they count against the cap already. */
@@ -108,7 +121,13 @@ export class CodeContexts {
         context.bridge = await this.startBridge(target, context.cwd, context.language);
         options.onOutput({ type: 'stderr', text: `[the context's kernel had ended (${lost}); this cell runs in a new one, without the state it had]\n` });
       }
-      await context.bridge.execute(options.code, options.envVars ?? {}, (line) => options.onOutput(asE2bShows(line)), options.signal);
+      let code = options.code;
+      if (context.language === 'typescript') {
+        const transpiled = await transpileCell(esbuildExecutable() ?? 'esbuild', code);
+        if ('error' in transpiled) return options.onOutput({ type: 'error', ...transpiled.error });
+        code = transpiled.code;
+      }
+      await context.bridge.execute(code, options.envVars ?? {}, (line) => options.onOutput(asE2bShows(line)), options.signal);
     });
   }
 
@@ -177,7 +196,7 @@ export class CodeContexts {
    * The language's default context: the one its first cell made, while it is still there. One
    * that was removed, or failed to start, is made again by the next cell.
    */
-  private async defaultContext(sandboxId: string, target: InterpreterTarget, language: KernelLanguage): Promise<CodeContext> {
+  private async defaultContext(sandboxId: string, target: InterpreterTarget, language: ContextLanguage): Promise<CodeContext> {
     this.contextsOf(sandboxId, target);
     let defaults = this.defaults.get(sandboxId);
     if (!defaults) this.defaults.set(sandboxId, (defaults = new Map()));
@@ -198,7 +217,7 @@ export class CodeContexts {
     let contexts = this.bySandbox.get(sandboxId);
     if (contexts) return contexts;
     this.bySandbox.set(sandboxId, (contexts = new Map()));
-    const defaults = new Map<KernelLanguage, Promise<CodeContext>>();
+    const defaults = new Map<ContextLanguage, Promise<CodeContext>>();
     this.defaults.set(sandboxId, defaults);
     for (const language of DEFAULT_LANGUAGES) {
       const context = new CodeContext(randomUUID(), language, target.home, null);
@@ -218,7 +237,7 @@ export class CodeContexts {
     return bridge;
   }
 
-  private async open(sandboxId: string, target: InterpreterTarget, language: KernelLanguage, cwd: string): Promise<CodeContext> {
+  private async open(sandboxId: string, target: InterpreterTarget, language: ContextLanguage, cwd: string): Promise<CodeContext> {
     const contexts = this.contextsOf(sandboxId, target);
     const starting = this.starting.get(sandboxId) ?? 0;
     const kernels = [...contexts.values()].filter((context) => context.bridge !== null).length + starting;
@@ -244,16 +263,25 @@ export class CodeContexts {
     return context;
   }
 
-  private async startBridge(target: InterpreterTarget, cwd: string, language: KernelLanguage): Promise<KernelBridge> {
+  private async startBridge(target: InterpreterTarget, cwd: string, language: ContextLanguage): Promise<KernelBridge> {
+    if (language === 'typescript' && esbuildExecutable() === null) {
+      throw new ContextError(500, 'Failed to create context: typescript cells are stripped of their types by esbuild, which is not installed here (npm install esbuild)');
+    }
     try {
-      return await KernelBridge.start({ agent: target.agent, python: target.python, cwd: target.home, workDir: cwd, language });
+      return await KernelBridge.start({
+        agent: target.agent,
+        python: target.python,
+        cwd: target.home,
+        workDir: cwd,
+        language: language === 'typescript' ? 'javascript' : language,
+      });
     } catch (error) {
       throw new ContextError(500, `Failed to create context: ${error instanceof Error ? error.message : String(error)}`);
     }
   }
 }
 
-function languageOf(name: string | null | undefined): KernelLanguage {
+function languageOf(name: string | null | undefined): ContextLanguage {
   const normalized = (name ?? 'python').trim().toLowerCase() || 'python';
   const language = LANGUAGE_NAMES[normalized];
   if (!language) throw new ContextError(400, `language '${name}' is not served here; this code interpreter runs: ${[...new Set(Object.values(LANGUAGE_NAMES))].join(', ')}`);

@@ -228,6 +228,20 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
     assert.deepEqual((await sandbox.runCode('echo "$GREETING ${EXTRA-gone}"', { context: bash })).logs.stdout, ['hi gone\n']);
   });
 
+  it('runs typescript cells: their types stripped on the host, run by a javascript kernel that keeps its state', async () => {
+    const hello = await sandbox.runCode('const message: string = "Hello World!"; console.log(message)', { language: 'ts' });
+    assert.deepEqual(hello.logs.stdout, ['Hello World!\n']);
+    assert.equal((await sandbox.runCode('interface Box { size: number }\nconst box: Box = { size: message.length }\nbox.size', { language: 'typescript' })).text, '12');
+    assert.equal((await sandbox.runCode('process.cwd()', { language: 'ts' })).text, '/home/user');
+    assert.equal((await sandbox.runCode("import { join } from 'node:path'\nawait Promise.resolve(join('a', 'b') as string)", { language: 'ts' })).text, 'a/b');
+    const broken = await sandbox.runCode('const x: = 1', { language: 'ts' });
+    assert.equal(broken.error?.name, 'SyntaxError');
+    assert.match(broken.error!.value, /Unexpected "="/);
+    const context = await sandbox.createCodeContext({ language: 'ts' });
+    assert.equal(context.language, 'typescript');
+    assert.equal((await sandbox.runCode('typeof message', { context })).text, 'undefined', 'a context of its own');
+  });
+
   it('sets env vars for one run only', async () => {
     await sandbox.runCode('import os; os.environ["KEPT"] = "before"');
     const during = await sandbox.runCode('import os; (os.environ.get("RUN_ONLY"), os.environ.get("KEPT"))', { envs: { RUN_ONLY: 'yes', KEPT: 'during' } });
