@@ -4,6 +4,7 @@ import { CreateContextRequestSchema, ExecuteRequestSchema, type ExecuteRequest, 
 import { jsonBoundsExceeded } from '../contract/json-bounds.js';
 import { validate } from '../contract/validate.js';
 import { CodeContexts, ContextError, type InterpreterTarget } from './code-contexts.js';
+import { BridgeLost } from './kernel-bridge.js';
 
 /** The largest request body: a cell's code and its variables. */
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -81,6 +82,10 @@ async function execute(body: ExecuteRequest, response: ServerResponse, sandboxId
     // Before the first line, the answer is an error status; after it, an error line in the stream.
     if (!stream.started) throw error;
     stream.write({ type: 'error', name: 'ExecutionLost', value: error instanceof Error ? error.message : String(error), traceback: '' });
+    // Its sandbox ended under the cell: the connection is cut, as E2B's proxy cuts it when the
+    // sandbox is gone, which is how its SDK tells (then asking whether the sandbox still runs) and
+    // rejects with its "killed while the request was in progress" error, not a cell that ended.
+    if (error instanceof BridgeLost && error.sandboxEnded) stream.cut();
   } finally {
     clearTimeout(timer);
   }
@@ -115,6 +120,12 @@ class LineStream {
     this.response.write(`${JSON.stringify(line)}\n`);
     clearTimeout(this.keepalive);
     this.keepalive = setTimeout(() => this.write({ type: 'keepalive' }), KEEPALIVE_MS);
+  }
+
+  /** Ends the answer without its end: the client sees the connection closed under it. */
+  cut(): void {
+    clearTimeout(this.keepalive);
+    this.response.destroy();
   }
 
   end(): void {

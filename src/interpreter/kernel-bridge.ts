@@ -29,9 +29,12 @@ const KERNEL_SOURCES = {
 } as const satisfies Record<string, () => string[]>;
 export type KernelLanguage = keyof typeof KERNEL_SOURCES;
 
-/** The context's kernel is gone (it ended, broke the protocol, or its sandbox ended). */
+/** The context's kernel is gone (it ended, broke the protocol, or its sandbox ended: `sandboxEnded`). */
 export class BridgeLost extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly sandboxEnded = false,
+  ) {
     super(message);
     this.name = 'BridgeLost';
   }
@@ -76,7 +79,7 @@ export class KernelBridge {
   private readonly listener: ProcessListener = {
     output: (event) => this.received(event),
     end: (event) => this.ended(event),
-    lost: (gone) => this.lose(gone.message),
+    lost: (gone) => this.lose(gone.message, true),
   };
 
   private constructor(private agent: SandboxAgentPort) {}
@@ -237,9 +240,9 @@ export class KernelBridge {
   }
 
   /** The bridge is gone, or its sandbox is: every waiting request fails with `reason`. */
-  private lose(reason: string): void {
+  private lose(reason: string, sandboxEnded = false): void {
     if (this.lost || this.suspended) return;
-    this.lost = new BridgeLost(reason);
+    this.lost = new BridgeLost(reason, sandboxEnded);
     this.readyWaiter?.reject(this.lost);
     this.readyWaiter = null;
     for (const waiter of this.waiters.values()) waiter.reject(this.lost);

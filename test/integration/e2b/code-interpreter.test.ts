@@ -242,6 +242,21 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
     assert.equal((await sandbox.runCode('typeof message', { context })).text, 'undefined', 'a context of its own');
   });
 
+  it("rejects a cell whose sandbox is killed under it with the SDK's descriptive error: the connection is cut, as E2B's is", async () => {
+    const doomed = await Sandbox.create('base', opts());
+    let killed: Promise<unknown> | undefined;
+    const running = doomed.runCode('import time\nprint("started", flush=True)\ntime.sleep(300)', {
+      timeoutMs: 300_000,
+      onStdout: () => void (killed ??= doomed.kill()),
+    });
+    await assert.rejects(running, (error: Error) => {
+      assert.equal(error.name, 'TimeoutError');
+      assert.match(error.message, /sandbox was killed while the request was in progress/);
+      return true;
+    });
+    await killed;
+  });
+
   it('sets env vars for one run only', async () => {
     await sandbox.runCode('import os; os.environ["KEPT"] = "before"');
     const during = await sandbox.runCode('import os; (os.environ.get("RUN_ONLY"), os.environ.get("KEPT"))', { envs: { RUN_ONLY: 'yes', KEPT: 'during' } });
