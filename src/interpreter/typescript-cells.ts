@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { installedEsbuild } from '../languages/typescript.js';
 
 /** The longest a cell's transpile may take: esbuild does megabytes in well under a second. */
 const TRANSPILE_TIMEOUT_MS = 30_000;
@@ -15,11 +14,7 @@ export type TranspiledCell = { code: string } | { error: { name: string; value: 
  * null when it is not installed.
  */
 export function esbuildExecutable(): string | null {
-  try {
-    return join(dirname(createRequire(import.meta.url).resolve('esbuild/package.json')), 'bin', 'esbuild');
-  } catch {
-    return null;
-  }
+  return installedEsbuild()[0] ?? null;
 }
 
 /**

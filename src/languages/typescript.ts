@@ -47,7 +47,7 @@ export const typescript: LanguageDefinition = {
 };
 
 /** The esbuild this package's own node_modules holds, if any (its native binary, not a script). */
-function installedEsbuild(): string[] {
+export function installedEsbuild(): string[] {
   try {
     return [join(dirname(createRequire(import.meta.url).resolve('esbuild/package.json')), 'bin', 'esbuild')];
   } catch {
