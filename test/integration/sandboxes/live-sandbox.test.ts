@@ -111,7 +111,10 @@ describe('long-lived sandboxes', async () => {
       assert.deepEqual({ template: sandbox.template, memory_mb: sandbox.memory_mb, cpu_count: sandbox.cpu_count }, { template: 'small', memory_mb: 256, cpu_count: 0.5 });
       const printed = await run(fromTemplate.access(sandbox.id)!.agent, '/bin/sh', ['-c', 'echo $FROM_TEMPLATE $OVERRIDDEN']);
       assert.equal(printed.stdout, 'small request\n');
-      await assert.rejects(fromTemplate.create({ template: 'large' }), (error: unknown) => error instanceof CodedError && /this server has base, small/.test(error.message));
+      await assert.rejects(
+        fromTemplate.create({ template: 'large' }),
+        (error: unknown) => error instanceof CodedError && /this server has base, code-interpreter-v1, small/.test(error.message),
+      );
     } finally {
       await fromTemplate.close();
       await configured.dispose();
