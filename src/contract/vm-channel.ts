@@ -52,7 +52,11 @@ export const GuestRequestSchema = Type.Union([
    * restored from a snapshot wakes at the snapshot's time, and one booted without an RTC in 1970
    * (TLS would find every certificate not yet valid).
    */
-  Type.Object({ id: Type.Integer(), op: Type.Literal('prepare'), template: TemplateSchema, now: Type.Integer({ minimum: 0 }) }),
+  /**
+   * `entropy`: fresh random bytes of the host's, which reseed the guest's random number generator
+   * first: every VM restored from one snapshot wakes with the same generator state.
+   */
+  Type.Object({ id: Type.Integer(), op: Type.Literal('prepare'), template: TemplateSchema, now: Type.Integer({ minimum: 0 }), entropy: Bytes }),
   /** A staged file's bytes, in order; the last part has `more: false`. */
   Type.Object({ id: Type.Integer(), op: Type.Literal('write'), name: Type.String(), data: Bytes, more: Type.Boolean() }),
   /**

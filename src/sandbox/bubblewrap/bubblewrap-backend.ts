@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
@@ -312,7 +311,7 @@ export class BubblewrapBackend implements SandboxBackend {
         }
       }
       const bootId = join(stagingDir, 'boot_id');
-      await writeFile(bootId, `${randomUUID()}\n`, { mode: 0o644, flag: 'wx' });
+      await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });
       const settled = this.jobs.oweCleanup();
       // Settled by the sandbox once it has cleaned up, or below if it cannot be launched.
       settleCleanup = settled;
@@ -432,4 +431,23 @@ export class BubblewrapBackend implements SandboxBackend {
 interface JobUids {
   user: number | null;
   root: number | null;
+}
+
+/**
+ * A random UUID (version 4) from the kernel's generator, not node's: in a microVM's guest, which
+ * runs this backend, node's generator state is that of the snapshot every VM is restored from,
+ * while the kernel's is reseeded for each job (microvm/agent/reseed-random.py).
+ */
+function kernelUuid(): string {
+  const bytes = Buffer.alloc(16);
+  const fd = openSync('/dev/urandom', 'r');
+  try {
+    readSync(fd, bytes, 0, bytes.length, null);
+  } finally {
+    closeSync(fd);
+  }
+  bytes[6] = (bytes[6]! & 0x0f) | 0x40;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PassThrough } from 'node:stream';
 import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../../../contract/vm-channel.js';
 import { BubblewrapBackend } from '../../bubblewrap/bubblewrap-backend.js';
@@ -52,6 +53,7 @@ export class VmJob {
       case 'prepare':
         if (this.sandbox) throw new Error('this VM already holds a job');
         await setClock(request.now);
+        await reseedRandom(Buffer.from(request.entropy, 'base64'));
         this.sandbox = await this.backend.prepare(asTemplate(request.template));
         return {};
       case 'write':
@@ -176,6 +178,22 @@ function asTemplate(template: GuestTemplate): SandboxTemplate {
 }
 
 /** The guest's clock, set by busybox's date (node has no settimeofday); to the second, as `date -s` takes it. */
+/** reseed-random.py, beside this module in the guest's copy of dist. */
+const RESEED_PROGRAM = fileURLToPath(new URL('reseed-random.py', import.meta.url));
+
+/** The guest kernel's random number generator reseeded with the host's `seed` (reseed-random.py says why). */
+async function reseedRandom(seed: Buffer): Promise<void> {
+  const child = spawn('/usr/bin/python3', ['-I', '-S', RESEED_PROGRAM], { stdio: ['pipe', 'ignore', 'pipe'] });
+  let said = '';
+  child.stderr.on('data', (chunk: Buffer) => (said += chunk.toString()));
+  child.stdin.end(seed);
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('error', () => resolve(null));
+    child.on('close', resolve);
+  });
+  if (code !== 0) throw new Error(`the guest's random number generator could not be reseeded (${code === null ? 'no python' : `exit ${code}`}): ${said.trim()}`);
+}
+
 async function setClock(now: number): Promise<void> {
   const stamp = new Date(now).toISOString().slice(0, 19).replace('T', ' ');
   const child = spawn('/usr/bin/busybox', ['date', '-u', '-s', stamp], { stdio: ['ignore', 'ignore', 'pipe'] });
