@@ -89,8 +89,10 @@ export const GuestRequestSchema = Type.Union([
   /**
    * After the VM was resumed from a pause, to a host that did not start its job: answered as
    * start is, with the running job's exit once it ends. Overtakes the running start, as kill does.
+   * `entropy` reseeds its random number generator first, as prepare's does: the copies of a fork
+   * wake from one memory image.
    */
-  Type.Object({ id: Type.Integer(), op: Type.Literal('attach') }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('attach'), entropy: Bytes }),
   /** More of a streamed stdin, in order; `end` closes it. Overtakes the running start, as kill does. */
   Type.Object({ id: Type.Integer(), op: Type.Literal('stdin'), data: Bytes, end: Type.Boolean() }),
   /** Cancels the running job (as an abort on the host does). */

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { randomInt } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { GuestMessageSchema, type GuestReply, type GuestRequest } from '../../contract/vm-channel.js';
@@ -104,4 +105,13 @@ export class GuestChannel {
     if (value.ok) pending.resolve(value);
     else pending.reject(new GuestOperationError(value.error));
   }
+}
+
+/**
+ * Fresh random bytes of the host's that a guest's random number generator is reseeded with before
+ * a job runs or a resumed one goes on (base64; agent/reseed-random.py says why): as many as the
+ * kernel's own seed.
+ */
+export function guestSeed(): string {
+  return randomBytes(64).toString('base64');
 }

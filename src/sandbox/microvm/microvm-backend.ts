@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { guestSeed } from './guest-channel.js';
 import { access, constants, mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -60,8 +60,6 @@ interface Ready {
 
 /** A KVM boot of this small guest takes well under a second; one that has not answered by now will not. */
 const KVM_PROBE_TIMEOUT_MS = 15_000;
-/** Random bytes each job's VM is reseeded with (as much as the kernel's own seed). */
-const GUEST_SEED_BYTES = 64;
 
 /**
  * The `microvm` backend (alias `firecracker`): each job gets a VM of its own, QEMU's
@@ -206,7 +204,7 @@ export class MicrovmBackend implements SandboxBackend {
         network: 'none' as const,
         ...(proxy && { vmNetwork: true }),
       };
-      await vm.channel.request({ op: 'prepare', template: guestTemplate, now: Date.now(), entropy: randomBytes(GUEST_SEED_BYTES).toString('base64') });
+      await vm.channel.request({ op: 'prepare', template: guestTemplate, now: Date.now(), entropy: guestSeed() });
       if (proxy) {
         // Listening where the VM's forward leads (qemu-vm.ts) until the VM is gone.
         const listening = await startEgressProxy(proxy, join(vm.dir, EGRESS_SOCKET), this.options.egress, (name, content) => sandbox.writeFile(name, content));

@@ -22,7 +22,7 @@ import {
   type WorkPathKind,
   type WorkspaceImport,
 } from '../types.js';
-import { GUEST_MAX_FRAME_BYTES } from './guest-channel.js';
+import { GUEST_MAX_FRAME_BYTES, guestSeed } from './guest-channel.js';
 import { UNCOUNTED } from '../host/cgroups.js';
 import { withinDeadline } from '../../util/deadline.js';
 import type { QemuVm } from './qemu-vm.js';
@@ -193,7 +193,7 @@ export class MicrovmSandbox implements PreparedSandbox {
     const stdin = io.stdin === undefined || streamed ? undefined : Buffer.from(io.stdin as Buffer | string).toString('base64');
     try {
       const started = this.resumed
-        ? vm.channel.request({ op: 'attach' })
+        ? vm.channel.request({ op: 'attach', entropy: guestSeed() })
         : vm.channel.request({ op: 'start', timeoutMs: io.timeoutMs, ...(streamed ? { streamStdin: true } : stdin === undefined ? {} : { stdin }) });
       if (streamed) streamStdin(vm, streamed);
       const { exit } = await started;

@@ -231,6 +231,8 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
 
           // A fork: each copy has the process with its memory and open file; the parent goes on with its own.
           const copies = (await client.fork({ count: 2 } as never)) as unknown as Sandbox[];
+          const randomOf: string[] = [];
+          const kernelRandom = async (copy: Sandbox) => (await copy.commands.run(`python3 -c 'import os; print(os.urandom(16).hex())'`)).stdout.trim();
           assert.equal(copies.length, 2);
           const parent = await Sandbox.connect(sandbox.sandboxId, localOpts);
           await parent.commands.connect(pid, { onStdout });
@@ -239,8 +241,12 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
             await copy.commands.connect(pid, { onStdout });
             await say(copy, `copy${index}`, 5);
             assert.equal(await copy.files.read(log), `one\nstill\ntwo\nthree\ncopy${index}\n`, "a copy's changes reach neither its parent nor its sibling");
+            randomOf.push(await kernelRandom(copy));
             await copy.kill();
           }
+          // Woken from one memory image, each copy's kernel still gives random bytes of its own.
+          randomOf.push(await kernelRandom(parent));
+          assert.equal(new Set(randomOf).size, randomOf.length, `random bytes: ${randomOf.join(' ')}`);
           assert.equal(await parent.files.read(log), 'one\nstill\ntwo\nthree\nparent\n');
 
           // A snapshot keeps memory too, and a sandbox started from it has the process where it was.

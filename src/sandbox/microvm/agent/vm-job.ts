@@ -79,6 +79,7 @@ export class VmJob {
         };
       case 'attach':
         if (!this.running) throw new Error('no job runs in this VM');
+        await reseedRandom(Buffer.from(request.entropy, 'base64'));
         return { exit: await this.running };
       case 'stdin': {
         const input = this.streamedStdin();
