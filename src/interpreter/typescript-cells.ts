@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { installedEsbuild } from '../languages/typescript.js';
+import { forkWhenQuiet } from '../sandbox/host/fork-gate.js';
 
 /** The longest a cell's transpile may take: esbuild does megabytes in well under a second. */
 const TRANSPILE_TIMEOUT_MS = 30_000;
@@ -25,12 +26,14 @@ export function esbuildExecutable(): string | null {
  * --experimental-strip-types and E2B's kernel do. Doing it here rather than in the sandbox keeps
  * a transpiler out of every sandbox and backend (a microVM has no node_modules).
  */
-export function transpileCell(executable: string, code: string): Promise<TranspiledCell> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(executable, ['--loader=ts', '--sourcefile=<cell>', '--log-level=error', '--color=false'], {
+export async function transpileCell(executable: string, code: string): Promise<TranspiledCell> {
+  const child = await forkWhenQuiet(() =>
+    spawn(executable, ['--loader=ts', '--sourcefile=<cell>', '--log-level=error', '--color=false'], {
       stdio: ['pipe', 'pipe', 'pipe'],
       timeout: TRANSPILE_TIMEOUT_MS,
-    });
+    }),
+  );
+  return new Promise((resolve, reject) => {
     const stdout: Buffer[] = [];
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
