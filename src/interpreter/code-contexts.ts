@@ -30,6 +30,7 @@ const LANGUAGE_NAMES: Record<string, ContextLanguage> = {
   ts: 'typescript',
   bash: 'bash',
   sh: 'bash',
+  java: 'java',
 };
 
 /** What the code interpreter needs of a running sandbox. */

@@ -20,12 +20,14 @@ const chartsSource = guestProgram(new URL('./python/charts.py', import.meta.url)
 const startupSource = guestProgram(new URL('./python/startup.py', import.meta.url));
 const nodeKernelSource = guestProgram(new URL('./node/kernel-node.cjs', import.meta.url));
 const pythonKernelSource = guestProgram(new URL('./python/kernel-python.py', import.meta.url));
+const javaKernelSource = guestProgram(new URL('./java/JavaKernel.java', import.meta.url));
 
 /** The languages a bridge runs a kernel for, and the programs it is given for each (its argv after the language). */
 const KERNEL_SOURCES = {
   python: () => [chartsSource(), startupSource(), pythonKernelSource()],
   javascript: () => [nodeKernelSource()],
   bash: () => [],
+  java: () => [javaKernelSource()],
 } as const satisfies Record<string, () => string[]>;
 export type KernelLanguage = keyof typeof KERNEL_SOURCES;
 

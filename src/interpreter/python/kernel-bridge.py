@@ -3,7 +3,8 @@
 # what it says into the output lines of E2B's code interpreter (stdout, stderr, result, error,
 # number_of_executions). Each kernel is a process of its own: for python IPython's
 # InteractiveShell (kernel-python.py), so the display protocol, magics, `!` lines and interrupts
-# are IPython's; for bash a bash; for javascript a node with kernel-node.cjs. Their output is
+# are IPython's; for bash a bash; for javascript a node with kernel-node.cjs; for java a JVM
+# running JavaKernel.java (JShell's API). Their output is
 # streamed from their pipes, and what a cell showed and when it ended comes on a control pipe.
 #
 # Requests come on stdin and replies go to stdout, as length-prefixed JSON frames (4-byte
@@ -21,7 +22,7 @@
 # stays where it started, which the first cell is told on stderr.
 # argv: the language, then for python the sources of charts.py and startup.py (which the kernel
 # imports before the first cell) and kernel-python.py, for javascript the source of kernel-node.cjs
-# and, optionally, the node to run it on.
+# and, optionally, the node to run it on, for java the source of JavaKernel.java.
 import codecs
 import ctypes
 import json
@@ -129,6 +130,9 @@ class ProcessKernel:
 
     # Seconds after which an interrupted cell that still runs is sent SIGINT again (None: once).
     INTERRUPT_AGAIN = None
+    # True: a run's env vars go to begin() with its cell, which the kernel sets and restores
+    # itself; False: they are set and restored by cells of env_code() and restore_env_code().
+    ENV_WITH_CELL = False
 
     def __init__(self, argv, cells_on_stdin, env=None):
         # The cell under way (its token), and where its interrupt stands: see interrupt().
@@ -157,6 +161,28 @@ class ProcessKernel:
         os.set_blocking(self.control_read, False)
         self.selector.register(self.control_read, selectors.EVENT_READ, "control")
 
+    def wait_until_ready(self):
+        """Until the kernel says it is up on its control pipe (IPython imported, E2B's formats in
+        place; a JVM's JShell compiling); why not, if it ends first."""
+        began = time.monotonic()
+        said = b""
+        while b"\n" not in self.control:
+            used, waited = cpu_seconds(self.process.pid), time.monotonic() - began
+            if used > KERNEL_START_CPU_SECONDS or waited > KERNEL_START_WALL_SECONDS:
+                raise RuntimeError("the kernel did not start: it used %.1f s of CPU in %.0f s (bounds: %d s of CPU, %d s)"
+                                   % (used, waited, KERNEL_START_CPU_SECONDS, KERNEL_START_WALL_SECONDS))
+            alive = self.alive()
+            for key, _ in self.selector.select(0.1):
+                data = self.read(key.fd)
+                if key.data == "control":
+                    self.control += data
+                else:
+                    said += data
+            if not alive and b"\n" not in self.control:
+                raise RuntimeError("the kernel ended (%s) before it was up: %s"
+                                   % (describe_exit(self.process.returncode), said.decode("utf-8", "replace").strip()[-2000:]))
+        del self.control[:self.control.find(b"\n") + 1]
+
     def next_cell(self):
         self.cell = os.urandom(8).hex()
         self.started = False
@@ -165,7 +191,7 @@ class ProcessKernel:
         return self.cell
 
     def send_cell(self, text):
-        data = text.encode()
+        data = text if isinstance(text, bytes) else text.encode()
         while data:
             data = data[os.write(self.cells_write, data):]
 
@@ -384,27 +410,6 @@ class PythonKernel(ProcessKernel):
             self.stop()
             raise
 
-    def wait_until_ready(self):
-        """Until the kernel says it is up (IPython imported, E2B's formats in place); why not, if it ends first."""
-        began = time.monotonic()
-        said = b""
-        while b"\n" not in self.control:
-            used, waited = cpu_seconds(self.process.pid), time.monotonic() - began
-            if used > KERNEL_START_CPU_SECONDS or waited > KERNEL_START_WALL_SECONDS:
-                raise RuntimeError("the kernel did not start: it used %.1f s of CPU in %.0f s (bounds: %d s of CPU, %d s)"
-                                   % (used, waited, KERNEL_START_CPU_SECONDS, KERNEL_START_WALL_SECONDS))
-            alive = self.alive()
-            for key, _ in self.selector.select(0.1):
-                data = self.read(key.fd)
-                if key.data == "control":
-                    self.control += data
-                else:
-                    said += data
-            if not alive and b"\n" not in self.control:
-                raise RuntimeError("the kernel ended (%s) before it was up: %s"
-                                   % (describe_exit(self.process.returncode), said.decode("utf-8", "replace").strip()[-2000:]))
-        del self.control[:self.control.find(b"\n") + 1]
-
     def begin(self, code, silent):
         self.errored = False
         self.send_cell(json.dumps({"code": code, "cell": self.next_cell(), "silent": silent}) + "\n")
@@ -433,7 +438,55 @@ class PythonKernel(ProcessKernel):
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-KERNELS = {"python": PythonKernel, "bash": BashKernel, "javascript": NodeKernel}
+class JavaKernel(ProcessKernel):
+    """JShell's API in a JVM of its own: java running JavaKernel.java (argv: its source) as a
+    single-file program. Cells come as length-prefixed strings on a pipe (the token, the code, the
+    run's env vars, which the kernel sets as system properties as E2B's java kernel does); the
+    value and error come back on the control pipe."""
+
+    language = "java"
+    ENV_WITH_CELL = True
+
+    def __init__(self, sources):
+        java = shutil.which("java") or ("/usr/bin/java" if os.path.exists("/usr/bin/java") else None)
+        if java is None:
+            raise RuntimeError("java is not installed in the sandbox (a JDK 17 or later: default-jdk-headless)")
+        directory = tempfile.mkdtemp(prefix="kernel-")
+        # The source launcher wants a file named for its class.
+        path = os.path.join(directory, "JavaKernel.java")
+        with open(path, "w") as program:
+            program.write(sources["kernel-java"])
+        self.directory = directory
+        # Serial GC: one kernel, a heap of its own; no GC threads per core.
+        super().__init__([java, "-XX:+UseSerialGC", "-Xshare:auto", path], False)
+        try:
+            self.wait_until_ready()
+        except Exception:
+            self.stop()
+            raise
+
+    def begin(self, code, silent, env_vars=None):
+        env_vars = env_vars or {}
+        parts = [self.next_cell(), code, str(len(env_vars))]
+        for key, value in env_vars.items():
+            parts += [str(key), str(value)]
+        encoded = [part.encode("utf-8", "replace") for part in parts]
+        self.send_cell(b"".join(b"%d\n%s" % (len(part), part) for part in encoded))
+
+    def ended(self, report):
+        lines = []
+        if report.get("result") is not None:
+            lines.append(result_line({"text/plain": str(report["result"])}, True))
+        if report.get("error") is not None:
+            lines.extend(reported_error(report["error"]))
+        return lines
+
+    def stop(self):
+        super().stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+KERNELS = {"python": PythonKernel, "bash": BashKernel, "javascript": NodeKernel, "java": JavaKernel}
 
 
 class Bridge:
@@ -484,24 +537,28 @@ class Bridge:
         if self.notice is not None:
             emit({"type": "stderr", "text": "[%s]\n" % self.notice})
             self.notice = None
-        if env_vars:
+        scoped = bool(env_vars) and not self.kernel.ENV_WITH_CELL
+        if scoped:
             self.run_silently(self.kernel.env_code(env_vars))
         try:
-            self.run(code, emit)
+            self.run(code, emit, env_vars=env_vars if self.kernel.ENV_WITH_CELL else None)
         finally:
-            if env_vars and self.kernel.alive():
+            if scoped and self.kernel.alive():
                 self.run_silently(self.kernel.restore_env_code())
         self.protocol.send({"id": request_id, "done": True})
 
     def run_silently(self, code):
         self.run(code, lambda output: None, silent=True)
 
-    def run(self, code, emit, silent=False):
+    def run(self, code, emit, silent=False, env_vars=None):
         if not silent:
             self.executions += 1
             emit({"type": "number_of_executions", "execution_count": self.executions})
         try:
-            self.kernel.begin(code, silent)
+            if env_vars is None:
+                self.kernel.begin(code, silent)
+            else:
+                self.kernel.begin(code, silent, env_vars)
         except BrokenPipeError:
             pass  # the kernel ended between cells: said below, as any end
         while True:
@@ -653,7 +710,8 @@ def main():
     protocol = Protocol()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     language = sys.argv[1]
-    names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node", "node"), "bash": ()}[language]
+    names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node", "node"), "bash": (),
+             "java": ("kernel-java",)}[language]
     sources = dict(zip(names, sys.argv[2:]))
     notice = enter_work_dir(os.environ.pop("AGENT_RUNNER_WORK_DIR", None))
     try:

@@ -1,4 +1,4 @@
-import { existsSync, lstatSync, readlinkSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readlinkSync } from 'node:fs';
 
 /** Top-level system directories: on merged-/usr hosts they are symlinks into /usr. */
 const SYSTEM_ROOTS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -7,7 +7,9 @@ const SYSTEM_ROOTS = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
  * The parts of /etc that programs need to start and behave (dynamic loader cache,
  * alternatives symlinks such as awk, time zone, TLS roots, Debian's matplotlib defaults, which
  * matplotlib refuses to import without, and fontconfig's configuration, without which its font
- * listing complains on every first figure); nothing with secrets.
+ * listing complains on every first figure), and the configuration Debian's JDKs and R keep in
+ * /etc (their /usr/lib/jvm/java-N-openjdk/conf and /usr/lib/R/etc link there: without it a JVM
+ * stops at "Error loading java.security file", R at its missing Renviron); nothing with secrets.
  */
 const ETC_ENTRIES = [
   '/etc/alternatives',
@@ -20,7 +22,19 @@ const ETC_ENTRIES = [
   '/etc/ca-certificates',
   '/etc/matplotlibrc',
   '/etc/fonts',
+  '/etc/R',
 ];
+
+/** Debian's JDK configurations: /etc/java-17-openjdk and the like, one per JDK installed. */
+function jdkConfigurations(): string[] {
+  try {
+    return readdirSync('/etc')
+      .filter((name) => /^java-\d+-openjdk$/.test(name))
+      .map((name) => `/etc/${name}`);
+  } catch {
+    return [];
+  }
+}
 
 export interface HostLayout {
   symlinks: ReadonlyArray<{ path: string; target: string }>;
@@ -44,6 +58,6 @@ export function readHostLayout(): HostLayout {
   return {
     symlinks,
     directories,
-    etc: ETC_ENTRIES.filter((path) => existsSync(path)),
+    etc: [...ETC_ENTRIES, ...jdkConfigurations()].filter((path) => existsSync(path)),
   };
 }

@@ -242,6 +242,33 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
     assert.equal((await sandbox.runCode('typeof message', { context })).text, 'undefined', 'a context of its own');
   });
 
+  it("runs java cells on JShell: state kept, the last expression's value, env vars as system properties as E2B's java kernel gives them", async () => {
+    const withEnv = await Sandbox.create('base', { ...opts(), envs: { TEST_ENV_VAR: 'supertest' } });
+    try {
+      assert.equal((await withEnv.runCode('System.getProperty("user.dir")', { language: 'java' })).results[0]?.text, '/home/user');
+      assert.equal((await withEnv.runCode('System.getProperty("TEST_ENV_VAR")', { language: 'java' })).text, 'supertest');
+      const overwritten = await withEnv.runCode('System.getProperty("TEST_ENV_VAR") + " " + System.getProperty("FOO")', {
+        language: 'java',
+        envs: { TEST_ENV_VAR: 'overwrite', FOO: 'bar' },
+      });
+      assert.equal(overwritten.text, 'overwrite bar');
+      assert.equal((await withEnv.runCode('System.getProperty("TEST_ENV_VAR") + " " + System.getProperty("FOO", "default")', { language: 'java' })).text, 'supertest default');
+
+      const context = await withEnv.createCodeContext({ language: 'java', cwd: '/tmp' });
+      assert.deepEqual([context.language, context.cwd], ['java', '/tmp']);
+      assert.equal((await withEnv.runCode('System.getProperty("user.dir")', { context })).text, '/tmp');
+      const printed = await withEnv.runCode('int total = 0;\nfor (int i = 1; i <= 3; i++) total += i;\nSystem.out.println("summed");\ntotal', { context });
+      assert.deepEqual([printed.logs.stdout, printed.text], [['summed\n'], '6']);
+      assert.equal((await withEnv.runCode('total * 7', { context })).text, '42');
+      const thrown = await withEnv.runCode('Integer.parseInt("x")', { context });
+      assert.deepEqual([thrown.error?.name, thrown.error?.value], ['java.lang.NumberFormatException', 'For input string: "x"']);
+      await assert.rejects(withEnv.runCode('Thread.sleep(60_000)', { context, timeoutMs: 2_000 }), /timed out/i);
+      assert.equal((await withEnv.runCode('total', { context })).text, '6');
+    } finally {
+      await withEnv.kill();
+    }
+  });
+
   it("rejects a cell whose sandbox is killed under it with the SDK's descriptive error: the connection is cut, as E2B's is", async () => {
     const doomed = await Sandbox.create('base', opts());
     let killed: Promise<unknown> | undefined;

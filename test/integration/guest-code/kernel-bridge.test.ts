@@ -274,7 +274,7 @@ describe('kernel-bridge.py', () => {
 });
 
 /** The bridge with a kernel of our own (bash, or node with kernel-node.cjs): cells in order, whatever a cell writes where. */
-describe('kernel-bridge.py with bash and javascript kernels', () => {
+describe('kernel-bridge.py with bash, javascript and java kernels', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-own-'));
   const bridges: GuestProcess[] = [];
   after(async () => {
@@ -285,14 +285,15 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
   });
 
   /** A bridge with the kernel for `language`; its `run` sends a cell (and, asked to, an interrupt right behind it) and answers the cell's lines. */
-  async function start(language: 'bash' | 'javascript'): Promise<(code: string, interruptAtOnce?: boolean) => Promise<OutputLine[]>> {
-    const extra = language === 'javascript' ? [readFileSync(new URL('../../../src/interpreter/node/kernel-node.cjs', import.meta.url), 'utf8')] : [];
+  async function start(language: 'bash' | 'javascript' | 'java'): Promise<(code: string, interruptAtOnce?: boolean, envVars?: Record<string, string>) => Promise<OutputLine[]>> {
+    const programs = { bash: [], javascript: ['node/kernel-node.cjs'], java: ['java/JavaKernel.java'] }[language];
+    const extra = programs.map((path) => readFileSync(new URL(`../../../src/interpreter/${path}`, import.meta.url), 'utf8'));
     const bridge = startGuest(['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), language, ...extra], { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     bridges.push(bridge);
     assert.deepEqual(await bridge.next(), { ready: true, version: '1', language });
     let id = 0;
-    return async (code, interruptAtOnce = false) => {
-      bridge.send({ op: 'execute', id: ++id, code, env_vars: {} });
+    return async (code, interruptAtOnce = false, envVars = {}) => {
+      bridge.send({ op: 'execute', id: ++id, code, env_vars: envVars });
       if (interruptAtOnce) bridge.send({ op: 'interrupt', id: ++id });
       const lines: OutputLine[] = [];
       for (;;) {
@@ -357,6 +358,52 @@ describe('kernel-bridge.py with bash and javascript kernels', () => {
       ['KeyboardInterrupt'],
     );
     assert.equal(text(await javascript('kept')), '4');
+  });
+
+  it('java: JShell keeps declarations across cells, streams prints, and gives the last expression as the value', async () => {
+    const run = await start('java');
+    assert.equal(text(await run('int x = 20;\nSystem.out.print("a"); System.err.println("b");\nx * 2 + 2')), 'ab\n42');
+    assert.deepEqual(
+      (await run('int x = 20;')).map((line) => line.type),
+      [],
+    );
+    assert.equal(text(await run('import java.util.*;\nList<String> names = new ArrayList<>(List.of("x"));\nnames.add("y");\nnames')), '[x, y]');
+    assert.equal(text(await run('String greet(String who) { return "hi " + who; }\ngreet("you")')), '"hi you"');
+    assert.equal(text(await run('System.getProperty("user.dir")')), JSON.stringify(process.cwd()));
+  });
+
+  it('java: a thrown exception and a cell that does not compile are error lines; the kernel goes on', async () => {
+    const run = await start('java');
+    const thrown = (await run('int y = 1;\ny / 0')).filter((line) => line.type === 'error');
+    assert.deepEqual(
+      thrown.map((line) => line.type === 'error' && [line.name, line.value]),
+      [['java.lang.ArithmeticException', '/ by zero']],
+    );
+    const broken = (await run('int z = ;')).filter((line) => line.type === 'error');
+    assert.equal(broken.length, 1);
+    assert.equal(broken[0]!.type === 'error' && broken[0]!.name, 'CompilationException');
+    assert.match(broken[0]!.type === 'error' ? broken[0]!.traceback : '', /int z = ;\n {8}\^/);
+    assert.equal(text(await run('y + 1')), '2');
+  });
+
+  it("java: a run's env vars are system properties for that run only, as E2B's java kernel reads them; the sandbox's are too", async () => {
+    const run = await start('java');
+    assert.equal(text(await run('System.getProperty("HOME")')), JSON.stringify(process.env.HOME));
+    assert.equal(text(await run('System.getProperty("FOO") + " " + System.getProperty("HOME")', false, { FOO: 'bar', HOME: '/elsewhere' })), '"bar /elsewhere"');
+    assert.equal(text(await run('System.getProperty("FOO", "default") + " " + System.getProperty("HOME")')), `"default ${process.env.HOME}"`);
+  });
+
+  it('java: an interrupt stops a busy or sleeping cell, not the kernel', async () => {
+    const run = await start('java');
+    assert.equal(text(await run('int kept = 6;')), '');
+    for (const cell of ['while (true) {}', 'Thread.sleep(60_000)', 'for (;;) { System.out.print(""); }']) {
+      assert.deepEqual(
+        (await run(cell, true)).map((line) => (line.type === 'error' ? line.name : line.type)),
+        ['KeyboardInterrupt'],
+        cell,
+      );
+    }
+    assert.equal(text(await run('kept')), '6');
   });
 
   it('javascript: cell after cell interrupted as it starts, each is stopped and the kernel kept', async () => {
