@@ -21,6 +21,7 @@
 #   python3-pyflakes  `npm run lint` checks the python that runs in sandboxes (scripts/lint-guest.sh)
 #   python3-ipython, python3-matplotlib, python3-pandas, python3-numpy
 #               the code interpreter's python kernel and what its template gives (charts, tables)
+#   r-base-core the code interpreter's r kernel (its java kernel is default-jdk-headless's JShell)
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
 # Without root this only reports what is missing.
@@ -59,6 +60,7 @@ need php php-cli
 need perl perl
 need lua5.4 lua5.4
 need javac default-jdk-headless
+need R r-base-core
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"

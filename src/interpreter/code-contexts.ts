@@ -31,6 +31,7 @@ const LANGUAGE_NAMES: Record<string, ContextLanguage> = {
   bash: 'bash',
   sh: 'bash',
   java: 'java',
+  r: 'r',
 };
 
 /** What the code interpreter needs of a running sandbox. */

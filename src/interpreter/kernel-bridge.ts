@@ -21,6 +21,7 @@ const startupSource = guestProgram(new URL('./python/startup.py', import.meta.ur
 const nodeKernelSource = guestProgram(new URL('./node/kernel-node.cjs', import.meta.url));
 const pythonKernelSource = guestProgram(new URL('./python/kernel-python.py', import.meta.url));
 const javaKernelSource = guestProgram(new URL('./java/JavaKernel.java', import.meta.url));
+const rKernelSource = guestProgram(new URL('./r/kernel-r.R', import.meta.url));
 
 /** The languages a bridge runs a kernel for, and the programs it is given for each (its argv after the language). */
 const KERNEL_SOURCES = {
@@ -28,6 +29,7 @@ const KERNEL_SOURCES = {
   javascript: () => [nodeKernelSource()],
   bash: () => [],
   java: () => [javaKernelSource()],
+  r: () => [rKernelSource()],
 } as const satisfies Record<string, () => string[]>;
 export type KernelLanguage = keyof typeof KERNEL_SOURCES;
 

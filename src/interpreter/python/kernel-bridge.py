@@ -4,7 +4,7 @@
 # number_of_executions). Each kernel is a process of its own: for python IPython's
 # InteractiveShell (kernel-python.py), so the display protocol, magics, `!` lines and interrupts
 # are IPython's; for bash a bash; for javascript a node with kernel-node.cjs; for java a JVM
-# running JavaKernel.java (JShell's API). Their output is
+# running JavaKernel.java (JShell's API); for r an R running kernel-r.R. Their output is
 # streamed from their pipes, and what a cell showed and when it ended comes on a control pipe.
 #
 # Requests come on stdin and replies go to stdout, as length-prefixed JSON frames (4-byte
@@ -22,7 +22,7 @@
 # stays where it started, which the first cell is told on stderr.
 # argv: the language, then for python the sources of charts.py and startup.py (which the kernel
 # imports before the first cell) and kernel-python.py, for javascript the source of kernel-node.cjs
-# and, optionally, the node to run it on, for java the source of JavaKernel.java.
+# and, optionally, the node to run it on, for java the source of JavaKernel.java, for r kernel-r.R's.
 import codecs
 import ctypes
 import json
@@ -438,27 +438,24 @@ class PythonKernel(ProcessKernel):
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-class JavaKernel(ProcessKernel):
-    """JShell's API in a JVM of its own: java running JavaKernel.java (argv: its source) as a
-    single-file program. Cells come as length-prefixed strings on a pipe (the token, the code, the
-    run's env vars, which the kernel sets as system properties as E2B's java kernel does); the
-    value and error come back on the control pipe."""
+class SourceKernel(ProcessKernel):
+    """A kernel that is a program of ours in the kernel's language, written to a temporary
+    directory and run from there, reading cells as length-prefixed strings (a line with the byte
+    length, then the bytes: the token, the code, the number of env vars, each var's name and
+    value; the kernel sets the run's vars and puts them back itself) and reporting its value and
+    error when the cell ends."""
 
-    language = "java"
     ENV_WITH_CELL = True
 
-    def __init__(self, sources):
-        java = shutil.which("java") or ("/usr/bin/java" if os.path.exists("/usr/bin/java") else None)
-        if java is None:
-            raise RuntimeError("java is not installed in the sandbox (a JDK 17 or later: default-jdk-headless)")
-        directory = tempfile.mkdtemp(prefix="kernel-")
-        # The source launcher wants a file named for its class.
-        path = os.path.join(directory, "JavaKernel.java")
+    def write_program(self, name, source):
+        self.directory = tempfile.mkdtemp(prefix="kernel-")
+        path = os.path.join(self.directory, name)
         with open(path, "w") as program:
-            program.write(sources["kernel-java"])
-        self.directory = directory
-        # Serial GC: one kernel, a heap of its own; no GC threads per core.
-        super().__init__([java, "-XX:+UseSerialGC", "-Xshare:auto", path], False)
+            program.write(source)
+        return path
+
+    def start(self, argv, env=None):
+        super().__init__(argv, False, env)
         try:
             self.wait_until_ready()
         except Exception:
@@ -486,7 +483,44 @@ class JavaKernel(ProcessKernel):
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-KERNELS = {"python": PythonKernel, "bash": BashKernel, "javascript": NodeKernel, "java": JavaKernel}
+class JavaKernel(SourceKernel):
+    """JShell's API in a JVM of its own: java running JavaKernel.java (argv: its source) as a
+    single-file program. Cells come as length-prefixed strings on a pipe (the token, the code, the
+    run's env vars, which the kernel sets as system properties as E2B's java kernel does); the
+    value and error come back on the control pipe."""
+
+    language = "java"
+
+    def __init__(self, sources):
+        java = shutil.which("java") or ("/usr/bin/java" if os.path.exists("/usr/bin/java") else None)
+        if java is None:
+            raise RuntimeError("java is not installed in the sandbox (a JDK 17 or later: default-jdk-headless)")
+        # The source launcher wants a file named for its class.
+        path = self.write_program("JavaKernel.java", sources["kernel-java"])
+        # Serial GC: one kernel, a heap of its own; no GC threads per core.
+        self.start([java, "-XX:+UseSerialGC", "-Xshare:auto", path])
+
+
+class RKernel(SourceKernel):
+    """R running kernel-r.R (argv: its source): cells as length-prefixed strings on a pipe (the
+    token, the code, the run's env vars, which the kernel sets with Sys.setenv for the run); the
+    value (as R prints it) and error come back on the control pipe."""
+
+    language = "r"
+
+    def __init__(self, sources):
+        r = shutil.which("R") or ("/usr/bin/R" if os.path.exists("/usr/bin/R") else None)
+        if r is None:
+            raise RuntimeError("R is not installed in the sandbox (r-base-core: scripts/setup-host.sh)")
+        path = self.write_program("kernel-r.R", sources["kernel-r"])
+        # A UTF-8 locale unless the sandbox set one: R would print other text as <U+00E9>.
+        env = dict(os.environ)
+        if not env.get("LC_ALL") and not env.get("LANG"):
+            env["LANG"] = "C.UTF-8"
+        self.start([r, "--no-echo", "--no-restore", "--no-save", "-f", path, "--args"], env)
+
+
+KERNELS = {"python": PythonKernel, "bash": BashKernel, "javascript": NodeKernel, "java": JavaKernel, "r": RKernel}
 
 
 class Bridge:
@@ -711,7 +745,7 @@ def main():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     language = sys.argv[1]
     names = {"python": ("agent_runner_charts", "agent_runner_startup", "kernel-python"), "javascript": ("kernel-node", "node"), "bash": (),
-             "java": ("kernel-java",)}[language]
+             "java": ("kernel-java",), "r": ("kernel-r",)}[language]
     sources = dict(zip(names, sys.argv[2:]))
     notice = enter_work_dir(os.environ.pop("AGENT_RUNNER_WORK_DIR", None))
     try:

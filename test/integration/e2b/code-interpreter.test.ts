@@ -164,7 +164,7 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
     // held this file's process for a minute after its tests: a short one for the refused calls.
     await assert.rejects(sandbox.runCode('1', { context: second, requestTimeoutMs: 10_000 }), /not found/i);
     await assert.rejects(sandbox.runCode('1', { language: 'cobol', requestTimeoutMs: 10_000 }), /400/);
-    await assert.rejects(sandbox.createCodeContext({ language: 'r' }), /500|400/);
+    await assert.rejects(sandbox.createCodeContext({ language: 'fortran' }), /400/);
   });
 
   it("lists the default python and javascript contexts from the start, as E2B's server does; their first cells run in them", async () => {
@@ -264,6 +264,30 @@ describe('the @e2b/code-interpreter SDK against agent-runner', async () => {
       assert.deepEqual([thrown.error?.name, thrown.error?.value], ['java.lang.NumberFormatException', 'For input string: "x"']);
       await assert.rejects(withEnv.runCode('Thread.sleep(60_000)', { context, timeoutMs: 2_000 }), /timed out/i);
       assert.equal((await withEnv.runCode('total', { context })).text, '6');
+    } finally {
+      await withEnv.kill();
+    }
+  });
+
+  it("runs r cells: state kept, visible values as R prints them, env vars for one run over the sandbox's", async () => {
+    const withEnv = await Sandbox.create('base', { ...opts(), envs: { TEST_ENV_VAR: 'supertest' } });
+    try {
+      assert.equal((await withEnv.runCode('getwd()', { language: 'r' })).results[0]?.text, '[1] "/home/user"');
+      assert.equal((await withEnv.runCode('Sys.getenv("TEST_ENV_VAR")', { language: 'r' })).text, '[1] "supertest"');
+      const overwritten = await withEnv.runCode('paste(Sys.getenv("TEST_ENV_VAR"), Sys.getenv("FOO"))', { language: 'r', envs: { TEST_ENV_VAR: 'overwrite', FOO: 'bar' } });
+      assert.equal(overwritten.text, '[1] "overwrite bar"');
+      assert.equal((await withEnv.runCode('paste(Sys.getenv("TEST_ENV_VAR"), Sys.getenv("FOO", unset = "default"))', { language: 'r' })).text, '[1] "supertest default"');
+
+      const context = await withEnv.createCodeContext({ language: 'r', cwd: '/tmp' });
+      assert.deepEqual([context.language, context.cwd], ['r', '/tmp']);
+      assert.equal((await withEnv.runCode('getwd()', { context })).text, '[1] "/tmp"');
+      const printed = await withEnv.runCode('total <- sum(1:3)\ncat("summed\\n")\ntotal', { context });
+      assert.deepEqual([printed.logs.stdout, printed.text], [['summed\n'], '[1] 6']);
+      assert.equal((await withEnv.runCode('total * 7', { context })).text, '[1] 42');
+      const failed = await withEnv.runCode('stop("boom")', { context });
+      assert.deepEqual([failed.error?.name, failed.error?.value], ['Error', 'boom']);
+      await assert.rejects(withEnv.runCode('Sys.sleep(60)', { context, timeoutMs: 2_000 }), /timed out/i);
+      assert.equal((await withEnv.runCode('total', { context })).text, '[1] 6');
     } finally {
       await withEnv.kill();
     }

@@ -274,7 +274,7 @@ describe('kernel-bridge.py', () => {
 });
 
 /** The bridge with a kernel of our own (bash, or node with kernel-node.cjs): cells in order, whatever a cell writes where. */
-describe('kernel-bridge.py with bash, javascript and java kernels', () => {
+describe('kernel-bridge.py with bash, javascript, java and r kernels', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-own-'));
   const bridges: GuestProcess[] = [];
   after(async () => {
@@ -285,8 +285,10 @@ describe('kernel-bridge.py with bash, javascript and java kernels', () => {
   });
 
   /** A bridge with the kernel for `language`; its `run` sends a cell (and, asked to, an interrupt right behind it) and answers the cell's lines. */
-  async function start(language: 'bash' | 'javascript' | 'java'): Promise<(code: string, interruptAtOnce?: boolean, envVars?: Record<string, string>) => Promise<OutputLine[]>> {
-    const programs = { bash: [], javascript: ['node/kernel-node.cjs'], java: ['java/JavaKernel.java'] }[language];
+  async function start(
+    language: 'bash' | 'javascript' | 'java' | 'r',
+  ): Promise<(code: string, interruptAtOnce?: boolean, envVars?: Record<string, string>) => Promise<OutputLine[]>> {
+    const programs = { bash: [], javascript: ['node/kernel-node.cjs'], java: ['java/JavaKernel.java'], r: ['r/kernel-r.R'] }[language];
     const extra = programs.map((path) => readFileSync(new URL(`../../../src/interpreter/${path}`, import.meta.url), 'utf8'));
     const bridge = startGuest(['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), language, ...extra], { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     bridges.push(bridge);
@@ -404,6 +406,35 @@ describe('kernel-bridge.py with bash, javascript and java kernels', () => {
       );
     }
     assert.equal(text(await run('kept')), '6');
+  });
+
+  it('r: a cell keeps its state, prints visible values as R does, the last one the value; errors are error lines', async () => {
+    const run = await start('r');
+    assert.equal(text(await run('x <- 20\ncat("a\\n"); message("b")\n1\nx * 2 + 2')), 'a\nb\n[1] 1\n[1] 42');
+    assert.equal(text(await run('invisible(x)')), '');
+    assert.equal(text(await run('stop("boom")')), 'error:boom');
+    assert.match(text(await run('x <- (')), /^error:<text>:2:0: unexpected end of input/);
+    assert.equal(text(await run('c("é", x)')), '[1] "é"  "20"');
+  });
+
+  it("r: a run's env vars are set for that run only", async () => {
+    const run = await start('r');
+    assert.equal(text(await run('Sys.getenv("HOME")')), `[1] "${process.env.HOME}"`);
+    assert.equal(text(await run('paste(Sys.getenv("FOO"), Sys.getenv("HOME"))', false, { FOO: 'bar', HOME: '/elsewhere' })), '[1] "bar /elsewhere"');
+    assert.equal(text(await run('paste(Sys.getenv("FOO", unset = "default"), Sys.getenv("HOME"))')), `[1] "default ${process.env.HOME}"`);
+  });
+
+  it('r: an interrupt stops a busy or sleeping cell, not the kernel', async () => {
+    const run = await start('r');
+    assert.equal(text(await run('kept <- 6')), '');
+    for (const cell of ['while (TRUE) {}', 'Sys.sleep(60)']) {
+      assert.deepEqual(
+        (await run(cell, true)).map((line) => (line.type === 'error' ? line.name : line.type)),
+        ['KeyboardInterrupt'],
+        cell,
+      );
+    }
+    assert.equal(text(await run('kept')), '[1] 6');
   });
 
   it('javascript: cell after cell interrupted as it starts, each is stopped and the kernel kept', async () => {
