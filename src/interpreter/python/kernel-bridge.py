@@ -483,6 +483,14 @@ class SourceKernel(ProcessKernel):
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def installed_program(name, package):
+    """The sandbox's `name` (on its PATH, else in /usr/bin); refused, naming `package`, without one."""
+    program = shutil.which(name) or ("/usr/bin/" + name if os.path.exists("/usr/bin/" + name) else None)
+    if program is None:
+        raise RuntimeError("%s is not installed in the sandbox (%s)" % (name, package))
+    return program
+
+
 class JavaKernel(SourceKernel):
     """JShell's API in a JVM of its own: java running JavaKernel.java (argv: its source) as a
     single-file program. Cells come as length-prefixed strings on a pipe (the token, the code, the
@@ -492,9 +500,7 @@ class JavaKernel(SourceKernel):
     language = "java"
 
     def __init__(self, sources):
-        java = shutil.which("java") or ("/usr/bin/java" if os.path.exists("/usr/bin/java") else None)
-        if java is None:
-            raise RuntimeError("java is not installed in the sandbox (a JDK 17 or later: default-jdk-headless)")
+        java = installed_program("java", "a JDK 17 or later: default-jdk-headless")
         # The source launcher wants a file named for its class.
         path = self.write_program("JavaKernel.java", sources["kernel-java"])
         # Serial GC: one kernel, a heap of its own; no GC threads per core.
@@ -509,9 +515,7 @@ class RKernel(SourceKernel):
     language = "r"
 
     def __init__(self, sources):
-        r = shutil.which("R") or ("/usr/bin/R" if os.path.exists("/usr/bin/R") else None)
-        if r is None:
-            raise RuntimeError("R is not installed in the sandbox (r-base-core: scripts/setup-host.sh)")
+        r = installed_program("R", "r-base-core: scripts/setup-host.sh")
         path = self.write_program("kernel-r.R", sources["kernel-r"])
         # A UTF-8 locale unless the sandbox set one: R would print other text as <U+00E9>.
         env = dict(os.environ)
