@@ -130,6 +130,8 @@ class ProcessKernel:
 
     # Seconds after which an interrupted cell that still runs is sent SIGINT again (None: once).
     INTERRUPT_AGAIN = None
+    # A temporary directory of the kernel's files (its modules, its program), removed when it stops.
+    directory = None
     # True: a run's env vars go to begin() with its cell, which the kernel sets and restores
     # itself; False: they are set and restored by cells of env_code() and restore_env_code().
     ENV_WITH_CELL = False
@@ -163,7 +165,15 @@ class ProcessKernel:
 
     def wait_until_ready(self):
         """Until the kernel says it is up on its control pipe (IPython imported, E2B's formats in
-        place; a JVM's JShell compiling); why not, if it ends first."""
+        place; a JVM's JShell compiling); why not, if it ends first. One that does not come up is
+        stopped."""
+        try:
+            self.wait_for_ready_report()
+        except Exception:
+            self.stop()
+            raise
+
+    def wait_for_ready_report(self):
         began = time.monotonic()
         said = b""
         while b"\n" not in self.control:
@@ -305,6 +315,8 @@ class ProcessKernel:
         for fd in (self.control_read, self.cells_write):
             os.close(fd)
         self.selector.close()
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class BashKernel(ProcessKernel):
@@ -371,12 +383,7 @@ class NodeKernel(ProcessKernel):
         self.send_cell(json.dumps({"code": code, "cell": self.next_cell()}) + "\n")
 
     def ended(self, report):
-        lines = []
-        if report.get("result") is not None:
-            lines.append(result_line({"text/plain": str(report["result"])}, True))
-        if report.get("error") is not None:
-            lines.extend(reported_error(report["error"]))
-        return lines
+        return value_and_error(report)
 
     def env_code(self, env_vars):
         return "globalThis.__agentRunnerRestoreEnv = ((vars) => { const old = {}; for (const [k, v] of Object.entries(vars)) { old[k] = process.env[k]; process.env[k] = v; }" \
@@ -404,11 +411,7 @@ class PythonKernel(ProcessKernel):
         super().__init__([sys.executable, "-c", sources["kernel-python"], str(MAX_RESULT_BYTES)], False, env)
         self.directory = directory
         self.errored = False
-        try:
-            self.wait_until_ready()
-        except Exception:
-            self.stop()
-            raise
+        self.wait_until_ready()
 
     def begin(self, code, silent):
         self.errored = False
@@ -433,9 +436,6 @@ class PythonKernel(ProcessKernel):
     def restore_env_code(self):
         return "__agent_runner_restore_env()"
 
-    def stop(self):
-        super().stop()
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class SourceKernel(ProcessKernel):
@@ -456,11 +456,7 @@ class SourceKernel(ProcessKernel):
 
     def start(self, argv, env=None):
         super().__init__(argv, False, env)
-        try:
-            self.wait_until_ready()
-        except Exception:
-            self.stop()
-            raise
+        self.wait_until_ready()
 
     def begin(self, code, silent, env_vars=None):
         env_vars = env_vars or {}
@@ -471,16 +467,18 @@ class SourceKernel(ProcessKernel):
         self.send_cell(b"".join(b"%d\n%s" % (len(part), part) for part in encoded))
 
     def ended(self, report):
-        lines = []
-        if report.get("result") is not None:
-            lines.append(result_line({"text/plain": str(report["result"])}, True))
-        if report.get("error") is not None:
-            lines.extend(reported_error(report["error"]))
-        return lines
+        return value_and_error(report)
 
-    def stop(self):
-        super().stop()
-        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def value_and_error(report):
+    """The output lines of a kernel's end-of-cell report that carries the cell's value and error."""
+    lines = []
+    if report.get("result") is not None:
+        lines.append(result_line({"text/plain": str(report["result"])}, True))
+    if report.get("error") is not None:
+        lines.extend(reported_error(report["error"]))
+    return lines
 
 
 def installed_program(name, package):
