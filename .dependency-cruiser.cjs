@@ -9,6 +9,7 @@ const LAYERS = [
   ['config'],
   ['workspace'],
   ['egress'],
+  ['images'],
   ['sandbox'],
   ['languages', 'policy'],
   ['runner'],

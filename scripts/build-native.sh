@@ -11,3 +11,5 @@ if ! command -v "$cc" >/dev/null 2>&1; then
 fi
 "$cc" -static -O2 -Wall -Wextra -Werror -o dist/native/exec-guard.tmp native/exec-guard.c
 mv dist/native/exec-guard.tmp dist/native/exec-guard
+"$cc" -static -O2 -Wall -Wextra -Werror -o dist/native/image-root.tmp native/image-root.c
+mv dist/native/image-root.tmp dist/native/image-root

@@ -68,6 +68,22 @@ export const ERROR_CODES = {
   },
   'snapshot.not_found': { http: 404, description: 'no snapshot with that id or name' },
   'template.not_found': { http: 404, description: 'no template of that name: `base`, `code-interpreter-v1`, one named in the configuration, or a snapshot' },
+  'image.invalid_reference': { http: 422, description: 'not an image reference (registry/repository:tag or @sha256:digest): the message says which part' },
+  'image.not_found': { http: 404, description: 'the registry has no such repository, tag or digest, or no image for linux/amd64' },
+  'image.registry_denied': { http: 403, description: 'the registry refused the pull: credentials missing or wrong for that repository' },
+  'image.registry_failed': {
+    http: 502,
+    description: 'the registry could not be reached, stalled past its deadline (templates.registryTimeoutMs) or answered an error; nothing was kept',
+  },
+  'image.insecure_registry': { http: 422, description: 'plain http:// is used only for loopback registries or ones named in templates.insecureRegistries' },
+  'image.digest_mismatch': { http: 502, description: 'a manifest, config or layer whose bytes do not match its digest; nothing of it was kept' },
+  'image.too_large': { http: 413, description: 'a layer or the image, compressed or unpacked, is over templates.maxImageBytes' },
+  'image.invalid': {
+    http: 422,
+    description:
+      'a manifest, config or archive not as OCI or Docker define it, or a layer entry refused (a path leaving the layer, a link out of it, a device node): details name the entry',
+  },
+  'image.unsupported': { http: 422, description: 'a media type, compression or platform not served here (the message names it)' },
   'session.file_not_found': { http: 404, description: 'no such file in the session’s work dir' },
   'session.file_too_large': { http: 413, description: 'the file is over the session file limit' },
   'session.file_not_regular': { http: 422, description: 'the path is a directory, FIFO, socket or device: only regular files are read and written' },

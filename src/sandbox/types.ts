@@ -62,6 +62,13 @@ export interface SandboxTemplate {
    */
   rootInside?: boolean;
   /**
+   * The sandbox's root file system is an image's, not the host's system: its layers (host
+   * directories of the image store, bottom first) under a writable layer of the sandbox's own, of
+   * `writableBytes`, gone with the sandbox. The image's files keep their owners as the sandbox
+   * sees them (its root owns what the image's root owns). Needs `rootInside`.
+   */
+  image?: { layers: readonly string[]; writableBytes: number };
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.

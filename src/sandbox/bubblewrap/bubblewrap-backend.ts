@@ -2,6 +2,7 @@ import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
+import { imageRootArgv, type ImageRootMount } from '../../images/image-root.js';
 import { replaceFile } from '../host/shared-files.js';
 import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -310,6 +311,15 @@ export class BubblewrapBackend implements SandboxBackend {
           network = new JobNetwork(template.network, this.options.networkTools, pidFile);
         }
       }
+      let imageRoot: ImageRootMount | null = null;
+      if (template.image) {
+        // The image's layers, idmapped to the sandbox's two uids, under its own writable layer:
+        // mounted by the launcher as root, in a mount namespace of its own (image-root.c).
+        if (rootUid === null || uid === null) throw new Error('a sandbox on an image needs root inside (the service running as root, with seccomp)');
+        const target = join(stagingDir, 'root');
+        await mkdir(target, { mode: 0o755 });
+        imageRoot = { target, layers: template.image.layers, writableBytes: template.image.writableBytes, uids: { root: rootUid, user: uid } };
+      }
       const bootId = join(stagingDir, 'boot_id');
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });
       const settled = this.jobs.oweCleanup();
@@ -327,6 +337,7 @@ export class BubblewrapBackend implements SandboxBackend {
         cgroup,
         joinsAsRoot ? launchUid : null,
         rootUid !== null,
+        imageRoot,
       );
       return await forkWhenQuiet(
         () =>
@@ -334,7 +345,8 @@ export class BubblewrapBackend implements SandboxBackend {
             argv,
             bwrapOptions,
             seccompFile: ready.seccompFile,
-            uid: joinsAsRoot ? null : launchUid,
+            // The image root's launcher mounts as root, then becomes the uid itself.
+            uid: joinsAsRoot || imageRoot ? null : launchUid,
             userMap: rootUid !== null && uid !== null ? { root: rootUid, user: uid } : null,
             cgroup,
             jobDir: stagingDir,
@@ -377,6 +389,7 @@ export class BubblewrapBackend implements SandboxBackend {
     cgroup: JobCgroup | null,
     becomeUid: number | null,
     rootInside: boolean,
+    imageRoot: ImageRootMount | null,
   ): { argv: string[]; bwrapOptions: string[] } {
     const { limits } = template;
     const rlimits = [
@@ -401,6 +414,7 @@ export class BubblewrapBackend implements SandboxBackend {
       },
       mounts,
       networkFiles,
+      ...(imageRoot && { imageRoot: `${imageRoot.target}/merged` }),
       vmNetwork: template.vmNetwork === true,
       hidden: template.withoutShells ? ready.shellFiles : [],
       terminals: template.terminals === true,
@@ -413,9 +427,10 @@ export class BubblewrapBackend implements SandboxBackend {
       ...(ready.seccompFile ? { seccompFd: SECCOMP_FD } : {}),
     });
     const split = bwrapArgs.indexOf('--');
-    const chain = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, '--args', String(ARGS_FD), ...bwrapArgs.slice(split)];
+    const limited = [this.options.prlimitPath, ...rlimits, '--', this.options.bwrapPath, '--args', String(ARGS_FD), ...bwrapArgs.slice(split)];
+    const chain = imageRoot ? [...imageRootArgv(imageRoot), ...limited] : limited;
     if (!cgroup) return { argv: chain, bwrapOptions: bwrapArgs.slice(0, split) };
-    const become = becomeUid === null ? [] : [this.options.networkTools.setpriv, `--reuid=${becomeUid}`, `--regid=${becomeUid}`, '--clear-groups', '--'];
+    const become = becomeUid === null || imageRoot ? [] : [this.options.networkTools.setpriv, `--reuid=${becomeUid}`, `--regid=${becomeUid}`, '--clear-groups', '--'];
     const argv = [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...become, ...chain];
     return { argv, bwrapOptions: bwrapArgs.slice(0, split) };
   }

@@ -63,6 +63,12 @@ export interface BwrapPlan {
    * leads to the host's egress proxy of the VM's job (qemu-vm.ts); never on the host.
    */
   vmNetwork: boolean;
+  /**
+   * The host directory (a mount of the launcher's own namespace, image-root.c) that is the
+   * sandbox's whole root, writable: an image's layers under the sandbox's own layer. Without it
+   * the root is the host's system, read-only, as `layout` picks it.
+   */
+  imageRoot?: string;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
   hidden: readonly string[];
   /** bwrap's own /dev, with a devpts instance of the sandbox's own (ptmx, pts/) and tty. */
@@ -117,15 +123,20 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   ];
   for (const [key, value] of Object.entries(plan.env)) args.push('--setenv', key, value);
 
-  // Read-only system: /usr and the merged-/usr links, a hand-picked /etc.
-  for (const dir of plan.layout.directories) args.push('--ro-bind', dir, dir);
-  for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
-  // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
-  for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
-  // bwrap makes the parent of a file it binds 0700, its own: with root inside, the user could not
-  // read /etc or /etc/ssl. Made first, 0755 as on every system.
-  for (const dir of etcDirectories(plan)) args.push('--perms', '0755', '--dir', dir);
-  for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
+  if (plan.imageRoot !== undefined) {
+    // An image's root, whole and writable (its own /usr, /etc...): what follows lands on top.
+    args.push('--bind', plan.imageRoot, '/');
+  } else {
+    // Read-only system: /usr and the merged-/usr links, a hand-picked /etc.
+    for (const dir of plan.layout.directories) args.push('--ro-bind', dir, dir);
+    for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
+    // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
+    for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
+    // bwrap makes the parent of a file it binds 0700, its own: with root inside, the user could not
+    // read /etc or /etc/ssl. Made first, 0755 as on every system.
+    for (const dir of etcDirectories(plan)) args.push('--perms', '0755', '--dir', dir);
+    for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
+  }
   if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
   if (plan.networkFiles?.caBundle) args.push('--ro-bind', plan.networkFiles.caBundle, CA_BUNDLE_SANDBOX_PATH);
   args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
@@ -153,7 +164,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);
   // The root bwrap builds is a tmpfs of mount points; freeze it so / and /etc take no writes.
-  args.push('--remount-ro', '/');
+  if (plan.imageRoot === undefined) args.push('--remount-ro', '/');
 
   args.push('--chdir', plan.cwd, '--', ...plan.argv);
   return args;

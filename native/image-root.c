@@ -1,0 +1,251 @@
+/*
+ * image-root: the root-only steps of running a sandbox on an image's layers (src/images/).
+ *
+ *   image-root marks TREE
+ *     Reads NUL-terminated records on stdin, "w" or "o" and a path relative to TREE, and puts
+ *     overlayfs's marks into a layer just unpacked: a 0/0 character device for a whiteout ("w",
+ *     a name the layer deletes), trusted.overlay.opaque=y on an opaque directory ("o"). Node
+ *     has neither mknod nor xattrs. Every component is opened beneath TREE with O_NOFOLLOW.
+ *
+ *   image-root mount --uid U --gid G --map INSIDE:HOST[,INSIDE:HOST...] --upper-bytes N
+ *                    --target DIR [--nosuid] --layer DIR... -- PROGRAM ARGS...
+ *     In a mount namespace of its own: a tmpfs of N bytes on DIR holding the sandbox's writable
+ *     layer, each image layer bound there idmapped (the image's uid INSIDE shown as the host's
+ *     HOST, so the sandbox's root owns the image's root files and copies them up on write), and
+ *     DIR/merged, the overlay of them all. Then it becomes U:G with no groups and execs PROGRAM
+ *     (bwrap, which binds DIR/merged as the sandbox's /). The mounts live only in that namespace:
+ *     they go when the last process of the sandbox does, and the host never sees them.
+ *     --nosuid: setuid files do not raise privileges (a sandbox without root inside).
+ *     Layers are given bottom first.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define MAX_LAYERS 128
+#define MAX_MAPS 8
+#define RECORD_MAX 8192
+
+static void fail(const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  fputs("image-root: ", stderr);
+  vfprintf(stderr, format, args);
+  if (errno != 0) fprintf(stderr, ": %s", strerror(errno));
+  fputc('\n', stderr);
+  va_end(args);
+  exit(125);
+}
+
+/* The directory fd of `path` (relative, '/'-separated) beneath `root`, no link followed. */
+static int open_beneath(int root, const char *path) {
+  char copy[RECORD_MAX];
+  snprintf(copy, sizeof copy, "%s", path);
+  int fd = dup(root);
+  for (char *save = NULL, *part = strtok_r(copy, "/", &save); part != NULL; part = strtok_r(NULL, "/", &save)) {
+    if (strcmp(part, "..") == 0 || strcmp(part, ".") == 0) {
+      errno = EINVAL;
+      fail("a path with . or ..: %s", path);
+    }
+    int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) fail("open %s (at %s)", path, part);
+    close(fd);
+    fd = next;
+  }
+  return fd;
+}
+
+static int marks(const char *tree) {
+  int root = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) fail("open %s", tree);
+  char record[RECORD_MAX];
+  size_t length = 0;
+  int c;
+  while ((c = getchar()) != EOF) {
+    if (length + 1 >= sizeof record) fail("a record over %d bytes", RECORD_MAX);
+    record[length++] = (char)c;
+    if (c != '\0') continue;
+    length = 0;
+    if (record[0] == '\0') continue;
+    const char *path = record + 1;
+    if (record[0] == 'o') {
+      int dir = open_beneath(root, path);
+      if (fsetxattr(dir, "trusted.overlay.opaque", "y", 1, 0) != 0) fail("mark %s opaque", path);
+      close(dir);
+    } else if (record[0] == 'w') {
+      char parent[RECORD_MAX];
+      snprintf(parent, sizeof parent, "%s", path);
+      char *slash = strrchr(parent, '/');
+      const char *name = slash ? slash + 1 : parent;
+      if (slash) *slash = '\0';
+      int dir = open_beneath(root, slash ? parent : "");
+      if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        errno = EINVAL;
+        fail("a whiteout of no name: %s", path);
+      }
+      /* A name the layer both deletes and holds keeps what it holds (tar's last word). */
+      if (mknodat(dir, name, S_IFCHR | 0, makedev(0, 0)) != 0 && errno != EEXIST) fail("whiteout %s", path);
+      close(dir);
+    } else {
+      errno = 0;
+      fail("a record of unknown kind %c", record[0]);
+    }
+  }
+  return 0;
+}
+
+/* A user namespace whose uid and gid maps are `map`: held by a child that waits, then reaped. */
+static int userns_of(const char *map) {
+  int ready[2], done[2];
+  if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(done, O_CLOEXEC) != 0) fail("pipe");
+  pid_t child = fork();
+  if (child < 0) fail("fork");
+  if (child == 0) {
+    char byte = 0;
+    close(ready[0]);
+    close(done[1]);
+    if (unshare(CLONE_NEWUSER) != 0) _exit(1);
+    if (write(ready[1], &byte, 1) != 1) _exit(1);
+    if (read(done[0], &byte, 1) < 0) _exit(1);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(done[0]);
+  char byte;
+  if (read(ready[0], &byte, 1) != 1) fail("the namespace holder did not start");
+  close(ready[0]);
+  char path[64];
+  const char *files[] = {"uid_map", "gid_map"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "/proc/%d/%s", child, files[i]);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, map, strlen(map)) != (ssize_t)strlen(map)) fail("write %s", path);
+    close(fd);
+  }
+  snprintf(path, sizeof path, "/proc/%d/ns/user", child);
+  int ns = open(path, O_RDONLY | O_CLOEXEC);
+  if (ns < 0) fail("open %s", path);
+  close(done[1]);
+  waitpid(child, NULL, 0);
+  return ns;
+}
+
+static void idmapped_bind(const char *source, const char *target, int userns) {
+  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+  if (tree < 0) fail("open_tree %s", source);
+  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, .userns_fd = (unsigned long long)userns};
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail("idmap %s", source);
+  if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("mount %s", target);
+  close(tree);
+}
+
+static void make_dir(const char *path, uid_t uid, gid_t gid, mode_t mode) {
+  if (mkdir(path, mode) != 0) fail("mkdir %s", path);
+  if (chown(path, uid, gid) != 0 || chmod(path, mode) != 0) fail("own %s", path);
+}
+
+static unsigned long number(const char *text, const char *what) {
+  char *end;
+  errno = 0;
+  unsigned long value = strtoul(text, &end, 10);
+  if (errno != 0 || *end != '\0' || end == text) fail("%s is not a number: %s", what, text);
+  return value;
+}
+
+static int mount_root(int argc, char **argv) {
+  const char *layers[MAX_LAYERS];
+  int layer_count = 0;
+  const char *target = NULL, *map_text = NULL;
+  long uid = -1, gid = -1;
+  unsigned long upper_bytes = 0;
+  int nosuid = 0, i = 2;
+  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    const char *option = argv[i];
+    if (strcmp(option, "--nosuid") == 0) {
+      nosuid = 1;
+      continue;
+    }
+    if (i + 1 >= argc) fail("%s needs a value", option);
+    const char *value = argv[++i];
+    if (strcmp(option, "--uid") == 0) uid = (long)number(value, "--uid");
+    else if (strcmp(option, "--gid") == 0) gid = (long)number(value, "--gid");
+    else if (strcmp(option, "--map") == 0) map_text = value;
+    else if (strcmp(option, "--upper-bytes") == 0) upper_bytes = number(value, "--upper-bytes");
+    else if (strcmp(option, "--target") == 0) target = value;
+    else if (strcmp(option, "--layer") == 0) {
+      if (layer_count == MAX_LAYERS) fail("more than %d layers", MAX_LAYERS);
+      layers[layer_count++] = value;
+    } else fail("unknown option %s", option);
+  }
+  if (i >= argc - 1 || uid < 0 || gid < 0 || !map_text || !target || upper_bytes == 0 || layer_count == 0) {
+    errno = 0;
+    fail("usage: mount --uid U --gid G --map IN:HOST,... --upper-bytes N --target DIR [--nosuid] --layer DIR... -- PROGRAM ARGS");
+  }
+  /* "0:100000,1000:100001" as a map file: one id a line. Root inside owns the writable layer. */
+  char map[256] = "";
+  uid_t upper_owner = (uid_t)uid;
+  char copy[256];
+  snprintf(copy, sizeof copy, "%s", map_text);
+  int maps = 0;
+  for (char *save = NULL, *pair = strtok_r(copy, ",", &save); pair != NULL; pair = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(pair, ':');
+    if (!colon || ++maps > MAX_MAPS) fail("--map is INSIDE:HOST pairs: %s", map_text);
+    *colon = '\0';
+    unsigned long inside = number(pair, "--map"), host = number(colon + 1, "--map");
+    if (inside == 0) upper_owner = (uid_t)host;
+    size_t used = strlen(map);
+    snprintf(map + used, sizeof map - used, "%lu %lu 1\n", inside, host);
+  }
+
+  if (unshare(CLONE_NEWNS) != 0) fail("unshare the mount namespace");
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) fail("make mounts private");
+  char options[4096], path[4096];
+  snprintf(options, sizeof options, "size=%lu,mode=0755", upper_bytes);
+  if (mount("image-root", target, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) fail("mount a tmpfs on %s", target);
+  int userns = userns_of(map);
+  char lower[sizeof options] = "";
+  for (int layer = layer_count - 1; layer >= 0; layer--) {
+    snprintf(path, sizeof path, "%s/%d", target, layer);
+    make_dir(path, 0, 0, 0700);
+    idmapped_bind(layers[layer], path, userns);
+    size_t used = strlen(lower);
+    if (used + strlen(path) + 2 >= sizeof lower) fail("the layers' paths are too long");
+    snprintf(lower + used, sizeof lower - used, "%s%s", used ? ":" : "", path);
+  }
+  snprintf(path, sizeof path, "%s/upper", target);
+  make_dir(path, upper_owner, upper_owner, 0755);
+  snprintf(path, sizeof path, "%s/work", target);
+  make_dir(path, 0, 0, 0700);
+  snprintf(path, sizeof path, "%s/merged", target);
+  make_dir(path, 0, 0, 0755);
+  /* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
+  snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", lower, target, target);
+  if (mount("overlay", path, "overlay", MS_NODEV | (nosuid ? MS_NOSUID : 0), options) != 0) fail("mount the overlay");
+
+  if (setgroups(0, NULL) != 0 || setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0 || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("become %ld:%ld", uid, gid);
+  execvp(argv[i + 1], argv + i + 1);
+  fail("exec %s", argv[i + 1]);
+  return 125;
+}
+
+int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "marks") == 0) return marks(argv[2]);
+  if (argc >= 2 && strcmp(argv[1], "mount") == 0) return mount_root(argc, argv);
+  errno = 0;
+  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS");
+  return 125;
+}

@@ -1,0 +1,213 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeFileAtomic } from '../util/atomic-write.js';
+import { formatImageReference, type ImageReference } from './image-reference.js';
+import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest, type ImageRunConfig } from './image-manifest.js';
+import { unpackLayer, type UnpackedLayer } from './layer-unpack.js';
+import { applyOverlayMarks } from './overlay-marks.js';
+import { failure, RegistryClient, type RegistryOptions } from './registry-client.js';
+
+/** An image whose layers are all in the store: what a template of it is made of. */
+export interface StoredImage {
+  /** The manifest's digest (of the linux/amd64 manifest, when the reference named an index). */
+  digest: string;
+  /** Where it came from: a reference as pulled, or `archive:` and the file's name. */
+  source: string;
+  config: ImageRunConfig;
+  /** Bottom first: each its diff id, and its bytes and entries unpacked. */
+  layers: { diffId: string; bytes: number; entries: number }[];
+  bytes: number;
+  storedAt: string;
+}
+
+export interface ImageLimits {
+  /** Bytes an image may take, compressed as pulled and unpacked alike. */
+  maxImageBytes: number;
+  maxEntries: number;
+}
+
+const MANIFEST_BYTES = 4 * 1024 * 1024;
+const CONFIG_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Images and their layers on the host's disk, content-addressed: a layer is unpacked once, under
+ * its diff id, and shared read-only by every image (and every sandbox) that holds it.
+ *   layers/<hex>/tree     the layer's files, with its overlay marks (whiteouts, opaque dirs)
+ *   layers/<hex>/layer.json
+ *   images/<hex>.json     a StoredImage, by manifest digest
+ *   staging/              work in progress; what a crash left there is removed when a store opens
+ * A layer or an image appears by one rename of a whole directory or file, so a store never holds
+ * half of one. The store is root's alone (0700): a layer's setuid files are the image's, for its
+ * sandboxes, and no user of the host reaches them.
+ */
+export class ImageStore {
+  private readonly inFlight = new Map<string, Promise<void>>();
+
+  constructor(
+    readonly root: string,
+    private readonly limits: ImageLimits,
+  ) {
+    for (const dir of ['', 'layers', 'images']) mkdirSync(join(root, dir), { recursive: true, mode: 0o700 });
+    chmodSync(root, 0o700);
+    rmSync(join(root, 'staging'), { recursive: true, force: true });
+    mkdirSync(join(root, 'staging'), { mode: 0o700 });
+  }
+
+  /** Pulls an image from its registry; layers already here are not fetched again. */
+  async pull(reference: ImageReference, options: RegistryOptions): Promise<StoredImage> {
+    const client = new RegistryClient(reference, options);
+    const name = formatImageReference(reference);
+    let manifest = await client.manifest(reference.digest ?? reference.tag!, MANIFEST_ACCEPT, MANIFEST_BYTES);
+    let body = parseJson(manifest.body, `the manifest of ${name}`);
+    if (isIndex(body, manifest.mediaType)) {
+      manifest = await client.manifest(platformManifest(body, name), MANIFEST_ACCEPT, MANIFEST_BYTES);
+      body = parseJson(manifest.body, `the manifest of ${name}`);
+    }
+    const parsed = parseManifest(body, name);
+    const compressedBytes = parsed.layers.reduce((sum, layer) => sum + layer.size, 0);
+    if (compressedBytes > this.limits.maxImageBytes)
+      throw failure('image.too_large', `${name} is ${compressedBytes} bytes compressed, over templates.maxImageBytes (${this.limits.maxImageBytes})`);
+    const configBody = await collect((await client.blob(parsed.config.digest)).chunks, CONFIG_BYTES, parsed.config.digest, `the config of ${name}`);
+    const config = parseConfig(parseJson(configBody, `the config of ${name}`), parsed.layers.length, name);
+    let budget = this.limits.maxImageBytes;
+    const layers: StoredImage['layers'] = [];
+    for (const [index, layer] of parsed.layers.entries()) {
+      const diffId = config.diffIds[index]!;
+      const stored = await this.ensureLayer(diffId, budget, async (dir, limits) => {
+        const blob = await client.blob(layer.digest);
+        if (blob.declaredBytes !== null && blob.declaredBytes !== layer.size)
+          throw failure('image.digest_mismatch', `layer ${layer.digest} of ${name} is ${blob.declaredBytes} bytes, not ${layer.size}`);
+        const unpacked = await unpackLayer(blob.chunks, layer.compressed, dir, limits);
+        if (unpacked.blobDigest !== layer.digest) throw failure('image.digest_mismatch', `layer ${index} of ${name} came as ${unpacked.blobDigest}, not ${layer.digest}`);
+        return unpacked;
+      });
+      budget -= stored.bytes;
+      layers.push(stored);
+    }
+    return this.record({ digest: manifest.digest, source: name, config: config.run, layers });
+  }
+
+  /** The image stored under a manifest digest, or null. */
+  image(digest: string): StoredImage | null {
+    const file = join(this.root, 'images', `${hex(digest)}.json`);
+    return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as StoredImage) : null;
+  }
+
+  /** The host directories of an image's layers, bottom first. */
+  layerTrees(image: StoredImage): string[] {
+    return image.layers.map((layer) => join(this.root, 'layers', hex(layer.diffId), 'tree'));
+  }
+
+  /** Every stored image. */
+  images(): StoredImage[] {
+    return readdirSync(join(this.root, 'images'))
+      .filter((file) => file.endsWith('.json'))
+      .map((file) => JSON.parse(readFileSync(join(this.root, 'images', file), 'utf8')) as StoredImage);
+  }
+
+  /** Forgets an image, and removes the layers no other image holds. */
+  remove(digest: string, keep: (image: StoredImage) => boolean = () => false): void {
+    rmSync(join(this.root, 'images', `${hex(digest)}.json`), { force: true });
+    const held = new Set(
+      this.images()
+        .filter((image) => image.digest !== digest || keep(image))
+        .flatMap((image) => image.layers.map((layer) => hex(layer.diffId))),
+    );
+    for (const layer of readdirSync(join(this.root, 'layers'))) {
+      if (held.has(layer)) continue;
+      // Out of the way first, in one rename, so no reader meets half a layer.
+      const doomed = this.stagingDir();
+      renameSync(join(this.root, 'layers', layer), doomed);
+      rmSync(doomed, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * The layer of `diffId`, unpacked by `fill` into a staging dir unless it is here already (or
+   * under way for another pull): the tar's diff id must be the config's, its bytes within `budget`.
+   */
+  async ensureLayer(
+    diffId: string,
+    budget: number,
+    fill: (dir: string, limits: { maxBytes: number; maxEntries: number }) => Promise<UnpackedLayer>,
+  ): Promise<StoredImage['layers'][number]> {
+    const final = join(this.root, 'layers', hex(diffId));
+    const pending = this.inFlight.get(diffId);
+    if (pending) await pending.catch(() => undefined);
+    if (!existsSync(final)) {
+      const filling = this.fillLayer(diffId, final, budget, fill);
+      this.inFlight.set(diffId, filling);
+      try {
+        await filling;
+      } finally {
+        this.inFlight.delete(diffId);
+      }
+    }
+    const layer = JSON.parse(readFileSync(join(final, 'layer.json'), 'utf8')) as UnpackedLayer;
+    if (layer.bytes > budget) throw failure('image.too_large', `the image is over templates.maxImageBytes (${this.limits.maxImageBytes}) unpacked`);
+    return { diffId, bytes: layer.bytes, entries: layer.entries };
+  }
+
+  /** Stores an image's record once all its layers are in: the image exists from this rename on. */
+  async record(image: Omit<StoredImage, 'bytes' | 'storedAt'>): Promise<StoredImage> {
+    const stored: StoredImage = { ...image, bytes: image.layers.reduce((sum, layer) => sum + layer.bytes, 0), storedAt: new Date().toISOString() };
+    await writeFileAtomic(join(this.root, 'images', `${hex(image.digest)}.json`), `${JSON.stringify(stored, null, 2)}\n`);
+    return stored;
+  }
+
+  stagingDir(): string {
+    return join(this.root, 'staging', randomBytes(8).toString('hex'));
+  }
+
+  private async fillLayer(
+    diffId: string,
+    final: string,
+    budget: number,
+    fill: (dir: string, limits: { maxBytes: number; maxEntries: number }) => Promise<UnpackedLayer>,
+  ): Promise<void> {
+    const staging = this.stagingDir();
+    mkdirSync(join(staging, 'tree'), { recursive: true, mode: 0o700 });
+    try {
+      const unpacked = await fill(join(staging, 'tree'), { maxBytes: budget, maxEntries: this.limits.maxEntries });
+      if (unpacked.diffId !== diffId) throw failure('image.digest_mismatch', `a layer's tar is ${unpacked.diffId}, not ${diffId} as the image's config says`);
+      await applyOverlayMarks(join(staging, 'tree'), unpacked);
+      await writeFileAtomic(join(staging, 'layer.json'), `${JSON.stringify(unpacked)}\n`);
+      try {
+        renameSync(staging, final);
+      } catch (error) {
+        // Another process of this store put the same layer in first: the same bytes, so theirs stands.
+        if (!existsSync(final)) throw error;
+      }
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
+}
+
+export function hex(digest: string): string {
+  return digest.slice('sha256:'.length);
+}
+
+function parseJson(body: Buffer, what: string): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw failure('image.invalid', `${what} is not JSON: ${(error as Error).message}`);
+  }
+}
+
+/** A small blob (a config) read whole, and checked against its digest. */
+async function collect(chunks: AsyncIterable<Uint8Array>, maxBytes: number, digest: string, what: string): Promise<Buffer> {
+  const hash = createHash('sha256');
+  const parts: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of chunks) {
+    total += chunk.byteLength;
+    if (total > maxBytes) throw failure('image.too_large', `${what} is over ${maxBytes} bytes`);
+    hash.update(chunk);
+    parts.push(Buffer.from(chunk));
+  }
+  if (`sha256:${hash.digest('hex')}` !== digest) throw failure('image.digest_mismatch', `${what} does not match its digest ${digest}`);
+  return Buffer.concat(parts);
+}
