@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The python that runs inside sandboxes (src/**/*.py: task harness, code-interpreter kernels, waiting
 # interpreter; src/util/guest-program.ts) checked by pyflakes, under the python the project runs
-# (/usr/bin/python3: the one on PATH may be a pyenv shim without Debian's packages). `npm run
-# lint` runs it; eslint checks the node side (src/**/*.cjs). Usage: bash scripts/lint-guest.sh
+# (/usr/bin/python3: the one on PATH may be a pyenv shim without Debian's packages), and the Go
+# sandbox agent (src/sandboxes/agent/) by gofmt (nothing to reformat) and go vet. `npm run lint`
+# runs it; eslint checks the node side (src/**/*.cjs). Usage: bash scripts/lint-guest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! /usr/bin/python3 -c 'import pyflakes' 2>/dev/null; then
@@ -11,3 +12,18 @@ if ! /usr/bin/python3 -c 'import pyflakes' 2>/dev/null; then
 fi
 mapfile -t files < <(find src -name '*.py' | sort)
 /usr/bin/python3 -m pyflakes "${files[@]}"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "lint-guest: go is missing: scripts/setup-host.sh installs golang-go" >&2
+  exit 1
+fi
+unformatted=$(gofmt -l src/sandboxes/agent)
+if [ -n "$unformatted" ]; then
+  echo "lint-guest: not gofmt'ed (gofmt -w them):" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+# As scripts/build-agent.sh builds it.
+export GOCACHE="$PWD/node_modules/.cache/go-build" GOPATH="$PWD/node_modules/.cache/go" \
+  GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on CGO_ENABLED=0
+(cd src/sandboxes/agent && go vet ./...)

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { guestProgram } from '../util/guest-program.js';
 
 /** The agent's source (sandbox-agent.py), read once when a sandbox first starts one. */
@@ -12,4 +13,18 @@ export const sandboxAgentSource = guestProgram(new URL('./sandbox-agent.py', imp
  */
 export function sandboxAgentArgv(python = '/usr/bin/python3', options: { rootInside?: boolean } = {}): string[] {
   return [python, '-I', '-S', '-c', sandboxAgentSource(), ...(options.rootInside ? ['root-inside'] : [])];
+}
+
+/**
+ * The same agent as a static program (src/sandboxes/agent/, Go), for sandboxes whose image has
+ * no python: built by `npm run build` (scripts/build-agent.sh) into dist/sandboxes/, which is
+ * two levels up from src/sandboxes/ and from dist/sandboxes/ alike.
+ */
+export function sandboxAgentBinary(): string {
+  return fileURLToPath(new URL('../../dist/sandboxes/sandbox-agent', import.meta.url));
+}
+
+/** The static agent's command line: `path` is where the sandbox sees the program; `rootInside` as for sandboxAgentArgv. */
+export function sandboxAgentBinaryArgv(options: { path?: string; rootInside?: boolean } = {}): string[] {
+  return [options.path ?? sandboxAgentBinary(), ...(options.rootInside ? ['root-inside'] : [])];
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/base64"
+	"strconv"
+	"syscall"
+)
+
+// Frames are a 4-byte big-endian length and that much UTF-8 JSON (src/wire/frame-codec.ts):
+// requests on the agent's input, replies and events on its output.
+
+// A request frame longer than this is skipped unread: no request of the contract comes near it.
+const maxRequest = 64 * 1024 * 1024
+
+// hostGone unwinds the loop when the host stopped reading: the agent ends, as after its input.
+type hostGone struct{}
+
+// fatal unwinds the loop on a failure of the agent's own descriptors.
+type fatal struct{ err error }
+
+func (a *agent) send(message members) {
+	e := encoder{out: make([]byte, 4, 256)}
+	e.value(message)
+	a.sendFrame(e.out)
+}
+
+// sendFrame writes a frame whose payload follows 4 bytes left for its length.
+func (a *agent) sendFrame(buffer []byte) {
+	length := len(buffer) - 4
+	buffer[0], buffer[1], buffer[2], buffer[3] = byte(length>>24), byte(length>>16), byte(length>>8), byte(length)
+	if err := writeAll(a.protoOut, buffer); err != nil {
+		if err == syscall.EPIPE {
+			panic(hostGone{})
+		}
+		panic(fatal{err})
+	}
+}
+
+// outputFrame is an output event written out directly: output is most of what the agent sends.
+func outputFrame(pid int, stream string, data []byte) []byte {
+	buffer := make([]byte, 4, 64+len(stream)+base64.StdEncoding.EncodedLen(len(data)))
+	buffer = append(buffer, `{"event":"output","pid":`...)
+	buffer = strconv.AppendInt(buffer, int64(pid), 10)
+	buffer = append(buffer, `,"stream":"`...)
+	buffer = append(buffer, stream...)
+	buffer = append(buffer, `","data":"`...)
+	at := len(buffer)
+	buffer = buffer[:at+base64.StdEncoding.EncodedLen(len(data))]
+	base64.StdEncoding.Encode(buffer[at:], data)
+	return append(buffer, `"}`...)
+}
+
+// readRequests takes what the host wrote and handles every whole frame in it.
+func (a *agent) readRequests() {
+	if len(a.requests) == cap(a.requests) || cap(a.requests)-len(a.requests) < 1<<20 {
+		grown := make([]byte, len(a.requests), len(a.requests)+1<<20)
+		copy(grown, a.requests)
+		a.requests = grown
+	}
+	n, err := syscall.Read(a.protoIn, a.requests[len(a.requests):cap(a.requests)])
+	if err == syscall.EAGAIN || err == syscall.EINTR {
+		return
+	}
+	if err != nil {
+		panic(fatal{err})
+	}
+	if n == 0 {
+		a.running = false
+		return
+	}
+	a.requests = a.requests[:len(a.requests)+n]
+	for {
+		if a.skipping > 0 {
+			skipped := min(a.skipping, len(a.requests))
+			a.requests = a.requests[skipped:]
+			a.skipping -= skipped
+			if a.skipping > 0 {
+				return
+			}
+		}
+		if len(a.requests) < 4 {
+			return
+		}
+		length := int(a.requests[0])<<24 | int(a.requests[1])<<16 | int(a.requests[2])<<8 | int(a.requests[3])
+		if length > maxRequest {
+			a.requests = a.requests[4:]
+			a.skipping = length
+			continue
+		}
+		if len(a.requests) < 4+length {
+			return
+		}
+		payload := a.requests[4 : 4+length]
+		a.requests = a.requests[4+length:]
+		a.handle(payload)
+	}
+}

@@ -1,0 +1,3 @@
+module agentrunner/sandboxagent
+
+go 1.19
