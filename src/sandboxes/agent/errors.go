@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 )
 
@@ -70,8 +71,12 @@ func (e *osError) message() string {
 	return text
 }
 
-// named gives err, when it is an errno, the name python's OSError would carry for it.
+// named gives err, when it is an errno, the name python's OSError would carry for it. A name
+// with a NUL never reached the system: python refuses it first, in its own words.
 func named(err error, name string) error {
+	if strings.IndexByte(name, 0) >= 0 {
+		return invalid("embedded null byte")
+	}
 	if errno, ok := err.(syscall.Errno); ok {
 		return &osError{errno: errno, name: name, named: true}
 	}

@@ -379,6 +379,10 @@ func opRead(a *agent, r request) (members, error) {
 		return nil, err
 	}
 	defer syscall.Close(fd)
+	if offset.overflow {
+		// python's own words for an offset no system call takes
+		return nil, refuse("failed", "OverflowError: Python int too large to convert to C long")
+	}
 	var info syscall.Stat_t
 	if err := syscall.Fstat(fd, &info); err != nil {
 		return nil, err

@@ -37,12 +37,13 @@ func (o *object) get(key string) (any, bool) {
 	return value, ok
 }
 
-// number is a JSON number as written: python makes an int of one without fraction or exponent
-// (of any size), a float of the rest. value is the int, clamped to int64 when it is larger.
+// number is a JSON integer as written (python makes an int of a number without fraction or
+// exponent, of any size; a float of the rest). value is the int, clamped to int64 when it is
+// larger (overflow).
 type number struct {
-	text    string
-	integer bool
-	value   int64
+	text     string
+	value    int64
+	overflow bool
 }
 
 // float is a python float: NaN, the infinities and anything with a fraction or an exponent.
@@ -258,7 +259,7 @@ func (p *parser) number() any {
 			value = -1 << 63
 		}
 	}
-	return number{text: text, integer: true, value: value}
+	return number{text: text, value: value, overflow: err != nil}
 }
 
 func hex4(text string) (rune, bool) {
