@@ -2,7 +2,8 @@
 # The python that runs inside sandboxes (src/**/*.py: task harness, code-interpreter kernels, waiting
 # interpreter; src/util/guest-program.ts) checked by pyflakes, under the python the project runs
 # (/usr/bin/python3: the one on PATH may be a pyenv shim without Debian's packages), and the Go
-# sandbox agent (src/sandboxes/agent/) by gofmt (nothing to reformat) and go vet. `npm run lint`
+# sandbox agent (src/sandboxes/agent/) by gofmt (nothing to reformat), go vet and its few unit
+# tests (compat_test.go: python's own answers; cached, so instant when nothing changed). `npm run lint`
 # runs it; eslint checks the node side (src/**/*.cjs). Usage: bash scripts/lint-guest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +27,4 @@ fi
 # As scripts/build-agent.sh builds it.
 export GOCACHE="$PWD/node_modules/.cache/go-build" GOPATH="$PWD/node_modules/.cache/go" \
   GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on CGO_ENABLED=0
-(cd src/sandboxes/agent && go vet ./...)
+(cd src/sandboxes/agent && go vet ./... && go test ./...)
