@@ -64,16 +64,6 @@ func (a *agent) dropReader(fd int)           { delete(a.readers, fd); a.update(f
 func (a *agent) dropWriter(fd int)           { delete(a.writers, fd); a.update(fd) }
 func (a *agent) dropAll(fd int)              { delete(a.readers, fd); delete(a.writers, fd); a.update(fd) }
 
-func (a *agent) interest(fd int, reader, writer func()) {
-	if reader != nil {
-		a.readers[fd] = reader
-	}
-	if writer != nil {
-		a.writers[fd] = writer
-	}
-	a.update(fd)
-}
-
 // update keeps fd in registered while something is wanted of it.
 func (a *agent) update(fd int) {
 	wanted := a.readers[fd] != nil || a.writers[fd] != nil
@@ -106,8 +96,8 @@ func (a *agent) run() {
 			_, _ = syscall.Write(wake[1], []byte{0})
 		}
 	}()
-	a.interest(a.wakeRead, a.reap, nil)
-	a.interest(a.protoIn, a.readRequests, nil)
+	a.setReader(a.wakeRead, a.reap)
+	a.setReader(a.protoIn, a.readRequests)
 	a.send(members{{"ready", true}, {"version", version}})
 	defer a.shutDown()
 	a.serve()

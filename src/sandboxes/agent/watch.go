@@ -146,7 +146,7 @@ func opWatch(a *agent, r request) (members, error) {
 			return nil, err
 		}
 		a.inotify = fd
-		a.interest(fd, a.readInotify, nil)
+		a.setReader(fd, a.readInotify)
 	}
 	a.watchIDs++
 	user, err := userOf(r)
