@@ -71,7 +71,10 @@ func (a *agent) readRequests() {
 	a.requests = a.requests[:len(a.requests)+n]
 	for {
 		if a.skipping > 0 {
-			skipped := min(a.skipping, len(a.requests))
+			skipped := a.skipping
+			if skipped > len(a.requests) {
+				skipped = len(a.requests)
+			}
 			a.requests = a.requests[skipped:]
 			a.skipping -= skipped
 			if a.skipping > 0 {

@@ -87,7 +87,11 @@ func (a *agent) run() {
 	}
 	a.wakeRead = wake[0]
 	signals := make(chan os.Signal, 16)
-	signal.Notify(signals, syscall.SIGCHLD, syscall.SIGINT)
+	signal.Notify(signals, syscall.SIGCHLD)
+	// As python: a SIGINT the agent was started ignoring stays ignored, by it and its children.
+	if !signal.Ignored(syscall.SIGINT) {
+		signal.Notify(signals, syscall.SIGINT)
+	}
 	go func() {
 		for received := range signals {
 			if received == syscall.SIGINT {

@@ -64,9 +64,6 @@ func (a *agent) reap() {
 			break
 		}
 	}
-	if a.interrupted.Load() {
-		panic(interrupt{})
-	}
 	for {
 		var status syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &status, syscall.WNOHANG, nil)
@@ -227,23 +224,12 @@ func hasNUL(texts ...string) bool {
 func environment() *object {
 	env := newObject()
 	for _, entry := range os.Environ() {
-		at := strings.IndexByte(entry[min(1, len(entry)):], '=')
-		if at < 0 {
-			continue
-		}
-		at += min(1, len(entry))
-		if _, seen := env.get(entry[:at]); !seen {
-			env.set(entry[:at], entry[at+1:])
+		name, value, ok := strings.Cut(entry, "=")
+		if _, seen := env.get(name); ok && !seen {
+			env.set(name, value)
 		}
 	}
 	return env
-}
-
-func min(a, b int) int {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 func opStart(a *agent, r request) (members, error) {
