@@ -13,6 +13,7 @@ const LAYERS = [
   ['sandbox'],
   ['languages', 'policy'],
   ['runner'],
+  ['templates'],
   ['tasks', 'session', 'sandboxes', 'envd', 'interpreter'],
   ['queue', 'store'],
   ['service'],

@@ -357,6 +357,26 @@ export const RetentionSettingsSchema = Section(
 );
 export type RetentionSettings = Static<typeof RetentionSettingsSchema>;
 
+export const TemplateStoreSchema = Section(
+  {
+    dir: Nullable(Type.String({ minLength: 1 }), "Where images' layers and templates made of them are kept (null: <stateDir>/templates). Root's alone (0700)."),
+    maxImageBytes: PositiveInteger(8 * GiB, "An image's bytes, compressed as pulled and unpacked alike: one over it is refused (413 image.too_large)."),
+    maxImageEntries: PositiveInteger(2_000_000, "Files, directories and links of one image's layers together."),
+    writableLayerBytes: PositiveInteger(1024 * MiB, "Size of a sandbox's own writable layer over its image (a tmpfs: what is written there counts against the sandbox's memory)."),
+    registryTimeoutMs: PositiveInteger(30_000, 'A registry that makes no progress on a request for this long fails the pull (502 image.registry_failed).'),
+    insecureRegistries: Type.Array(Type.String({ minLength: 1 }), {
+      default: [],
+      description: 'Registries (host[:port]) spoken to over plain http besides loopback ones.',
+    }),
+    registries: CheckedRecord(Type.String({ minLength: 1 }), Type.Object({ username: Type.String(), password: Type.String() }, { additionalProperties: false }), {
+      default: {},
+      description: 'Credentials by registry host (host[:port]) for pulls; a registry not named is pulled from anonymously.',
+    }),
+  },
+  'Templates from images: the image store, and how images are pulled.',
+);
+export type TemplateStoreSettings = Static<typeof TemplateStoreSchema>;
+
 export const RunnerConfigSchema = Type.Object(
   {
     stateDir: Type.String({ minLength: 1, description: 'Compile cache, toolchain mirrors, job staging. Must be reachable by unprivileged uids. Default: see defaultStateDir.' }),
@@ -366,6 +386,7 @@ export const RunnerConfigSchema = Type.Object(
     tasks: TaskLimitsSchema,
     sessions: SessionSettingsSchema,
     sandboxes: SandboxSettingsSchema,
+    templates: TemplateStoreSchema,
     backends: BackendsSchema,
     service: ServiceSettingsSchema,
     retention: RetentionSettingsSchema,

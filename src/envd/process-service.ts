@@ -1,6 +1,6 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
-import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
-import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import type { AgentEndEvent, AgentOutputEvent, AgentRequestOf } from '../contract/sandbox-agent.js';
+import { AgentOperationError, type ProcessListener, type SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
@@ -103,7 +103,8 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
         },
       };
       const started = await closingOnFailure(close, () =>
-        target.agent.start(
+        startWithShell(
+          target.agent,
           {
             op: 'start',
             cmd: config.cmd,
@@ -181,3 +182,20 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
     },
   };
 }
+
+/**
+ * E2B's SDKs run every command as `/bin/bash -l -c CMD`. An image without bash (alpine,
+ * busybox) runs it with its /bin/sh instead, which takes the same flags; bash where it exists.
+ */
+async function startWithShell(agent: SandboxAgentPort, request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
+  try {
+    return await agent.start(request, listener);
+  } catch (error) {
+    if (!(request.cmd === BASH && error instanceof AgentOperationError && error.code === 'not_found')) throw error;
+    const bash = await agent.request({ op: 'stat', path: BASH, user: 'root' }).catch(() => null);
+    if (bash !== null) throw error;
+    return agent.start({ ...request, cmd: '/bin/sh' }, listener);
+  }
+}
+
+const BASH = '/bin/bash';

@@ -26,6 +26,7 @@ import { execRoutes } from './routes/exec.js';
 import { healthRoutes } from './routes/health.js';
 import { pistonRoutes } from './routes/piston.js';
 import { runtimeRoutes } from './routes/runtimes.js';
+import { templateRoutes, type ServedTemplates } from './routes/templates.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sessionRoutes } from './routes/sessions.js';
@@ -44,8 +45,8 @@ export interface AppOptions {
   sessions: SessionHost;
   /** Where long-lived sandboxes live (the worker process); E2B's control plane reaches them by id. */
   sandboxes: SandboxHost;
-  /** The names of the templates a sandbox may start from, snapshots aside (sandboxes/templates.ts). */
-  templates: string[];
+  /** The templates a sandbox may start from, snapshots aside: the host's (sandboxes/templates.ts), and those made of images. */
+  templates: ServedTemplates;
   /** The largest file a session takes or gives. */
   sessionFileBytes: number;
   /** The backend kind jobs run on when they name none, for /health. */
@@ -131,6 +132,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(sessionRoutes(options.sessions, options.sessionFileBytes));
   await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes, options.templates));
+  await app.register(templateRoutes(options.templates));
   await app.register(dashboardRoutes());
   await app.register(metricsRoutes(options.frontDoor, options.worker));
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());

@@ -1,3 +1,4 @@
+import type { ImageRunConfig } from '../contract/templates.js';
 import { DIGEST } from './image-reference.js';
 import { failure } from './registry-client.js';
 
@@ -26,15 +27,7 @@ export interface ImageManifest {
 }
 
 /** What a sandbox of the image starts with, from the config's `config` (Docker's names). */
-export interface ImageRunConfig {
-  env: string[];
-  entrypoint: string[] | null;
-  cmd: string[] | null;
-  workingDir: string | null;
-  user: string | null;
-  exposedPorts: string[];
-  labels: Record<string, string>;
-}
+export type { ImageRunConfig };
 
 export interface ImageConfig {
   diffIds: string[];

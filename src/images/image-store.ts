@@ -54,6 +54,10 @@ export class ImageStore {
     mkdirSync(join(root, 'staging'), { mode: 0o700 });
   }
 
+  get maxImageBytes(): number {
+    return this.limits.maxImageBytes;
+  }
+
   /** Pulls an image from its registry; layers already here are not fetched again. */
   async pull(reference: ImageReference, options: RegistryOptions): Promise<StoredImage> {
     const client = new RegistryClient(reference, options);
@@ -106,16 +110,12 @@ export class ImageStore {
       .map((file) => JSON.parse(readFileSync(join(this.root, 'images', file), 'utf8')) as StoredImage);
   }
 
-  /** Forgets an image, and removes the layers no other image holds. */
-  remove(digest: string, keep: (image: StoredImage) => boolean = () => false): void {
+  /** Forgets an image, and removes the layers no other stored image holds. */
+  remove(digest: string): void {
     rmSync(join(this.root, 'images', `${hex(digest)}.json`), { force: true });
-    const held = new Set(
-      this.images()
-        .filter((image) => image.digest !== digest || keep(image))
-        .flatMap((image) => image.layers.map((layer) => hex(layer.diffId))),
-    );
+    const held = new Set(this.images().flatMap((image) => image.layers.map((layer) => hex(layer.diffId))));
     for (const layer of readdirSync(join(this.root, 'layers'))) {
-      if (held.has(layer)) continue;
+      if (held.has(layer) || this.inFlight.has(`sha256:${layer}`)) continue;
       // Out of the way first, in one rename, so no reader meets half a layer.
       const doomed = this.stagingDir();
       renameSync(join(this.root, 'layers', layer), doomed);
@@ -189,7 +189,7 @@ export function hex(digest: string): string {
   return digest.slice('sha256:'.length);
 }
 
-function parseJson(body: Buffer, what: string): unknown {
+export function parseJson(body: Buffer, what: string): unknown {
   try {
     return JSON.parse(body.toString('utf8'));
   } catch (error) {

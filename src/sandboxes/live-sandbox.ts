@@ -7,7 +7,7 @@ import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
 import { CheckpointTimeoutError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { AgentChannel, type AgentHold } from './agent-channel.js';
-import { sandboxAgentArgv } from './agent-program.js';
+import { sandboxAgentArgv, sandboxAgentBinary, sandboxAgentBinaryArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
 import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
 import type { KeptSandbox } from './snapshot-store.js';
@@ -19,6 +19,9 @@ import { withinDeadline } from '../util/deadline.js';
 export const SANDBOX_HOME = '/home/user';
 export const SANDBOX_USER: AgentUser = 'user';
 
+/** Where a sandbox on an image sees its agent (the static one): beside nothing of the image's. */
+const IMAGE_AGENT_PATH = '/.agent-runner/sandbox-agent';
+
 /** Everything a sandbox is made of, checked and resolved by Sandboxes.create. */
 export interface SandboxPlan {
   id: string;
@@ -26,6 +29,12 @@ export interface SandboxPlan {
   backend: SandboxBackend;
   /** Runs the agent: the python the host resolved, and the read-only trees it needs. */
   python: { executable: string; mounts: readonly Mount[] };
+  /**
+   * Its root is an image's (a template made of one): its layers, the size of its own writable
+   * layer, and what the image starts processes with. Its agent is then the static one, bound in
+   * read-only, as the image may have no python.
+   */
+  image?: { layers: readonly string[]; writableBytes: number; env: Readonly<Record<string, string>> };
   /** Given to every process it starts, under what each start asks for. */
   envVars: Readonly<Record<string, string>>;
   metadata: Readonly<Record<string, string>>;
@@ -323,12 +332,13 @@ export class LiveSandbox {
     const rootInside = guard === undefined;
     const template = {
       profile: 'run-job',
-      argv: sandboxAgentArgv(plan.python.executable, { rootInside }),
+      argv: plan.image ? sandboxAgentBinaryArgv({ path: IMAGE_AGENT_PATH, rootInside }) : sandboxAgentArgv(plan.python.executable, { rootInside }),
       cwd: plan.home,
       // The same for every sandbox of a kind, so a pre-started one serves the next create: what
       // differs per sandbox (its env vars) reaches its processes through the agent.
-      env: { PATH: SANDBOX_SEARCH_PATH.join(':'), HOME: plan.home, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
-      mounts: plan.python.mounts,
+      env: { PATH: SANDBOX_SEARCH_PATH.join(':'), ...plan.image?.env, HOME: plan.home, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
+      mounts: plan.image ? [{ host: sandboxAgentBinary(), sandbox: IMAGE_AGENT_PATH, writable: false }] : plan.python.mounts,
+      ...(plan.image && { image: { layers: plan.image.layers, writableBytes: plan.image.writableBytes } }),
       files: [],
       workDir: plan.home,
       workDirBytes: plan.homeBytes,

@@ -27,6 +27,7 @@ import type { RunnerRuntime } from '../runner/runtime.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { ANY_NAME } from '../egress/domain-rule.js';
 import { templateNames, templateSettings } from './templates.js';
+import { openTemplateRegistry, type TemplateRegistry } from '../templates/template-registry.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
@@ -77,6 +78,7 @@ export class Sandboxes {
   /** Sandboxes being paused, resumed, forked or snapshotted (one such change at a time each), and when each change ends. */
   private readonly changing = new Map<string, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
+  private imageTemplatesOpened: TemplateRegistry | null = null;
   /** Resumes under way because requests came for a paused sandbox (wake). */
   private readonly waking = new Map<string, Promise<boolean>>();
 
@@ -674,13 +676,19 @@ export class Sandboxes {
     }, this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
 
+  /** The templates made of images, opened when a create first names a template not of the configuration. */
+  private get imageTemplates(): TemplateRegistry {
+    return (this.imageTemplatesOpened ??= openTemplateRegistry(this.runtime.config));
+  }
+
   private async plan(request: LaunchRequest): Promise<SandboxPlan> {
     const { config } = this.runtime;
     const settings = config.sandboxes;
     const template = request.template ?? 'base';
-    const named = templateSettings(settings, template);
+    const fromImage = templateSettings(settings, template) === null ? this.imageTemplates.get(template) : null;
+    const named = templateSettings(settings, template) ?? (fromImage && {});
     if (named === null) {
-      const known = templateNames(settings).join(', ');
+      const known = [...templateNames(settings), ...this.imageTemplates.list().map((image) => image.name)].join(', ');
       throw new CodedError(contractError('template.not_found', `no template ${JSON.stringify(template)}: this server has ${known}`, { template }));
     }
     const timeoutSeconds = request.timeout_seconds ?? settings.defaultTimeoutSeconds;
@@ -706,6 +714,9 @@ export class Sandboxes {
       template,
       backend,
       python: { executable: toolchain.executable, mounts: toolchain.mounts },
+      ...(fromImage && {
+        image: { layers: this.imageTemplates.layerTrees(fromImage), writableBytes: config.templates.writableLayerBytes, env: imageEnvironment(fromImage.config.env) },
+      }),
       envVars,
       metadata: request.metadata ?? {},
       network,
@@ -739,6 +750,16 @@ export class Sandboxes {
 function internetOn(backend: SandboxBackend): SandboxNetwork {
   const modes = backend.capabilities.network;
   return modes.includes('proxy') && !modes.includes('egress') ? { proxy: { domains: [ANY_NAME], secrets: [] } } : { allow: null };
+}
+
+/** An image's `NAME=value` pairs as variables (a pair without `=` names nothing, as Docker skips it). */
+function imageEnvironment(pairs: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const equals = pair.indexOf('=');
+    if (equals > 0) env[pair.slice(0, equals)] = pair.slice(equals + 1);
+  }
+  return env;
 }
 
 /** A create as the sandbox host takes it: the request, and the API key it came with. */

@@ -10,6 +10,7 @@ import type { RetentionPolicy } from '../util/retention.js';
 import { startClusterFrontDoor } from './cluster.js';
 import { startProcessMetrics } from '../util/metrics.js';
 import { startEmbedded } from './embedded.js';
+import { openTemplateRegistry } from '../templates/template-registry.js';
 import { templateNames } from '../sandboxes/templates.js';
 
 /** What the service runs on, as `agent-runner serve` derives it from the configuration (src/config/). */
@@ -80,7 +81,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     worker: side.worker,
     sessions: side.sessions,
     sandboxes: side.sandboxes,
-    templates: templateNames(config.runtime.config.sandboxes),
+    templates: { configured: templateNames(config.runtime.config.sandboxes), images: openTemplateRegistry(config.runtime.config) },
     sessionFileBytes: config.runtime.config.sessions.maxFileBytes,
     defaultBackend: config.runtime.backends.defaultKind,
     token: config.token,

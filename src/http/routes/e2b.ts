@@ -35,6 +35,7 @@ import {
 import { CodedError, ERROR_CODES, type ErrorCode } from '../../contract/errors.js';
 import { sendRetryAfter, statusOf } from '../errors.js';
 import type { Sandbox, SandboxMetrics, Snapshot } from '../../contract/sandbox.js';
+import type { ServedTemplates } from './templates.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import { namedList, namedSchema, routeSchema } from '../route-schema.js';
 import { creator, guardSandboxRoutes, sees } from '../api-key-scope.js';
@@ -56,7 +57,7 @@ const E2B_ROUTE = { foreignErrors: true, e2b: true };
  * tells a missing sandbox (`code: 404`) from other errors. The SDK sends its key as `X-API-Key`,
  * which auth.ts takes as the service token.
  */
-export function e2bRoutes(sandboxes: SandboxHost, templates: string[]) {
+export function e2bRoutes(sandboxes: SandboxHost, templates: ServedTemplates) {
   return async (app: FastifyInstance) => {
     app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, _request, reply) => {
       if (error instanceof CodedError) {
@@ -340,7 +341,7 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: string[]) {
       },
       async (request, reply) => {
         const { alias } = request.params;
-        if (templates.includes(alias)) return { templateID: alias, public: true };
+        if (templates.configured.includes(alias) || templates.images.get(alias)) return { templateID: alias, public: true };
         const snapshot = (await sandboxes.listSnapshots({ name: alias })).find((kept) => sees(request, kept.api_key));
         if (snapshot) return { templateID: snapshot.id, public: false };
         return e2bError(reply, 404, `template ${JSON.stringify(alias)} not found`);

@@ -48,12 +48,15 @@ const JSON_ROUTES = [
   'post /v1/sandboxes/{sandbox_id}/fork',
   'post /v1/sandboxes/{sandbox_id}/snapshots',
   'put /v1/sandboxes/{sandbox_id}/files/{path}',
+  'post /v1/templates',
+  'put /v1/templates/{name}',
 ];
 /** The routes whose body is not JSON only: a job's workspace may be a multipart upload; a session file is its bytes. */
 const BODY_TYPES: Record<string, string[]> = {
   'post /v1/jobs': ['application/json', 'multipart/form-data'],
   'put /v1/sessions/{session_id}/files/{path}': ['application/octet-stream'],
   'put /v1/sandboxes/{sandbox_id}/files/{path}': ['application/octet-stream'],
+  'put /v1/templates/{name}': ['application/x-tar'],
 };
 /** Codes a route sends with another status than the table's: refusals of what is usually a result. */
 const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = {

@@ -1,0 +1,125 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Readable } from 'node:stream';
+import { CodedError, contractError } from '../../contract/errors.js';
+import { TemplateCreateRequestSchema, TemplateListSchema, TemplateSchema, type Template, type TemplateCreateRequest } from '../../contract/templates.js';
+import type { ImageTemplate, TemplateRegistry } from '../../templates/template-registry.js';
+import { JSON_BODY } from '../media-types.js';
+import { namedSchema, routeSchema } from '../route-schema.js';
+
+/** The media type of an image archive sent whole (docker save, or an OCI layout as a tar). */
+export const IMAGE_ARCHIVE = 'application/x-tar';
+
+/** What the service has to make sandboxes of: its host templates, and the images made into templates. */
+export interface ServedTemplates {
+  /** base, code-interpreter-v1 and the configuration's, which are the host's own system. */
+  configured: readonly string[];
+  images: TemplateRegistry;
+}
+
+const TemplateParams = routeSchema(Type.Object({ name: Type.String() }));
+const IMAGE_ERRORS = [
+  'validation.invalid_request',
+  'image.invalid_reference',
+  'image.not_found',
+  'image.registry_denied',
+  'image.registry_failed',
+  'image.insecure_registry',
+  'image.digest_mismatch',
+  'image.too_large',
+  'image.invalid',
+  'image.unsupported',
+] as const;
+
+/**
+ * Templates: listed, made of an image (pulled by reference, or sent as an archive) and deleted.
+ * Every key sees every template (a server's templates are public, as E2B's base is).
+ */
+export function templateRoutes(templates: ServedTemplates) {
+  return async (app: FastifyInstance) => {
+    // An archive is read as it comes, never held whole: it may be gigabytes.
+    app.addContentTypeParser(IMAGE_ARCHIVE, (_request, payload, done) => done(null, payload));
+
+    app.get(
+      '/v1/templates',
+      { schema: { summary: 'Templates sandboxes are made from: the host’s own, and those made of images', response: { 200: namedSchema(app, TemplateListSchema) } } },
+      () => ({
+        templates: [...templates.configured.map((name): Template => ({ name, kind: 'host' })), ...templates.images.list().map(imageTemplate)],
+      }),
+    );
+
+    app.post<{ Body: TemplateCreateRequest }>(
+      '/v1/templates',
+      {
+        config: { accepts: JSON_BODY, errors: [...IMAGE_ERRORS] },
+        schema: {
+          summary: 'Make (or replace) a template of an image pulled from its registry; layers already here are not pulled again',
+          body: namedSchema(app, TemplateCreateRequestSchema),
+          response: { 201: namedSchema(app, TemplateSchema) },
+        },
+      },
+      async (request, reply) => {
+        refuseHostName(templates, request.body.name);
+        return reply.code(201).send(imageTemplate(await templates.images.fromReference(request.body.name, request.body.image)));
+      },
+    );
+
+    app.put<{ Params: { name: string }; Body: Readable }>(
+      '/v1/templates/:name',
+      {
+        config: { accepts: [IMAGE_ARCHIVE], errors: [...IMAGE_ERRORS] },
+        schema: {
+          summary: 'Make (or replace) a template of an image archive sent as the body: docker save output, or an OCI image layout as a tar',
+          params: TemplateParams,
+          body: { type: 'string', contentMediaType: IMAGE_ARCHIVE },
+          response: { 201: namedSchema(app, TemplateSchema) },
+        },
+      },
+      async (request, reply) => {
+        refuseHostName(templates, request.params.name);
+        return reply.code(201).send(imageTemplate(await templates.images.fromArchive(request.params.name, request.body, `${request.params.name}.tar`)));
+      },
+    );
+
+    app.get<{ Params: { name: string } }>(
+      '/v1/templates/:name',
+      { config: { errors: ['template.not_found'] }, schema: { summary: 'One template', params: TemplateParams, response: { 200: namedSchema(app, TemplateSchema) } } },
+      (request) => {
+        const { name } = request.params;
+        if (templates.configured.includes(name)) return { name, kind: 'host' };
+        const found = templates.images.get(name);
+        if (!found) throw notFound(name);
+        return imageTemplate(found);
+      },
+    );
+
+    app.delete<{ Params: { name: string } }>(
+      '/v1/templates/:name',
+      {
+        config: { errors: ['template.not_found', 'auth.forbidden'] },
+        schema: { summary: 'Delete a template made of an image, and the layers no other template holds', params: TemplateParams, response: { 204: Type.Null() } },
+      },
+      async (request, reply) => {
+        refuseHostName(templates, request.params.name);
+        if (!templates.images.delete(request.params.name)) throw notFound(request.params.name);
+        return reply.code(204).send();
+      },
+    );
+  };
+}
+
+function imageTemplate(template: ImageTemplate): Template {
+  return { ...template, kind: 'image' };
+}
+
+/** The host's own templates are the configuration's: not replaced or deleted over the API. */
+function refuseHostName(templates: ServedTemplates, name: string): void {
+  if (templates.configured.includes(name))
+    throw new CodedError(
+      contractError('validation.invalid_request', `template ${JSON.stringify(name)} is one of the configuration's (the host's system): choose another name`, { field: 'name' }),
+    );
+}
+
+function notFound(name: string): CodedError {
+  return new CodedError(contractError('template.not_found', `no template ${JSON.stringify(name)}`, { template: name }));
+}

@@ -1,0 +1,125 @@
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import type { TemplateStoreSettings } from '../config/schema.js';
+import { CodedError, contractError } from '../contract/errors.js';
+import { storeImageArchive } from '../images/image-archive.js';
+import { parseImageReference } from '../images/image-reference.js';
+import { ImageStore, type StoredImage } from '../images/image-store.js';
+import type { ImageRunConfig } from '../images/image-manifest.js';
+import { writeFileAtomic } from '../util/atomic-write.js';
+
+/** A template made of an image: the name sandboxes are created from, and the image under it. */
+export interface ImageTemplate {
+  name: string;
+  /** The image's digest in the store (its manifest's, or an archive's config's). */
+  image: string;
+  /** The reference it was pulled by, or `archive:` and the upload's label. */
+  source: string;
+  /** What its sandboxes start with: the image's environment, working dir, user, command. */
+  config: ImageRunConfig;
+  bytes: number;
+  created_at: string;
+}
+
+export const TEMPLATE_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+/**
+ * The templates made of images on this machine, and the image store under them:
+ *   <dir>/images/...            the store (images/image-store.ts)
+ *   <dir>/templates/<name>.json one ImageTemplate, written whole (atomic rename)
+ * Every process of a service (its front door, its sandbox host) opens the same directory: a
+ * template made by one is read by the others from the disk at each lookup.
+ */
+export class TemplateRegistry {
+  readonly images: ImageStore;
+  private readonly templatesDir: string;
+
+  constructor(
+    dir: string,
+    private readonly settings: TemplateStoreSettings,
+  ) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.images = new ImageStore(join(dir, 'images'), { maxImageBytes: settings.maxImageBytes, maxEntries: settings.maxImageEntries });
+    this.templatesDir = join(dir, 'templates');
+    mkdirSync(this.templatesDir, { recursive: true, mode: 0o700 });
+  }
+
+  /** Makes (or replaces) template `name` from an image pulled by reference. */
+  async fromReference(name: string, reference: string): Promise<ImageTemplate> {
+    checkName(name);
+    const image = await this.images.pull(parseImageReference(reference), {
+      credentials: this.settings.registries,
+      insecureRegistries: this.settings.insecureRegistries,
+      timeoutMs: this.settings.registryTimeoutMs,
+    });
+    return this.save(name, image);
+  }
+
+  /** Makes (or replaces) template `name` from an uploaded image archive (docker save, or an OCI layout tar). */
+  async fromArchive(name: string, archive: Readable, label: string): Promise<ImageTemplate> {
+    checkName(name);
+    return this.save(name, await storeImageArchive(this.images, archive, label, this.settings.maxImageBytes));
+  }
+
+  get(name: string): ImageTemplate | null {
+    if (!TEMPLATE_NAME.test(name)) return null;
+    try {
+      return JSON.parse(readFileSync(join(this.templatesDir, `${name}.json`), 'utf8')) as ImageTemplate;
+    } catch {
+      return null;
+    }
+  }
+
+  list(): ImageTemplate[] {
+    return readdirSync(this.templatesDir)
+      .filter((file) => file.endsWith('.json'))
+      .map((file) => this.get(file.slice(0, -'.json'.length)))
+      .filter((template): template is ImageTemplate => template !== null)
+      .sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** Deletes a template, and its image's layers when no other template holds them; false: none. */
+  delete(name: string): boolean {
+    const template = this.get(name);
+    if (!template) return false;
+    rmSync(join(this.templatesDir, `${name}.json`), { force: true });
+    this.forgetUnheld(template.image);
+    return true;
+  }
+
+  /** The host directories of a template's layers, bottom first; template.not_found when its image is gone. */
+  layerTrees(template: ImageTemplate): string[] {
+    const image = this.images.image(template.image);
+    if (!image)
+      throw new CodedError(
+        contractError('template.not_found', `template ${JSON.stringify(template.name)}'s image ${template.image} is no longer stored`, { template: template.name }),
+      );
+    return this.images.layerTrees(image);
+  }
+
+  private async save(name: string, image: StoredImage): Promise<ImageTemplate> {
+    const replaced = this.get(name);
+    const template: ImageTemplate = { name, image: image.digest, source: image.source, config: image.config, bytes: image.bytes, created_at: new Date().toISOString() };
+    await writeFileAtomic(join(this.templatesDir, `${name}.json`), `${JSON.stringify(template, null, 2)}\n`);
+    if (replaced && replaced.image !== image.digest) this.forgetUnheld(replaced.image);
+    return template;
+  }
+
+  /** An image no template holds any more goes, with the layers no other image holds. */
+  private forgetUnheld(digest: string): void {
+    if (!this.list().some((template) => template.image === digest)) this.images.remove(digest);
+  }
+}
+
+function checkName(name: string): void {
+  if (!TEMPLATE_NAME.test(name))
+    throw new CodedError(
+      contractError('validation.invalid_request', `template name ${JSON.stringify(name)}: lowercase letters, digits, '.', '_' and '-', at most 64`, { field: 'name' }),
+    );
+}
+
+/** The registry of a configuration: `templates.dir`, or <stateDir>/templates. */
+export function openTemplateRegistry(config: { stateDir: string; templates: TemplateStoreSettings }): TemplateRegistry {
+  return new TemplateRegistry(config.templates.dir ?? join(config.stateDir, 'templates'), config.templates);
+}
