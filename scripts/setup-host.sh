@@ -22,6 +22,10 @@
 #   python3-ipython, python3-matplotlib, python3-pandas, python3-numpy
 #               the code interpreter's python kernel and what its template gives (charts, tables)
 #   r-base-core the code interpreter's r kernel (its java kernel is default-jdk-headless's JShell)
+#   docker-registry, skopeo, apache2-utils, umoci
+#               the test suite's loopback registry for templates from images (test/helpers/oci-*.ts):
+#               the registry itself, skopeo to push images to it and read them back, htpasswd for
+#               its basic auth's bcrypt file, umoci to unpack a fixture image as a reference
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
 # Without root this only reports what is missing.
@@ -61,6 +65,10 @@ need perl perl
 need lua5.4 lua5.4
 need javac default-jdk-headless
 need R r-base-core
+need docker-registry docker-registry
+need skopeo skopeo
+need htpasswd apache2-utils
+need umoci umoci
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"
