@@ -194,12 +194,13 @@ export function writeLayout(layoutDir: string, name: string, tag: string, images
 }
 
 /**
- * Runs skopeo without blocking this process: a registry with token auth sends it to a token server
- * that is this process's own (oci-registry.ts).
+ * Runs skopeo, its output; without blocking this process: a registry with token auth sends skopeo
+ * to a token server that is this process's own (oci-registry.ts).
  */
-async function skopeo(...args: string[]): Promise<void> {
+export async function skopeo(...args: string[]): Promise<string> {
   // --insecure-policy: the host's /etc/containers/policy.json is no business of the fixtures.
-  await execFileAsync('skopeo', ['--insecure-policy', ...args]);
+  const { stdout } = await execFileAsync('skopeo', ['--insecure-policy', ...args], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  return stdout;
 }
 
 /** The skopeo transport of an image's layout: `oci:DIR:TAG`. */
@@ -207,9 +208,9 @@ export function ociReference(image: OciImage): string {
   return `oci:${image.layoutDir}:${image.tag}`;
 }
 
-/** `--creds`' value for a registry with auth: user:password. */
-export function skopeoCredentials(registry: Registry): string[] {
-  return registry.credentials ? [`${registry.credentials.username}:${registry.credentials.password}`] : [];
+/** The value of skopeo's --creds (--src-creds, --dest-creds) for a registry with auth: user:password. */
+export function skopeoCreds(registry: Registry): string | undefined {
+  return registry.credentials && `${registry.credentials.username}:${registry.credentials.password}`;
 }
 
 /**
@@ -218,16 +219,9 @@ export function skopeoCredentials(registry: Registry): string[] {
  */
 export async function pushImage(image: OciImage, registry: Registry): Promise<string> {
   const reference = `${registry.host}/${image.name}:${image.tag}`;
+  const creds = skopeoCreds(registry);
   const push = () =>
-    skopeo(
-      'copy',
-      '--all',
-      '--preserve-digests',
-      '--dest-tls-verify=false',
-      ...skopeoCredentials(registry).flatMap((creds) => ['--dest-creds', creds]),
-      ociReference(image),
-      `docker://${reference}`,
-    );
+    skopeo('copy', '--all', '--preserve-digests', '--dest-tls-verify=false', ...(creds ? ['--dest-creds', creds] : []), ociReference(image), `docker://${reference}`);
   const corrupt = image.corruptBlob;
   if (!corrupt) {
     await push();

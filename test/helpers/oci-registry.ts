@@ -128,7 +128,7 @@ async function serve(dir: string, config: (addr: string) => object): Promise<{ c
     try {
       await waitUntil(
         async () => {
-          if (exited !== undefined) throw new Error(`docker-registry exited (${exited}) before it answered: ${stderr}`);
+          if (exited !== undefined) throw new Error(`docker-registry exited (${exited}) before it answered (scripts/setup-host.sh installs it): ${stderr}`);
           return fetch(`http://${host}/v2/`).then(
             () => true,
             () => false,
