@@ -38,7 +38,6 @@ export interface Layer {
 export interface RunConfig {
   Env?: string[];
   Cmd?: string[];
-  Entrypoint?: string[];
   WorkingDir?: string;
   User?: string;
 }
@@ -79,7 +78,6 @@ interface Descriptor {
   digest: string;
   size: number;
   platform?: { architecture: string; os: string };
-  annotations?: Record<string, string>;
 }
 
 const execFileAsync = promisify(execFile);

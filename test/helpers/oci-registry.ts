@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, webcrypto } from 'node:crypto';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
@@ -63,12 +64,12 @@ export async function startRegistry(options: { auth?: RegistryAuth } = {}): Prom
     const { child, host } = await serve(dir, (addr) => ({
       version: '0.1',
       log: { level: LOG_LEVEL, accesslog: { disabled: true } },
+      // Deletes allowed: a test can remove a manifest to see a pull of a gone image fail.
       storage: { filesystem: { rootdirectory: storageDir }, delete: { enabled: true } },
       // A secret of its own: without one the registry warns that it made one up.
       http: { addr, secret: randomBytes(16).toString('hex') },
       ...(registryAuth ? { auth: registryAuth } : {}),
     }));
-    const stopped = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     const running: Running = { child, dir };
     runningRegistries.add(running);
     return {
@@ -77,8 +78,12 @@ export async function startRegistry(options: { auth?: RegistryAuth } = {}): Prom
       ...(credentials ? { credentials } : {}),
       storageDir,
       async stop() {
-        child.kill('SIGKILL');
-        await stopped;
+        // It may have died already: then 'exit' was emitted and is not waited for.
+        if (child.exitCode === null && child.signalCode === null) {
+          const exited = once(child, 'exit');
+          child.kill('SIGKILL');
+          await exited;
+        }
         await tokens?.close();
         runningRegistries.delete(running);
         rmSync(dir, { recursive: true, force: true });
