@@ -67,6 +67,8 @@ export function routeValidator({ schema, httpPart }: { schema: unknown; httpPart
   const contract = typeof ref === 'string' ? named.get(ref.replace(/#$/, '')) : undefined;
   const checked = (contract ?? schema) as TSchema;
   const coerceTypes = httpPart === 'querystring' || httpPart === 'params';
+  // A body of bytes (a file, an image archive read as a stream) is no JSON to check.
+  if (httpPart === 'body' && typeof (checked as { contentMediaType?: unknown }).contentMediaType === 'string') return (data: unknown) => ({ value: data });
   return (data: unknown) => {
     const verdict = validate(checked, data, { coerceTypes });
     return verdict.ok ? { value: data } : { error: Object.assign(new Error(verdict.message), { validation: verdict.details, field: verdict.field }) };

@@ -340,8 +340,9 @@ export class LiveSandbox {
       mounts: plan.image ? [{ host: sandboxAgentBinary(), sandbox: IMAGE_AGENT_PATH, writable: false }] : plan.python.mounts,
       ...(plan.image && { image: { layers: plan.image.layers, writableBytes: plan.image.writableBytes } }),
       files: [],
-      workDir: plan.home,
-      workDirBytes: plan.homeBytes,
+      // On an image the home is the image's own (what its build left there), in the sandbox's
+      // writable layer; otherwise a file system of its own.
+      ...(!plan.image && { workDir: plan.home, workDirBytes: plan.homeBytes }),
       network: plan.network,
       // A guarded sandbox gets its rules before start, so it is not pre-started.
       startsEarly: guard === undefined && !plan.resume,

@@ -1,3 +1,4 @@
+import { imageRootUnsupported } from '../image-roots.js';
 import { access, constants, mkdir, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -112,6 +113,7 @@ export class GvisorBackend implements SandboxBackend {
   }
 
   private async launch(template: SandboxTemplate, ready: Ready): Promise<GvisorSandbox> {
+    if (template.image) throw imageRootUnsupported('gvisor');
     const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
     if (proxy === undefined) {
       throw new SandboxUnavailableError(

@@ -1,3 +1,4 @@
+import { imageRootUnsupported } from '../image-roots.js';
 import { guestSeed } from './guest-channel.js';
 import { access, constants, mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -133,6 +134,7 @@ export class MicrovmBackend implements SandboxBackend {
 
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
     const ready = await this.whenReady();
+    if (template.image) throw imageRootUnsupported('microvm');
     const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
     if (proxy === undefined) {
       throw new SandboxUnavailableError(

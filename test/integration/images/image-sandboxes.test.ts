@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, before, describe, it } from 'node:test';
+import { Sandbox } from 'e2b';
+import { BUSYBOX_USER, busyboxImage, LAYERED, layeredImage } from '../../helpers/oci-images.js';
+import { dockerArchive, pushImage, type OciImage } from '../../helpers/oci-layout.js';
+import { pythonImage } from '../../helpers/oci-python.js';
+import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
+import { startServer, type ServerProcess } from '../../helpers/server.js';
+
+/**
+ * Sandboxes on images, through the service: templates made over /v1/templates (pulled from a
+ * loopback registry, or sent as an archive), then driven by the unmodified `e2b` SDK on
+ * local_process: an image without python or bash (busybox) answers commands and files, its root
+ * is writable and each sandbox's own, and the image's layers are seen as the image says.
+ */
+describe('sandboxes on images', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'image-sandboxes-'));
+  const templatesDir = join(dir, 'templates');
+  let registry: Registry;
+  let server: ServerProcess;
+  let busybox: OciImage;
+  let layered: OciImage;
+  let python: OciImage;
+  const created: Sandbox[] = [];
+  const api = (path: string, init: RequestInit = {}) => fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${server.token}`, ...init.headers } });
+  const create = async (template: string) => {
+    const sandbox = await Sandbox.create(template, { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    created.push(sandbox);
+    return sandbox;
+  };
+  const pullTemplate = async (name: string, image: OciImage) => {
+    const response = await api('/v1/templates', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name, image: `${registry.host}/${image.name}:${image.tag}` }),
+    });
+    assert.equal(response.status, 201, await response.clone().text());
+    return (await response.json()) as { name: string; image: string; kind: string };
+  };
+
+  before(async () => {
+    [registry, busybox, layered, python] = await Promise.all([startRegistry(), busyboxImage(dir), layeredImage(dir), pythonImage(dir)]);
+    for (const image of [busybox, python]) await pushImage(image, registry);
+    server = await startServer([], { env: { AGENT_RUNNER_TEMPLATES__DIR: templatesDir } });
+  });
+  after(async () => {
+    await Promise.all(created.map((sandbox) => sandbox.kill().catch(() => undefined)));
+    await server?.stop();
+    await registry?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('makes a template of a pulled image, listed beside the host’s', async () => {
+    const template = await pullTemplate('busybox', busybox);
+    assert.deepEqual([template.name, template.kind, template.image], ['busybox', 'image', busybox.digest]);
+    const listed = (await (await api('/v1/templates')).json()) as { templates: { name: string; kind: string }[] };
+    assert.deepEqual(
+      listed.templates.map((entry) => `${entry.name}:${entry.kind}`),
+      ['base:host', 'code-interpreter-v1:host', 'busybox:image'],
+    );
+    const refused = await api('/v1/templates', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'nothing', image: `${registry.host}/none/here:latest` }),
+    });
+    assert.equal(refused.status, 404);
+    assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'image.not_found');
+  });
+
+  it('runs an image without python or bash: commands as the user and as root, files, a writable root of its own', async () => {
+    const sandbox = await create('busybox');
+    const asUser = await sandbox.commands.run('id -un; pwd; ls /bin/busybox; ls /usr/bin/python3 2>&1 || true');
+    assert.equal(asUser.stdout, `${BUSYBOX_USER.name}\n${BUSYBOX_USER.home}\n/bin/busybox\nls: /usr/bin/python3: No such file or directory\n`);
+    const asRoot = await sandbox.commands.run('id -u; echo written > /0 && cat /0; mkdir -p /opt/tool && echo ok', { user: 'root' });
+    assert.equal(asRoot.stdout, '0\nwritten\nok\n');
+    await sandbox.files.write('notes/today.txt', 'kept');
+    assert.equal(await sandbox.files.read('notes/today.txt'), 'kept');
+    assert.equal((await sandbox.commands.run('cat notes/today.txt')).stdout, 'kept');
+    assert.ok((await sandbox.files.list('/')).some((entry) => entry.name === 'bin' && entry.type === 'dir'));
+    // Another sandbox of the template starts from the image, not from what this one wrote.
+    const other = await create('busybox');
+    assert.equal((await other.commands.run('ls /0 2>&1 || echo absent')).stdout, 'ls: /0: No such file or directory\nabsent\n');
+    await other.kill();
+    await sandbox.kill();
+  });
+
+  it('shows an archive’s layers as the image says: whiteouts, opaque directories, links, owners and setuid bits', async () => {
+    const archive = join(dir, 'layered.tar');
+    await dockerArchive(layered, archive);
+    const sent = await api('/v1/templates/layered', {
+      method: 'PUT',
+      headers: { 'content-type': 'application/x-tar' },
+      body: Readable.toWeb(createReadStream(archive)) as ReadableStream,
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(sent.status, 201, await sent.clone().text());
+    // The layered image has no shell of its own: its files are read through the sandbox's agent.
+    const sandbox = await create('layered');
+    const names = async (path: string) => (await sandbox.files.list(`/${path}`)).map((entry) => entry.name).sort();
+    assert.equal(await sandbox.files.exists(`/${LAYERED.deleted}`), false);
+    assert.deepEqual(await names(LAYERED.opaque.dir), [...LAYERED.opaque.after]);
+    assert.equal(await sandbox.files.read(`/${LAYERED.absoluteSymlink.name}`), 'layered\n');
+    assert.equal(await sandbox.files.read(`/${LAYERED.replacedDir.name}`), LAYERED.replacedDir.content);
+    const setuid = await sandbox.files.getInfo(`/${LAYERED.setuid}`);
+    assert.deepEqual([setuid.owner, setuid.permissions], ['root', '-rwsr-xr-x']);
+    assert.equal((await sandbox.files.getInfo(`/${LAYERED.userOwned}`)).owner, 'user');
+    for (const name of LAYERED.paxNames) assert.equal(await sandbox.files.exists(`/${name}`), true, name);
+    await sandbox.kill();
+  });
+
+  it('runs a glibc image’s python', async () => {
+    await pullTemplate('python', python);
+    const sandbox = await create('python');
+    const result = await sandbox.commands.run('python3 -c "import json, sys; print(json.dumps([sys.version_info[0], 1 + 1]))"');
+    assert.equal(result.stdout, '[3, 2]\n');
+    await sandbox.kill();
+  });
+
+  it('deletes a template, and its layers that no other template holds; a create from it is then refused', async () => {
+    const layersBefore = readdirSync(join(templatesDir, 'images', 'layers')).length;
+    assert.equal((await api('/v1/templates/python', { method: 'DELETE' })).status, 204);
+    // The python image's own layer goes; its busybox layer stays, busybox's template holds it.
+    assert.equal(readdirSync(join(templatesDir, 'images', 'layers')).length, layersBefore - 1);
+    await assert.rejects(create('python'), /404|not found/i);
+    assert.equal((await api('/v1/templates/python', { method: 'DELETE' })).status, 404);
+    assert.equal((await api('/v1/templates/base', { method: 'DELETE' })).status, 422);
+  });
+
+  it('leaves no mount of an image root on the host, and keeps the store root’s alone', () => {
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
+    assert.ok(!mounts.includes(templatesDir) && !/ overlay .*image-root| image-root /.test(mounts), 'no image root is mounted on the host');
+    assert.equal(statSync(join(templatesDir, 'images')).mode & 0o777, 0o700);
+  });
+});
