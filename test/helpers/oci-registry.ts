@@ -4,7 +4,7 @@ import { randomBytes, webcrypto } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as x509 from '@peculiar/x509';
@@ -142,6 +142,10 @@ async function serve(dir: string, config: (addr: string) => object): Promise<{ c
         `the registry at ${host} answers`,
         { seen: () => stderr },
       );
+      // Neither keeps the test's process alive: one that never stopped it ends all the same, and
+      // its exit handler (runningRegistries) kills the registry.
+      child.unref();
+      (child.stderr as Socket).unref();
       return { child, host };
     } catch (error) {
       child.kill('SIGKILL');
@@ -152,10 +156,15 @@ async function serve(dir: string, config: (addr: string) => object): Promise<{ c
 
 async function freePort(): Promise<number> {
   const server = createNetServer();
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
+  const port = await listenOnLoopback(server);
   await new Promise((resolve) => server.close(resolve));
   return port;
+}
+
+/** Listens on a port of the system's choosing on 127.0.0.1; that port. */
+async function listenOnLoopback(server: NetServer): Promise<number> {
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
+  return (server.address() as { port: number }).port;
 }
 
 interface TokenServer {
@@ -211,8 +220,9 @@ async function tokenServer(credentials: { username: string; password: string }):
       response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ token, access_token: token, expires_in: 3600 }));
     });
   });
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
+  const port = await listenOnLoopback(server);
+  // Like the registry's process: a test that never stopped it does not hang on it.
+  server.unref();
   return {
     realm: `http://127.0.0.1:${port}/token`,
     certificatePem: certificate.toString('pem'),
