@@ -211,12 +211,17 @@ export function skopeoCreds(registry: Registry): string | undefined {
   return registry.credentials && `${registry.credentials.username}:${registry.credentials.password}`;
 }
 
+/** Where pushImage puts the image in the registry: `HOST/NAME:TAG`. */
+export function registryReference(registry: Registry, image: OciImage): string {
+  return `${registry.host}/${image.name}:${image.tag}`;
+}
+
 /**
  * Pushes the image with skopeo (every platform of an index, and the manifests' bytes as they are,
  * so that the registry serves `image.digest`); `HOST/NAME:TAG`, its reference there.
  */
 export async function pushImage(image: OciImage, registry: Registry): Promise<string> {
-  const reference = `${registry.host}/${image.name}:${image.tag}`;
+  const reference = registryReference(registry, image);
   const creds = skopeoCreds(registry);
   const push = () =>
     skopeo('copy', '--all', '--preserve-digests', '--dest-tls-verify=false', ...(creds ? ['--dest-creds', creds] : []), ociReference(image), `docker://${reference}`);

@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { extract, type Header } from 'tar-stream';
 import { BUSYBOX_USER, busyboxImage, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
-import { blobPath, dockerArchive, MEDIA_TYPES, ociArchive, pushImage, sha256, skopeo, skopeoCreds, type OciImage } from '../../helpers/oci-layout.js';
+import { blobPath, dockerArchive, MEDIA_TYPES, ociArchive, pushImage, registryReference, sha256, skopeo, skopeoCreds, type OciImage } from '../../helpers/oci-layout.js';
 import { PYTHON_CHECK, pythonImage } from '../../helpers/oci-python.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
 
@@ -49,7 +49,7 @@ describe('OCI image fixtures', () => {
 
   it('serves every image under the digest of its layout, as skopeo inspects it', async () => {
     for (const image of all) {
-      const inspected = JSON.parse(await skopeo('inspect', '--tls-verify=false', `docker://${reference(open, image)}`));
+      const inspected = JSON.parse(await skopeo('inspect', '--tls-verify=false', `docker://${registryReference(open, image)}`));
       assert.equal(inspected.Digest, image.digest, image.name);
       const response = await fetch(`${open.url}/v2/${image.name}/manifests/${image.tag}`, { method: 'HEAD', headers: { accept: ACCEPT } });
       assert.equal(response.headers.get('docker-content-digest'), image.digest, image.name);
@@ -59,7 +59,7 @@ describe('OCI image fixtures', () => {
   it('lets skopeo copy each well-formed image out to a dir, with the layers the layout holds', async () => {
     for (const image of [busybox, layered, python]) {
       const out = join(dir, `copied-${image.name.split('/')[1]}`);
-      await skopeo('copy', '--src-tls-verify=false', `docker://${reference(open, image)}`, `dir:${out}`);
+      await skopeo('copy', '--src-tls-verify=false', `docker://${registryReference(open, image)}`, `dir:${out}`);
       for (const layer of manifestOf(image).layers) assert.deepEqual(readFileSync(join(out, layer.digest.split(':')[1])), readFileSync(blobPath(image.layoutDir, layer.digest)));
     }
   });
@@ -131,11 +131,11 @@ describe('OCI image fixtures', () => {
     assert.equal(served.length, layer.size);
     assert.notEqual(sha256(served), layer.digest);
     assert.ok(gunzipSync(served).length > 0, 'still a valid gzip: only the digest tells');
-    await assert.rejects(skopeo('copy', '--src-tls-verify=false', `docker://${reference(open, image)}`, `dir:${join(dir, 'copied-bad-digest')}`), /digest/);
+    await assert.rejects(skopeo('copy', '--src-tls-verify=false', `docker://${registryReference(open, image)}`, `dir:${join(dir, 'copied-bad-digest')}`), /digest/);
   });
 
   it('pushes the multi-arch image as an index of linux/amd64 and linux/arm64, each its own image', async () => {
-    const ref = `docker://${reference(open, multiArch)}`;
+    const ref = `docker://${registryReference(open, multiArch)}`;
     const index = JSON.parse(await skopeo('inspect', '--raw', '--tls-verify=false', ref));
     assert.equal(index.mediaType, MEDIA_TYPES.index);
     assert.deepEqual(
@@ -163,7 +163,7 @@ describe('OCI image fixtures', () => {
       const anonymous = await fetch(`${registry.url}/v2/${busybox.name}/manifests/${busybox.tag}`, { headers: { accept: ACCEPT } });
       assert.equal(anonymous.status, 401);
       assert.match(anonymous.headers.get('www-authenticate') ?? '', challenge);
-      const ref = `docker://${reference(registry, busybox)}`;
+      const ref = `docker://${registryReference(registry, busybox)}`;
       await assert.rejects(skopeo('inspect', '--tls-verify=false', ref), /unauthorized|authentication required/i);
       await assert.rejects(skopeo('inspect', '--tls-verify=false', '--creds', `${registry.credentials!.username}:wrong`, ref), /unauthorized|authentication required/i);
       const inspected = JSON.parse(await skopeo('inspect', '--tls-verify=false', '--creds', skopeoCreds(registry)!, ref));
@@ -209,10 +209,6 @@ describe('OCI image fixtures', () => {
     return join(bundle, 'rootfs');
   }
 });
-
-function reference(registry: Registry, image: OciImage): string {
-  return `${registry.host}/${image.name}:${image.tag}`;
-}
 
 function readBlobJson(image: OciImage, digest: string): any {
   return JSON.parse(readFileSync(blobPath(image.layoutDir, digest), 'utf8'));
