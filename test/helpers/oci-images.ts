@@ -141,30 +141,35 @@ function whiteout(path: string): string {
 /** The size of the one file of hostileLayers' `huge`: far above a small maxImageBytes, some 64 KiB gzip'ed. */
 export const HUGE_BYTES = 64 * 1024 * 1024;
 
-/** The one bad thing of each of hostileLayers' one-layer images, in its image's name (`agent-runner-test/hostile-NAME`). */
-const HOSTILE_ENTRIES = {
-  /** An entry named `../escape`. */
-  dotdot: [{ name: '../escape', content: 'outside the root\n' }],
-  /** An entry named with a leading slash (tar-stream writes a name as given). */
-  absolute: [{ name: '/etc/escape', content: 'absolute\n' }],
-  /** `link -> /`, then a file written through it. */
-  'symlink-escape': [
-    { name: 'link', type: 'symlink', linkname: '/' },
-    { name: 'link/etc/x', content: 'through the link\n' },
-  ],
-  /** A hard link to a file outside the root. */
-  'hardlink-outside': [{ name: 'passwd', type: 'link', linkname: '../../etc/passwd' }],
-  /** A character device (1:3, /dev/null's numbers) and a block device (8:0, the first disk's). */
-  device: [
-    { name: 'null', type: 'character-device', mode: 0o666, devmajor: 1, devminor: 3 },
-    { name: 'disk', type: 'block-device', mode: 0o660, devmajor: 8, devminor: 0 },
-  ],
-  fifo: [{ name: 'pipe', type: 'fifo' }],
-  /** HUGE_BYTES of zeros in one file: a gzip-bomb-like layer, small to pull, big to unpack. */
-  huge: [{ name: 'zeros', content: Buffer.alloc(HUGE_BYTES) }],
-} satisfies Record<string, LayerEntry[]>;
+/**
+ * The one bad thing of each of hostileLayers' one-layer images, in its image's name
+ * (`agent-runner-test/hostile-NAME`); made when asked for, as `huge` holds its 64 MiB.
+ */
+function hostileEntries() {
+  return {
+    /** An entry named `../escape`. */
+    dotdot: [{ name: '../escape', content: 'outside the root\n' }],
+    /** An entry named with a leading slash (tar-stream writes a name as given). */
+    absolute: [{ name: '/etc/escape', content: 'absolute\n' }],
+    /** `link -> /`, then a file written through it. */
+    'symlink-escape': [
+      { name: 'link', type: 'symlink', linkname: '/' },
+      { name: 'link/etc/x', content: 'through the link\n' },
+    ],
+    /** A hard link to a file outside the root. */
+    'hardlink-outside': [{ name: 'passwd', type: 'link', linkname: '../../etc/passwd' }],
+    /** A character device (1:3, /dev/null's numbers) and a block device (8:0, the first disk's). */
+    device: [
+      { name: 'null', type: 'character-device', mode: 0o666, devmajor: 1, devminor: 3 },
+      { name: 'disk', type: 'block-device', mode: 0o660, devmajor: 8, devminor: 0 },
+    ],
+    fifo: [{ name: 'pipe', type: 'fifo' }],
+    /** HUGE_BYTES of zeros in one file: a gzip-bomb-like layer, small to pull, big to unpack. */
+    huge: [{ name: 'zeros', content: Buffer.alloc(HUGE_BYTES) }],
+  } satisfies Record<string, LayerEntry[]>;
+}
 
-export type HostileName = keyof typeof HOSTILE_ENTRIES | 'bad-digest';
+export type HostileName = keyof ReturnType<typeof hostileEntries> | 'bad-digest';
 
 /**
  * One image per HostileName. `bad-digest` is a good one-layer image whose layer blob, in its layout
@@ -175,7 +180,7 @@ export type HostileName = keyof typeof HOSTILE_ENTRIES | 'bad-digest';
 export async function hostileLayers(dir: string): Promise<Record<HostileName, OciImage>> {
   const write = (name: HostileName, layer: Layer) => writeLayout(join(dir, `hostile-${name}`), `${NAMESPACE}/hostile-${name}`, TAG, [{ layers: [layer] }]);
   const images = {} as Record<HostileName, OciImage>;
-  for (const [name, entries] of Object.entries(HOSTILE_ENTRIES) as [keyof typeof HOSTILE_ENTRIES, LayerEntry[]][]) images[name] = write(name, await layerOf(entries));
+  for (const [name, entries] of Object.entries(hostileEntries()) as [Exclude<HostileName, 'bad-digest'>, LayerEntry[]][]) images[name] = write(name, await layerOf(entries));
   // Stored (gzip level 0), so that the two blobs' lengths depend on their tars' alone, which are equal.
   const [original, served] = await Promise.all(['good\n', 'evil\n'].map(async (content) => layerOfTar(await tarOf([{ name: 'hello.txt', content }]), 0)));
   const badDigest = write('bad-digest', original!);
