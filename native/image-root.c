@@ -16,9 +16,22 @@
  *     (bwrap, which binds DIR/merged as the sandbox's /). The mounts live only in that namespace:
  *     they go when the last process of the sandbox does, and the host never sees them.
  *     --nosuid: setuid files do not raise privileges (a sandbox without root inside).
+ *     --upper-dir DIR: the writable layer is DIR/upper (DIR/work beside it), a directory of the
+ *     host's disk that outlives the sandbox (a template build's step), not a tmpfs.
  *     Layers are given bottom first.
+ *
+ *   image-root as-user -- PROGRAM ARGS...
+ *     Inside a sandbox, as its root: becomes the user (1000:1000, no groups) and execs PROGRAM,
+ *     which keeps no capability (a build's RUN after USER user, in an image without su).
+ *
+ *   image-root shift DIR --map HOST:IMAGE[,HOST:IMAGE...]
+ *     Gives each file under DIR owned by a HOST uid (or gid) the IMAGE one instead: a build
+ *     step's writable layer, written by the sandbox's host uids, made a layer of the image's ids.
+ *     The tree is walked beneath DIR by descriptors, no link followed; the sandbox that wrote it
+ *     has ended, so nothing moves under the walk.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -169,7 +182,7 @@ static unsigned long number(const char *text, const char *what) {
 static int mount_root(int argc, char **argv) {
   const char *layers[MAX_LAYERS];
   int layer_count = 0;
-  const char *target = NULL, *map_text = NULL;
+  const char *target = NULL, *map_text = NULL, *upper_dir = NULL;
   long uid = -1, gid = -1;
   unsigned long upper_bytes = 0;
   int nosuid = 0, i = 2;
@@ -186,14 +199,15 @@ static int mount_root(int argc, char **argv) {
     else if (strcmp(option, "--map") == 0) map_text = value;
     else if (strcmp(option, "--upper-bytes") == 0) upper_bytes = number(value, "--upper-bytes");
     else if (strcmp(option, "--target") == 0) target = value;
+    else if (strcmp(option, "--upper-dir") == 0) upper_dir = value;
     else if (strcmp(option, "--layer") == 0) {
       if (layer_count == MAX_LAYERS) fail("more than %d layers", MAX_LAYERS);
       layers[layer_count++] = value;
     } else fail("unknown option %s", option);
   }
-  if (i >= argc - 1 || uid < 0 || gid < 0 || !map_text || !target || upper_bytes == 0 || layer_count == 0) {
+  if (i >= argc - 1 || uid < 0 || gid < 0 || !map_text || !target || (upper_bytes == 0) == (upper_dir == NULL) || layer_count == 0) {
     errno = 0;
-    fail("usage: mount --uid U --gid G --map IN:HOST,... --upper-bytes N --target DIR [--nosuid] --layer DIR... -- PROGRAM ARGS");
+    fail("usage: mount --uid U --gid G --map IN:HOST,... (--upper-bytes N | --upper-dir DIR) --target DIR [--nosuid] --layer DIR... -- PROGRAM ARGS");
   }
   /* "0:100000,1000:100001" as a map file: one id a line. Root inside owns the writable layer. */
   char map[256] = "";
@@ -214,7 +228,7 @@ static int mount_root(int argc, char **argv) {
   if (unshare(CLONE_NEWNS) != 0) fail("unshare the mount namespace");
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) fail("make mounts private");
   char options[4096], path[4096];
-  snprintf(options, sizeof options, "size=%lu,mode=0755", upper_bytes);
+  snprintf(options, sizeof options, "size=%lu,mode=0755", upper_bytes ? upper_bytes : 1024 * 1024);
   if (mount("image-root", target, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) fail("mount a tmpfs on %s", target);
   int userns = userns_of(map);
   char lower[sizeof options] = "";
@@ -226,14 +240,16 @@ static int mount_root(int argc, char **argv) {
     if (used + strlen(path) + 2 >= sizeof lower) fail("the layers' paths are too long");
     snprintf(lower + used, sizeof lower - used, "%s%s", used ? ":" : "", path);
   }
-  snprintf(path, sizeof path, "%s/upper", target);
+  /* The writable layer: in the tmpfs, or a host directory of its own (--upper-dir). */
+  const char *writable = upper_dir ? upper_dir : target;
+  snprintf(path, sizeof path, "%s/upper", writable);
   make_dir(path, upper_owner, upper_owner, 0755);
-  snprintf(path, sizeof path, "%s/work", target);
+  snprintf(path, sizeof path, "%s/work", writable);
   make_dir(path, 0, 0, 0700);
   snprintf(path, sizeof path, "%s/merged", target);
   make_dir(path, 0, 0, 0755);
   /* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
-  snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", lower, target, target);
+  snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", lower, writable, writable);
   if (mount("overlay", path, "overlay", MS_NODEV | (nosuid ? MS_NOSUID : 0), options) != 0) fail("mount the overlay");
 
   if (setgroups(0, NULL) != 0 || setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0 || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("become %ld:%ld", uid, gid);
@@ -242,10 +258,89 @@ static int mount_root(int argc, char **argv) {
   return 125;
 }
 
+struct id_pair {
+  unsigned long from, to;
+};
+
+static int parse_pairs(const char *text, struct id_pair *pairs, int max) {
+  char copy[256];
+  snprintf(copy, sizeof copy, "%s", text);
+  int count = 0;
+  for (char *save = NULL, *pair = strtok_r(copy, ",", &save); pair != NULL; pair = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(pair, ':');
+    if (!colon || count == max) {
+      errno = 0;
+      fail("--map is FROM:TO pairs: %s", text);
+    }
+    *colon = '\0';
+    pairs[count].from = number(pair, "--map");
+    pairs[count].to = number(colon + 1, "--map");
+    count++;
+  }
+  return count;
+}
+
+static long mapped(unsigned long id, const struct id_pair *pairs, int count) {
+  for (int i = 0; i < count; i++)
+    if (pairs[i].from == id) return (long)pairs[i].to;
+  return -1;
+}
+
+/* Shifts the owner of `name` in `dir` (and, for a directory, of all under it). */
+static void shift_at(int dir, const char *name, const struct id_pair *pairs, int count, int depth) {
+  if (depth > 4096) {
+    errno = 0;
+    fail("a tree deeper than 4096 levels");
+  }
+  struct stat st;
+  if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) fail("stat %s", name);
+  long uid = mapped(st.st_uid, pairs, count), gid = mapped(st.st_gid, pairs, count);
+  if (uid >= 0 || gid >= 0) {
+    /* A chown clears setuid and setgid bits: put them back as they were. */
+    if (fchownat(dir, name, uid >= 0 ? (uid_t)uid : (uid_t)-1, gid >= 0 ? (gid_t)gid : (gid_t)-1, AT_SYMLINK_NOFOLLOW) != 0) fail("chown %s", name);
+    if (!S_ISLNK(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID)) && fchmodat(dir, name, st.st_mode & 07777, 0) != 0) fail("chmod %s", name);
+  }
+  if (!S_ISDIR(st.st_mode)) return;
+  int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) fail("open %s", name);
+  DIR *listing = fdopendir(dup(fd));
+  if (!listing) fail("list %s", name);
+  for (struct dirent *entry; (entry = readdir(listing)) != NULL;) {
+    if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
+    shift_at(fd, entry->d_name, pairs, count, depth + 1);
+  }
+  closedir(listing);
+  close(fd);
+}
+
+static int shift(int argc, char **argv) {
+  if (argc != 5 || strcmp(argv[3], "--map") != 0) {
+    errno = 0;
+    fail("usage: shift DIR --map HOST:IMAGE[,HOST:IMAGE...]");
+  }
+  struct id_pair pairs[MAX_MAPS];
+  int count = parse_pairs(argv[4], pairs, MAX_MAPS);
+  shift_at(AT_FDCWD, argv[2], pairs, count, 0);
+  return 0;
+}
+
+static int as_user(int argc, char **argv) {
+  if (argc < 4 || strcmp(argv[2], "--") != 0) {
+    errno = 0;
+    fail("usage: as-user -- PROGRAM ARGS");
+  }
+  if (setgroups(0, NULL) != 0 || setresgid(1000, 1000, 1000) != 0 || setresuid(1000, 1000, 1000) != 0) fail("become the user");
+  execvp(argv[3], argv + 3);
+  fail("exec %s", argv[3]);
+  return 125;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "marks") == 0) return marks(argv[2]);
   if (argc >= 2 && strcmp(argv[1], "mount") == 0) return mount_root(argc, argv);
+  if (argc >= 3 && strcmp(argv[1], "shift") == 0) return shift(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "as-user") == 0) return as_user(argc, argv);
   errno = 0;
-  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS");
+  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ...");
   return 125;
 }

@@ -12,6 +12,7 @@ import { registerSchema } from './commands/schema.js';
 import { registerServe } from './commands/serve.js';
 import { registerSession } from './commands/session.js';
 import { registerTask } from './commands/task.js';
+import { registerTemplate } from './commands/template.js';
 import { registerWorker } from './commands/worker.js';
 import { whileAnswerOwed } from '../util/owed-answer.js';
 
@@ -23,6 +24,7 @@ const program = new Command('agent-runner')
 registerExec(program);
 registerRun(program);
 registerTask(program);
+registerTemplate(program);
 registerServe(program);
 registerWorker(program);
 registerGuest(program);

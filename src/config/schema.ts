@@ -363,6 +363,8 @@ export const TemplateStoreSchema = Section(
     maxImageBytes: PositiveInteger(8 * GiB, "An image's bytes, compressed as pulled and unpacked alike: one over it is refused (413 image.too_large)."),
     maxImageEntries: PositiveInteger(2_000_000, "Files, directories and links of one image's layers together."),
     writableLayerBytes: PositiveInteger(1024 * MiB, "Size of a sandbox's own writable layer over its image (a tmpfs: what is written there counts against the sandbox's memory)."),
+    buildStepTimeoutSeconds: PositiveInteger(1800, "A build's RUN step that runs longer is killed, and the build fails (template.build_failed)."),
+    buildInternetAccess: Type.Boolean({ default: true, description: "Whether a build's RUN steps reach the internet (apt-get, pip): where the backend gives egress." }),
     registryTimeoutMs: PositiveInteger(30_000, 'A registry that makes no progress on a request for this long fails the pull (502 image.registry_failed).'),
     insecureRegistries: Type.Array(Type.String({ minLength: 1 }), {
       default: [],

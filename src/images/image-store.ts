@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { formatImageReference, type ImageReference } from './image-reference.js';
@@ -19,6 +19,12 @@ export interface StoredImage {
   layers: { diffId: string; bytes: number; entries: number }[];
   bytes: number;
   storedAt: string;
+}
+
+/** How ensureLayer stores a layer: `replace` one there; `keyed`: its id is a build step's key, not its tar's digest. */
+export interface LayerOptions {
+  replace?: boolean;
+  keyed?: boolean;
 }
 
 export interface ImageLimits {
@@ -115,11 +121,7 @@ export class ImageStore {
     rmSync(join(this.root, 'images', `${hex(digest)}.json`), { force: true });
     const held = new Set(this.images().flatMap((image) => image.layers.map((layer) => hex(layer.diffId))));
     for (const layer of readdirSync(join(this.root, 'layers'))) {
-      if (held.has(layer) || this.inFlight.has(`sha256:${layer}`)) continue;
-      // Out of the way first, in one rename, so no reader meets half a layer.
-      const doomed = this.stagingDir();
-      renameSync(join(this.root, 'layers', layer), doomed);
-      rmSync(doomed, { recursive: true, force: true });
+      if (!held.has(layer) && !this.inFlight.has(`sha256:${layer}`)) this.discard(join(this.root, 'layers', layer));
     }
   }
 
@@ -131,12 +133,14 @@ export class ImageStore {
     diffId: string,
     budget: number,
     fill: (dir: string, limits: { maxBytes: number; maxEntries: number }) => Promise<UnpackedLayer>,
+    options: LayerOptions = {},
   ): Promise<StoredImage['layers'][number]> {
     const final = join(this.root, 'layers', hex(diffId));
     const pending = this.inFlight.get(diffId);
     if (pending) await pending.catch(() => undefined);
+    if (options.replace) this.discard(final);
     if (!existsSync(final)) {
-      const filling = this.fillLayer(diffId, final, budget, fill);
+      const filling = this.fillLayer(diffId, final, budget, fill, options.keyed === true);
       this.inFlight.set(diffId, filling);
       try {
         await filling;
@@ -144,9 +148,47 @@ export class ImageStore {
         this.inFlight.delete(diffId);
       }
     }
-    const layer = JSON.parse(readFileSync(join(final, 'layer.json'), 'utf8')) as UnpackedLayer;
+    const layer = this.storedLayer(diffId);
     if (layer.bytes > budget) throw failure('image.too_large', `the image is over templates.maxImageBytes (${this.limits.maxImageBytes}) unpacked`);
+    return layer;
+  }
+
+  /** Whether the layer of a build's key (hex) is stored. */
+  hasLayer(key: string): boolean {
+    return existsSync(join(this.root, 'layers', key, 'layer.json'));
+  }
+
+  /** A stored layer's id, bytes and entries. */
+  storedLayer(diffId: string): StoredImage['layers'][number] {
+    const layer = JSON.parse(readFileSync(join(this.root, 'layers', hex(diffId), 'layer.json'), 'utf8')) as Pick<UnpackedLayer, 'bytes' | 'entries'>;
     return { diffId, bytes: layer.bytes, entries: layer.entries };
+  }
+
+  /**
+   * Stores a build step's kept writable layer (its files already the image's owners, its
+   * whiteouts and opaque marks overlayfs's own) under the step's key, replacing one there.
+   */
+  async adoptLayer(key: string, upper: string): Promise<void> {
+    const { bytes, entries } = treeSize(upper);
+    const staging = this.stagingDir();
+    mkdirSync(staging, { mode: 0o700 });
+    try {
+      renameSync(upper, join(staging, 'tree'));
+      await writeFileAtomic(join(staging, 'layer.json'), `${JSON.stringify({ bytes, entries })}\n`);
+      const final = join(this.root, 'layers', key);
+      this.discard(final);
+      renameSync(staging, final);
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
+
+  /** A stored layer out of the way in one rename, then removed: no reader meets half of it. */
+  private discard(layerDir: string): void {
+    if (!existsSync(layerDir)) return;
+    const doomed = this.stagingDir();
+    renameSync(layerDir, doomed);
+    rmSync(doomed, { recursive: true, force: true });
   }
 
   /** Stores an image's record once all its layers are in: the image exists from this rename on. */
@@ -165,12 +207,13 @@ export class ImageStore {
     final: string,
     budget: number,
     fill: (dir: string, limits: { maxBytes: number; maxEntries: number }) => Promise<UnpackedLayer>,
+    keyed: boolean,
   ): Promise<void> {
     const staging = this.stagingDir();
     mkdirSync(join(staging, 'tree'), { recursive: true, mode: 0o700 });
     try {
       const unpacked = await fill(join(staging, 'tree'), { maxBytes: budget, maxEntries: this.limits.maxEntries });
-      if (unpacked.diffId !== diffId) throw failure('image.digest_mismatch', `a layer's tar is ${unpacked.diffId}, not ${diffId} as the image's config says`);
+      if (!keyed && unpacked.diffId !== diffId) throw failure('image.digest_mismatch', `a layer's tar is ${unpacked.diffId}, not ${diffId} as the image's config says`);
       await applyOverlayMarks(join(staging, 'tree'), unpacked);
       await writeFileAtomic(join(staging, 'layer.json'), `${JSON.stringify(unpacked)}\n`);
       try {
@@ -210,4 +253,20 @@ async function collect(chunks: AsyncIterable<Uint8Array>, maxBytes: number, dige
   }
   if (`sha256:${hash.digest('hex')}` !== digest) throw failure('image.digest_mismatch', `${what} does not match its digest ${digest}`);
   return Buffer.concat(parts);
+}
+
+/** Bytes of files and entries of a tree, walked without following a link. */
+function treeSize(root: string): { bytes: number; entries: number } {
+  let bytes = 0;
+  let entries = 0;
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      entries++;
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.isFile()) bytes += lstatSync(path).size;
+    }
+  };
+  walk(root);
+  return { bytes, entries };
 }

@@ -67,7 +67,16 @@ export interface SandboxTemplate {
    * `writableBytes`, gone with the sandbox. The image's files keep their owners as the sandbox
    * sees them (its root owns what the image's root owns). Needs `rootInside`.
    */
-  image?: { layers: readonly string[]; writableBytes: number };
+  image?: {
+    layers: readonly string[];
+    writableBytes: number;
+    /**
+     * A host directory that keeps the writable layer instead (`upper/` in it): a template
+     * build's step, whose files become a layer of the image. When the sandbox has ended its
+     * files' owners are the image's (root 0, the user 1000), not the sandbox's host uids.
+     */
+    keepWritableIn?: string;
+  };
   /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may

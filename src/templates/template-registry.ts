@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
 import type { TemplateStoreSettings } from '../config/schema.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import { storeImageArchive } from '../images/image-archive.js';
-import { parseImageReference } from '../images/image-reference.js';
+import { parseImageReference, type ImageReference } from '../images/image-reference.js';
 import { ImageStore, type StoredImage } from '../images/image-store.js';
 import type { ImageRunConfig } from '../images/image-manifest.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
@@ -48,11 +48,21 @@ export class TemplateRegistry {
   /** Makes (or replaces) template `name` from an image pulled by reference. */
   async fromReference(name: string, reference: string): Promise<ImageTemplate> {
     checkName(name);
-    const image = await this.images.pull(parseImageReference(reference), {
+    return this.save(name, await this.pullImage(parseImageReference(reference)));
+  }
+
+  /** Pulls an image into the store, with the registries' settings. */
+  pullImage(reference: ImageReference): Promise<StoredImage> {
+    return this.images.pull(reference, {
       credentials: this.settings.registries,
       insecureRegistries: this.settings.insecureRegistries,
       timeoutMs: this.settings.registryTimeoutMs,
     });
+  }
+
+  /** Makes (or replaces) template `name` from an image already stored (a build's). */
+  fromImage(name: string, image: StoredImage): Promise<ImageTemplate> {
+    checkName(name);
     return this.save(name, image);
   }
 

@@ -2,7 +2,7 @@ import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
-import { imageRootArgv, type ImageRootMount } from '../../images/image-root.js';
+import { imageRootArgv, shiftKeptLayer, type ImageRootMount } from '../../images/image-root.js';
 import { replaceFile } from '../host/shared-files.js';
 import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -318,7 +318,8 @@ export class BubblewrapBackend implements SandboxBackend {
         if (rootUid === null || uid === null) throw new Error('a sandbox on an image needs root inside (the service running as root, with seccomp)');
         const target = join(stagingDir, 'root');
         await mkdir(target, { mode: 0o755 });
-        imageRoot = { target, layers: template.image.layers, writableBytes: template.image.writableBytes, uids: { root: rootUid, user: uid } };
+        const { layers, writableBytes, keepWritableIn } = template.image;
+        imageRoot = { target, layers, writableBytes, uids: { root: rootUid, user: uid }, ...(keepWritableIn && { keepWritableIn }) };
       }
       const bootId = join(stagingDir, 'boot_id');
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });
@@ -358,6 +359,8 @@ export class BubblewrapBackend implements SandboxBackend {
             network,
             bwrapStatus: true,
             onFinished: () => {
+              // Before its uids go to another sandbox: they name the kept layer's owners.
+              if (imageRoot?.keepWritableIn) shiftKeptLayer(imageRoot);
               release();
               settled();
               hooks.onFinished?.();
@@ -401,7 +404,8 @@ export class BubblewrapBackend implements SandboxBackend {
     ];
     const bwrapArgs = buildBwrapArgs({
       layout: ready.layout,
-      identityFiles: ready.identityFiles[template.user ?? 'sandbox'],
+      // An image that names its users keeps its own files of them.
+      identityFiles: imageRoot && imageRoot.layers.some((layer) => existsSync(join(layer, 'etc', 'passwd'))) ? null : ready.identityFiles[template.user ?? 'sandbox'],
       meminfo: this.meminfoFor(limits.memoryBytes),
       bootId,
       argv: template.guardExec ? guardedArgv(template.argv) : template.argv,

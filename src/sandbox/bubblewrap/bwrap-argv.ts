@@ -38,8 +38,11 @@ const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
 
 export interface BwrapPlan {
   layout: HostLayout;
-  /** passwd/group files naming the sandbox user, so tools that look it up do not fail. */
-  identityFiles: { passwd: string; group: string };
+  /**
+   * passwd/group files naming the sandbox user, so tools that look it up do not fail; null: the
+   * image's own (an image root with an /etc/passwd, which its builds and tools may change).
+   */
+  identityFiles: { passwd: string; group: string } | null;
   /** A /proc/meminfo that reports the job's memory limit, so `free` and runtimes size themselves to it. */
   meminfo: string;
   /**
@@ -139,7 +142,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   }
   if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
   if (plan.networkFiles?.caBundle) args.push('--ro-bind', plan.networkFiles.caBundle, CA_BUNDLE_SANDBOX_PATH);
-  args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
+  if (plan.identityFiles) args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
 
   // Fresh kernel views: procfs of the job's PID namespace, no /sys, and a /dev of five
   // harmless devices (no tty, no pts, no kvm), read-only but for its /dev/shm. A sandbox with

@@ -1,0 +1,346 @@
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { join, posix, relative, resolve, sep } from 'node:path';
+import { pack } from 'tar-stream';
+import type { TemplateStoreSettings } from '../config/schema.js';
+import { CodedError, contractError } from '../contract/errors.js';
+import type { ImageRunConfig } from '../contract/templates.js';
+import { parseImageReference } from '../images/image-reference.js';
+import type { StoredImage } from '../images/image-store.js';
+import { IMAGE_ROOT_HELPER } from '../images/image-root.js';
+import { unpackLayer } from '../images/layer-unpack.js';
+import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
+import type { ImageTemplate, TemplateRegistry } from './template-registry.js';
+
+/** What a build says as it goes: each step as it starts (cached or run), and a RUN's output. */
+export interface BuildListener {
+  step(step: BuildStep): void;
+  output(chunk: Buffer): void;
+}
+
+export interface BuildStep {
+  line: number;
+  instruction: string;
+  /** Its layer (or nothing to make) was there already: an unchanged rebuild runs no step. */
+  cached: boolean;
+}
+
+export interface BuildOptions {
+  /** Build arguments (`ARG NAME` takes its value from here first). */
+  args?: Readonly<Record<string, string>>;
+  /** Runs every step again, replacing the layers it made before. */
+  noCache?: boolean;
+}
+
+/** A build's state after each instruction: its layers, its image config, and its cache key. */
+interface Stage {
+  layers: StoredImage['layers'];
+  config: ImageRunConfig;
+  /** A digest of everything so far: a layer made by the next step is stored under it and the step. */
+  key: string;
+  args: Record<string, string>;
+}
+
+/** Memory, processes and time a RUN step may use. */
+const STEP_LIMITS = { memoryMechanism: 'cgroup', maxProcesses: 1024, maxOpenFiles: 4096, maxFileBytes: 8 * 1024 * 1024 * 1024 } as const;
+/** Where a build's sandbox sees the static helper that drops a RUN to the user. */
+const AS_USER_PATH = '/.agent-runner/image-root';
+const DEFAULT_PATH = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * Builds a template from a Dockerfile and its context directory. Each RUN runs in a sandbox of
+ * the build (local_process, on the layers so far, as root unless USER says the user), whose
+ * writable layer is kept and becomes the step's layer; COPY and ADD make a layer of the
+ * context's files through the layer unpacker; WORKDIR makes its directory. Every layer is stored
+ * under a key of the step and everything before it, so an unchanged rebuild runs nothing.
+ */
+export class TemplateBuilder {
+  constructor(
+    private readonly templates: TemplateRegistry,
+    private readonly backend: SandboxBackend,
+    private readonly settings: TemplateStoreSettings & { memoryBytes: number },
+  ) {}
+
+  async build(name: string, dockerfile: string, contextDir: string, listener: BuildListener, options: BuildOptions = {}): Promise<ImageTemplate> {
+    const instructions = parseDockerfile(dockerfile);
+    const context = resolve(contextDir);
+    let stage = null as Stage | null;
+    const args: Record<string, string> = {};
+    for (const instruction of instructions) {
+      if (instruction.keyword === 'ARG') {
+        for (const [key, value] of keyValues(instruction, false)) args[key] = options.args?.[key] ?? stage?.args[key] ?? value;
+        if (stage) stage = { ...stage, args: { ...stage.args, ...args } };
+        listener.step({ line: instruction.line, instruction: `ARG ${instruction.text}`, cached: true });
+        continue;
+      }
+      if (instruction.keyword === 'FROM') {
+        stage = await this.from(substitute(instruction.text, args), args);
+        listener.step({ line: instruction.line, instruction: `FROM ${instruction.text}`, cached: true });
+        continue;
+      }
+      stage = await this.apply(stage!, instruction, context, listener, options);
+    }
+    const final = stage!;
+    const image = await this.templates.images.record({
+      digest: `sha256:${hash([final.key, final.config])}`,
+      source: `dockerfile:${name}`,
+      config: final.config,
+      layers: final.layers,
+    });
+    return this.templates.fromImage(name, image);
+  }
+
+  private async from(text: string, args: Record<string, string>): Promise<Stage> {
+    const [reference] = splitWords(text);
+    const empty: ImageRunConfig = { env: [DEFAULT_PATH], entrypoint: null, cmd: null, workingDir: null, user: null, exposedPorts: [], labels: {} };
+    if (!reference) throw invalid('FROM names no image', 1, 'FROM');
+    if (reference === 'scratch') return { layers: [], config: empty, key: hash(['scratch']), args: { ...args } };
+    const template = this.templates.get(reference);
+    const image = template ? this.templates.images.image(template.image) : await this.templates.pullImage(parseImageReference(reference));
+    if (!image) throw new CodedError(contractError('template.not_found', `FROM ${reference}: template ${reference}'s image is no longer stored`));
+    return {
+      layers: image.layers,
+      config: { ...image.config, env: image.config.env.length > 0 ? image.config.env : [DEFAULT_PATH] },
+      key: hash(['from', image.digest]),
+      args: { ...args },
+    };
+  }
+
+  private async apply(stage: Stage, instruction: Instruction, context: string, listener: BuildListener, options: BuildOptions): Promise<Stage> {
+    const variables = { ...stage.args, ...environment(stage.config.env) };
+    const announce = (cached: boolean) => listener.step({ line: instruction.line, instruction: `${instruction.keyword} ${instruction.text}`, cached });
+    const config = { ...stage.config };
+    switch (instruction.keyword) {
+      case 'ENV': {
+        const env = environment(config.env);
+        for (const [key, value] of keyValues(instruction, true)) env[key] = substitute(value, variables);
+        config.env = Object.entries(env).map(([key, value]) => `${key}=${value}`);
+        break;
+      }
+      case 'LABEL':
+        config.labels = { ...config.labels, ...Object.fromEntries(keyValues(instruction, false).map(([key, value]) => [key, substitute(value, variables)])) };
+        break;
+      case 'EXPOSE':
+        config.exposedPorts = [
+          ...new Set([...config.exposedPorts, ...splitWords(substitute(instruction.text, variables)).map((port) => (port.includes('/') ? port : `${port}/tcp`))]),
+        ];
+        break;
+      case 'USER': {
+        const user = substitute(instruction.text, variables).trim();
+        if (!['root', '0', 'user', '1000'].includes(user.split(':')[0]!))
+          throw invalid(`line ${instruction.line}: USER ${user}: a sandbox here has two users, root (0) and user (1000)`, instruction.line, 'USER');
+        config.user = user;
+        break;
+      }
+      case 'CMD':
+      case 'ENTRYPOINT': {
+        const command = instruction.json ?? ['/bin/sh', '-c', instruction.text];
+        if (instruction.keyword === 'CMD') config.cmd = command;
+        else config.entrypoint = command;
+        break;
+      }
+      case 'WORKDIR': {
+        const dir = posix.resolve(config.workingDir ?? '/', substitute(instruction.text, variables));
+        config.workingDir = dir;
+        const key = hash([stage.key, 'WORKDIR', dir]);
+        const cached = await this.layerFromTar(key, stage, [{ name: dir.slice(1), directory: true }], options);
+        announce(cached);
+        return { ...stage, config, key, layers: [...stage.layers, await this.layerOf(key)] };
+      }
+      case 'COPY':
+      case 'ADD': {
+        const { flags, rest } = flagsOf(instruction, ['chown', 'chmod']);
+        const words = instruction.json ?? splitWords(substitute(rest, variables));
+        if (words.length < 2) throw invalid(`line ${instruction.line}: ${instruction.keyword} needs a source and a destination`, instruction.line, instruction.keyword);
+        const sources = words.slice(0, -1);
+        if (sources.some((source) => /^[a-z]+:\/\//i.test(source)))
+          throw invalid(`line ${instruction.line}: ADD of a URL is not built here: only local files`, instruction.line, instruction.keyword);
+        const entries = contextEntries(
+          context,
+          sources,
+          posix.resolve(config.workingDir ?? '/', words.at(-1)!),
+          words.at(-1)!.endsWith('/') || sources.length > 1,
+          flags,
+          instruction,
+        );
+        const key = hash([stage.key, instruction.keyword, entries.map((entry) => ({ ...entry, content: entry.content && hash([entry.content.toString('base64')]) }))]);
+        const cached = await this.layerFromTar(key, stage, entries, options);
+        announce(cached);
+        return { ...stage, key, layers: [...stage.layers, await this.layerOf(key)] };
+      }
+      case 'RUN': {
+        const argv = instruction.json ?? ['/bin/sh', '-c', instruction.text];
+        const key = hash([stage.key, 'RUN', argv, config.env, config.workingDir, config.user, stage.args]);
+        const cached = this.templates.images.hasLayer(key) && !options.noCache;
+        announce(cached);
+        if (!cached) await this.run(stage, argv, key, variables, listener);
+        return { ...stage, key, layers: [...stage.layers, await this.layerOf(key)] };
+      }
+      default:
+        break;
+    }
+    announce(true);
+    return { ...stage, config, key: hash([stage.key, instruction.keyword, config]) };
+  }
+
+  /** Runs a RUN step in a sandbox on the layers so far, keeping its writable layer as the step's. */
+  private async run(stage: Stage, argv: string[], key: string, variables: Record<string, string>, listener: BuildListener): Promise<void> {
+    const store = this.templates.images;
+    const staging = store.stagingDir();
+    mkdirSync(staging, { mode: 0o700 });
+    try {
+      const asUser = stage.config.user !== null && ['user', '1000'].includes(stage.config.user.split(':')[0]!);
+      const network: SandboxNetwork = this.settings.buildInternetAccess && this.backend.capabilities.network.includes('egress') ? { allow: null } : 'none';
+      const prepared = await this.backend.prepare({
+        profile: 'run-job',
+        // As the user: dropped to by the static helper, bound in, as the image may have no su.
+        argv: asUser ? [AS_USER_PATH, 'as-user', '--', ...argv] : argv,
+        cwd: stage.config.workingDir ?? '/',
+        env: { ...environment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: asUser ? '/home/user' : '/root' },
+        mounts: asUser ? [{ host: IMAGE_ROOT_HELPER, sandbox: AS_USER_PATH, writable: false }] : [],
+        files: [],
+        limits: { ...STEP_LIMITS, memoryBytes: this.settings.memoryBytes },
+        network,
+        user: 'user',
+        rootInside: true,
+        terminals: true,
+        image: { layers: store.layerTrees({ layers: stage.layers } as StoredImage), writableBytes: 1, keepWritableIn: staging },
+      });
+      const tail: Buffer[] = [];
+      const sink = {
+        write(chunk: Buffer) {
+          listener.output(chunk);
+          tail.push(chunk);
+          if (tail.length > 64) tail.shift();
+        },
+      };
+      const outcome = await prepared.start({ timeoutMs: this.settings.buildStepTimeoutSeconds * 1000, stdout: sink, stderr: sink });
+      await prepared.release?.();
+      if (outcome.exitCode !== 0 || outcome.timedOut) {
+        const why = outcome.timedOut ? `ran past templates.buildStepTimeoutSeconds (${this.settings.buildStepTimeoutSeconds} s)` : `exited ${outcome.exitCode ?? outcome.signal}`;
+        throw new CodedError(
+          contractError('template.build_failed', `RUN ${argv.join(' ')} ${why}: ${Buffer.concat(tail).toString('utf8').slice(-2000)}`, { exit_code: outcome.exitCode }),
+        );
+      }
+      // What the sandbox's setup made there (the helper's mount point) is not the step's.
+      rmSync(join(staging, 'upper', AS_USER_PATH.split('/')[1]!), { recursive: true, force: true });
+      await store.adoptLayer(key, join(staging, 'upper'));
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
+
+  /** The layer of `entries` (a COPY's files, a WORKDIR's directory), stored under `key`; true when it was there. */
+  private async layerFromTar(key: string, stage: Stage, entries: TarEntry[], options: BuildOptions): Promise<boolean> {
+    const store = this.templates.images;
+    if (store.hasLayer(key) && !options.noCache) return true;
+    const tar = tarOf(withParents(entries, store.layerTrees({ layers: stage.layers } as StoredImage)));
+    await store.ensureLayer(`sha256:${key}`, store.maxImageBytes, (dir, limits) => unpackLayer(tar, false, dir, limits), { replace: options.noCache === true, keyed: true });
+    return false;
+  }
+
+  private async layerOf(key: string): Promise<StoredImage['layers'][number]> {
+    return this.templates.images.storedLayer(`sha256:${key}`);
+  }
+}
+
+/** A file, directory or link of a COPY, as it goes into the layer's tar. */
+interface TarEntry {
+  name: string;
+  directory?: boolean;
+  content?: Buffer;
+  linkname?: string;
+  mode?: number;
+  uid?: number;
+  gid?: number;
+}
+
+/**
+ * The context's files a COPY names, under `dest` in the image. A source is a path inside the
+ * context (`..` and absolute paths refused: a build sees its context only); a directory is copied
+ * by its contents; links are copied as links, never followed.
+ */
+function contextEntries(context: string, sources: string[], dest: string, destIsDir: boolean, flags: Record<string, string>, instruction: Instruction): TarEntry[] {
+  const owner = ownerOf(flags.chown, instruction);
+  const mode = flags.chmod === undefined ? undefined : Number.parseInt(flags.chmod, 8);
+  const entries: TarEntry[] = [];
+  const add = (host: string, name: string) => {
+    const stat = lstatSync(host);
+    const base = { name: name.slice(1), ...owner };
+    if (stat.isSymbolicLink()) entries.push({ ...base, linkname: readlinkSync(host) });
+    else if (stat.isDirectory()) {
+      if (name !== '/') entries.push({ ...base, directory: true, mode: mode ?? stat.mode & 0o7777 });
+      for (const child of readdirSync(host).sort()) add(join(host, child), posix.join(name, child));
+    } else if (stat.isFile()) entries.push({ ...base, content: readFileSync(host), mode: mode ?? stat.mode & 0o7777 });
+  };
+  for (const source of sources) {
+    const host = resolve(context, source);
+    if (source.startsWith('/') || (host !== context && !host.startsWith(context + sep)))
+      throw invalid(`line ${instruction.line}: ${instruction.keyword} ${source}: a source is a path inside the build context`, instruction.line, instruction.keyword);
+    const stat = lstatSync(host, { throwIfNoEntry: false });
+    if (!stat) throw invalid(`line ${instruction.line}: ${instruction.keyword} ${source}: no such file in the build context`, instruction.line, instruction.keyword);
+    add(host, stat.isDirectory() ? dest : destIsDir ? posix.join(dest, posix.basename(relative(context, host))) : dest);
+  }
+  return entries;
+}
+
+function ownerOf(chown: string | undefined, instruction: Instruction): { uid?: number; gid?: number } {
+  if (chown === undefined) return {};
+  const ids: Record<string, number> = { root: 0, '0': 0, user: 1000, '1000': 1000 };
+  const [user, group = user] = chown.split(':');
+  if (ids[user!] === undefined || ids[group!] === undefined)
+    throw invalid(`line ${instruction.line}: --chown=${chown}: root (0) or user (1000)`, instruction.line, instruction.keyword);
+  return { uid: ids[user!]!, gid: ids[group!]! };
+}
+
+/**
+ * The entries with each directory above them too, as the layers below have it (owner, mode):
+ * a directory of the new layer hides the lower one's attributes, so an implicit parent made
+ * root's 0755 would take /home/user from the user.
+ */
+function withParents(entries: TarEntry[], lowerTrees: string[]): TarEntry[] {
+  const named = new Set(entries.map((entry) => entry.name));
+  const parents: TarEntry[] = [];
+  for (const entry of entries) {
+    for (let dir = posix.dirname(entry.name); dir !== '.' && dir !== '' && !named.has(dir); dir = posix.dirname(dir)) {
+      named.add(dir);
+      const below = [...lowerTrees]
+        .reverse()
+        .map((tree) => lstatSync(join(tree, dir), { throwIfNoEntry: false }))
+        .find((stat) => stat !== undefined);
+      parents.push({ name: dir, directory: true, ...(below?.isDirectory() ? { mode: below.mode & 0o7777, uid: below.uid, gid: below.gid } : { mode: 0o755 }) });
+    }
+  }
+  return [...parents.sort((a, b) => a.name.length - b.name.length), ...entries];
+}
+
+function tarOf(entries: TarEntry[]): AsyncIterable<Uint8Array> {
+  const tar = pack();
+  for (const entry of entries) {
+    const header = { name: entry.name, mode: entry.mode ?? (entry.directory ? 0o755 : 0o644), uid: entry.uid ?? 0, gid: entry.gid ?? 0, mtime: new Date(0) };
+    if (entry.directory) tar.entry({ ...header, type: 'directory' });
+    else if (entry.linkname !== undefined) tar.entry({ ...header, type: 'symlink', linkname: entry.linkname });
+    else tar.entry({ ...header, type: 'file' }, entry.content ?? Buffer.alloc(0));
+  }
+  tar.finalize();
+  // A pack yields the tar's bytes as Buffers.
+  return tar as AsyncIterable<Buffer>;
+}
+
+function environment(pairs: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const equals = pair.indexOf('=');
+    if (equals > 0) env[pair.slice(0, equals)] = pair.slice(equals + 1);
+  }
+  return env;
+}
+
+function pick(variables: Record<string, string>, names: string[]): Record<string, string> {
+  return Object.fromEntries(names.filter((name) => variables[name] !== undefined).map((name) => [name, variables[name]!]));
+}
+
+function hash(value: unknown): string {
+  return createHash('sha256').update(JSON.stringify(value)).digest('hex');
+}

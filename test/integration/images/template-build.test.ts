@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Sandbox } from 'e2b';
+import { busyboxImage } from '../../helpers/oci-images.js';
+import { pushImage, type OciImage } from '../../helpers/oci-layout.js';
+import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
+import { runCli } from '../../helpers/cli.js';
+import { startServer, type ServerProcess } from '../../helpers/server.js';
+
+/**
+ * `agent-runner template build`: a Dockerfile FROM an image of a loopback registry, each RUN in a
+ * sandbox of the build, COPY from the context, then a sandbox of the template seen through the
+ * e2b SDK; an unchanged rebuild runs no step; what is not built here is refused by line.
+ */
+describe('templates built from a Dockerfile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'template-build-'));
+  const env = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates') };
+  const context = join(dir, 'context');
+  let registry: Registry;
+  let busybox: OciImage;
+  let server: ServerProcess | undefined;
+  const build = (dockerfile: string, ...flags: string[]) => {
+    writeFileSync(join(context, 'Dockerfile'), dockerfile);
+    return runCli('agent-runner', ['template', 'build', '-t', 'app', ...flags, context], { env });
+  };
+  const steps = (stderr: string) => stderr.split('\n').filter((line) => /^(STEP|CACHED) /.test(line));
+
+  before(async () => {
+    [registry, busybox] = await Promise.all([startRegistry(), busyboxImage(dir)]);
+    await pushImage(busybox, registry);
+    mkdirSync(join(context, 'files', 'lib'), { recursive: true });
+    writeFileSync(join(context, 'files', 'app.sh'), '#!/bin/sh\necho app\n', { mode: 0o755 });
+    writeFileSync(join(context, 'files', 'lib', 'data.txt'), 'data\n');
+    writeFileSync(join(context, 'files', 'lib', 'gone.txt'), 'removed by a later step\n');
+    writeFileSync(join(context, 'note.txt'), 'for the user\n');
+  });
+  after(async () => {
+    await server?.stop();
+    await registry.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const DOCKERFILE = (from: string) => `# a comment
+FROM ${from}
+USER root
+ARG GREETING=hello
+ENV APP_HOME=/opt/app \\
+    MODE=built
+WORKDIR $APP_HOME
+COPY files/ ./
+COPY --chown=user:user note.txt /home/user/note.txt
+RUN echo "$GREETING $MODE" > built.txt && rm lib/gone.txt && mkdir -p /var/lib/app
+USER user
+RUN echo "as $(id -u) in $(pwd)" > /home/user/who.txt
+EXPOSE 8080
+LABEL purpose=test
+CMD ["/opt/app/app.sh"]
+`;
+
+  it('builds each step, then a sandbox of the template sees what they made', async () => {
+    const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
+    const first = await build(DOCKERFILE(from), '--build-arg', 'GREETING=hi');
+    assert.equal(first.code, 0, first.stderr + first.stdout);
+    const template = JSON.parse(first.stdout) as {
+      name: string;
+      config: { env: string[]; workingDir: string; user: string; cmd: string[]; exposedPorts: string[]; labels: object };
+    };
+    assert.equal(template.name, 'app');
+    assert.ok(template.config.env.includes('MODE=built') && template.config.env.includes('APP_HOME=/opt/app'));
+    assert.deepEqual(
+      [template.config.workingDir, template.config.user, template.config.cmd, template.config.exposedPorts, template.config.labels],
+      ['/opt/app', 'user', ['/opt/app/app.sh'], ['8080/tcp'], { purpose: 'test' }],
+    );
+    assert.deepEqual(
+      steps(first.stderr)
+        .filter((line) => /RUN|COPY|WORKDIR/.test(line))
+        .map((line) => line.split(':')[0]),
+      ['STEP line 7', 'STEP line 8', 'STEP line 9', 'STEP line 10', 'STEP line 12'],
+    );
+
+    server = await startServer([], { env });
+    const sandbox = await Sandbox.create('app', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    try {
+      const run = async (command: string) => (await sandbox.commands.run(command, { user: 'root' })).stdout;
+      assert.equal(await run('cat /opt/app/built.txt'), 'hi built\n');
+      assert.equal(await run('/opt/app/app.sh; cat /opt/app/lib/data.txt; ls /opt/app/lib'), 'app\ndata\ndata.txt\n');
+      assert.equal(await run('cat /home/user/who.txt'), 'as 1000 in /opt/app\n');
+      assert.equal(await run('stat -c "%U %a" /home/user/note.txt /home/user /var/lib/app'), 'user 644\nuser 755\nroot 755\n');
+      // The helper bound in for the USER step is not part of the layer it made.
+      assert.equal(await run('ls -d /.agent-runner/image-root 2>&1 || echo no-helper-left'), 'ls: /.agent-runner/image-root: No such file or directory\nno-helper-left\n');
+    } finally {
+      await sandbox.kill();
+    }
+  });
+
+  it('runs no step of an unchanged rebuild, and every step with --no-cache', async () => {
+    const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
+    const again = await build(DOCKERFILE(from), '--build-arg', 'GREETING=hi');
+    assert.equal(again.code, 0, again.stderr);
+    assert.ok(
+      steps(again.stderr).every((line) => line.startsWith('CACHED')),
+      again.stderr,
+    );
+    const fresh = await build(DOCKERFILE(from), '--build-arg', 'GREETING=hi', '--no-cache');
+    assert.equal(fresh.code, 0, fresh.stderr);
+    assert.equal(steps(fresh.stderr).filter((line) => line.startsWith('STEP')).length, 5);
+  });
+
+  it('refuses an instruction not built here by its line, and fails a step that fails, keeping no template of it', async () => {
+    const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
+    const unsupported = await build(`FROM ${from}\nRUN true\nHEALTHCHECK CMD true\n`);
+    assert.equal(unsupported.code, 1);
+    assert.deepEqual(JSON.parse(unsupported.stdout).error.details, { line: 3, instruction: 'HEALTHCHECK' });
+    assert.equal(JSON.parse(unsupported.stdout).error.code, 'template.build_invalid');
+    writeFileSync(join(dir, 'Broken.dockerfile'), `FROM ${from}\nRUN echo about to fail; exit 3\n`);
+    const failed = await runCli('agent-runner', ['template', 'build', '-t', 'broken', '-f', join(dir, 'Broken.dockerfile'), context], { env });
+    assert.equal(failed.code, 1);
+    const error = JSON.parse(failed.stdout).error as { code: string; message: string };
+    assert.equal(error.code, 'template.build_failed');
+    assert.match(error.message, /exited 3: about to fail/);
+    const listed = await runCli('agent-runner', ['template', 'list'], { env });
+    assert.deepEqual(
+      (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
+      ['app'],
+    );
+  });
+});
