@@ -8,14 +8,15 @@
  *     has neither mknod nor xattrs. Every component is opened beneath TREE with O_NOFOLLOW.
  *
  *   image-root mount --uid U --gid G --map INSIDE:HOST[,INSIDE:HOST...] --upper-bytes N
- *                    --target DIR [--nosuid] --layer DIR... -- PROGRAM ARGS...
+ *                    --target DIR --layer DIR... -- PROGRAM ARGS...
  *     In a mount namespace of its own: a tmpfs of N bytes on DIR holding the sandbox's writable
  *     layer, each image layer bound there idmapped (the image's uid INSIDE shown as the host's
  *     HOST, so the sandbox's root owns the image's root files and copies them up on write), and
  *     DIR/merged, the overlay of them all. Then it becomes U:G with no groups and execs PROGRAM
  *     (bwrap, which binds DIR/merged as the sandbox's /). The mounts live only in that namespace:
  *     they go when the last process of the sandbox does, and the host never sees them.
- *     --nosuid: setuid files do not raise privileges (a sandbox without root inside).
+ *     Every mount is nosuid and nodev: an image's setuid files raise no privilege, not even
+ *     within the sandbox's own user namespace (bubblewrap's binds are nosuid as well).
  *     --upper-dir DIR: the writable layer is DIR/upper (DIR/work beside it), a directory of the
  *     host's disk that outlives the sandbox (a template build's step), not a tmpfs.
  *     Layers are given bottom first.
@@ -160,7 +161,7 @@ static int userns_of(const char *map) {
 static void idmapped_bind(const char *source, const char *target, int userns) {
   int tree = (int)syscall(SYS_open_tree, AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail("open_tree %s", source);
-  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, .userns_fd = (unsigned long long)userns};
+  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, .userns_fd = (unsigned long long)userns};
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail("idmap %s", source);
   if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("mount %s", target);
   close(tree);
@@ -185,13 +186,9 @@ static int mount_root(int argc, char **argv) {
   const char *target = NULL, *map_text = NULL, *upper_dir = NULL;
   long uid = -1, gid = -1;
   unsigned long upper_bytes = 0;
-  int nosuid = 0, i = 2;
+  int i = 2;
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
     const char *option = argv[i];
-    if (strcmp(option, "--nosuid") == 0) {
-      nosuid = 1;
-      continue;
-    }
     if (i + 1 >= argc) fail("%s needs a value", option);
     const char *value = argv[++i];
     if (strcmp(option, "--uid") == 0) uid = (long)number(value, "--uid");
@@ -207,7 +204,7 @@ static int mount_root(int argc, char **argv) {
   }
   if (i >= argc - 1 || uid < 0 || gid < 0 || !map_text || !target || (upper_bytes == 0) == (upper_dir == NULL) || layer_count == 0) {
     errno = 0;
-    fail("usage: mount --uid U --gid G --map IN:HOST,... (--upper-bytes N | --upper-dir DIR) --target DIR [--nosuid] --layer DIR... -- PROGRAM ARGS");
+    fail("usage: mount --uid U --gid G --map IN:HOST,... (--upper-bytes N | --upper-dir DIR) --target DIR --layer DIR... -- PROGRAM ARGS");
   }
   /* "0:100000,1000:100001" as a map file: one id a line. Root inside owns the writable layer. */
   char map[256] = "";
@@ -250,7 +247,7 @@ static int mount_root(int argc, char **argv) {
   make_dir(path, 0, 0, 0755);
   /* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
   snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", lower, writable, writable);
-  if (mount("overlay", path, "overlay", MS_NODEV | (nosuid ? MS_NOSUID : 0), options) != 0) fail("mount the overlay");
+  if (mount("overlay", path, "overlay", MS_NODEV | MS_NOSUID, options) != 0) fail("mount the overlay");
 
   if (setgroups(0, NULL) != 0 || setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0 || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("become %ld:%ld", uid, gid);
   execvp(argv[i + 1], argv + i + 1);

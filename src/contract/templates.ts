@@ -27,6 +27,9 @@ export const TemplateSchema = Type.Object(
     config: Type.Optional(ImageRunConfigSchema),
     bytes: Type.Optional(Type.Integer({ minimum: 0, description: 'Its layers’ files, unpacked.' })),
     created_at: Type.Optional(Type.String({ format: 'date-time' })),
+    api_key: Type.Optional(
+      Type.String({ description: 'The name of the API key that made it (absent: the service token); only it, or the service token, replaces or deletes it.' }),
+    ),
   },
   { $id: 'Template', additionalProperties: false },
 );

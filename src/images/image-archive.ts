@@ -6,7 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { extract as tarExtract } from 'tar-stream';
 import { CodedError } from '../contract/errors.js';
 import { hex, parseJson, type ImageStore, type StoredImage } from './image-store.js';
-import { isIndex, parseConfig, parseManifest, platformManifest, type ImageManifest } from './image-manifest.js';
+import { checkedDigest, isIndex, parseConfig, parseManifest, platformManifest, type ImageManifest } from './image-manifest.js';
 import { unpackLayer } from './layer-unpack.js';
 import { failure } from './registry-client.js';
 
@@ -27,6 +27,9 @@ export async function storeImageArchive(store: ImageStore, archive: Readable, la
   }
 }
 
+/** An image archive's files: its index or manifest, configs, and a blob or a directory per layer. */
+const MAX_ARCHIVE_ENTRIES = 10_000;
+
 async function stageArchive(archive: Readable, dir: string, maxBytes: number): Promise<void> {
   const extract = tarExtract();
   const feeding = pipeline(archive, extract).then(
@@ -34,10 +37,12 @@ async function stageArchive(archive: Readable, dir: string, maxBytes: number): P
     (error: Error) => error,
   );
   let total = 0;
+  let entries = 0;
   let refused: unknown = null;
   try {
     for await (const entry of extract) {
       const { header } = entry;
+      if (++entries > MAX_ARCHIVE_ENTRIES) throw failure('image.too_large', `the archive has more than ${MAX_ARCHIVE_ENTRIES} entries: an image archive holds a few per layer`);
       const parts = header.name.split('/').filter((part) => part !== '' && part !== '.');
       if (header.name.startsWith('/') || parts.includes('..') || parts.length === 0 || parts.length > 8)
         throw failure('image.invalid', `the archive's entry ${JSON.stringify(header.name.slice(0, 256))} is not a name of an image archive`);
@@ -77,7 +82,10 @@ async function storeOciLayout(store: ImageStore, dir: string, label: string): Pr
   for (let depth = 0; isIndex(body, ''); depth++) {
     if (depth > 2) throw failure('image.invalid', `${label}'s indexes nest too deep`);
     const manifests = (body as { manifests?: unknown[] }).manifests ?? [];
-    digest = manifests.length === 1 && !(manifests[0] as { platform?: unknown }).platform ? (manifests[0] as { digest: string }).digest : platformManifest(body, label);
+    digest =
+      manifests.length === 1 && !(manifests[0] as { platform?: unknown }).platform
+        ? checkedDigest((manifests[0] as { digest?: unknown }).digest, label)
+        : platformManifest(body, label);
     body = parseJson(verifiedBlob(dir, digest, label), `${label}'s manifest ${digest}`);
   }
   if (digest === null) throw failure('image.invalid', `${label}'s index.json lists no manifest`);
@@ -138,8 +146,9 @@ async function storeLayers(
 }
 
 function blobPath(dir: string, digest: string, label: string): string {
-  const path = join(dir, 'blobs', 'sha256', hex(digest));
-  if (!existsSync(path)) throw failure('image.invalid', `${label} has no blob ${digest}`);
+  const path = join(dir, 'blobs', 'sha256', hex(checkedDigest(digest, label)));
+  // A regular file staged from the archive: never a device, a FIFO or a link to one.
+  if (!lstatSync(path, { throwIfNoEntry: false })?.isFile()) throw failure('image.invalid', `${label} has no blob ${digest}`);
   return path;
 }
 
@@ -153,7 +162,7 @@ function archivePath(dir: string, name: string, label: string): string {
   const parts = name.split('/').filter((part) => part !== '' && part !== '.');
   if (parts.length === 0 || parts.includes('..')) throw failure('image.invalid', `${label} names ${JSON.stringify(name)}, outside the archive`);
   const path = join(dir, ...parts);
-  if (!existsSync(path)) throw failure('image.invalid', `${label} has no ${name}`);
+  if (!lstatSync(path, { throwIfNoEntry: false })?.isFile()) throw failure('image.invalid', `${label} has no ${name}`);
   return path;
 }
 

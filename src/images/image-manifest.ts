@@ -101,7 +101,7 @@ function descriptor(value: unknown, what: string): Descriptor {
   return { mediaType, digest: checkedDigest(digest, what), size };
 }
 
-function checkedDigest(value: unknown, what: string): string {
+export function checkedDigest(value: unknown, what: string): string {
   if (typeof value !== 'string' || !DIGEST.test(value)) throw failure('image.unsupported', `${what} has digest ${JSON.stringify(value)}: only sha256 digests are read`);
   return value;
 }

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../util/atomic-write.js';
+import { makePrivateDirSync } from '../util/private-dir.js';
 import { formatImageReference, type ImageReference } from './image-reference.js';
 import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest, type ImageRunConfig } from './image-manifest.js';
 import { unpackLayer, type UnpackedLayer } from './layer-unpack.js';
@@ -54,10 +55,29 @@ export class ImageStore {
     readonly root: string,
     private readonly limits: ImageLimits,
   ) {
-    for (const dir of ['', 'layers', 'images']) mkdirSync(join(root, dir), { recursive: true, mode: 0o700 });
+    makePrivateDirSync(root);
+    for (const dir of ['layers', 'images']) mkdirSync(join(root, dir), { recursive: true, mode: 0o700 });
     chmodSync(root, 0o700);
-    rmSync(join(root, 'staging'), { recursive: true, force: true });
-    mkdirSync(join(root, 'staging'), { mode: 0o700 });
+    mkdirSync(join(root, 'staging'), { recursive: true, mode: 0o700 });
+    this.removeAbandonedStaging();
+  }
+
+  /**
+   * What a process that died left in staging (a pull, an upload, a build step cut short): each
+   * entry is named by the pid that made it, and one whose process lives is another's work under
+   * way (every process of a service, and the CLI, opens the same store). What cannot be removed
+   * (a tree deeper than a path can name) is left, never a reason not to open.
+   */
+  private removeAbandonedStaging(): void {
+    for (const entry of readdirSync(join(this.root, 'staging'))) {
+      const pid = Number(/^(\d+)-/.exec(entry)?.[1]);
+      if (pid > 0 && processLives(pid)) continue;
+      try {
+        rmSync(join(this.root, 'staging', entry), { recursive: true, force: true });
+      } catch {
+        // Left for a later open.
+      }
+    }
   }
 
   get maxImageBytes(): number {
@@ -168,8 +188,10 @@ export class ImageStore {
    * Stores a build step's kept writable layer (its files already the image's owners, its
    * whiteouts and opaque marks overlayfs's own) under the step's key, replacing one there.
    */
-  async adoptLayer(key: string, upper: string): Promise<void> {
+  async adoptLayer(key: string, upper: string, budget: number): Promise<void> {
     const { bytes, entries } = treeSize(upper);
+    if (bytes > budget || entries > this.limits.maxEntries)
+      throw failure('image.too_large', `a build step wrote ${bytes} bytes in ${entries} entries: over templates.maxImageBytes (${this.limits.maxImageBytes}) or maxImageEntries`);
     const staging = this.stagingDir();
     mkdirSync(staging, { mode: 0o700 });
     try {
@@ -199,7 +221,7 @@ export class ImageStore {
   }
 
   stagingDir(): string {
-    return join(this.root, 'staging', randomBytes(8).toString('hex'));
+    return join(this.root, 'staging', `${process.pid}-${randomBytes(8).toString('hex')}`);
   }
 
   private async fillLayer(
@@ -269,4 +291,14 @@ function treeSize(root: string): { bytes: number; entries: number } {
   };
   walk(root);
   return { bytes, entries };
+}
+
+/** Whether a process of that pid runs (one of another user counts: EPERM). */
+function processLives(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }

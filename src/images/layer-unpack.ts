@@ -172,8 +172,12 @@ class LayerWriter {
         return drain(entry);
       case 'link': {
         const target = this.checkedName(header.linkname ?? '');
-        const stat = target === '' ? null : lstatSync(this.hostPath(target), { throwIfNoEntry: false });
-        if (!stat || stat.isDirectory()) throw this.refuse(name, `a hard link to ${JSON.stringify(header.linkname)}, which this layer does not hold as a file`);
+        // The target's directory must be one this layer made or met as a real directory: a path
+        // through one of its symlinks would link whatever the symlink leads to, on the host.
+        const targetParent = posix.dirname(target) === '.' ? '' : posix.dirname(target);
+        const stat = target === '' || !this.directories.has(targetParent) ? null : lstatSync(this.hostPath(target), { throwIfNoEntry: false });
+        if (!stat || !(stat.isFile() || stat.isSymbolicLink()))
+          throw this.refuse(name, `a hard link to ${JSON.stringify(header.linkname)}, which this layer does not hold as a file`);
         this.replace(name, path, false);
         linkSync(this.hostPath(target), path);
         return drain(entry);

@@ -1,3 +1,4 @@
+import { makePrivateDir } from '../util/private-dir.js';
 import { randomBytes } from 'node:crypto';
 import { closeSync, constants, mkdirSync, openSync, readdirSync as readdirNow, rmSync } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } from 'node:fs/promises';
@@ -74,7 +75,7 @@ export class SnapshotStore {
    * live process holds (claim()) gives nothing, and nothing in it is touched.
    */
   async load(retentionMs: number): Promise<KeptState[]> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await makePrivateDir(this.dir);
     if (this.claim() !== null) return [];
     const states: KeptState[] = [];
     for (const entry of await readdir(this.dir)) {
@@ -96,7 +97,7 @@ export class SnapshotStore {
    * under its id only once all is on disk.
    */
   async write(fill: (into: { home: FileHandle; memory: string }) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await makePrivateDir(this.dir);
     const holder = this.claim();
     if (holder !== null) {
       throw new Error(`the kept dir ${this.dir} is another agent-runner process's (pid ${holder}): one process per kept dir; give this one its own (sandboxes.keptDir)`);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
-import { join, posix, relative, resolve, sep } from 'node:path';
+import { closeSync, constants, fstatSync, lstatSync, type Stats, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { join, posix, resolve, sep } from 'node:path';
 import { pack } from 'tar-stream';
 import type { TemplateStoreSettings } from '../config/schema.js';
 import { CodedError, contractError } from '../contract/errors.js';
@@ -141,7 +141,7 @@ export class TemplateBuilder {
         break;
       }
       case 'WORKDIR': {
-        const dir = posix.resolve(config.workingDir ?? '/', substitute(instruction.text, variables));
+        const dir = resolveInImage(this.trees(stage), posix.resolve(config.workingDir ?? '/', substitute(instruction.text, variables)), true);
         config.workingDir = dir;
         const key = hash([stage.key, 'WORKDIR', dir]);
         const cached = await this.layerFromTar(key, stage, [{ name: dir.slice(1), directory: true }], options);
@@ -156,14 +156,10 @@ export class TemplateBuilder {
         const sources = words.slice(0, -1);
         if (sources.some((source) => /^[a-z]+:\/\//i.test(source)))
           throw invalid(`line ${instruction.line}: ADD of a URL is not built here: only local files`, instruction.line, instruction.keyword);
-        const entries = contextEntries(
-          context,
-          sources,
-          posix.resolve(config.workingDir ?? '/', words.at(-1)!),
-          words.at(-1)!.endsWith('/') || sources.length > 1,
-          flags,
-          instruction,
-        );
+        const destIsDir = words.at(-1)!.endsWith('/') || sources.length > 1;
+        // Into the image's own directories: through its links (`/bin` -> `usr/bin`), never over them.
+        const dest = resolveInImage(this.trees(stage), posix.resolve(config.workingDir ?? '/', words.at(-1)!), destIsDir);
+        const entries = contextEntries(context, sources, dest, destIsDir, flags, instruction);
         const key = hash([stage.key, instruction.keyword, entries.map((entry) => ({ ...entry, content: entry.content && hash([entry.content.toString('base64')]) }))]);
         const cached = await this.layerFromTar(key, stage, entries, options);
         announce(cached);
@@ -225,7 +221,7 @@ export class TemplateBuilder {
       }
       // What the sandbox's setup made there (the helper's mount point) is not the step's.
       rmSync(join(staging, 'upper', AS_USER_PATH.split('/')[1]!), { recursive: true, force: true });
-      await store.adoptLayer(key, join(staging, 'upper'));
+      await store.adoptLayer(key, join(staging, 'upper'), store.maxImageBytes - stage.layers.reduce((sum, layer) => sum + layer.bytes, 0));
     } finally {
       rmSync(staging, { recursive: true, force: true });
     }
@@ -238,6 +234,10 @@ export class TemplateBuilder {
     const tar = tarOf(withParents(entries, store.layerTrees({ layers: stage.layers } as StoredImage)));
     await store.ensureLayer(`sha256:${key}`, store.maxImageBytes, (dir, limits) => unpackLayer(tar, false, dir, limits), { replace: options.noCache === true, keyed: true });
     return false;
+  }
+
+  private trees(stage: Stage): string[] {
+    return this.templates.images.layerTrees({ layers: stage.layers } as StoredImage);
   }
 
   private async layerOf(key: string): Promise<StoredImage['layers'][number]> {
@@ -272,17 +272,35 @@ function contextEntries(context: string, sources: string[], dest: string, destIs
     else if (stat.isDirectory()) {
       if (name !== '/') entries.push({ ...base, directory: true, mode: mode ?? stat.mode & 0o7777 });
       for (const child of readdirSync(host).sort()) add(join(host, child), posix.join(name, child));
-    } else if (stat.isFile()) entries.push({ ...base, content: readFileSync(host), mode: mode ?? stat.mode & 0o7777 });
+    } else if (stat.isFile()) entries.push({ ...base, content: readRegular(host), mode: mode ?? stat.mode & 0o7777 });
   };
+  const root = realpathSync(context);
   for (const source of sources) {
-    const host = resolve(context, source);
-    if (source.startsWith('/') || (host !== context && !host.startsWith(context + sep)))
+    // Resolved with its links as Docker takes a source (a link to a file copies the file), and
+    // then inside the context still: a link out of it copies nothing of the host.
+    let host: string;
+    try {
+      host = realpathSync(resolve(context, source));
+    } catch {
+      throw invalid(`line ${instruction.line}: ${instruction.keyword} ${source}: no such file in the build context`, instruction.line, instruction.keyword);
+    }
+    if (source.startsWith('/') || (host !== root && !host.startsWith(root + sep)))
       throw invalid(`line ${instruction.line}: ${instruction.keyword} ${source}: a source is a path inside the build context`, instruction.line, instruction.keyword);
-    const stat = lstatSync(host, { throwIfNoEntry: false });
-    if (!stat) throw invalid(`line ${instruction.line}: ${instruction.keyword} ${source}: no such file in the build context`, instruction.line, instruction.keyword);
-    add(host, stat.isDirectory() ? dest : destIsDir ? posix.join(dest, posix.basename(relative(context, host))) : dest);
+    const stat = lstatSync(host);
+    add(host, stat.isDirectory() ? dest : destIsDir ? posix.join(dest, posix.basename(resolve(context, source))) : dest);
   }
   return entries;
+}
+
+/** A regular file's bytes, opened without following a link (one swapped in since it was listed is refused). */
+function readRegular(path: string): Buffer {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is no longer a regular file`);
+    return readFileSync(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function ownerOf(chown: string | undefined, instruction: Instruction): { uid?: number; gid?: number } {
@@ -305,14 +323,65 @@ function withParents(entries: TarEntry[], lowerTrees: string[]): TarEntry[] {
   for (const entry of entries) {
     for (let dir = posix.dirname(entry.name); dir !== '.' && dir !== '' && !named.has(dir); dir = posix.dirname(dir)) {
       named.add(dir);
-      const below = [...lowerTrees]
-        .reverse()
-        .map((tree) => lstatSync(join(tree, dir), { throwIfNoEntry: false }))
-        .find((stat) => stat !== undefined);
+      const below = imageLstat(lowerTrees, dir);
       parents.push({ name: dir, directory: true, ...(below?.isDirectory() ? { mode: below.mode & 0o7777, uid: below.uid, gid: below.gid } : { mode: 0o755 }) });
     }
   }
   return [...parents.sort((a, b) => a.name.length - b.name.length), ...entries];
+}
+
+/**
+ * What `path` (relative) is in the image the layers make: the topmost layer's entry, found by
+ * walking each layer's tree a component at a time with lstat, so that no link of the image is
+ * followed on the host (a layer whose path goes through a link of its own is skipped there).
+ */
+function imageLstat(trees: readonly string[], path: string): Stats | undefined {
+  const parts = path.split('/').filter((part) => part !== '');
+  for (const tree of [...trees].reverse()) {
+    let at = tree;
+    let stat: Stats | undefined;
+    for (const [index, part] of parts.entries()) {
+      at = join(at, part);
+      stat = lstatSync(at, { throwIfNoEntry: false });
+      if (!stat || (index < parts.length - 1 && !stat.isDirectory())) {
+        stat = undefined;
+        break;
+      }
+    }
+    if (stat) return stat;
+  }
+  return undefined;
+}
+
+/**
+ * An absolute path of the image with the links among its directories resolved as the image
+ * reads them (an absolute target from the image's root), the last component too when `whole`;
+ * at most 40 links, as the kernel allows.
+ */
+function resolveInImage(trees: readonly string[], path: string, whole: boolean): string {
+  let parts = path.split('/').filter((part) => part !== '');
+  let resolved: string[] = [];
+  for (let hops = 0, index = 0; index < parts.length; index++) {
+    const candidate = [...resolved, parts[index]!];
+    const stat = index < parts.length - 1 || whole ? imageLstat(trees, candidate.join('/')) : undefined;
+    if (!stat?.isSymbolicLink()) {
+      resolved = candidate;
+      continue;
+    }
+    if (++hops > 40) throw invalid(`${path}: more than 40 links in the image`, 0, 'COPY');
+    const target = readlinkSync(join([...trees].reverse().find((tree) => imageLstat([tree], candidate.join('/'))?.isSymbolicLink()) ?? trees[0]!, ...candidate));
+    const base = target.startsWith('/') ? [] : resolved;
+    parts = [
+      ...posix
+        .normalize(posix.join('/', ...base, target))
+        .split('/')
+        .filter((part) => part !== ''),
+      ...parts.slice(index + 1),
+    ];
+    resolved = [];
+    index = -1;
+  }
+  return `/${resolved.join('/')}`;
 }
 
 function tarOf(entries: TarEntry[]): AsyncIterable<Uint8Array> {

@@ -1,3 +1,4 @@
+import { makePrivateDirSync } from '../util/private-dir.js';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -8,6 +9,7 @@ import { parseImageReference, type ImageReference } from '../images/image-refere
 import { ImageStore, type StoredImage } from '../images/image-store.js';
 import type { ImageRunConfig } from '../images/image-manifest.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
+import { visibleTo } from '../util/tenant.js';
 
 /** A template made of an image: the name sandboxes are created from, and the image under it. */
 export interface ImageTemplate {
@@ -20,6 +22,8 @@ export interface ImageTemplate {
   config: ImageRunConfig;
   bytes: number;
   created_at: string;
+  /** The API key that made it (service.apiKeys); absent: the service token. Only it replaces or deletes it. */
+  api_key?: string;
 }
 
 export const TEMPLATE_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
@@ -39,16 +43,16 @@ export class TemplateRegistry {
     dir: string,
     private readonly settings: TemplateStoreSettings,
   ) {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makePrivateDirSync(dir);
     this.images = new ImageStore(join(dir, 'images'), { maxImageBytes: settings.maxImageBytes, maxEntries: settings.maxImageEntries });
     this.templatesDir = join(dir, 'templates');
     mkdirSync(this.templatesDir, { recursive: true, mode: 0o700 });
   }
 
   /** Makes (or replaces) template `name` from an image pulled by reference. */
-  async fromReference(name: string, reference: string): Promise<ImageTemplate> {
+  async fromReference(name: string, reference: string, apiKey?: string): Promise<ImageTemplate> {
     checkName(name);
-    return this.save(name, await this.pullImage(parseImageReference(reference)));
+    return this.save(name, await this.pullImage(parseImageReference(reference)), apiKey);
   }
 
   /** Pulls an image into the store, with the registries' settings. */
@@ -67,9 +71,9 @@ export class TemplateRegistry {
   }
 
   /** Makes (or replaces) template `name` from an uploaded image archive (docker save, or an OCI layout tar). */
-  async fromArchive(name: string, archive: Readable, label: string): Promise<ImageTemplate> {
+  async fromArchive(name: string, archive: Readable, label: string, apiKey?: string): Promise<ImageTemplate> {
     checkName(name);
-    return this.save(name, await storeImageArchive(this.images, archive, label, this.settings.maxImageBytes));
+    return this.save(name, await storeImageArchive(this.images, archive, label, this.settings.maxImageBytes), apiKey);
   }
 
   get(name: string): ImageTemplate | null {
@@ -108,9 +112,20 @@ export class TemplateRegistry {
     return this.images.layerTrees(image);
   }
 
-  private async save(name: string, image: StoredImage): Promise<ImageTemplate> {
+  private async save(name: string, image: StoredImage, apiKey?: string): Promise<ImageTemplate> {
     const replaced = this.get(name);
-    const template: ImageTemplate = { name, image: image.digest, source: image.source, config: image.config, bytes: image.bytes, created_at: new Date().toISOString() };
+    // Checked again here, after a pull or an upload that took its time: another key's template
+    // made meanwhile under the name is not taken over.
+    if (replaced && !visibleTo(apiKey, replaced.api_key)) throw otherKeys(name);
+    const template: ImageTemplate = {
+      name,
+      image: image.digest,
+      source: image.source,
+      config: image.config,
+      bytes: image.bytes,
+      created_at: new Date().toISOString(),
+      ...(apiKey !== undefined && { api_key: apiKey }),
+    };
     await writeFileAtomic(join(this.templatesDir, `${name}.json`), `${JSON.stringify(template, null, 2)}\n`);
     if (replaced && replaced.image !== image.digest) this.forgetUnheld(replaced.image);
     return template;
@@ -132,4 +147,9 @@ function checkName(name: string): void {
 /** The registry of a configuration: `templates.dir`, or <stateDir>/templates. */
 export function openTemplateRegistry(config: { stateDir: string; templates: TemplateStoreSettings }): TemplateRegistry {
   return new TemplateRegistry(config.templates.dir ?? join(config.stateDir, 'templates'), config.templates);
+}
+
+/** A template another API key made: only it, or the service token, replaces or deletes it. */
+export function otherKeys(name: string): CodedError {
+  return new CodedError(contractError('auth.forbidden', `template ${JSON.stringify(name)} was made with another API key: only it, or the service token, replaces or deletes it`));
 }

@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { creator, sees } from '../api-key-scope.js';
 import type { Readable } from 'node:stream';
 import { CodedError, contractError } from '../../contract/errors.js';
 import { TemplateCreateRequestSchema, TemplateListSchema, TemplateSchema, type Template, type TemplateCreateRequest } from '../../contract/templates.js';
-import type { ImageTemplate, TemplateRegistry } from '../../templates/template-registry.js';
+import { otherKeys, type ImageTemplate, type TemplateRegistry } from '../../templates/template-registry.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
 
@@ -20,6 +21,7 @@ export interface ServedTemplates {
 const TemplateParams = routeSchema(Type.Object({ name: Type.String() }));
 const IMAGE_ERRORS = [
   'validation.invalid_request',
+  'auth.forbidden',
   'image.invalid_reference',
   'image.not_found',
   'image.registry_denied',
@@ -59,8 +61,8 @@ export function templateRoutes(templates: ServedTemplates) {
         },
       },
       async (request, reply) => {
-        refuseHostName(templates, request.body.name);
-        return reply.code(201).send(imageTemplate(await templates.images.fromReference(request.body.name, request.body.image)));
+        mayChange(templates, request, request.body.name);
+        return reply.code(201).send(imageTemplate(await templates.images.fromReference(request.body.name, request.body.image, creator(request))));
       },
     );
 
@@ -76,8 +78,8 @@ export function templateRoutes(templates: ServedTemplates) {
         },
       },
       async (request, reply) => {
-        refuseHostName(templates, request.params.name);
-        return reply.code(201).send(imageTemplate(await templates.images.fromArchive(request.params.name, request.body, `${request.params.name}.tar`)));
+        mayChange(templates, request, request.params.name);
+        return reply.code(201).send(imageTemplate(await templates.images.fromArchive(request.params.name, request.body, `${request.params.name}.tar`, creator(request))));
       },
     );
 
@@ -96,11 +98,11 @@ export function templateRoutes(templates: ServedTemplates) {
     app.delete<{ Params: { name: string } }>(
       '/v1/templates/:name',
       {
-        config: { errors: ['template.not_found', 'auth.forbidden'] },
+        config: { errors: ['template.not_found', 'auth.forbidden', 'validation.invalid_request'] },
         schema: { summary: 'Delete a template made of an image, and the layers no other template holds', params: TemplateParams, response: { 204: Type.Null() } },
       },
       async (request, reply) => {
-        refuseHostName(templates, request.params.name);
+        mayChange(templates, request, request.params.name);
         if (!templates.images.delete(request.params.name)) throw notFound(request.params.name);
         return reply.code(204).send();
       },
@@ -112,12 +114,18 @@ function imageTemplate(template: ImageTemplate): Template {
   return { ...template, kind: 'image' };
 }
 
-/** The host's own templates are the configuration's: not replaced or deleted over the API. */
-function refuseHostName(templates: ServedTemplates, name: string): void {
+/**
+ * Whether the caller may make, replace or delete template `name`: not one of the configuration's
+ * (the host's system), and not one another API key made (every key sees every template; only the
+ * one that made it, or the service token, changes it).
+ */
+function mayChange(templates: ServedTemplates, request: FastifyRequest, name: string): void {
   if (templates.configured.includes(name))
     throw new CodedError(
       contractError('validation.invalid_request', `template ${JSON.stringify(name)} is one of the configuration's (the host's system): choose another name`, { field: 'name' }),
     );
+  const existing = templates.images.get(name);
+  if (existing && !sees(request, existing.api_key)) throw otherKeys(name);
 }
 
 function notFound(name: string): CodedError {

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
@@ -405,7 +405,7 @@ export class BubblewrapBackend implements SandboxBackend {
     const bwrapArgs = buildBwrapArgs({
       layout: ready.layout,
       // An image that names its users keeps its own files of them.
-      identityFiles: imageRoot && imageRoot.layers.some((layer) => existsSync(join(layer, 'etc', 'passwd'))) ? null : ready.identityFiles[template.user ?? 'sandbox'],
+      identityFiles: imageRoot && imageRoot.layers.some(holdsPasswd) ? null : ready.identityFiles[template.user ?? 'sandbox'],
       meminfo: this.meminfoFor(limits.memoryBytes),
       bootId,
       argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
@@ -444,6 +444,11 @@ export class BubblewrapBackend implements SandboxBackend {
     if (!existsSync(path)) replaceFile(path, meminfoText(memoryBytes));
     return path;
   }
+}
+
+/** Whether an image layer holds an /etc/passwd of its own: looked at without following the image's links on the host. */
+function holdsPasswd(layer: string): boolean {
+  return lstatSync(join(layer, 'etc'), { throwIfNoEntry: false })?.isDirectory() === true && lstatSync(join(layer, 'etc', 'passwd'), { throwIfNoEntry: false })?.isFile() === true;
 }
 
 /** The host uids of one sandbox: its user's, and its root's when it has root inside (null: none, or not root here). */

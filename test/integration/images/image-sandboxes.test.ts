@@ -17,6 +17,9 @@ import { startServer, type ServerProcess } from '../../helpers/server.js';
  * local_process: an image without python or bash (busybox) answers commands and files, its root
  * is writable and each sandbox's own, and the image's layers are seen as the image says.
  */
+/** Two clients beside the service token: each sees every template, changes only its own. */
+const API_KEYS = { alice: { key: 'alice-key-0123456789' }, bob: { key: 'bob-key-01234567890' } };
+
 describe('sandboxes on images', () => {
   const dir = mkdtempSync(join(tmpdir(), 'image-sandboxes-'));
   const templatesDir = join(dir, 'templates');
@@ -45,7 +48,7 @@ describe('sandboxes on images', () => {
   before(async () => {
     [registry, busybox, layered, python] = await Promise.all([startRegistry(), busyboxImage(dir), layeredImage(dir), pythonImage(dir)]);
     for (const image of [busybox, python]) await pushImage(image, registry);
-    server = await startServer([], { env: { AGENT_RUNNER_TEMPLATES__DIR: templatesDir } });
+    server = await startServer([], { env: { AGENT_RUNNER_TEMPLATES__DIR: templatesDir, AGENT_RUNNER_SERVICE__API_KEYS: JSON.stringify(API_KEYS) } });
   });
   after(async () => {
     await Promise.all(created.map((sandbox) => sandbox.kill().catch(() => undefined)));
@@ -128,6 +131,22 @@ describe('sandboxes on images', () => {
     await assert.rejects(create('python'), /404|not found/i);
     assert.equal((await api('/v1/templates/python', { method: 'DELETE' })).status, 404);
     assert.equal((await api('/v1/templates/base', { method: 'DELETE' })).status, 422);
+  });
+
+  it('lets every key use a template, and only the key that made it replace or delete it', async () => {
+    const as = (key: string, path: string, init: RequestInit = {}) => fetch(`${server.url}${path}`, { ...init, headers: { authorization: `Bearer ${key}`, ...init.headers } });
+    const body = JSON.stringify({ name: 'alices', image: `${registry.host}/${busybox.name}:${busybox.tag}` });
+    const made = await as(API_KEYS.alice.key, '/v1/templates', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    assert.equal(made.status, 201);
+    assert.equal(((await made.json()) as { api_key: string }).api_key, 'alice');
+    const seen = (await (await as(API_KEYS.bob.key, '/v1/templates')).json()) as { templates: { name: string }[] };
+    assert.ok(seen.templates.some((entry) => entry.name === 'alices'));
+    for (const init of [{ method: 'DELETE' }, { method: 'POST', headers: { 'content-type': 'application/json' }, body }]) {
+      const refused = await as(API_KEYS.bob.key, init.method === 'DELETE' ? '/v1/templates/alices' : '/v1/templates', init);
+      assert.equal(refused.status, 403, init.method);
+      assert.equal(((await refused.json()) as { error: { code: string } }).error.code, 'auth.forbidden');
+    }
+    assert.equal((await as(API_KEYS.alice.key, '/v1/templates/alices', { method: 'DELETE' })).status, 204);
   });
 
   it('leaves no mount of an image root on the host, and keeps the store root’s alone', () => {

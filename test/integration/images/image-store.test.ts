@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createReadStream, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { parseImageReference } from '../../../src/images/image-reference.js';
 import { ImageStore, type StoredImage } from '../../../src/images/image-store.js';
 import type { RegistryOptions } from '../../../src/images/registry-client.js';
 import { busyboxImage, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
-import { dockerArchive, ociArchive, pushImage, type OciImage } from '../../helpers/oci-layout.js';
+import { dockerArchive, layerOf, ociArchive, pushImage, writeLayout, type OciImage } from '../../helpers/oci-layout.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
 
 /**
@@ -172,6 +172,28 @@ describe('bad input', () => {
       assert.ok(!existsSync(join(dir, 'escape')) && !existsSync('/etc/escape'), 'nothing written outside the store');
     });
   }
+
+  it('refuses a hard link whose target runs through a symlink of the layer (which would link a host file)', async () => {
+    const secretDir = mkdtempSync(join(dir, 'host-secret-'));
+    writeFileSync(join(secretDir, 'secret'), 'host only\n', { mode: 0o600 });
+    const image = writeLayout(join(dir, 'hostile-link-through-symlink'), 'agent-runner-test/hostile-link-through-symlink', 'latest', [
+      {
+        layers: [
+          await layerOf([
+            { name: 'a', type: 'symlink', linkname: secretDir },
+            { name: 'stolen', type: 'link', linkname: 'a/secret' },
+          ]),
+        ],
+      },
+    ]);
+    await pushImage(image, open);
+    const store = storeIn('hostile-link-through-symlink');
+    const error = await store.pull(reference(open, image), anonymous).catch((failure: unknown) => failure);
+    assert.ok(error instanceof CodedError && error.code === 'image.invalid', String(error));
+    assert.equal(error.error.details?.entry, 'stolen');
+    assertEmpty(store);
+    assert.equal(statSync(join(secretDir, 'secret')).nlink, 1, 'the host file has no other name');
+  });
 
   it('leaves nothing a later pull takes for whole when killed -9 mid-pull', async () => {
     const root = join(dir, 'stores', 'killed');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -121,6 +121,14 @@ CMD ["/opt/app/app.sh"]
     const error = JSON.parse(failed.stdout).error as { code: string; message: string };
     assert.equal(error.code, 'template.build_failed');
     assert.match(error.message, /exited 3: about to fail/);
+    // A link in the context that leads out of it copies nothing of the host.
+    const outside = mkdtempSync(join(dir, 'outside-'));
+    writeFileSync(join(outside, 'secret'), 'host only\n');
+    symlinkSync(outside, join(context, 'link'));
+    const escaping = await build(`FROM ${from}\nCOPY link/secret /secret\n`);
+    rmSync(join(context, 'link'));
+    assert.equal(escaping.code, 1);
+    assert.equal(JSON.parse(escaping.stdout).error.code, 'template.build_invalid');
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
