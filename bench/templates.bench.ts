@@ -97,7 +97,7 @@ try {
     const store = join(scratch, `pull-${i}`);
     ours.push(
       await timed(() =>
-        new ImageStore(store, { maxImageBytes: 1 << 31, maxEntries: 1_000_000 }).pull(parseImageReference(registryReference(registry, python)), {
+        new ImageStore(store, { maxImageBytes: 2 ** 31, maxEntries: 1_000_000 }).pull(parseImageReference(registryReference(registry, python)), {
           credentials: {},
           insecureRegistries: [],
           timeoutMs: 30_000,
