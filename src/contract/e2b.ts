@@ -185,3 +185,87 @@ export const E2bTemplateAliasSchema = Type.Object(
   { templateID: Type.String(), public: Type.Boolean({ description: "Whether every caller may use it (the server's templates), or only its owner (a snapshot)." }) },
   { $id: 'E2bTemplateAlias' },
 );
+
+/** `POST /v3/templates`: a template build asked for (the builder's `Template.build`). */
+export const E2bTemplateBuildRequestSchema = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'The template’s name; `name:tag` names a tag too.' })),
+    alias: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Older SDKs’ name for it.' })),
+    tags: Type.Optional(Type.Array(Type.String())),
+    cpuCount: Type.Optional(Type.Integer({ minimum: 1 })),
+    memoryMB: Type.Optional(Type.Integer({ minimum: 128 })),
+  },
+  { $id: 'E2bTemplateBuildRequest' },
+);
+export type E2bTemplateBuildRequest = Static<typeof E2bTemplateBuildRequestSchema>;
+
+export const E2bTemplateRequestResponseSchema = Type.Object(
+  {
+    templateID: Type.String(),
+    buildID: Type.String(),
+    public: Type.Boolean(),
+    names: Type.Array(Type.String()),
+    tags: Type.Array(Type.String()),
+    aliases: Type.Array(Type.String()),
+  },
+  { $id: 'E2bTemplateRequestResponse' },
+);
+export type E2bTemplateRequestResponse = Static<typeof E2bTemplateRequestResponseSchema>;
+
+/** A step of E2B's builder: RUN [cmd, user?], COPY [src, dest, user, mode] with its files' hash, ENV [k, v...], WORKDIR [dir], USER [user]. */
+export const E2bTemplateStepSchema = Type.Object(
+  {
+    type: Type.String(),
+    args: Type.Optional(Type.Array(Type.String())),
+    filesHash: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9]{1,128}$' })),
+    force: Type.Optional(Type.Boolean()),
+  },
+  { $id: 'E2bTemplateStep' },
+);
+export type E2bTemplateStep = Static<typeof E2bTemplateStepSchema>;
+
+/** `POST /v2/templates/{templateID}/builds/{buildID}`: what the build is made of. */
+export const E2bTemplateBuildStartSchema = Type.Object(
+  {
+    fromImage: Type.Optional(Type.String()),
+    fromTemplate: Type.Optional(Type.String()),
+    fromImageRegistry: Type.Optional(Type.Object({ type: Type.String() }, { additionalProperties: true })),
+    force: Type.Optional(Type.Boolean()),
+    steps: Type.Optional(Type.Array(E2bTemplateStepSchema)),
+    startCmd: Type.Optional(Type.String()),
+    readyCmd: Type.Optional(Type.String()),
+  },
+  { $id: 'E2bTemplateBuildStart' },
+);
+export type E2bTemplateBuildStart = Static<typeof E2bTemplateBuildStartSchema>;
+
+export const E2bTemplateBuildFileUploadSchema = Type.Object(
+  { present: Type.Boolean(), url: Type.Optional(Type.String({ description: 'Where the files’ tar goes (PUT), signed: no key needed.' })) },
+  { $id: 'E2bTemplateBuildFileUpload' },
+);
+
+export const E2bBuildLogEntrySchema = Type.Object(
+  {
+    timestamp: Type.String({ format: 'date-time' }),
+    message: Type.String(),
+    level: Type.Union([Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error')]),
+    step: Type.Optional(Type.String()),
+  },
+  { $id: 'E2bBuildLogEntry' },
+);
+export type E2bBuildLogEntry = Static<typeof E2bBuildLogEntrySchema>;
+
+export const E2bTemplateBuildInfoSchema = Type.Object(
+  {
+    templateID: Type.String(),
+    buildID: Type.String(),
+    status: Type.Union([Type.Literal('building'), Type.Literal('waiting'), Type.Literal('ready'), Type.Literal('error')]),
+    logs: Type.Array(Type.String()),
+    logEntries: Type.Array(E2bBuildLogEntrySchema),
+    reason: Type.Optional(Type.Object({ message: Type.String(), step: Type.Optional(Type.String()), logEntries: Type.Optional(Type.Array(E2bBuildLogEntrySchema)) })),
+  },
+  { $id: 'E2bTemplateBuildInfo' },
+);
+export type E2bTemplateBuildInfo = Static<typeof E2bTemplateBuildInfoSchema>;
+
+export const E2bBuildStatusQuerySchema = Type.Object({ logsOffset: Type.Optional(Type.Integer({ minimum: 0 })) });

@@ -27,6 +27,7 @@ import { healthRoutes } from './routes/health.js';
 import { pistonRoutes } from './routes/piston.js';
 import { runtimeRoutes } from './routes/runtimes.js';
 import { templateRoutes, type ServedTemplates } from './routes/templates.js';
+import { e2bTemplateRoutes } from './routes/e2b-templates.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sessionRoutes } from './routes/sessions.js';
@@ -133,6 +134,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes, options.templates));
   await app.register(templateRoutes(options.templates));
+  await app.register(e2bTemplateRoutes(options.templates.builds));
   await app.register(dashboardRoutes());
   await app.register(metricsRoutes(options.frontDoor, options.worker));
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());

@@ -4,8 +4,11 @@ import { contractError } from '../contract/errors.js';
 import { sendError } from './errors.js';
 import { isDashboardRoute } from './routes/dashboard.js';
 
-/** The routes that answer without the token; the OpenAPI document marks them so (openapi.ts). */
-export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/health']);
+/**
+ * The routes that answer without the token; the OpenAPI document marks them so (openapi.ts). A
+ * template build's upload checks the signature of its URL instead (routes/e2b-templates.ts).
+ */
+export const OPEN_ROUTES: ReadonlySet<string> = new Set(['/health', '/templates/:templateID/files/:hash/upload']);
 
 /** The scheme name is case-insensitive (RFC 9110 11.1): `bearer` and `BEARER` are Bearer. */
 const BEARER = /^bearer +(\S+) *$/i;

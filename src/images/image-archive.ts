@@ -170,7 +170,8 @@ function readJson(dir: string, name: string, label: string): unknown {
   return parseJson(readFileSync(archivePath(dir, name, label)), `${label}'s ${name}`);
 }
 
-function isGzip(path: string): boolean {
+/** Whether a file starts as gzip data does. */
+export function isGzip(path: string): boolean {
   const fd = openSync(path, 'r');
   try {
     const magic = Buffer.alloc(2);

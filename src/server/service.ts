@@ -10,7 +10,7 @@ import type { RetentionPolicy } from '../util/retention.js';
 import { startClusterFrontDoor } from './cluster.js';
 import { startProcessMetrics } from '../util/metrics.js';
 import { startEmbedded } from './embedded.js';
-import { openTemplateRegistry } from '../templates/template-registry.js';
+import { servedTemplateStore } from '../templates/served-templates.js';
 import { templateNames } from '../sandboxes/templates.js';
 
 /** What the service runs on, as `agent-runner serve` derives it from the configuration (src/config/). */
@@ -81,7 +81,7 @@ export async function startService(config: ServiceConfig): Promise<RunningServic
     worker: side.worker,
     sessions: side.sessions,
     sandboxes: side.sandboxes,
-    templates: { configured: templateNames(config.runtime.config.sandboxes), images: openTemplateRegistry(config.runtime.config) },
+    templates: { configured: templateNames(config.runtime.config.sandboxes), ...servedTemplateStore(config.runtime.config, config.runtime.backends.get('local_process')) },
     sessionFileBytes: config.runtime.config.sessions.maxFileBytes,
     defaultBackend: config.runtime.backends.defaultKind,
     token: config.token,

@@ -8,6 +8,8 @@ export interface Instruction {
   /** The JSON form's array (`["a", "b"]`), when the text is one. */
   json: string[] | null;
   line: number;
+  /** E2B's builder: the hash of the uploaded files a COPY takes its sources from. */
+  filesHash?: string;
 }
 
 /** The instructions built here; any other is refused, naming it and its line. */

@@ -62,9 +62,26 @@ export class TemplateBuilder {
     private readonly settings: TemplateStoreSettings & { memoryBytes: number },
   ) {}
 
-  async build(name: string, dockerfile: string, contextDir: string, listener: BuildListener, options: BuildOptions = {}): Promise<ImageTemplate> {
-    const instructions = parseDockerfile(dockerfile);
+  /** Builds template `name` from a Dockerfile, its COPY sources in `contextDir`. */
+  build(name: string, dockerfile: string, contextDir: string, listener: BuildListener, options: BuildOptions = {}): Promise<ImageTemplate> {
     const context = resolve(contextDir);
+    return this.buildInstructions(name, `dockerfile:${name}`, parseDockerfile(dockerfile), () => context, listener, options);
+  }
+
+  /**
+   * Builds template `name` from instructions as a Dockerfile's are read (E2B's builder steps are
+   * made into them); `contextOf` is the directory a COPY takes its sources from. Its image is
+   * recorded as from `source`; a template of the name is made (or replaced) only at the end.
+   */
+  async buildInstructions(
+    name: string,
+    source: string,
+    instructions: readonly Instruction[],
+    contextOf: (instruction: Instruction) => string,
+    listener: BuildListener,
+    options: BuildOptions = {},
+    apiKey?: string,
+  ): Promise<ImageTemplate> {
     let stage = null as Stage | null;
     const args: Record<string, string> = {};
     for (const instruction of instructions) {
@@ -79,16 +96,16 @@ export class TemplateBuilder {
         listener.step({ line: instruction.line, instruction: `FROM ${instruction.text}`, cached: true });
         continue;
       }
-      stage = await this.apply(stage!, instruction, context, listener, options);
+      stage = await this.apply(stage!, instruction, contextOf(instruction), listener, options);
     }
     const final = stage!;
     const image = await this.templates.images.record({
       digest: `sha256:${hash([final.key, final.config])}`,
-      source: `dockerfile:${name}`,
+      source,
       config: final.config,
       layers: final.layers,
     });
-    return this.templates.fromImage(name, image);
+    return this.templates.fromImage(name, image, apiKey);
   }
 
   private async from(text: string, args: Record<string, string>): Promise<Stage> {

@@ -40,7 +40,7 @@ export class TemplateRegistry {
   private readonly templatesDir: string;
 
   constructor(
-    dir: string,
+    readonly dir: string,
     private readonly settings: TemplateStoreSettings,
   ) {
     makePrivateDirSync(dir);
@@ -65,9 +65,9 @@ export class TemplateRegistry {
   }
 
   /** Makes (or replaces) template `name` from an image already stored (a build's). */
-  fromImage(name: string, image: StoredImage): Promise<ImageTemplate> {
+  fromImage(name: string, image: StoredImage, apiKey?: string): Promise<ImageTemplate> {
     checkName(name);
-    return this.save(name, image);
+    return this.save(name, image, apiKey);
   }
 
   /** Makes (or replaces) template `name` from an uploaded image archive (docker save, or an OCI layout tar). */

@@ -1,6 +1,6 @@
 import { mkdtempSync } from 'node:fs';
 import { templateNames } from '../../src/sandboxes/templates.js';
-import { openTemplateRegistry } from '../../src/templates/template-registry.js';
+import { servedTemplateStore } from '../../src/templates/served-templates.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
@@ -185,7 +185,7 @@ export async function fakeService(options: FakeServiceOptions = {}): Promise<Fak
     worker: worker as unknown as WorkerProcess,
     sessions: noSessions,
     sandboxes,
-    templates: { configured: templateNames(runtime.config.sandboxes), images: openTemplateRegistry(runtime.config) },
+    templates: { configured: templateNames(runtime.config.sandboxes), ...servedTemplateStore(runtime.config, runtime.backends.get('local_process')) },
     sessionFileBytes: runtime.config.sessions.maxFileBytes,
     defaultBackend: runtime.backends.defaultKind,
     token,

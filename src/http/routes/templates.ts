@@ -4,6 +4,7 @@ import { creator, sees } from '../api-key-scope.js';
 import type { Readable } from 'node:stream';
 import { CodedError, contractError } from '../../contract/errors.js';
 import { TemplateCreateRequestSchema, TemplateListSchema, TemplateSchema, type Template, type TemplateCreateRequest } from '../../contract/templates.js';
+import type { E2bTemplateBuilds } from '../../templates/e2b-builds.js';
 import { otherKeys, type ImageTemplate, type TemplateRegistry } from '../../templates/template-registry.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
@@ -16,6 +17,8 @@ export interface ServedTemplates {
   /** base, code-interpreter-v1 and the configuration's, which are the host's own system. */
   configured: readonly string[];
   images: TemplateRegistry;
+  /** E2B's template builds over the same registry (`Template.build`). */
+  builds: E2bTemplateBuilds;
 }
 
 const TemplateParams = routeSchema(Type.Object({ name: Type.String() }));

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Sandbox } from 'e2b';
+import { Sandbox, Template } from 'e2b';
 import { busyboxImage } from '../../helpers/oci-images.js';
 import { pushImage, type OciImage } from '../../helpers/oci-layout.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
@@ -96,6 +96,36 @@ CMD ["/opt/app/app.sh"]
     }
   });
 
+  it("builds with E2B's Template builder through the API, logs streamed, and a sandbox of it runs", async () => {
+    server ??= await startServer([], { env });
+    const connection = { apiKey: server.token!, apiUrl: server.url, domain: new URL(server.url).host };
+    const template = Template({ fileContextPath: context })
+      .fromImage(`${registry.host}/${busybox.name}:${busybox.tag}`)
+      .setEnvs({ STAGE: 'e2b' })
+      .runCmd('echo "$STAGE built as $(id -un)" > /built-by-e2b.txt')
+      .copy('note.txt', '/home/user/from-e2b.txt', { user: 'user' })
+      .setWorkdir('/srv')
+      .runCmd('pwd > /home/user/where.txt', { user: 'user' });
+    const logs: string[] = [];
+    const built = await Template.build(template, 'e2b-built', { ...connection, onBuildLogs: (entry) => void logs.push(entry.message) });
+    assert.equal(built.name, 'e2b-built');
+    assert.ok(
+      logs.some((line) => line.includes('RUN echo')),
+      logs.join('\n'),
+    );
+    const sandbox = await Sandbox.create('e2b-built', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    try {
+      const run = async (command: string) => (await sandbox.commands.run(command, { user: 'root' })).stdout;
+      assert.equal(await run('cat /built-by-e2b.txt /home/user/from-e2b.txt /home/user/where.txt'), 'e2b built as root\nfor the user\n/srv\n');
+      assert.equal(await run('stat -c %U /home/user/from-e2b.txt /home/user/where.txt'), 'user\nuser\n');
+    } finally {
+      await sandbox.kill();
+    }
+    // A failing step fails the build in the SDK's words, with the step's output.
+    const failing = Template({ fileContextPath: context }).fromTemplate('e2b-built').runCmd('echo no luck; exit 4');
+    await assert.rejects(Template.build(failing, 'e2b-broken', connection), /exited 4: no luck/);
+  });
+
   it('runs no step of an unchanged rebuild, and every step with --no-cache', async () => {
     const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
     const again = await build(DOCKERFILE(from), '--build-arg', 'GREETING=hi');
@@ -132,7 +162,7 @@ CMD ["/opt/app/app.sh"]
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
-      ['app'],
+      ['app', 'e2b-built'],
     );
   });
 });
