@@ -1,8 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox';
 
 /**
- * What the host and a sandbox's agent (src/sandboxes/sandbox-agent.py) say to each other,
- * framed as everywhere else (wire/frame-codec.ts): requests on the agent's stdin, replies and
+ * What the host and a sandbox's agent say to each other: the python one
+ * (src/sandboxes/sandbox-agent.py, run by the host's python) and the static one that speaks the
+ * same (src/sandboxes/agent/, Go, for a sandbox on an image, which may have no python), framed
+ * as everywhere else (wire/frame-codec.ts): requests on the agent's stdin, replies and
  * events on its stdout. The agent is the long job of a long-lived sandbox: it starts processes
  * (pipes or a pseudo-terminal), feeds and signals them, and does file operations and watches,
  * all inside the sandbox's namespaces as the sandbox's user. It shares the sandbox with the
