@@ -18,7 +18,8 @@
  *     Every mount is nosuid and nodev: an image's setuid files raise no privilege, not even
  *     within the sandbox's own user namespace (bubblewrap's binds are nosuid as well).
  *     --upper-dir DIR: the writable layer is DIR/upper (DIR/work beside it), a directory of the
- *     host's disk that outlives the sandbox (a template build's step), not a tmpfs.
+ *     host's disk that outlives the sandbox (a template build's step), not a tmpfs. DIR/ids says
+ *     the map back (HOST:IMAGE pairs) for `shift` once the sandbox has ended.
  *     Layers are given bottom first.
  *
  *   image-root as-user -- PROGRAM ARGS...
@@ -207,7 +208,7 @@ static int mount_root(int argc, char **argv) {
     fail("usage: mount --uid U --gid G --map IN:HOST,... (--upper-bytes N | --upper-dir DIR) --target DIR --layer DIR... -- PROGRAM ARGS");
   }
   /* "0:100000,1000:100001" as a map file: one id a line. Root inside owns the writable layer. */
-  char map[256] = "";
+  char map[256] = "", back[256] = "";
   uid_t upper_owner = (uid_t)uid;
   char copy[256];
   snprintf(copy, sizeof copy, "%s", map_text);
@@ -220,6 +221,8 @@ static int mount_root(int argc, char **argv) {
     if (inside == 0) upper_owner = (uid_t)host;
     size_t used = strlen(map);
     snprintf(map + used, sizeof map - used, "%lu %lu 1\n", inside, host);
+    used = strlen(back);
+    snprintf(back + used, sizeof back - used, "%s%lu:%lu", used ? "," : "", host, inside);
   }
 
   if (unshare(CLONE_NEWNS) != 0) fail("unshare the mount namespace");
@@ -239,6 +242,11 @@ static int mount_root(int argc, char **argv) {
   }
   /* The writable layer: in the tmpfs, or a host directory of its own (--upper-dir). */
   const char *writable = upper_dir ? upper_dir : target;
+  if (upper_dir) {
+    snprintf(path, sizeof path, "%s/ids", upper_dir);
+    int ids = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (ids < 0 || write(ids, back, strlen(back)) != (ssize_t)strlen(back) || close(ids) != 0) fail("write %s", path);
+  }
   snprintf(path, sizeof path, "%s/upper", writable);
   make_dir(path, upper_owner, upper_owner, 0755);
   snprintf(path, sizeof path, "%s/work", writable);

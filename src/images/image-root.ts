@@ -1,7 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { execFileWhenQuiet } from '../util/fork-gate.js';
 
 /** The native helper that writes overlay marks and mounts image roots (native/image-root.c). */
 export const IMAGE_ROOT_HELPER = fileURLToPath(new URL('../../dist/native/image-root', import.meta.url));
@@ -43,16 +43,11 @@ export function imageRootArgv(root: ImageRootMount): string[] {
 }
 
 /**
- * After the sandbox ended: the owners of its kept writable layer's files made the image's (the
- * sandbox's host uids back to root and the user), so the layer is one of the image's like any.
+ * After a build step's sandbox ended: the owners of its kept writable layer's files made the
+ * image's (the sandbox's host uids back to root and the user, as the launcher wrote them in
+ * `ids` beside the layer, where the sandbox never reached), so the layer is one of the image's.
  */
-export function shiftKeptLayer(root: ImageRootMount): void {
-  const { uids } = root;
-  const upper = join(root.keepWritableIn!, 'upper');
-  try {
-    execFileSync(IMAGE_ROOT_HELPER, ['shift', upper, '--map', `${uids.root}:0,${uids.user}:${USER_UID}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-  } catch {
-    // A layer whose owners could not all be given back is no layer: gone, its build step fails.
-    rmSync(upper, { recursive: true, force: true });
-  }
+export async function shiftKeptLayer(keptIn: string): Promise<void> {
+  const ids = readFileSync(join(keptIn, 'ids'), 'utf8');
+  await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['shift', join(keptIn, 'upper'), '--map', ids]);
 }

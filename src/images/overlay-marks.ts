@@ -1,5 +1,4 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
+import { execFileWhenQuiet } from '../util/fork-gate.js';
 import { IMAGE_ROOT_HELPER } from './image-root.js';
 import type { UnpackedLayer } from './layer-unpack.js';
 
@@ -12,7 +11,5 @@ import type { UnpackedLayer } from './layer-unpack.js';
 export async function applyOverlayMarks(tree: string, layer: Pick<UnpackedLayer, 'whiteouts' | 'opaque'>): Promise<void> {
   if (layer.whiteouts.length === 0 && layer.opaque.length === 0) return;
   const list = [...layer.whiteouts.map((path) => `w${path}`), ...layer.opaque.map((path) => `o${path}`)].join('\0');
-  const child = promisify(execFile)(IMAGE_ROOT_HELPER, ['marks', tree], { maxBuffer: 1 << 20 });
-  child.child.stdin!.end(`${list}\0`);
-  await child;
+  await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['marks', tree], { input: `${list}\0` });
 }

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { installedEsbuild } from '../languages/typescript.js';
-import { forkWhenQuiet } from '../sandbox/host/fork-gate.js';
+import { forkWhenQuiet } from '../util/fork-gate.js';
 
 /** The longest a cell's transpile may take: esbuild does megabytes in well under a second. */
 const TRANSPILE_TIMEOUT_MS = 30_000;

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, realpathSync } from 'node:fs';
 import { dirname, join, sep } from 'node:path';
-import { execFileWhenQuiet } from '../sandbox/host/fork-gate.js';
+import { execFileWhenQuiet } from '../util/fork-gate.js';
 import { interpreted } from './interpreted.js';
 import { configMount } from './resolve.js';
 

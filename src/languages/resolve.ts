@@ -1,6 +1,6 @@
 import { openSync, readSync, closeSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, dirname, join, sep } from 'node:path';
-import { execFileWhenQuiet } from '../sandbox/host/fork-gate.js';
+import { execFileWhenQuiet } from '../util/fork-gate.js';
 import { isExecutableFile } from '../sandbox/command-path.js';
 import type { Mount } from '../sandbox/types.js';
 

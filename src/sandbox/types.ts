@@ -72,8 +72,8 @@ export interface SandboxTemplate {
     writableBytes: number;
     /**
      * A host directory that keeps the writable layer instead (`upper/` in it): a template
-     * build's step, whose files become a layer of the image. When the sandbox has ended its
-     * files' owners are the image's (root 0, the user 1000), not the sandbox's host uids.
+     * build's step, whose files become a layer of the image once the sandbox has ended and
+     * images/image-root.ts shiftKeptLayer gave them the image's owners back (`ids` beside it).
      */
     keepWritableIn?: string;
   };

@@ -7,7 +7,7 @@ import { CodedError, contractError } from '../contract/errors.js';
 import type { ImageRunConfig } from '../contract/templates.js';
 import { parseImageReference } from '../images/image-reference.js';
 import type { StoredImage } from '../images/image-store.js';
-import { IMAGE_ROOT_HELPER } from '../images/image-root.js';
+import { IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
@@ -236,6 +236,7 @@ export class TemplateBuilder {
           contractError('template.build_failed', `RUN ${argv.join(' ')} ${why}: ${Buffer.concat(tail).toString('utf8').slice(-2000)}`, { exit_code: outcome.exitCode }),
         );
       }
+      await shiftKeptLayer(staging);
       // What the sandbox's setup made there (the helper's mount point) is not the step's.
       rmSync(join(staging, 'upper', AS_USER_PATH.split('/')[1]!), { recursive: true, force: true });
       await store.adoptLayer(key, join(staging, 'upper'), store.maxImageBytes - stage.layers.reduce((sum, layer) => sum + layer.bytes, 0));

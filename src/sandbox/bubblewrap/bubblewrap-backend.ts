@@ -2,7 +2,7 @@ import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs } from './bwrap-argv.js';
-import { imageRootArgv, shiftKeptLayer, type ImageRootMount } from '../../images/image-root.js';
+import { imageRootArgv, type ImageRootMount } from '../../images/image-root.js';
 import { replaceFile } from '../host/shared-files.js';
 import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -18,7 +18,7 @@ import { meminfoText } from './meminfo.js';
 import { EXEC_GUARD_MOUNT, EXEC_RULES_FILE, EXEC_RULES_SANDBOX_PATH, guardedArgv } from './exec-guard.js';
 import { egressMissing, probeHost, probeNamespaces, type BubblewrapHost } from './host-probe.js';
 import { ownedName } from '../host/owned-dirs.js';
-import { forkWhenQuiet } from '../host/fork-gate.js';
+import { forkWhenQuiet } from '../../util/fork-gate.js';
 import type { WorkDirLease } from '../host/work-dir-pool.js';
 import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
@@ -359,8 +359,6 @@ export class BubblewrapBackend implements SandboxBackend {
             network,
             bwrapStatus: true,
             onFinished: () => {
-              // Before its uids go to another sandbox: they name the kept layer's owners.
-              if (imageRoot?.keepWritableIn) shiftKeptLayer(imageRoot);
               release();
               settled();
               hooks.onFinished?.();

@@ -8,7 +8,7 @@ import { egressMissing } from '../bubblewrap/host-probe.js';
 import { HeldNetns } from '../host/held-netns.js';
 import { DEFAULT_NETWORK_TOOLS, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
 import { CA_BUNDLE_FILE, ProxiedNetwork } from '../host/proxied-network.js';
-import { execFileWhenQuiet } from '../host/fork-gate.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
 import { detectCgroups, JobCgroup, reapStaleCgroups, type CgroupHost } from '../host/cgroups.js';
 import { readHostLayout, type HostLayout } from '../host/host-layout.js';
 import { HostWorkDir } from '../host/host-work-dir.js';

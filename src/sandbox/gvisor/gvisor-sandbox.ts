@@ -8,7 +8,7 @@ import type { HeldNetns } from '../host/held-netns.js';
 import type { ProxiedNetwork } from '../host/proxied-network.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { feedStdin } from '../job-stdin.js';
-import { execFileWhenQuiet, forkWhenQuiet } from '../host/fork-gate.js';
+import { execFileWhenQuiet, forkWhenQuiet } from '../../util/fork-gate.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
 import { signalGroup } from '../host/process-tree.js';

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, closeSync, constants, fstatSync, openSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { execFileWhenQuiet, forkWhenQuiet } from './fork-gate.js';
+import { execFileWhenQuiet, forkWhenQuiet } from '../../util/fork-gate.js';
 import type { NetworkTools } from './job-network.js';
 import type { SandboxInfo } from './netns-helpers.js';
 import { SandboxUnavailableError } from '../types.js';

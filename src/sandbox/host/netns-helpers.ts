@@ -3,7 +3,7 @@ import { closeSync, fstatSync, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from './fd-hygiene.js';
-import { forkWhenQuiet } from './fork-gate.js';
+import { forkWhenQuiet } from '../../util/fork-gate.js';
 import { SandboxUnavailableError } from '../types.js';
 
 /** What bwrap's --info-fd says about the sandbox it made. */

@@ -1,4 +1,4 @@
-import { execFileWhenQuiet } from './fork-gate.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
 import { unmountLazily } from './tmpfs.js';
 
 /**

@@ -1,5 +1,5 @@
 import { truncate, writeFile } from 'node:fs/promises';
-import { execFileWhenQuiet } from './fork-gate.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
 
 /**
  * A size-limited file system on the host's disk (root only): ext4 in a sparse image file,

@@ -1,6 +1,6 @@
 import { constants } from 'node:fs';
 import { copyFile, open, writeFile } from 'node:fs/promises';
-import { whileWriting } from './fork-gate.js';
+import { whileWriting } from '../../util/fork-gate.js';
 
 // A staged inode is what is bind-mounted into the sandbox: both writers fill it in place
 // (O_TRUNC, copy_file_range), never replace it, and inside whileWriting so that no fork

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { execFileWhenQuiet } from './fork-gate.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
 
 /** A size-limited tmpfs (root only): a job filling it fills nothing else. */
 export async function mountTmpfs(path: string, bytes: number): Promise<void> {

@@ -4,7 +4,7 @@ import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, sta
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
-import { execFileWhenQuiet } from '../host/fork-gate.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
 import { claimImage } from './image-cache.js';
 import { SandboxUnavailableError } from '../types.js';
 

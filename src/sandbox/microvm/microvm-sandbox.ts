@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { forkWhenQuiet } from '../host/fork-gate.js';
+import { forkWhenQuiet } from '../../util/fork-gate.js';
 import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { Readable } from 'node:stream';

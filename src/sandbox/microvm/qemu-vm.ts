@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { forkWhenQuiet } from '../host/fork-gate.js';
+import { forkWhenQuiet } from '../../util/fork-gate.js';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';

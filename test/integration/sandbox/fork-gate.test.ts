@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { executeSnippet } from '../../../src/runner/snippet.js';
 import { versionOf } from '../../../src/languages/resolve.js';
-import { whileWriting } from '../../../src/sandbox/host/fork-gate.js';
+import { whileWriting } from '../../../src/util/fork-gate.js';
 import { testRuntime } from '../../helpers/runtime.js';
 
 describe('fork gate (ETXTBSY)', () => {

@@ -181,7 +181,8 @@ describe('the OpenAPI document', () => {
       assert.equal(document.components.securitySchemes.bearer?.scheme, 'bearer');
       assert.deepEqual(document.security, [{ bearer: [] }]);
       assert.deepEqual(document.paths['/health']!.get!.security, [], '/health needs no token');
-      for (const [name, operation] of operations(document)) if (!OPEN_OPERATIONS.includes(name)) assert.equal(operation.security, undefined, `${name} takes the document's requirement`);
+      for (const [name, operation] of operations(document))
+        if (!OPEN_OPERATIONS.includes(name)) assert.equal(operation.security, undefined, `${name} takes the document's requirement`);
       assertErrorResponses(document, true);
       // Every operation has an id, each its own.
       const ids = operations(document).map(([, operation]) => (operation as { operationId?: string }).operationId);

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { execFileWhenQuiet, forkWhenQuiet, whileWriting } from '../../../src/sandbox/host/fork-gate.js';
+import { execFileWhenQuiet, forkWhenQuiet, whileWriting } from '../../../src/util/fork-gate.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 import { waitUntil } from '../../helpers/wait.js';
 
@@ -14,7 +14,7 @@ const SRC = fileURLToPath(new URL('../../../src/', import.meta.url));
  * places that never run beside a job's staged files in the same process.
  */
 const UNGATED: Record<string, string> = {
-  'sandbox/host/fork-gate.ts': 'the gate itself',
+  'util/fork-gate.ts': 'the gate itself',
   'sandbox/microvm/agent/vm-job.ts': 'the guest runner, inside a VM: it stages nothing for exec',
   'agent-exec/notify.ts': 'the agent-exec CLI, a process of its own',
   'agent-exec/launch.ts': 'the agent-exec CLI, a process of its own',

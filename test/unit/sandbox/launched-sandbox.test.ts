@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { LaunchedSandbox, type LaunchParts } from '../../../src/sandbox/bubblewrap/launched-sandbox.js';
-import { forkWhenQuiet } from '../../../src/sandbox/host/fork-gate.js';
+import { forkWhenQuiet } from '../../../src/util/fork-gate.js';
 import { HostWorkDir } from '../../../src/sandbox/host/host-work-dir.js';
 import type { AttachedNetwork } from '../../../src/sandbox/host/netns-helpers.js';
 import { SandboxUnavailableError } from '../../../src/sandbox/types.js';
