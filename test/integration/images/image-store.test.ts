@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createReadStream, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { once } from 'node:events';
+import { createServer as createHttpServer, request as httpRequest, type Server as HttpServer } from 'node:http';
+import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -13,6 +15,7 @@ import type { RegistryOptions } from '../../../src/images/registry-client.js';
 import { busyboxImage, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
 import { dockerArchive, layerOf, ociArchive, pushImage, writeLayout, type OciImage } from '../../helpers/oci-layout.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
+import { waitUntil } from '../../helpers/wait.js';
 
 /**
  * The image store against Debian's docker-registry on loopback, with images the tests make
@@ -198,24 +201,24 @@ describe('bad input', () => {
   it('leaves nothing a later pull takes for whole when killed -9 mid-pull', async () => {
     const root = join(dir, 'stores', 'killed');
     const huge = hostile.huge;
-    // A pull in a process of its own, killed once its staging dir holds part of the layer.
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', pullScript(root, `${open.host}/${huge.name}:${huge.tag}`)], { stdio: 'ignore' });
-    const caught = await new Promise<boolean>((resolve) => {
-      const poll = setInterval(() => {
-        const staged = existsSync(join(root, 'staging')) ? readdirSync(join(root, 'staging')) : [];
-        if (staged.length > 0 && existsSync(join(root, 'staging', staged[0]!, 'tree', 'zeros'))) {
-          clearInterval(poll);
-          resolve(true);
-        }
-      }, 2);
-      child.on('exit', () => {
-        clearInterval(poll);
-        resolve(false);
-      });
-    });
-    child.kill('SIGKILL');
-    assert.ok(caught, 'the pull was killed while its layer was being unpacked');
-    await new Promise((resolve) => child.on('exit', resolve));
+    // The registry behind a proxy that sends half of the layer and then nothing: the pull, in a
+    // process of its own, is surely mid-layer (its deadline is far off) when it is killed.
+    const { proxy, stalled } = await stallingProxy(open);
+    try {
+      const host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', pullScript(root, `${host}/${huge.name}:${huge.tag}`)], { stdio: 'ignore' });
+      const exited = once(child, 'exit');
+      await stalled;
+      await waitUntil(
+        () => existsSync(join(root, 'staging')) && readdirSync(join(root, 'staging')).some((entry) => existsSync(join(root, 'staging', entry, 'tree', 'zeros'))),
+        'the pull unpacks part of the layer',
+      );
+      child.kill('SIGKILL');
+      await exited;
+    } finally {
+      proxy.closeAllConnections();
+      proxy.close();
+    }
     const store = new ImageStore(root, LIMITS);
     assertEmpty(store);
     // And a pull now stores it whole.
@@ -245,6 +248,33 @@ describe('archives', () => {
   });
 });
 
+/**
+ * An HTTP proxy to `registry` that passes everything but a large blob (a layer, not a config),
+ * of which it sends the first half and then nothing more; `stalled` resolves once it has.
+ */
+async function stallingProxy(registry: Registry): Promise<{ proxy: HttpServer; stalled: Promise<void> }> {
+  const upstream = new URL(registry.url);
+  let stall!: () => void;
+  const stalled = new Promise<void>((resolve) => (stall = resolve));
+  const proxy = createHttpServer((request, response) => {
+    const forward = httpRequest({ host: upstream.hostname, port: upstream.port, path: request.url, method: request.method, headers: request.headers }, (answer) => {
+      response.writeHead(answer.statusCode ?? 502, answer.headers);
+      const length = Number(answer.headers['content-length']);
+      if (!request.url?.includes('/blobs/') || !(length > 16_384)) return void answer.pipe(response);
+      let sent = 0;
+      answer.on('data', (chunk: Buffer) => {
+        if (sent >= length / 2) return;
+        response.write(chunk.subarray(0, Math.ceil(length / 2) - sent));
+        sent += chunk.length;
+        if (sent >= length / 2) stall();
+      });
+    });
+    request.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return { proxy, stalled };
+}
+
 /** A TCP server that takes connections and never answers: a registry that stalls. */
 function stallingServer(): Promise<Server> {
   const server = createServer(() => undefined);
@@ -257,6 +287,6 @@ function pullScript(root: string, ref: string): string {
   return `
     const { ImageStore } = await import(${JSON.stringify(join(images, 'image-store.ts'))});
     const { parseImageReference } = await import(${JSON.stringify(join(images, 'image-reference.ts'))});
-    await new ImageStore(${JSON.stringify(root)}, ${JSON.stringify(LIMITS)}).pull(parseImageReference(${JSON.stringify(ref)}), { credentials: {}, insecureRegistries: [], timeoutMs: 30000 });
+    await new ImageStore(${JSON.stringify(root)}, ${JSON.stringify(LIMITS)}).pull(parseImageReference(${JSON.stringify(ref)}), { credentials: {}, insecureRegistries: [], timeoutMs: 3_600_000 });
   `;
 }
