@@ -1,6 +1,8 @@
-// Runs test files with node's own test runner, in the order given. `node --test FILES` sorts its
-// files by name before it starts them; this starts them as listed (scripts/run-tests.sh puts the
-// slowest first), with the spec reporter and the file-times summary on stdout.
+// Runs test files, each in a node process of its own as node's own runner does
+// (scripts/test-file-process.mjs, which says why not with node's run()), in the order given.
+// `node --test FILES` sorts its files by name before it starts them; this starts them as listed
+// (scripts/run-tests.sh puts the slowest first), with the spec reporter and the file-times summary
+// on stdout.
 // Run as `node [FLAGS] scripts/run-test-files.mjs CONCURRENCY FILE_TIMEOUT_MS FILE... [--heavy FILE...]`:
 // each file's process gets this process's flags (--enable-source-maps for the built files that
 // scripts/run-tests.sh runs, --import tsx for TypeScript).
@@ -9,14 +11,14 @@
 // (scripts/machine-slots.mjs: shared with any other run of the suite on this machine). Two lanes
 // share them: the heavy files (those that boot microVMs by the dozen) one at a time, each also
 // holding a machine-wide heavy slot, then light ones; and the others beside them, in order. A file's deadline
-// starts when the file does, never while it waits for its slots. Each file is one run() of node's
-// runner; their events are one stream, so the reporters see one run, and one summary closes it.
+// starts when the file does, never while it waits for its slots. The files' events are one stream,
+// so the reporters see one run, and one summary closes it.
 import { appendFileSync } from 'node:fs';
 import { PassThrough } from 'node:stream';
-import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 import fileTimes from './file-times-reporter.mjs';
 import { HEAVY_SLOTS, takeSlot } from './machine-slots.mjs';
+import { testFileEvents } from './test-file-process.mjs';
 
 const [concurrency, timeout, ...rest] = process.argv.slice(2);
 const split = rest.indexOf('--heavy');
@@ -27,7 +29,7 @@ if (!(Number(concurrency) > 0) || !(Number(timeout) > 0) || light.length + heavy
   process.exit(2);
 }
 
-/** The counts each run() closes with as diagnostics; summed over the files' runs into one summary. */
+/** The counts each file's run closes with as diagnostics; summed over the files into one summary. */
 const SUMMARY = /^(tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) (\d+(?:\.\d+)?)$/;
 const totals = new Map();
 const started = performance.now();
@@ -49,7 +51,7 @@ async function runFile(file, heavy) {
   const releaseFile = await takeSlot('file', Number(concurrency));
   const fileStarted = sinceStart();
   try {
-    for await (const event of run({ files: [file], concurrency: 1, timeout: Number(timeout) })) {
+    for await (const event of testFileEvents(file, Number(timeout))) {
       const counted = event.type === 'test:diagnostic' && event.data.nesting === 0 ? SUMMARY.exec(event.data.message) : null;
       if (counted) {
         totals.set(counted[1], (totals.get(counted[1]) ?? 0) + Number(counted[2]));

@@ -119,10 +119,9 @@ done
 # files at once, though, overran the microVMs' own deadlines.
 concurrency=$([ "${sets[*]}" = unit ] && echo 1 || echo "${AGENT_RUNNER_TEST_CONCURRENCY:-3}")
 # No stuck test may hang the run. The file deadline bounds each file as a whole (the runner fails
-# a file past it, naming it, kills it and goes on), and each test without a timeout of its own
-# (--test-timeout, which each file's process inherits). A process a killed file left behind can
-# still hold the runner's pipe open after its summary is printed: the file-times reporter ends the
-# runner shortly after the summary, and the run as a whole runs under timeout(1) too.
+# a file past it, naming it, kills it and goes on). A process a killed file left behind can still
+# hold the runner's pipe open after its summary is printed: the file-times reporter ends the runner
+# shortly after the summary, and the run as a whole runs under timeout(1) too.
 file_deadline_ms=$((${AGENT_RUNNER_TEST_FILE_MINUTES:-5} * 60000))
 # A machine's extra CA bundle (this one sets NODE_EXTRA_CA_CERTS to the system's, 220 KB) is
 # parsed by every node process at its start, about 40 ms of CPU each: some 700 a run, about 25
@@ -136,7 +135,7 @@ run_minutes=$([ "${sets[*]}" = unit ] && echo 15 || echo "${AGENT_RUNNER_TEST_SE
 # run, is found and ended by scripts/test-processes.mjs, and another run beside this one is not.
 export AGENT_RUNNER_TEST_RUN="$$-$RANDOM$RANDOM"
 timeout --kill-after=30 $((run_minutes * 60)) \
-  node --enable-source-maps --import ./scripts/test-process-owner.mjs --test-timeout="$file_deadline_ms" \
+  node --enable-source-maps --import ./scripts/test-process-owner.mjs \
   scripts/run-test-files.mjs "$concurrency" "$file_deadline_ms" $(built "${run[@]}") --heavy $(built "${heavy[@]}") &
 # timeout(1) leads a process group of its own; whatever a killed file left in it goes with the run.
 group=$!
