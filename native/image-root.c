@@ -7,11 +7,12 @@
  *     a name the layer deletes), trusted.overlay.opaque=y on an opaque directory ("o"). Node
  *     has neither mknod nor xattrs. Every component is opened beneath TREE with O_NOFOLLOW.
  *
- *   image-root mount --uid U --gid G --map INSIDE:HOST[,INSIDE:HOST...] --upper-bytes N
+ *   image-root mount --uid U --gid G --map INSIDE:HOST[:COUNT][,...] --upper-bytes N
  *                    --target DIR --layer DIR... -- PROGRAM ARGS...
  *     In a mount namespace of its own: a tmpfs of N bytes on DIR holding the sandbox's writable
- *     layer, each image layer bound there idmapped (the image's uid INSIDE shown as the host's
- *     HOST, so the sandbox's root owns the image's root files and copies them up on write), and
+ *     layer, each image layer bound there idmapped (the image's COUNT ids from INSIDE shown as
+ *     the host's from HOST, so the sandbox's root owns the image's root files and copies them up
+ *     on write, and apt's _apt or postgres own theirs), and
  *     DIR/merged, the overlay of them all. Then it becomes U:G with no groups and execs PROGRAM
  *     (bwrap, which binds DIR/merged as the sandbox's /). The mounts live only in that namespace:
  *     they go when the last process of the sandbox does, and the host never sees them.
@@ -19,14 +20,15 @@
  *     within the sandbox's own user namespace (bubblewrap's binds are nosuid as well).
  *     --upper-dir DIR: the writable layer is DIR/upper (DIR/work beside it), a directory of the
  *     host's disk that outlives the sandbox (a template build's step), not a tmpfs. DIR/ids says
- *     the map back (HOST:IMAGE pairs) for `shift` once the sandbox has ended.
+ *     the map back (HOST:IMAGE:COUNT ranges) for `shift` once the sandbox has ended.
  *     Layers are given bottom first.
  *
- *   image-root as-user -- PROGRAM ARGS...
- *     Inside a sandbox, as its root: becomes the user (1000:1000, no groups) and execs PROGRAM,
- *     which keeps no capability (a build's RUN after USER user, in an image without su).
+ *   image-root as-user [--uid U --gid G] -- PROGRAM ARGS...
+ *     Inside a sandbox, as its root: becomes U:G (the user, 1000:1000, if not given; no groups)
+ *     and execs PROGRAM, which keeps no capability (a build's RUN after USER, in an image
+ *     without su).
  *
- *   image-root shift DIR --map HOST:IMAGE[,HOST:IMAGE...]
+ *   image-root shift DIR --map HOST:IMAGE[:COUNT][,...]
  *     Gives each file under DIR owned by a HOST uid (or gid) the IMAGE one instead: a build
  *     step's writable layer, written by the sandbox's host uids, made a layer of the image's ids.
  *     The tree is walked beneath DIR by descriptors, no link followed; the sandbox that wrote it
@@ -181,6 +183,39 @@ static unsigned long number(const char *text, const char *what) {
   return value;
 }
 
+/* FROM:TO[:COUNT]: the COUNT ids from FROM (1 if not given) are the ones from TO. */
+struct id_range {
+  unsigned long from, to, count;
+};
+
+static int parse_ranges(const char *text, struct id_range *ranges, int max) {
+  char copy[256];
+  if (snprintf(copy, sizeof copy, "%s", text) >= (int)sizeof copy) fail("--map is too long: %s", text);
+  int count = 0;
+  for (char *save = NULL, *range = strtok_r(copy, ",", &save); range != NULL; range = strtok_r(NULL, ",", &save)) {
+    char *colon = strchr(range, ':');
+    if (!colon || count == max) {
+      errno = 0;
+      fail("--map is FROM:TO[:COUNT] ranges: %s", text);
+    }
+    *colon = '\0';
+    char *second = strchr(colon + 1, ':');
+    if (second) *second = '\0';
+    ranges[count].from = number(range, "--map");
+    ranges[count].to = number(colon + 1, "--map");
+    ranges[count].count = second ? number(second + 1, "--map") : 1;
+    if (ranges[count].count == 0 || ranges[count].count > (1UL << 32)) fail("--map's count is out of range: %s", text);
+    count++;
+  }
+  return count;
+}
+
+static long mapped(unsigned long id, const struct id_range *ranges, int count) {
+  for (int i = 0; i < count; i++)
+    if (id >= ranges[i].from && id - ranges[i].from < ranges[i].count) return (long)(ranges[i].to + (id - ranges[i].from));
+  return -1;
+}
+
 static int mount_root(int argc, char **argv) {
   const char *layers[MAX_LAYERS];
   int layer_count = 0;
@@ -205,24 +240,19 @@ static int mount_root(int argc, char **argv) {
   }
   if (i >= argc - 1 || uid < 0 || gid < 0 || !map_text || !target || (upper_bytes == 0) == (upper_dir == NULL) || layer_count == 0) {
     errno = 0;
-    fail("usage: mount --uid U --gid G --map IN:HOST,... (--upper-bytes N | --upper-dir DIR) --target DIR --layer DIR... -- PROGRAM ARGS");
+    fail("usage: mount --uid U --gid G --map IN:HOST[:COUNT],... (--upper-bytes N | --upper-dir DIR) --target DIR --layer DIR... -- PROGRAM ARGS");
   }
-  /* "0:100000,1000:100001" as a map file: one id a line. Root inside owns the writable layer. */
-  char map[256] = "", back[256] = "";
+  /* "0:100000:65536" as a map file: a range a line. Root inside owns the writable layer. */
+  struct id_range ranges[MAX_MAPS];
+  int range_count = parse_ranges(map_text, ranges, MAX_MAPS);
+  char map[512] = "", back[512] = "";
   uid_t upper_owner = (uid_t)uid;
-  char copy[256];
-  snprintf(copy, sizeof copy, "%s", map_text);
-  int maps = 0;
-  for (char *save = NULL, *pair = strtok_r(copy, ",", &save); pair != NULL; pair = strtok_r(NULL, ",", &save)) {
-    char *colon = strchr(pair, ':');
-    if (!colon || ++maps > MAX_MAPS) fail("--map is INSIDE:HOST pairs: %s", map_text);
-    *colon = '\0';
-    unsigned long inside = number(pair, "--map"), host = number(colon + 1, "--map");
-    if (inside == 0) upper_owner = (uid_t)host;
+  for (int r = 0; r < range_count; r++) {
+    if (ranges[r].from == 0) upper_owner = (uid_t)ranges[r].to;
     size_t used = strlen(map);
-    snprintf(map + used, sizeof map - used, "%lu %lu 1\n", inside, host);
+    snprintf(map + used, sizeof map - used, "%lu %lu %lu\n", ranges[r].from, ranges[r].to, ranges[r].count);
     used = strlen(back);
-    snprintf(back + used, sizeof back - used, "%s%lu:%lu", used ? "," : "", host, inside);
+    snprintf(back + used, sizeof back - used, "%s%lu:%lu:%lu", used ? "," : "", ranges[r].to, ranges[r].from, ranges[r].count);
   }
 
   if (unshare(CLONE_NEWNS) != 0) fail("unshare the mount namespace");
@@ -263,43 +293,15 @@ static int mount_root(int argc, char **argv) {
   return 125;
 }
 
-struct id_pair {
-  unsigned long from, to;
-};
-
-static int parse_pairs(const char *text, struct id_pair *pairs, int max) {
-  char copy[256];
-  snprintf(copy, sizeof copy, "%s", text);
-  int count = 0;
-  for (char *save = NULL, *pair = strtok_r(copy, ",", &save); pair != NULL; pair = strtok_r(NULL, ",", &save)) {
-    char *colon = strchr(pair, ':');
-    if (!colon || count == max) {
-      errno = 0;
-      fail("--map is FROM:TO pairs: %s", text);
-    }
-    *colon = '\0';
-    pairs[count].from = number(pair, "--map");
-    pairs[count].to = number(colon + 1, "--map");
-    count++;
-  }
-  return count;
-}
-
-static long mapped(unsigned long id, const struct id_pair *pairs, int count) {
-  for (int i = 0; i < count; i++)
-    if (pairs[i].from == id) return (long)pairs[i].to;
-  return -1;
-}
-
 /* Shifts the owner of `name` in `dir` (and, for a directory, of all under it). */
-static void shift_at(int dir, const char *name, const struct id_pair *pairs, int count, int depth) {
+static void shift_at(int dir, const char *name, const struct id_range *ranges, int count, int depth) {
   if (depth > 4096) {
     errno = 0;
     fail("a tree deeper than 4096 levels");
   }
   struct stat st;
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) fail("stat %s", name);
-  long uid = mapped(st.st_uid, pairs, count), gid = mapped(st.st_gid, pairs, count);
+  long uid = mapped(st.st_uid, ranges, count), gid = mapped(st.st_gid, ranges, count);
   if (uid >= 0 || gid >= 0) {
     /* A chown clears setuid and setgid bits: put them back as they were. */
     if (fchownat(dir, name, uid >= 0 ? (uid_t)uid : (uid_t)-1, gid >= 0 ? (gid_t)gid : (gid_t)-1, AT_SYMLINK_NOFOLLOW) != 0) fail("chown %s", name);
@@ -312,7 +314,7 @@ static void shift_at(int dir, const char *name, const struct id_pair *pairs, int
   if (!listing) fail("list %s", name);
   for (struct dirent *entry; (entry = readdir(listing)) != NULL;) {
     if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
-    shift_at(fd, entry->d_name, pairs, count, depth + 1);
+    shift_at(fd, entry->d_name, ranges, count, depth + 1);
   }
   closedir(listing);
   close(fd);
@@ -321,22 +323,29 @@ static void shift_at(int dir, const char *name, const struct id_pair *pairs, int
 static int shift(int argc, char **argv) {
   if (argc != 5 || strcmp(argv[3], "--map") != 0) {
     errno = 0;
-    fail("usage: shift DIR --map HOST:IMAGE[,HOST:IMAGE...]");
+    fail("usage: shift DIR --map HOST:IMAGE[:COUNT][,...]");
   }
-  struct id_pair pairs[MAX_MAPS];
-  int count = parse_pairs(argv[4], pairs, MAX_MAPS);
-  shift_at(AT_FDCWD, argv[2], pairs, count, 0);
+  struct id_range ranges[MAX_MAPS];
+  int count = parse_ranges(argv[4], ranges, MAX_MAPS);
+  shift_at(AT_FDCWD, argv[2], ranges, count, 0);
   return 0;
 }
 
 static int as_user(int argc, char **argv) {
-  if (argc < 4 || strcmp(argv[2], "--") != 0) {
-    errno = 0;
-    fail("usage: as-user -- PROGRAM ARGS");
+  unsigned long uid = 1000, gid = 1000;
+  int i = 2;
+  for (; i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
+    if (strcmp(argv[i], "--uid") == 0) uid = number(argv[i + 1], "--uid");
+    else if (strcmp(argv[i], "--gid") == 0) gid = number(argv[i + 1], "--gid");
+    else break;
   }
-  if (setgroups(0, NULL) != 0 || setresgid(1000, 1000, 1000) != 0 || setresuid(1000, 1000, 1000) != 0) fail("become the user");
-  execvp(argv[3], argv + 3);
-  fail("exec %s", argv[3]);
+  if (i + 1 >= argc || strcmp(argv[i], "--") != 0) {
+    errno = 0;
+    fail("usage: as-user [--uid U --gid G] -- PROGRAM ARGS");
+  }
+  if (setgroups(0, NULL) != 0 || setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0 || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("become %lu:%lu", uid, gid);
+  execvp(argv[i + 1], argv + i + 1);
+  fail("exec %s", argv[i + 1]);
   return 125;
 }
 

@@ -2,21 +2,19 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileWhenQuiet } from '../util/fork-gate.js';
+import { hostId, type IdRange } from '../util/id-ranges.js';
 
 /** The native helper that writes overlay marks and mounts image roots (native/image-root.c). */
 export const IMAGE_ROOT_HELPER = fileURLToPath(new URL('../../dist/native/image-root', import.meta.url));
 
-/** The uid of a sandbox's user, as images name theirs (E2B's `user`) and sandboxes run it. */
-const USER_UID = 1000;
-
-/** Where and of what a sandbox's image root is mounted (template.image), and the host uids it is mapped to. */
+/** Where and of what a sandbox's image root is mounted (template.image), and the host ids the image's are mapped to. */
 export interface ImageRootMount {
   target: string;
   layers: readonly string[];
   writableBytes: number;
   /** A host directory for the writable layer (SandboxTemplate.image.keepWritableIn), not a tmpfs. */
   keepWritableIn?: string;
-  uids: { root: number; user: number };
+  ids: readonly IdRange[];
 }
 
 /**
@@ -24,16 +22,17 @@ export interface ImageRootMount {
  * its own, as root, then becomes the sandbox's root uid and execs the rest (prlimit, bwrap).
  */
 export function imageRootArgv(root: ImageRootMount): string[] {
-  const { uids } = root;
+  const rootId = hostId(root.ids, 0);
+  if (rootId === undefined) throw new Error("an image root's ids must map root");
   return [
     IMAGE_ROOT_HELPER,
     'mount',
     '--uid',
-    String(uids.root),
+    String(rootId),
     '--gid',
-    String(uids.root),
+    String(rootId),
     '--map',
-    `0:${uids.root},${USER_UID}:${uids.user}`,
+    root.ids.map(({ inside, host, count }) => `${inside}:${host}:${count}`).join(','),
     ...(root.keepWritableIn ? ['--upper-dir', root.keepWritableIn] : ['--upper-bytes', String(root.writableBytes)]),
     '--target',
     root.target,
@@ -44,8 +43,8 @@ export function imageRootArgv(root: ImageRootMount): string[] {
 
 /**
  * After a build step's sandbox ended: the owners of its kept writable layer's files made the
- * image's (the sandbox's host uids back to root and the user, as the launcher wrote them in
- * `ids` beside the layer, where the sandbox never reached), so the layer is one of the image's.
+ * image's (the sandbox's host ids back to the image's, as the launcher wrote them in `ids`
+ * beside the layer, where the sandbox never reached), so the layer is one of the image's.
  */
 export async function shiftKeptLayer(keptIn: string): Promise<void> {
   const ids = readFileSync(join(keptIn, 'ids'), 'utf8');

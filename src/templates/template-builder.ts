@@ -145,8 +145,8 @@ export class TemplateBuilder {
         break;
       case 'USER': {
         const user = substitute(instruction.text, variables).trim();
-        if (!['root', '0', 'user', '1000'].includes(user.split(':')[0]!))
-          throw invalid(`line ${instruction.line}: USER ${user}: a sandbox here has two users, root (0) and user (1000)`, instruction.line, 'USER');
+        // Refused here if the image names no such account, not when a RUN after it starts.
+        imageAccount(this.trees(stage), user, instruction);
         config.user = user;
         break;
       }
@@ -176,7 +176,7 @@ export class TemplateBuilder {
         const destIsDir = words.at(-1)!.endsWith('/') || sources.length > 1;
         // Into the image's own directories: through its links (`/bin` -> `usr/bin`), never over them.
         const dest = resolveInImage(this.trees(stage), posix.resolve(config.workingDir ?? '/', words.at(-1)!), destIsDir);
-        const entries = contextEntries(context, sources, dest, destIsDir, flags, instruction);
+        const entries = contextEntries(context, sources, dest, destIsDir, flags, ownerOf(flags.chown, this.trees(stage), instruction), instruction);
         const key = hash([stage.key, instruction.keyword, entries.map((entry) => ({ ...entry, content: entry.content && hash([entry.content.toString('base64')]) }))]);
         const cached = await this.layerFromTar(key, stage, entries, options);
         announce(cached);
@@ -203,14 +203,15 @@ export class TemplateBuilder {
     const staging = store.stagingDir();
     mkdirSync(staging, { mode: 0o700 });
     try {
-      const asUser = stage.config.user !== null && ['user', '1000'].includes(stage.config.user.split(':')[0]!);
+      const account = stage.config.user === null ? ROOT_ACCOUNT : imageAccount(this.trees(stage), stage.config.user, null);
+      const asUser = account.uid !== 0;
       const network: SandboxNetwork = this.settings.buildInternetAccess && this.backend.capabilities.network.includes('egress') ? { allow: null } : 'none';
       const prepared = await this.backend.prepare({
         profile: 'run-job',
         // As the user: dropped to by the static helper, bound in, as the image may have no su.
-        argv: asUser ? [AS_USER_PATH, 'as-user', '--', ...argv] : argv,
+        argv: asUser ? [AS_USER_PATH, 'as-user', '--uid', String(account.uid), '--gid', String(account.gid), '--', ...argv] : argv,
         cwd: stage.config.workingDir ?? '/',
-        env: { ...environment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: asUser ? '/home/user' : '/root' },
+        env: { ...environment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: account.home },
         mounts: asUser ? [{ host: IMAGE_ROOT_HELPER, sandbox: AS_USER_PATH, writable: false }] : [],
         files: [],
         limits: { ...STEP_LIMITS, memoryBytes: this.settings.memoryBytes },
@@ -279,8 +280,15 @@ interface TarEntry {
  * context (`..` and absolute paths refused: a build sees its context only); a directory is copied
  * by its contents; links are copied as links, never followed.
  */
-function contextEntries(context: string, sources: string[], dest: string, destIsDir: boolean, flags: Record<string, string>, instruction: Instruction): TarEntry[] {
-  const owner = ownerOf(flags.chown, instruction);
+function contextEntries(
+  context: string,
+  sources: string[],
+  dest: string,
+  destIsDir: boolean,
+  flags: Record<string, string>,
+  owner: { uid?: number; gid?: number },
+  instruction: Instruction,
+): TarEntry[] {
   const mode = flags.chmod === undefined ? undefined : Number.parseInt(flags.chmod, 8);
   const entries: TarEntry[] = [];
   const add = (host: string, name: string) => {
@@ -321,13 +329,55 @@ function readRegular(path: string): Buffer {
   }
 }
 
-function ownerOf(chown: string | undefined, instruction: Instruction): { uid?: number; gid?: number } {
+function ownerOf(chown: string | undefined, trees: readonly string[], instruction: Instruction): { uid?: number; gid?: number } {
   if (chown === undefined) return {};
-  const ids: Record<string, number> = { root: 0, '0': 0, user: 1000, '1000': 1000 };
-  const [user, group = user] = chown.split(':');
-  if (ids[user!] === undefined || ids[group!] === undefined)
-    throw invalid(`line ${instruction.line}: --chown=${chown}: root (0) or user (1000)`, instruction.line, instruction.keyword);
-  return { uid: ids[user!]!, gid: ids[group!]! };
+  const { uid, gid } = imageAccount(trees, chown, instruction);
+  return { uid, gid };
+}
+
+interface Account {
+  uid: number;
+  gid: number;
+  home: string;
+}
+
+const ROOT_ACCOUNT: Account = { uid: 0, gid: 0, home: '/root' };
+/** The ids a sandbox on an image maps (bubblewrap-backend.ts IMAGE_IDS). */
+const MAPPED_IDS = 65_536;
+
+/**
+ * USER's or --chown's `user[:group]`, each a name the image's /etc/passwd (/etc/group) holds or a
+ * number, as Docker reads them: a user's group is its passwd entry's unless one is given, its home
+ * is its entry's (`/` for a number the image does not name). `instruction` null: checked before.
+ */
+function imageAccount(trees: readonly string[], spec: string, instruction: Instruction | null): Account {
+  const refuse = (why: string): never => {
+    if (!instruction) throw new Error(`${spec}: ${why}`);
+    throw invalid(`line ${instruction.line}: ${instruction.keyword} ${spec}: ${why}`, instruction.line, instruction.keyword);
+  };
+  const [user = '', group] = spec.split(':');
+  const passwd = imageTable(trees, '/etc/passwd');
+  const entry = passwd.find((fields) => fields[0] === user || (/^\d+$/.test(user) && fields[2] === user));
+  const uid = /^\d+$/.test(user) ? Number(user) : entry ? Number(entry[2]) : refuse(`the image's /etc/passwd has no user ${user}`);
+  let gid = entry ? Number(entry[3]) : uid;
+  if (group !== undefined) {
+    const named = imageTable(trees, '/etc/group').find((fields) => fields[0] === group);
+    gid = /^\d+$/.test(group) ? Number(group) : named ? Number(named[2]) : refuse(`the image's /etc/group has no group ${group}`);
+  }
+  if (!(uid < MAPPED_IDS && gid < MAPPED_IDS)) refuse(`ids from 0 to ${MAPPED_IDS - 1} only`);
+  return { uid, gid, home: entry?.[5] || (uid === 0 ? '/root' : '/') };
+}
+
+/** A colon-separated table of the image (/etc/passwd, /etc/group), its lines split; none if the image has no such file. */
+function imageTable(trees: readonly string[], path: string): string[][] {
+  const resolved = resolveInImage(trees, path, true);
+  const tree = [...trees].reverse().find((candidate) => imageLstat([candidate], resolved) !== undefined);
+  if (!tree || !imageLstat([tree], resolved)?.isFile()) return [];
+  return readRegular(join(tree, resolved))
+    .toString('utf8')
+    .split('\n')
+    .filter((line) => line !== '' && !line.startsWith('#'))
+    .map((line) => line.split(':'));
 }
 
 /**

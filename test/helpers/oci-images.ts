@@ -15,6 +15,8 @@ const TAG = 'latest';
 
 /** The busybox image's account: a test can expect this user, uid and home. */
 export const BUSYBOX_USER = { name: 'user', uid: 1000, gid: 1000, home: '/home/user' } as const;
+/** The busybox image's service account, a system uid as Debian's _apt (42) is, owning its home. */
+export const BUSYBOX_SERVICE = { name: 'service', uid: 42, gid: 42, home: '/var/lib/service' } as const;
 
 let busybox: Promise<Layer> | undefined;
 
@@ -31,6 +33,7 @@ export function busyboxLayer(): Promise<Layer> {
 
 function busyboxEntries(): LayerEntry[] {
   const { name, uid, gid, home } = BUSYBOX_USER;
+  const service = BUSYBOX_SERVICE;
   const applets = execFileSync('/bin/busybox', ['--list'], { encoding: 'utf8' })
     .split('\n')
     .filter((applet) => applet && applet !== 'busybox');
@@ -39,10 +42,16 @@ function busyboxEntries(): LayerEntry[] {
     { name: 'bin/busybox', mode: 0o755, content: readFileSync('/bin/busybox') },
     ...applets.map((applet): LayerEntry => ({ name: `bin/${applet}`, type: 'symlink', linkname: 'busybox' })),
     { name: 'etc', type: 'directory' },
-    { name: 'etc/passwd', content: `root:x:0:0:root:/root:/bin/sh\n${name}:x:${uid}:${gid}:${name}:${home}:/bin/sh\n` },
-    { name: 'etc/group', content: `root:x:0:\n${name}:x:${gid}:\n` },
+    {
+      name: 'etc/passwd',
+      content: `root:x:0:0:root:/root:/bin/sh\n${service.name}:x:${service.uid}:${service.gid}:${service.name}:${service.home}:/bin/sh\n${name}:x:${uid}:${gid}:${name}:${home}:/bin/sh\n`,
+    },
+    { name: 'etc/group', content: `root:x:0:\n${service.name}:x:${service.gid}:\n${name}:x:${gid}:\n` },
     { name: 'home', type: 'directory' },
     { name: home.slice(1), type: 'directory', uid, gid },
+    { name: 'var', type: 'directory' },
+    { name: 'var/lib', type: 'directory' },
+    { name: service.home.slice(1), type: 'directory', uid: service.uid, gid: service.gid },
     { name: 'root', type: 'directory', mode: 0o700 },
     { name: 'tmp', type: 'directory', mode: 0o1777 },
   ];

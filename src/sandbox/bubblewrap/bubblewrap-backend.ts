@@ -1,7 +1,7 @@
 import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { buildBwrapArgs } from './bwrap-argv.js';
+import { buildBwrapArgs, SANDBOX_UID } from './bwrap-argv.js';
 import { imageRootArgv, type ImageRootMount } from '../../images/image-root.js';
 import { replaceFile } from '../host/shared-files.js';
 import { JobCgroup } from '../host/cgroups.js';
@@ -23,6 +23,7 @@ import type { WorkDirLease } from '../host/work-dir-pool.js';
 import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
 import { UidPool } from '../host/uid-pool.js';
+import type { IdRange } from '../../util/id-ranges.js';
 import { WarmPool } from './warm-pool.js';
 import {
   SandboxUnavailableError,
@@ -45,6 +46,9 @@ export interface BubblewrapOptions {
   uidCount?: number;
   /** Where processes on this host claim uids from the shared range (lock files). */
   uidLockDir?: string;
+  /** First of the blocks of IMAGE_IDS host uids handed to sandboxes on images, one block each. */
+  imageUidBase?: number;
+  imageUidBlocks?: number;
   /** Require per-job cgroups; without them the backend reports itself unavailable. */
   requireCgroups?: boolean;
   tmpBytes?: number;
@@ -68,6 +72,9 @@ const DEFAULTS = {
   shPath: '/bin/sh',
   uidBase: 64100,
   uidCount: 256,
+  // Far above the single uids and the /etc/subuid ranges useradd hands out (from 100,000).
+  imageUidBase: 1_000_000_000,
+  imageUidBlocks: 256,
   // Host-wide, whatever each process's state dir: every agent-runner here shares the range.
   uidLockDir: '/run/agent-runner/uids',
   tmpBytes: 256 * 1024 * 1024,
@@ -100,6 +107,7 @@ export class BubblewrapBackend implements SandboxBackend {
   readonly capabilities: BackendCapabilities;
   private readonly options: Required<BubblewrapOptions>;
   private readonly uids: UidPool | null;
+  private readonly imageUids: UidPool | null;
   private readonly warm: WarmPool<LaunchedSandbox>;
   private readonly refilling = new Set<string>();
   private readonly jobs: HostDirJobs;
@@ -109,6 +117,7 @@ export class BubblewrapBackend implements SandboxBackend {
   constructor(options: BubblewrapOptions) {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
+    this.imageUids = this.uids && new UidPool(this.options.imageUidBase, this.options.imageUidBlocks, this.options.uidLockDir, IMAGE_IDS);
     this.capabilities = {
       network: ['none', 'egress', 'proxy', 'host'],
       memory: ['cgroup', 'address-space'],
@@ -218,28 +227,47 @@ export class BubblewrapBackend implements SandboxBackend {
 
   /**
    * The host uids a sandbox of `template` runs as (null: not root here, no pool): the user's, and
-   * root's when it has root inside (rootInside, only with the seccomp filter: bwrap-argv.ts).
+   * root's when it has root inside (rootInside, only with the seccomp filter: bwrap-argv.ts); for
+   * one on an image, a block of IMAGE_IDS, the image's ids from 0.
    * `wait`: until they are free (a job, which holds the first while it waits for the second: the
    * pool has 256, far above the sandboxes that run at once); otherwise all now or none (warming).
    */
   private async acquireUids(template: SandboxTemplate, ready: BubblewrapHost, wait: true): Promise<JobUids>;
   private async acquireUids(template: SandboxTemplate, ready: BubblewrapHost, wait: false): Promise<JobUids | undefined>;
   private async acquireUids(template: SandboxTemplate, ready: BubblewrapHost, wait: boolean): Promise<JobUids | undefined> {
-    const user = await this.acquireUid(wait);
+    const rootInside = template.rootInside === true && ready.seccompFile !== null;
+    if (template.image && rootInside && this.imageUids) {
+      const block = await this.acquireFrom(this.imageUids, wait);
+      if (block === undefined) return undefined;
+      const ids = [{ inside: 0, host: block, count: IMAGE_IDS }];
+      return { user: block + SANDBOX_UID, root: block, ids, release: () => this.imageUids!.release(block) };
+    }
+    const user = this.uids && (await this.acquireFrom(this.uids, wait));
     if (user === undefined) return undefined;
-    if (user === null || template.rootInside !== true || ready.seccompFile === null) return { user, root: null };
-    const root = await this.acquireUid(wait);
-    if (root === undefined || root === null) {
+    if (user === null || !rootInside) return { user, root: null, ids: null, release: () => user !== null && this.uids!.release(user) };
+    const root = await this.acquireFrom(this.uids!, wait);
+    if (root === undefined) {
       this.uids!.release(user);
       return undefined;
     }
-    return { user, root };
+    const ids = [
+      { inside: 0, host: root, count: 1 },
+      { inside: SANDBOX_UID, host: user, count: 1 },
+    ];
+    return {
+      user,
+      root,
+      ids,
+      release: () => {
+        this.uids!.release(user);
+        this.uids!.release(root);
+      },
+    };
   }
 
-  private async acquireUid(wait: boolean): Promise<number | null | undefined> {
-    if (!this.uids) return null;
-    const uid = wait ? await this.uids.acquire() : this.uids.tryAcquire();
-    if (uid !== undefined) await this.uids.ready(uid);
+  private async acquireFrom(pool: UidPool, wait: boolean): Promise<number | undefined> {
+    const uid = wait ? await pool.acquire() : pool.tryAcquire();
+    if (uid !== undefined) await pool.ready(uid);
     return uid;
   }
 
@@ -252,14 +280,10 @@ export class BubblewrapBackend implements SandboxBackend {
     let cgroup: JobCgroup | null = null;
     let lease: WorkDirLease | null = null;
     let settleCleanup: (() => void) | null = null;
-    const { user: uid, root: rootUid } = uids;
+    const { user: uid, root: rootUid, release } = uids;
     // The launcher (bwrap) runs as the uid its namespace maps to the job's first identity: root
     // inside when there is one, else the user. The user's uid owns the work dir either way.
     const launchUid = rootUid ?? uid;
-    const release = () => {
-      if (uid !== null) this.uids!.release(uid);
-      if (rootUid !== null) this.uids!.release(rootUid);
-    };
     try {
       const { limits } = template;
       if (ready.cgroups) {
@@ -315,11 +339,11 @@ export class BubblewrapBackend implements SandboxBackend {
       if (template.image) {
         // The image's layers, idmapped to the sandbox's two uids, under its own writable layer:
         // mounted by the launcher as root, in a mount namespace of its own (image-root.c).
-        if (rootUid === null || uid === null) throw new Error('a sandbox on an image needs root inside (the service running as root, with seccomp)');
+        if (uids.ids === null) throw new Error('a sandbox on an image needs root inside (the service running as root, with seccomp)');
         const target = join(stagingDir, 'root');
         await mkdir(target, { mode: 0o755 });
         const { layers, writableBytes, keepWritableIn } = template.image;
-        imageRoot = { target, layers, writableBytes, uids: { root: rootUid, user: uid }, ...(keepWritableIn && { keepWritableIn }) };
+        imageRoot = { target, layers, writableBytes, ids: uids.ids, ...(keepWritableIn && { keepWritableIn }) };
       }
       const bootId = join(stagingDir, 'boot_id');
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });
@@ -348,7 +372,7 @@ export class BubblewrapBackend implements SandboxBackend {
             seccompFile: ready.seccompFile,
             // The image root's launcher mounts as root, then becomes the uid itself.
             uid: joinsAsRoot || imageRoot ? null : launchUid,
-            userMap: rootUid !== null && uid !== null ? { root: rootUid, user: uid } : null,
+            userMap: uids.ids,
             cgroup,
             jobDir: stagingDir,
             stagedFiles,
@@ -453,7 +477,14 @@ function holdsPasswd(layer: string): boolean {
 interface JobUids {
   user: number | null;
   root: number | null;
+  /** The user namespace's map, written from outside when root is inside (null: bwrap's own, the user alone). */
+  ids: readonly IdRange[] | null;
+  /** Gives the uids back to their pool. */
+  release(): void;
 }
+
+/** The host uids of a sandbox on an image: the image's ids from 0 (Linux's 16-bit range, all an image names). */
+const IMAGE_IDS = 65_536;
 
 /**
  * A random UUID (version 4) from the kernel's generator, not node's: in a microVM's guest, which

@@ -8,7 +8,7 @@ import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
 import { commandOf, processesOfUid, signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
-import { SANDBOX_UID } from './bwrap-argv.js';
+import { procIdMap, type IdRange } from '../../util/id-ranges.js';
 import { BwrapStatus } from './bwrap-status.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
 import { SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
@@ -44,7 +44,8 @@ export interface LaunchParts extends HostDirParts {
    * Root inside (the template's `rootInside`): the host uids the sandbox's root (0) and user (1000)
    * are, written as its user namespace's map while bwrap waits on USERNS_FD; null: the user alone.
    */
-  userMap: { root: number; user: number } | null;
+  /** The user namespace's map, written once bwrap has made it (null: bwrap maps the user itself). */
+  userMap: readonly IdRange[] | null;
   /** For a template made with guardExec: what its rules are checked against and encoded with. */
   execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
   /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
@@ -256,7 +257,7 @@ export class LaunchedSandbox extends HostDirSandbox {
    * Writes the sandbox's user namespace map (root and the user, each to its host uid, gids alike),
    * which only the host's root may, then lets bwrap go on. A sandbox that cannot be mapped is killed.
    */
-  private async mapUsers(users: { root: number; user: number }, info: Promise<SandboxInfo | null>): Promise<void> {
+  private async mapUsers(ids: readonly IdRange[], info: Promise<SandboxInfo | null>): Promise<void> {
     const said = await info;
     try {
       if (!said || !this.alive) throw new Error('bwrap did not report its pid, or is gone');
@@ -264,7 +265,7 @@ export class LaunchedSandbox extends HostDirSandbox {
       // process that took the pid of one that died meanwhile.
       const parent = /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${said.pid}/status`, 'utf8'))?.[1];
       if (Number(parent) !== this.child.pid) throw new Error(`pid ${said.pid} is not this sandbox's`);
-      const map = `0 ${users.root} 1\n${SANDBOX_UID} ${users.user} 1\n`;
+      const map = procIdMap(ids);
       writeFileSync(`/proc/${said.pid}/uid_map`, map);
       writeFileSync(`/proc/${said.pid}/gid_map`, map);
       this.pipe(USERNS_FD).end('1');

@@ -108,12 +108,13 @@ export function commandOf(pid: number): string {
   }
 }
 
-/** Live processes running as `uid` (the owner of /proc/PID is the process's effective uid). */
-export function processesOfUid(uid: number): number[] {
+/** Live processes running as `uid`, or one of the `count` uids from it (the owner of /proc/PID is the process's effective uid). */
+export function processesOfUid(uid: number, count = 1): number[] {
   const found: number[] = [];
   for (const { pid } of liveProcesses()) {
     try {
-      if (statSync(`/proc/${pid}`).uid === uid) found.push(pid);
+      const owner = statSync(`/proc/${pid}`).uid;
+      if (owner >= uid && owner - uid < count) found.push(pid);
     } catch {
       // It exited while we looked.
     }

@@ -23,10 +23,15 @@ export class UidPool {
   /** Claimed, not yet used: whatever still runs as it is not ours (see ready()). */
   private readonly unswept = new Set<number>();
 
+  /**
+   * `size` claims of `span` uids each (the first names the claim): one uid for a sandbox's user
+   * or its root, a block of 65,536 for one on an image (util/id-ranges.ts).
+   */
   constructor(
     private readonly base: number,
     private readonly size: number,
     private readonly lockDir: string,
+    private readonly span = 1,
   ) {
     mkdirSync(lockDir, { recursive: true, mode: 0o700 });
   }
@@ -48,7 +53,7 @@ export class UidPool {
    * RLIMIT_NPROC (a fork failing with EAGAIN) and share its uid. They are killed first.
    */
   async ready(uid: number): Promise<void> {
-    if (this.unswept.delete(uid)) await killUntilGone(() => processesOfUid(uid), SWEEP_TIMEOUT_MS);
+    if (this.unswept.delete(uid)) await killUntilGone(() => processesOfUid(uid, this.span), SWEEP_TIMEOUT_MS);
   }
 
   release(uid: number): void {
@@ -59,7 +64,7 @@ export class UidPool {
 
   private claimNew(): number | undefined {
     const held = liveClaims(this.lockDir);
-    for (let uid = this.base; uid < this.base + this.size; uid += 1) {
+    for (let uid = this.base; uid < this.base + this.size * this.span; uid += this.span) {
       if (!this.claimed.has(uid) && !held.has(uid) && claim(this.lockDir, uid)) {
         this.claimed.add(uid);
         this.unswept.add(uid);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { extract, type Header } from 'tar-stream';
-import { BUSYBOX_USER, busyboxImage, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
+import { BUSYBOX_SERVICE, BUSYBOX_USER, busyboxImage, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
 import { blobPath, dockerArchive, MEDIA_TYPES, ociArchive, pushImage, registryReference, sha256, skopeo, skopeoCreds, type OciImage } from '../../helpers/oci-layout.js';
 import { PYTHON_CHECK, pythonImage } from '../../helpers/oci-python.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
@@ -69,7 +69,8 @@ describe('OCI image fixtures', () => {
     assert.equal(chroot(root, '/bin/sh', '-c', `id -u ${BUSYBOX_USER.name}; ls /bin/cat`), `${BUSYBOX_USER.uid}\n/bin/cat\n`);
     assert.equal(statSync(join(root, 'tmp')).mode & 0o7777, 0o1777);
     assert.equal(statSync(join(root, BUSYBOX_USER.home)).uid, BUSYBOX_USER.uid);
-    assert.deepEqual(readdirSync(root).sort(), ['bin', 'etc', 'home', 'root', 'tmp']);
+    assert.equal(statSync(join(root, BUSYBOX_SERVICE.home)).uid, BUSYBOX_SERVICE.uid);
+    assert.deepEqual(readdirSync(root).sort(), ['bin', 'etc', 'home', 'root', 'tmp', 'var']);
     assert.equal(configOf(busybox).config.User, BUSYBOX_USER.name);
   });
 

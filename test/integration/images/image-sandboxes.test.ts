@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
-import { BUSYBOX_USER, busyboxImage, LAYERED, layeredImage } from '../../helpers/oci-images.js';
+import { BUSYBOX_SERVICE, BUSYBOX_USER, busyboxImage, LAYERED, layeredImage } from '../../helpers/oci-images.js';
 import { dockerArchive, pushImage, type OciImage } from '../../helpers/oci-layout.js';
 import { pythonImage } from '../../helpers/oci-python.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
@@ -88,6 +88,15 @@ describe('sandboxes on images', () => {
     const other = await create('busybox');
     assert.equal((await other.commands.run('ls /0 2>&1 || echo absent')).stdout, 'ls: /0: No such file or directory\nabsent\n');
     await other.kill();
+    await sandbox.kill();
+  });
+
+  it('maps every id the image names: a service account owns its files, root becomes it, and another id is someone', async () => {
+    const sandbox = await create('busybox');
+    const { name, uid, gid, home } = BUSYBOX_SERVICE;
+    const script = `stat -c %u:%g ${home}; su -s /bin/sh ${name} -c 'id -u; echo mine > ${home}/made'; stat -c %u:%g ${home}/made; touch /tmp/any; chown 65534:3000 /tmp/any; stat -c %u:%g /tmp/any`;
+    const asRoot = await sandbox.commands.run(script, { user: 'root' });
+    assert.equal(asRoot.stdout, `${uid}:${gid}\n${uid}\n${uid}:${gid}\n65534:3000\n`);
     await sandbox.kill();
   });
 

@@ -55,6 +55,10 @@ COPY --chown=user:user note.txt /home/user/note.txt
 RUN echo "$GREETING $MODE" > built.txt && rm lib/gone.txt && mkdir -p /var/lib/app
 USER user
 RUN echo "as $(id -u) in $(pwd)" > /home/user/who.txt
+USER service
+RUN echo "$(id -u):$(id -g) $HOME" > /var/lib/service/who.txt
+COPY --chown=service note.txt /var/lib/service/note.txt
+USER user
 EXPOSE 8080
 LABEL purpose=test
 CMD ["/opt/app/app.sh"]
@@ -78,7 +82,7 @@ CMD ["/opt/app/app.sh"]
       steps(first.stderr)
         .filter((line) => /RUN|COPY|WORKDIR/.test(line))
         .map((line) => line.split(':')[0]),
-      ['STEP line 7', 'STEP line 8', 'STEP line 9', 'STEP line 10', 'STEP line 12'],
+      ['STEP line 7', 'STEP line 8', 'STEP line 9', 'STEP line 10', 'STEP line 12', 'STEP line 14', 'STEP line 15'],
     );
 
     server = await startServer([], { env });
@@ -89,6 +93,8 @@ CMD ["/opt/app/app.sh"]
       assert.equal(await run('/opt/app/app.sh; cat /opt/app/lib/data.txt; ls /opt/app/lib'), 'app\ndata\ndata.txt\n');
       assert.equal(await run('cat /home/user/who.txt'), 'as 1000 in /opt/app\n');
       assert.equal(await run('stat -c "%U %a" /home/user/note.txt /home/user /var/lib/app'), 'user 644\nuser 755\nroot 755\n');
+      // Any account of the image: its ids, its home, its group.
+      assert.equal(await run('cat /var/lib/service/who.txt; stat -c "%U:%G %a" /var/lib/service/note.txt'), '42:42 /var/lib/service\nservice:service 644\n');
       // The helper bound in for the USER step is not part of the layer it made.
       assert.equal(await run('ls -d /.agent-runner/image-root 2>&1 || echo no-helper-left'), 'ls: /.agent-runner/image-root: No such file or directory\nno-helper-left\n');
     } finally {
@@ -136,7 +142,7 @@ CMD ["/opt/app/app.sh"]
     );
     const fresh = await build(DOCKERFILE(from), '--build-arg', 'GREETING=hi', '--no-cache');
     assert.equal(fresh.code, 0, fresh.stderr);
-    assert.equal(steps(fresh.stderr).filter((line) => line.startsWith('STEP')).length, 5);
+    assert.equal(steps(fresh.stderr).filter((line) => line.startsWith('STEP')).length, 7);
   });
 
   it('refuses an instruction not built here by its line, and fails a step that fails, keeping no template of it', async () => {
@@ -145,6 +151,13 @@ CMD ["/opt/app/app.sh"]
     assert.equal(unsupported.code, 1);
     assert.deepEqual(JSON.parse(unsupported.stdout).error.details, { line: 3, instruction: 'HEALTHCHECK' });
     assert.equal(JSON.parse(unsupported.stdout).error.code, 'template.build_invalid');
+    const unknownUser = await build(`FROM ${from}\nUSER nobody-here\nRUN true\n`);
+    assert.equal(unknownUser.code, 1);
+    assert.deepEqual(JSON.parse(unknownUser.stdout).error, {
+      code: 'template.build_invalid',
+      message: "line 2: USER nobody-here: the image's /etc/passwd has no user nobody-here",
+      details: { line: 2, instruction: 'USER' },
+    });
     writeFileSync(join(dir, 'Broken.dockerfile'), `FROM ${from}\nRUN echo about to fail; exit 3\n`);
     const failed = await runCli('agent-runner', ['template', 'build', '-t', 'broken', '-f', join(dir, 'Broken.dockerfile'), context], { env });
     assert.equal(failed.code, 1);
