@@ -66,7 +66,7 @@ export class McpFace {
       { name: 'agent-runner', title: 'agent-runner', version: VERSION },
       {
         capabilities: { tools: {} },
-        instructions: `Runs code in sandboxes on this machine. run_snippet runs a short program (${LANGUAGE_NAMES}) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; sandbox_create, sandbox_exec, sandbox_write_file, sandbox_read_file, sandbox_list and sandbox_kill keep a small Linux machine (bash, files, background processes) until it times out or is killed; list_runtimes lists the languages installed.`,
+        instructions: `Runs code in sandboxes on this machine. run_snippet runs a short program (${LANGUAGE_NAMES}) from source; run_job runs a command on a snapshot of a directory or of files you send; session_create, session_exec and session_end keep a sandbox with a live python or node interpreter across calls; sandbox_create, sandbox_exec, sandbox_write_file, sandbox_read_file, sandbox_list and sandbox_kill keep a small Linux machine (bash, files, background processes) until it times out or is killed, of a template template_list names (the host's system, or a container image); list_runtimes lists the languages installed.`,
       },
     );
     this.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.listing }));

@@ -27,6 +27,7 @@ import type { RunnerRuntime } from '../runner/runtime.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { ANY_NAME } from '../egress/domain-rule.js';
 import { templateNames, templateSettings } from './templates.js';
+import type { Template } from '../contract/templates.js';
 import { openTemplateRegistry, type TemplateRegistry } from '../templates/template-registry.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
@@ -674,6 +675,12 @@ export class Sandboxes {
     setTimeout(() => {
       if (this.sandboxes.get(sandbox.id) === sandbox) this.sandboxes.delete(sandbox.id);
     }, this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
+  }
+
+  /** The templates a create may name: the configuration's (the host's system) and those made of images. */
+  templates(): Template[] {
+    const host = templateNames(this.runtime.config.sandboxes).map((name): Template => ({ name, kind: 'host' }));
+    return [...host, ...this.imageTemplates.list().map((image): Template => ({ ...image, kind: 'image' }))];
   }
 
   /** The templates made of images, opened when a create first names a template not of the configuration. */

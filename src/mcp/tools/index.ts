@@ -15,6 +15,7 @@ import { sandboxWriteFileTool } from './sandbox-write-file.js';
 import { sessionCreateTool } from './session-create.js';
 import { sessionEndTool } from './session-end.js';
 import { sessionExecTool } from './session-exec.js';
+import { templateListTool } from './template-list.js';
 
 /** Every tool the MCP face serves, in the order tools/list gives them. A new tool is one module and one line here. */
 export const TOOLS: readonly Tool[] = [
@@ -33,5 +34,6 @@ export const TOOLS: readonly Tool[] = [
   sandboxResumeTool,
   sandboxForkTool,
   sandboxListTool,
+  templateListTool,
   listRuntimesTool,
 ];

@@ -60,6 +60,7 @@ describe('agent-runner mcp', () => {
         'sandbox_resume',
         'sandbox_fork',
         'sandbox_list',
+        'template_list',
         'list_runtimes',
       ],
     );
@@ -178,6 +179,17 @@ describe('agent-runner mcp', () => {
     const { error } = result.structuredContent as { error: { code: string; details: { field: string } } };
     assert.equal(error.code, 'validation.invalid_request');
     assert.equal(error.details.field, 'limits.timeout_ms');
+  });
+
+  it('template_list names the templates sandbox_create takes, the host’s base among them', async () => {
+    const result = await client.callTool({ name: 'template_list', arguments: {} });
+    assert.equal(result.isError, undefined, JSON.stringify(result));
+    const { templates } = result.structuredContent as { templates: Array<{ name: string; kind: string }> };
+    assert.deepEqual(
+      templates.find((template) => template.name === 'base'),
+      { name: 'base', kind: 'host' },
+    );
+    assert.match(String((result.content as Array<{ text: string }>)[0]!.text), /^base \(host\)$/m);
   });
 
   it('list_runtimes lists python with its version', async () => {
