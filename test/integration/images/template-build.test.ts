@@ -127,6 +127,17 @@ CMD ["/opt/app/app.sh"]
     } finally {
       await sandbox.kill();
     }
+    // A Dockerfile as the SDK reads it (Harbor builds each task's so): its steps, the same builder.
+    const fromDockerfile = Template({ fileContextPath: context }).fromDockerfile(
+      `FROM ${registry.host}/${busybox.name}:${busybox.tag}\nRUN echo "from a Dockerfile as $(id -un)" > /dockerfile.txt\nCOPY --chown=service note.txt /var/lib/service/\nUSER service\n`,
+    );
+    await Template.build(fromDockerfile, 'e2b-dockerfile', connection);
+    const fromIt = await Sandbox.create('e2b-dockerfile', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    try {
+      assert.equal((await fromIt.commands.run('cat /dockerfile.txt; stat -c %U /var/lib/service/note.txt')).stdout, 'from a Dockerfile as root\nservice\n');
+    } finally {
+      await fromIt.kill();
+    }
     // A failing step fails the build in the SDK's words, with the step's output.
     const failing = Template({ fileContextPath: context }).fromTemplate('e2b-built').runCmd('echo no luck; exit 4');
     await assert.rejects(Template.build(failing, 'e2b-broken', connection), /exited 4: no luck/);
@@ -175,7 +186,7 @@ CMD ["/opt/app/app.sh"]
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
-      ['app', 'e2b-built'],
+      ['app', 'e2b-built', 'e2b-dockerfile'],
     );
   });
 });
