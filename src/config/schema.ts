@@ -365,6 +365,10 @@ export const TemplateStoreSchema = Section(
     writableLayerBytes: PositiveInteger(1024 * MiB, "Size of a sandbox's own writable layer over its image (a tmpfs: what is written there counts against the sandbox's memory)."),
     buildStepTimeoutSeconds: PositiveInteger(1800, "A build's RUN step that runs longer is killed, and the build fails (template.build_failed)."),
     buildInternetAccess: Type.Boolean({ default: true, description: "Whether a build's RUN steps reach the internet (apt-get, pip): where the backend gives egress." }),
+    readyTimeoutSeconds: PositiveInteger(
+      120,
+      "How long a sandbox's create waits for its template's ready command to exit 0 after its start command started; past it the sandbox is killed (template.start_failed).",
+    ),
     registryTimeoutMs: PositiveInteger(30_000, 'A registry that makes no progress on a request for this long fails the pull (502 image.registry_failed).'),
     insecureRegistries: Type.Array(Type.String({ minLength: 1 }), {
       default: [],

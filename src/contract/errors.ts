@@ -69,6 +69,11 @@ export const ERROR_CODES = {
   'snapshot.not_found': { http: 404, description: 'no snapshot with that id or name' },
   'template.not_found': { http: 404, description: 'no template of that name: `base`, `code-interpreter-v1`, one named in the configuration, or a snapshot' },
   'template.build_invalid': { http: 422, description: 'a Dockerfile instruction not built here, or one written wrong: details name its line and instruction' },
+  'template.start_failed': {
+    http: 422,
+    description:
+      'the template’s ready command did not exit 0 within templates.readyTimeoutSeconds of its start command (the message ends with its last output); the sandbox was killed',
+  },
   'template.build_failed': { http: 422, description: 'a build step failed: a RUN exited non-zero or ran past its timeout (the message ends with its last output)' },
   'image.invalid_reference': { http: 422, description: 'not an image reference (registry/repository:tag or @sha256:digest): the message says which part' },
   'image.not_found': { http: 404, description: 'the registry has no such repository, tag or digest, or no image for linux/amd64' },

@@ -16,6 +16,17 @@ export const ImageRunConfigSchema = Type.Object(
 );
 export type ImageRunConfig = Static<typeof ImageRunConfigSchema>;
 
+export const TemplateStartSchema = Type.Object(
+  {
+    command: Type.String({ description: 'Started in the background, by a shell, as each sandbox of the template starts (E2B’s setStartCmd).' }),
+    ready: Type.Union([Type.String(), Type.Null()], {
+      description: 'Run until it exits 0, before the create answers (E2B’s setReadyCmd); null: the create does not wait.',
+    }),
+  },
+  { additionalProperties: false },
+);
+export type TemplateStart = Static<typeof TemplateStartSchema>;
+
 export const TemplateSchema = Type.Object(
   {
     name: TemplateName,
@@ -27,6 +38,7 @@ export const TemplateSchema = Type.Object(
     config: Type.Optional(ImageRunConfigSchema),
     bytes: Type.Optional(Type.Integer({ minimum: 0, description: 'Its layers’ files, unpacked.' })),
     created_at: Type.Optional(Type.String({ format: 'date-time' })),
+    start: Type.Optional(TemplateStartSchema),
     api_key: Type.Optional(
       Type.String({ description: 'The name of the API key that made it (absent: the service token); only it, or the service token, replaces or deletes it.' }),
     ),

@@ -27,6 +27,7 @@ import type { RunnerRuntime } from '../runner/runtime.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { ANY_NAME } from '../egress/domain-rule.js';
 import { templateNames, templateSettings } from './templates.js';
+import { runTemplateStart } from './template-start.js';
 import type { Template } from '../contract/templates.js';
 import { openTemplateRegistry, type TemplateRegistry } from '../templates/template-registry.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
@@ -625,6 +626,8 @@ export class Sandboxes {
         if (from.kept === 'files') await this.restoreHome(sandbox, from);
         sandbox.setTimeout(plan.timeoutMs);
       }
+      // Its memory kept, the start command's process came back with it.
+      if (plan.image && from?.kept !== 'memory') await this.runStart(sandbox, plan.template);
       this.sandboxes.set(sandbox.id, sandbox);
       return sandbox;
     } catch (error) {
@@ -632,6 +635,26 @@ export class Sandboxes {
       throw error;
     } finally {
       if (heldPlace === undefined) this.starting.delete(starting);
+    }
+  }
+
+  /** Its template's start command, if it has one, and the wait for its ready command; a sandbox that does not become ready is killed. */
+  private async runStart(sandbox: LiveSandbox, template: string): Promise<void> {
+    const made = this.imageTemplates.get(template);
+    if (!made?.start) return;
+    const root = made.config.user !== null && ['root', '0'].includes(made.config.user.split(':')[0]!);
+    try {
+      await runTemplateStart(made.start, {
+        sandboxId: sandbox.id,
+        agent: sandbox.agent,
+        user: root ? 'root' : 'user',
+        cwd: made.config.workingDir ?? undefined,
+        deadlineMs: this.runtime.config.templates.readyTimeoutSeconds * 1000,
+        ended: this.endings.get(sandbox.id)!.signal,
+      });
+    } catch (error) {
+      await sandbox.end("its template's start command did not become ready");
+      throw error;
     }
   }
 

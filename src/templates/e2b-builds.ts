@@ -119,7 +119,7 @@ export class E2bTemplateBuilds {
             for (const line of lines) log(line);
           },
         },
-        { noCache: body.force === true },
+        { noCache: body.force === true, ...(body.startCmd && { start: { command: body.startCmd, ready: body.readyCmd ?? null } }) },
         apiKey,
       );
     };
@@ -253,7 +253,6 @@ function toInstructions(body: E2bTemplateBuildStart): Instruction[] {
         throw invalid(`step ${index + 1}: ${step.type} is not a step built here (RUN, COPY, ENV, WORKDIR, USER)`);
     }
   }
-  if (body.startCmd) instructions.push({ keyword: 'CMD', text: body.startCmd, json: null, line: line(body.steps?.length ?? 0) });
   return instructions;
 }
 

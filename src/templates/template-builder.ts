@@ -11,6 +11,7 @@ import { IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
+import type { TemplateStart } from '../contract/templates.js';
 import type { ImageTemplate, TemplateRegistry } from './template-registry.js';
 
 /** What a build says as it goes: each step as it starts (cached or run), and a RUN's output. */
@@ -31,6 +32,8 @@ export interface BuildOptions {
   args?: Readonly<Record<string, string>>;
   /** Runs every step again, replacing the layers it made before. */
   noCache?: boolean;
+  /** What the template's sandboxes start with (an E2B build's start and ready commands). */
+  start?: TemplateStart;
 }
 
 /** A build's state after each instruction: its layers, its image config, and its cache key. */
@@ -105,7 +108,7 @@ export class TemplateBuilder {
       config: final.config,
       layers: final.layers,
     });
-    return this.templates.fromImage(name, image, apiKey);
+    return this.templates.fromImage(name, image, apiKey, options.start);
   }
 
   private async from(text: string, args: Record<string, string>): Promise<Stage> {

@@ -8,6 +8,7 @@ import { storeImageArchive } from '../images/image-archive.js';
 import { parseImageReference, type ImageReference } from '../images/image-reference.js';
 import { ImageStore, type StoredImage } from '../images/image-store.js';
 import type { ImageRunConfig } from '../images/image-manifest.js';
+import type { TemplateStart } from '../contract/templates.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { visibleTo } from '../util/tenant.js';
 
@@ -24,6 +25,8 @@ export interface ImageTemplate {
   created_at: string;
   /** The API key that made it (service.apiKeys); absent: the service token. Only it replaces or deletes it. */
   api_key?: string;
+  /** What each of its sandboxes starts with, and waits for (an E2B build's start and ready commands). */
+  start?: TemplateStart;
 }
 
 export const TEMPLATE_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
@@ -64,10 +67,10 @@ export class TemplateRegistry {
     });
   }
 
-  /** Makes (or replaces) template `name` from an image already stored (a build's). */
-  fromImage(name: string, image: StoredImage, apiKey?: string): Promise<ImageTemplate> {
+  /** Makes (or replaces) template `name` from an image already stored (a build's), with the start command its sandboxes run. */
+  fromImage(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart): Promise<ImageTemplate> {
     checkName(name);
-    return this.save(name, image, apiKey);
+    return this.save(name, image, apiKey, start);
   }
 
   /** Makes (or replaces) template `name` from an uploaded image archive (docker save, or an OCI layout tar). */
@@ -112,7 +115,7 @@ export class TemplateRegistry {
     return this.images.layerTrees(image);
   }
 
-  private async save(name: string, image: StoredImage, apiKey?: string): Promise<ImageTemplate> {
+  private async save(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart): Promise<ImageTemplate> {
     const replaced = this.get(name);
     // Checked again here, after a pull or an upload that took its time: another key's template
     // made meanwhile under the name is not taken over.
@@ -124,6 +127,7 @@ export class TemplateRegistry {
       config: image.config,
       bytes: image.bytes,
       created_at: new Date().toISOString(),
+      ...(start && { start }),
       ...(apiKey !== undefined && { api_key: apiKey }),
     };
     await writeFileAtomic(join(this.templatesDir, `${name}.json`), `${JSON.stringify(template, null, 2)}\n`);

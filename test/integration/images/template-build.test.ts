@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Sandbox, Template } from 'e2b';
+import { Sandbox, Template, waitForFile } from 'e2b';
 import { busyboxImage } from '../../helpers/oci-images.js';
 import { pushImage, type OciImage } from '../../helpers/oci-layout.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
@@ -17,7 +17,8 @@ import { startServer, type ServerProcess } from '../../helpers/server.js';
  */
 describe('templates built from a Dockerfile', () => {
   const dir = mkdtempSync(join(tmpdir(), 'template-build-'));
-  const env = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates') };
+  // A ready command that never succeeds is given up at this deadline; one that does, in well under a second.
+  const env = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates'), AGENT_RUNNER_TEMPLATES__READY_TIMEOUT_SECONDS: '15' };
   const context = join(dir, 'context');
   let registry: Registry;
   let busybox: OciImage;
@@ -143,6 +144,39 @@ CMD ["/opt/app/app.sh"]
     await assert.rejects(Template.build(failing, 'e2b-broken', connection), /exited 4: no luck/);
   });
 
+  it("starts a template's start command with each sandbox and answers once its ready command exits 0; one never ready is killed", async () => {
+    server ??= await startServer([], { env });
+    const connection = { apiKey: server.token!, apiUrl: server.url, domain: new URL(server.url).host };
+    const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
+    const serving = Template().fromImage(from).setStartCmd('sleep 1; echo up > /tmp/up; exec sleep 600', waitForFile('/tmp/up'));
+    const built = await Template.build(serving, 'e2b-started', connection);
+    const shown = (await (await fetch(`${server.url}/v1/templates/e2b-started`, { headers: { authorization: `Bearer ${server.token}` } })).json()) as { start: unknown };
+    assert.deepEqual(shown.start, {
+      command: 'sleep 1; echo up > /tmp/up; exec sleep 600',
+      ready: '[ -f /tmp/up ]',
+    });
+    assert.equal(built.name, 'e2b-started');
+    const sandbox = await Sandbox.create('e2b-started', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    try {
+      // Ready when the create answered: the file is there, the start command's process runs on.
+      assert.equal((await sandbox.commands.run('cat /tmp/up; cat /proc/[0-9]*/comm | grep -qx sleep && echo running')).stdout, 'up\nrunning\n');
+    } finally {
+      await sandbox.kill();
+    }
+    await Template.build(Template().fromImage(from).setStartCmd('sleep 600', 'echo not yet; false'), 'e2b-never-ready', connection);
+    await assert.rejects(
+      Sandbox.create('e2b-never-ready', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url }),
+      /ready command \(echo not yet; false\) did not exit 0 .*: not yet/,
+    );
+    const listed = (await (await fetch(`${server.url}/v1/sandboxes`, { headers: { authorization: `Bearer ${server.token}` } })).json()) as {
+      sandboxes: { template: string; state: string }[];
+    };
+    assert.ok(
+      listed.sandboxes.filter((one) => one.template === 'e2b-never-ready').every((one) => one.state !== 'running'),
+      JSON.stringify(listed),
+    );
+  });
+
   it('runs no step of an unchanged rebuild, and every step with --no-cache', async () => {
     const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
     const again = await build(DOCKERFILE(from), '--build-arg', 'GREETING=hi');
@@ -186,7 +220,7 @@ CMD ["/opt/app/app.sh"]
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
-      ['app', 'e2b-built', 'e2b-dockerfile'],
+      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-never-ready', 'e2b-started'],
     );
   });
 });
