@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../util/atomic-write.js';
+import { execFileWhenQuiet } from '../util/fork-gate.js';
 import { makePrivateDirSync } from '../util/private-dir.js';
 import { formatImageReference, type ImageReference } from './image-reference.js';
 import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest, type ImageRunConfig } from './image-manifest.js';
@@ -195,7 +196,9 @@ export class ImageStore {
     const staging = this.stagingDir();
     mkdirSync(staging, { mode: 0o700 });
     try {
-      renameSync(upper, join(staging, 'tree'));
+      // Written on a disk of its own (a build step's scratch disk): copied, owners, modes, links,
+      // whiteouts and overlayfs's xattrs with it.
+      await moveTree(upper, join(staging, 'tree'));
       await writeFileAtomic(join(staging, 'layer.json'), `${JSON.stringify({ bytes, entries })}\n`);
       const final = join(this.root, 'layers', key);
       this.discard(final);
@@ -300,5 +303,16 @@ function processLives(pid: number): boolean {
     return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Renames a tree, or where it is on another file system, copies it whole (cp -a: as root, every owner, mode, device node and xattr) and removes it. */
+async function moveTree(from: string, to: string): Promise<void> {
+  try {
+    renameSync(from, to);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    await execFileWhenQuiet('/usr/bin/cp', ['-a', '--no-target-directory', '--', from, to]);
+    rmSync(from, { recursive: true, force: true });
   }
 }

@@ -10,6 +10,10 @@ import type { StoredImage } from '../images/image-store.js';
 import { IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import { ownedName, reapDeadOwners } from '../sandbox/host/owned-dirs.js';
+import { isAlive } from '../sandbox/host/process-tree.js';
+import { mountScratchDisk } from '../sandbox/host/scratch-disk.js';
+import { unmountLazily, unmountOrphans } from '../sandbox/host/tmpfs.js';
 import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
 import type { TemplateStart } from '../contract/templates.js';
 import type { ImageTemplate, TemplateRegistry } from './template-registry.js';
@@ -200,12 +204,27 @@ export class TemplateBuilder {
     return { ...stage, config, key: hash([stage.key, instruction.keyword, config]) };
   }
 
-  /** Runs a RUN step in a sandbox on the layers so far, keeping its writable layer as the step's. */
+  /**
+   * Runs a RUN step in a sandbox on the layers so far, keeping its writable layer as the step's.
+   * The layer is written on a file system of its own (a scratch disk: ext4 in a sparse file) no
+   * larger than what the image may still grow by, so a step that writes too much fills it and
+   * fails (ENOSPC) instead of the host's disk.
+   */
   private async run(stage: Stage, argv: string[], key: string, variables: Record<string, string>, listener: BuildListener): Promise<void> {
     const store = this.templates.images;
-    const staging = store.stagingDir();
-    mkdirSync(staging, { mode: 0o700 });
+    const budget = store.maxImageBytes - stage.layers.reduce((sum, layer) => sum + layer.bytes, 0);
+    // A build that died left its disk mounted there: unmounted, then removed, before another is made.
+    const builds = join(this.templates.dir, 'builds');
+    mkdirSync(builds, { recursive: true, mode: 0o700 });
+    await unmountOrphans(builds, isAlive);
+    await reapDeadOwners(builds);
+    const dir = join(builds, ownedName());
+    const staging = join(dir, 'disk');
+    mkdirSync(staging, { recursive: true, mode: 0o700 });
+    let mounted = false;
     try {
+      await mountScratchDisk(staging, join(dir, 'disk.img'), Math.max(budget, MIN_STEP_DISK_BYTES));
+      mounted = true;
       const account = stage.config.user === null ? ROOT_ACCOUNT : imageAccount(this.trees(stage), stage.config.user, null);
       const asUser = account.uid !== 0;
       const network: SandboxNetwork = this.settings.buildInternetAccess && this.backend.capabilities.network.includes('egress') ? { allow: null } : 'none';
@@ -243,9 +262,10 @@ export class TemplateBuilder {
       await shiftKeptLayer(staging);
       // What the sandbox's setup made there (the helper's mount point) is not the step's.
       rmSync(join(staging, 'upper', AS_USER_PATH.split('/')[1]!), { recursive: true, force: true });
-      await store.adoptLayer(key, join(staging, 'upper'), store.maxImageBytes - stage.layers.reduce((sum, layer) => sum + layer.bytes, 0));
+      await store.adoptLayer(key, join(staging, 'upper'), budget);
     } finally {
-      rmSync(staging, { recursive: true, force: true });
+      if (mounted) await unmountLazily(staging);
+      rmSync(dir, { recursive: true, force: true });
     }
   }
 
@@ -343,6 +363,9 @@ interface Account {
   gid: number;
   home: string;
 }
+
+/** The smallest disk a RUN step writes on (ext4's own structures take some of it). */
+const MIN_STEP_DISK_BYTES = 64 * 1024 * 1024;
 
 const ROOT_ACCOUNT: Account = { uid: 0, gid: 0, home: '/root' };
 /** The ids a sandbox on an image maps (bubblewrap-backend.ts IMAGE_IDS). */

@@ -209,6 +209,14 @@ CMD ["/opt/app/app.sh"]
     const error = JSON.parse(failed.stdout).error as { code: string; message: string };
     assert.equal(error.code, 'template.build_failed');
     assert.match(error.message, /exited 3: about to fail/);
+    // A step writes its layer on a disk no larger than the image may still grow by: past it, ENOSPC.
+    writeFileSync(join(dir, 'Big.dockerfile'), `FROM ${from}\nUSER root\nRUN dd if=/dev/zero of=/big bs=1M count=200\n`);
+    const big = await runCli('agent-runner', ['template', 'build', '-t', 'big', '-f', join(dir, 'Big.dockerfile'), context], {
+      env: { ...env, AGENT_RUNNER_TEMPLATES__MAX_IMAGE_BYTES: String(100 * 1024 * 1024) },
+    });
+    assert.equal(big.code, 1, big.stdout);
+    assert.equal(JSON.parse(big.stdout).error.code, 'template.build_failed');
+    assert.match(JSON.parse(big.stdout).error.message, /No space left on device/);
     // A link in the context that leads out of it copies nothing of the host.
     const outside = mkdtempSync(join(dir, 'outside-'));
     writeFileSync(join(outside, 'secret'), 'host only\n');
