@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execFileWhenQuiet } from '../util/fork-gate.js';
@@ -6,6 +6,9 @@ import { hostId, type IdRange } from '../util/id-ranges.js';
 
 /** The native helper that writes overlay marks and mounts image roots (native/image-root.c). */
 export const IMAGE_ROOT_HELPER = fileURLToPath(new URL('../../dist/native/image-root', import.meta.url));
+
+/** The ids of an image its sandboxes map, from 0: Linux's 16-bit range, every owner an image names. */
+export const IMAGE_IDS = 65_536;
 
 /** Where and of what a sandbox's image root is mounted (template.image), and the host ids the image's are mapped to. */
 export interface ImageRootMount {
@@ -39,6 +42,14 @@ export function imageRootArgv(root: ImageRootMount): string[] {
     ...root.layers.flatMap((layer) => ['--layer', layer]),
     '--',
   ];
+}
+
+/** Whether an image's layers hold an /etc/passwd of their own (then the sandbox gets none of the host's making). */
+export function layersHoldPasswd(layers: readonly string[]): boolean {
+  return layers.some(
+    (layer) =>
+      lstatSync(join(layer, 'etc'), { throwIfNoEntry: false })?.isDirectory() === true && lstatSync(join(layer, 'etc', 'passwd'), { throwIfNoEntry: false })?.isFile() === true,
+  );
 }
 
 /**

@@ -7,7 +7,7 @@ import { CodedError, contractError } from '../contract/errors.js';
 import type { ImageRunConfig } from '../contract/templates.js';
 import { parseImageReference } from '../images/image-reference.js';
 import type { StoredImage } from '../images/image-store.js';
-import { IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
+import { IMAGE_IDS, IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { ownedName, reapDeadOwners } from '../sandbox/host/owned-dirs.js';
@@ -368,8 +368,6 @@ interface Account {
 const MIN_STEP_DISK_BYTES = 64 * 1024 * 1024;
 
 const ROOT_ACCOUNT: Account = { uid: 0, gid: 0, home: '/root' };
-/** The ids a sandbox on an image maps (bubblewrap-backend.ts IMAGE_IDS). */
-const MAPPED_IDS = 65_536;
 
 /**
  * USER's or --chown's `user[:group]`, each a name the image's /etc/passwd (/etc/group) holds or a
@@ -390,7 +388,7 @@ function imageAccount(trees: readonly string[], spec: string, instruction: Instr
     const named = imageTable(trees, '/etc/group').find((fields) => fields[0] === group);
     gid = /^\d+$/.test(group) ? Number(group) : named ? Number(named[2]) : refuse(`the image's /etc/group has no group ${group}`);
   }
-  if (!(uid < MAPPED_IDS && gid < MAPPED_IDS)) refuse(`ids from 0 to ${MAPPED_IDS - 1} only`);
+  if (!(uid < IMAGE_IDS && gid < IMAGE_IDS)) refuse(`ids from 0 to ${IMAGE_IDS - 1} only`);
   return { uid, gid, home: entry?.[5] || (uid === 0 ? '/root' : '/') };
 }
 

@@ -1,8 +1,8 @@
-import { closeSync, existsSync, lstatSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs, SANDBOX_UID } from './bwrap-argv.js';
-import { imageRootArgv, type ImageRootMount } from '../../images/image-root.js';
+import { IMAGE_IDS, imageRootArgv, layersHoldPasswd, type ImageRootMount } from '../../images/image-root.js';
 import { replaceFile } from '../host/shared-files.js';
 import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -427,7 +427,7 @@ export class BubblewrapBackend implements SandboxBackend {
     const bwrapArgs = buildBwrapArgs({
       layout: ready.layout,
       // An image that names its users keeps its own files of them.
-      identityFiles: imageRoot && imageRoot.layers.some(holdsPasswd) ? null : ready.identityFiles[template.user ?? 'sandbox'],
+      identityFiles: imageRoot && layersHoldPasswd(imageRoot.layers) ? null : ready.identityFiles[template.user ?? 'sandbox'],
       meminfo: this.meminfoFor(limits.memoryBytes),
       bootId,
       argv: template.guardExec ? guardedArgv(template.argv) : template.argv,
@@ -469,10 +469,6 @@ export class BubblewrapBackend implements SandboxBackend {
 }
 
 /** Whether an image layer holds an /etc/passwd of its own: looked at without following the image's links on the host. */
-function holdsPasswd(layer: string): boolean {
-  return lstatSync(join(layer, 'etc'), { throwIfNoEntry: false })?.isDirectory() === true && lstatSync(join(layer, 'etc', 'passwd'), { throwIfNoEntry: false })?.isFile() === true;
-}
-
 /** The host uids of one sandbox: its user's, and its root's when it has root inside (null: none, or not root here). */
 interface JobUids {
   user: number | null;
@@ -482,9 +478,6 @@ interface JobUids {
   /** Gives the uids back to their pool. */
   release(): void;
 }
-
-/** The host uids of a sandbox on an image: the image's ids from 0 (Linux's 16-bit range, all an image names). */
-const IMAGE_IDS = 65_536;
 
 /**
  * A random UUID (version 4) from the kernel's generator, not node's: in a microVM's guest, which

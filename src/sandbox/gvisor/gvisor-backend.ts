@@ -1,4 +1,3 @@
-import { imageRootUnsupported } from '../image-roots.js';
 import { access, constants, mkdir, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -23,6 +22,7 @@ import { removeTree } from '../host/tree-removal.js';
 import type { WorkDirLease } from '../host/work-dir-pool.js';
 import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
+import { IMAGE_IDS, layersHoldPasswd, type ImageRootMount } from '../../images/image-root.js';
 import { SandboxUnavailableError, type BackendStatus, type Mount, type PreparationProgress, type PreparedSandbox, type SandboxBackend, type SandboxTemplate } from '../types.js';
 
 // Every host tool it runs forks through the gate (fork-gate.ts): it probes while jobs are staged.
@@ -113,7 +113,6 @@ export class GvisorBackend implements SandboxBackend {
   }
 
   private async launch(template: SandboxTemplate, ready: Ready): Promise<GvisorSandbox> {
-    if (template.image) throw imageRootUnsupported('gvisor');
     const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
     if (proxy === undefined) {
       throw new SandboxUnavailableError(
@@ -135,7 +134,17 @@ export class GvisorBackend implements SandboxBackend {
       // The bundle is root's alone; its rootfs is the job's /, which the job must traverse.
       await mkdir(bundleDir, { mode: 0o700 });
       await mkdir(join(bundleDir, 'rootfs'), { mode: 0o755 });
-      for (const { path, target } of ready.layout.symlinks) await symlink(target, join(bundleDir, 'rootfs', path));
+      let imageRoot: ImageRootMount | null = null;
+      if (template.image) {
+        if (template.image.keepWritableIn) throw new SandboxUnavailableError('template builds run their steps on local_process');
+        // The image's layers under a writable layer of its own, mounted by image-root around
+        // runsc run (its gofer serves them): the image's ids as they are, gVisor's kernel maps none.
+        const target = join(bundleDir, 'image');
+        await mkdir(target, { mode: 0o755 });
+        imageRoot = { target, layers: template.image.layers, writableBytes: template.image.writableBytes, ids: [{ inside: 0, host: 0, count: IMAGE_IDS }] };
+      } else {
+        for (const { path, target } of ready.layout.symlinks) await symlink(target, join(bundleDir, 'rootfs', path));
+      }
       const mounts: Mount[] = [...template.mounts];
       await this.jobs.handWritableMounts(template, SANDBOX_UID);
       let workDir: string | null = null;
@@ -160,11 +169,13 @@ export class GvisorBackend implements SandboxBackend {
         egress = await attachEgress(proxy, this.options, join(bundleDir, 'egress.sock'));
       }
       const covered = (dir: string) => template.cwd === dir || template.cwd.startsWith(`${posix.normalize(dir)}/`);
-      // runsc needs the cwd to exist; bwrap makes it (--dir), here it is scratch space of its own.
-      const scratch = template.cwd === '/tmp' || mounts.some((mount) => covered(mount.sandbox)) ? [] : [template.cwd];
+      // runsc needs the cwd to exist; bwrap makes it (--dir), here it is scratch space of its own
+      // (an image's cwd is its own).
+      const scratch = imageRoot || template.cwd === '/tmp' || mounts.some((mount) => covered(mount.sandbox)) ? [] : [template.cwd];
       const plan = {
         layout: ready.layout,
-        identityFiles: ready.identityFiles[template.user ?? 'sandbox'],
+        identityFiles: imageRoot && layersHoldPasswd(imageRoot.layers) ? null : ready.identityFiles[template.user ?? 'sandbox'],
+        ...(imageRoot && { imageRoot: `${imageRoot.target}/merged` }),
         argv: template.argv,
         cwd: template.cwd,
         // The proxy's variables last: a job's own HTTPS_PROXY would lead nowhere.
@@ -192,6 +203,7 @@ export class GvisorBackend implements SandboxBackend {
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
         cgroup,
+        imageRoot,
         onFinished: this.jobs.oweCleanup(),
         ...(template.restore && { restore: template.restore }),
       });

@@ -11,6 +11,7 @@ import { feedStdin } from '../job-stdin.js';
 import { execFileWhenQuiet, forkWhenQuiet } from '../../util/fork-gate.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { buildOciConfig, type OciExecutable, type OciPlan } from './oci-bundle.js';
+import { imageRootArgv, type ImageRootMount } from '../../images/image-root.js';
 import { signalGroup } from '../host/process-tree.js';
 import { watchRun } from '../run-watch.js';
 import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type SandboxIO, type SandboxOutcome, type SandboxTemplate } from '../types.js';
@@ -44,6 +45,8 @@ export interface GvisorJob extends HostDirParts {
   cgroup: JobCgroup;
   /** Start resumes this checkpoint (runsc restore) once the home is put back, instead of running argv. */
   restore?: SandboxTemplate['restore'];
+  /** An image's root, mounted by image-root around `runsc run` (plan.imageRoot is its overlay); null: the host's system. */
+  imageRoot: ImageRootMount | null;
 }
 
 /** How often a kill is repeated while the container is still being created. */
@@ -60,13 +63,14 @@ export class GvisorSandbox extends HostDirSandbox {
   private rules: ExecRules | null = null;
   /**
    * Absent for a job with egress: runsc checkpoints no sandbox on the host's network stack
-   * (hostinet), so a pause of it keeps its files only.
+   * (hostinet), so a pause of it keeps its files only. Absent on an image's root too: its
+   * writable layer lives in the mount namespace of the `runsc run` that ends with the checkpoint.
    */
   readonly checkpoint?: (image: string, deadlineMs: number) => Promise<void>;
 
   constructor(private readonly job: GvisorJob) {
     super(job);
-    if (!job.egress) this.checkpoint = (image, deadlineMs) => this.save(image, deadlineMs);
+    if (!job.egress && !job.imageRoot) this.checkpoint = (image, deadlineMs) => this.save(image, deadlineMs);
     // The container goes first: runsc delete kills what is left of the job; its way out with it.
     void this.cleanUp(async () => {
       await this.runsc('delete', '--force', job.id);
@@ -205,8 +209,10 @@ export class GvisorSandbox extends HostDirSandbox {
     const devNull = openSync('/dev/null', 'r');
     try {
       const stdio = stdioWithoutLeaks<'pipe' | number>([stdin, 'pipe', 'pipe'], devNull);
-      // Its own process group (runsc and its gofer); the sandbox process makes its own.
-      return await forkWhenQuiet(() => spawn(this.job.runsc.path, [...this.job.runsc.globalArgs, ...args], { detached: true, env: {}, cwd: '/', stdio }));
+      // Its own process group (runsc and its gofer); the sandbox process makes its own. On an
+      // image, in the mount namespace image-root makes, where the image's root is mounted.
+      const argv = [...(this.job.imageRoot ? imageRootArgv(this.job.imageRoot) : []), this.job.runsc.path, ...this.job.runsc.globalArgs, ...args];
+      return await forkWhenQuiet(() => spawn(argv[0]!, argv.slice(1), { detached: true, env: {}, cwd: '/', stdio }));
     } finally {
       closeSync(devNull);
     }

@@ -6,7 +6,13 @@ import type { Mount, ResourceLimits } from '../types.js';
 
 export interface OciPlan {
   layout: HostLayout;
-  identityFiles: { passwd: string; group: string };
+  /** The sandbox's /etc/passwd and /etc/group; null: the image's own. */
+  identityFiles: { passwd: string; group: string } | null;
+  /**
+   * An image's root (a template made of one): the overlay image-root mounts, writable, as the
+   * sandbox's / instead of the host's system; absent: the host's system, read-only.
+   */
+  imageRoot?: string;
   argv: readonly string[];
   cwd: string;
   env: Readonly<Record<string, string>>;
@@ -110,11 +116,15 @@ export function buildOciConfig(plan: OciPlan): object {
     { destination: '/proc', type: 'proc', source: 'proc', options: ['nosuid', 'noexec', 'nodev'] },
     // No view of the (gVisor) sysfs, as in the bubblewrap profile.
     { destination: '/sys', type: 'tmpfs', source: 'tmpfs', options: ['ro', 'size=4k', 'mode=0555'] },
-    ...plan.layout.directories.map((dir) => readOnly(dir, dir)),
-    ...plan.hidden.map((path) => readOnly(plan.emptyFile, path)),
-    ...plan.layout.etc.map((path) => readOnly(path, path)),
-    readOnly(plan.identityFiles.passwd, '/etc/passwd'),
-    readOnly(plan.identityFiles.group, '/etc/group'),
+    // An image brings its own system; the host's is bound in only where there is none.
+    ...(plan.imageRoot === undefined
+      ? [
+          ...plan.layout.directories.map((dir) => readOnly(dir, dir)),
+          ...plan.hidden.map((path) => readOnly(plan.emptyFile, path)),
+          ...plan.layout.etc.map((path) => readOnly(path, path)),
+        ]
+      : []),
+    ...(plan.identityFiles ? [readOnly(plan.identityFiles.passwd, '/etc/passwd'), readOnly(plan.identityFiles.group, '/etc/group')] : []),
     { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: [`size=${plan.tmpBytes}`, 'mode=1777', 'nosuid', 'nodev', ...noexec] },
     ...plan.scratch.map((dir) => ({
       destination: dir,
@@ -135,7 +145,8 @@ export function buildOciConfig(plan: OciPlan): object {
     ociVersion: '1.0.2',
     hostname: SANDBOX_HOSTNAME,
     // The root is an empty directory but for the merged-/usr links: everything else is a mount.
-    root: { path: 'rootfs', readonly: true },
+    // An image's is its overlay, whose writes go to the sandbox's own layer.
+    root: plan.imageRoot === undefined ? { path: 'rootfs', readonly: true } : { path: plan.imageRoot, readonly: false },
     process: {
       terminal: false,
       user: { uid: SANDBOX_UID, gid: SANDBOX_GID, additionalGids: [] },

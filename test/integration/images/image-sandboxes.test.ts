@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
@@ -88,6 +88,27 @@ describe('sandboxes on images', () => {
     const other = await create('busybox');
     assert.equal((await other.commands.run('ls /0 2>&1 || echo absent')).stdout, 'ls: /0: No such file or directory\nabsent\n');
     await other.kill();
+    await sandbox.kill();
+  });
+
+  it('runs an image on gVisor too: its own root, files and commands, as the user, gVisor’s kernel beneath', async () => {
+    const response = await api('/v1/sandboxes', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ template: 'busybox', backend: { kind: 'gvisor' } }),
+    });
+    assert.equal(response.status, 201, await response.clone().text());
+    const { id, backend } = (await response.json()) as { id: string; backend: string };
+    assert.equal(backend, 'gvisor');
+    const sandbox = await Sandbox.connect(id, { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    created.push(sandbox);
+    const run = await sandbox.commands.run('id -un; pwd; ls /bin/busybox; ls /usr/bin/python3 2>&1 || true; echo written > /tmp/x && cat /tmp/x; uname -r');
+    const [kernel, ...said] = run.stdout.trimEnd().split('\n').reverse();
+    assert.equal(said.reverse().join('\n'), `${BUSYBOX_USER.name}\n${BUSYBOX_USER.home}\n/bin/busybox\nls: /usr/bin/python3: No such file or directory\nwritten`);
+    // gVisor's kernel answers, not the host's.
+    assert.notEqual(kernel, release());
+    await sandbox.files.write(`${BUSYBOX_USER.home}/notes.txt`, 'kept');
+    assert.equal((await sandbox.commands.run(`cat ${BUSYBOX_USER.home}/notes.txt; stat -c %u ${BUSYBOX_SERVICE.home}`)).stdout, `kept${BUSYBOX_SERVICE.uid}\n`);
     await sandbox.kill();
   });
 
