@@ -105,3 +105,13 @@ export function checkedDigest(value: unknown, what: string): string {
   if (typeof value !== 'string' || !DIGEST.test(value)) throw failure('image.unsupported', `${what} has digest ${JSON.stringify(value)}: only sha256 digests are read`);
   return value;
 }
+
+/** An image config's `Env` (NAME=value pairs) as a map; a pair without a name is no variable. */
+export function imageEnvironment(pairs: readonly string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const equals = pair.indexOf('=');
+    if (equals > 0) env[pair.slice(0, equals)] = pair.slice(equals + 1);
+  }
+  return env;
+}

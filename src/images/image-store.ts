@@ -8,7 +8,7 @@ import { formatImageReference, type ImageReference } from './image-reference.js'
 import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest, type ImageRunConfig } from './image-manifest.js';
 import { unpackLayer, type UnpackedLayer } from './layer-unpack.js';
 import { applyOverlayMarks } from './overlay-marks.js';
-import { failure, RegistryClient, type RegistryOptions } from './registry-client.js';
+import { failure, readAll, RegistryClient, type RegistryOptions } from './registry-client.js';
 
 /** An image whose layers are all in the store: what a template of it is made of. */
 export interface StoredImage {
@@ -267,17 +267,9 @@ export function parseJson(body: Buffer, what: string): unknown {
 
 /** A small blob (a config) read whole, and checked against its digest. */
 async function collect(chunks: AsyncIterable<Uint8Array>, maxBytes: number, digest: string, what: string): Promise<Buffer> {
-  const hash = createHash('sha256');
-  const parts: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of chunks) {
-    total += chunk.byteLength;
-    if (total > maxBytes) throw failure('image.too_large', `${what} is over ${maxBytes} bytes`);
-    hash.update(chunk);
-    parts.push(Buffer.from(chunk));
-  }
-  if (`sha256:${hash.digest('hex')}` !== digest) throw failure('image.digest_mismatch', `${what} does not match its digest ${digest}`);
-  return Buffer.concat(parts);
+  const body = await readAll(chunks, maxBytes, what);
+  if (`sha256:${createHash('sha256').update(body).digest('hex')}` !== digest) throw failure('image.digest_mismatch', `${what} does not match its digest ${digest}`);
+  return body;
 }
 
 /** Bytes of files and entries of a tree, walked without following a link. */

@@ -189,7 +189,8 @@ async function* streamOf(response: Response, timeoutMs: number): AsyncIterable<U
   }
 }
 
-async function readAll(chunks: AsyncIterable<Uint8Array>, maxBytes: number, what: string): Promise<Buffer> {
+/** A body whole, refused (image.too_large) as soon as it passes `maxBytes`. */
+export async function readAll(chunks: AsyncIterable<Uint8Array>, maxBytes: number, what: string): Promise<Buffer> {
   const parts: Buffer[] = [];
   let total = 0;
   for await (const chunk of chunks) {

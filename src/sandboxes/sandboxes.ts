@@ -28,6 +28,7 @@ import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
 import { ANY_NAME } from '../egress/domain-rule.js';
 import { templateNames, templateSettings } from './templates.js';
 import { runTemplateStart } from './template-start.js';
+import { imageEnvironment } from '../images/image-manifest.js';
 import type { Template } from '../contract/templates.js';
 import { openTemplateRegistry, type TemplateRegistry } from '../templates/template-registry.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
@@ -780,16 +781,6 @@ export class Sandboxes {
 function internetOn(backend: SandboxBackend): SandboxNetwork {
   const modes = backend.capabilities.network;
   return modes.includes('proxy') && !modes.includes('egress') ? { proxy: { domains: [ANY_NAME], secrets: [] } } : { allow: null };
-}
-
-/** An image's `NAME=value` pairs as variables (a pair without `=` names nothing, as Docker skips it). */
-function imageEnvironment(pairs: readonly string[]): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const pair of pairs) {
-    const equals = pair.indexOf('=');
-    if (equals > 0) env[pair.slice(0, equals)] = pair.slice(equals + 1);
-  }
-  return env;
 }
 
 /** A create as the sandbox host takes it: the request, and the API key it came with. */

@@ -7,6 +7,7 @@ import { CodedError, contractError } from '../contract/errors.js';
 import type { ImageRunConfig } from '../contract/templates.js';
 import { parseImageReference } from '../images/image-reference.js';
 import type { StoredImage } from '../images/image-store.js';
+import { imageEnvironment } from '../images/image-manifest.js';
 import { IMAGE_IDS, IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
@@ -132,12 +133,12 @@ export class TemplateBuilder {
   }
 
   private async apply(stage: Stage, instruction: Instruction, context: string, listener: BuildListener, options: BuildOptions): Promise<Stage> {
-    const variables = { ...stage.args, ...environment(stage.config.env) };
+    const variables = { ...stage.args, ...imageEnvironment(stage.config.env) };
     const announce = (cached: boolean) => listener.step({ line: instruction.line, instruction: `${instruction.keyword} ${instruction.text}`, cached });
     const config = { ...stage.config };
     switch (instruction.keyword) {
       case 'ENV': {
-        const env = environment(config.env);
+        const env = imageEnvironment(config.env);
         for (const [key, value] of keyValues(instruction, true)) env[key] = substitute(value, variables);
         config.env = Object.entries(env).map(([key, value]) => `${key}=${value}`);
         break;
@@ -233,7 +234,7 @@ export class TemplateBuilder {
         // As the user: dropped to by the static helper, bound in, as the image may have no su.
         argv: asUser ? [AS_USER_PATH, 'as-user', '--uid', String(account.uid), '--gid', String(account.gid), '--', ...argv] : argv,
         cwd: stage.config.workingDir ?? '/',
-        env: { ...environment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: account.home },
+        env: { ...imageEnvironment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: account.home },
         mounts: asUser ? [{ host: IMAGE_ROOT_HELPER, sandbox: AS_USER_PATH, writable: false }] : [],
         files: [],
         limits: { ...STEP_LIMITS, memoryBytes: this.settings.memoryBytes },
@@ -487,15 +488,6 @@ function tarOf(entries: TarEntry[]): AsyncIterable<Uint8Array> {
   tar.finalize();
   // A pack yields the tar's bytes as Buffers.
   return tar as AsyncIterable<Buffer>;
-}
-
-function environment(pairs: readonly string[]): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const pair of pairs) {
-    const equals = pair.indexOf('=');
-    if (equals > 0) env[pair.slice(0, equals)] = pair.slice(equals + 1);
-  }
-  return env;
 }
 
 function pick(variables: Record<string, string>, names: string[]): Record<string, string> {

@@ -404,11 +404,7 @@ func opWrite(a *agent, r request) (members, error) {
 	if err != nil {
 		return nil, err
 	}
-	text, err := r.text("data")
-	if err != nil {
-		return nil, err
-	}
-	data, err := decodeBase64(text)
+	data, err := r.data()
 	if err != nil {
 		return nil, err
 	}

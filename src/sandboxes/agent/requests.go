@@ -21,6 +21,15 @@ func (r request) text(name string) (string, error) {
 	return value, nil
 }
 
+// data is the request's bytes, sent base64 in its "data" field (a file's, a process's input).
+func (r request) data() ([]byte, error) {
+	text, err := r.text("data")
+	if err != nil {
+		return nil, err
+	}
+	return decodeBase64(text)
+}
+
 // optionalText is a string field that may be absent (or null): ok says whether it is there.
 func (r request) optionalText(name string) (value string, ok bool, err error) {
 	switch v := r.lookup(name).(type) {
