@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Context, OutputLine } from '../contract/code-interpreter.js';
-import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
+import { AgentOperationError, type SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { KernelBridge, type KernelLanguage } from './kernel-bridge.js';
 import { esbuildExecutable, transpileCell } from './typescript-cells.js';
 
@@ -278,6 +278,13 @@ export class CodeContexts {
         language: language === 'typescript' ? 'javascript' : language,
       });
     } catch (error) {
+      // A sandbox on an image runs the image's own python, found on its PATH.
+      if (error instanceof AgentOperationError && error.code === 'not_found' && !target.python.includes('/')) {
+        throw new ContextError(
+          500,
+          `Failed to create context: this sandbox's image has no ${target.python} on its PATH, which the code interpreter runs its kernels with (python cells need IPython in it too)`,
+        );
+      }
       throw new ContextError(500, `Failed to create context: ${error instanceof Error ? error.message : String(error)}`);
     }
   }

@@ -701,6 +701,13 @@ export class Sandboxes {
     }, this.runtime.config.sandboxes.endedRetentionSeconds * 1000).unref();
   }
 
+  /** The host's python, which a sandbox on the host's system runs its agent and kernels with. */
+  private async hostPython(): Promise<SandboxPlan['python']> {
+    const toolchain = await this.runtime.toolchains.get(python);
+    if (isMissing(toolchain)) throw new CodedError(contractError('backend.unavailable', `sandboxes need python here: ${toolchain.message}`), { http_status: 503 });
+    return { executable: toolchain.executable, mounts: toolchain.mounts };
+  }
+
   /** The templates a create may name: the configuration's (the host's system) and those made of images. */
   templates(): Template[] {
     const host = templateNames(this.runtime.config.sandboxes).map((name): Template => ({ name, kind: 'host' }));
@@ -738,13 +745,11 @@ export class Sandboxes {
     // Every process the sandbox runs gets these: bounded so that each still has room for its own.
     const environment = environmentProblem(envVars, 'env_vars');
     if (environment !== undefined) throw invalid(environment, 'env_vars');
-    const toolchain = await this.runtime.toolchains.get(python);
-    if (isMissing(toolchain)) throw new CodedError(contractError('backend.unavailable', `sandboxes need python here: ${toolchain.message}`), { http_status: 503 });
     return {
       id: randomId(),
       template,
       backend,
-      python: { executable: toolchain.executable, mounts: toolchain.mounts },
+      python: fromImage ? IMAGE_PYTHON : await this.hostPython(),
       ...(fromImage && {
         image: { layers: this.imageTemplates.layerTrees(fromImage), writableBytes: config.templates.writableLayerBytes, env: imageEnvironment(fromImage.config.env) },
       }),
@@ -782,6 +787,13 @@ function internetOn(backend: SandboxBackend): SandboxNetwork {
   const modes = backend.capabilities.network;
   return modes.includes('proxy') && !modes.includes('egress') ? { proxy: { domains: [ANY_NAME], secrets: [] } } : { allow: null };
 }
+
+/**
+ * An image's own python, found on its PATH, for what runs by python in a sandbox on it: the code
+ * interpreter's kernels, a pause's file archive (its agent is the static one). An image without
+ * one runs neither, and says so (interpreter/code-contexts.ts).
+ */
+const IMAGE_PYTHON: SandboxPlan['python'] = { executable: 'python3', mounts: [] };
 
 /** A create as the sandbox host takes it: the request, and the API key it came with. */
 type LaunchRequest = SandboxCreateRequest & { api_key?: string };

@@ -153,6 +153,27 @@ describe('sandboxes on images', () => {
     await sandbox.kill();
   });
 
+  it('runs the code interpreter on the image’s own python, and says so where it has none or no IPython', async () => {
+    const cell = async (template: string) => {
+      const sandbox = await create(template);
+      const response = await api(`/v1/sandboxes/${sandbox.sandboxId}/run_code`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ code: '1 + 1' }),
+      });
+      await sandbox.kill();
+      return { status: response.status, error: ((await response.json()) as { error: { code: string; message: string } }).error };
+    };
+    const busyboxCell = await cell('busybox');
+    assert.equal(busyboxCell.status, 500);
+    assert.equal(busyboxCell.error.code, 'sandbox.interpreter_failed');
+    assert.match(busyboxCell.error.message, /this sandbox's image has no python3 on its PATH/);
+    // The python image's own python3 runs the kernel's bridge, which finds no IPython there.
+    const pythonCell = await cell('python');
+    assert.equal(pythonCell.error.code, 'sandbox.interpreter_failed');
+    assert.match(pythonCell.error.message, /No module named 'IPython'/);
+  });
+
   it('deletes a template, and its layers that no other template holds; a create from it is then refused', async () => {
     const layersBefore = readdirSync(join(templatesDir, 'images', 'layers')).length;
     assert.equal((await api('/v1/templates/python', { method: 'DELETE' })).status, 204);
