@@ -10,7 +10,7 @@ import type { StoredImage } from '../images/image-store.js';
 import { imageEnvironment } from '../images/image-manifest.js';
 import { IMAGE_IDS, IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
 import { unpackLayer } from '../images/layer-unpack.js';
-import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import type { SandboxBackend, SandboxNetwork, SandboxTemplate } from '../sandbox/types.js';
 import { ownedName, reapDeadOwners } from '../sandbox/host/owned-dirs.js';
 import { isAlive } from '../sandbox/host/process-tree.js';
 import { mountScratchDisk } from '../sandbox/host/scratch-disk.js';
@@ -107,6 +107,7 @@ export class TemplateBuilder {
       stage = await this.apply(stage!, instruction, contextOf(instruction), listener, options);
     }
     const final = stage!;
+    if (options.start) await this.checkStart(final, options.start, (instructions.at(-1)?.line ?? 0) + 1, listener);
     const image = await this.templates.images.record({
       digest: `sha256:${hash([final.key, final.config])}`,
       source,
@@ -226,40 +227,18 @@ export class TemplateBuilder {
     try {
       await mountScratchDisk(staging, join(dir, 'disk.img'), Math.max(budget, MIN_STEP_DISK_BYTES));
       mounted = true;
-      const account = stage.config.user === null ? ROOT_ACCOUNT : imageAccount(this.trees(stage), stage.config.user, null);
-      const asUser = account.uid !== 0;
-      const network: SandboxNetwork = this.settings.buildInternetAccess && this.backend.capabilities.network.includes('egress') ? { allow: null } : 'none';
-      const prepared = await this.backend.prepare({
-        profile: 'run-job',
-        // As the user: dropped to by the static helper, bound in, as the image may have no su.
-        argv: asUser ? [AS_USER_PATH, 'as-user', '--uid', String(account.uid), '--gid', String(account.gid), '--', ...argv] : argv,
-        cwd: stage.config.workingDir ?? '/',
-        env: { ...imageEnvironment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: account.home },
-        mounts: asUser ? [{ host: IMAGE_ROOT_HELPER, sandbox: AS_USER_PATH, writable: false }] : [],
-        files: [],
-        limits: { ...STEP_LIMITS, memoryBytes: this.settings.memoryBytes },
-        network,
-        user: 'user',
-        rootInside: true,
-        terminals: true,
-        image: { layers: store.layerTrees({ layers: stage.layers } as StoredImage), writableBytes: 1, keepWritableIn: staging },
-      });
-      const tail: Buffer[] = [];
-      const sink = {
-        write(chunk: Buffer) {
-          listener.output(chunk);
-          tail.push(chunk);
-          if (tail.length > 64) tail.shift();
+      await this.runInStage(
+        stage,
+        argv,
+        variables,
+        listener,
+        { layers: store.layerTrees({ layers: stage.layers } as StoredImage), writableBytes: 1, keepWritableIn: staging },
+        {
+          what: `RUN ${argv.join(' ')}`,
+          timeoutSeconds: this.settings.buildStepTimeoutSeconds,
+          setting: 'buildStepTimeoutSeconds',
         },
-      };
-      const outcome = await prepared.start({ timeoutMs: this.settings.buildStepTimeoutSeconds * 1000, stdout: sink, stderr: sink });
-      await prepared.release?.();
-      if (outcome.exitCode !== 0 || outcome.timedOut) {
-        const why = outcome.timedOut ? `ran past templates.buildStepTimeoutSeconds (${this.settings.buildStepTimeoutSeconds} s)` : `exited ${outcome.exitCode ?? outcome.signal}`;
-        throw new CodedError(
-          contractError('template.build_failed', `RUN ${argv.join(' ')} ${why}: ${Buffer.concat(tail).toString('utf8').slice(-2000)}`, { exit_code: outcome.exitCode }),
-        );
-      }
+      );
       await shiftKeptLayer(staging);
       // What the sandbox's setup made there (the helper's mount point) is not the step's.
       rmSync(join(staging, 'upper', AS_USER_PATH.split('/')[1]!), { recursive: true, force: true });
@@ -268,6 +247,70 @@ export class TemplateBuilder {
       if (mounted) await unmountLazily(staging);
       rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  /**
+   * Runs `argv` in a sandbox of the build on the stage's image, as its USER, with the build's
+   * network, until it exits or its timeout; anything but exit 0 fails the build, quoting its last
+   * output. The caller says where its writable layer goes.
+   */
+  private async runInStage(
+    stage: Stage,
+    argv: readonly string[],
+    variables: Record<string, string>,
+    listener: BuildListener,
+    image: NonNullable<SandboxTemplate['image']>,
+    step: { what: string; timeoutSeconds: number; setting: string },
+  ): Promise<void> {
+    const account = stage.config.user === null ? ROOT_ACCOUNT : imageAccount(this.trees(stage), stage.config.user, null);
+    const asUser = account.uid !== 0;
+    const network: SandboxNetwork = this.settings.buildInternetAccess && this.backend.capabilities.network.includes('egress') ? { allow: null } : 'none';
+    const prepared = await this.backend.prepare({
+      profile: 'run-job',
+      // As the user: dropped to by the static helper, bound in, as the image may have no su.
+      argv: asUser ? [AS_USER_PATH, 'as-user', '--uid', String(account.uid), '--gid', String(account.gid), '--', ...argv] : [...argv],
+      cwd: stage.config.workingDir ?? '/',
+      env: { ...imageEnvironment(stage.config.env), ...pick(variables, Object.keys(stage.args)), HOME: account.home },
+      mounts: asUser ? [{ host: IMAGE_ROOT_HELPER, sandbox: AS_USER_PATH, writable: false }] : [],
+      files: [],
+      limits: { ...STEP_LIMITS, memoryBytes: this.settings.memoryBytes },
+      network,
+      user: 'user',
+      rootInside: true,
+      terminals: true,
+      image,
+    });
+    const tail: Buffer[] = [];
+    const sink = {
+      write(chunk: Buffer) {
+        listener.output(chunk);
+        tail.push(chunk);
+        if (tail.length > 64) tail.shift();
+      },
+    };
+    const outcome = await prepared.start({ timeoutMs: step.timeoutSeconds * 1000, stdout: sink, stderr: sink });
+    await prepared.release?.();
+    if (outcome.exitCode !== 0 || outcome.timedOut) {
+      const why = outcome.timedOut ? `ran past templates.${step.setting} (${step.timeoutSeconds} s)` : `exited ${outcome.exitCode ?? outcome.signal}`;
+      throw new CodedError(contractError('template.build_failed', `${step.what} ${why}: ${Buffer.concat(tail).toString('utf8').slice(-2000)}`, { exit_code: outcome.exitCode }));
+    }
+  }
+
+  /**
+   * A template with a start command is built only if it becomes ready, as E2B's builder checks: a
+   * sandbox of the finished image starts it and runs its ready command until it exits 0, for at
+   * most templates.readyTimeoutSeconds. Its writable layer is thrown away with it.
+   */
+  private async checkStart(stage: Stage, start: TemplateStart, line: number, listener: BuildListener): Promise<void> {
+    if (start.ready === null) return;
+    listener.step({ line, instruction: `START ${start.command} (ready when: ${start.ready})`, cached: false });
+    const argv = ['/bin/sh', '-c', '/bin/sh -c "$1" & until /bin/sh -c "$2"; do sleep 0.25; done', 'start', start.command, start.ready];
+    const image = { layers: this.trees(stage), writableBytes: this.settings.writableLayerBytes };
+    await this.runInStage(stage, argv, stage.args, listener, image, {
+      what: `the start command ${JSON.stringify(start.command)}, ready when ${JSON.stringify(start.ready)},`,
+      timeoutSeconds: this.settings.readyTimeoutSeconds,
+      setting: 'readyTimeoutSeconds',
+    });
   }
 
   /** The layer of `entries` (a COPY's files, a WORKDIR's directory), stored under `key`; true when it was there. */

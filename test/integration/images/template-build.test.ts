@@ -18,7 +18,7 @@ import { startServer, type ServerProcess } from '../../helpers/server.js';
 describe('templates built from a Dockerfile', () => {
   const dir = mkdtempSync(join(tmpdir(), 'template-build-'));
   // A ready command that never succeeds is given up at this deadline; one that does, in well under a second.
-  const env = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates'), AGENT_RUNNER_TEMPLATES__READY_TIMEOUT_SECONDS: '15' };
+  const env = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates'), AGENT_RUNNER_TEMPLATES__READY_TIMEOUT_SECONDS: '10' };
   const context = join(dir, 'context');
   let registry: Registry;
   let busybox: OciImage;
@@ -144,7 +144,7 @@ CMD ["/opt/app/app.sh"]
     await assert.rejects(Template.build(failing, 'e2b-broken', connection), /exited 4: no luck/);
   });
 
-  it("starts a template's start command with each sandbox and answers once its ready command exits 0; one never ready is killed", async () => {
+  it('builds a template with a start command only if it becomes ready; starts it with each sandbox, answering once ready; one not ready is killed', async () => {
     server ??= await startServer([], { env });
     const connection = { apiKey: server.token!, apiUrl: server.url, domain: new URL(server.url).host };
     const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
@@ -163,16 +163,22 @@ CMD ["/opt/app/app.sh"]
     } finally {
       await sandbox.kill();
     }
-    await Template.build(Template().fromImage(from).setStartCmd('sleep 600', 'echo not yet; false'), 'e2b-never-ready', connection);
+    // Never ready: the build fails, as E2B's does, and no template is made of it.
     await assert.rejects(
-      Sandbox.create('e2b-never-ready', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url }),
-      /ready command \(echo not yet; false\) did not exit 0 .*: not yet/,
+      Template.build(Template().fromImage(from).setStartCmd('sleep 600', 'echo not yet; false'), 'e2b-never-ready', connection),
+      /ready when "echo not yet; false", ran past templates.readyTimeoutSeconds \(10 s\): (not yet\n)+/,
+    );
+    // Ready when built, not when started (an env var of the create's says so): the sandbox is killed.
+    await Template.build(Template().fromImage(from).setStartCmd('sleep 600', 'echo not yet; [ -z "$BREAK_READY" ]'), 'e2b-ready-unless', connection);
+    await assert.rejects(
+      Sandbox.create('e2b-ready-unless', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url, envs: { BREAK_READY: '1' } }),
+      /ready command \(echo not yet; \[ -z "\$BREAK_READY" \]\) did not exit 0 .*: not yet/,
     );
     const listed = (await (await fetch(`${server.url}/v1/sandboxes`, { headers: { authorization: `Bearer ${server.token}` } })).json()) as {
       sandboxes: { template: string; state: string }[];
     };
     assert.ok(
-      listed.sandboxes.filter((one) => one.template === 'e2b-never-ready').every((one) => one.state !== 'running'),
+      listed.sandboxes.filter((one) => one.template === 'e2b-ready-unless').every((one) => one.state !== 'running'),
       JSON.stringify(listed),
     );
   });
@@ -228,7 +234,7 @@ CMD ["/opt/app/app.sh"]
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
-      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-never-ready', 'e2b-started'],
+      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-ready-unless', 'e2b-started'],
     );
   });
 });
