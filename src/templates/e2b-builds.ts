@@ -9,7 +9,7 @@ import { isGzip } from '../images/image-archive.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { Instruction } from './dockerfile.js';
 import type { TemplateBuilder } from './template-builder.js';
-import { otherKeys, TEMPLATE_NAME, type TemplateRegistry } from './template-registry.js';
+import { otherKeys, TEMPLATE_NAME, type RegistryCredentials, type TemplateRegistry } from './template-registry.js';
 import { visibleTo } from '../util/tenant.js';
 
 /** One build as E2B's SDK follows it: its status and the log lines it has read so far. */
@@ -100,6 +100,8 @@ export class E2bTemplateBuilds {
     const existing = this.registry.get(templateID);
     if (existing && !visibleTo(apiKey, existing.api_key)) throw otherKeys(templateID);
     const instructions = toInstructions(body);
+    // Refused here, with the request, not when the build runs; used for its pull only, never kept.
+    const credentials = body.fromImageRegistry && registryCredentials(body.fromImageRegistry);
     build.status = 'building';
     const log = (message: string, level: E2bBuildLogEntry['level'] = 'info', step?: string) =>
       build.entries.push({ timestamp: new Date().toISOString(), message, level, ...(step !== undefined && { step }) });
@@ -119,7 +121,11 @@ export class E2bTemplateBuilds {
             for (const line of lines) log(line);
           },
         },
-        { noCache: body.force === true, ...(body.startCmd && { start: { command: body.startCmd, ready: body.readyCmd ?? null } }) },
+        {
+          noCache: body.force === true,
+          ...(body.startCmd && { start: { command: body.startCmd, ready: body.readyCmd ?? null } }),
+          ...(credentials && { registryCredentials: credentials }),
+        },
         apiKey,
       );
     };
@@ -209,7 +215,6 @@ export class E2bTemplateBuilds {
 
 /** E2B's steps as a Dockerfile's instructions: FROM the image or template, each step in order. */
 function toInstructions(body: E2bTemplateBuildStart): Instruction[] {
-  if (body.fromImageRegistry) throw invalid('fromImageRegistry is not taken here: give the registry’s credentials to the server (templates.registries)');
   const from = body.fromImage ?? body.fromTemplate;
   if (!from) throw invalid('a build needs fromImage or fromTemplate');
   const line = (index: number) => index + 2;
@@ -254,6 +259,25 @@ function toInstructions(body: E2bTemplateBuildStart): Instruction[] {
     }
   }
   return instructions;
+}
+
+/**
+ * E2B's fromImageRegistry as credentials for the FROM image's registry: `registry` (fromImage with
+ * a user name and password) as they are; `gcp` (fromGCPRegistry) as Google's registries take a
+ * service account's key, the user `_json_key`. `aws` needs a token signed for ECR, which is not
+ * made here.
+ */
+function registryCredentials(registry: NonNullable<E2bTemplateBuildStart['fromImageRegistry']>): RegistryCredentials {
+  const text = (name: string): string => {
+    const value = (registry as Record<string, unknown>)[name];
+    if (typeof value !== 'string' || value === '') throw invalid(`fromImageRegistry of type ${registry.type} needs ${name}`);
+    return value;
+  };
+  if (registry.type === 'registry') return { username: text('username'), password: text('password') };
+  if (registry.type === 'gcp') return { username: '_json_key', password: text('serviceAccountJson') };
+  throw invalid(
+    `fromImageRegistry of type ${JSON.stringify(registry.type)} is not taken here (registry and gcp are): give the registry's credentials to the server (templates.registries) instead`,
+  );
 }
 
 function invalid(message: string): CodedError {

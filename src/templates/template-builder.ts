@@ -17,7 +17,7 @@ import { mountScratchDisk } from '../sandbox/host/scratch-disk.js';
 import { unmountLazily, unmountOrphans } from '../sandbox/host/tmpfs.js';
 import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
 import type { TemplateStart } from '../contract/templates.js';
-import type { ImageTemplate, TemplateRegistry } from './template-registry.js';
+import type { ImageTemplate, RegistryCredentials, TemplateRegistry } from './template-registry.js';
 
 /** What a build says as it goes: each step as it starts (cached or run), and a RUN's output. */
 export interface BuildListener {
@@ -39,6 +39,8 @@ export interface BuildOptions {
   noCache?: boolean;
   /** What the template's sandboxes start with (an E2B build's start and ready commands). */
   start?: TemplateStart;
+  /** The FROM image's registry's credentials for this build (E2B's fromImageRegistry), before the configured ones; never kept. */
+  registryCredentials?: RegistryCredentials;
 }
 
 /** A build's state after each instruction: its layers, its image config, and its cache key. */
@@ -100,7 +102,7 @@ export class TemplateBuilder {
         continue;
       }
       if (instruction.keyword === 'FROM') {
-        stage = await this.from(substitute(instruction.text, args), args);
+        stage = await this.from(substitute(instruction.text, args), args, options.registryCredentials);
         listener.step({ line: instruction.line, instruction: `FROM ${instruction.text}`, cached: true });
         continue;
       }
@@ -117,13 +119,13 @@ export class TemplateBuilder {
     return this.templates.fromImage(name, image, apiKey, options.start);
   }
 
-  private async from(text: string, args: Record<string, string>): Promise<Stage> {
+  private async from(text: string, args: Record<string, string>, credentials: RegistryCredentials | undefined): Promise<Stage> {
     const [reference] = splitWords(text);
     const empty: ImageRunConfig = { env: [DEFAULT_PATH], entrypoint: null, cmd: null, workingDir: null, user: null, exposedPorts: [], labels: {} };
     if (!reference) throw invalid('FROM names no image', 1, 'FROM');
     if (reference === 'scratch') return { layers: [], config: empty, key: hash(['scratch']), args: { ...args } };
     const template = this.templates.get(reference);
-    const image = template ? this.templates.images.image(template.image) : await this.templates.pullImage(parseImageReference(reference));
+    const image = template ? this.templates.images.image(template.image) : await this.templates.pullImage(parseImageReference(reference), credentials);
     if (!image) throw new CodedError(contractError('template.not_found', `FROM ${reference}: template ${reference}'s image is no longer stored`));
     return {
       layers: image.layers,

@@ -12,6 +12,12 @@ import type { TemplateStart } from '../contract/templates.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { visibleTo } from '../util/tenant.js';
 
+/** A user name and password a registry takes (basic auth, or for a token from its realm). */
+export interface RegistryCredentials {
+  username: string;
+  password: string;
+}
+
 /** A template made of an image: the name sandboxes are created from, and the image under it. */
 export interface ImageTemplate {
   name: string;
@@ -58,10 +64,10 @@ export class TemplateRegistry {
     return this.save(name, await this.pullImage(parseImageReference(reference)), apiKey);
   }
 
-  /** Pulls an image into the store, with the registries' settings. */
-  pullImage(reference: ImageReference): Promise<StoredImage> {
+  /** Pulls an image into the store, with the registries' settings; `credentials` (a build's own) before the configured ones for its registry. */
+  pullImage(reference: ImageReference, credentials?: RegistryCredentials): Promise<StoredImage> {
     return this.images.pull(reference, {
-      credentials: this.settings.registries,
+      credentials: credentials ? { ...this.settings.registries, [reference.registry]: credentials } : this.settings.registries,
       insecureRegistries: this.settings.insecureRegistries,
       timeoutMs: this.settings.registryTimeoutMs,
     });

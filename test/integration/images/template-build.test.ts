@@ -128,6 +128,22 @@ CMD ["/opt/app/app.sh"]
     } finally {
       await sandbox.kill();
     }
+    // An image of a registry that wants credentials, given with the build (fromImage's second argument).
+    const guarded = await startRegistry({ auth: 'basic' });
+    try {
+      await pushImage(busybox, guarded);
+      const privateImage = `${guarded.host}/${busybox.name}:${busybox.tag}`;
+      await assert.rejects(Template.build(Template().fromImage(privateImage), 'e2b-private', connection), /asks for credentials/);
+      await Template.build(Template().fromImage(privateImage, guarded.credentials!).runCmd('echo private > /private.txt'), 'e2b-private', connection);
+    } finally {
+      await guarded.stop();
+    }
+    const fromPrivate = await Sandbox.create('e2b-private', { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+    try {
+      assert.equal((await fromPrivate.commands.run('cat /private.txt')).stdout, 'private\n');
+    } finally {
+      await fromPrivate.kill();
+    }
     // A Dockerfile as the SDK reads it (Harbor builds each task's so): its steps, the same builder.
     const fromDockerfile = Template({ fileContextPath: context }).fromDockerfile(
       `FROM ${registry.host}/${busybox.name}:${busybox.tag}\nRUN echo "from a Dockerfile as $(id -un)" > /dockerfile.txt\nCOPY --chown=service note.txt /var/lib/service/\nUSER service\n`,
@@ -234,7 +250,7 @@ CMD ["/opt/app/app.sh"]
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
-      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-ready-unless', 'e2b-started'],
+      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-private', 'e2b-ready-unless', 'e2b-started'],
     );
   });
 });
