@@ -16,7 +16,11 @@ import { failure } from './registry-client.js';
  * first written under a staging dir (regular files and directories only, names checked, bytes
  * capped), then read as the registry's manifests and blobs would be, every blob against its digest.
  */
-export async function storeImageArchive(store: ImageStore, archive: Readable, label: string, maxBytes: number): Promise<StoredImage> {
+export function storeImageArchive(store: ImageStore, archive: Readable, label: string, maxBytes: number): Promise<StoredImage> {
+  return store.holding(() => storeHeld(store, archive, label, maxBytes));
+}
+
+async function storeHeld(store: ImageStore, archive: Readable, label: string, maxBytes: number): Promise<StoredImage> {
   const staging = store.stagingDir();
   mkdirSync(staging, { mode: 0o700 });
   try {

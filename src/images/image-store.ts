@@ -3,6 +3,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync,
 import { join } from 'node:path';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { execFileWhenQuiet } from '../util/fork-gate.js';
+import { withFileLock } from '../util/file-lock.js';
 import { makePrivateDirSync } from '../util/private-dir.js';
 import { formatImageReference, type ImageReference } from './image-reference.js';
 import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest, type ImageRunConfig } from './image-manifest.js';
@@ -86,7 +87,12 @@ export class ImageStore {
   }
 
   /** Pulls an image from its registry; layers already here are not fetched again. */
-  async pull(reference: ImageReference, options: RegistryOptions): Promise<StoredImage> {
+  /** Pulls `reference` into the store (see pullHeld), its layers held from removal meanwhile. */
+  pull(reference: ImageReference, options: RegistryOptions): Promise<StoredImage> {
+    return this.holding(() => this.pullHeld(reference, options));
+  }
+
+  private async pullHeld(reference: ImageReference, options: RegistryOptions): Promise<StoredImage> {
     const client = new RegistryClient(reference, options);
     const name = formatImageReference(reference);
     let manifest = await client.manifest(reference.digest ?? reference.tag!, MANIFEST_ACCEPT, MANIFEST_BYTES);
@@ -138,12 +144,29 @@ export class ImageStore {
   }
 
   /** Forgets an image, and removes the layers no other stored image holds. */
-  remove(digest: string): void {
+  async remove(digest: string): Promise<void> {
     rmSync(join(this.root, 'images', `${hex(digest)}.json`), { force: true });
-    const held = new Set(this.images().flatMap((image) => image.layers.map((layer) => hex(layer.diffId))));
-    for (const layer of readdirSync(join(this.root, 'layers'))) {
-      if (!held.has(layer) && !this.inFlight.has(`sha256:${layer}`)) this.discard(join(this.root, 'layers', layer));
-    }
+    // Once no pull, import or build of any process is under way: theirs may use a layer that
+    // no image records yet (one found here and taken as it is, or a build's step's).
+    await withFileLock(this.lockPath, 'exclusive', async () => {
+      const held = new Set(this.images().flatMap((image) => image.layers.map((layer) => hex(layer.diffId))));
+      for (const layer of readdirSync(join(this.root, 'layers'))) {
+        if (!held.has(layer) && !this.inFlight.has(`sha256:${layer}`)) this.discard(join(this.root, 'layers', layer));
+      }
+    });
+  }
+
+  /**
+   * `work` (a pull, an archive's import, a build: whatever stores layers and then records the
+   * image that holds them) with the store's lock shared: no removal of layers runs meanwhile, in
+   * this process or another on the same store.
+   */
+  holding<T>(work: () => Promise<T>): Promise<T> {
+    return withFileLock(this.lockPath, 'shared', work);
+  }
+
+  private get lockPath(): string {
+    return join(this.root, 'lock');
   }
 
   /**

@@ -83,7 +83,7 @@ export class TemplateBuilder {
    * made into them); `contextOf` is the directory a COPY takes its sources from. Its image is
    * recorded as from `source`; a template of the name is made (or replaced) only at the end.
    */
-  async buildInstructions(
+  buildInstructions(
     name: string,
     source: string,
     instructions: readonly Instruction[],
@@ -91,6 +91,19 @@ export class TemplateBuilder {
     listener: BuildListener,
     options: BuildOptions = {},
     apiKey?: string,
+  ): Promise<ImageTemplate> {
+    // Its cached and new layers are recorded in an image only at the end: held from removal till then.
+    return this.templates.images.holding(() => this.buildHeld(name, source, instructions, contextOf, listener, options, apiKey));
+  }
+
+  private async buildHeld(
+    name: string,
+    source: string,
+    instructions: readonly Instruction[],
+    contextOf: (instruction: Instruction) => string,
+    listener: BuildListener,
+    options: BuildOptions,
+    apiKey: string | undefined,
   ): Promise<ImageTemplate> {
     let stage = null as Stage | null;
     const args: Record<string, string> = {};

@@ -102,13 +102,15 @@ export class TemplateRegistry {
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Deletes a template, and its image's layers when no other template holds them; false: none. */
-  delete(name: string): boolean {
+  /**
+   * Deletes a template, then its image's layers when no other template holds them (once no pull,
+   * import or build is under way: `layersGone`); false: none.
+   */
+  delete(name: string): { layersGone: Promise<void> } | false {
     const template = this.get(name);
     if (!template) return false;
     rmSync(join(this.templatesDir, `${name}.json`), { force: true });
-    this.forgetUnheld(template.image);
-    return true;
+    return { layersGone: this.forgetUnheld(template.image) };
   }
 
   /** The host directories of a template's layers, bottom first; template.not_found when its image is gone. */
@@ -137,13 +139,13 @@ export class TemplateRegistry {
       ...(apiKey !== undefined && { api_key: apiKey }),
     };
     await writeFileAtomic(join(this.templatesDir, `${name}.json`), `${JSON.stringify(template, null, 2)}\n`);
-    if (replaced && replaced.image !== image.digest) this.forgetUnheld(replaced.image);
+    if (replaced && replaced.image !== image.digest) void this.forgetUnheld(replaced.image).catch(() => undefined);
     return template;
   }
 
   /** An image no template holds any more goes, with the layers no other image holds. */
-  private forgetUnheld(digest: string): void {
-    if (!this.list().some((template) => template.image === digest)) this.images.remove(digest);
+  private async forgetUnheld(digest: string): Promise<void> {
+    if (!this.list().some((template) => template.image === digest)) await this.images.remove(digest);
   }
 }
 

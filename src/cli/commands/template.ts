@@ -98,7 +98,9 @@ export function registerTemplate(program: Command): void {
     .action(
       answered(async (name: string, _flags: object, command: Command) => {
         const deleted = (await registryOf(command)).delete(name);
-        printJson({ name, deleted });
+        // Its layers go once no pull, import or build on the store is under way.
+        if (deleted) await deleted.layersGone;
+        printJson({ name, deleted: deleted !== false });
         exitAfterFlush(deleted ? 0 : 1);
       }),
     );

@@ -106,7 +106,10 @@ export function templateRoutes(templates: ServedTemplates) {
       },
       async (request, reply) => {
         mayChange(templates, request, request.params.name);
-        if (!templates.images.delete(request.params.name)) throw notFound(request.params.name);
+        const deleted = templates.images.delete(request.params.name);
+        if (!deleted) throw notFound(request.params.name);
+        // Its layers go once no pull, import or build on the store is under way: not waited for.
+        deleted.layersGone.catch((error: Error) => request.log.error({ err: error }, `the layers of template ${request.params.name} were not removed`));
         return reply.code(204).send();
       },
     );

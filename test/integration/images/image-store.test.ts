@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createReadStream, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { createServer as createHttpServer, request as httpRequest, type Server as HttpServer } from 'node:http';
@@ -12,7 +13,7 @@ import { storeImageArchive } from '../../../src/images/image-archive.js';
 import { parseImageReference } from '../../../src/images/image-reference.js';
 import { ImageStore, type StoredImage } from '../../../src/images/image-store.js';
 import type { RegistryOptions } from '../../../src/images/registry-client.js';
-import { busyboxImage, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
+import { BUSYBOX_CONFIG, busyboxImage, busyboxLayer, HUGE_BYTES, hostileLayers, LAYERED, layeredImage, multiArchImage, type HostileName } from '../../helpers/oci-images.js';
 import { dockerArchive, layerOf, ociArchive, pushImage, writeLayout, type OciImage } from '../../helpers/oci-layout.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
 import { waitUntil } from '../../helpers/wait.js';
@@ -227,6 +228,35 @@ describe('bad input', () => {
   });
 });
 
+describe('removal beside pulls', () => {
+  it('removes no layer a pull under way takes as it is: the removal waits for the pull to record its image', async () => {
+    const store = storeIn('race');
+    // An image with busybox's layer and one of 1 MiB that does not compress, which the proxy stalls.
+    const shared = await busyboxLayer();
+    const big = await layerOf([{ name: 'noise', content: randomBytes(1 << 20) }]);
+    const combo = writeLayout(join(dir, 'combo'), 'agent-runner-test/combo', 'latest', [{ layers: [shared, big], config: BUSYBOX_CONFIG }]);
+    await pushImage(combo, open);
+    const first = await store.pull(reference(open, busybox), anonymous);
+    const { proxy, stalled, release } = await stallingProxy(open);
+    try {
+      const host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      // busybox's layer is here already: the pull takes it as it is, and stalls on the other.
+      const pulling = store.pull(parseImageReference(`${host}/${combo.name}:${combo.tag}`), anonymous);
+      await stalled;
+      // The only image that recorded busybox's layer goes while the pull that also holds it runs.
+      const removing = store.remove(first.digest);
+      release();
+      const pulled = await pulling;
+      await removing;
+      for (const tree of store.layerTrees(pulled)) assert.ok(existsSync(tree), `${tree} is gone`);
+      assert.equal(readdirSync(join(store.root, 'layers')).length, 2);
+    } finally {
+      proxy.closeAllConnections();
+      proxy.close();
+    }
+  });
+});
+
 describe('archives', () => {
   it('stores docker save output and an OCI layout tar as the same layers', async () => {
     const store = storeIn('archives');
@@ -250,29 +280,36 @@ describe('archives', () => {
 
 /**
  * An HTTP proxy to `registry` that passes everything but a large blob (a layer, not a config),
- * of which it sends the first half and then nothing more; `stalled` resolves once it has.
+ * of which it sends the first half and then nothing more until `release()`; `stalled` resolves
+ * once it has sent that half.
  */
-async function stallingProxy(registry: Registry): Promise<{ proxy: HttpServer; stalled: Promise<void> }> {
+async function stallingProxy(registry: Registry): Promise<{ proxy: HttpServer; stalled: Promise<void>; release: () => void }> {
   const upstream = new URL(registry.url);
   let stall!: () => void;
   const stalled = new Promise<void>((resolve) => (stall = resolve));
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
   const proxy = createHttpServer((request, response) => {
     const forward = httpRequest({ host: upstream.hostname, port: upstream.port, path: request.url, method: request.method, headers: request.headers }, (answer) => {
       response.writeHead(answer.statusCode ?? 502, answer.headers);
       const length = Number(answer.headers['content-length']);
       if (!request.url?.includes('/blobs/') || !(length > 16_384)) return void answer.pipe(response);
+      const half = Math.ceil(length / 2);
+      const held: Buffer[] = [];
       let sent = 0;
       answer.on('data', (chunk: Buffer) => {
-        if (sent >= length / 2) return;
-        response.write(chunk.subarray(0, Math.ceil(length / 2) - sent));
+        const now = chunk.subarray(0, Math.max(0, half - sent));
+        if (now.length > 0) response.write(now);
+        if (now.length < chunk.length) held.push(chunk.subarray(now.length));
         sent += chunk.length;
-        if (sent >= length / 2) stall();
+        if (sent >= half) stall();
       });
+      answer.on('end', () => void released.then(() => response.end(Buffer.concat(held))));
     });
     request.pipe(forward);
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  return { proxy, stalled };
+  return { proxy, stalled, release };
 }
 
 /** A TCP server that takes connections and never answers: a registry that stalls. */
