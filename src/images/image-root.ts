@@ -44,7 +44,7 @@ export function imageRootArgv(root: ImageRootMount): string[] {
   ];
 }
 
-/** Whether an image's layers hold an /etc/passwd of their own (then the sandbox gets none of the host's making). */
+/** Whether an image's layers hold an /etc/passwd of their own (then the sandbox gets none of the host's making); looked at without following the image's links on the host. */
 export function layersHoldPasswd(layers: readonly string[]): boolean {
   return layers.some(
     (layer) =>

@@ -5,6 +5,7 @@ import { writeFileAtomic } from '../util/atomic-write.js';
 import { execFileWhenQuiet } from '../util/fork-gate.js';
 import { withFileLock } from '../util/file-lock.js';
 import { makePrivateDirSync } from '../util/private-dir.js';
+import { processIdentity } from '../util/process-identity.js';
 import { formatImageReference, type ImageReference } from './image-reference.js';
 import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest, type ImageRunConfig } from './image-manifest.js';
 import { unpackLayer, type UnpackedLayer } from './layer-unpack.js';
@@ -73,7 +74,7 @@ export class ImageStore {
   private removeAbandonedStaging(): void {
     for (const entry of readdirSync(join(this.root, 'staging'))) {
       const pid = Number(/^(\d+)-/.exec(entry)?.[1]);
-      if (pid > 0 && processLives(pid)) continue;
+      if (pid > 0 && processIdentity(pid) !== null) continue;
       try {
         rmSync(join(this.root, 'staging', entry), { recursive: true, force: true });
       } catch {
@@ -309,16 +310,6 @@ function treeSize(root: string): { bytes: number; entries: number } {
   };
   walk(root);
   return { bytes, entries };
-}
-
-/** Whether a process of that pid runs (one of another user counts: EPERM). */
-function processLives(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /** Renames a tree, or where it is on another file system, copies it whole (cp -a: as root, every owner, mode, device node and xattr) and removes it. */

@@ -170,7 +170,7 @@ export class E2bTemplateBuilds {
   }
 
   /** Unpacks the uploads a build's COPY steps take, before it starts (each once). */
-  async prepareUploads(body: E2bTemplateBuildStart): Promise<void> {
+  private async prepareUploads(body: E2bTemplateBuildStart): Promise<void> {
     for (const step of body.steps ?? []) {
       if (step.type !== 'COPY' || !step.filesHash) continue;
       const hash = step.filesHash;

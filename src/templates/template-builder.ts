@@ -105,6 +105,10 @@ export class TemplateBuilder {
     options: BuildOptions,
     apiKey: string | undefined,
   ): Promise<ImageTemplate> {
+    // A build that died left its steps' disks mounted there: unmounted and removed, once a build.
+    mkdirSync(this.buildsDir, { recursive: true, mode: 0o700 });
+    await unmountOrphans(this.buildsDir, isAlive);
+    await reapDeadOwners(this.buildsDir);
     let stage = null as Stage | null;
     const args: Record<string, string> = {};
     for (const instruction of instructions) {
@@ -199,8 +203,9 @@ export class TemplateBuilder {
           throw invalid(`line ${instruction.line}: ADD of a URL is not built here: only local files`, instruction.line, instruction.keyword);
         const destIsDir = words.at(-1)!.endsWith('/') || sources.length > 1;
         // Into the image's own directories: through its links (`/bin` -> `usr/bin`), never over them.
-        const dest = resolveInImage(this.trees(stage), posix.resolve(config.workingDir ?? '/', words.at(-1)!), destIsDir);
-        const entries = contextEntries(context, sources, dest, destIsDir, flags, ownerOf(flags.chown, this.trees(stage), instruction), instruction);
+        const trees = this.trees(stage);
+        const dest = resolveInImage(trees, posix.resolve(config.workingDir ?? '/', words.at(-1)!), destIsDir);
+        const entries = contextEntries(context, sources, dest, destIsDir, flags, ownerOf(flags.chown, trees, instruction), instruction);
         const key = hash([stage.key, instruction.keyword, entries.map((entry) => ({ ...entry, content: entry.content && hash([entry.content.toString('base64')]) }))]);
         const cached = await this.layerFromTar(key, stage, entries, options);
         announce(cached);
@@ -230,12 +235,7 @@ export class TemplateBuilder {
   private async run(stage: Stage, argv: string[], key: string, variables: Record<string, string>, listener: BuildListener): Promise<void> {
     const store = this.templates.images;
     const budget = store.maxImageBytes - stage.layers.reduce((sum, layer) => sum + layer.bytes, 0);
-    // A build that died left its disk mounted there: unmounted, then removed, before another is made.
-    const builds = join(this.templates.dir, 'builds');
-    mkdirSync(builds, { recursive: true, mode: 0o700 });
-    await unmountOrphans(builds, isAlive);
-    await reapDeadOwners(builds);
-    const dir = join(builds, ownedName());
+    const dir = join(this.buildsDir, ownedName());
     const staging = join(dir, 'disk');
     mkdirSync(staging, { recursive: true, mode: 0o700 });
     let mounted = false;
@@ -247,7 +247,7 @@ export class TemplateBuilder {
         argv,
         variables,
         listener,
-        { layers: store.layerTrees({ layers: stage.layers } as StoredImage), writableBytes: 1, keepWritableIn: staging },
+        { layers: this.trees(stage), writableBytes: 1, keepWritableIn: staging },
         {
           what: `RUN ${argv.join(' ')}`,
           timeoutSeconds: this.settings.buildStepTimeoutSeconds,
@@ -332,9 +332,14 @@ export class TemplateBuilder {
   private async layerFromTar(key: string, stage: Stage, entries: TarEntry[], options: BuildOptions): Promise<boolean> {
     const store = this.templates.images;
     if (store.hasLayer(key) && !options.noCache) return true;
-    const tar = tarOf(withParents(entries, store.layerTrees({ layers: stage.layers } as StoredImage)));
+    const tar = tarOf(withParents(entries, this.trees(stage)));
     await store.ensureLayer(`sha256:${key}`, store.maxImageBytes, (dir, limits) => unpackLayer(tar, false, dir, limits), { replace: options.noCache === true, keyed: true });
     return false;
+  }
+
+  /** Where the disks of RUN steps are mounted while they run: a directory of each step's, named by its process. */
+  private get buildsDir(): string {
+    return join(this.templates.dir, 'builds');
   }
 
   private trees(stage: Stage): string[] {
@@ -454,9 +459,9 @@ function imageAccount(trees: readonly string[], spec: string, instruction: Instr
 /** A colon-separated table of the image (/etc/passwd, /etc/group), its lines split; none if the image has no such file. */
 function imageTable(trees: readonly string[], path: string): string[][] {
   const resolved = resolveInImage(trees, path, true);
-  const tree = [...trees].reverse().find((candidate) => imageLstat([candidate], resolved) !== undefined);
-  if (!tree || !imageLstat([tree], resolved)?.isFile()) return [];
-  return readRegular(join(tree, resolved))
+  const found = imageEntry(trees, resolved);
+  if (!found?.stat.isFile()) return [];
+  return readRegular(join(found.tree, resolved))
     .toString('utf8')
     .split('\n')
     .filter((line) => line !== '' && !line.startsWith('#'))
@@ -482,11 +487,12 @@ function withParents(entries: TarEntry[], lowerTrees: string[]): TarEntry[] {
 }
 
 /**
- * What `path` (relative) is in the image the layers make: the topmost layer's entry, found by
- * walking each layer's tree a component at a time with lstat, so that no link of the image is
- * followed on the host (a layer whose path goes through a link of its own is skipped there).
+ * What `path` (relative) is in the image the layers make: the topmost layer's entry and that
+ * layer's tree, found by walking each layer's tree a component at a time with lstat, so that no
+ * link of the image is followed on the host (a layer whose path goes through a link of its own is
+ * skipped there).
  */
-function imageLstat(trees: readonly string[], path: string): Stats | undefined {
+function imageEntry(trees: readonly string[], path: string): { tree: string; stat: Stats } | undefined {
   const parts = path.split('/').filter((part) => part !== '');
   for (const tree of [...trees].reverse()) {
     let at = tree;
@@ -499,9 +505,13 @@ function imageLstat(trees: readonly string[], path: string): Stats | undefined {
         break;
       }
     }
-    if (stat) return stat;
+    if (stat) return { tree, stat };
   }
   return undefined;
+}
+
+function imageLstat(trees: readonly string[], path: string): Stats | undefined {
+  return imageEntry(trees, path)?.stat;
 }
 
 /**
@@ -514,13 +524,13 @@ function resolveInImage(trees: readonly string[], path: string, whole: boolean):
   let resolved: string[] = [];
   for (let hops = 0, index = 0; index < parts.length; index++) {
     const candidate = [...resolved, parts[index]!];
-    const stat = index < parts.length - 1 || whole ? imageLstat(trees, candidate.join('/')) : undefined;
-    if (!stat?.isSymbolicLink()) {
+    const found = index < parts.length - 1 || whole ? imageEntry(trees, candidate.join('/')) : undefined;
+    if (!found?.stat.isSymbolicLink()) {
       resolved = candidate;
       continue;
     }
     if (++hops > 40) throw invalid(`${path}: more than 40 links in the image`, 0, 'COPY');
-    const target = readlinkSync(join([...trees].reverse().find((tree) => imageLstat([tree], candidate.join('/'))?.isSymbolicLink()) ?? trees[0]!, ...candidate));
+    const target = readlinkSync(join(found.tree, ...candidate));
     const base = target.startsWith('/') ? [] : resolved;
     parts = [
       ...posix

@@ -468,7 +468,6 @@ export class BubblewrapBackend implements SandboxBackend {
   }
 }
 
-/** Whether an image layer holds an /etc/passwd of its own: looked at without following the image's links on the host. */
 /** The host uids of one sandbox: its user's, and its root's when it has root inside (null: none, or not root here). */
 interface JobUids {
   user: number | null;
