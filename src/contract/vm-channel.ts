@@ -15,15 +15,18 @@ const Bytes = Type.String({ contentEncoding: 'base64', description: 'Bytes, base
 const SandboxPath = Type.String({ minLength: 1, maxLength: 4096, pattern: '^/' });
 
 /**
- * The sandbox the guest makes for its one job: the template of sandbox/types.ts, less host
- * mounts (a VM has none), as the guest's own bubblewrap backend takes it.
+ * The sandbox the guest makes for its one job: the template of sandbox/types.ts as the guest's
+ * own bubblewrap backend takes it. A VM has no host directory: its mounts are files of the
+ * guest's own root (this package's, which the host's template named at their host path).
  */
 const TemplateSchema = Type.Object({
   profile: Type.Union([Type.Literal('snippet'), Type.Literal('task'), Type.Literal('run-job')]),
   argv: Type.Array(Type.String(), { minItems: 1 }),
   cwd: SandboxPath,
   env: Type.Record(Type.String(), Type.String()),
-  mounts: Type.Array(Type.Never()),
+  mounts: Type.Array(Type.Object({ host: SandboxPath, sandbox: SandboxPath, writable: Type.Literal(false) })),
+  /** The job's root is the image on the VM's second disk (the host's image root disk), under a writable layer of `writableBytes`. */
+  image: Type.Optional(Type.Object({ writableBytes: Type.Integer({ minimum: 0 }) })),
   files: Type.Array(Type.Object({ name: Type.String(), sandboxPath: SandboxPath, executable: Type.Boolean() })),
   workDir: Type.Optional(SandboxPath),
   workDirBytes: Type.Optional(Type.Integer({ minimum: 0 })),

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
 import { execFileWhenQuiet } from '../../util/fork-gate.js';
@@ -68,8 +68,29 @@ const KERNEL_PACKAGES_LEFT_OUT = new Set(['gdb', 'dpkg', 'tzdata', 'python3']);
 const ROOT_FILES = ['/usr/bin/node', '/usr/bin/prlimit', '/usr/bin/setpriv', '/usr/bin/mount', '/usr/bin/umount', '/usr/bin/python3'];
 /** Dropped from the package lists: documentation, and python's own test suite. */
 const LEFT_OUT = [/^\/usr\/share\/(doc|man|info|lintian|locale)\//, /^\/usr\/lib\/python3\.\d+\/test\//];
-/** Loaded by the initramfs, in order (the stock kernel builds virtio and squashfs as modules). */
-const MODULES = ['virtio_ring', 'virtio', 'virtio_mmio', 'virtio_blk', 'virtio_console', 'virtio_rng', 'failover', 'net_failover', 'virtio_net', 'squashfs', 'overlay'];
+/**
+ * Loaded by the initramfs, in order (the stock kernel builds virtio, squashfs and ext4 as
+ * modules). ext4 is for an image's root disk (image-root-disk.ts), mounted by the guest runner;
+ * it loads a crc32c driver at every mount, checksums or not.
+ */
+const MODULES = [
+  'virtio_ring',
+  'virtio',
+  'virtio_mmio',
+  'virtio_blk',
+  'virtio_console',
+  'virtio_rng',
+  'failover',
+  'net_failover',
+  'virtio_net',
+  'squashfs',
+  'overlay',
+  'crc32c_generic',
+  'crc16',
+  'mbcache',
+  'jbd2',
+  'ext4',
+];
 /** Where this package sits inside the guest. */
 export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
 /** The virtio-serial port the guest runner serves (its name in /sys/class/virtio-ports). */
@@ -78,9 +99,9 @@ export const GUEST_PORT_NAME = 'agent-runner';
  * Bumped whenever what follows changes the image in a way its inputs do not show. 3: the guest's
  * network link (virtio_net, GUEST_NETWORK); a new image id also names new snapshots, taken
  * with the VM's network device (a snapshot restores only into the device set it was taken with).
- * 4: python's compiled modules.
+ * 4: python's compiled modules. 5: ext4, for images' root disks.
  */
-const BUILDER_VERSION = 4;
+const BUILDER_VERSION = 5;
 /**
  * The guest's one network link, QEMU's user-mode network restricted to one forward (qemu-vm.ts):
  * the guest is `address`, and `proxy` is the only address that answers, forwarded to the host's
@@ -90,6 +111,14 @@ export const GUEST_NETWORK = { address: '10.0.2.15/24', proxy: { host: '10.0.2.1
 const DPKG_STATUS = '/var/lib/dpkg/status';
 
 const PACKAGE_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** Where a host file of this package's dist is in the guest's root, or null if it is not one (packageFiles takes dist whole). */
+export function guestPackagePath(hostPath: string): string | null {
+  const dist = join(PACKAGE_ROOT, 'dist');
+  const inside = relative(dist, hostPath);
+  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) return null;
+  return join(GUEST_PACKAGE_DIR, 'dist', inside);
+}
 
 /**
  * The image for this host, built once and cached by the hash of its inputs under `cacheDir`,

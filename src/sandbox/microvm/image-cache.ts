@@ -94,9 +94,9 @@ export async function pruneImages(cacheDir: string, current: string): Promise<st
   return removed;
 }
 
-/** Whether a process has a file under one of `dirs` open or mapped (QEMU: the root drive, the snapshot's memory). */
-function openedByAnyProcess(dirs: readonly string[]): boolean {
-  const inside = (path: string) => dirs.some((dir) => path.startsWith(`${dir}/`));
+/** Whether a process has one of `paths`, or a file under one, open or mapped (QEMU: the root drive, the snapshot's memory). */
+export function openedByAnyProcess(paths: readonly string[]): boolean {
+  const inside = (path: string) => paths.some((held) => path === held || path.startsWith(`${held}/`));
   for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
     try {
       if (readdirSync(`/proc/${pid}/fd`).some((fd) => inside(readlinkSafe(`/proc/${pid}/fd/${fd}`)))) return true;

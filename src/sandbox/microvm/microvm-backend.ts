@@ -1,7 +1,6 @@
-import { imageRootUnsupported } from '../image-roots.js';
 import { guestSeed } from './guest-channel.js';
 import { access, constants, mkdir, mkdtemp, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
@@ -18,7 +17,8 @@ import {
   type WarmTakes,
 } from '../types.js';
 import { pruneImages } from './image-cache.js';
-import { GUEST_NETWORK, guestImage, type GuestImage } from './guest-image.js';
+import { GUEST_NETWORK, guestImage, guestPackagePath, type GuestImage } from './guest-image.js';
+import { imageRootDisk } from './image-root-disk.js';
 import { CA_BUNDLE_SANDBOX_PATH } from '../bubblewrap/bwrap-argv.js';
 import { CA_BUNDLE_FILE, ProxiedNetwork, startEgressProxy } from '../host/proxied-network.js';
 import { MicrovmSandbox, resumeRefusal, VM_STATE_FILE } from './microvm-sandbox.js';
@@ -44,6 +44,8 @@ const DEFAULTS = { memoryBytes: 1024 * 1024 * 1024, vcpus: 1, warmPoolSize: 2, b
 
 interface Ready {
   image: GuestImage;
+  /** Where images' root disks are kept (image-root-disk.ts). */
+  imageRootsDir: string;
   shape: VmShape;
   /** Made on the first job (its snapshot is taken then, once per image, unless prepareHost took it): status stays cheap. */
   pool: () => Promise<WarmVmPool | null>;
@@ -134,7 +136,7 @@ export class MicrovmBackend implements SandboxBackend {
 
   async prepare(template: SandboxTemplate): Promise<PreparedSandbox> {
     const ready = await this.whenReady();
-    if (template.image) throw imageRootUnsupported('microvm');
+    if (template.image?.keepWritableIn) throw new SandboxUnavailableError('template builds run their steps on local_process');
     const proxy = template.network === 'none' ? null : 'proxy' in template.network ? template.network.proxy : undefined;
     if (proxy === undefined) {
       throw new SandboxUnavailableError(
@@ -149,27 +151,34 @@ export class MicrovmBackend implements SandboxBackend {
       ))
     )
       throw new SandboxUnavailableError(`jobs with allow_domains cannot run here: ${SOCAT_PATH} is missing (apt-get install socat)`);
-    const hostMount = template.mounts[0];
-    if (hostMount) {
-      throw new SandboxUnavailableError(
-        `the microvm backend cannot bind host directories into the VM (${hostMount.host} at ${hostMount.sandbox}): the guest has only its own root image`,
-      );
-    }
+    const mounts = template.mounts.map((mount) => {
+      // This package's own files are in the guest's root too, where it has them.
+      const inGuest = mount.writable ? null : guestPackagePath(mount.host);
+      if (inGuest === null) {
+        throw new SandboxUnavailableError(
+          `the microvm backend cannot bind host directories into the VM (${mount.host} at ${mount.sandbox}): the guest has only its own root image`,
+        );
+      }
+      return { host: inGuest, sandbox: mount.sandbox, writable: false as const };
+    });
+    // An image's layers reach the VM as one disk made of them, kept for the next VM.
+    const imageDisk = template.image && (await imageRootDisk(ready.imageRootsDir, template.image.layers, this.stopping.signal));
     const { restore } = template;
     if (restore) {
-      const refusal = await resumeRefusal(restore.image, { image: ready.image.id, memoryBytes: ready.shape.memoryBytes, vcpus: ready.shape.vcpus });
+      const now = { image: ready.image.id, memoryBytes: ready.shape.memoryBytes, vcpus: ready.shape.vcpus, ...(imageDisk && { imageDisk: basename(imageDisk) }) };
+      const refusal = await resumeRefusal(restore.image, now);
       if (refusal) throw new SandboxUnavailableError(`the paused microVM cannot resume here: ${refusal}`);
     }
     const scratchDir = await mkdtemp(join(this.options.runtimeDir, 'jobs', `${ownedName()}-`));
+    const vmDir = join(this.options.runtimeDir, 'vms', ownedName());
+    const disk = imageDisk ? { imageDisk } : {};
     // A paused sandbox's VM comes back whole, its job running in it (its files are in its memory).
+    // One on an image boots: the warm pool's VMs were restored without its disk.
     const made = restore
-      ? QemuVm.start(
-          join(this.options.runtimeDir, 'vms', ownedName()),
-          { resume: { image: ready.image, state: join(restore.image, VM_STATE_FILE) } },
-          ready.shape,
-          this.options.bootTimeoutMs,
-        )
-      : this.vm(ready);
+      ? QemuVm.start(vmDir, { resume: { image: ready.image, state: join(restore.image, VM_STATE_FILE), ...disk } }, ready.shape, this.options.bootTimeoutMs)
+      : imageDisk
+        ? QemuVm.start(vmDir, { boot: ready.image, imageDisk }, ready.shape, this.options.bootTimeoutMs)
+        : this.vm(ready);
     const vm = await made.catch(async (error: Error) => {
       await removeTree(scratchDir);
       throw new SandboxUnavailableError(`no microVM could be started: ${error.message}`);
@@ -202,7 +211,8 @@ export class MicrovmBackend implements SandboxBackend {
         env,
         files,
         limits: { ...template.limits },
-        mounts: [],
+        mounts,
+        ...(template.image && { image: { writableBytes: template.image.writableBytes } }),
         network: 'none' as const,
         ...(proxy && { vmNetwork: true }),
       };
@@ -284,6 +294,7 @@ export class MicrovmBackend implements SandboxBackend {
     const makePool = () => (warmPoolSize > 0 ? WarmVmPool.create({ ...snapshot, size: warmPoolSize, takes: this.warmTakes }) : Promise.resolve(null));
     return {
       image,
+      imageRootsDir: join(cacheDir, 'image-roots'),
       shape,
       snapshot,
       accelNote: accel.note,

@@ -25,7 +25,7 @@ import {
 import { GUEST_MAX_FRAME_BYTES, guestSeed } from './guest-channel.js';
 import { UNCOUNTED } from '../host/cgroups.js';
 import { withinDeadline } from '../../util/deadline.js';
-import type { QemuVm } from './qemu-vm.js';
+import type { QemuVm, VmMade } from './qemu-vm.js';
 
 /** In a checkpoint's directory: the VM saved whole (QEMU's migration stream, RAM included). */
 export const VM_STATE_FILE = 'vm.state';
@@ -36,10 +36,11 @@ const VM_MADE_FILE = 'vm.json';
  * Why a VM saved into `image` cannot resume as a VM `now` would be made, or null when it can:
  * a saved guest finds its kernel, root image and RAM size as they were, or it breaks.
  */
-export async function resumeRefusal(image: string, now: QemuVm['made']): Promise<string | null> {
-  const saved = JSON.parse(await readFile(join(image, VM_MADE_FILE), 'utf8')) as QemuVm['made'];
-  if (saved.image === now.image && saved.memoryBytes === now.memoryBytes && saved.vcpus === now.vcpus) return null;
-  return `it was saved in a VM of guest image ${saved.image} (${saved.memoryBytes} bytes, ${saved.vcpus} vCPU); this host makes guest image ${now.image} (${now.memoryBytes} bytes, ${now.vcpus} vCPU)`;
+export async function resumeRefusal(image: string, now: VmMade): Promise<string | null> {
+  const saved = JSON.parse(await readFile(join(image, VM_MADE_FILE), 'utf8')) as VmMade;
+  if (saved.image === now.image && saved.memoryBytes === now.memoryBytes && saved.vcpus === now.vcpus && saved.imageDisk === now.imageDisk) return null;
+  const made = (vm: VmMade) => `guest image ${vm.image} (${vm.memoryBytes} bytes, ${vm.vcpus} vCPU${vm.imageDisk ? `, image disk ${vm.imageDisk}` : ''})`;
+  return `it was saved in a VM of ${made(saved)}; this host makes ${made(now)}`;
 }
 /** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */
 const CHUNK_BYTES = Math.floor((GUEST_MAX_FRAME_BYTES * 3) / 4) - 64 * 1024;

@@ -3,11 +3,12 @@ import { forkWhenQuiet } from '../../util/fork-gate.js';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { removeTree } from '../host/tree-removal.js';
 import { withinReach } from '../../util/unix-socket-path.js';
+import { GUEST_IMAGE_DISK } from './guest-disks.js';
 import { GuestChannel } from './guest-channel.js';
 import { GUEST_NETWORK, GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
 
@@ -19,6 +20,16 @@ export const SOCAT_PATH = '/usr/bin/socat';
 export const EGRESS_SOCKET = 'egress.sock';
 const CHANNEL_SOCKET = 'channel.sock';
 const MONITOR_SOCKET = 'monitor.sock';
+
+/** What a VM runs, as a VM saved whole must find it again (microvm-sandbox.ts resumeRefusal). */
+export interface VmMade {
+  /** The guest image's id. */
+  image: string;
+  memoryBytes: number;
+  vcpus: number;
+  /** The name of its image root disk (image-root-disk.ts), when its job runs on an image. */
+  imageDisk?: string;
+}
 
 export interface VmShape {
   memoryBytes: number;
@@ -33,10 +44,11 @@ export interface VmShape {
  * the device state and shares the snapshot's pages until it writes them.
  */
 export type VmOrigin =
-  | { boot: GuestImage; memoryFile?: string }
+  /** `imageDisk`: the root disk of the job's image (image-root-disk.ts), a second drive. */
+  | { boot: GuestImage; memoryFile?: string; imageDisk?: string }
   | { restore: { image: GuestImage; state: string; memoryFile: string } }
-  /** A VM saved whole (saveWhole: its RAM in the state file), brought back where it was: a paused sandbox's. */
-  | { resume: { image: GuestImage; state: string } };
+  /** A VM saved whole (saveWhole: its RAM in the state file), brought back where it was: a paused sandbox's, with the image disk it had. */
+  | { resume: { image: GuestImage; state: string; imageDisk?: string } };
 
 /**
  * One QEMU `-M microvm` process (Firecracker's device model: virtio-mmio only, no PCI, no
@@ -52,8 +64,8 @@ export class QemuVm {
     private readonly process: ChildProcess,
     readonly dir: string,
     readonly channel: GuestChannel,
-    /** What it runs, as a VM saved whole must find it again: the guest image's id and the VM's shape. */
-    readonly made: { image: string; memoryBytes: number; vcpus: number },
+    /** What it runs, as a VM saved whole must find it again: the guest image's id, the VM's shape and its image disk's name. */
+    readonly made: VmMade,
   ) {
     this.ended = new Promise((resolve) => {
       if (process.exitCode !== null || process.signalCode !== null) resolve();
@@ -117,7 +129,9 @@ export class QemuVm {
         await monitor.run('cont');
         monitor.close();
       }
-      const vm = new QemuVm(child, dir, new GuestChannel(socket), { image: imageOf(origin).id, memoryBytes: shape.memoryBytes, vcpus: shape.vcpus });
+      const disk = imageDiskOf(origin);
+      const made = { image: imageOf(origin).id, memoryBytes: shape.memoryBytes, vcpus: shape.vcpus, ...(disk && { imageDisk: basename(disk) }) };
+      const vm = new QemuVm(child, dir, new GuestChannel(socket), made);
       const answered = new AbortController();
       const timeout = sleep(Math.max(0, deadline - Date.now()), undefined, { signal: answered.signal }).then(() => {
         throw new Error(`the guest did not answer within ${readyTimeoutMs} ms`);
@@ -244,6 +258,7 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, consolePath: string): string
     `id=root,file=${image.root},format=raw,if=none,readonly=on`,
     '-device',
     'virtio-blk-device,drive=root',
+    ...imageDiskArgs(imageDiskOf(origin)),
     '-device',
     'virtio-rng-device',
     ...networkArgs(EGRESS_SOCKET),
@@ -278,6 +293,16 @@ function networkArgs(egressSocket: string): string[] {
   // QEMU splits its options at commas: the command and the path must hold none.
   const forward = `${SOCAT_PATH} - UNIX-CONNECT:${plainPath(egressSocket)}`;
   return ['-netdev', `user,id=egress,restrict=on,ipv6=off,guestfwd=tcp:${host}:${port}-cmd:${forward}`, '-device', 'virtio-net-device,netdev=egress,mac=52:54:00:12:34:56'];
+}
+
+/** A second drive, read-only, that the guest finds by its serial. */
+function imageDiskArgs(disk: string | undefined): string[] {
+  if (disk === undefined) return [];
+  return ['-drive', `id=image,file=${plainPath(disk)},format=raw,if=none,readonly=on`, '-device', `virtio-blk-device,drive=image,serial=${GUEST_IMAGE_DISK}`];
+}
+
+function imageDiskOf(origin: VmOrigin): string | undefined {
+  return 'boot' in origin ? origin.imageDisk : 'resume' in origin ? origin.resume.imageDisk : undefined;
 }
 
 /** The guest image a VM runs, whichever way it comes to life. */

@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PassThrough } from 'node:stream';
 import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../../../contract/vm-channel.js';
+import { GUEST_IMAGE_DISK } from '../guest-disks.js';
 import { BubblewrapBackend } from '../../bubblewrap/bubblewrap-backend.js';
 import { probeTemplate } from '../../profiles.js';
 import type { PreparedSandbox, SandboxTemplate } from '../../types.js';
@@ -16,6 +17,8 @@ type OutputEvent = { stream: 'stdout' | 'stderr'; data: Buffer };
 const AGENT_DIR = '/run/agent-runner';
 const WORKSPACE_DIR = join(AGENT_DIR, 'workspace');
 const ARTIFACTS_DIR = join(AGENT_DIR, 'artifacts');
+/** Where the image disk is mounted, the one layer of the job's image root. */
+const GUEST_IMAGE_ROOT = join(AGENT_DIR, 'image');
 
 /**
  * The guest side of one VM's one job. The guest runs the very sandbox the host runs
@@ -54,7 +57,7 @@ export class VmJob {
         if (this.sandbox) throw new Error('this VM already holds a job');
         await setClock(request.now);
         await reseedRandom(Buffer.from(request.entropy, 'base64'));
-        this.sandbox = await this.backend.prepare(asTemplate(request.template));
+        this.sandbox = await this.backend.prepare(await asTemplate(request.template));
         return {};
       case 'write':
         await this.write(request.name, Buffer.from(request.data, 'base64'), request.more);
@@ -174,37 +177,56 @@ export class VmJob {
   }
 }
 
-function asTemplate(template: GuestTemplate): SandboxTemplate {
-  return { ...template, mounts: [] };
+/**
+ * The host's template as the guest's backend takes it. On an image, its root is the VM's image
+ * disk (GUEST_IMAGE_DISK), mounted here read-only as the one layer the guest's image-root
+ * helper maps and overlays, as the host's does with the store's layers.
+ */
+async function asTemplate(template: GuestTemplate): Promise<SandboxTemplate> {
+  const { image, ...rest } = template;
+  if (!image) return rest;
+  await mountImageDisk();
+  return { ...rest, image: { layers: [GUEST_IMAGE_ROOT], writableBytes: image.writableBytes } };
 }
 
-/** The guest's clock, set by busybox's date (node has no settimeofday); to the second, as `date -s` takes it. */
+/** The image disk, found by its serial (the kernel names disks in the order it probes them). */
+async function mountImageDisk(): Promise<void> {
+  const disks = await readdir('/sys/block').catch(() => []);
+  let device: string | undefined;
+  for (const disk of disks) {
+    const serial = await readFile(join('/sys/block', disk, 'serial'), 'utf8').catch(() => '');
+    if (serial.trim() === GUEST_IMAGE_DISK) device = join('/dev', disk);
+  }
+  if (device === undefined) throw new Error('the VM has no image disk');
+  await mkdir(GUEST_IMAGE_ROOT, { recursive: true, mode: 0o700 });
+  await run('/usr/bin/mount', ['-t', 'ext4', '-o', 'ro,noload,nosuid,nodev', device, GUEST_IMAGE_ROOT], 'the image disk could not be mounted');
+}
+
+/** Runs a tool of the guest's to its end, `input` on its stdin; `what` says what failed, with the tool's own words. */
+async function run(file: string, args: readonly string[], what: string, input: Buffer = Buffer.alloc(0)): Promise<void> {
+  const child = spawn(file, args, { stdio: ['pipe', 'ignore', 'pipe'] });
+  child.stdin.on('error', () => undefined).end(input);
+  let said = '';
+  child.stderr.on('data', (chunk: Buffer) => (said += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('error', () => resolve(null));
+    child.on('close', resolve);
+  });
+  if (code !== 0) throw new Error(`${what} (${code === null ? `no ${file}` : `exit ${code}`}): ${said.trim()}`);
+}
+
 /** reseed-random.py, beside this module in the guest's copy of dist. */
 const RESEED_PROGRAM = fileURLToPath(new URL('reseed-random.py', import.meta.url));
 
 /** The guest kernel's random number generator reseeded with the host's `seed` (reseed-random.py says why). */
-async function reseedRandom(seed: Buffer): Promise<void> {
-  const child = spawn('/usr/bin/python3', ['-I', '-S', RESEED_PROGRAM], { stdio: ['pipe', 'ignore', 'pipe'] });
-  let said = '';
-  child.stderr.on('data', (chunk: Buffer) => (said += chunk.toString()));
-  child.stdin.end(seed);
-  const code = await new Promise<number | null>((resolve) => {
-    child.on('error', () => resolve(null));
-    child.on('close', resolve);
-  });
-  if (code !== 0) throw new Error(`the guest's random number generator could not be reseeded (${code === null ? 'no python' : `exit ${code}`}): ${said.trim()}`);
+function reseedRandom(seed: Buffer): Promise<void> {
+  return run('/usr/bin/python3', ['-I', '-S', RESEED_PROGRAM], "the guest's random number generator could not be reseeded", seed);
 }
 
+/** The guest's clock, set by busybox's date (node has no settimeofday); to the second, as `date -s` takes it. */
 async function setClock(now: number): Promise<void> {
   const stamp = new Date(now).toISOString().slice(0, 19).replace('T', ' ');
-  const child = spawn('/usr/bin/busybox', ['date', '-u', '-s', stamp], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let said = '';
-  child.stderr.on('data', (chunk: Buffer) => (said += chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => {
-    child.on('error', () => resolve(null));
-    child.on('close', resolve);
-  });
-  if (code !== 0) throw new Error(`the guest's clock could not be set (${code === null ? 'no busybox' : `exit ${code}`}): ${said.trim()}`);
+  await run('/usr/bin/busybox', ['date', '-u', '-s', stamp], "the guest's clock could not be set");
 }
 
 function artifactPath(relative: string): string {
