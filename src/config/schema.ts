@@ -376,8 +376,12 @@ export const TemplateStoreSchema = Section(
     }),
     registries: CheckedRecord(Type.String({ minLength: 1 }), Type.Object({ username: Type.String(), password: Type.String() }, { additionalProperties: false }), {
       default: {},
-      description: 'Credentials by registry host (host[:port]) for pulls; a registry not named is pulled from anonymously.',
+      description: 'Credentials by registry host (host[:port]) for pulls, and for the distribution repository; a registry not named is spoken to anonymously.',
     }),
+    distribution: Nullable(
+      Type.String({ minLength: 1, maxLength: 512 }),
+      'A registry repository (host[:port]/path) that holds the templates of a cluster: every template made on a machine is published there, and every machine finds every template there (docs/templates.md, Distributed mode). null: templates are this machine’s.',
+    ),
   },
   'Templates from images: the image store, and how images are pulled.',
 );

@@ -42,6 +42,9 @@ export const TemplateSchema = Type.Object(
     api_key: Type.Optional(
       Type.String({ description: 'The name of the API key that made it (absent: the service token); only it, or the service token, replaces or deletes it.' }),
     ),
+    published: Type.Optional(
+      Type.String({ description: 'The digest of its image in the cluster’s distribution repository (templates.distribution), where every machine of the cluster finds it.' }),
+    ),
   },
   { $id: 'Template', additionalProperties: false },
 );

@@ -94,6 +94,23 @@ export function parseConfig(body: unknown, layerCount: number, what: string): Im
   };
 }
 
+/** An image config of `run` over the layers `diffIds`: what parseConfig reads back, for an image this service publishes. */
+export function ociConfig(run: ImageRunConfig, diffIds: readonly string[]): Record<string, unknown> {
+  return {
+    ...PLATFORM,
+    config: {
+      Env: run.env,
+      ...(run.entrypoint && { Entrypoint: run.entrypoint }),
+      ...(run.cmd && { Cmd: run.cmd }),
+      ...(run.workingDir !== null && { WorkingDir: run.workingDir }),
+      ...(run.user !== null && { User: run.user }),
+      ExposedPorts: Object.fromEntries(run.exposedPorts.map((port) => [port, {}])),
+      Labels: run.labels,
+    },
+    rootfs: { type: 'layers', diff_ids: diffIds },
+  };
+}
+
 function descriptor(value: unknown, what: string): Descriptor {
   const { mediaType, digest, size } = (value ?? {}) as { mediaType?: unknown; digest?: unknown; size?: unknown };
   if (typeof mediaType !== 'string' || typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0)

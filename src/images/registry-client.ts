@@ -20,16 +20,73 @@ export interface BlobStream {
   chunks: AsyncIterable<Uint8Array>;
 }
 
-/** A registry speaking the distribution API v2, for one repository: its manifests and blobs. */
+/** A request's body, made again for the request's second try (after the registry asked for authentication). */
+type Body = () => { body: Buffer | AsyncIterable<Uint8Array>; length: number };
+
+/**
+ * A registry speaking the distribution API v2, for one repository: its manifests and blobs, read;
+ * and with `push`, written (a template's image published for other machines: template-distribution.ts).
+ */
 export class RegistryClient {
   private readonly base: string;
   private authorization: string | null = null;
 
   constructor(
     readonly reference: ImageReference,
-    private readonly options: RegistryOptions,
+    private readonly options: RegistryOptions & { push?: boolean },
   ) {
     this.base = `${plainHttp(reference.registry, options.insecureRegistries) ? 'http' : 'https'}://${reference.registry}/v2/${reference.repository}`;
+  }
+
+  /** The digest of the manifest at `tag`, or null when the repository has no such tag. */
+  async manifestDigest(tag: string, accept: readonly string[]): Promise<string | null> {
+    const response = await this.send('HEAD', `manifests/${tag}`, { accept: accept.join(', ') }, null, [404]);
+    if (response.status === 404) return null;
+    const digest = response.headers.get('docker-content-digest');
+    if (!digest) throw failure('image.registry_failed', `${this.reference.registry} named no digest for ${this.name}:${tag}`);
+    return digest;
+  }
+
+  /** The repository's tags (the registry's whole list, in one page of up to `max`). */
+  async tags(max: number): Promise<string[]> {
+    const response = await this.send('GET', `tags/list?n=${max}`, {}, null, [404]);
+    if (response.status === 404) {
+      await response.body?.cancel();
+      return [];
+    }
+    const body = JSON.parse((await readAll(streamOf(response, this.options.timeoutMs), 16 << 20, `the tags of ${this.name}`)).toString('utf8')) as { tags?: unknown };
+    return Array.isArray(body.tags) ? body.tags.filter((tag): tag is string => typeof tag === 'string') : [];
+  }
+
+  /** Whether the repository holds blob `digest` already (one pushed before is not sent again). */
+  async hasBlob(digest: string): Promise<boolean> {
+    const response = await this.send('HEAD', `blobs/${digest}`, {}, null, [404]);
+    return response.status !== 404;
+  }
+
+  /** Sends a blob whole: an upload started, then finished with its bytes and its digest (the registry checks it). */
+  async putBlob(digest: string, body: Body): Promise<void> {
+    const started = await this.send('POST', 'blobs/uploads/', {}, null);
+    await started.body?.cancel();
+    const location = started.headers.get('location');
+    if (!location) throw failure('image.registry_failed', `${this.reference.registry} started an upload for ${this.name} without a location`);
+    const url = new URL(location, `${this.base}/`);
+    url.searchParams.set('digest', digest);
+    const finished = await this.send('PUT', url.href, { 'content-type': 'application/octet-stream' }, body);
+    await finished.body?.cancel();
+  }
+
+  /** Puts a manifest under `tag`. */
+  async putManifest(tag: string, manifest: Buffer, mediaType: string): Promise<void> {
+    const response = await this.send('PUT', `manifests/${tag}`, { 'content-type': mediaType }, () => ({ body: manifest, length: manifest.length }));
+    await response.body?.cancel();
+  }
+
+  /** Removes the manifest `digest` (and every tag of it); false when the registry has none. */
+  async deleteManifest(digest: string): Promise<boolean> {
+    const response = await this.send('DELETE', `manifests/${digest}`, {}, null, [404]);
+    await response.body?.cancel();
+    return response.status !== 404;
   }
 
   /** The manifest (or index) at `tagOrDigest`: its bytes as sent, the media type, and its digest, checked. */
@@ -56,26 +113,47 @@ export class RegistryClient {
     return formatImageReference(this.reference);
   }
 
-  /** A GET, authenticated as the registry asks (basic, or a bearer token from its realm) on a 401. */
-  private async get(path: string, headers: Record<string, string>): Promise<Response> {
-    const authorized = () => ({ ...headers, ...(this.authorization && { authorization: this.authorization }) });
-    let response = await this.fetch(`${this.base}/${path}`, authorized());
+  private get(path: string, headers: Record<string, string>): Promise<Response> {
+    return this.send('GET', path, headers, null);
+  }
+
+  /**
+   * A request (`path` relative to the repository, or a URL the registry gave), authenticated as the
+   * registry asks (basic, or a bearer token from its realm) on a 401. A status in `expected` is
+   * returned as it is; any other failure is thrown, coded.
+   */
+  private async send(method: string, path: string, headers: Record<string, string>, body: Body | null, expected: readonly number[] = []): Promise<Response> {
+    const url = /^https?:/.test(path) ? path : `${this.base}/${path}`;
+    const attempt = () => {
+      const sent = body?.();
+      return this.fetch(
+        url,
+        method,
+        { ...headers, ...(this.authorization && { authorization: this.authorization }), ...(sent && { 'content-length': String(sent.length) }) },
+        sent?.body,
+      );
+    };
+    let response = await attempt();
     if (response.status === 401) {
       await response.body?.cancel();
       this.authorization = await this.authorize(response.headers.get('www-authenticate') ?? '');
-      response = await this.fetch(`${this.base}/${path}`, authorized());
+      response = await attempt();
     }
-    if (response.ok) return response;
-    await response.body?.cancel();
+    if (response.ok || expected.includes(response.status)) return response;
+    const said = method === 'GET' || method === 'HEAD' ? '' : (await response.text().catch(() => '')).slice(0, 300);
+    await response.body?.cancel().catch(() => undefined);
     if (response.status === 401 || response.status === 403) throw failure('image.registry_denied', `${this.reference.registry} refused ${this.name} (${response.status})`);
     if (response.status === 404) throw failure('image.not_found', `${this.reference.registry} has no ${path.startsWith('blobs/') ? `blob ${path.slice(6)} of ` : ''}${this.name}`);
-    throw failure('image.registry_failed', `${this.reference.registry} answered ${response.status} for ${this.name}`);
+    throw failure('image.registry_failed', `${this.reference.registry} answered ${response.status} to a ${method} for ${this.name}${said && `: ${said}`}`);
   }
 
-  private async fetch(url: string, headers: Record<string, string>): Promise<Response> {
+  private async fetch(url: string, method: string, headers: Record<string, string>, body?: Buffer | AsyncIterable<Uint8Array>): Promise<Response> {
     const deadline = new StallDeadline(this.options.timeoutMs);
+    // A streamed body goes as it is read (node's fetch needs half duplex for it); each chunk
+    // sent is progress, as each one received is.
+    const sent = body === undefined || Buffer.isBuffer(body) ? body : touching(body, deadline);
     try {
-      return await fetch(url, { headers, signal: deadline.signal, redirect: 'follow' });
+      return await fetch(url, { method, headers, signal: deadline.signal, redirect: 'follow', ...(sent !== undefined && { body: sent, duplex: 'half' }) } as RequestInit);
     } catch (error) {
       throw unreachable(this.reference.registry, error, deadline);
     } finally {
@@ -99,8 +177,8 @@ export class RegistryClient {
     if (realm.protocol !== 'https:' && !(realm.protocol === 'http:' && plainHttp(realm.host, this.options.insecureRegistries)))
       throw failure('image.insecure_registry', `${this.reference.registry}'s token realm ${realm.origin} is plain http`);
     if (parameters.service) realm.searchParams.set('service', parameters.service);
-    realm.searchParams.set('scope', parameters.scope ?? `repository:${this.reference.repository}:pull`);
-    const response = await this.fetch(realm.href, basic ? { authorization: basic } : {});
+    realm.searchParams.set('scope', parameters.scope ?? `repository:${this.reference.repository}:${this.options.push ? 'pull,push' : 'pull'}`);
+    const response = await this.fetch(realm.href, 'GET', basic ? { authorization: basic } : {});
     if (response.status === 401 || response.status === 403) {
       await response.body?.cancel();
       throw failure('image.registry_denied', `${realm.host} refused a token for ${this.name} (${response.status})`);
@@ -160,6 +238,13 @@ class StallDeadline {
       this.stalled = true;
       this.controller.abort();
     }, this.ms);
+  }
+}
+
+async function* touching(chunks: AsyncIterable<Uint8Array>, deadline: StallDeadline): AsyncIterable<Uint8Array> {
+  for await (const chunk of chunks) {
+    deadline.touch();
+    yield chunk;
   }
 }
 

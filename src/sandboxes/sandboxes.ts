@@ -709,9 +709,9 @@ export class Sandboxes {
   }
 
   /** The templates a create may name: the configuration's (the host's system) and those made of images. */
-  templates(): Template[] {
+  async templates(): Promise<Template[]> {
     const host = templateNames(this.runtime.config.sandboxes).map((name): Template => ({ name, kind: 'host' }));
-    return [...host, ...this.imageTemplates.list().map((image): Template => ({ ...image, kind: 'image' }))];
+    return [...host, ...(await this.imageTemplates.listAll()).map((image): Template => ({ ...image, kind: 'image' }))];
   }
 
   /** The templates made of images, opened when a create first names a template not of the configuration. */
@@ -723,7 +723,7 @@ export class Sandboxes {
     const { config } = this.runtime;
     const settings = config.sandboxes;
     const template = request.template ?? 'base';
-    const fromImage = templateSettings(settings, template) === null ? this.imageTemplates.get(template) : null;
+    const fromImage = templateSettings(settings, template) === null ? await this.imageTemplates.lookup(template) : null;
     const named = templateSettings(settings, template) ?? (fromImage && {});
     if (named === null) {
       const known = [...templateNames(settings), ...this.imageTemplates.list().map((image) => image.name)].join(', ');
@@ -751,7 +751,7 @@ export class Sandboxes {
       backend,
       python: fromImage ? IMAGE_PYTHON : await this.hostPython(),
       ...(fromImage && {
-        image: { layers: this.imageTemplates.layerTrees(fromImage), writableBytes: config.templates.writableLayerBytes, env: imageEnvironment(fromImage.config.env) },
+        image: { layers: await this.imageTemplates.layers(fromImage), writableBytes: config.templates.writableLayerBytes, env: imageEnvironment(fromImage.config.env) },
       }),
       envVars,
       metadata: request.metadata ?? {},

@@ -17,7 +17,8 @@ import { mountScratchDisk } from '../sandbox/host/scratch-disk.js';
 import { unmountLazily, unmountOrphans } from '../sandbox/host/tmpfs.js';
 import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
 import type { TemplateStart } from '../contract/templates.js';
-import type { ImageTemplate, RegistryCredentials, TemplateRegistry } from './template-registry.js';
+import type { ImageTemplate } from './image-template.js';
+import type { RegistryCredentials, TemplateRegistry } from './template-registry.js';
 
 /** What a build says as it goes: each step as it starts (cached or run), and a RUN's output. */
 export interface BuildListener {
@@ -141,7 +142,7 @@ export class TemplateBuilder {
     const empty: ImageRunConfig = { env: [DEFAULT_PATH], entrypoint: null, cmd: null, workingDir: null, user: null, exposedPorts: [], labels: {} };
     if (!reference) throw invalid('FROM names no image', 1, 'FROM');
     if (reference === 'scratch') return { layers: [], config: empty, key: hash(['scratch']), args: { ...args } };
-    const template = this.templates.get(reference);
+    const template = await this.templates.lookup(reference);
     const image = template ? this.templates.images.image(template.image) : await this.templates.pullImage(parseImageReference(reference), credentials);
     if (!image) throw new CodedError(contractError('template.not_found', `FROM ${reference}: template ${reference}'s image is no longer stored`));
     return {

@@ -1,6 +1,8 @@
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Sandbox } from 'e2b';
 import { blobPath, layerOf, layerOfTar, tarOf, writeLayout, type Layer, type LayerEntry, type OciImage } from './oci-layout.js';
 
 /**
@@ -208,4 +210,17 @@ export async function multiArchImage(dir: string): Promise<OciImage> {
     { layers: [await busyboxLayer()], config: BUSYBOX_CONFIG },
     { layers: [arm64], architecture: 'arm64', config: { Cmd: ['/bin/cat', '/arch'] } },
   ]);
+}
+
+/** Asserts that a sandbox on layeredImage sees it as the image says (read through its agent: the image has no shell). */
+export async function assertLayeredAsImageSays(sandbox: Sandbox): Promise<void> {
+  const names = async (path: string) => (await sandbox.files.list(`/${path}`)).map((entry) => entry.name).sort();
+  assert.equal(await sandbox.files.exists(`/${LAYERED.deleted}`), false);
+  assert.deepEqual(await names(LAYERED.opaque.dir), [...LAYERED.opaque.after]);
+  assert.equal(await sandbox.files.read(`/${LAYERED.absoluteSymlink.name}`), 'layered\n');
+  assert.equal(await sandbox.files.read(`/${LAYERED.replacedDir.name}`), LAYERED.replacedDir.content);
+  const setuid = await sandbox.files.getInfo(`/${LAYERED.setuid}`);
+  assert.deepEqual([setuid.owner, setuid.permissions], ['root', '-rwsr-xr-x']);
+  assert.equal((await sandbox.files.getInfo(`/${LAYERED.userOwned}`)).owner, 'user');
+  for (const name of LAYERED.paxNames) assert.equal(await sandbox.files.exists(`/${name}`), true, name);
 }

@@ -86,7 +86,7 @@ export function registerTemplate(program: Command): void {
     .description('the templates made of images on this machine')
     .action(
       answered(async (_flags: object, command: Command) => {
-        printJson((await registryOf(command)).list());
+        printJson(await (await registryOf(command)).listAll());
         exitAfterFlush(0);
       }),
     );
@@ -97,7 +97,7 @@ export function registerTemplate(program: Command): void {
     .argument('<name>')
     .action(
       answered(async (name: string, _flags: object, command: Command) => {
-        const deleted = (await registryOf(command)).delete(name);
+        const deleted = await (await registryOf(command)).delete(name);
         // Its layers go once no pull, import or build on the store is under way.
         if (deleted) await deleted.layersGone;
         printJson({ name, deleted: deleted !== false });

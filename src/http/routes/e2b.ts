@@ -341,7 +341,7 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: ServedTemplates) {
       },
       async (request, reply) => {
         const { alias } = request.params;
-        if (templates.configured.includes(alias) || templates.images.get(alias)) return { templateID: alias, public: true };
+        if (templates.configured.includes(alias) || (await templates.images.lookup(alias))) return { templateID: alias, public: true };
         const snapshot = (await sandboxes.listSnapshots({ name: alias })).find((kept) => sees(request, kept.api_key));
         if (snapshot) return { templateID: snapshot.id, public: false };
         return e2bError(reply, 404, `template ${JSON.stringify(alias)} not found`);

@@ -5,7 +5,8 @@ import type { Readable } from 'node:stream';
 import { CodedError, contractError } from '../../contract/errors.js';
 import { TemplateCreateRequestSchema, TemplateListSchema, TemplateSchema, type Template, type TemplateCreateRequest } from '../../contract/templates.js';
 import type { E2bTemplateBuilds } from '../../templates/e2b-builds.js';
-import { otherKeys, type ImageTemplate, type TemplateRegistry } from '../../templates/template-registry.js';
+import type { ImageTemplate } from '../../templates/image-template.js';
+import { otherKeys, type TemplateRegistry } from '../../templates/template-registry.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
 
@@ -48,8 +49,8 @@ export function templateRoutes(templates: ServedTemplates) {
     app.get(
       '/v1/templates',
       { schema: { summary: 'Templates sandboxes are made from: the host’s own, and those made of images', response: { 200: namedSchema(app, TemplateListSchema) } } },
-      () => ({
-        templates: [...templates.configured.map((name): Template => ({ name, kind: 'host' })), ...templates.images.list().map(imageTemplate)],
+      async () => ({
+        templates: [...templates.configured.map((name): Template => ({ name, kind: 'host' })), ...(await templates.images.listAll()).map(imageTemplate)],
       }),
     );
 
@@ -89,10 +90,10 @@ export function templateRoutes(templates: ServedTemplates) {
     app.get<{ Params: { name: string } }>(
       '/v1/templates/:name',
       { config: { errors: ['template.not_found'] }, schema: { summary: 'One template', params: TemplateParams, response: { 200: namedSchema(app, TemplateSchema) } } },
-      (request) => {
+      async (request) => {
         const { name } = request.params;
         if (templates.configured.includes(name)) return { name, kind: 'host' };
-        const found = templates.images.get(name);
+        const found = await templates.images.lookup(name);
         if (!found) throw notFound(name);
         return imageTemplate(found);
       },
@@ -106,7 +107,7 @@ export function templateRoutes(templates: ServedTemplates) {
       },
       async (request, reply) => {
         mayChange(templates, request, request.params.name);
-        const deleted = templates.images.delete(request.params.name);
+        const deleted = await templates.images.delete(request.params.name);
         if (!deleted) throw notFound(request.params.name);
         // Its layers go once no pull, import or build on the store is under way: not waited for.
         deleted.layersGone.catch((error: Error) => request.log.error({ err: error }, `the layers of template ${request.params.name} were not removed`));

@@ -15,7 +15,7 @@ export const templateListTool: Tool<typeof TemplateListInput> = {
   output: TemplateListSchema,
   annotations: { title: 'List templates', readOnlyHint: true, idempotentHint: true, openWorldHint: false },
   async call(_input, { sandboxes }) {
-    const templates = sandboxes.templates();
+    const templates = await sandboxes.templates();
     const lines = templates.map((template) => `${template.name} (${template.kind}${template.source ? `: ${template.source}` : ''})`);
     return { result: { templates }, text: lines.join('\n') };
   },

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
-import { BUSYBOX_SERVICE, BUSYBOX_USER, busyboxImage, LAYERED, layeredImage } from '../../helpers/oci-images.js';
+import { BUSYBOX_SERVICE, BUSYBOX_USER, busyboxImage, assertLayeredAsImageSays, layeredImage } from '../../helpers/oci-images.js';
 import { dockerArchive, pushImage, type OciImage } from '../../helpers/oci-layout.js';
 import { pythonImage } from '../../helpers/oci-python.js';
 import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
@@ -156,15 +156,7 @@ describe('sandboxes on images', () => {
     assert.equal(sent.status, 201, await sent.clone().text());
     // The layered image has no shell of its own: its files are read through the sandbox's agent.
     const sandbox = await create('layered');
-    const names = async (path: string) => (await sandbox.files.list(`/${path}`)).map((entry) => entry.name).sort();
-    assert.equal(await sandbox.files.exists(`/${LAYERED.deleted}`), false);
-    assert.deepEqual(await names(LAYERED.opaque.dir), [...LAYERED.opaque.after]);
-    assert.equal(await sandbox.files.read(`/${LAYERED.absoluteSymlink.name}`), 'layered\n');
-    assert.equal(await sandbox.files.read(`/${LAYERED.replacedDir.name}`), LAYERED.replacedDir.content);
-    const setuid = await sandbox.files.getInfo(`/${LAYERED.setuid}`);
-    assert.deepEqual([setuid.owner, setuid.permissions], ['root', '-rwsr-xr-x']);
-    assert.equal((await sandbox.files.getInfo(`/${LAYERED.userOwned}`)).owner, 'user');
-    for (const name of LAYERED.paxNames) assert.equal(await sandbox.files.exists(`/${name}`), true, name);
+    await assertLayeredAsImageSays(sandbox);
     await sandbox.kill();
   });
 
