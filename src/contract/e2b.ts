@@ -186,6 +186,26 @@ export const E2bTemplateAliasSchema = Type.Object(
   { $id: 'E2bTemplateAlias' },
 );
 
+/** `POST /templates/tags` (E2B's AssignTemplateTagsRequest): tags given the image of `target` (`name:tag`). */
+export const E2bAssignTagsRequestSchema = Type.Object(
+  { target: Type.String({ minLength: 1, maxLength: 128 }), tags: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: 64 }) },
+  { $id: 'E2bAssignTagsRequest' },
+);
+export type E2bAssignTagsRequest = Static<typeof E2bAssignTagsRequestSchema>;
+
+/** E2B's AssignedTemplateTags: the build the tags now name. */
+export const E2bAssignedTagsSchema = Type.Object({ buildID: Type.String(), tags: Type.Array(Type.String()) }, { $id: 'E2bAssignedTags' });
+
+/** `DELETE /templates/tags` (E2B's DeleteTemplateTagsRequest). */
+export const E2bDeleteTagsRequestSchema = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 128 }), tags: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: 64 }) },
+  { $id: 'E2bDeleteTagsRequest' },
+);
+export type E2bDeleteTagsRequest = Static<typeof E2bDeleteTagsRequestSchema>;
+
+/** `GET /templates/{templateID}/tags` (E2B's TemplateTag list). */
+export const E2bTemplateTagSchema = Type.Object({ tag: Type.String(), buildID: Type.String(), createdAt: Type.String({ format: 'date-time' }) }, { $id: 'E2bTemplateTag' });
+
 /** `POST /v3/templates`: a template build asked for (the builder's `Template.build`). */
 export const E2bTemplateBuildRequestSchema = Type.Object(
   {

@@ -1,6 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 
-const TemplateName = Type.String({ pattern: '^[a-z0-9][a-z0-9._-]{0,63}$', description: "Lowercase letters, digits, '.', '_' and '-', at most 64." });
+const TemplateName = Type.String({
+  pattern: '^[a-z0-9][a-z0-9._-]{0,63}(:[a-z0-9][a-z0-9._-]{0,59})?$',
+  description: "Lowercase letters, digits, '.', '_' and '-', at most 64; `name:tag` names a tag of it (E2B's), `name` alone its `default` tag.",
+});
 
 export const ImageRunConfigSchema = Type.Object(
   {
@@ -42,6 +45,7 @@ export const TemplateSchema = Type.Object(
     api_key: Type.Optional(
       Type.String({ description: 'The name of the API key that made it (absent: the service token); only it, or the service token, replaces or deletes it.' }),
     ),
+    build_id: Type.Optional(Type.String({ description: 'The build that made its image (E2B’s build ID): the tags of one build share it.' })),
     published: Type.Optional(
       Type.String({ description: 'The digest of its image in the cluster’s distribution repository (templates.distribution), where every machine of the cluster finds it.' }),
     ),

@@ -134,7 +134,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes, options.templates));
   await app.register(templateRoutes(options.templates));
-  await app.register(e2bTemplateRoutes(options.templates.builds));
+  await app.register(e2bTemplateRoutes(options.templates.builds, options.templates.images));
   await app.register(dashboardRoutes());
   await app.register(metricsRoutes(options.frontDoor, options.worker));
   app.get('/openapi.json', { schema: { summary: 'This document', response: { 200: { type: 'object', description: 'OpenAPI 3.1' } } } }, async () => app.swagger());

@@ -9,13 +9,16 @@ import { isGzip } from '../images/image-archive.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { Instruction } from './dockerfile.js';
 import type { TemplateBuilder } from './template-builder.js';
-import { otherKeys, TEMPLATE_NAME, type RegistryCredentials, type TemplateRegistry } from './template-registry.js';
+import { DEFAULT_TAG, keyParts, templateKey } from './template-reference.js';
+import { otherKeys, type RegistryCredentials, type TemplateRegistry } from './template-registry.js';
 import { visibleTo } from '../util/tenant.js';
 
 /** One build as E2B's SDK follows it: its status and the log lines it has read so far. */
 interface Build {
   templateID: string;
   buildID: string;
+  /** The tags it gives its image (the name's, then those asked for); none: the default one. */
+  tags: string[];
   apiKey: string | undefined;
   status: E2bTemplateBuildInfo['status'];
   entries: E2bBuildLogEntry[];
@@ -50,14 +53,19 @@ export class E2bTemplateBuilds {
     mkdirSync(this.uploads, { recursive: true, mode: 0o700 });
   }
 
-  /** `POST /v3/templates`: a build of template `name` (its tag after a colon dropped: one tag, the template). */
+  /**
+   * `POST /v3/templates`: a build of template `name`, its image given the tag `name` names after a
+   * colon and `tags` (none: the default tag, as E2B's builds).
+   */
   request(name: string, tags: readonly string[], apiKey: string | undefined): E2bTemplateRequestResponse {
-    const templateID = name.split(':')[0]!;
-    if (!TEMPLATE_NAME.test(templateID)) throw invalid(`template name ${JSON.stringify(templateID)}: lowercase letters, digits, '.', '_' and '-', at most 64`);
+    const [templateID, named] = name.split(':', 2) as [string, string | undefined];
+    const given = [...new Set([...(named === undefined ? [] : [named]), ...tags])];
+    for (const tag of [templateID, ...given].map((part, index) => (index === 0 ? part : `${templateID}:${part}`)))
+      if (templateKey(tag) === null) throw invalid(`template ${JSON.stringify(tag)}: a name and a tag are lowercase letters, digits, '.', '_' and '-'`);
     const buildID = randomUUID();
-    this.builds.set(buildID, { templateID, buildID, apiKey, status: 'waiting', entries: [] });
+    this.builds.set(buildID, { templateID, buildID, tags: given, apiKey, status: 'waiting', entries: [] });
     this.forgetOldBuilds();
-    return { templateID, buildID, public: false, names: [templateID], tags: [...tags], aliases: [templateID] };
+    return { templateID, buildID, public: false, names: [templateID], tags: given.length > 0 ? given : [DEFAULT_TAG], aliases: [templateID] };
   }
 
   /** Whether the files of `hash` are here; if not, the path (signed) their tar is PUT to. */
@@ -97,8 +105,12 @@ export class E2bTemplateBuilds {
     const build = this.builds.get(buildID);
     if (!build || build.templateID !== templateID) throw new CodedError(contractError('template.not_found', `no build ${buildID} of template ${templateID}`));
     if (build.status !== 'waiting') throw invalid(`build ${buildID} has started already`);
-    const existing = this.registry.get(templateID);
-    if (existing && !visibleTo(apiKey, existing.api_key)) throw otherKeys(templateID);
+    // The template of each tag it gives, as E2B's builds: a name alone is its default tag.
+    const [first, ...others] = (build.tags.length > 0 ? build.tags : [DEFAULT_TAG]).map((tag) => templateKey(`${templateID}:${tag}`)!);
+    for (const key of [first!, ...others]) {
+      const existing = this.registry.get(key);
+      if (existing && !visibleTo(apiKey, existing.api_key)) throw otherKeys(key);
+    }
     const instructions = toInstructions(body);
     // Refused here, with the request, not when the build runs; used for its pull only, never kept.
     const credentials = body.fromImageRegistry && registryCredentials(body.fromImageRegistry);
@@ -108,8 +120,8 @@ export class E2bTemplateBuilds {
     let pending = '';
     const run = async () => {
       await this.prepareUploads(body);
-      return this.builder().buildInstructions(
-        templateID,
+      const built = await this.builder().buildInstructions(
+        first!,
         `e2b:${templateID}`,
         instructions,
         (instruction) => this.contextOf(instruction),
@@ -123,11 +135,18 @@ export class E2bTemplateBuilds {
         },
         {
           noCache: body.force === true,
+          buildId: buildID,
           ...(body.startCmd && { start: { command: body.startCmd, ready: body.readyCmd ?? null } }),
           ...(credentials && { registryCredentials: credentials }),
         },
         apiKey,
       );
+      if (others.length > 0)
+        await this.registry.assignTags(
+          built.name,
+          others.map((key) => keyParts(key).tag),
+          apiKey,
+        );
     };
     void run().then(
       () => {

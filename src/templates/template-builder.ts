@@ -42,6 +42,8 @@ export interface BuildOptions {
   start?: TemplateStart;
   /** The FROM image's registry's credentials for this build (E2B's fromImageRegistry), before the configured ones; never kept. */
   registryCredentials?: RegistryCredentials;
+  /** The build's id as its client knows it (E2B's build ID), kept in the template's record. */
+  buildId?: string;
 }
 
 /** A build's state after each instruction: its layers, its image config, and its cache key. */
@@ -134,7 +136,7 @@ export class TemplateBuilder {
       config: final.config,
       layers: final.layers,
     });
-    return this.templates.fromImage(name, image, apiKey, options.start);
+    return this.templates.fromImage(name, image, apiKey, options.start, options.buildId);
   }
 
   private async from(text: string, args: Record<string, string>, credentials: RegistryCredentials | undefined): Promise<Stage> {

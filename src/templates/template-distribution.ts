@@ -19,6 +19,12 @@ const PACKED_NOTE = 'packed.json';
 const MANIFEST_BYTES = 4 << 20;
 /** Tags read in one listing: templates of one cluster. */
 const MAX_TEMPLATES = 10_000;
+/**
+ * A template's key (`name` or `name:tag`) as a registry tag, which holds no colon: names and tags
+ * are lowercase, so an uppercase separator never stands for anything else.
+ */
+const TAG_SEPARATOR = '_T_';
+const registryTag = (key: string) => key.replace(':', TAG_SEPARATOR);
 
 /**
  * A cluster's templates in one OCI registry repository (`templates.distribution`): each template
@@ -49,7 +55,7 @@ export class TemplateDistribution {
 
   /** Publishes `image` as template `template.name`, the record in its manifest; returns the manifest's digest. */
   async publish(template: Omit<ImageTemplate, 'published'>, image: StoredImage): Promise<string> {
-    const client = new RegistryClient({ ...this.repository, tag: template.name }, { ...this.options, push: true });
+    const client = new RegistryClient({ ...this.repository, tag: registryTag(template.name) }, { ...this.options, push: true });
     const staging = this.store.stagingDir();
     await mkdir(staging, { recursive: true, mode: 0o700 });
     try {
@@ -75,21 +81,21 @@ export class TemplateDistribution {
           annotations: { [RECORD_ANNOTATION]: JSON.stringify(record) },
         }),
       );
-      await client.putManifest(template.name, manifest, MEDIA.ociManifest);
+      await client.putManifest(registryTag(template.name), manifest, MEDIA.ociManifest);
       return sha256(manifest);
     } finally {
       await rm(staging, { recursive: true, force: true });
     }
   }
 
-  /** The digest template `name` is published as now, or null when the repository has no such template. */
+  /** The digest template `name` (a key) is published as now, or null when the repository has no such template. */
   current(name: string): Promise<string | null> {
-    return this.client(name).manifestDigest(name, [MEDIA.ociManifest]);
+    return this.client(name).manifestDigest(registryTag(name), [MEDIA.ociManifest]);
   }
 
-  /** The names of every template published. */
-  names(): Promise<string[]> {
-    return this.client(null).tags(MAX_TEMPLATES);
+  /** The keys of every template published. */
+  async names(): Promise<string[]> {
+    return (await this.client(null).tags(MAX_TEMPLATES)).map((tag) => tag.replace(TAG_SEPARATOR, ':'));
   }
 
   /** Template `name`'s record as published under `digest`, its image that digest (pulled when a sandbox needs it). */
@@ -110,11 +116,11 @@ export class TemplateDistribution {
 
   /** Removes a template's publication (the registry keeps blobs other manifests hold); false when it had none. */
   withdraw(name: string, digest: string): Promise<boolean> {
-    return new RegistryClient({ ...this.repository, tag: name }, { ...this.options, push: true }).deleteManifest(digest);
+    return new RegistryClient({ ...this.repository, tag: registryTag(name) }, { ...this.options, push: true }).deleteManifest(digest);
   }
 
-  private client(tag: string | null): RegistryClient {
-    return new RegistryClient({ ...this.repository, tag }, this.options);
+  private client(name: string | null): RegistryClient {
+    return new RegistryClient({ ...this.repository, tag: name && registryTag(name) }, this.options);
   }
 
   /** One layer packed (or its packed digests known from before) and sent unless the registry holds it. */

@@ -1,5 +1,6 @@
 import { makePrivateDirSync } from '../util/private-dir.js';
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { TemplateStoreSettings } from '../config/schema.js';
@@ -10,6 +11,7 @@ import { ImageStore, type StoredImage } from '../images/image-store.js';
 import type { RegistryOptions } from '../images/registry-client.js';
 import { TemplateDistribution } from './template-distribution.js';
 import type { ImageTemplate } from './image-template.js';
+import { keyParts, templateKey } from './template-reference.js';
 import type { TemplateStart } from '../contract/templates.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { visibleTo } from '../util/tenant.js';
@@ -19,8 +21,6 @@ export interface RegistryCredentials {
   username: string;
   password: string;
 }
-
-export const TEMPLATE_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
 /**
  * The templates made of images on this machine, and the image store under them:
@@ -51,10 +51,10 @@ export class TemplateRegistry {
     this.distribution = settings.distribution === null ? null : new TemplateDistribution(settings.distribution, this.registryOptions(), this.images);
   }
 
-  /** Makes (or replaces) template `name` from an image pulled by reference. */
+  /** Makes (or replaces) template `name` (or `name:tag`) from an image pulled by reference. */
   async fromReference(name: string, reference: string, apiKey?: string): Promise<ImageTemplate> {
-    checkName(name);
-    return this.save(name, await this.pullImage(parseImageReference(reference)), apiKey);
+    const key = checkedKey(name);
+    return this.save(key, await this.pullImage(parseImageReference(reference)), apiKey);
   }
 
   /** Pulls an image into the store, with the registries' settings; `credentials` (a build's own) before the configured ones for its registry. */
@@ -67,15 +67,47 @@ export class TemplateRegistry {
   }
 
   /** Makes (or replaces) template `name` from an image already stored (a build's), with the start command its sandboxes run. */
-  fromImage(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart): Promise<ImageTemplate> {
-    checkName(name);
-    return this.save(name, image, apiKey, start);
+  fromImage(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart, buildId?: string): Promise<ImageTemplate> {
+    return this.save(checkedKey(name), image, apiKey, start, buildId);
   }
 
   /** Makes (or replaces) template `name` from an uploaded image archive (docker save, or an OCI layout tar). */
   async fromArchive(name: string, archive: Readable, label: string, apiKey?: string): Promise<ImageTemplate> {
-    checkName(name);
-    return this.save(name, await storeImageArchive(this.images, archive, label, this.settings.maxImageBytes), apiKey);
+    const key = checkedKey(name);
+    return this.save(key, await storeImageArchive(this.images, archive, label, this.settings.maxImageBytes), apiKey);
+  }
+
+  /**
+   * Gives each of `tags` of template `target`'s name (`name:tag`) the image `target` has now, as
+   * E2B's assignTags does; the tags another key made are not taken over. Returns the target.
+   */
+  async assignTags(target: string, tags: readonly string[], apiKey?: string): Promise<ImageTemplate> {
+    const source = await this.lookup(target);
+    if (!source) throw notFound(target);
+    const keys = tags.map((tag) => checkedKey(`${keyParts(source.name).name}:${tag}`));
+    await this.layers(source);
+    const image = this.images.image(source.image)!;
+    for (const key of keys) await this.save(key, image, apiKey, source.start, source.build_id);
+    return source;
+  }
+
+  /** Removes tags of template `name` (the default one too, if named); each must be one the key may change. */
+  async removeTags(name: string, tags: readonly string[], apiKey?: string): Promise<void> {
+    const keys = tags.map((tag) => checkedKey(`${name}:${tag}`));
+    const found = await Promise.all(keys.map((key) => this.lookup(key)));
+    const missing = keys.find((_key, index) => found[index] === null);
+    if (missing !== undefined) throw notFound(missing);
+    for (const template of found) if (!visibleTo(apiKey, template!.api_key)) throw otherKeys(template!.name);
+    for (const key of keys) {
+      const deleted = await this.delete(key);
+      // Layers left behind by a failed removal go with the next template that lets go of them.
+      if (deleted) void deleted.layersGone.catch(() => undefined);
+    }
+  }
+
+  /** The records of every tag of template `name` (the default one among them, if it has one). */
+  async tagsOf(name: string): Promise<ImageTemplate[]> {
+    return (await this.listAll()).filter((template) => keyParts(template.name).name === name);
   }
 
   /**
@@ -84,8 +116,10 @@ export class TemplateRegistry {
    * be reached leaves the record as it is here.
    */
   async lookup(name: string): Promise<ImageTemplate | null> {
-    if (this.distribution && TEMPLATE_NAME.test(name)) await this.follow(this.distribution, name);
-    return this.get(name);
+    const key = templateKey(name);
+    if (key === null) return null;
+    if (this.distribution) await this.follow(this.distribution, key);
+    return this.get(key);
   }
 
   /** Every template the cluster has (list, after a lookup of each published one). */
@@ -94,7 +128,7 @@ export class TemplateRegistry {
     if (distribution) {
       const names = await distribution.names().catch(() => null);
       if (names !== null) {
-        const published = new Set(names.filter((name) => TEMPLATE_NAME.test(name)));
+        const published = new Set(names.filter((name) => templateKey(name) === name));
         // Withdrawn elsewhere: a record here that came from the repository goes too.
         for (const template of this.list()) if (template.published && !published.has(template.name)) this.forgetRecord(template.name);
         await Promise.all([...published].map((name) => this.follow(distribution, name)));
@@ -124,10 +158,12 @@ export class TemplateRegistry {
     if (template) void this.forgetUnheld(template.image).catch(() => undefined);
   }
 
+  /** This machine's record of template `name` (or `name:tag`), as it is here. */
   get(name: string): ImageTemplate | null {
-    if (!TEMPLATE_NAME.test(name)) return null;
+    const key = templateKey(name);
+    if (key === null) return null;
     try {
-      return JSON.parse(readFileSync(join(this.templatesDir, `${name}.json`), 'utf8')) as ImageTemplate;
+      return JSON.parse(readFileSync(join(this.templatesDir, `${key}.json`), 'utf8')) as ImageTemplate;
     } catch {
       return null;
     }
@@ -149,8 +185,8 @@ export class TemplateRegistry {
     const template = await this.lookup(name);
     if (!template) return false;
     // Withdrawn from the cluster first: a template that stays published would come back here.
-    if (template.published && this.distribution) await this.distribution.withdraw(name, template.published);
-    rmSync(join(this.templatesDir, `${name}.json`), { force: true });
+    if (template.published && this.distribution) await this.distribution.withdraw(template.name, template.published);
+    rmSync(join(this.templatesDir, `${template.name}.json`), { force: true });
     return { layersGone: this.forgetUnheld(template.image) };
   }
 
@@ -169,7 +205,8 @@ export class TemplateRegistry {
     return this.images.layerTrees(image);
   }
 
-  private async save(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart): Promise<ImageTemplate> {
+  /** Records template `name` (a key: templateKey's) of `image`, published first with a distribution. */
+  private async save(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart, buildId: string = randomUUID()): Promise<ImageTemplate> {
     const replaced = await this.lookup(name);
     // Checked again here, after a pull or an upload that took its time: another key's template
     // made meanwhile under the name is not taken over.
@@ -181,6 +218,7 @@ export class TemplateRegistry {
       config: image.config,
       bytes: image.bytes,
       created_at: new Date().toISOString(),
+      build_id: buildId,
       ...(start && { start }),
       ...(apiKey !== undefined && { api_key: apiKey }),
     };
@@ -197,11 +235,22 @@ export class TemplateRegistry {
   }
 }
 
-function checkName(name: string): void {
-  if (!TEMPLATE_NAME.test(name))
+/** The key of template reference `name`, or a refusal saying what a name and a tag are. */
+function checkedKey(name: string): string {
+  const key = templateKey(name);
+  if (key === null)
     throw new CodedError(
-      contractError('validation.invalid_request', `template name ${JSON.stringify(name)}: lowercase letters, digits, '.', '_' and '-', at most 64`, { field: 'name' }),
+      contractError(
+        'validation.invalid_request',
+        `template name ${JSON.stringify(name)}: lowercase letters, digits, '.', '_' and '-', at most 64, and a tag after a colon the same, at most 60`,
+        { field: 'name' },
+      ),
     );
+  return key;
+}
+
+function notFound(name: string): CodedError {
+  return new CodedError(contractError('template.not_found', `no template ${JSON.stringify(name)}`, { template: name }));
 }
 
 /** The registry of a configuration: `templates.dir`, or <stateDir>/templates. */

@@ -2,7 +2,13 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { Readable } from 'node:stream';
 import {
+  E2bAssignedTagsSchema,
+  E2bAssignTagsRequestSchema,
   E2bBuildStatusQuerySchema,
+  E2bDeleteTagsRequestSchema,
+  E2bTemplateTagSchema,
+  type E2bAssignTagsRequest,
+  type E2bDeleteTagsRequest,
   E2bErrorSchema,
   E2bTemplateBuildFileUploadSchema,
   E2bTemplateBuildInfoSchema,
@@ -13,8 +19,10 @@ import {
   type E2bTemplateBuildStart,
 } from '../../contract/e2b.js';
 import type { E2bTemplateBuilds } from '../../templates/e2b-builds.js';
+import type { TemplateRegistry } from '../../templates/template-registry.js';
+import { keyParts } from '../../templates/template-reference.js';
 import { creator } from '../api-key-scope.js';
-import { namedSchema, routeSchema } from '../route-schema.js';
+import { namedList, namedSchema, routeSchema } from '../route-schema.js';
 
 /** Its failures in E2B's shape (auth.ts, errors.ts). */
 const E2B_ROUTE = { foreignErrors: true, e2b: true };
@@ -24,9 +32,10 @@ export const BUILD_UPLOAD_ROUTE = '/templates/:templateID/files/:hash/upload';
 /**
  * E2B's template builds, as the `e2b` SDK's `Template.build()` and `getBuildStatus()` drive them:
  * ask for a build, upload the files of its COPY steps to the signed URL it is given, start it
- * with its steps, poll its status and logs. The builds themselves: templates/e2b-builds.ts.
+ * with its steps, poll its status and logs. The builds themselves: templates/e2b-builds.ts. And
+ * its tags (`Template.assignTags`, `removeTags`, `getTags`), kept by the template registry.
  */
-export function e2bTemplateRoutes(builds: E2bTemplateBuilds) {
+export function e2bTemplateRoutes(builds: E2bTemplateBuilds, templates: TemplateRegistry) {
   return async (app: FastifyInstance) => {
     const E2B_ERROR = namedSchema(app, E2bErrorSchema);
     const errors = { 400: E2B_ERROR, 403: E2B_ERROR, 404: E2B_ERROR, 500: E2B_ERROR };
@@ -118,6 +127,54 @@ export function e2bTemplateRoutes(builds: E2bTemplateBuilds) {
         },
       },
       async (request) => builds.status(request.params.templateID, request.params.buildID, request.query.logsOffset ?? 0),
+    );
+
+    app.post<{ Body: E2bAssignTagsRequest }>(
+      '/templates/tags',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: give tags the image a template tag (`name:tag`) has now',
+          tags: ['e2b'],
+          body: namedSchema(app, E2bAssignTagsRequestSchema),
+          response: { 201: namedSchema(app, E2bAssignedTagsSchema), ...errors },
+        },
+      },
+      async (request, reply) => {
+        const target = await templates.assignTags(request.body.target, request.body.tags, creator(request));
+        return reply.code(201).send({ buildID: target.build_id ?? target.image, tags: request.body.tags });
+      },
+    );
+
+    app.delete<{ Body: E2bDeleteTagsRequest }>(
+      '/templates/tags',
+      {
+        config: E2B_ROUTE,
+        schema: { summary: 'E2B: remove tags of a template', tags: ['e2b'], body: namedSchema(app, E2bDeleteTagsRequestSchema), response: { 204: Type.Null(), ...errors } },
+      },
+      async (request, reply) => {
+        await templates.removeTags(request.body.name, request.body.tags, creator(request));
+        return reply.code(204).send();
+      },
+    );
+
+    app.get<{ Params: { templateID: string } }>(
+      '/templates/:templateID/tags',
+      {
+        config: E2B_ROUTE,
+        schema: {
+          summary: 'E2B: the tags of a template',
+          tags: ['e2b'],
+          params: routeSchema(Type.Object({ templateID: Type.String() })),
+          response: { 200: namedList(app, E2bTemplateTagSchema), ...errors },
+        },
+      },
+      async (request) =>
+        (await templates.tagsOf(request.params.templateID)).map((template) => ({
+          tag: keyParts(template.name).tag,
+          buildID: template.build_id ?? template.image,
+          createdAt: template.created_at,
+        })),
     );
   };
 }

@@ -29,6 +29,13 @@ export interface GuestImage {
   kernel: string;
   initrd: string;
   root: string;
+  /**
+   * A sparse file of IMAGE_SLOT_BYTES that is every VM's second drive when its job has no image:
+   * a snapshot restores only into the devices it was taken with, so the warm snapshot is taken
+   * with it, and a VM for a job on an image is restored from that snapshot with the image's disk
+   * in its place (the guest sees the slot's size, which no image disk is over).
+   */
+  imageSlot: string;
   /** Content hash of everything the image was built from. */
   id: string;
 }
@@ -99,9 +106,11 @@ export const GUEST_PORT_NAME = 'agent-runner';
  * Bumped whenever what follows changes the image in a way its inputs do not show. 3: the guest's
  * network link (virtio_net, GUEST_NETWORK); a new image id also names new snapshots, taken
  * with the VM's network device (a snapshot restores only into the device set it was taken with).
- * 4: python's compiled modules. 5: ext4, for images' root disks.
+ * 4: python's compiled modules. 5: ext4, for images' root disks. 6: the image slot, a second drive.
  */
-const BUILDER_VERSION = 5;
+const BUILDER_VERSION = 6;
+/** The image slot's size as the guest sees it: a bound on an image's root disk (image-root-disk.ts). */
+export const IMAGE_SLOT_BYTES = 256 * 1024 ** 3;
 /**
  * The guest's one network link, QEMU's user-mode network restricted to one forward (qemu-vm.ts):
  * the guest is `address`, and `proxy` is the only address that answers, forwarded to the host's
@@ -134,7 +143,7 @@ export async function guestImage(cacheDir: string, signal?: AbortSignal): Promis
   }
   const id = await imageKey(kernel);
   const dir = join(cacheDir, id);
-  const image = { kernel: kernel.path, initrd: join(dir, 'initrd.img'), root: join(dir, 'root.squashfs'), id };
+  const image = { kernel: kernel.path, initrd: join(dir, 'initrd.img'), root: join(dir, 'root.squashfs'), imageSlot: join(dir, 'image-slot.raw'), id };
   // Claimed before it is looked for: a pruner that moved it aside sees the claim and puts it back.
   // A cache this process may read but not write is used unclaimed (it cannot build either).
   const release = await claimImage(cacheDir, id).catch(() => async () => undefined);
@@ -342,6 +351,7 @@ async function buildImage(dir: string, kernel: Kernel, files: readonly string[],
     await writeRootExtras(root, run);
     await run('/usr/bin/mksquashfs', [root, join(staging, 'root.squashfs'), '-noappend', '-all-root', '-noI', '-noD', '-noF', '-noX', '-quiet', '-no-progress']);
     await writeInitramfs(join(staging, 'initramfs'), kernel, join(staging, 'initrd.img'), run);
+    await run('truncate', ['-s', String(IMAGE_SLOT_BYTES), join(staging, 'image-slot.raw')]);
     await rm(root, { recursive: true });
     await rm(join(staging, 'initramfs'), { recursive: true });
     await writeFile(join(staging, 'complete'), `${new Date().toISOString()}\n`);

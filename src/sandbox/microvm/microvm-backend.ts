@@ -1,5 +1,5 @@
 import { guestSeed } from './guest-channel.js';
-import { access, constants, mkdir, mkdtemp, readFile } from 'node:fs/promises';
+import { access, constants, mkdir, mkdtemp, readFile, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
@@ -17,7 +17,7 @@ import {
   type WarmTakes,
 } from '../types.js';
 import { pruneImages } from './image-cache.js';
-import { GUEST_NETWORK, guestImage, guestPackagePath, type GuestImage } from './guest-image.js';
+import { GUEST_NETWORK, guestImage, guestPackagePath, IMAGE_SLOT_BYTES, type GuestImage } from './guest-image.js';
 import { imageRootDisk } from './image-root-disk.js';
 import { CA_BUNDLE_SANDBOX_PATH } from '../bubblewrap/bwrap-argv.js';
 import { CA_BUNDLE_FILE, ProxiedNetwork, startEgressProxy } from '../host/proxied-network.js';
@@ -163,6 +163,8 @@ export class MicrovmBackend implements SandboxBackend {
     });
     // An image's layers reach the VM as one disk made of them, kept for the next VM.
     const imageDisk = template.image && (await imageRootDisk(ready.imageRootsDir, template.image.layers, this.stopping.signal));
+    if (imageDisk && (await stat(imageDisk)).size > IMAGE_SLOT_BYTES)
+      throw new SandboxUnavailableError(`the image's root disk is over ${IMAGE_SLOT_BYTES} bytes, the most a microVM's image slot holds: run it on local_process`);
     const { restore } = template;
     if (restore) {
       const now = { image: ready.image.id, memoryBytes: ready.shape.memoryBytes, vcpus: ready.shape.vcpus, ...(imageDisk && { imageDisk: basename(imageDisk) }) };
@@ -173,12 +175,11 @@ export class MicrovmBackend implements SandboxBackend {
     const vmDir = join(this.options.runtimeDir, 'vms', ownedName());
     const disk = imageDisk ? { imageDisk } : {};
     // A paused sandbox's VM comes back whole, its job running in it (its files are in its memory).
-    // One on an image boots: the warm pool's VMs were restored without its disk.
+    // One on an image is restored from the warm snapshot with the image's disk in its slot: the
+    // pool's VMs were restored with the empty slot.
     const made = restore
       ? QemuVm.start(vmDir, { resume: { image: ready.image, state: join(restore.image, VM_STATE_FILE), ...disk } }, ready.shape, this.options.bootTimeoutMs)
-      : imageDisk
-        ? QemuVm.start(vmDir, { boot: ready.image, imageDisk }, ready.shape, this.options.bootTimeoutMs)
-        : this.vm(ready);
+      : this.vm(ready, imageDisk);
     const vm = await made.catch(async (error: Error) => {
       await removeTree(scratchDir);
       throw new SandboxUnavailableError(`no microVM could be started: ${error.message}`);
@@ -229,10 +230,10 @@ export class MicrovmBackend implements SandboxBackend {
     return sandbox;
   }
 
-  private async vm(ready: Ready): Promise<QemuVm> {
+  private async vm(ready: Ready, imageDisk: string | undefined): Promise<QemuVm> {
     const pool = await ready.pool();
-    if (pool) return pool.take();
-    return QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: ready.image }, ready.shape, this.options.bootTimeoutMs);
+    if (pool) return imageDisk ? pool.restore(imageDisk) : pool.take();
+    return QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: ready.image, ...(imageDisk && { imageDisk }) }, ready.shape, this.options.bootTimeoutMs);
   }
 
   /** Resolves once the warm pool is full (for a service that wants its first job warm, and benchmarks). */

@@ -46,7 +46,8 @@ export interface VmShape {
 export type VmOrigin =
   /** `imageDisk`: the root disk of the job's image (image-root-disk.ts), a second drive. */
   | { boot: GuestImage; memoryFile?: string; imageDisk?: string }
-  | { restore: { image: GuestImage; state: string; memoryFile: string } }
+  /** `imageDisk`: in place of the image slot the snapshot was taken with. */
+  | { restore: { image: GuestImage; state: string; memoryFile: string; imageDisk?: string } }
   /** A VM saved whole (saveWhole: its RAM in the state file), brought back where it was: a paused sandbox's, with the image disk it had. */
   | { resume: { image: GuestImage; state: string; imageDisk?: string } };
 
@@ -258,7 +259,7 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, consolePath: string): string
     `id=root,file=${image.root},format=raw,if=none,readonly=on`,
     '-device',
     'virtio-blk-device,drive=root',
-    ...imageDiskArgs(imageDiskOf(origin)),
+    ...imageDiskArgs(imageDiskOf(origin) ?? image.imageSlot),
     '-device',
     'virtio-rng-device',
     ...networkArgs(EGRESS_SOCKET),
@@ -295,14 +296,13 @@ function networkArgs(egressSocket: string): string[] {
   return ['-netdev', `user,id=egress,restrict=on,ipv6=off,guestfwd=tcp:${host}:${port}-cmd:${forward}`, '-device', 'virtio-net-device,netdev=egress,mac=52:54:00:12:34:56'];
 }
 
-/** A second drive, read-only, that the guest finds by its serial. */
-function imageDiskArgs(disk: string | undefined): string[] {
-  if (disk === undefined) return [];
+/** The second drive, read-only, that the guest finds by its serial: the job's image disk, or the empty slot (GuestImage.imageSlot). */
+function imageDiskArgs(disk: string): string[] {
   return ['-drive', `id=image,file=${plainPath(disk)},format=raw,if=none,readonly=on`, '-device', `virtio-blk-device,drive=image,serial=${GUEST_IMAGE_DISK}`];
 }
 
 function imageDiskOf(origin: VmOrigin): string | undefined {
-  return 'boot' in origin ? origin.imageDisk : 'resume' in origin ? origin.resume.imageDisk : undefined;
+  return 'boot' in origin ? origin.imageDisk : 'resume' in origin ? origin.resume.imageDisk : origin.restore.imageDisk;
 }
 
 /** The guest image a VM runs, whichever way it comes to life. */

@@ -69,8 +69,14 @@ export class WarmVmPool {
     }
   }
 
-  private restore(): Promise<QemuVm> {
-    return QemuVm.start(join(this.options.vmsDir, ownedName()), { restore: { image: this.options.image, ...this.snapshot } }, this.options.shape, RESTORE_TIMEOUT_MS);
+  /** A VM restored now from the pool's snapshot, `imageDisk` (a job's image, image-root-disk.ts) in its image slot. */
+  restore(imageDisk?: string): Promise<QemuVm> {
+    return QemuVm.start(
+      join(this.options.vmsDir, ownedName()),
+      { restore: { image: this.options.image, ...this.snapshot, ...(imageDisk && { imageDisk }) } },
+      this.options.shape,
+      RESTORE_TIMEOUT_MS,
+    );
   }
 
   /** Resolves once the pool is full (for benchmarks and services that want the warm path). */

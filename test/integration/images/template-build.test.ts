@@ -160,6 +160,38 @@ CMD ["/opt/app/app.sh"]
     await assert.rejects(Template.build(failing, 'e2b-broken', connection), /exited 4: no luck/);
   });
 
+  it('tags builds as E2B does: name:tag, tags given, assigned and removed; a sandbox of a tag runs its image', async () => {
+    server ??= await startServer([], { env });
+    const connection = { apiKey: server.token!, apiUrl: server.url, domain: new URL(server.url).host };
+    const sandboxOf = { apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url };
+    const from = `${registry.host}/${busybox.name}:${busybox.tag}`;
+    const one = await Template.build(Template().fromImage(from).runCmd('echo one > /version'), 'tagged:v1', connection);
+    const two = await Template.build(Template().fromImage(from).runCmd('echo two > /version'), 'tagged', { ...connection, tags: ['v2', 'stable'] });
+    const versionOf = async (template: string) => {
+      const sandbox = await Sandbox.create(template, sandboxOf);
+      try {
+        return (await sandbox.commands.run('cat /version')).stdout.trim();
+      } finally {
+        await sandbox.kill();
+      }
+    };
+    const tags = async () => Object.fromEntries((await Template.getTags('tagged', connection)).map((tag) => [tag.tag, tag.buildId]));
+    assert.deepEqual(await tags(), { v1: one.buildId, v2: two.buildId, stable: two.buildId });
+    assert.deepEqual([await versionOf('tagged:v1'), await versionOf('tagged:stable')], ['one', 'two']);
+    // A name alone is its default tag, which neither build was given.
+    await assert.rejects(Sandbox.create('tagged', sandboxOf), /404: no template "tagged"/);
+    await Template.assignTags('tagged:v1', ['stable', 'default'], connection);
+    assert.deepEqual(await tags(), { v1: one.buildId, v2: two.buildId, stable: one.buildId, default: one.buildId });
+    assert.deepEqual([await versionOf('tagged:stable'), await versionOf('tagged')], ['one', 'one']);
+    await Template.removeTags('tagged', ['v1', 'default'], connection);
+    assert.deepEqual(await tags(), { v2: two.buildId, stable: one.buildId });
+    await assert.rejects(Sandbox.create('tagged:v1', sandboxOf), /404: no template "tagged:v1"/);
+    // The image v1 named is held by stable still.
+    assert.equal(await versionOf('tagged:stable'), 'one');
+    await Template.removeTags('tagged', ['v2', 'stable'], connection);
+    assert.deepEqual(await tags(), {});
+  });
+
   it('builds a template with a start command only if it becomes ready; starts it with each sandbox, answering once ready; one not ready is killed', async () => {
     server ??= await startServer([], { env });
     const connection = { apiKey: server.token!, apiUrl: server.url, domain: new URL(server.url).host };

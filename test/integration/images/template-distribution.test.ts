@@ -76,13 +76,21 @@ describe('templates across machines', () => {
     await sandbox.kill();
   });
 
+  it('carries a template’s tags: name:tag made on one machine is found on the other', async () => {
+    const made = await api(first, '/v1/templates', { method: 'POST', body: JSON.stringify({ name: 'busybox:v1', image: `${registry.host}/${busybox.name}:${busybox.tag}` }) });
+    assert.equal(made.status, 201, await made.clone().text());
+    const found = await api(second, '/v1/templates/busybox:v1');
+    assert.equal(found.status, 200);
+    assert.equal(((await found.json()) as Listed).published, ((await made.json()) as Listed).published);
+  });
+
   it('deletes a template on every machine, whichever one deletes it', async () => {
     const deleted = await api(second, '/v1/templates/busybox', { method: 'DELETE' });
     assert.equal(deleted.status, 204, await deleted.text());
     assert.equal((await api(first, '/v1/templates/busybox')).status, 404);
     assert.deepEqual(
       (await listed(first)).map((entry) => entry.name),
-      ['layered'],
+      ['busybox:v1', 'layered'],
     );
     assert.ok(!existsSync(join(dir, 'first', 'templates', 'busybox.json')));
     const refused = await api(first, '/v1/sandboxes', { method: 'POST', body: JSON.stringify({ template: 'busybox' }) });

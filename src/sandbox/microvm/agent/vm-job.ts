@@ -198,6 +198,9 @@ async function mountImageDisk(): Promise<void> {
     if (serial.trim() === GUEST_IMAGE_DISK) device = join('/dev', disk);
   }
   if (device === undefined) throw new Error('the VM has no image disk');
+  // The VM was restored from a snapshot whose kernel read the empty slot in this disk's place:
+  // what it cached of it goes before the disk is read.
+  await run('/usr/bin/busybox', ['blockdev', '--flushbufs', device], "the image disk's cache could not be dropped");
   await mkdir(GUEST_IMAGE_ROOT, { recursive: true, mode: 0o700 });
   await run('/usr/bin/mount', ['-t', 'ext4', '-o', 'ro,noload,nosuid,nodev', device, GUEST_IMAGE_ROOT], 'the image disk could not be mounted');
 }
