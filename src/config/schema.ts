@@ -378,6 +378,10 @@ export const TemplateStoreSchema = Section(
       default: {},
       description: 'Credentials by registry host (host[:port]) for pulls, and for the distribution repository; a registry not named is spoken to anonymously.',
     }),
+    awsEcrEndpoint: Nullable(
+      Type.String({ minLength: 1, maxLength: 512 }),
+      "ECR's API that a build's AWS key (E2B's fromAWSRegistry) is exchanged at for the registry's credentials (null: https://api.ecr.<region>.amazonaws.com/ of the key's region; a VPC or FIPS endpoint otherwise).",
+    ),
     distribution: Nullable(
       Type.String({ minLength: 1, maxLength: 512 }),
       'A registry repository (host[:port]/path) that holds the templates of a cluster: every template made on a machine is published there, and every machine finds every template there (docs/templates.md, Distributed mode). null: templates are this machine’s.',

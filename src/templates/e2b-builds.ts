@@ -6,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { E2bBuildLogEntry, E2bTemplateBuildInfo, E2bTemplateBuildStart, E2bTemplateRequestResponse } from '../contract/e2b.js';
 import { isGzip } from '../images/image-archive.js';
+import { ecrCredentials } from '../images/ecr-token.js';
 import { unpackLayer } from '../images/layer-unpack.js';
 import type { Instruction } from './dockerfile.js';
 import type { TemplateBuilder } from './template-builder.js';
@@ -23,6 +24,12 @@ interface Build {
   status: E2bTemplateBuildInfo['status'];
   entries: E2bBuildLogEntry[];
   reason?: { message: string; step?: string };
+}
+
+/** Where and how long a build's AWS key is exchanged for ECR's credentials (templates.awsEcrEndpoint). */
+export interface AwsSettings {
+  endpoint: string | null;
+  timeoutMs: number;
 }
 
 /** Bytes of one upload of a build's files (a COPY's tar). */
@@ -48,6 +55,7 @@ export class E2bTemplateBuilds {
     private readonly registry: TemplateRegistry,
     private readonly builder: () => TemplateBuilder,
     dir: string,
+    private readonly aws: AwsSettings,
   ) {
     this.uploads = join(dir, 'uploads');
     mkdirSync(this.uploads, { recursive: true, mode: 0o700 });
@@ -113,7 +121,7 @@ export class E2bTemplateBuilds {
     }
     const instructions = toInstructions(body);
     // Refused here, with the request, not when the build runs; used for its pull only, never kept.
-    const credentials = body.fromImageRegistry && registryCredentials(body.fromImageRegistry);
+    const credentials = body.fromImageRegistry && registryCredentials(body.fromImageRegistry, this.aws);
     build.status = 'building';
     const log = (message: string, level: E2bBuildLogEntry['level'] = 'info', step?: string) =>
       build.entries.push({ timestamp: new Date().toISOString(), message, level, ...(step !== undefined && { step }) });
@@ -137,7 +145,7 @@ export class E2bTemplateBuilds {
           noCache: body.force === true,
           buildId: buildID,
           ...(body.startCmd && { start: { command: body.startCmd, ready: body.readyCmd ?? null } }),
-          ...(credentials && { registryCredentials: credentials }),
+          ...(credentials && { registryCredentials: await credentials() }),
         },
         apiKey,
       );
@@ -281,22 +289,30 @@ function toInstructions(body: E2bTemplateBuildStart): Instruction[] {
 }
 
 /**
- * E2B's fromImageRegistry as credentials for the FROM image's registry: `registry` (fromImage with
- * a user name and password) as they are; `gcp` (fromGCPRegistry) as Google's registries take a
- * service account's key, the user `_json_key`. `aws` needs a token signed for ECR, which is not
- * made here.
+ * E2B's fromImageRegistry as credentials for the FROM image's registry, checked now and made when
+ * the build runs: `registry` (fromImage with a user name and password) as they are; `gcp`
+ * (fromGCPRegistry) as Google's registries take a service account's key, the user `_json_key`;
+ * `aws` (fromAWSRegistry) exchanged for ECR's token, signed with the access key (ecr-token.ts).
  */
-function registryCredentials(registry: NonNullable<E2bTemplateBuildStart['fromImageRegistry']>): RegistryCredentials {
+function registryCredentials(registry: NonNullable<E2bTemplateBuildStart['fromImageRegistry']>, aws: AwsSettings): () => Promise<RegistryCredentials> {
   const text = (name: string): string => {
     const value = (registry as Record<string, unknown>)[name];
     if (typeof value !== 'string' || value === '') throw invalid(`fromImageRegistry of type ${registry.type} needs ${name}`);
     return value;
   };
-  if (registry.type === 'registry') return { username: text('username'), password: text('password') };
-  if (registry.type === 'gcp') return { username: '_json_key', password: text('serviceAccountJson') };
-  throw invalid(
-    `fromImageRegistry of type ${JSON.stringify(registry.type)} is not taken here (registry and gcp are): give the registry's credentials to the server (templates.registries) instead`,
-  );
+  if (registry.type === 'registry') {
+    const credentials = { username: text('username'), password: text('password') };
+    return async () => credentials;
+  }
+  if (registry.type === 'gcp') {
+    const credentials = { username: '_json_key', password: text('serviceAccountJson') };
+    return async () => credentials;
+  }
+  if (registry.type === 'aws') {
+    const key = { accessKeyId: text('awsAccessKeyId'), secretAccessKey: text('awsSecretAccessKey'), region: text('awsRegion') };
+    return () => ecrCredentials(key, aws.timeoutMs, aws.endpoint ?? undefined);
+  }
+  throw invalid(`fromImageRegistry of type ${JSON.stringify(registry.type)} is not taken here (registry, gcp and aws are)`);
 }
 
 function invalid(message: string): CodedError {

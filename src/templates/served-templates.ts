@@ -8,5 +8,6 @@ import { openTemplateRegistry, type TemplateRegistry } from './template-registry
 export function servedTemplateStore(config: RunnerConfig, backend: SandboxBackend): { images: TemplateRegistry; builds: E2bTemplateBuilds } {
   const images = openTemplateRegistry(config);
   const builder = () => new TemplateBuilder(images, backend, { ...config.templates, memoryBytes: config.sandboxes.memoryBytes });
-  return { images, builds: new E2bTemplateBuilds(images, builder, images.dir) };
+  const aws = { endpoint: config.templates.awsEcrEndpoint, timeoutMs: config.templates.registryTimeoutMs };
+  return { images, builds: new E2bTemplateBuilds(images, builder, images.dir, aws) };
 }

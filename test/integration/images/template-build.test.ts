@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox, Template, waitForFile } from 'e2b';
@@ -18,7 +20,14 @@ import { startServer, type ServerProcess } from '../../helpers/server.js';
 describe('templates built from a Dockerfile', () => {
   const dir = mkdtempSync(join(tmpdir(), 'template-build-'));
   // A ready command that never succeeds is given up at this deadline; one that does, in well under a second.
-  const env = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates'), AGENT_RUNNER_TEMPLATES__READY_TIMEOUT_SECONDS: '10' };
+  const env: Record<string, string> = { AGENT_RUNNER_TEMPLATES__DIR: join(dir, 'templates'), AGENT_RUNNER_TEMPLATES__READY_TIMEOUT_SECONDS: '10' };
+  // ECR's API as a build's AWS key reaches it (templates.awsEcrEndpoint): its token, the credentials of the registry it names.
+  let ecrToken = '';
+  const ecr = createServer((request, response) => {
+    const signed = /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/\d{8}\/us-east-1\/ecr\/aws4_request, /.test(request.headers.authorization ?? '');
+    response.writeHead(signed ? 200 : 403, { 'content-type': 'application/x-amz-json-1.1' });
+    response.end(JSON.stringify(signed ? { authorizationData: [{ authorizationToken: Buffer.from(ecrToken).toString('base64') }] } : {}));
+  });
   const context = join(dir, 'context');
   let registry: Registry;
   let busybox: OciImage;
@@ -30,6 +39,8 @@ describe('templates built from a Dockerfile', () => {
   const steps = (stderr: string) => stderr.split('\n').filter((line) => /^(STEP|CACHED) /.test(line));
 
   before(async () => {
+    await new Promise<void>((resolve) => ecr.listen(0, '127.0.0.1', resolve));
+    env.AGENT_RUNNER_TEMPLATES__AWS_ECR_ENDPOINT = `http://127.0.0.1:${(ecr.address() as AddressInfo).port}/`;
     [registry, busybox] = await Promise.all([startRegistry(), busyboxImage(dir)]);
     await pushImage(busybox, registry);
     mkdirSync(join(context, 'files', 'lib'), { recursive: true });
@@ -39,6 +50,7 @@ describe('templates built from a Dockerfile', () => {
     writeFileSync(join(context, 'note.txt'), 'for the user\n');
   });
   after(async () => {
+    ecr.close();
     await server?.stop();
     await registry.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -135,6 +147,11 @@ CMD ["/opt/app/app.sh"]
       const privateImage = `${guarded.host}/${busybox.name}:${busybox.tag}`;
       await assert.rejects(Template.build(Template().fromImage(privateImage), 'e2b-private', connection), /asks for credentials/);
       await Template.build(Template().fromImage(privateImage, guarded.credentials!).runCmd('echo private > /private.txt'), 'e2b-private', connection);
+      // fromAWSRegistry: the key exchanged at ECR's API for the registry's credentials.
+      ecrToken = `${guarded.credentials!.username}:${guarded.credentials!.password}`;
+      const aws = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', region: 'us-east-1' };
+      const fromEcr = await Template.build(Template().fromAWSRegistry(privateImage, aws).runCmd('echo ecr > /ecr.txt'), 'e2b-ecr', connection);
+      assert.equal(fromEcr.name, 'e2b-ecr');
     } finally {
       await guarded.stop();
     }
@@ -282,7 +299,7 @@ CMD ["/opt/app/app.sh"]
     const listed = await runCli('agent-runner', ['template', 'list'], { env });
     assert.deepEqual(
       (JSON.parse(listed.stdout) as { name: string }[]).map((entry) => entry.name),
-      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-private', 'e2b-ready-unless', 'e2b-started'],
+      ['app', 'e2b-built', 'e2b-dockerfile', 'e2b-ecr', 'e2b-private', 'e2b-ready-unless', 'e2b-started'],
     );
   });
 });
