@@ -84,6 +84,8 @@ export class Sandboxes {
   private imageTemplatesOpened: TemplateRegistry | null = null;
   /** Resumes under way because requests came for a paused sandbox (wake). */
   private readonly waking = new Map<string, Promise<boolean>>();
+  /** Templates captured once ready (templateCapture), by template, image and backend; null: it could not be. */
+  private readonly captures = new Map<string, Promise<KeptState | null>>();
 
   constructor(
     private readonly runtime: RunnerRuntime,
@@ -105,10 +107,57 @@ export class Sandboxes {
    */
   async create(request: SandboxCreateRequest, apiKey?: string): Promise<Sandbox> {
     await this.loaded;
-    const snapshot = this.snapshotFor(request.template, apiKey);
     const owned: LaunchRequest = { ...request, ...(apiKey !== undefined && { api_key: apiKey }) };
-    const sandbox = snapshot ? await this.launch(fromState(snapshot, owned), snapshot) : await this.launch(owned, null);
+    const from = this.snapshotFor(request.template, apiKey) ?? (await this.templateCapture(owned));
+    const sandbox = from ? await this.launch(fromState(from, owned), from) : await this.launch(owned, null);
     return sandbox.describe(true);
+  }
+
+  /**
+   * E2B's model of a template with a start command, where the backend keeps memory: its sandboxes
+   * start from one captured once its ready command succeeded, the start command's processes
+   * running already. The first create of the template (its image, on the backend) makes it: a
+   * sandbox of its own, kept whole as a fork's state is, then ended; one replaced by a new image
+   * goes. Captures live as long as this process. Elsewhere, or where the capture failed (null),
+   * each sandbox runs the start command itself.
+   */
+  private async templateCapture(request: LaunchRequest): Promise<KeptState | null> {
+    const name = request.template ?? 'base';
+    if (templateSettings(this.runtime.config.sandboxes, name) !== null) return null;
+    const made = await this.imageTemplates.lookup(name);
+    if (!made?.start) return null;
+    let backend;
+    try {
+      backend = this.runtime.backends.get(request.backend?.kind);
+    } catch {
+      return null;
+    }
+    if (backend.capabilities.pause !== 'memory') return null;
+    const key = `${made.name} ${backend.kind} ${made.image}`;
+    let capture = this.captures.get(key);
+    if (!capture) {
+      for (const [older, state] of this.captures) {
+        if (!older.startsWith(`${made.name} ${backend.kind} `)) continue;
+        this.captures.delete(older);
+        void state.then((kept) => kept && this.store.remove(kept.id)).catch(() => undefined);
+      }
+      capture = this.capture(made.name, backend.kind).catch(() => null);
+      this.captures.set(key, capture);
+    }
+    return capture;
+  }
+
+  /** A sandbox of template `name` on `kind` started (its start command ready), kept whole, and ended. */
+  private async capture(name: string, kind: string): Promise<KeptState> {
+    const sandbox = await this.launch({ template: name, backend: { kind } }, null);
+    try {
+      // A backend that keeps memory may not for a sandbox on an image (gVisor's): then none is captured.
+      if (sandbox.pauseKind !== 'memory') throw new Error(`a sandbox of ${name} on ${kind} keeps no memory`);
+      return await this.changingWhile(sandbox.id, () => this.keep(sandbox, { id: randomId(), purpose: 'fork', name: null }, 'memory'));
+    } finally {
+      this.sandboxes.delete(sandbox.id);
+      await sandbox.end('captured as its template');
+    }
   }
 
   async describe(id: string): Promise<Sandbox> {
@@ -379,6 +428,8 @@ export class Sandboxes {
     await endAll();
     await Promise.all(this.changing.values());
     await endAll();
+    // Templates captured by this process are its own: they go with it.
+    await Promise.all([...this.captures.values()].map((capture) => capture.then((kept) => kept && this.store.remove(kept.id)).catch(() => undefined)));
   }
 
   /** Running sandboxes: all, or those of one API key. */

@@ -4,7 +4,7 @@ import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
-import { Sandbox } from 'e2b';
+import { Sandbox, Template, waitForFile } from 'e2b';
 import { BUSYBOX_SERVICE, BUSYBOX_USER, busyboxImage, assertLayeredAsImageSays, layeredImage } from '../../helpers/oci-images.js';
 import { dockerArchive, pushImage, type OciImage } from '../../helpers/oci-layout.js';
 import { pythonImage } from '../../helpers/oci-python.js';
@@ -133,6 +133,21 @@ describe('sandboxes on images', () => {
     const resumed = await sandbox.connect();
     assert.equal((await resumed.commands.run(`cat ${BUSYBOX_USER.home}/notes.txt /0; kill -0 ${running.pid} && echo alive`)).stdout, 'keptwritten\nalive\n');
     await resumed.kill();
+  });
+
+  it('starts a template’s sandboxes in a microVM from one captured once ready, its start command’s process running already', async () => {
+    const connection = { apiKey: server.token!, apiUrl: server.url, domain: new URL(server.url).host };
+    const started = Template()
+      .fromImage(`${registry.host}/${busybox.name}:${busybox.tag}`)
+      .setStartCmd('head -c 8 /dev/urandom | od -An -tx1 | tr -d " \\n" > /tmp/started; exec sleep 600', waitForFile('/tmp/started'));
+    await Template.build(started, 'busybox-started', connection);
+    const [one, two] = [await createOn('busybox-started', 'microvm'), await createOn('busybox-started', 'microvm')];
+    const said = async (sandbox: Sandbox) => (await sandbox.commands.run('cat /tmp/started; echo; cat /proc/[0-9]*/comm | grep -qx sleep && echo running')).stdout;
+    // Random bytes the start command drew once: both sandboxes came from the one capture's memory.
+    const first = await said(one);
+    assert.match(first, /^[0-9a-f]{16}\nrunning\n$/);
+    assert.equal(await said(two), first);
+    await Promise.all([one.kill(), two.kill()]);
   });
 
   it('maps every id the image names: a service account owns its files, root becomes it, and another id is someone', async () => {
