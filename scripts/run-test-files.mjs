@@ -50,6 +50,14 @@ async function runFile(file, heavy) {
   const releaseHeavy = heavy ? await takeSlot('heavy', HEAVY_SLOTS) : undefined;
   const releaseFile = await takeSlot('file', Number(concurrency));
   const fileStarted = sinceStart();
+  // A file's top-level test goes to the reporters whole, written at once: the events of files
+  // running at the same time would otherwise interleave within it, and the spec reporter, which
+  // pairs each test's end with the last start it saw, stops the run on that.
+  let batch = [];
+  const flush = () => {
+    for (const event of batch) events.write(event);
+    batch = [];
+  };
   try {
     for await (const event of testFileEvents(file, Number(timeout))) {
       const counted = event.type === 'test:diagnostic' && event.data.nesting === 0 ? SUMMARY.exec(event.data.message) : null;
@@ -60,9 +68,11 @@ async function runFile(file, heavy) {
       // As `node --test` does: any failure that is not a todo fails the run (a file killed at its
       // deadline is reported as a failed test too).
       if (event.type === 'test:fail' && event.data.todo === undefined) process.exitCode = 1;
-      events.write(event);
+      batch.push(event);
+      if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0) flush();
     }
   } finally {
+    flush();
     releaseFile();
     releaseHeavy?.();
     if (timeline) appendFileSync(timeline, `${heavy ? 'heavy' : 'light'} ${fileStarted} ${sinceStart()} ${file}\n`);

@@ -87,6 +87,15 @@ describe("the suite's runner", () => {
     assert.match(stdout, /ℹ fail 1\n/);
   });
 
+  it('reports files that run at once each whole, not interleaved within a test (the spec reporter would stop the run)', async () => {
+    for (const name of ['many-a', 'many-b', 'many-c']) copyFileSync(join(FIXTURES, 'many-tests.test.mjs'), join(dir, `${name}.test.mjs`));
+    const env = { AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'many-slots') };
+    const { code, stdout } = await run(['scripts/run-test-files.mjs', '3', '60000', ...['many-a', 'many-b', 'many-c'].map((name) => join(dir, `${name}.test.mjs`))], env);
+    assert.equal(code, 0, stdout);
+    assert.match(stdout, /ℹ tests 1200\n/);
+    assert.match(stdout, /ℹ pass 1200\n/);
+  });
+
   it('two runs at once share the machine: at most CONCURRENCY files and one heavy file at a time; each run closes with one summary', async () => {
     for (const name of ['heavy-a', 'heavy-b', 'heavy-c', 'light-a', 'light-b', 'light-c']) copyFileSync(join(FIXTURES, 'marks.test.mjs'), join(dir, `${name}.test.mjs`));
     const env = { MARKS_FILE: join(dir, 'marks'), AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'slots'), AGENT_RUNNER_TEST_HEAVY_SLOTS: '1' };
