@@ -81,6 +81,10 @@ export async function startRegistry(options: { auth?: RegistryAuth } = {}): Prom
         // It may have died already: then 'exit' was emitted and is not waited for.
         if (child.exitCode === null && child.signalCode === null) {
           const exited = once(child, 'exit');
+          // Held again while its exit is awaited: unref'd (serve), the process could run out of
+          // work before the exit came, leaving the awaiting test pending ("the event loop has
+          // already resolved": OCI image fixtures failed so once).
+          child.ref();
           child.kill('SIGKILL');
           await exited;
         }

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { extract, type Header } from 'tar-stream';
@@ -16,6 +17,14 @@ import { startRegistry, type Registry } from '../../helpers/oci-registry.js';
 // spec says) unpacks them. The product's tests can then trust what a fixture claims to hold.
 
 const ACCEPT = [MEDIA_TYPES.manifest, MEDIA_TYPES.index].join(', ');
+
+describe('the loopback registry of the fixtures', () => {
+  it('stops with nothing else keeping its process alive, the stop awaited to its end', () => {
+    const script = join(fileURLToPath(new URL('../../../', import.meta.url)), 'test/fixtures/images/registry-stop.mts');
+    const printed = execFileSync(process.execPath, ['--import', 'tsx', script], { encoding: 'utf8' });
+    assert.equal(printed, 'stopped\n');
+  });
+});
 
 describe('OCI image fixtures', () => {
   const dir = mkdtempSync(join(tmpdir(), 'oci-fixtures-'));
