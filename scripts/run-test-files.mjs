@@ -54,6 +54,10 @@ async function runFile(file, heavy) {
   // running at the same time would otherwise interleave within it, and the spec reporter, which
   // pairs each test's end with the last start it saw, stops the run on that.
   let batch = [];
+  // The file's own counts, and its top-level tests that failed: node counts a suite whose after
+  // hook failed as failed (its test:fail) yet leaves it out of the file's `fail` count.
+  const counts = new Map();
+  let failedTopLevel = 0;
   const flush = () => {
     for (const event of batch) events.write(event);
     batch = [];
@@ -62,17 +66,22 @@ async function runFile(file, heavy) {
     for await (const event of testFileEvents(file, Number(timeout))) {
       const counted = event.type === 'test:diagnostic' && event.data.nesting === 0 ? SUMMARY.exec(event.data.message) : null;
       if (counted) {
-        totals.set(counted[1], (totals.get(counted[1]) ?? 0) + Number(counted[2]));
+        counts.set(counted[1], (counts.get(counted[1]) ?? 0) + Number(counted[2]));
         continue;
       }
       // As `node --test` does: any failure that is not a todo fails the run (a file killed at its
       // deadline is reported as a failed test too).
-      if (event.type === 'test:fail' && event.data.todo === undefined) process.exitCode = 1;
+      if (event.type === 'test:fail' && event.data.todo === undefined) {
+        process.exitCode = 1;
+        if (event.data.nesting === 0) failedTopLevel++;
+      }
       batch.push(event);
       if ((event.type === 'test:pass' || event.type === 'test:fail') && event.data.nesting === 0) flush();
     }
   } finally {
     flush();
+    counts.set('fail', Math.max(counts.get('fail') ?? 0, failedTopLevel));
+    for (const [name, value] of counts) totals.set(name, (totals.get(name) ?? 0) + value);
     releaseFile();
     releaseHeavy?.();
     if (timeline) appendFileSync(timeline, `${heavy ? 'heavy' : 'light'} ${fileStarted} ${sinceStart()} ${file}\n`);

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { closeSync, createReadStream, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -9,6 +8,7 @@ import { hex, parseJson, type ImageStore, type StoredImage } from './image-store
 import { checkedDigest, isIndex, parseConfig, parseManifest, platformManifest, type ImageManifest } from './image-manifest.js';
 import { unpackLayer } from './layer-unpack.js';
 import { failure } from './registry-client.js';
+import { sha256Digest } from './digest.js';
 
 /**
  * Stores an image sent as an archive: `docker save` output (manifest.json, a config and a tar per
@@ -106,7 +106,7 @@ async function storeDockerSave(store: ImageStore, dir: string, label: string): P
     throw failure('image.invalid', `${label} is neither an OCI image layout (index.json) nor docker save output (manifest.json with Config and Layers)`);
   const configPath = archivePath(dir, image.Config, label);
   const configBytes = readFileSync(configPath);
-  const configDigest = `sha256:${createHash('sha256').update(configBytes).digest('hex')}`;
+  const configDigest = sha256Digest(configBytes);
   const manifest: ImageManifest = {
     config: { mediaType: 'application/vnd.docker.container.image.v1+json', digest: configDigest, size: configBytes.length },
     layers: (image.Layers as string[]).map((layer) => ({
@@ -158,7 +158,7 @@ function blobPath(dir: string, digest: string, label: string): string {
 
 function verifiedBlob(dir: string, digest: string, label: string): Buffer {
   const bytes = readFileSync(blobPath(dir, digest, label));
-  if (`sha256:${createHash('sha256').update(bytes).digest('hex')}` !== digest) throw failure('image.digest_mismatch', `${label}'s blob ${digest} does not match its digest`);
+  if (sha256Digest(bytes) !== digest) throw failure('image.digest_mismatch', `${label}'s blob ${digest} does not match its digest`);
   return bytes;
 }
 

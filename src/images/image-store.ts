@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../util/atomic-write.js';
@@ -11,6 +11,7 @@ import { isIndex, MANIFEST_ACCEPT, parseConfig, parseManifest, platformManifest,
 import { unpackLayer, type UnpackedLayer } from './layer-unpack.js';
 import { applyOverlayMarks } from './overlay-marks.js';
 import { failure, readAll, RegistryClient, type RegistryOptions } from './registry-client.js';
+import { sha256Digest } from './digest.js';
 
 /** An image whose layers are all in the store: what a template of it is made of. */
 export interface StoredImage {
@@ -292,7 +293,7 @@ export function parseJson(body: Buffer, what: string): unknown {
 /** A small blob (a config) read whole, and checked against its digest. */
 async function collect(chunks: AsyncIterable<Uint8Array>, maxBytes: number, digest: string, what: string): Promise<Buffer> {
   const body = await readAll(chunks, maxBytes, what);
-  if (`sha256:${createHash('sha256').update(body).digest('hex')}` !== digest) throw failure('image.digest_mismatch', `${what} does not match its digest ${digest}`);
+  if (sha256Digest(body) !== digest) throw failure('image.digest_mismatch', `${what} does not match its digest ${digest}`);
   return body;
 }
 

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { CodedError, contractError, type ErrorCode } from '../contract/errors.js';
 import { formatImageReference, type ImageReference } from './image-reference.js';
+import { sha256Digest } from './digest.js';
 
 /** What a pull may use and how long it may wait, from the operator's `templates` settings. */
 export interface RegistryOptions {
@@ -93,7 +93,7 @@ export class RegistryClient {
   async manifest(tagOrDigest: string, accept: readonly string[], maxBytes: number): Promise<{ body: Buffer; mediaType: string; digest: string }> {
     const response = await this.get(`manifests/${tagOrDigest}`, { accept: accept.join(', ') });
     const body = await readAll(streamOf(response, this.options.timeoutMs), maxBytes, `the manifest of ${this.name}`);
-    const digest = `sha256:${createHash('sha256').update(body).digest('hex')}`;
+    const digest = sha256Digest(body);
     // A manifest asked for by digest is only that digest's; by tag, the registry's own word for it
     // must agree with what came.
     const claimed = tagOrDigest.startsWith('sha256:') ? tagOrDigest : response.headers.get('docker-content-digest');

@@ -31,6 +31,7 @@ import { runTemplateStart } from './template-start.js';
 import { imageEnvironment } from '../images/image-manifest.js';
 import type { Template } from '../contract/templates.js';
 import { openTemplateRegistry, type TemplateRegistry } from '../templates/template-registry.js';
+import type { ImageTemplate } from '../templates/image-template.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
@@ -107,8 +108,13 @@ export class Sandboxes {
    */
   async create(request: SandboxCreateRequest, apiKey?: string): Promise<Sandbox> {
     await this.loaded;
-    const owned: LaunchRequest = { ...request, ...(apiKey !== undefined && { api_key: apiKey }) };
-    const from = this.snapshotFor(request.template, apiKey) ?? (await this.templateCapture(owned));
+    const snapshot = this.snapshotFor(request.template, apiKey);
+    const owned: LaunchRequest = {
+      ...request,
+      ...(apiKey !== undefined && { api_key: apiKey }),
+      ...(snapshot === undefined && { imageTemplate: await this.imageTemplateOf(request.template ?? 'base') }),
+    };
+    const from = snapshot ?? (await this.templateCapture(owned));
     const sandbox = from ? await this.launch(fromState(from, owned), from) : await this.launch(owned, null);
     return sandbox.describe(true);
   }
@@ -122,9 +128,7 @@ export class Sandboxes {
    * each sandbox runs the start command itself.
    */
   private async templateCapture(request: LaunchRequest): Promise<KeptState | null> {
-    const name = request.template ?? 'base';
-    if (templateSettings(this.runtime.config.sandboxes, name) !== null) return null;
-    const made = await this.imageTemplates.lookup(name);
+    const made = request.imageTemplate;
     if (!made?.start) return null;
     let backend;
     try {
@@ -770,11 +774,16 @@ export class Sandboxes {
     return (this.imageTemplatesOpened ??= openTemplateRegistry(this.runtime.config));
   }
 
+  /** The template made of an image named `name` (a lookup that may ask the cluster's registry); null for one of the configuration's or none. */
+  private async imageTemplateOf(name: string): Promise<ImageTemplate | null> {
+    return templateSettings(this.runtime.config.sandboxes, name) === null ? await this.imageTemplates.lookup(name) : null;
+  }
+
   private async plan(request: LaunchRequest): Promise<SandboxPlan> {
     const { config } = this.runtime;
     const settings = config.sandboxes;
     const template = request.template ?? 'base';
-    const fromImage = templateSettings(settings, template) === null ? await this.imageTemplates.lookup(template) : null;
+    const fromImage = request.imageTemplate !== undefined ? request.imageTemplate : await this.imageTemplateOf(template);
     const named = templateSettings(settings, template) ?? (fromImage && {});
     if (named === null) {
       const known = [...templateNames(settings), ...this.imageTemplates.list().map((image) => image.name)].join(', ');
@@ -847,7 +856,11 @@ function internetOn(backend: SandboxBackend): SandboxNetwork {
 const IMAGE_PYTHON: SandboxPlan['python'] = { executable: 'python3', mounts: [] };
 
 /** A create as the sandbox host takes it: the request, and the API key it came with. */
-type LaunchRequest = SandboxCreateRequest & { api_key?: string };
+type LaunchRequest = SandboxCreateRequest & {
+  api_key?: string;
+  /** The image template of `template`, looked up once by create and taken by the capture and the plan; looked up by the plan when not given. */
+  imageTemplate?: ImageTemplate | null;
+};
 
 const SWEEP_INTERVAL_MS = 3600 * 1000;
 

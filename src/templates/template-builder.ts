@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, type Stats, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, readdirSync, readlinkSync, realpathSync, rmSync } from 'node:fs';
 import { join, posix, resolve, sep } from 'node:path';
-import { pack } from 'tar-stream';
 import type { TemplateStoreSettings } from '../config/schema.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { ImageRunConfig } from '../contract/templates.js';
@@ -9,12 +8,13 @@ import { parseImageReference } from '../images/image-reference.js';
 import type { StoredImage } from '../images/image-store.js';
 import { imageEnvironment } from '../images/image-manifest.js';
 import { IMAGE_IDS, IMAGE_ROOT_HELPER, shiftKeptLayer } from '../images/image-root.js';
-import { unpackLayer } from '../images/layer-unpack.js';
 import type { SandboxBackend, SandboxNetwork, SandboxTemplate } from '../sandbox/types.js';
 import { ownedName, reapDeadOwners } from '../sandbox/host/owned-dirs.js';
 import { isAlive } from '../sandbox/host/process-tree.js';
 import { mountScratchDisk } from '../sandbox/host/scratch-disk.js';
 import { unmountLazily, unmountOrphans } from '../sandbox/host/tmpfs.js';
+import { withSandboxUser } from './sandbox-user.js';
+import { imageTable, readRegular, resolveInImage, storeEntriesLayer, type TarEntry } from './image-tree.js';
 import { flagsOf, invalid, keyValues, parseDockerfile, splitWords, substitute, type Instruction } from './dockerfile.js';
 import type { TemplateStart } from '../contract/templates.js';
 import type { ImageTemplate } from './image-template.js';
@@ -148,9 +148,10 @@ export class TemplateBuilder {
     const image = template ? this.templates.images.image(template.image) : await this.templates.pullImage(parseImageReference(reference), credentials);
     if (!image) throw new CodedError(contractError('template.not_found', `FROM ${reference}: template ${reference}'s image is no longer stored`));
     return {
-      layers: image.layers,
+      // E2B's `user` added where the image has none, as E2B's builds do: its steps may run as the user.
+      layers: await withSandboxUser(this.templates.images, image.layers),
       config: { ...image.config, env: image.config.env.length > 0 ? image.config.env : [DEFAULT_PATH] },
-      key: hash(['from', image.digest]),
+      key: hash(['from', image.digest, 'with the sandbox user']),
       args: { ...args },
     };
   }
@@ -335,8 +336,7 @@ export class TemplateBuilder {
   private async layerFromTar(key: string, stage: Stage, entries: TarEntry[], options: BuildOptions): Promise<boolean> {
     const store = this.templates.images;
     if (store.hasLayer(key) && !options.noCache) return true;
-    const tar = tarOf(withParents(entries, this.trees(stage)));
-    await store.ensureLayer(`sha256:${key}`, store.maxImageBytes, (dir, limits) => unpackLayer(tar, false, dir, limits), { replace: options.noCache === true, keyed: true });
+    await storeEntriesLayer(store, key, this.trees(stage), entries, options.noCache === true);
     return false;
   }
 
@@ -352,17 +352,6 @@ export class TemplateBuilder {
   private async layerOf(key: string): Promise<StoredImage['layers'][number]> {
     return this.templates.images.storedLayer(`sha256:${key}`);
   }
-}
-
-/** A file, directory or link of a COPY, as it goes into the layer's tar. */
-interface TarEntry {
-  name: string;
-  directory?: boolean;
-  content?: Buffer;
-  linkname?: string;
-  mode?: number;
-  uid?: number;
-  gid?: number;
 }
 
 /**
@@ -408,17 +397,6 @@ function contextEntries(
   return entries;
 }
 
-/** A regular file's bytes, opened without following a link (one swapped in since it was listed is refused). */
-function readRegular(path: string): Buffer {
-  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    if (!fstatSync(fd).isFile()) throw new Error(`${path} is no longer a regular file`);
-    return readFileSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 function ownerOf(chown: string | undefined, trees: readonly string[], instruction: Instruction): { uid?: number; gid?: number } {
   if (chown === undefined) return {};
   const { uid, gid } = imageAccount(trees, chown, instruction);
@@ -457,108 +435,6 @@ function imageAccount(trees: readonly string[], spec: string, instruction: Instr
   }
   if (!(uid < IMAGE_IDS && gid < IMAGE_IDS)) refuse(`ids from 0 to ${IMAGE_IDS - 1} only`);
   return { uid, gid, home: entry?.[5] || (uid === 0 ? '/root' : '/') };
-}
-
-/** A colon-separated table of the image (/etc/passwd, /etc/group), its lines split; none if the image has no such file. */
-function imageTable(trees: readonly string[], path: string): string[][] {
-  const resolved = resolveInImage(trees, path, true);
-  const found = imageEntry(trees, resolved);
-  if (!found?.stat.isFile()) return [];
-  return readRegular(join(found.tree, resolved))
-    .toString('utf8')
-    .split('\n')
-    .filter((line) => line !== '' && !line.startsWith('#'))
-    .map((line) => line.split(':'));
-}
-
-/**
- * The entries with each directory above them too, as the layers below have it (owner, mode):
- * a directory of the new layer hides the lower one's attributes, so an implicit parent made
- * root's 0755 would take /home/user from the user.
- */
-function withParents(entries: TarEntry[], lowerTrees: string[]): TarEntry[] {
-  const named = new Set(entries.map((entry) => entry.name));
-  const parents: TarEntry[] = [];
-  for (const entry of entries) {
-    for (let dir = posix.dirname(entry.name); dir !== '.' && dir !== '' && !named.has(dir); dir = posix.dirname(dir)) {
-      named.add(dir);
-      const below = imageLstat(lowerTrees, dir);
-      parents.push({ name: dir, directory: true, ...(below?.isDirectory() ? { mode: below.mode & 0o7777, uid: below.uid, gid: below.gid } : { mode: 0o755 }) });
-    }
-  }
-  return [...parents.sort((a, b) => a.name.length - b.name.length), ...entries];
-}
-
-/**
- * What `path` (relative) is in the image the layers make: the topmost layer's entry and that
- * layer's tree, found by walking each layer's tree a component at a time with lstat, so that no
- * link of the image is followed on the host (a layer whose path goes through a link of its own is
- * skipped there).
- */
-function imageEntry(trees: readonly string[], path: string): { tree: string; stat: Stats } | undefined {
-  const parts = path.split('/').filter((part) => part !== '');
-  for (const tree of [...trees].reverse()) {
-    let at = tree;
-    let stat: Stats | undefined;
-    for (const [index, part] of parts.entries()) {
-      at = join(at, part);
-      stat = lstatSync(at, { throwIfNoEntry: false });
-      if (!stat || (index < parts.length - 1 && !stat.isDirectory())) {
-        stat = undefined;
-        break;
-      }
-    }
-    if (stat) return { tree, stat };
-  }
-  return undefined;
-}
-
-function imageLstat(trees: readonly string[], path: string): Stats | undefined {
-  return imageEntry(trees, path)?.stat;
-}
-
-/**
- * An absolute path of the image with the links among its directories resolved as the image
- * reads them (an absolute target from the image's root), the last component too when `whole`;
- * at most 40 links, as the kernel allows.
- */
-function resolveInImage(trees: readonly string[], path: string, whole: boolean): string {
-  let parts = path.split('/').filter((part) => part !== '');
-  let resolved: string[] = [];
-  for (let hops = 0, index = 0; index < parts.length; index++) {
-    const candidate = [...resolved, parts[index]!];
-    const found = index < parts.length - 1 || whole ? imageEntry(trees, candidate.join('/')) : undefined;
-    if (!found?.stat.isSymbolicLink()) {
-      resolved = candidate;
-      continue;
-    }
-    if (++hops > 40) throw invalid(`${path}: more than 40 links in the image`, 0, 'COPY');
-    const target = readlinkSync(join(found.tree, ...candidate));
-    const base = target.startsWith('/') ? [] : resolved;
-    parts = [
-      ...posix
-        .normalize(posix.join('/', ...base, target))
-        .split('/')
-        .filter((part) => part !== ''),
-      ...parts.slice(index + 1),
-    ];
-    resolved = [];
-    index = -1;
-  }
-  return `/${resolved.join('/')}`;
-}
-
-function tarOf(entries: TarEntry[]): AsyncIterable<Uint8Array> {
-  const tar = pack();
-  for (const entry of entries) {
-    const header = { name: entry.name, mode: entry.mode ?? (entry.directory ? 0o755 : 0o644), uid: entry.uid ?? 0, gid: entry.gid ?? 0, mtime: new Date(0) };
-    if (entry.directory) tar.entry({ ...header, type: 'directory' });
-    else if (entry.linkname !== undefined) tar.entry({ ...header, type: 'symlink', linkname: entry.linkname });
-    else tar.entry({ ...header, type: 'file' }, entry.content ?? Buffer.alloc(0));
-  }
-  tar.finalize();
-  // A pack yields the tar's bytes as Buffers.
-  return tar as AsyncIterable<Buffer>;
 }
 
 function pick(variables: Record<string, string>, names: string[]): Record<string, string> {

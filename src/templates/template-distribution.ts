@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -9,6 +8,7 @@ import { packLayer, type PackedLayer } from '../images/layer-pack.js';
 import { failure, RegistryClient, type RegistryOptions } from '../images/registry-client.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import type { ImageTemplate } from './image-template.js';
+import { sha256Digest } from '../images/digest.js';
 
 /** The manifest annotation that carries a template's record (its name, source, start command, maker). */
 const RECORD_ANNOTATION = 'dev.agent-runner.template';
@@ -69,7 +69,7 @@ export class TemplateDistribution {
           ),
         ),
       );
-      const configDigest = sha256(config);
+      const configDigest = sha256Digest(config);
       if (!(await client.hasBlob(configDigest))) await client.putBlob(configDigest, () => ({ body: config, length: config.length }));
       const { image: _digest, ...record } = template;
       const manifest = Buffer.from(
@@ -82,7 +82,7 @@ export class TemplateDistribution {
         }),
       );
       await client.putManifest(registryTag(template.name), manifest, MEDIA.ociManifest);
-      return sha256(manifest);
+      return sha256Digest(manifest);
     } finally {
       await rm(staging, { recursive: true, force: true });
     }
@@ -136,8 +136,4 @@ export class TemplateDistribution {
     await writeFileAtomic(note, `${JSON.stringify(packed)}\n`);
     return packed;
   }
-}
-
-function sha256(data: Buffer): string {
-  return `sha256:${createHash('sha256').update(data).digest('hex')}`;
 }

@@ -15,6 +15,8 @@ import { keyParts, templateKey } from './template-reference.js';
 import type { TemplateStart } from '../contract/templates.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { visibleTo } from '../util/tenant.js';
+import { sha256Digest } from '../images/digest.js';
+import { withSandboxUser } from './sandbox-user.js';
 
 /** A user name and password a registry takes (basic auth, or for a token from its realm). */
 export interface RegistryCredentials {
@@ -206,7 +208,8 @@ export class TemplateRegistry {
   }
 
   /** Records template `name` (a key: templateKey's) of `image`, published first with a distribution. */
-  private async save(name: string, image: StoredImage, apiKey?: string, start?: TemplateStart, buildId: string = randomUUID()): Promise<ImageTemplate> {
+  private async save(name: string, given: StoredImage, apiKey?: string, start?: TemplateStart, buildId: string = randomUUID()): Promise<ImageTemplate> {
+    const image = await this.withSandboxUser(given);
     const replaced = await this.lookup(name);
     // Checked again here, after a pull or an upload that took its time: another key's template
     // made meanwhile under the name is not taken over.
@@ -226,7 +229,22 @@ export class TemplateRegistry {
     if (this.distribution) template = { ...template, published: await this.distribution.publish(template, image) };
     await writeFileAtomic(join(this.templatesDir, `${name}.json`), `${JSON.stringify(template, null, 2)}\n`);
     if (replaced && replaced.image !== image.digest) void this.forgetUnheld(replaced.image).catch(() => undefined);
+    if (given !== image) void this.forgetUnheld(given.digest).catch(() => undefined);
     return template;
+  }
+
+  /**
+   * The image as a template's sandboxes run it: with E2B's `user` added where it has none
+   * (sandbox-user.ts), recorded as an image of its own, of the same source; the image itself
+   * where it needs nothing (a build's, whose FROM had it added).
+   */
+  private withSandboxUser(image: StoredImage): Promise<StoredImage> {
+    return this.images.holding(async () => {
+      const layers = await withSandboxUser(this.images, image.layers);
+      if (layers === image.layers) return image;
+      const digest = sha256Digest(JSON.stringify([image.digest, 'sandbox user']));
+      return this.images.record({ digest, source: image.source, config: image.config, layers });
+    });
   }
 
   /** An image no template holds any more goes, with the layers no other image holds. */

@@ -1,16 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { BUSYBOX_CONFIG, busyboxLayer } from './oci-images.js';
+import { TEST_STATE_DIR } from './suite-env.js';
 import { layerOfTar, sha256, tarOf, treeEntries, writeLayout, type Layer, type LayerEntry, type OciImage } from './oci-layout.js';
 
 const PYTHON = '/usr/bin/python3.11';
 const STDLIB = '/usr/lib/python3.11';
 /** Debian's sitecustomize.py of the stdlib is a symlink into it. */
 const ETC = '/etc/python3.11';
-/** Where the python layer is kept between runs: building it gzips some 20 MB. */
-const CACHE_DIR = join(homedir(), '.cache', 'agent-runner-test');
+/** Where the python layer is kept between runs (building it gzips some 20 MB): the suite's state dir, which a new machine has empty. */
+const CACHE_DIR = join(TEST_STATE_DIR, 'image-fixtures');
 /** What the image's python must run before the layer is kept. */
 export const PYTHON_CHECK = ['/usr/bin/python3', '-c', 'import json, ssl; print(1)'] as const;
 

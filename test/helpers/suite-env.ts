@@ -10,7 +10,7 @@ import { join } from 'node:path';
 export const TEST_STATE_DIR = join(process.env.AGENT_RUNNER_SUITE_TMPDIR ?? tmpdir(), 'agent-runner-test-state');
 
 // The microVM guest image and its snapshot are built once for the whole suite, by `npm test`'s
-// preparation step before the tests (test/prepare-backends.ts), whatever state dir a test (or
+// preparation step before the tests (test/prepare-suite.ts), whatever state dir a test (or
 // the server and CLIs it spawns, which inherit this) runs with.
 process.env.AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR ??= join(TEST_STATE_DIR, 'microvm-cache');
 // One VM kept ready, not the default two: a test's jobs come one after another, and each VM the

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execFileWhenQuiet } from '../../util/fork-gate.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
@@ -32,9 +32,10 @@ kib=$(( (used + used / 10 + inodes * 512) / 1024 + 65536 ))
  * made one read-only ext4 file, built once and kept under `dir` by the hash of the layers (the
  * store names each by its digest), shared by every VM of every template on those layers. A disk
  * is renamed into place whole, so a builder that died leaves only its own staging (reaped by the
- * next build). Disks whose layers have left the store go once no process has them open.
+ * next build). Disks whose layers have left the store go once no process has them open. A disk
+ * over `maxBytes` (what a VM's drive for it holds) is refused when made, and never kept.
  */
-export async function imageRootDisk(dir: string, layers: readonly string[], signal?: AbortSignal): Promise<string> {
+export async function imageRootDisk(dir: string, layers: readonly string[], maxBytes: number, signal?: AbortSignal): Promise<string> {
   const key = createHash('sha256').update(layers.join('\n')).digest('hex').slice(0, 24);
   const disk = join(dir, `${key}.ext4`);
   if (existsSync(disk)) return disk;
@@ -55,6 +56,8 @@ export async function imageRootDisk(dir: string, layers: readonly string[], sign
       if (signal?.aborted) throw signal.reason;
       throw new SandboxUnavailableError(`the image's root disk for the microVM could not be made: ${error.stderr?.trim() || error.message}`);
     });
+    if ((await stat(join(staging, 'disk.ext4'))).size > maxBytes)
+      throw new SandboxUnavailableError(`the image's root disk is over ${maxBytes} bytes, the most a microVM's image slot holds: run it on local_process`);
     await writeFile(join(dir, `${key}.layers.json`), `${JSON.stringify(layers)}\n`);
     await rename(join(staging, 'disk.ext4'), disk);
   } finally {

@@ -1,5 +1,5 @@
 import { guestSeed } from './guest-channel.js';
-import { access, constants, mkdir, mkdtemp, readFile, stat } from 'node:fs/promises';
+import { access, constants, mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
@@ -162,9 +162,7 @@ export class MicrovmBackend implements SandboxBackend {
       return { host: inGuest, sandbox: mount.sandbox, writable: false as const };
     });
     // An image's layers reach the VM as one disk made of them, kept for the next VM.
-    const imageDisk = template.image && (await imageRootDisk(ready.imageRootsDir, template.image.layers, this.stopping.signal));
-    if (imageDisk && (await stat(imageDisk)).size > IMAGE_SLOT_BYTES)
-      throw new SandboxUnavailableError(`the image's root disk is over ${IMAGE_SLOT_BYTES} bytes, the most a microVM's image slot holds: run it on local_process`);
+    const imageDisk = template.image && (await imageRootDisk(ready.imageRootsDir, template.image.layers, IMAGE_SLOT_BYTES, this.stopping.signal));
     const { restore } = template;
     if (restore) {
       const now = { image: ready.image.id, memoryBytes: ready.shape.memoryBytes, vcpus: ready.shape.vcpus, ...(imageDisk && { imageDisk: basename(imageDisk) }) };
@@ -172,13 +170,12 @@ export class MicrovmBackend implements SandboxBackend {
       if (refusal) throw new SandboxUnavailableError(`the paused microVM cannot resume here: ${refusal}`);
     }
     const scratchDir = await mkdtemp(join(this.options.runtimeDir, 'jobs', `${ownedName()}-`));
-    const vmDir = join(this.options.runtimeDir, 'vms', ownedName());
     const disk = imageDisk ? { imageDisk } : {};
     // A paused sandbox's VM comes back whole, its job running in it (its files are in its memory).
     // One on an image is restored from the warm snapshot with the image's disk in its slot: the
     // pool's VMs were restored with the empty slot.
     const made = restore
-      ? QemuVm.start(vmDir, { resume: { image: ready.image, state: join(restore.image, VM_STATE_FILE), ...disk } }, ready.shape, this.options.bootTimeoutMs)
+      ? QemuVm.start(this.newVmDir(), { resume: { image: ready.image, state: join(restore.image, VM_STATE_FILE), ...disk } }, ready.shape, this.options.bootTimeoutMs)
       : this.vm(ready, imageDisk);
     const vm = await made.catch(async (error: Error) => {
       await removeTree(scratchDir);
@@ -233,7 +230,12 @@ export class MicrovmBackend implements SandboxBackend {
   private async vm(ready: Ready, imageDisk: string | undefined): Promise<QemuVm> {
     const pool = await ready.pool();
     if (pool) return imageDisk ? pool.restore(imageDisk) : pool.take();
-    return QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: ready.image, ...(imageDisk && { imageDisk }) }, ready.shape, this.options.bootTimeoutMs);
+    return QemuVm.start(this.newVmDir(), { boot: ready.image, ...(imageDisk && { imageDisk }) }, ready.shape, this.options.bootTimeoutMs);
+  }
+
+  /** A directory of a VM of this process's own, under the runtime dir's `vms/`, where a dead process's are reaped. */
+  private newVmDir(): string {
+    return join(this.options.runtimeDir, 'vms', ownedName());
   }
 
   /** Resolves once the warm pool is full (for a service that wants its first job warm, and benchmarks). */
@@ -328,7 +330,7 @@ export class MicrovmBackend implements SandboxBackend {
     try {
       await access('/dev/kvm', constants.R_OK | constants.W_OK);
       const shape: VmShape = { memoryBytes: this.options.memoryBytes, vcpus: this.options.vcpus, accel: 'kvm' };
-      const vm = await QemuVm.start(join(this.options.runtimeDir, 'vms', ownedName()), { boot: image }, shape, KVM_PROBE_TIMEOUT_MS, signal);
+      const vm = await QemuVm.start(this.newVmDir(), { boot: image }, shape, KVM_PROBE_TIMEOUT_MS, signal);
       await vm.destroy();
       choice = { accel: 'kvm', note: 'KVM' };
     } catch (error) {

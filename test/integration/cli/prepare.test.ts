@@ -50,7 +50,7 @@ describe('agent-runner prepare', () => {
   after(() => rmSync(stateDir, { recursive: true, force: true }));
   const cacheDir = join(stateDir, 'microvm-cache');
   // The warm snapshot (40 s of a VM under emulation) is left out of the empty cache's build:
-  // `npm test`'s own preparation takes it in the suite's cache (test/prepare-backends.ts), which
+  // `npm test`'s own preparation takes it in the suite's cache (test/prepare-suite.ts), which
   // the last test checks.
   const env = { AGENT_RUNNER_STATE_DIR: stateDir, AGENT_RUNNER_BACKENDS__MICROVM__CACHE_DIR: cacheDir, AGENT_RUNNER_BACKENDS__MICROVM__WARM_POOL_SIZE: '0' };
 

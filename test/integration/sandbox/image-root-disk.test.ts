@@ -17,6 +17,9 @@ function debugfs(disk: string, request: string): string {
  * says, whiteouts applied, an opaque directory hiding what is beneath, owners, setuid bits, hard
  * and symbolic links kept; one disk per set of layers; gone once its layers are.
  */
+/** A drive's bytes that every disk here fits in. */
+const SLOT = 1024 ** 3;
+
 describe('image root disks', () => {
   const dir = mkdtempSync(join(tmpdir(), 'image-root-disk-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
@@ -38,7 +41,7 @@ describe('image root disks', () => {
   writeFileSync(join(top, 'opt', 'tool', 'new'), 'the layer’s own');
 
   it('holds the image as its sandboxes see it', async () => {
-    const disk = await imageRootDisk(disks, [bottom, top]);
+    const disk = await imageRootDisk(disks, [bottom, top], SLOT);
     assert.deepEqual(
       debugfs(disk, 'ls -p /etc')
         .split('\n')
@@ -52,13 +55,20 @@ describe('image root disks', () => {
     assert.match(owned, /Links: 2/);
     assert.match(debugfs(disk, 'stat /usr/bin/su'), /Mode:\s+04755/);
     assert.match(debugfs(disk, 'stat /usr/link'), /Fast link dest: "\.\.\/etc\/owned"/);
-    assert.equal(await imageRootDisk(disks, [bottom, top]), disk, 'the same layers, the same disk, made once');
+    assert.equal(await imageRootDisk(disks, [bottom, top], SLOT), disk, 'the same layers, the same disk, made once');
+    assert.deepEqual(readdirSync(join(disks, 'building')), [], 'no staging left behind');
+  });
+
+  it('refuses a disk over the bytes its drive holds, keeping none of it', async () => {
+    const before = readdirSync(disks).sort();
+    await assert.rejects(imageRootDisk(disks, [bottom], 4096), /the image's root disk is over 4096 bytes/);
+    assert.deepEqual(readdirSync(disks).sort(), before);
     assert.deepEqual(readdirSync(join(disks, 'building')), [], 'no staging left behind');
   });
 
   it('goes once its layers have left the store', async () => {
-    const kept = await imageRootDisk(disks, [bottom]);
-    const disk = await imageRootDisk(disks, [bottom, top]);
+    const kept = await imageRootDisk(disks, [bottom], SLOT);
+    const disk = await imageRootDisk(disks, [bottom, top], SLOT);
     rmSync(top, { recursive: true });
     const removed = await pruneRootDisks(disks);
     assert.equal(removed.length, 1);

@@ -87,6 +87,14 @@ describe("the suite's runner", () => {
     assert.match(stdout, /ℹ fail 1\n/);
   });
 
+  it("counts a file's failure that node leaves out of the file's own counts (a suite's after hook)", async () => {
+    const env = { AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'hook-slots') };
+    const { code, stdout } = await run(['scripts/run-test-files.mjs', '3', '60000', join(FIXTURES, 'after-hook-fails.test.mjs')], env);
+    assert.equal(code, 1, stdout);
+    assert.match(stdout, /the after hook failed/);
+    assert.match(stdout, /ℹ fail 1\n/);
+  });
+
   it('reports files that run at once each whole, not interleaved within a test (the spec reporter would stop the run)', async () => {
     for (const name of ['many-a', 'many-b', 'many-c']) copyFileSync(join(FIXTURES, 'many-tests.test.mjs'), join(dir, `${name}.test.mjs`));
     const env = { AGENT_RUNNER_TEST_SLOTS_DIR: join(dir, 'many-slots') };
