@@ -26,6 +26,7 @@
 #               the test suite's loopback registry for templates from images (test/helpers/oci-*.ts):
 #               the registry itself, skopeo to push images to it and read them back, htpasswd for
 #               its basic auth's bcrypt file, umoci to unpack a fixture image as a reference
+#   debootstrap the Debian root file system the template tests build from (test/helpers/oci-debian.ts)
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
 # Without root this only reports what is missing.
@@ -69,6 +70,7 @@ need docker-registry docker-registry
 need skopeo skopeo
 need htpasswd apache2-utils
 need umoci umoci
+need debootstrap debootstrap
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"
