@@ -1,10 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 
 /**
- * What the host and a sandbox's agent say to each other: the python one
- * (src/sandboxes/sandbox-agent.py, run by the host's python) and the static one that speaks the
- * same (src/sandboxes/agent/, Go, for a sandbox on an image, which may have no python), framed
- * as everywhere else (wire/frame-codec.ts): requests on the agent's stdin, replies and
+ * What the host and a sandbox's agent (src/sandboxes/agent/, a static Go program) say to each
+ * other, framed as everywhere else (wire/frame-codec.ts): requests on the agent's stdin, replies and
  * events on its stdout. The agent is the long job of a long-lived sandbox: it starts processes
  * (pipes or a pseudo-terminal), feeds and signals them, and does file operations and watches,
  * all inside the sandbox's namespaces as the sandbox's user. It shares the sandbox with the
@@ -16,9 +14,9 @@ import { Type, type Static } from '@sinclair/typebox';
  * whenever they happen, in order per process and per watch. Bytes travel as base64.
  */
 
-/** One output event of the agent holds at most this much of a process's output (sandbox-agent.py OUTPUT_CHUNK). */
+/** One output event of the agent holds at most this much of a process's output (the agent's outputChunk). */
 export const AGENT_OUTPUT_CHUNK_BYTES = 64 * 1024;
-/** A process's output window when the host names none (sandbox-agent.py DEFAULT_OUTPUT_WINDOW; sandboxes.streams.outputWindowBytes). */
+/** A process's output window when the host names none (the agent's defaultOutputWindow; sandboxes.streams.outputWindowBytes). */
 export const DEFAULT_OUTPUT_WINDOW_BYTES = 256 * 1024;
 
 const Text = Type.String();

@@ -7,7 +7,7 @@ import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
 import { CheckpointTimeoutError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { AgentChannel, type AgentHold } from './agent-channel.js';
-import { sandboxAgentArgv, sandboxAgentBinary, sandboxAgentBinaryArgv } from './agent-program.js';
+import { sandboxAgentProgram, sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
 import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
 import type { KeptSandbox } from './snapshot-store.js';
@@ -19,20 +19,19 @@ import { withinDeadline } from '../util/deadline.js';
 export const SANDBOX_HOME = '/home/user';
 export const SANDBOX_USER: AgentUser = 'user';
 
-/** Where a sandbox on an image sees its agent (the static one): beside nothing of the image's. */
-const IMAGE_AGENT_PATH = '/.agent-runner/sandbox-agent';
+/** Where a sandbox sees its agent (the static program, bound in read-only): beside nothing of its root's, an image's or the host's. */
+const AGENT_PATH = '/.agent-runner/sandbox-agent';
 
 /** Everything a sandbox is made of, checked and resolved by Sandboxes.create. */
 export interface SandboxPlan {
   id: string;
   template: string;
   backend: SandboxBackend;
-  /** Runs the agent: the python the host resolved, and the read-only trees it needs. */
+  /** What runs by python in it (its home's archiver, code-interpreter kernels): the python the host resolved, and the read-only trees it needs. */
   python: { executable: string; mounts: readonly Mount[] };
   /**
    * Its root is an image's (a template made of one): its layers, the size of its own writable
-   * layer, and what the image starts processes with. Its agent is then the static one, bound in
-   * read-only, as the image may have no python.
+   * layer, and what the image starts processes with.
    */
   image?: { layers: readonly string[]; writableBytes: number; env: Readonly<Record<string, string>> };
   /** Given to every process it starts, under what each start asks for. */
@@ -146,7 +145,7 @@ export class LiveSandbox {
     return this.plan.accessToken;
   }
 
-  /** The python inside the sandbox (its agent's, and its code interpreter's kernels'). */
+  /** The python inside the sandbox (its home's archiver's, and its code interpreter's kernels'). */
   get python(): string {
     return this.plan.python.executable;
   }
@@ -332,12 +331,14 @@ export class LiveSandbox {
     const rootInside = guard === undefined;
     const template = {
       profile: 'run-job',
-      argv: plan.image ? sandboxAgentBinaryArgv({ path: IMAGE_AGENT_PATH, rootInside }) : sandboxAgentArgv(plan.python.executable, { rootInside }),
+      // The static agent on every root: no interpreter starts with each sandbox (a python agent
+      // took some 30 ms of CPU and 9 MiB a sandbox), and an image needs nothing of its own for it.
+      argv: sandboxAgentArgv({ path: AGENT_PATH, rootInside }),
       cwd: plan.home,
       // The same for every sandbox of a kind, so a pre-started one serves the next create: what
       // differs per sandbox (its env vars) reaches its processes through the agent.
       env: { PATH: SANDBOX_SEARCH_PATH.join(':'), ...plan.image?.env, HOME: plan.home, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
-      mounts: plan.image ? [{ host: sandboxAgentBinary(), sandbox: IMAGE_AGENT_PATH, writable: false }] : plan.python.mounts,
+      mounts: [{ host: sandboxAgentProgram(), sandbox: AGENT_PATH, writable: false }, ...(plan.image ? [] : plan.python.mounts)],
       ...(plan.image && { image: { layers: plan.image.layers, writableBytes: plan.image.writableBytes } }),
       files: [],
       // On an image the home is the image's own (what its build left there), in the sandbox's
@@ -392,15 +393,17 @@ export class LiveSandbox {
   }
 
   /**
-   * Its exec rules, from the translation run jobs use: the agent's python is the program, the
-   * interpreters the plan names and their toolchain trees are its own.
+   * Its exec rules, from the translation run jobs use: the agent is the program (Landlock lets
+   * the guard execute it only as an allowed file: the agent does nothing for the code that
+   * runs it again but speak its protocol on that code's own pipes), the interpreters the plan
+   * names and their toolchain trees are its own.
    */
   private async execRules(sandbox: PreparedSandbox, guard: NonNullable<SandboxPlan['execGuard']>): Promise<ExecRules> {
     const lookup = { searchPath: SANDBOX_SEARCH_PATH, cwd: this.plan.home };
     const commands = await Promise.all(guard.programs.map((path) => sandbox.resolveCommand(path, lookup)));
     return execRulesFor(
       guard.policy,
-      { program: this.plan.python.executable, commands: commands.filter((command) => command !== null), trees: guard.trees },
+      { program: AGENT_PATH, commands: commands.filter((command) => command !== null), trees: [...guard.trees, AGENT_PATH] },
       sandbox,
       this.plan.home,
     );

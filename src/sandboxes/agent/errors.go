@@ -7,7 +7,7 @@ import (
 )
 
 // codes are the contract's words for every errno an operation may meet (AgentErrorCode in
-// contract/sandbox-agent.ts), as the python agent's ERROR_CODES has them: what the request or
+// contract/sandbox-agent.ts): what the request or
 // the sandbox's own files caused is the caller's to fix, so it has a word; only what is left
 // (EIO, ENOMEM...) is `failed`, a fault of ours.
 var codes = map[syscall.Errno]string{

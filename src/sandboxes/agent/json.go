@@ -7,8 +7,9 @@ import (
 	"unicode/utf8"
 )
 
-// The JSON the python agent reads and writes (its json module), reproduced rather than taken
-// from encoding/json: the host sees the same bytes from either agent. That means objects that
+// The JSON of the agent's wire as python's json module wrote it (the first agent was python),
+// reproduced rather than taken from encoding/json: the host and its tests rely on those bytes.
+// That means objects that
 // keep their keys' order (envs come back in a listing as they were given), integers kept apart
 // from floats and never rounded, python's literals (NaN, Infinity), and on output only ASCII,
 // the rest escaped as \uXXXX. A string holds the bytes python would hand the system for it: a
@@ -347,7 +348,7 @@ type kv struct {
 type members []kv
 
 // encoder writes python's json.dumps: compact (separators "," and ":") as every frame is, or
-// spaced (", " and ": ", the default) to measure an entry as the python agent measures it.
+// spaced (", " and ": ", the default) to measure an entry as the listing's limit counts it.
 type encoder struct {
 	out    []byte
 	spaced bool

@@ -25,7 +25,7 @@ var operations = map[string]operation{
 type interrupt struct{}
 
 // agent is one thread's loop over the requests, every child's pipes or terminal, the inotify
-// fd and the SIGCHLD wakeup pipe, as the python agent's selectors loop is.
+// fd and the SIGCHLD wakeup pipe: one thread, no goroutine races over a child's descriptors.
 type agent struct {
 	protoIn, protoOut int
 	// registered are the descriptors the loop polls, in the order they were first wanted

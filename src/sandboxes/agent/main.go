@@ -1,9 +1,10 @@
 // The agent of a long-lived sandbox: its one long job, run inside the sandbox as the sandbox's
 // user. It starts processes (pipes or a pseudo-terminal), feeds, signals and resizes them,
 // reports their output and end, does file operations and watches directories, for the host
-// (src/sandboxes/). It is the python agent (src/sandboxes/sandbox-agent.py) made a static
-// program, for sandboxes whose image has no python: the same requests, replies, events, codes
-// and limits, byte for byte where the python agent's bytes are fixed. Nothing here trusts the
+// (src/sandboxes/). A static program, so the same file serves every sandbox: the host's system,
+// any image (with or without python, bash or glibc) and the microVM's guest. Its wire (requests,
+// replies, events, codes and limits: contract/sandbox-agent.ts) was first spoken by a python
+// agent, whose bytes it keeps where they were fixed (its JSON, its paths). Nothing here trusts the
 // code it runs, which shares the sandbox: the protocol lives on private descriptors no child
 // inherits, and the host checks every frame anyway.
 package main

@@ -7,8 +7,8 @@ import (
 )
 
 // Paths are handled as python's posixpath handles them (normpath keeps a leading "//", join
-// restarts at an absolute part, realpath walks links one component at a time), so that every
-// path the agent reports is the one the python agent would.
+// restarts at an absolute part, realpath walks links one component at a time): the paths the
+// agent reports are those the wire has always carried.
 
 func normpath(path string) string {
 	if path == "" {

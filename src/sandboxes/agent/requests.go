@@ -1,7 +1,7 @@
 package main
 
-// A request's fields, checked as the python agent checks them (its field and count): the type
-// of each, then its range, each refusal worded the same.
+// A request's fields, checked by name (each refusal names the field, and the count where one
+// is bounded): the type of each, then its range.
 
 type request struct{ *object }
 

@@ -13,7 +13,7 @@ import { waitUntil } from '../../helpers/wait.js';
 
 /**
  * Issue 43, case 2c: clients that open streams of a process and do not read them. The real agent
- * (sandbox-agent.py, run here without a sandbox) behind the real envd server: the process's output
+ * (src/sandboxes/agent/, run here without a sandbox) behind the real envd server: the process's output
  * waits in its pipe, not in the worker, and it goes on once a client reads.
  */
 const WINDOW = 256 * 1024;
@@ -22,8 +22,8 @@ const SANDBOX = 'sbx-unread';
 const scratch = mkdtempSync(join(tmpdir(), 'stream-backpressure-'));
 const envd = await startEnvd();
 const channel = new AgentChannel(undefined, WINDOW);
-const [python, ...args] = sandboxAgentArgv();
-const agent = spawn(python!, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, HOME: scratch } });
+const [program, ...args] = sandboxAgentArgv();
+const agent = spawn(program!, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, HOME: scratch } });
 channel.stdin.pipe(agent.stdin);
 agent.stdout.on('data', (chunk: Buffer) => channel.stdout.write(chunk));
 let agentStderr = '';
@@ -39,7 +39,7 @@ after(async () => {
 describe('a process whose streams are not read', () => {
   it('waits with its pipe full while the worker holds at most a window per stream, and goes on once read', async () => {
     await channel.started();
-    envd.sandboxes.set(SANDBOX, { agent: channel, accessToken: null, home: scratch, defaultUser: 'user', python: python! });
+    envd.sandboxes.set(SANDBOX, { agent: channel, accessToken: null, home: scratch, defaultUser: 'user', python: '/usr/bin/python3' });
     const client = envd.client(Process, SANDBOX);
     const started = client.start({ process: { cmd: 'head', args: ['-c', String(OUTPUT_BYTES), '/dev/zero'] } })[Symbol.asyncIterator]();
     const first = await started.next();
