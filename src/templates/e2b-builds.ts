@@ -68,8 +68,8 @@ export class E2bTemplateBuilds {
   request(name: string, tags: readonly string[], apiKey: string | undefined): E2bTemplateRequestResponse {
     const [templateID, named] = name.split(':', 2) as [string, string | undefined];
     const given = [...new Set([...(named === undefined ? [] : [named]), ...tags])];
-    for (const tag of [templateID, ...given].map((part, index) => (index === 0 ? part : `${templateID}:${part}`)))
-      if (templateKey(tag) === null) throw invalid(`template ${JSON.stringify(tag)}: a name and a tag are lowercase letters, digits, '.', '_' and '-'`);
+    for (const reference of [templateID, ...given.map((tag) => `${templateID}:${tag}`)])
+      if (templateKey(reference) === null) throw invalid(`template ${JSON.stringify(reference)}: a name and a tag are lowercase letters, digits, '.', '_' and '-'`);
     const buildID = randomUUID();
     this.builds.set(buildID, { templateID, buildID, tags: given, apiKey, status: 'waiting', entries: [] });
     this.forgetOldBuilds();
@@ -114,11 +114,12 @@ export class E2bTemplateBuilds {
     if (!build || build.templateID !== templateID) throw new CodedError(contractError('template.not_found', `no build ${buildID} of template ${templateID}`));
     if (build.status !== 'waiting') throw invalid(`build ${buildID} has started already`);
     // The template of each tag it gives, as E2B's builds: a name alone is its default tag.
-    const [first, ...others] = (build.tags.length > 0 ? build.tags : [DEFAULT_TAG]).map((tag) => templateKey(`${templateID}:${tag}`)!);
-    for (const key of [first!, ...others]) {
+    const keys = (build.tags.length > 0 ? build.tags : [DEFAULT_TAG]).map((tag) => templateKey(`${templateID}:${tag}`)!);
+    for (const key of keys) {
       const existing = this.registry.get(key);
       if (existing && !visibleTo(apiKey, existing.api_key)) throw otherKeys(key);
     }
+    const [first, ...others] = keys as [string, ...string[]];
     const instructions = toInstructions(body);
     // Refused here, with the request, not when the build runs; used for its pull only, never kept.
     const credentials = body.fromImageRegistry && registryCredentials(body.fromImageRegistry, this.aws);
@@ -129,7 +130,7 @@ export class E2bTemplateBuilds {
     const run = async () => {
       await this.prepareUploads(body);
       const built = await this.builder().buildInstructions(
-        first!,
+        first,
         `e2b:${templateID}`,
         instructions,
         (instruction) => this.contextOf(instruction),

@@ -17,22 +17,26 @@ const SANDBOX_USER = { name: 'user', id: 1000, home: '/home/user' } as const;
  * is given one naming it), or its uid 1000 is an account of its own (which the sandbox's user then
  * is, as the image made it: a node image's `node`).
  */
-export async function withSandboxUser(store: ImageStore, layers: StoredImage['layers'], replace = false): Promise<StoredImage['layers']> {
+export async function withSandboxUser(store: ImageStore, layers: StoredImage['layers']): Promise<StoredImage['layers']> {
   const trees = store.layerTrees({ layers } as StoredImage);
   const passwd = imageFile(trees, '/etc/passwd');
-  if (!passwd || tableOf(passwd.content).some((fields) => fields[0] === SANDBOX_USER.name || fields[2] === String(SANDBOX_USER.id))) return layers;
+  if (!passwd || namesTheUser(passwd.content)) return layers;
   const shell = imageEntry(trees, resolveInImage(trees, '/bin/bash', true).slice(1))?.stat.isFile() ? '/bin/bash' : '/bin/sh';
   const entries: TarEntry[] = [appended(passwd, `${SANDBOX_USER.name}:x:${SANDBOX_USER.id}:${SANDBOX_USER.id}::${SANDBOX_USER.home}:${shell}`)];
   const group = imageFile(trees, '/etc/group');
-  if (group && !tableOf(group.content).some((fields) => fields[0] === SANDBOX_USER.name || fields[2] === String(SANDBOX_USER.id)))
-    entries.push(appended(group, `${SANDBOX_USER.name}:x:${SANDBOX_USER.id}:`));
+  if (group && !namesTheUser(group.content)) entries.push(appended(group, `${SANDBOX_USER.name}:x:${SANDBOX_USER.id}:`));
   const home = resolveInImage(trees, SANDBOX_USER.home, true);
   if (!imageEntry(trees, home.slice(1))) entries.push({ name: home.slice(1), directory: true, mode: 0o755, uid: SANDBOX_USER.id, gid: SANDBOX_USER.id });
   const key = createHash('sha256')
     .update(JSON.stringify(['sandbox user', layers.map((layer) => layer.diffId)]))
     .digest('hex');
-  if (replace || !store.hasLayer(key)) await storeEntriesLayer(store, key, trees, entries, replace);
+  if (!store.hasLayer(key)) await storeEntriesLayer(store, key, trees, entries, false);
   return [...layers, store.storedLayer(`sha256:${key}`)];
+}
+
+/** Whether a passwd or group table has an entry of the user's name or id. */
+function namesTheUser(table: Buffer): boolean {
+  return tableOf(table).some((fields) => fields[0] === SANDBOX_USER.name || fields[2] === String(SANDBOX_USER.id));
 }
 
 /** The image's file (its name, owner and mode kept) with `line` added at its end. */
