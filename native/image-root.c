@@ -22,6 +22,10 @@
  *     host's disk that outlives the sandbox (a template build's step), not a tmpfs. DIR/ids says
  *     the map back (HOST:IMAGE:COUNT ranges) for `shift` once the sandbox has ended.
  *     Layers are given bottom first.
+ *     --system DIR (repeatable): the host's DIR (its /usr, say), idmapped as the layers are, is
+ *     overlaid at DIR in the root with a writable layer of its own beside the root's
+ *     (WRITABLE/system/N/upper): a root of the host's system the sandbox may change, as an
+ *     image's, while the host's files stay untouched. The root's layers hold DIR, empty.
  *
  *   image-root as-user [--uid U --gid G] -- PROGRAM ARGS...
  *     Inside a sandbox, as its root: becomes U:G (the user, 1000:1000, if not given; no groups)
@@ -54,6 +58,7 @@
 #include <unistd.h>
 
 #define MAX_LAYERS 128
+#define MAX_SYSTEM_DIRS 8
 #define MAX_MAPS 8
 #define RECORD_MAX 8192
 
@@ -175,6 +180,26 @@ static void make_dir(const char *path, uid_t uid, gid_t gid, mode_t mode) {
   if (chown(path, uid, gid) != 0 || chmod(path, mode) != 0) fail("own %s", path);
 }
 
+/* The host's `dir`, idmapped, at the same path in TARGET/merged, under WRITABLE/system/N: see --system. */
+static void overlay_system_dir(const char *target, const char *writable, int n, const char *dir, uid_t owner, int userns) {
+  char lower[4096], mine[4096], upper[4200], work[4200], at[8200], options[16384];
+  snprintf(lower, sizeof lower, "%s/system-%d", target, n);
+  make_dir(lower, 0, 0, 0700);
+  idmapped_bind(dir, lower, userns);
+  snprintf(mine, sizeof mine, "%s/system/%d", writable, n);
+  make_dir(mine, 0, 0, 0700);
+  snprintf(work, sizeof work, "%s/work", mine);
+  make_dir(work, 0, 0, 0700);
+  snprintf(upper, sizeof upper, "%s/upper", mine);
+  /* The overlay's root takes its owner and mode from its upper: the host's dir's, as the sandbox sees it. */
+  struct stat st;
+  if (stat(dir, &st) != 0) fail("stat %s", dir);
+  make_dir(upper, st.st_uid == 0 ? owner : 0, st.st_gid == 0 ? owner : 0, st.st_mode & 07777);
+  snprintf(at, sizeof at, "%s/merged%s", target, dir);
+  snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s,workdir=%s,index=off,redirect_dir=off,metacopy=off", lower, upper, work);
+  if (mount("overlay", at, "overlay", MS_NODEV | MS_NOSUID, options) != 0) fail("mount the overlay of %s", dir);
+}
+
 static unsigned long number(const char *text, const char *what) {
   char *end;
   errno = 0;
@@ -217,8 +242,8 @@ static long mapped(unsigned long id, const struct id_range *ranges, int count) {
 }
 
 static int mount_root(int argc, char **argv) {
-  const char *layers[MAX_LAYERS];
-  int layer_count = 0;
+  const char *layers[MAX_LAYERS], *system_dirs[MAX_SYSTEM_DIRS];
+  int layer_count = 0, system_count = 0;
   const char *target = NULL, *map_text = NULL, *upper_dir = NULL;
   long uid = -1, gid = -1;
   unsigned long upper_bytes = 0;
@@ -236,11 +261,15 @@ static int mount_root(int argc, char **argv) {
     else if (strcmp(option, "--layer") == 0) {
       if (layer_count == MAX_LAYERS) fail("more than %d layers", MAX_LAYERS);
       layers[layer_count++] = value;
+    } else if (strcmp(option, "--system") == 0) {
+      if (system_count == MAX_SYSTEM_DIRS) fail("more than %d system dirs", MAX_SYSTEM_DIRS);
+      if (value[0] != '/' || strstr(value, "..") != NULL) fail("a system dir is an absolute path without ..: %s", value);
+      system_dirs[system_count++] = value;
     } else fail("unknown option %s", option);
   }
   if (i >= argc - 1 || uid < 0 || gid < 0 || !map_text || !target || (upper_bytes == 0) == (upper_dir == NULL) || layer_count == 0) {
     errno = 0;
-    fail("usage: mount --uid U --gid G --map IN:HOST[:COUNT],... (--upper-bytes N | --upper-dir DIR) --target DIR --layer DIR... -- PROGRAM ARGS");
+    fail("usage: mount --uid U --gid G --map IN:HOST[:COUNT],... (--upper-bytes N | --upper-dir DIR) --target DIR --layer DIR... [--system DIR]... -- PROGRAM ARGS");
   }
   /* "0:100000:65536" as a map file: a range a line. Root inside owns the writable layer. */
   struct id_range ranges[MAX_MAPS];
@@ -286,6 +315,11 @@ static int mount_root(int argc, char **argv) {
   /* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
   snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", lower, writable, writable);
   if (mount("overlay", path, "overlay", MS_NODEV | MS_NOSUID, options) != 0) fail("mount the overlay");
+  if (system_count > 0) {
+    snprintf(path, sizeof path, "%s/system", writable);
+    make_dir(path, 0, 0, 0700);
+  }
+  for (int s = 0; s < system_count; s++) overlay_system_dir(target, writable, s, system_dirs[s], upper_owner, userns);
 
   if (setgroups(0, NULL) != 0 || setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) != 0 || setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0) fail("become %ld:%ld", uid, gid);
   execvp(argv[i + 1], argv + i + 1);

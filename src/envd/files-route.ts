@@ -9,7 +9,7 @@ import type { AgentEntry, AgentUser } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
 import { fileSignatureOf, hasAccessToken, requestUser, signatureProblem } from './access.js';
 import { agentCall, httpStatusOf, toConnectError } from './agent-errors.js';
-import { expandHome, type EnvdTarget } from './target.js';
+import { homeOf, userPath, type EnvdTarget } from './target.js';
 
 /** Bytes per agent read or write: a frame of about 1.4 MiB once base64, well under the frame limit, and few round trips for 50 MiB. */
 export const FILE_CHUNK_BYTES = 1024 * 1024;
@@ -32,8 +32,8 @@ function sendFailure(response: ServerResponse, error: unknown): void {
 }
 
 /** The absolute path a request means, resolved as the agent resolves it (against the user's home), so that two names for one file compare equal. */
-function absolutePath(target: EnvdTarget, path: string): string {
-  return posix.resolve(target.home, expandHome(path, target.home));
+function absolutePath(target: EnvdTarget, path: string, user: AgentUser): string {
+  return posix.resolve(homeOf(target, user), userPath(path, target, user));
 }
 
 /**
@@ -175,7 +175,7 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
   const mediaType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (mediaType === 'application/octet-stream') {
     if (!path) throw new ConnectError('path query parameter is required for raw body upload', Code.InvalidArgument);
-    return [writeInfo(await writeFile(target.agent, absolutePath(target, path), requestBody(request), user, metadata))];
+    return [writeInfo(await writeFile(target.agent, absolutePath(target, path, user), requestBody(request), user, metadata))];
   }
   if (!mediaType.startsWith('multipart/')) {
     throw new ConnectError(`unsupported content type: ${mediaType || '(none)'}, expected multipart/form-data or application/octet-stream`, Code.InvalidArgument);
@@ -184,7 +184,7 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
   const seen = new Set<string>();
   await eachFilePart(request, async (stream, filename) => {
     if (!path && !filename) throw new ConnectError('a file part names no path', Code.InvalidArgument);
-    const destination = absolutePath(target, path ?? filename);
+    const destination = absolutePath(target, path ?? filename, user);
     if (seen.has(destination)) {
       throw new ConnectError(
         `you cannot upload multiple files to the same path '${destination}' in one upload request, only the first specified file was uploaded`,
@@ -199,7 +199,7 @@ async function upload(request: IncomingMessage, target: EnvdTarget, path: string
 
 async function download(response: ServerResponse, target: EnvdTarget, path: string, user: AgentUser): Promise<void> {
   const { agent } = target;
-  const absolute = absolutePath(target, path);
+  const absolute = absolutePath(target, path, user);
   let entry: AgentEntry;
   try {
     ({ entry } = await agentCall(() => agent.request({ op: 'stat', path: absolute, user })));
@@ -272,7 +272,7 @@ export async function handleFiles(request: IncomingMessage, response: ServerResp
   const user = requestUser(username, target.defaultUser);
   if (user === undefined) return sendJsonError(response, 401, `error looking up user '${username}': unknown user`);
   try {
-    if (operation === 'read') await download(response, target, path ?? target.home, user);
+    if (operation === 'read') await download(response, target, path ?? homeOf(target, user), user);
     else {
       const written = await upload(request, target, path, user);
       response.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(written));

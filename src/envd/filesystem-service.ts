@@ -7,7 +7,7 @@ import { describesEntry, toFilesystemEvent } from './fs-events.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { closingOnFailure, type OpenStreams } from './open-streams.js';
 import { keepaliveIdleMs } from './stream-queue.js';
-import { callerOf, expandHome } from './target.js';
+import { callerOf, userPath } from './target.js';
 import type { WatcherRegistry } from './watchers.js';
 
 /** A keepalive due in a WatchDir stream, among the agent's events. */
@@ -33,13 +33,13 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
   return {
     async stat(request, context) {
       const { target, user } = callerOf(context);
-      const { entry } = await agentCall(() => target.agent.request({ op: 'stat', path: expandHome(request.path, target.home), user }));
+      const { entry } = await agentCall(() => target.agent.request({ op: 'stat', path: userPath(request.path, target, user), user }));
       return { entry: toEntryInfo(entry) };
     },
 
     async makeDir(request, context) {
       const { target, user } = callerOf(context);
-      const made = await agentCall(() => target.agent.request({ op: 'mkdir', path: expandHome(request.path, target.home), user }));
+      const made = await agentCall(() => target.agent.request({ op: 'mkdir', path: userPath(request.path, target, user), user }));
       // envd answers an existing directory already_exists, which the SDK's makeDir turns into `false`.
       if (!made.created) throw new ConnectError(`directory '${made.entry.path}' already exists`, Code.AlreadyExists);
       return { entry: toEntryInfo(made.entry) };
@@ -48,7 +48,7 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
     async move(request, context) {
       const { target, user } = callerOf(context);
       const { entry } = await agentCall(() =>
-        target.agent.request({ op: 'move', source: expandHome(request.source, target.home), destination: expandHome(request.destination, target.home), user }),
+        target.agent.request({ op: 'move', source: userPath(request.source, target, user), destination: userPath(request.destination, target, user), user }),
       );
       return { entry: toEntryInfo(entry) };
     },
@@ -57,14 +57,14 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
       const { target, user } = callerOf(context);
       // envd lists the children when no depth is given.
       const depth = Math.max(request.depth, 1);
-      const { entries } = await agentCall(() => target.agent.request({ op: 'list_dir', path: expandHome(request.path, target.home), depth, user }));
+      const { entries } = await agentCall(() => target.agent.request({ op: 'list_dir', path: userPath(request.path, target, user), depth, user }));
       return { entries: entries.map(toEntryInfo) };
     },
 
     async remove(request, context) {
       const { target, user } = callerOf(context);
       // envd removes as os.RemoveAll does: what is not there is removed already.
-      await agentCall(() => target.agent.request({ op: 'remove', path: expandHome(request.path, target.home), user })).catch((error: unknown) => {
+      await agentCall(() => target.agent.request({ op: 'remove', path: userPath(request.path, target, user), user })).catch((error: unknown) => {
         if (!(error instanceof ConnectError && error.code === Code.NotFound)) throw error;
       });
       return {};
@@ -72,8 +72,8 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
 
     async *watchDir(request, context) {
       const { sandboxId, target, user } = callerOf(context);
-      const { agent, home } = target;
-      const path = expandHome(request.path, home);
+      const { agent } = target;
+      const path = userPath(request.path, target, user);
       // The entry is looked up as the event arrives, not when the client reads it: by then it may be gone.
       const { queue, close } = streams.open<{ event: AgentFsEvent; entry: Promise<EntryInfoInit | undefined> } | typeof KEEPALIVE>(sandboxId, target.apiKey, WATCH_QUEUE_BYTES);
       const { watch } = await closingOnFailure(close, () => agent.request({ op: 'watch', path, recursive: request.recursive, user }));
@@ -100,7 +100,7 @@ export function createFilesystemService(watchers: WatcherRegistry, streams: Open
 
     async createWatcher(request, context) {
       const caller = callerOf(context);
-      return { watcherId: await watchers.create(caller, expandHome(request.path, caller.target.home), request.recursive) };
+      return { watcherId: await watchers.create(caller, userPath(request.path, caller.target, caller.user), request.recursive) };
     },
 
     async getWatcherEvents(request, context) {

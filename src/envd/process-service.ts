@@ -6,7 +6,7 @@ import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
 import { closingOnFailure, type OpenStreams } from './open-streams.js';
 import { keepaliveIdleMs, type StreamQueue } from './stream-queue.js';
-import { callerOf, expandHome } from './target.js';
+import { callerOf, homeOf, userPath } from './target.js';
 
 /** E2B's two signals; the agent sends them to the process's whole group, so a command's children end with it. */
 const SIGNAL_NUMBERS: Partial<Record<Signal, number>> = { [Signal.SIGTERM]: 15, [Signal.SIGKILL]: 9 };
@@ -110,7 +110,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
             cmd: config.cmd,
             args: config.args,
             envs: config.envs,
-            cwd: config.cwd ? expandHome(config.cwd, target.home) : target.home,
+            cwd: config.cwd ? userPath(config.cwd, target, user) : homeOf(target, user),
             ...(request.tag !== undefined && { tag: request.tag }),
             ...(size && { pty: { cols: size.cols, rows: size.rows } }),
             // envd keeps stdin open unless the request says false (older SDKs send nothing); a pseudo-terminal is always its input.

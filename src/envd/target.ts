@@ -1,3 +1,4 @@
+import { posix } from 'node:path';
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
@@ -9,6 +10,8 @@ export interface EnvdTarget {
   accessToken: string | null;
   /** The default working directory and the base of relative paths, e.g. /home/user. */
   home: string;
+  /** Whether the sandbox has a root of its own: then root's requests start in root's home; otherwise they act as the user. */
+  rootInside: boolean;
   /** The user a request runs as when it names none (E2B's `user`). */
   defaultUser: AgentUser;
   /** The sandbox's python: its code interpreter's kernels run on it. */
@@ -45,8 +48,27 @@ export function callerOf(context: HandlerContext): EnvdCaller {
   return caller;
 }
 
-/** E2B's envd expands a leading `~` to the user's home; the agent resolves what stays relative against the same home. */
-export function expandHome(path: string, home: string): string {
+/** Root's home in a sandbox, as E2B's envd finds it in the sandbox's passwd. */
+const ROOT_HOME = '/root';
+
+/** Where a request's user's `~` and relative paths start, and its processes by default: the sandbox's home for the user, /root for root. */
+export function homeOf(target: EnvdTarget, user: AgentUser): string {
+  return user === 'root' && target.rootInside ? ROOT_HOME : target.home;
+}
+
+/**
+ * A path of a request as E2B's envd reads it: absolute, `~/...`, or relative to the user's home.
+ * The agent resolves a relative path against its own home, the sandbox's: one of root's is made
+ * absolute here.
+ */
+export function userPath(path: string, target: EnvdTarget, user: AgentUser): string {
+  const home = homeOf(target, user);
+  const expanded = expandHome(path, home);
+  return home === target.home || expanded === '' || posix.isAbsolute(expanded) ? expanded : posix.join(home, expanded);
+}
+
+/** E2B's envd expands a leading `~` to the user's home. */
+function expandHome(path: string, home: string): string {
   if (path === '~') return home;
   return path.startsWith('~/') ? `${home}${path.slice(1)}` : path;
 }

@@ -18,6 +18,11 @@ export interface ImageRootMount {
   /** A host directory for the writable layer (SandboxTemplate.image.keepWritableIn), not a tmpfs. */
   keepWritableIn?: string;
   ids: readonly IdRange[];
+  /**
+   * Host directories (the host's /usr) overlaid at their own paths with writable layers beside the
+   * root's: a root of the host's system the sandbox may change (the layers hold them, empty).
+   */
+  systemDirs?: readonly string[];
 }
 
 /**
@@ -40,6 +45,7 @@ export function imageRootArgv(root: ImageRootMount): string[] {
     '--target',
     root.target,
     ...root.layers.flatMap((layer) => ['--layer', layer]),
+    ...(root.systemDirs ?? []).flatMap((dir) => ['--system', dir]),
     '--',
   ];
 }

@@ -19,9 +19,9 @@ export class HostDirJobs {
     this.workDirs = new WorkDirPool(join(runtimeDir, 'workdirs'));
   }
 
-  /** A fresh work dir owned by `uid`, on a file system of the template's size. */
-  leaseWorkDir(template: SandboxTemplate, uid: number): Promise<WorkDirLease> {
-    return this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid);
+  /** A fresh work dir owned by `uid`, on a file system of the template's size; with `withLayer`, its root's writable layer beside it. */
+  leaseWorkDir(template: SandboxTemplate, uid: number, withLayer = false): Promise<WorkDirLease> {
+    return this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid, withLayer);
   }
 
   /** Writable mounts belong to the job's uid for the job's lifetime. */

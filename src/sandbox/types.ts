@@ -78,6 +78,14 @@ export interface SandboxTemplate {
     keepWritableIn?: string;
   };
   /**
+   * Its root is the host's system as with no image, but writable, as an image's is: the system's
+   * directories and the host's chosen /etc under a writable layer of its own, on its work dir's
+   * file system, so what it writes anywhere counts against the one size and the host's files stay
+   * untouched. Needs `rootInside` and `workDir`; a backend that cannot give it keeps the system
+   * read-only.
+   */
+  writableRoot?: boolean;
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.

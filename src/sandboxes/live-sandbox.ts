@@ -163,6 +163,11 @@ export class LiveSandbox {
     return this.plan.home;
   }
 
+  /** Whether it has a root of its own (launch: its backend can give one, and no guard takes it away). */
+  get rootInside(): boolean {
+    return this.plan.backend.capabilities.root_inside && this.plan.execGuard === undefined;
+  }
+
   /**
    * What a pause keeps of it (and what its forks and snapshots copy): as much as its backend can
    * for this sandbox (gVisor cannot save one on the host's network stack, its egress proxy's).
@@ -344,6 +349,9 @@ export class LiveSandbox {
       // On an image the home is the image's own (what its build left there), in the sandbox's
       // writable layer; otherwise a file system of its own.
       ...(!plan.image && { workDir: plan.home, workDirBytes: plan.homeBytes }),
+      // Its root is its own to change, as on E2B (files at /, root's home, the system's), the
+      // writes on its home's file system.
+      writableRoot: rootInside,
       network: plan.network,
       // A guarded sandbox gets its rules before start, so it is not pre-started.
       startsEarly: guard === undefined && !plan.resume,

@@ -53,6 +53,8 @@ export interface SandboxAccess {
   /** Required of every request to its envd when set (a secure sandbox). */
   accessToken: string | null;
   home: string;
+  /** Whether it has a root of its own: then root's requests start in root's home; otherwise they act as the user. */
+  rootInside: boolean;
   /** Whom its processes run as when a request names no one. */
   defaultUser: AgentUser;
   /** The python inside it (the system's, at the path the host resolved). */
@@ -417,6 +419,7 @@ export class Sandboxes {
       agent: sandbox.agent,
       accessToken: sandbox.accessToken,
       home: SANDBOX_HOME,
+      rootInside: sandbox.rootInside,
       defaultUser: SANDBOX_USER,
       python: sandbox.python,
       ...(sandbox.apiKey !== undefined && { apiKey: sandbox.apiKey }),

@@ -298,11 +298,14 @@ export class BubblewrapBackend implements SandboxBackend {
       const stagedFiles = new Map<string, string>();
       const fileMounts: Mount[] = [];
       let workDir: string | null = null;
+      // A writable root of the host's system needs root here and inside: its layers are mounted
+      // as root, idmapped to the sandbox's two uids.
+      const writableRoot = template.writableRoot === true && template.image === undefined && uids.ids !== null && template.workDir !== undefined;
       if (template.workDir !== undefined) {
         if (uid !== null) {
           // Root can give the work dir its own size-limited file system; otherwise only
           // RLIMIT_FSIZE bounds a single file.
-          lease = await this.jobs.leaseWorkDir(template, uid);
+          lease = await this.jobs.leaseWorkDir(template, uid, writableRoot);
           workDir = lease.path;
         } else {
           workDir = join(stagingDir, 'work');
@@ -344,6 +347,11 @@ export class BubblewrapBackend implements SandboxBackend {
         await mkdir(target, { mode: 0o755 });
         const { layers, writableBytes, keepWritableIn } = template.image;
         imageRoot = { target, layers, writableBytes, ids: uids.ids, ...(keepWritableIn && { keepWritableIn }) };
+      } else if (writableRoot && lease?.layer && uids.ids) {
+        // The host's system as the layers of an image, its writable layer beside the work dir.
+        const target = join(stagingDir, 'root');
+        await mkdir(target, { mode: 0o755 });
+        imageRoot = { target, layers: [ready.systemRoot], writableBytes: 0, keepWritableIn: lease.layer, ids: uids.ids, systemDirs: ready.layout.directories };
       }
       const bootId = join(stagingDir, 'boot_id');
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });

@@ -68,8 +68,9 @@ export interface BwrapPlan {
   vmNetwork: boolean;
   /**
    * The host directory (a mount of the launcher's own namespace, image-root.c) that is the
-   * sandbox's whole root, writable: an image's layers under the sandbox's own layer. Without it
-   * the root is the host's system, read-only, as `layout` picks it.
+   * sandbox's whole root, writable: an image's layers (or the host's system, system-root.ts) under
+   * the sandbox's own layer. Without it the root is the host's system, read-only, as `layout`
+   * picks it.
    */
   imageRoot?: string;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
@@ -161,8 +162,10 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   // Writable space is size-limited tmpfs only, gone when the job ends; everyone's, sticky, as a
   // /tmp is (bwrap makes it its user's, and with root inside that is not the user).
   args.push('--perms', '1777', '--size', String(plan.tmpBytes), '--tmpfs', '/tmp');
-  // Root's home, empty and read-only with the rest of the root: its shells read no profile there.
-  if (plan.rootInside) args.push('--perms', '0700', '--dir', '/root');
+  // Root's home, root's alone: on a writable root its own (made where an image has none), on a
+  // read-only system a size-limited tmpfs, as /tmp.
+  if (plan.rootInside && plan.imageRoot !== undefined) args.push('--perms', '0700', '--dir', '/root');
+  else if (plan.rootInside) args.push('--perms', '0700', '--size', String(plan.tmpBytes), '--tmpfs', '/root');
   args.push('--dir', plan.cwd);
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);

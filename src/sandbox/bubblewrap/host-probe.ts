@@ -7,6 +7,7 @@ import type { NetworkTools } from '../host/job-network.js';
 import { reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { buildFilter, encodeFilter, seccompSupported } from '../host/seccomp.js';
+import { writeSystemRoot } from '../host/system-root.js';
 import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { probeTemplate } from '../profiles.js';
@@ -22,6 +23,8 @@ export interface BubblewrapHost {
   /** The system's shells, hidden from jobs that may not run one. */
   shellFiles: readonly string[];
   layout: HostLayout;
+  /** The lowest layer of a writable root of the host's system (system-root.ts). */
+  systemRoot: string;
   identityFiles: IdentityFiles;
   cgroups: CgroupHost | null;
 }
@@ -46,7 +49,7 @@ export async function probeHost(options: HostProbeOptions): Promise<BubblewrapHo
   if (!cgroups && options.requireCgroups) throw new SandboxUnavailableError('cgroups are required but no writable memory+pids hierarchy was found');
   if (cgroups) await reapStaleCgroups(cgroups);
   mkdirSync(join(options.runtimeDir, 'jobs'), { recursive: true, mode: 0o755 });
-  for (const dir of ['jobs', 'workdirs'].map((name) => join(options.runtimeDir, name))) {
+  for (const dir of ['jobs', 'workdirs', 'system-roots'].map((name) => join(options.runtimeDir, name))) {
     await unmountOrphans(dir, isAlive);
     await reapDeadOwners(dir);
   }
@@ -63,7 +66,8 @@ export async function probeHost(options: HostProbeOptions): Promise<BubblewrapHo
   } catch (error) {
     throw new SandboxUnavailableError((error as Error).message);
   }
-  return { layout: readHostLayout(), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
+  const layout = readHostLayout();
+  return { layout, systemRoot: writeSystemRoot(options.runtimeDir, layout), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
 }
 
 /**

@@ -11,6 +11,8 @@ const IN_MEMORY_FILE_SYSTEMS = new Set([0x01021994, 0x858458f6]);
 export interface WorkDirLease {
   /** A fresh, empty directory owned by the job's uid, on a size-limited file system of its own. */
   path: string;
+  /** With `withLayer`: a second one beside it, root's, for the writable layer of the job's root (SandboxTemplate.writableRoot). */
+  layer?: string;
   /** Deletes what the job left and returns the mount for the next job. */
   release(): Promise<void>;
 }
@@ -34,17 +36,19 @@ export class WorkDirPool {
     private readonly maxIdle = 32,
   ) {}
 
-  async lease(bytes: number, uid: number): Promise<WorkDirLease> {
+  async lease(bytes: number, uid: number, withLayer = false): Promise<WorkDirLease> {
     const mount = this.idle.get(bytes)?.pop() ?? (await this.mountNew(bytes));
     const path = join(mount, 'work');
+    const layer = withLayer ? join(mount, 'layer') : undefined;
     try {
       await mkdir(path, { mode: 0o755 });
       await lchown(path, uid, uid);
+      if (layer) await mkdir(layer, { mode: 0o700 });
     } catch (error) {
       await this.retire(mount);
       throw error;
     }
-    return { path, release: () => this.giveBack(bytes, mount, path) };
+    return { path, ...(layer && { layer }), release: () => this.giveBack(bytes, mount, [path, ...(layer ? [layer] : [])]) };
   }
 
   /** Unmounts the idle mounts; leased ones are unmounted when they come back. */
@@ -73,10 +77,10 @@ export class WorkDirPool {
     return mount;
   }
 
-  private async giveBack(bytes: number, mount: string, path: string): Promise<void> {
+  private async giveBack(bytes: number, mount: string, paths: readonly string[]): Promise<void> {
     try {
       // rm never follows symlinks: links the job planted are removed, not their targets.
-      await removeTree(path);
+      for (const path of paths) await removeTree(path);
     } catch {
       await this.retire(mount);
       return;

@@ -211,6 +211,9 @@ export class MicrovmBackend implements SandboxBackend {
         limits: { ...template.limits },
         mounts,
         ...(template.image && { image: { writableBytes: template.image.writableBytes } }),
+        // The guest's kernel (6.1) idmaps no tmpfs, where its system's root layer would be: the
+        // system stays read-only in a VM.
+        writableRoot: false,
         network: 'none' as const,
         ...(proxy && { vmNetwork: true }),
       };

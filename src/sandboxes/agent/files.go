@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -59,7 +60,11 @@ func opMkdir(a *agent, r request) (members, error) {
 	if exists(path, false) {
 		return nil, named(syscall.EEXIST, path)
 	}
-	if err := makedirs(path, false); err != nil {
+	err = makedirs(path, false)
+	if isErrno(err, syscall.EACCES) && mayMakeForUser(r) {
+		err = asRootAgain(func() error { return makeDirsForUser(path) })
+	}
+	if err != nil {
 		if !isErrno(err, syscall.EEXIST) || !isDir(path) {
 			return nil, err
 		}
@@ -88,6 +93,70 @@ func makedirs(name string, existOK bool) error {
 		}
 	}
 	return nil
+}
+
+// mayMakeForUser: a request as the user whose directories the user may not make (one at /, say)
+// has them made as E2B's envd makes them, which runs as root: by root, each then given to the
+// user. Only with root inside, where the user is one of two in the sandbox, never the host's.
+func mayMakeForUser(r request) bool {
+	user, err := userOf(r)
+	return err == nil && rootInside && user == "user"
+}
+
+// makeDirsForUser makes each missing directory of dir, as root, 0755 and the user's. The walk
+// opens each component from the one before it and follows no link, so a link the user planted
+// cannot lead root's mkdir elsewhere.
+func makeDirsForUser(dir string) error {
+	fd, err := syscall.Open("/", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	walked := ""
+	for _, name := range strings.Split(dir, "/") {
+		if name == "" || name == "." {
+			continue
+		}
+		walked += "/" + name
+		if name == ".." {
+			syscall.Close(fd)
+			return invalid(dir + ": a path with ..")
+		}
+		const flags = syscall.O_RDONLY | syscall.O_DIRECTORY | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+		next, err := syscall.Openat(fd, name, flags, 0)
+		if isErrno(err, syscall.ENOENT) {
+			if err = syscall.Mkdirat(fd, name, 0o755); err == nil || isErrno(err, syscall.EEXIST) {
+				next, err = openOwned(fd, name, flags, err == nil)
+			}
+		}
+		syscall.Close(fd)
+		if err != nil {
+			return named(err, walked)
+		}
+		fd = next
+	}
+	syscall.Close(fd)
+	return nil
+}
+
+// openOwned opens name in dir, given to the user first when made is true (a directory root made for it).
+func openOwned(dir int, name string, flags int, made bool) (int, error) {
+	fd, err := syscall.Openat(dir, name, flags, 0)
+	if err == nil && made {
+		if err = syscall.Fchown(fd, userUID, userUID); err != nil {
+			syscall.Close(fd)
+		}
+	}
+	return fd, err
+}
+
+// makeParentsFor makes the directories a file at path needs, as the request's user may, or as
+// mayMakeForUser says.
+func makeParentsFor(r request, path string) error {
+	err := makeParents(path)
+	if isErrno(err, syscall.EACCES) && mayMakeForUser(r) {
+		return asRootAgain(func() error { return makeDirsForUser(dirname(path)) })
+	}
+	return err
 }
 
 // makeParents makes the directories a file at path needs.
@@ -421,7 +490,7 @@ func opWrite(a *agent, r request) (members, error) {
 		fd, err = openBeneath(beneath, path, flags, !appending)
 	} else {
 		if !appending {
-			if err := makeParents(path); err != nil {
+			if err := makeParentsFor(r, path); err != nil {
 				return nil, err
 			}
 		}

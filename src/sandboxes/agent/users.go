@@ -62,6 +62,19 @@ func actingAs(user string, fn func() error) error {
 	return fn()
 }
 
+// asRootAgain runs fn, from within actingAs the user, with root's effective ids; the user's come
+// back after it.
+func asRootAgain(fn func() error) error {
+	restoreIDs(syscall.SYS_SETRESUID)
+	restoreIDs(syscall.SYS_SETRESGID)
+	defer func() {
+		if setEffectiveIDs(syscall.SYS_SETRESGID, userUID) != nil || setEffectiveIDs(syscall.SYS_SETRESUID, userUID) != nil {
+			panic("cannot act as the user again")
+		}
+	}()
+	return fn()
+}
+
 func restoreIDs(call uintptr) {
 	if err := setEffectiveIDs(call, 0); err != nil {
 		panic("cannot become root again: " + err.Error())

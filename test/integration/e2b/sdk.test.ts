@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { createClient } from '@connectrpc/connect';
@@ -96,7 +96,7 @@ describe('the e2b SDK against agent-runner', async () => {
         const owners = `${PYTHON} -c 'import os, pwd, sys; print(*(pwd.getpwuid(os.stat(path).st_uid).pw_name for path in sys.argv[1:]))'`;
         const asRoot = await run(`whoami; touch by-root.sh; ${owners} by-root.sh`, { user: 'root' });
         assert.equal(asRoot.stdout, rootInside ? 'root\nroot\n' : 'user\nuser\n');
-        await sandbox.files.write('by-root.txt', 'root wrote this', { user: 'root' });
+        await sandbox.files.write('/home/user/by-root.txt', 'root wrote this', { user: 'root' });
         const asUser = await run(`${owners} by-root.txt notes/today.txt; echo more >> by-root.txt 2>/dev/null || echo refused`);
         assert.equal(asUser.stdout, rootInside ? 'root user\nrefused\n' : 'user user\n');
         // Read where the sandbox's processes are counted: the host's cgroup, or the guest's in a VM.
@@ -123,19 +123,21 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.ok(uid >= 64100 && uid < 64100 + 256, `root inside runs as a pooled host uid, not ${uid}`);
     const user = await sandbox.commands.run(`exec -a ${marker}-user sleep 600`, { background: true });
     assert.notEqual(hostUidOf(await hostPidNamed(`${marker}-user`)), uid, 'root and the user are two host uids');
-    // Root's powers stop at the sandbox: no mount, no new namespace, no device, a read-only system.
+    // Root's powers stop at the sandbox: no mount, no new namespace, no device; the system it
+    // changes is its own copy (the host's /usr is untouched).
     const tried = await asRoot(
-      'grep CapEff /proc/self/status; mount -t tmpfs x /tmp 2>&1 || echo no mount; unshare -U true 2>&1 || echo no userns; mknod /tmp/null c 1 3 2>&1 || echo no mknod; echo x > /usr/bin/x 2>&1 || echo no system write',
+      `grep CapEff /proc/self/status; mount -t tmpfs x /tmp 2>&1 || echo no mount; unshare -U true 2>&1 || echo no userns; mknod /tmp/null c 1 3 2>&1 || echo no mknod; echo x > /usr/bin/${marker} && echo system write`,
     );
     assert.match(tried.stdout, /^CapEff:\s+00000000000000eb\n/);
-    for (const refused of ['no mount', 'no userns', 'no mknod', 'no system write']) assert.ok(tried.stdout.includes(refused), `${refused}: ${tried.stdout}`);
+    for (const said of ['no mount', 'no userns', 'no mknod', 'system write']) assert.ok(tried.stdout.includes(said), `${said}: ${tried.stdout}`);
+    assert.equal(existsSync(`/usr/bin/${marker}`), false, "the sandbox's write to /usr is not the host's");
     // Nor can it take another process's descriptors (bwrap's init holds the agent's pipes).
     const pidfd = `import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); fd = libc.syscall(434, 1, 0); print(libc.syscall(438, fd, 0, 0), os.strerror(ctypes.get_errno()))`;
     assert.equal((await asRoot(`${PYTHON} -c '${pidfd}'`)).stdout, '-1 Operation not permitted\n');
     // The user holds no capability, not even inheritable ones, and cannot become root again.
     const plain = await sandbox.commands.run(`grep -E 'Cap(Inh|Eff)' /proc/self/status; ${PYTHON} -c 'import os; os.setuid(0)' 2>&1 | tail -1`);
     assert.match(plain.stdout, /^CapInh:\s+0000000000000000\nCapEff:\s+0000000000000000\nPermissionError/);
-    // Root reads no profile the user wrote: its home is its own (/root, empty and read-only).
+    // Root reads no profile the user wrote: its home is its own (/root, not the user's to write).
     await sandbox.commands.run(`echo 'touch /tmp/planted-by-user' >> ~/.bash_profile`);
     assert.equal((await asRoot('echo $HOME; test -e /tmp/planted-by-user && echo ran || echo not run')).stdout, '/root\nnot run\n');
     await Promise.all([sleeper.kill(), user.kill()]);
@@ -389,6 +391,30 @@ describe('the e2b SDK against agent-runner', async () => {
     assert.equal(await sleeping.pause(), true);
     assert.equal(await sleeping.isRunning(), false);
     assert.equal((await sleeping.getInfo()).state, 'paused');
+  });
+
+  it("its root is its own to change, as on E2B's: files at /, root's home, the system; none of it the host's or another sandbox's", async () => {
+    const [sandbox, other] = await Promise.all([create(), create()]);
+    // The user writes where only root may make a directory: envd makes it, as root, for the user.
+    const [written] = await sandbox.files.write([{ path: '/data/in/notes.txt', data: 'kept' }]);
+    assert.equal(written?.path, '/data/in/notes.txt');
+    assert.equal((await sandbox.commands.run('stat -c %U /data /data/in /data/in/notes.txt; cat /data/in/notes.txt')).stdout, 'user\nuser\nuser\nkept');
+    // Root's relative paths and processes start in root's home.
+    const [byRoot] = await sandbox.files.write([{ path: 'root-notes.txt', data: 'root' }], { user: 'root' });
+    assert.equal(byRoot?.path, '/root/root-notes.txt');
+    assert.equal((await sandbox.commands.run('pwd; ls', { user: 'root' })).stdout, '/root\nroot-notes.txt\n');
+    // Root installs a tool into the system; it runs for the user, in this sandbox only.
+    const tool = `tool-${randomBytes(4).toString('hex')}`;
+    await sandbox.commands.run(`printf '#!/bin/sh\\necho installed\\n' > /usr/local/bin/${tool} && chmod 755 /usr/local/bin/${tool}`, { user: 'root' });
+    assert.equal((await sandbox.commands.run(tool)).stdout, 'installed\n');
+    assert.equal(existsSync(`/usr/local/bin/${tool}`), false, "the host's /usr is untouched");
+    const elsewhere = await other.commands.run(`ls /usr/local/bin/${tool} /data 2>&1 || true`);
+    assert.match(elsewhere.stdout, /No such file or directory[\s\S]*No such file or directory/);
+    // What the system's copy holds is written on the sandbox's own disk, counted with its home.
+    const before = (await sandbox.getMetrics())[0]!.diskUsed;
+    await sandbox.commands.run('head -c 8M /dev/zero > /opt/filler', { user: 'root' });
+    assert.ok((await sandbox.getMetrics())[0]!.diskUsed >= before + 8 * 2 ** 20, 'the 8 MiB at /opt count as its disk');
+    await Promise.all([sandbox.kill(), other.kill()]);
   });
 
   it('a signed download or upload URL made against the service (E2B_SANDBOX_URL) reaches its sandbox, with no header', async () => {

@@ -50,7 +50,7 @@ describe('the e2b SDK against envd', () => {
     const start = target.agent.requests.findLast((request) => request.op === 'start');
     assert.deepEqual(start, { op: 'start', cmd: '/bin/bash', args: ['-l', '-c', 'echo hello'], envs: { A: '1' }, cwd: '/tmp', stdin: false, user: 'user' });
     // The user a call names reaches the agent: processes and files alike.
-    await sandbox.commands.run('echo hello', { user: 'root' });
+    await sandbox.commands.run('echo hello', { user: 'root', cwd: '/tmp' });
     assert.equal(target.agent.requests.findLast((request) => request.op === 'start')?.user, 'root');
     await sandbox.files.write('/tmp/by-root', 'r', { user: 'root' });
     assert.equal(target.agent.requests.findLast((request) => request.op === 'write')?.user, 'root');

@@ -94,7 +94,9 @@ describe('envd /files and /health', () => {
     assert.equal(((await directory.json()) as any).code, 400);
     const stranger = await call('/files?path=raw.txt&username=mallory');
     assert.equal(stranger.status, 401);
-    assert.equal((await call('/files?path=raw.txt&username=root')).status, 200);
+    assert.equal((await call('/files?path=/home/user/raw.txt&username=root')).status, 200);
+    // Root's relative paths start in root's home, as envd resolves them.
+    assert.deepEqual(await (await call('/files?path=raw.txt&username=root')).json(), { code: 404, message: "path '/root/raw.txt' does not exist" });
   });
 
   it("checks a secure sandbox's access token or a signed URL, expiry included", async () => {

@@ -61,7 +61,10 @@ describe('bubblewrap argv', () => {
       '--cap-add CAP_CHOWN', '--cap-add CAP_DAC_OVERRIDE', '--cap-add CAP_FOWNER', '--cap-add CAP_KILL', '--cap-add CAP_SETGID', '--cap-add CAP_SETUID',
     ]);
     assert.ok(flags.includes('--seccomp 4') && flags.includes('--info-fd 6'));
-    assert.deepEqual(flags.slice(flags.indexOf('--tmpfs /tmp') + 1, flags.indexOf('--tmpfs /tmp') + 3), ['--perms 0700', '--dir /root']);
+    // Root's home is root's alone: a tmpfs on the read-only system, its own on a writable root.
+    assert.deepEqual(flags.slice(flags.indexOf('--tmpfs /tmp') + 1, flags.indexOf('--tmpfs /tmp') + 4), ['--perms 0700', `--size ${plan.tmpBytes}`, '--tmpfs /root']);
+    const writable = bwrapFlags(buildBwrapArgs({ ...plan, seccompFd: 4, infoFd: 6, rootInside: { usernsBlockFd: 7 }, imageRoot: '/run/root/merged' }));
+    assert.deepEqual(writable.slice(writable.indexOf('--tmpfs /tmp') + 1, writable.indexOf('--tmpfs /tmp') + 3), ['--perms 0700', '--dir /root']);
     // bwrap refuses --disable-userns beside a map written from outside; the filter refuses clone(CLONE_NEWUSER) and unshare.
     assert.ok(!flags.includes('--disable-userns'));
     assert.throws(() => buildBwrapArgs({ ...plan, infoFd: 6, rootInside: { usernsBlockFd: 7 } }), /seccomp/);
