@@ -86,6 +86,11 @@ export interface SandboxTemplate {
    */
   writableRoot?: boolean;
   /**
+   * A program bound at /usr/local/bin/sudo where the sandbox's root is writable and root is inside:
+   * the sandbox agent, which serves as E2B's passwordless sudo (sandboxes/agent/sudo.go).
+   */
+  sudo?: string;
+  /**
    * argv starts when the sandbox is made, not at start(): a waiting interpreter that reads its
    * program from stdin, so a pre-started sandbox holds it past its own start-up. A backend may
    * start it at start() instead (slower, the same result); never with egress to connect first.

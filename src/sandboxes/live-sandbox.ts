@@ -352,6 +352,8 @@ export class LiveSandbox {
       // Its root is its own to change, as on E2B (files at /, root's home, the system's), the
       // writes on its home's file system.
       writableRoot: rootInside,
+      // E2B's passwordless sudo, served by the agent (agent/sudo.go).
+      ...(rootInside && { sudo: sandboxAgentProgram() }),
       network: plan.network,
       // A guarded sandbox gets its rules before start, so it is not pre-started.
       startsEarly: guard === undefined && !plan.resume,

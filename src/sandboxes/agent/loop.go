@@ -47,6 +47,9 @@ type agent struct {
 	wakeRead     int
 	interrupted  atomic.Bool
 	outputBuffer []byte
+	// sudoPids are the commands sudo asked for, by the connection that asked (sudo.go), and
+	// sudoConns the connections by command.
+	sudoPids, sudoConns map[int]int
 }
 
 func newAgent(protoIn, protoOut int) *agent {
@@ -55,6 +58,7 @@ func newAgent(protoIn, protoOut int) *agent {
 		readers: map[int]func(){}, writers: map[int]func(){},
 		processes: map[int]*process{}, watches: map[int]*watch{}, wdWatches: map[int]map[int]bool{},
 		inotify: -1, running: true, outputBuffer: make([]byte, outputChunk),
+		sudoPids: map[int]int{}, sudoConns: map[int]int{},
 	}
 }
 
@@ -102,6 +106,7 @@ func (a *agent) run() {
 	}()
 	a.setReader(a.wakeRead, a.reap)
 	a.setReader(a.protoIn, a.readRequests)
+	a.listenSudo()
 	a.send(members{{"ready", true}, {"version", version}})
 	defer a.shutDown()
 	a.serve()

@@ -72,7 +72,8 @@ func (a *agent) reap() {
 		}
 		p := a.processes[pid]
 		if p == nil || p.ended {
-			continue // an orphan the agent adopted as subreaper
+			a.sudoEnded(pid, status) // or an orphan the agent adopted as subreaper
+			continue
 		}
 		p.ended, p.status = true, status
 		p.pending = nil

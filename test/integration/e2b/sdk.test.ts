@@ -417,6 +417,21 @@ describe('the e2b SDK against agent-runner', async () => {
     await Promise.all([sandbox.kill(), other.kill()]);
   });
 
+  it("sudo, as E2B's templates have it: the user runs a command as root, with sudo's environment, its input, output and exit status", async () => {
+    const sandbox = await create();
+    const run = (command: string) => sandbox.commands.run(command, { envs: { SECRET: 'kept-from-root' } }).catch((error: unknown) => error as CommandExitError);
+    const asRoot = await run('sudo sh -c \'id -u; echo "${SECRET:-unset} $HOME $(pwd)"; touch /etc/by-sudo\'');
+    assert.deepEqual([asRoot.exitCode, asRoot.stdout], [0, '0\nunset /root /home/user\n']);
+    assert.equal((await run('stat -c %U /etc/by-sudo')).stdout, 'root\n');
+    assert.equal((await run('echo piped | sudo cat')).stdout, 'piped\n');
+    assert.equal((await run("sudo -E sh -c 'echo $SECRET'")).stdout, 'kept-from-root\n');
+    assert.equal((await run('sudo sh -c "exit 7"')).exitCode, 7);
+    assert.equal((await run('sudo -i pwd')).stdout, '/root\n');
+    // sudo's signal reaches its command, which ends by it.
+    assert.equal((await run('sudo sleep 30 & sleep 0.5; kill -TERM $!; wait $!; echo $?')).stdout, '143\n');
+    await sandbox.kill();
+  });
+
   it('a signed download or upload URL made against the service (E2B_SANDBOX_URL) reaches its sandbox, with no header', async () => {
     const sandbox = await create({ secure: true });
     const upload = await sandbox.uploadUrl('signed.txt', { useSignatureExpiration: 60_000 });
