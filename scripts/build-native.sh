@@ -13,3 +13,5 @@ fi
 mv dist/native/exec-guard.tmp dist/native/exec-guard
 "$cc" -static -O2 -Wall -Wextra -Werror -o dist/native/image-root.tmp native/image-root.c
 mv dist/native/image-root.tmp dist/native/image-root
+"$cc" -static -O2 -Wall -Wextra -Werror -o dist/native/seccomp-exec.tmp native/seccomp-exec.c
+mv dist/native/seccomp-exec.tmp dist/native/seccomp-exec

@@ -5,7 +5,10 @@
 #   passt       pasta: user-mode networking for run jobs allowed the network (without it they do not run)
 #   nftables    nft: the egress filter inside such a job's network namespace
 #   golang-go   the go language
-#   runsc       gVisor, the `gvisor` backend (optional: without it that kind is unavailable)
+#   runsc       gVisor, the `gvisor` backend (optional: without it that kind is unavailable). On
+#               Debian 12 from bookworm-backports (2024-07: /proc/sys/kernel/random/boot_id, extended
+#               attributes, checkpoints that leave the sandbox running), that suite added pinned to
+#               this one package; bookworm's own (2022-12) still works where backports are absent
 #   qemu-system-x86, linux-image-amd64, busybox-static, squashfs-tools, cpio
 #               the `microvm` backend: QEMU -M microvm booting Debian's kernel on a root image
 #               built from this host's files (its image is built on first use, cached by hash)
@@ -42,6 +45,9 @@ need go golang-go
 need socat socat
 need ip iproute2
 need runsc runsc
+# runsc prints "runsc version 0.0~YYYYMMDD.0": older than backports' is replaced by it.
+runsc_date=$(runsc --version 2>/dev/null | sed -n 's/^runsc version [^~]*~\([0-9]\{8\}\).*/\1/p')
+if [ -n "$runsc_date" ] && [ "$runsc_date" -lt 20240729 ]; then want+=(runsc); fi
 need qemu-system-x86_64 qemu-system-x86
 compgen -G '/boot/vmlinuz-*' >/dev/null || want+=(linux-image-amd64)
 [ -x /bin/busybox ] || want+=(busybox-static)
@@ -82,6 +88,13 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "setup-host: installing ${want[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Debian 12's backports suite, for runsc alone: every other package of it pinned away.
+if grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release && [ ! -e /etc/apt/sources.list.d/agent-runner-backports.sources ]; then
+  printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' 'Components: main' \
+    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >/etc/apt/sources.list.d/agent-runner-backports.sources
+  printf '%s\n' 'Package: *' 'Pin: release n=bookworm-backports' 'Pin-Priority: -1' '' \
+    'Package: runsc' 'Pin: release n=bookworm-backports' 'Pin-Priority: 990' >/etc/apt/preferences.d/agent-runner-backports
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
 echo "setup-host: done"

@@ -353,8 +353,6 @@ export class BubblewrapBackend implements SandboxBackend {
         await mkdir(target, { mode: 0o755 });
         imageRoot = { target, layers: [ready.systemRoot], writableBytes: 0, keepWritableIn: lease.layer, ids: uids.ids, systemDirs: ready.layout.directories };
       }
-      // Where the root is the sandbox's own and has root, the template's sudo, in front of any of the system's.
-      if (imageRoot && uids.ids && template.sudo !== undefined) fileMounts.push({ host: template.sudo, sandbox: SUDO_PATH, writable: false });
       const bootId = join(stagingDir, 'boot_id');
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });
       const settled = this.jobs.oweCleanup();
@@ -451,6 +449,8 @@ export class BubblewrapBackend implements SandboxBackend {
       mounts,
       networkFiles,
       ...(imageRoot && { imageRoot: `${imageRoot.target}/merged` }),
+      // Where the root is the sandbox's own and has root inside, the template's sudo.
+      ...(imageRoot && rootInside && template.sudo !== undefined && { sudo: template.sudo }),
       vmNetwork: template.vmNetwork === true,
       hidden: template.withoutShells ? ready.shellFiles : [],
       terminals: template.terminals === true,
@@ -477,9 +477,6 @@ export class BubblewrapBackend implements SandboxBackend {
     return path;
   }
 }
-
-/** Where a template's sudo is bound: first in every PATH that holds it (Debian's, sudo's secure_path). */
-const SUDO_PATH = '/usr/local/bin/sudo';
 
 /** The host uids of one sandbox: its user's, and its root's when it has root inside (null: none, or not root here). */
 interface JobUids {

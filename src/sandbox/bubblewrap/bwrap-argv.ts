@@ -36,6 +36,9 @@ export const CA_BUNDLE_SANDBOX_PATH = '/etc/agent-runner-ca-bundle.pem';
 
 const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';
 
+/** Where a template's sudo is bound: first in Debian's PATH and in sudo's own secure_path. */
+const SUDO_PATH = '/usr/local/bin/sudo';
+
 export interface BwrapPlan {
   layout: HostLayout;
   /**
@@ -73,6 +76,11 @@ export interface BwrapPlan {
    * picks it.
    */
   imageRoot?: string;
+  /**
+   * A program bound as sudo (SandboxTemplate.sudo) on a writable root, at SUDO_PATH, in front of
+   * any of the system's.
+   */
+  sudo?: string;
   /** System files made absent (shells when the policy forbids them): each covered by /dev/null. */
   hidden: readonly string[];
   /** bwrap's own /dev, with a devpts instance of the sandbox's own (ptmx, pts/) and tty. */
@@ -169,6 +177,11 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   args.push('--dir', plan.cwd);
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);
+  if (plan.sudo !== undefined) {
+    // Its directories 0755 where an image has none (bwrap makes a bind's parents 0700, root's).
+    for (const dir of ['/usr/local', '/usr/local/bin']) args.push('--perms', '0755', '--dir', dir);
+    args.push('--ro-bind', plan.sudo, SUDO_PATH);
+  }
   // The root bwrap builds is a tmpfs of mount points; freeze it so / and /etc take no writes.
   if (plan.imageRoot === undefined) args.push('--remount-ro', '/');
 

@@ -6,9 +6,9 @@ import { readHostLayout, type HostLayout } from '../host/host-layout.js';
 import type { NetworkTools } from '../host/job-network.js';
 import { reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
-import { buildFilter, encodeFilter, seccompSupported } from '../host/seccomp.js';
+import { seccompSupported, writeFilterFile } from '../host/seccomp.js';
 import { writeSystemRoot } from '../host/system-root.js';
-import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
+import { writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { probeTemplate } from '../profiles.js';
 import { findShellFiles } from '../shell-files.js';
@@ -57,8 +57,7 @@ export async function probeHost(options: HostProbeOptions): Promise<BubblewrapHo
   let seccompFile: string | null = null;
   if (options.seccomp) {
     if (!seccompSupported()) throw new SandboxUnavailableError(`the seccomp filter is written for x86_64; this host is ${process.arch} (set seccomp: false to run without it)`);
-    seccompFile = join(options.runtimeDir, 'seccomp-x86_64.bpf');
-    replaceFile(seccompFile, encodeFilter(buildFilter()));
+    seccompFile = writeFilterFile(options.runtimeDir);
   }
   let landlockAbi: number;
   try {

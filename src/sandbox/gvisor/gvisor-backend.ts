@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { access, constants, mkdir, symlink } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
@@ -16,6 +17,8 @@ import { isAlive } from '../host/process-tree.js';
 import { baseEnvironment, probeTemplate } from '../profiles.js';
 import { GvisorSandbox, writablePaths, type GvisorEgress, type Runsc } from './gvisor-sandbox.js';
 import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
+import { seccompSupported, writeFilterFile } from '../host/seccomp.js';
+import type { OciPlan } from './oci-bundle.js';
 import { findShellFiles } from '../shell-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { removeTree } from '../host/tree-removal.js';
@@ -55,6 +58,7 @@ interface Ready {
   identityFiles: IdentityFiles;
   cgroups: CgroupHost;
   emptyFile: string;
+  jobFilter: OciPlan['jobFilter'];
   shellFiles: readonly string[];
 }
 
@@ -184,6 +188,7 @@ export class GvisorBackend implements SandboxBackend {
         scratch,
         hidden: template.withoutShells ? ready.shellFiles : [],
         emptyFile: ready.emptyFile,
+        jobFilter: ready.jobFilter,
         tmpBytes: this.options.tmpBytes,
         limits,
         cgroup: { path: cgroup.hierarchyPath, limits: cgroupLimits },
@@ -266,13 +271,18 @@ export class GvisorBackend implements SandboxBackend {
     await reapStaleCgroups(cgroups);
     const emptyFile = join(runtimeDir, 'empty');
     replaceFile(emptyFile, '');
-    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), cgroups, emptyFile, shellFiles: findShellFiles() };
+    if (!seccompSupported()) throw new SandboxUnavailableError(`the syscall filter its jobs run under is written for x86_64; this host is ${process.arch}`);
+    const jobFilter = { helper: SECCOMP_EXEC_HELPER, filter: writeFilterFile(runtimeDir) };
+    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), cgroups, emptyFile, jobFilter, shellFiles: findShellFiles() };
     await this.probe(ready);
     return ready;
   }
 }
 
 const NO_NETWORK = '--network=none';
+
+/** The program a job in gVisor starts as, to put the sandbox's syscall filter on itself (native/seccomp-exec.c). */
+const SECCOMP_EXEC_HELPER = fileURLToPath(new URL('../../../dist/native/seccomp-exec', import.meta.url));
 
 /**
  * runsc for a job with egress by name: its network system calls are passed to the host's stack

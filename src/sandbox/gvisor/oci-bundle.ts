@@ -36,7 +36,15 @@ export interface OciPlan {
   cgroup: { path: string; limits: CgroupLimits };
   /** A network namespace the host made and equipped for the job (held-netns.ts), which runsc joins; null: a new one, loopback only. */
   netns: string | null;
+  /**
+   * The sandbox's own syscall filter (seccomp.ts, as bubblewrap gives it), put on the job by
+   * native/seccomp-exec.c, host paths of both: the job's argv runs under it (buildOciSeccomp says why).
+   */
+  jobFilter: { helper: string; filter: string };
 }
+
+/** Where the job's filter and the program that puts it on are bound. */
+export const JOB_FILTER_PATHS = { helper: '/.agent-runner/seccomp-exec', filter: '/.agent-runner/seccomp.bpf' } as const;
 
 export type OciExecutable = 'any' | 'system' | { only: readonly string[] };
 
@@ -70,9 +78,12 @@ const LOW_32_BITS = 0xffffffff;
 /**
  * The syscall filter of seccomp.ts as an OCI `linux.seccomp` section, which gVisor applies to
  * the job's system calls in its own kernel (runsc --oci-seccomp). What stays out, and why:
- *  - clone3: the runsc of Debian's 2022-12 build ignores `errnoRet` (every refusal is EPERM),
- *    and glibc falls back to clone only on ENOSYS, so a rule would stop every thread and fork;
- *    gVisor answers clone3 ENOSYS itself, which test/integration/sandbox/gvisor.test.ts holds to;
+ *  - clone3: runsc before 2025 ignores `errnoRet` (every refusal is EPERM), and glibc falls
+ *    back to clone only on ENOSYS, so a rule would stop every thread and fork. The 2022 runsc
+ *    answers clone3 ENOSYS itself; a later one serves it (and its CLONE_NEW* flags, in memory
+ *    no rule can read). So the job also runs under the bubblewrap filter of its own
+ *    (plan.jobFilter), which gVisor's kernel applies as Linux does: clone3 ENOSYS there, as
+ *    test/integration/sandbox/gvisor.test.ts holds to on either runsc;
  *  - other ABIs: gVisor serves x86_64 system calls only and ignores `architectures`;
  *  - personality: an allowlist of values cannot be written (gVisor ORs the comparisons of one
  *    argument), and ADDR_NO_RANDOMIZE there only changes the layout gVisor gives the job.
@@ -125,6 +136,8 @@ export function buildOciConfig(plan: OciPlan): object {
         ]
       : []),
     ...(plan.identityFiles ? [readOnly(plan.identityFiles.passwd, '/etc/passwd'), readOnly(plan.identityFiles.group, '/etc/group')] : []),
+    readOnly(plan.jobFilter.helper, JOB_FILTER_PATHS.helper, []),
+    readOnly(plan.jobFilter.filter, JOB_FILTER_PATHS.filter),
     { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: [`size=${plan.tmpBytes}`, 'mode=1777', 'nosuid', 'nodev', ...noexec] },
     ...plan.scratch.map((dir) => ({
       destination: dir,
@@ -150,7 +163,7 @@ export function buildOciConfig(plan: OciPlan): object {
     process: {
       terminal: false,
       user: { uid: SANDBOX_UID, gid: SANDBOX_GID, additionalGids: [] },
-      args: plan.argv,
+      args: [JOB_FILTER_PATHS.helper, JOB_FILTER_PATHS.filter, '--', ...plan.argv],
       cwd: plan.cwd,
       env: Object.entries(plan.env).map(([key, value]) => `${key}=${value}`),
       capabilities: { bounding: [], effective: [], inheritable: [], permitted: [], ambient: [] },

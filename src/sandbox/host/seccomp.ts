@@ -1,3 +1,5 @@
+import { join } from 'node:path';
+import { replaceFile } from './shared-files.js';
 /**
  * The syscall filter every sandboxed process runs under, as a classic BPF program for
  * `bwrap --seccomp FD`. Modelled on Docker's default profile, written as a denylist (the
@@ -12,7 +14,8 @@
  *  - ioctl TIOCSTI/TIOCLINUX (pushing keystrokes into a terminal) fail EPERM;
  *  - personality only with the values Docker allows (no ADDR_NO_RANDOMIZE).
  * x86_64 only; on another architecture the backend reports the filter unavailable.
- * The gvisor backend carries the same lists to gVisor as OCI rules (oci-bundle.ts).
+ * The gvisor backend carries the same lists to gVisor as OCI rules (oci-bundle.ts), and the
+ * filter itself, which its jobs put on themselves (native/seccomp-exec.c).
  */
 // A table: several entries a line, grouped by what they do.
 // prettier-ignore
@@ -128,6 +131,13 @@ export function encodeFilter(program: readonly Instruction[]): Buffer {
     bytes.writeUInt32LE(k >>> 0, index * 8 + 4);
   });
   return bytes;
+}
+
+/** The filter as a file in `dir` (seccomp-x86_64.bpf), replaced atomically: what bwrap --seccomp and seccomp-exec read. */
+export function writeFilterFile(dir: string): string {
+  const path = join(dir, 'seccomp-x86_64.bpf');
+  replaceFile(path, encodeFilter(buildFilter()));
+  return path;
 }
 
 export function seccompSupported(): boolean {

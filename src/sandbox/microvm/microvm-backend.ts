@@ -203,8 +203,10 @@ export class MicrovmBackend implements SandboxBackend {
         env = { ...env, ...ProxiedNetwork.environment(proxy, `${GUEST_NETWORK.proxy.host}:${GUEST_NETWORK.proxy.port}`) };
         if (proxy.secrets.length > 0) files.push({ name: CA_BUNDLE_FILE, sandboxPath: CA_BUNDLE_SANDBOX_PATH, executable: false });
       }
+      // The guest's system is read-only: no sudo is bound there (nor would the host's path of it reach the guest).
+      const { sudo: _hostSudo, ...forGuest } = template;
       const guestTemplate = {
-        ...template,
+        ...forGuest,
         argv: [...template.argv],
         env,
         files,

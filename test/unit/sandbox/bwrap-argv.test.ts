@@ -65,6 +65,16 @@ describe('bubblewrap argv', () => {
     assert.deepEqual(flags.slice(flags.indexOf('--tmpfs /tmp') + 1, flags.indexOf('--tmpfs /tmp') + 4), ['--perms 0700', `--size ${plan.tmpBytes}`, '--tmpfs /root']);
     const writable = bwrapFlags(buildBwrapArgs({ ...plan, seccompFd: 4, infoFd: 6, rootInside: { usernsBlockFd: 7 }, imageRoot: '/run/root/merged' }));
     assert.deepEqual(writable.slice(writable.indexOf('--tmpfs /tmp') + 1, writable.indexOf('--tmpfs /tmp') + 3), ['--perms 0700', '--dir /root']);
+    // sudo, where given, after the mounts, its directories everyone's where they are made.
+    const withSudo = bwrapFlags(buildBwrapArgs({ ...plan, seccompFd: 4, infoFd: 6, rootInside: { usernsBlockFd: 7 }, imageRoot: '/run/root/merged', sudo: '/opt/agent' }));
+    const sudoAt = withSudo.indexOf('--ro-bind /opt/agent /usr/local/bin/sudo');
+    assert.deepEqual(withSudo.slice(sudoAt - 4, sudoAt + 1), [
+      '--perms 0755',
+      '--dir /usr/local',
+      '--perms 0755',
+      '--dir /usr/local/bin',
+      '--ro-bind /opt/agent /usr/local/bin/sudo',
+    ]);
     // bwrap refuses --disable-userns beside a map written from outside; the filter refuses clone(CLONE_NEWUSER) and unshare.
     assert.ok(!flags.includes('--disable-userns'));
     assert.throws(() => buildBwrapArgs({ ...plan, infoFd: 6, rootInside: { usernsBlockFd: 7 } }), /seccomp/);

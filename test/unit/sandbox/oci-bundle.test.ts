@@ -21,6 +21,7 @@ const plan: OciPlan = {
   limits: { memoryBytes: 1 << 20, memoryMechanism: 'address-space', maxProcesses: 8, maxOpenFiles: 64, maxFileBytes: 4096, cpuCores: 1.5 },
   cgroup: { path: '/agent-runner/1-1-x', limits: { memoryBytes: 1 << 20, maxProcesses: 264, cpuCores: 1.5 } },
   netns: null,
+  jobFilter: { helper: '/dist/native/seccomp-exec', filter: '/state/seccomp-x86_64.bpf' },
 };
 
 interface Config {
@@ -50,7 +51,8 @@ describe('OCI config of a gvisor job', () => {
   it('runs the job as uid 1000 with no capabilities, no_new_privs, its env exactly, and rlimits', () => {
     const { process, hostname, root } = config();
     assert.deepEqual(process.user, { uid: 1000, gid: 1000, additionalGids: [] });
-    assert.deepEqual(process.args, ['/usr/bin/python3', 'main.py']);
+    // The job puts the sandbox's own syscall filter on itself first (seccomp-exec), then runs.
+    assert.deepEqual(process.args, ['/.agent-runner/seccomp-exec', '/.agent-runner/seccomp.bpf', '--', '/usr/bin/python3', 'main.py']);
     assert.deepEqual(process.env, ['PATH=/usr/bin', 'HOME=/tmp']);
     assert.ok(Object.values(process.capabilities).every((set) => set.length === 0));
     assert.equal(process.noNewPrivileges, true);
@@ -74,6 +76,8 @@ describe('OCI config of a gvisor job', () => {
         '/etc/ld.so.cache <- /etc/ld.so.cache ro',
         '/etc/passwd <- /state/passwd ro',
         '/etc/group <- /state/group ro',
+        '/.agent-runner/seccomp-exec <- /dist/native/seccomp-exec ro',
+        '/.agent-runner/seccomp.bpf <- /state/seccomp-x86_64.bpf ro',
         '/tmp <- tmpfs rw',
         '/tmp/job <- tmpfs rw',
         '/workspace <- /state/work rw',
@@ -106,11 +110,12 @@ describe('OCI config of a gvisor job', () => {
       executable.map(({ destination, source, options }) => [destination, source, options.includes('ro')]),
       [
         ['/sys', 'tmpfs', true],
+        ['/.agent-runner/seccomp-exec', '/dist/native/seccomp-exec', true],
         ['/usr/bin/python3.11', '/usr/bin/python3.11', true],
         ['/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2', '/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2', true],
       ],
     );
-    assert.deepEqual(mounts.slice(-2), executable.slice(1), 'after the mounts they land on');
+    assert.deepEqual(mounts.slice(-2), executable.slice(2), 'after the mounts they land on');
     // A listed file inside a bound mount comes from that mount's source.
     const bound = config({
       mounts: [{ host: '/state/toolchains/node', sandbox: '/opt/toolchains/node', writable: false }],
