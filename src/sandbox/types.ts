@@ -287,6 +287,11 @@ export interface PreparedSandbox {
    * rejection leaves it running as it was.
    */
   checkpoint?(image: string, deadlineMs: number): Promise<void>;
+  /**
+   * As checkpoint, but the sandbox goes on running as it was (a fork's or a snapshot's parent,
+   * which then need not come back from the image). Absent where the backend cannot.
+   */
+  checkpointRunning?(image: string, deadlineMs: number): Promise<void>;
   /** Gives the sandbox up without running it. */
   discard(): void;
   /**

@@ -81,6 +81,12 @@ export class AgentChannel implements SandboxAgentPort {
   private readonly ready: Promise<string>;
   /** Set while a checkpoint is prepared (hold): others' requests are refused, and `drained` is told when none is pending. */
   private held: { reason: string; drained: () => void } | null = null;
+  /**
+   * Processes the holder of a hold started (a pause's home packer): their output is credited
+   * while the channel is held, or a packer with more than a window to say would wait forever.
+   * Their credits are answered before the checkpoint, which waits until nothing is owed.
+   */
+  private readonly holderPids = new Set<number>();
   /** When the agent last said anything, and since when it owes an answer (the first request of those pending was sent). */
   private lastHeard = performance.now();
   private owedSince = 0;
@@ -186,6 +192,7 @@ export class AgentChannel implements SandboxAgentPort {
 
   private async startAs(request: AgentRequestOf<'start'>, listener: ProcessListener, holder: boolean): Promise<{ pid: number; detach(): void }> {
     const { pid } = (await this.send({ output_window: this.outputWindowBytes, ...request }, listener, holder)) as AgentReplyOf<'start'>;
+    if (holder) this.holderPids.add(pid);
     return { pid, detach: () => this.processes.get(pid)?.delete(listener) };
   }
 
@@ -230,6 +237,7 @@ export class AgentChannel implements SandboxAgentPort {
     for (const listeners of this.processes.values()) for (const listener of listeners) listener.lost?.(this.gone);
     this.processes.clear();
     this.flows.clear();
+    this.holderPids.clear();
     this.watches.clear();
     this.input.end();
   }
@@ -294,6 +302,7 @@ export class AgentChannel implements SandboxAgentPort {
     }
     if (event.event === 'output') return this.output(event);
     this.flows.delete(event.pid);
+    this.holderPids.delete(event.pid);
     const listeners = this.processes.get(event.pid);
     if (!listeners) return;
     this.processes.delete(event.pid);
@@ -333,10 +342,13 @@ export class AgentChannel implements SandboxAgentPort {
     return flow;
   }
 
-  /** Tells the agent what was let go of a process's output. Not while held: nothing may be owed a reply across a checkpoint (release sends it). */
+  /**
+   * Tells the agent what was let go of a process's output. Not while held, but to the holder's own
+   * processes: nothing else may be owed a reply across a checkpoint (release sends it).
+   */
   private sendCredit(pid: number): void {
     const flow = this.flows.get(pid);
-    if (!flow || flow.owed === 0 || this.held || this.gone) return;
+    if (!flow || flow.owed === 0 || (this.held && !this.holderPids.has(pid)) || this.gone) return;
     const bytes = flow.owed;
     flow.owed = 0;
     // A process that ended meanwhile is credited all the same (the agent ignores it); a sandbox that ended has nothing to credit.

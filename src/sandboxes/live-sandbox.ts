@@ -219,6 +219,26 @@ export class LiveSandbox {
     clearTimeout(this.timer);
   }
 
+  /** Whether its backend can save it with its memory and leave it running (checkpointRunning). */
+  get checkpointsRunning(): boolean {
+    return this.pauseKind === 'memory' && this.prepared?.checkpointRunning !== undefined;
+  }
+
+  /**
+   * Saves every process of it with its memory into `image`, as checkpoint does, and it goes on
+   * running: `hold` is drained first and released after, whatever the outcome.
+   */
+  async checkpointRunning(image: string, hold: AgentHold, deadlineMs: number): Promise<void> {
+    const prepared = this.prepared;
+    if (!prepared?.checkpointRunning) throw new Error(`its backend (${this.plan.backend.kind}) cannot save a sandbox and leave it running`);
+    try {
+      await withinDeadline(hold.drained(), deadlineMs, () => new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`));
+      await prepared.checkpointRunning(image, deadlineMs);
+    } finally {
+      hold.release();
+    }
+  }
+
   /** What it was made with, as kept with its paused state or a snapshot of it. */
   keptAs(): KeptSandbox {
     const { plan } = this;

@@ -536,23 +536,27 @@ export class Sandboxes {
    * is packed so that its files are of one instant. Then: `thaw` lets them go on (a fork's
    * parent, a snapshot's); `end` leaves them stopped for the end that follows (a pause of its
    * files); `memory` saves them, stopped, with their memory (its backend's checkpoint), which
-   * ends the sandbox (a pause that keeps memory; a resume lets them go on).
+   * ends the sandbox (a pause that keeps memory; a resume lets them go on); `memory-running`
+   * saves them so and lets them go on (a fork's or snapshot's parent, where the backend can).
    */
-  private async keep(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>, then: 'thaw' | 'end' | 'memory'): Promise<KeptState> {
+  private async keep(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>, then: 'thaw' | 'end' | 'memory' | 'memory-running'): Promise<KeptState> {
     const settings = this.runtime.config.sandboxes;
     const deadlineMs = settings.pauseTimeoutSeconds * 1000;
+    const withMemory = then === 'memory' || then === 'memory-running';
     // Keeping memory, only this keeping reaches the agent from the start: a file written or a
     // process started meanwhile would be in the memory kept but not in its home.
-    const hold = then === 'memory' ? sandbox.hold() : null;
+    const hold = withMemory ? sandbox.hold() : null;
     const agent = hold?.port ?? sandbox.agent;
     try {
       return await this.store.write(async (into) => {
         const run: ArchiveRun = { agent, python: sandbox.python, home: sandbox.home, deadlineMs };
-        await frozen(agent, then === 'thaw', async () => {
+        await frozen(agent, then === 'thaw' || then === 'memory-running', async () => {
           // A tar of a full home is a little over its size: headers, and padding to 512 bytes a
           // file. Left empty where the checkpoint holds the files itself.
-          if (then !== 'memory' || !sandbox.checkpointHoldsFiles) await packHome(run, into.home, 2 * settings.homeBytes);
-          if (hold) {
+          if (!withMemory || !sandbox.checkpointHoldsFiles) await packHome(run, into.home, 2 * settings.homeBytes);
+          if (hold && then === 'memory-running') {
+            await sandbox.checkpointRunning(into.memory, hold, deadlineMs);
+          } else if (hold) {
             // Its code-interpreter contexts' kernels are kept with it: they wait for it.
             this.codeContexts.suspend(sandbox.id);
             try {
@@ -563,7 +567,7 @@ export class Sandboxes {
             }
           }
         });
-        return { ...as, kept: then === 'memory' ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
+        return { ...as, kept: withMemory ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
       });
     } catch (error) {
       hold?.release();
@@ -575,12 +579,14 @@ export class Sandboxes {
 
   /**
    * Keeps a sandbox that goes on running (a fork's parent, a snapshot's sandbox): with its memory
-   * where the backend keeps it, whose checkpoint ends the sandbox, so it comes back from the
-   * state at once, under its own id, token and timeout, its processes where they were (clients
+   * where the backend keeps it, saved while it runs where the backend can; otherwise its
+   * checkpoint ends the sandbox, so it comes back from the state at once, under its own id, token and timeout, its processes where they were (clients
    * following one follow it again). Otherwise its files, its processes frozen only meanwhile.
    */
   private async keepRunning(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>): Promise<KeptState> {
     if (sandbox.pauseKind !== 'memory') return this.keep(sandbox, as, 'thaw');
+    // A backend that saves it and leaves it running: it never goes away.
+    if (sandbox.checkpointsRunning) return this.keep(sandbox, as, 'memory-running');
     const endsAt = Date.parse(sandbox.describe().end_at);
     // Its place is held while it is away: a create meanwhile must not take the one it comes back to.
     const place = {};

@@ -266,7 +266,11 @@ export class GvisorBackend implements SandboxBackend {
     await mkdir(stateDir, { recursive: true, mode: 0o700 });
     const cgroups = await detectCgroups();
     if (!cgroups) throw new SandboxUnavailableError('the gvisor backend needs a writable cgroup hierarchy with memory and pids controllers (none was found)');
-    const runsc: Runsc = { path: runscPath, globalArgs: ['--root', stateDir, NO_NETWORK, `--platform=${platform}`, '--oci-seccomp'] };
+    const runsc: Runsc = {
+      path: runscPath,
+      globalArgs: ['--root', stateDir, NO_NETWORK, `--platform=${platform}`, '--oci-seccomp'],
+      checkpoint: checkpointFeatures(await run(runscPath, ['checkpoint', '--help'], { env: {} }).catch((error: { stdout?: string; stderr?: string }) => error)),
+    };
     await reapOrphans(runsc, join(runtimeDir, 'jobs'), join(runtimeDir, 'workdirs'));
     await reapStaleCgroups(cgroups);
     const emptyFile = join(runtimeDir, 'empty');
@@ -280,6 +284,16 @@ export class GvisorBackend implements SandboxBackend {
 }
 
 const NO_NETWORK = '--network=none';
+
+/**
+ * What this runsc's `checkpoint` takes, from its help: `-compression` (2023 on) says both that an
+ * image may be written uncompressed and that `-leave-running` leaves the sandbox running; the
+ * 2022 runsc lists `-leave-running` too, but restarts the container from the image.
+ */
+export function checkpointFeatures(help: { stdout?: string; stderr?: string }): Runsc['checkpoint'] {
+  const modern = /^\s*-compression\b/m.test(`${help.stdout ?? ''}${help.stderr ?? ''}`);
+  return { leavesRunning: modern, uncompressed: modern };
+}
 
 /** The program a job in gVisor starts as, to put the sandbox's syscall filter on itself (native/seccomp-exec.c). */
 const SECCOMP_EXEC_HELPER = fileURLToPath(new URL('../../../dist/native/seccomp-exec', import.meta.url));

@@ -20,6 +20,8 @@ import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type S
 export interface Runsc {
   path: string;
   globalArgs: readonly string[];
+  /** What `runsc checkpoint` takes beyond the 2022 runsc's (gvisor-backend.ts checkpointFeatures). */
+  checkpoint: { leavesRunning: boolean; uncompressed: boolean };
 }
 
 /** A job's egress by name: the namespace runsc joins, and the relay to its proxy in it. */
@@ -67,10 +69,15 @@ export class GvisorSandbox extends HostDirSandbox {
    * writable layer lives in the mount namespace of the `runsc run` that ends with the checkpoint.
    */
   readonly checkpoint?: (image: string, deadlineMs: number) => Promise<void>;
+  /** Where checkpoint is and this runsc leaves the sandbox running (--leave-running). */
+  readonly checkpointRunning?: (image: string, deadlineMs: number) => Promise<void>;
 
   constructor(private readonly job: GvisorJob) {
     super(job);
-    if (!job.egress && !job.imageRoot) this.checkpoint = (image, deadlineMs) => this.save(image, deadlineMs);
+    if (!job.egress && !job.imageRoot) {
+      this.checkpoint = (image, deadlineMs) => this.save(image, deadlineMs, false);
+      if (job.runsc.checkpoint.leavesRunning) this.checkpointRunning = (image, deadlineMs) => this.save(image, deadlineMs, true);
+    }
     // The container goes first: runsc delete kills what is left of the job; its way out with it.
     void this.cleanUp(async () => {
       await this.runsc('delete', '--force', job.id);
@@ -141,12 +148,16 @@ export class GvisorSandbox extends HostDirSandbox {
 
   /**
    * Saves the running sandbox, every process with its memory, into `image` (runsc checkpoint);
-   * the container then exits and `runsc run` with it, so start() resolves. Its files stay in
-   * the work dir, which the caller keeps (the home is packed before).
+   * the container then exits and `runsc run` with it, so start() resolves, unless `leaveRunning`:
+   * then it goes on. Its files stay in the work dir, which the caller keeps (the home is packed
+   * before). Uncompressed where runsc can: the image is on local disk, where compressing it cost
+   * more time than writing its bytes.
    */
-  private async save(image: string, deadlineMs: number): Promise<void> {
+  private async save(image: string, deadlineMs: number, leaveRunning: boolean): Promise<void> {
+    const { runsc } = this.job;
+    const options = [...(runsc.checkpoint.uncompressed ? ['--compression', 'none'] : []), ...(leaveRunning ? ['--leave-running'] : [])];
     try {
-      await execFileWhenQuiet(this.job.runsc.path, [...this.job.runsc.globalArgs, 'checkpoint', '--image-path', image, this.job.id], { env: {}, timeout: deadlineMs });
+      await execFileWhenQuiet(runsc.path, [...runsc.globalArgs, 'checkpoint', ...options, '--image-path', image, this.job.id], { env: {}, timeout: deadlineMs });
     } catch (error) {
       // Killed at the deadline, runsc's sentry may still be saving, then end the sandbox.
       if ((error as { killed?: boolean }).killed) throw new CheckpointTimeoutError(`runsc checkpoint took longer than ${Math.round(deadlineMs / 1000)} s`);

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
+import { checkpointFeatures } from '../../../src/sandbox/gvisor/gvisor-backend.js';
 import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 import { testRuntime } from '../../helpers/runtime.js';
@@ -19,6 +22,12 @@ import { waitUntil } from '../../helpers/wait.js';
  * paused sandbox's files (its home); gVisor and the microVM its processes' memory too. The whole
  * surface on local_process; pauses, a fork and a snapshot that keep memory on gVisor and the microVM.
  */
+/** Whether the host's runsc saves a sandbox and leaves it running (gvisor-backend.ts checkpointFeatures). */
+async function runscLeavesRunning(): Promise<boolean> {
+  const help = await promisify(execFile)('runsc', ['checkpoint', '--help']).catch((error: { stdout?: string; stderr?: string }) => error);
+  return checkpointFeatures(help).leavesRunning;
+}
+
 describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
   let server: ServerProcess;
   let keptDir: string;
@@ -178,6 +187,9 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           const sandbox = await Sandbox.create('base', localOpts);
           const log = `log-${randomBytes(6).toString('hex')}.txt`;
           await sandbox.files.write('state.py', holdsStateAndAFile(log));
+          // More than the agent's output window (256 KiB) in the home: the pause's packer is
+          // credited while the sandbox is held for its checkpoint, or it would wait for ever.
+          await sandbox.commands.run('head -c 2097152 /dev/urandom > ballast.bin');
           const seen: string[] = [];
           const onStdout = (data: string) => void seen.push(data);
           const { pid } = await sandbox.commands.run('python3 -u state.py', { background: true, stdin: true, onStdout });
@@ -230,7 +242,17 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           assert.equal(await client.files.read('between-2.txt'), 'after pause 2');
 
           // A fork: each copy has the process with its memory and open file; the parent goes on with its own.
+          const beforeFork = onHost();
           const copies = (await client.fork({ count: 2 } as never)) as unknown as Sandbox[];
+          // A runsc that saves a sandbox and leaves it running keeps the parent's processes on the
+          // host as they were; otherwise (the microVM, the 2022 runsc) it comes back from the image.
+          if (kind === 'gvisor' && (await runscLeavesRunning())) {
+            const afterFork = onHost();
+            assert.ok(
+              beforeFork.every((hostPid) => afterFork.includes(hostPid)),
+              `the parent ran on (before ${beforeFork.join(' ')}, after ${afterFork.join(' ')})`,
+            );
+          }
           const randomOf: string[] = [];
           const kernelRandom = async (copy: Sandbox) => (await copy.commands.run(`python3 -c 'import os; print(os.urandom(16).hex())'`)).stdout.trim();
           assert.equal(copies.length, 2);

@@ -10,6 +10,17 @@ function answer(channel: AgentChannel, message: object): void {
   channel.stdout.write(encodeFrame(message, 1024 * 1024));
 }
 
+/** A channel whose processes get `window` bytes of output, and the credits it sends its agent. */
+function windowedChannel(window: number) {
+  const channel = new AgentChannel('1', window);
+  const requests: Array<Record<string, unknown>> = [];
+  const decoder = new FrameDecoder();
+  channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message) => void requests.push(message as Record<string, unknown>)));
+  const credits = () => requests.filter((request) => request.op === 'credit').map(({ pid, bytes }) => ({ pid, bytes }));
+  const tick = () => new Promise((resolve) => setImmediate(resolve));
+  return { channel, credits, tick };
+}
+
 describe('sandbox agent channel', () => {
   it('refuses requests (busy) while an agent that stopped reading holds 64 MiB unread, instead of growing the worker', async () => {
     // Nothing reads the channel's stdin: an agent the code in its sandbox stopped with SIGSTOP.
@@ -92,12 +103,7 @@ describe('sandbox agent channel', () => {
 
   it("holds a process's output to its window: the agent is credited once its listeners let go, and a sandbox whose agent sends past the window ends", async () => {
     const window = 4096;
-    const channel = new AgentChannel('1', window);
-    const requests: Array<Record<string, unknown>> = [];
-    const decoder = new FrameDecoder();
-    channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message) => void requests.push(message as Record<string, unknown>)));
-    const credits = () => requests.filter((request) => request.op === 'credit').map(({ pid, bytes }) => ({ pid, bytes }));
-    const tick = () => new Promise((resolve) => setImmediate(resolve));
+    const { channel, credits, tick } = windowedChannel(window);
     channel.adopt([42]);
     await tick();
     assert.deepEqual(credits(), [{ pid: 42, bytes: window }], 'a restored process is credited a whole window');
@@ -113,5 +119,33 @@ describe('sandbox agent channel', () => {
     for (let event = 0; event < 3; event += 1) answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.alloc(window).toString('base64') });
     answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.alloc(64 * 1024).toString('base64') });
     await assert.rejects(channel.request({ op: 'list' }), (error: unknown) => error instanceof SandboxGoneError && /past its window of 4096/.test(error.message));
+  });
+
+  it("while held, the holder's own process (a pause's home packer) is credited past its window; the others wait for the release", async () => {
+    const window = 4096;
+    const { channel, credits, tick } = windowedChannel(window);
+    const output = (pid: number) => answer(channel, { event: 'output', pid, stream: 'stdout', data: Buffer.alloc(window).toString('base64') });
+    const user = channel.start({ op: 'start', cmd: 'cat', args: [], envs: {}, stdin: false }, { output: () => undefined, end: () => undefined });
+    answer(channel, { id: 1, pid: 7 });
+    await user;
+    const hold = channel.hold('sandbox x is being paused');
+    const packer = hold.port.start({ op: 'start', cmd: 'python3', args: ['home-archive.py', 'pack'], envs: {}, stdin: false }, { output: () => undefined, end: () => undefined });
+    answer(channel, { id: 2, pid: 8 });
+    await packer;
+    output(7);
+    output(8);
+    await tick();
+    // The packer says more than a window in all: it is credited, or it would wait for ever.
+    assert.deepEqual(credits(), [{ pid: 8, bytes: window }]);
+    output(8);
+    await tick();
+    assert.deepEqual(credits(), [
+      { pid: 8, bytes: window },
+      { pid: 8, bytes: window },
+    ]);
+    hold.release();
+    await tick();
+    assert.deepEqual(credits().at(-1), { pid: 7, bytes: window }, 'the rest once released');
+    channel.lose('test over');
   });
 });
