@@ -9,6 +9,7 @@ import type { Snapshot } from '../contract/sandbox.js';
 import { validate } from '../contract/validate.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { processIdentity, SELF_IDENTITY } from '../util/process-identity.js';
+import { isAlive } from '../sandbox/host/process-tree.js';
 
 /** What a sandbox was made with, kept so that it (resume) or a copy (a snapshot as a template) is made again the same. */
 export const KeptSandboxSchema = Type.Object({
@@ -142,7 +143,7 @@ export class SnapshotStore {
     for (const name of readdirNow(holders)) {
       if (name === SELF_IDENTITY) continue;
       const pid = name.split('.')[0]!;
-      if (processIdentity(Number(pid)) !== name) {
+      if (processIdentity(Number(pid)) !== name || !alive(Number(pid))) {
         rmSync(join(holders, name), { force: true });
         continue;
       }
@@ -185,15 +186,9 @@ export class SnapshotStore {
   }
 }
 
-/** Whether a process of that pid runs (one of another user counts: EPERM). */
+/** Whether a process of that pid runs: a zombie does not (a service killed with SIGKILL, its parent gone too, may wait a while to be reaped). */
 function alive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid);
 }
 
 /** Kept longer than `retentionMs`: paused sandboxes and snapshots are not kept forever. */
