@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -15,6 +15,33 @@ const CHANGES = ['pause', 'resume', 'fork'] as const;
 async function killWhole(server: ServerProcess): Promise<void> {
   process.kill(-server.child.pid!, 'SIGKILL');
   await server.exited;
+}
+
+/** The pid of a front door's worker process. */
+function workerOf(server: ServerProcess): number {
+  const children = readdirSync(`/proc/${server.child.pid}/task`).flatMap((task) =>
+    readFileSync(`/proc/${server.child.pid}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number),
+  );
+  const worker = children.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('worker-main'));
+  assert.ok(worker, 'the front door runs its worker');
+  return worker;
+}
+
+/** What is left on the host that a process made and names after its pid: mount points, and cgroups in each hierarchy. */
+function leftBy(pid: number): string[] {
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[4] ?? '')
+    .filter((point) => point.includes(`/${pid}-`));
+  const cgroups = readdirSync('/sys/fs/cgroup').flatMap((hierarchy) => {
+    const groups = join('/sys/fs/cgroup', hierarchy, 'agent-runner');
+    return existsSync(groups)
+      ? readdirSync(groups)
+          .filter((name) => name.startsWith(`${pid}-`))
+          .map((name) => join(groups, name))
+      : [];
+  });
+  return [...mounts, ...cgroups];
 }
 
 /** What the kept dir holds but its claim on it: states by id, and any partial one. */
@@ -55,6 +82,7 @@ describe('a service killed (kill -9) in the middle of a pause, a resume or a for
                 : keptEntries(kept).some((name) => name.startsWith('.partial-')),
             `the ${change} under way`,
           ).catch(() => undefined);
+          const worker = workerOf(first);
           await killWhole(first);
           await underWay;
 
@@ -70,6 +98,9 @@ describe('a service killed (kill -9) in the middle of a pause, a resume or a for
             assert.equal((await resumed.commands.run('stat -c %s ballast.bin')).stdout, '8388608\n');
             await resumed.kill();
           }
+          // The next sandbox's backend sweeps what the killed worker left: no mount, no cgroup.
+          await (await Sandbox.create('base', { apiKey: second.token!, apiUrl: second.url, sandboxUrl: second.url })).kill();
+          await waitUntil(() => leftBy(worker).length === 0, 'nothing of the killed worker is left on the host', { seen: () => leftBy(worker).join(', ') });
         } finally {
           if (first.child.exitCode === null && first.child.signalCode === null) await killWhole(first);
           await second?.stop();
