@@ -108,6 +108,24 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     assert.equal((await parent.commands.run('pgrep -c sleep || true')).stdout.trim(), '0');
   });
 
+  it("a fork while the parent writes: the copy's files are of one instant (whole lines, none missing), and the parent writes on", async () => {
+    const parent = await create();
+    await parent.commands.run('i=0; while :; do echo "line $i" >> stream.txt; i=$((i+1)); done', { background: true });
+    await waitUntil(async () => (await parent.files.exists('stream.txt')) && (await parent.files.read('stream.txt')).length > 4096, 'the writer writes');
+    const [copy] = (await parent.fork({ count: 1 } as never)) as unknown as Sandbox[];
+    assert.ok(copy, 'a copy');
+    made.push(copy.sandboxId);
+    const lines = (await copy.files.read('stream.txt')).split('\n');
+    assert.equal(lines.pop(), '', "the copy's file ends with a whole line");
+    assert.ok(
+      lines.every((line, index) => line === `line ${index}`),
+      'every line, in order',
+    );
+    // The parent's writer was stopped only while its files were kept: it goes on past the copy's last line.
+    await waitUntil(async () => (await parent.files.read('stream.txt')).split('\n').length > lines.length + 100, 'the parent writes on');
+    await Promise.all([parent.kill(), copy.kill()]);
+  });
+
   it("a copy's timeout counts from when it is handed out, not while its files are put back", async () => {
     const parent = await create();
     // Enough files that putting them back takes longer than the copy's 1 s timeout.
