@@ -2,6 +2,7 @@ import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { buildBwrapArgs, SANDBOX_UID } from './bwrap-argv.js';
+import { writeSystemRoot } from '../host/system-root.js';
 import { IMAGE_IDS, imageRootArgv, layersHoldPasswd, type ImageRootMount } from '../../images/image-root.js';
 import { replaceFile } from '../host/shared-files.js';
 import { JobCgroup } from '../host/cgroups.js';
@@ -112,6 +113,12 @@ export class BubblewrapBackend implements SandboxBackend {
   private readonly refilling = new Set<string>();
   private readonly jobs: HostDirJobs;
   private ready: Promise<BubblewrapHost> | undefined;
+  /**
+   * The lowest layer of the sandboxes' writable roots of the host's system (system-root.ts):
+   * written when the first such sandbox is launched, not at the probe, which every run job's
+   * process makes (some 100 ms of copying /etc's chosen entries).
+   */
+  private systemRoot: string | undefined;
   private disposed = false;
 
   constructor(options: BubblewrapOptions) {
@@ -351,7 +358,8 @@ export class BubblewrapBackend implements SandboxBackend {
         // The host's system as the layers of an image, its writable layer beside the work dir.
         const target = join(stagingDir, 'root');
         await mkdir(target, { mode: 0o755 });
-        imageRoot = { target, layers: [ready.systemRoot], writableBytes: 0, keepWritableIn: lease.layer, ids: uids.ids, systemDirs: ready.layout.directories };
+        this.systemRoot ??= writeSystemRoot(this.options.runtimeDir, ready.layout);
+        imageRoot = { target, layers: [this.systemRoot], writableBytes: 0, keepWritableIn: lease.layer, ids: uids.ids, systemDirs: ready.layout.directories };
       }
       const bootId = join(stagingDir, 'boot_id');
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });

@@ -7,7 +7,6 @@ import type { NetworkTools } from '../host/job-network.js';
 import { reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { seccompSupported, writeFilterFile } from '../host/seccomp.js';
-import { writeSystemRoot } from '../host/system-root.js';
 import { writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { probeTemplate } from '../profiles.js';
@@ -23,8 +22,6 @@ export interface BubblewrapHost {
   /** The system's shells, hidden from jobs that may not run one. */
   shellFiles: readonly string[];
   layout: HostLayout;
-  /** The lowest layer of a writable root of the host's system (system-root.ts). */
-  systemRoot: string;
   identityFiles: IdentityFiles;
   cgroups: CgroupHost | null;
 }
@@ -65,8 +62,7 @@ export async function probeHost(options: HostProbeOptions): Promise<BubblewrapHo
   } catch (error) {
     throw new SandboxUnavailableError((error as Error).message);
   }
-  const layout = readHostLayout();
-  return { layout, systemRoot: writeSystemRoot(options.runtimeDir, layout), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
+  return { layout: readHostLayout(), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
 }
 
 /**
