@@ -180,9 +180,19 @@ static void make_dir(const char *path, uid_t uid, gid_t gid, mode_t mode) {
   if (chown(path, uid, gid) != 0 || chmod(path, mode) != 0) fail("own %s", path);
 }
 
+/* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
+static void mount_overlay(const char *at, const char *lower, const char *upper, const char *work) {
+  char options[16384];
+  if (snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s,workdir=%s,index=off,redirect_dir=off,metacopy=off", lower, upper, work) >= (int)sizeof options) {
+    errno = 0;
+    fail("the overlay's paths are too long: %s", at);
+  }
+  if (mount("overlay", at, "overlay", MS_NODEV | MS_NOSUID, options) != 0) fail("mount the overlay on %s", at);
+}
+
 /* The host's `dir`, idmapped, at the same path in TARGET/merged, under WRITABLE/system/N: see --system. */
 static void overlay_system_dir(const char *target, const char *writable, int n, const char *dir, uid_t owner, int userns) {
-  char lower[4096], mine[4096], upper[4200], work[4200], at[8200], options[16384];
+  char lower[4096], mine[4096], upper[4200], work[4200], at[8200];
   snprintf(lower, sizeof lower, "%s/system-%d", target, n);
   make_dir(lower, 0, 0, 0700);
   idmapped_bind(dir, lower, userns);
@@ -196,8 +206,7 @@ static void overlay_system_dir(const char *target, const char *writable, int n, 
   if (stat(dir, &st) != 0) fail("stat %s", dir);
   make_dir(upper, st.st_uid == 0 ? owner : 0, st.st_gid == 0 ? owner : 0, st.st_mode & 07777);
   snprintf(at, sizeof at, "%s/merged%s", target, dir);
-  snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s,workdir=%s,index=off,redirect_dir=off,metacopy=off", lower, upper, work);
-  if (mount("overlay", at, "overlay", MS_NODEV | MS_NOSUID, options) != 0) fail("mount the overlay of %s", dir);
+  mount_overlay(at, lower, upper, work);
 }
 
 static unsigned long number(const char *text, const char *what) {
@@ -306,15 +315,14 @@ static int mount_root(int argc, char **argv) {
     int ids = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (ids < 0 || write(ids, back, strlen(back)) != (ssize_t)strlen(back) || close(ids) != 0) fail("write %s", path);
   }
-  snprintf(path, sizeof path, "%s/upper", writable);
-  make_dir(path, upper_owner, upper_owner, 0755);
-  snprintf(path, sizeof path, "%s/work", writable);
-  make_dir(path, 0, 0, 0700);
+  char upper[sizeof path], work[sizeof path];
+  snprintf(upper, sizeof upper, "%s/upper", writable);
+  make_dir(upper, upper_owner, upper_owner, 0755);
+  snprintf(work, sizeof work, "%s/work", writable);
+  make_dir(work, 0, 0, 0700);
   snprintf(path, sizeof path, "%s/merged", target);
   make_dir(path, 0, 0, 0755);
-  /* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
-  snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s/upper,workdir=%s/work,index=off,redirect_dir=off,metacopy=off", lower, writable, writable);
-  if (mount("overlay", path, "overlay", MS_NODEV | MS_NOSUID, options) != 0) fail("mount the overlay");
+  mount_overlay(path, lower, upper, work);
   if (system_count > 0) {
     snprintf(path, sizeof path, "%s/system", writable);
     make_dir(path, 0, 0, 0700);

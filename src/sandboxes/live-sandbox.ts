@@ -210,7 +210,7 @@ export class LiveSandbox {
     const prepared = this.prepared;
     if (!prepared?.checkpoint) throw new Error(`its backend (${this.plan.backend.kind}) cannot keep a sandbox's memory`);
     try {
-      await withinDeadline(hold.drained(), deadlineMs, () => new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`));
+      await drained(hold, deadlineMs);
       await this.served.suspend('paused', () => prepared.checkpoint!(image, deadlineMs));
     } catch (error) {
       if (error instanceof CheckpointTimeoutError) await this.end(`pausing it did not finish within its deadline: ${error.message}`);
@@ -232,7 +232,7 @@ export class LiveSandbox {
     const prepared = this.prepared;
     if (!prepared?.checkpointRunning) throw new Error(`its backend (${this.plan.backend.kind}) cannot save a sandbox and leave it running`);
     try {
-      await withinDeadline(hold.drained(), deadlineMs, () => new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`));
+      await drained(hold, deadlineMs);
       await prepared.checkpointRunning(image, deadlineMs);
     } finally {
       hold.release();
@@ -445,6 +445,11 @@ export class LiveSandbox {
     this.timer = setTimeout(() => (this.plan.onTimeout === 'pause' && this.onTimeout ? this.onTimeout(this) : void this.end('its timeout passed')), left);
     this.timer.unref();
   }
+}
+
+/** Until no reply is owed through `hold` (a checkpoint may then be taken), within `deadlineMs`. */
+function drained(hold: AgentHold, deadlineMs: number): Promise<void> {
+  return withinDeadline(hold.drained(), deadlineMs, () => new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`));
 }
 
 const SERVED_BY = { program: 'its agent', timedOut: 'its longest lifetime passed', aborted: 'killed', outOfMemory: 'it ran out of memory and was killed' };

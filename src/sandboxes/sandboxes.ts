@@ -580,8 +580,9 @@ export class Sandboxes {
   /**
    * Keeps a sandbox that goes on running (a fork's parent, a snapshot's sandbox): with its memory
    * where the backend keeps it, saved while it runs where the backend can; otherwise its
-   * checkpoint ends the sandbox, so it comes back from the state at once, under its own id, token and timeout, its processes where they were (clients
-   * following one follow it again). Otherwise its files, its processes frozen only meanwhile.
+   * checkpoint ends the sandbox, so it comes back from the state at once, under its own id, token
+   * and timeout, its processes where they were (clients following one follow it again).
+   * Otherwise its files, its processes frozen only meanwhile.
    */
   private async keepRunning(sandbox: LiveSandbox, as: Pick<KeptState, 'id' | 'purpose' | 'name'>): Promise<KeptState> {
     if (sandbox.pauseKind !== 'memory') return this.keep(sandbox, as, 'thaw');

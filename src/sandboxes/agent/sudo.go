@@ -53,13 +53,19 @@ func (a *agent) acceptSudo(listener int) {
 // readSudo takes a request (the first message: NUL-separated fields, its descriptors beside
 // it), then signal numbers to pass on to the command, one byte each.
 func (a *agent) readSudo(conn int) {
-	buffer := make([]byte, sudoRequestMax)
+	pid, asked := a.sudoPids[conn]
+	// A request's room only for the request: what follows it is signal numbers.
+	size := sudoRequestMax
+	if asked {
+		size = 64
+	}
+	buffer := make([]byte, size)
 	oob := make([]byte, syscall.CmsgSpace(3*4))
 	n, oobn, _, _, err := syscall.Recvmsg(conn, buffer, oob, syscall.MSG_CMSG_CLOEXEC)
 	if err != nil && isErrno(err, syscall.EAGAIN) {
 		return
 	}
-	if pid, asked := a.sudoPids[conn]; asked {
+	if asked {
 		if err != nil || n == 0 {
 			a.dropReader(conn) // sudo is gone; its command runs on, its end reported to no one
 			delete(a.sudoPids, conn)
