@@ -209,12 +209,20 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           // credited while the sandbox is held for its checkpoint, or it would wait for ever.
           await sandbox.commands.run('head -c 2097152 /dev/urandom > ballast.bin');
           const seen: string[] = [];
+          const said: string[] = [];
           const onStdout = (data: string) => void seen.push(data);
-          const { pid } = await sandbox.commands.run('python3 -u state.py', { background: true, stdin: true, onStdout });
+          const onStderr = (data: string) => void said.push(data);
+          const { pid } = await sandbox.commands.run('python3 -u state.py', { background: true, stdin: true, onStdout, onStderr });
           const say = async (client: Sandbox, line: string, count: number) => {
             await client.commands.sendStdin(pid, `${line}\n`);
             // Its count and its 100 MB (a 7 on each of 25,600 pages) are what it held in memory.
-            await waitUntil(() => seen.join('').includes(`seen ${count} ${line} 179200`), `the process answers ${line}: ${seen.join('')}`);
+            await waitUntil(() => seen.join('').includes(`seen ${count} ${line} 179200`), `the process answers ${line}`, {
+              seen: () => `stdout ${JSON.stringify(seen.join(''))}, stderr ${JSON.stringify(said.join(''))}`,
+            }).catch(async (error: Error) => {
+              // Why it did not answer (stopped, blocked, gone) is in its kernel's view of it.
+              const status = await client.commands.run(`grep -E '^(State|SigPnd|ShdPnd|SigBlk)' /proc/${pid}/status; cat /proc/${pid}/wchan`).catch((failed: Error) => failed);
+              throw new Error(`${error.message}; its status: ${status instanceof Error ? status.message : status.stdout}`);
+            });
           };
           await say(sandbox, 'one', 1);
           // What of it runs on the host: gVisor holds its open file through a host descriptor of
@@ -250,7 +258,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
             else assert.equal(gone.length, 1, `its QEMU quit (before ${running.join(' ')}, after ${after.join(' ')})`);
             // The second resume too (#736).
             client = await Sandbox.connect(sandbox.sandboxId, localOpts);
-            await client.commands.connect(pid, { onStdout });
+            await client.commands.connect(pid, { onStdout, onStderr });
             await client.files.write(`between-${step}.txt`, `after pause ${step}`);
             await say(client, line, step + 2);
           }
@@ -275,10 +283,10 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           const kernelRandom = async (copy: Sandbox) => (await copy.commands.run(`python3 -c 'import os; print(os.urandom(16).hex())'`)).stdout.trim();
           assert.equal(copies.length, 2);
           const parent = await Sandbox.connect(sandbox.sandboxId, localOpts);
-          await parent.commands.connect(pid, { onStdout });
+          await parent.commands.connect(pid, { onStdout, onStderr });
           await say(parent, 'parent', 5);
           for (const [index, copy] of copies.entries()) {
-            await copy.commands.connect(pid, { onStdout });
+            await copy.commands.connect(pid, { onStdout, onStderr });
             await say(copy, `copy${index}`, 5);
             assert.equal(await copy.files.read(log), `one\nstill\ntwo\nthree\ncopy${index}\n`, "a copy's changes reach neither its parent nor its sibling");
             randomOf.push(await kernelRandom(copy));
@@ -293,7 +301,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           const snapshot = await api(local.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/snapshots`, { name: 'holds-state' });
           assert.equal(snapshot.json.kept, 'memory', snapshot.text);
           const fromSnapshot = await Sandbox.create('holds-state', localOpts);
-          await fromSnapshot.commands.connect(pid, { onStdout });
+          await fromSnapshot.commands.connect(pid, { onStdout, onStderr });
           await say(fromSnapshot, 'from-snapshot', 6);
           await fromSnapshot.kill();
 
