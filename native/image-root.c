@@ -19,7 +19,8 @@
  *     Every mount is nosuid and nodev: an image's setuid files raise no privilege, not even
  *     within the sandbox's own user namespace (bubblewrap's binds are nosuid as well).
  *     --upper-dir DIR: the writable layer is DIR/upper (DIR/work beside it), a directory of the
- *     host's disk that outlives the sandbox (a template build's step), not a tmpfs. DIR/ids says
+ *     host's disk that outlives the sandbox (a template build's step, a sandbox's disk kept by a
+ *     pause), not a tmpfs; what an earlier run left there is taken up again. DIR/ids says
  *     the map back (HOST:IMAGE:COUNT ranges) for `shift` once the sandbox has ended.
  *     Layers are given bottom first.
  *     --system DIR (repeatable): the host's DIR (its /usr, say), idmapped as the layers are, is
@@ -180,6 +181,20 @@ static void make_dir(const char *path, uid_t uid, gid_t gid, mode_t mode) {
   if (chown(path, uid, gid) != 0 || chmod(path, mode) != 0) fail("own %s", path);
 }
 
+/*
+ * A directory of a writable layer kept on the host's disk (--upper-dir): made, or found as an
+ * earlier run of the same sandbox left it (a pause keeps its disk where it is). Only the host
+ * writes at this level (the sandbox writes inside upper/), so what is there is a directory or
+ * an error, never a link to follow.
+ */
+static void keep_dir(const char *path, uid_t uid, gid_t gid, mode_t mode) {
+  if (mkdir(path, mode) != 0) {
+    struct stat st;
+    if (errno != EEXIST || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) fail("mkdir %s", path);
+  }
+  if (chown(path, uid, gid) != 0 || chmod(path, mode) != 0) fail("own %s", path);
+}
+
 /* No index, no redirects, no metacopy: the simplest overlay, whose lowers are never written. */
 static void mount_overlay(const char *at, const char *lower, const char *upper, const char *work) {
   char options[16384];
@@ -197,14 +212,14 @@ static void overlay_system_dir(const char *target, const char *writable, int n, 
   make_dir(lower, 0, 0, 0700);
   idmapped_bind(dir, lower, userns);
   snprintf(mine, sizeof mine, "%s/system/%d", writable, n);
-  make_dir(mine, 0, 0, 0700);
+  keep_dir(mine, 0, 0, 0700);
   snprintf(work, sizeof work, "%s/work", mine);
-  make_dir(work, 0, 0, 0700);
+  keep_dir(work, 0, 0, 0700);
   snprintf(upper, sizeof upper, "%s/upper", mine);
   /* The overlay's root takes its owner and mode from its upper: the host's dir's, as the sandbox sees it. */
   struct stat st;
   if (stat(dir, &st) != 0) fail("stat %s", dir);
-  make_dir(upper, st.st_uid == 0 ? owner : 0, st.st_gid == 0 ? owner : 0, st.st_mode & 07777);
+  keep_dir(upper, st.st_uid == 0 ? owner : 0, st.st_gid == 0 ? owner : 0, st.st_mode & 07777);
   snprintf(at, sizeof at, "%s/merged%s", target, dir);
   mount_overlay(at, lower, upper, work);
 }
@@ -312,20 +327,20 @@ static int mount_root(int argc, char **argv) {
   const char *writable = upper_dir ? upper_dir : target;
   if (upper_dir) {
     snprintf(path, sizeof path, "%s/ids", upper_dir);
-    int ids = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int ids = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (ids < 0 || write(ids, back, strlen(back)) != (ssize_t)strlen(back) || close(ids) != 0) fail("write %s", path);
   }
   char upper[sizeof path], work[sizeof path];
   snprintf(upper, sizeof upper, "%s/upper", writable);
-  make_dir(upper, upper_owner, upper_owner, 0755);
+  (upper_dir ? keep_dir : make_dir)(upper, upper_owner, upper_owner, 0755);
   snprintf(work, sizeof work, "%s/work", writable);
-  make_dir(work, 0, 0, 0700);
+  (upper_dir ? keep_dir : make_dir)(work, 0, 0, 0700);
   snprintf(path, sizeof path, "%s/merged", target);
   make_dir(path, 0, 0, 0755);
   mount_overlay(path, lower, upper, work);
   if (system_count > 0) {
     snprintf(path, sizeof path, "%s/system", writable);
-    make_dir(path, 0, 0, 0700);
+    (upper_dir ? keep_dir : make_dir)(path, 0, 0, 0700);
   }
   for (int s = 0; s < system_count; s++) overlay_system_dir(target, writable, s, system_dirs[s], upper_owner, userns);
 

@@ -1,6 +1,6 @@
 import { lchown } from 'node:fs/promises';
 import { join } from 'node:path';
-import { WorkDirPool, type WorkDirLease } from './host/work-dir-pool.js';
+import { WorkDirPool, type LeaseOptions, type WorkDirLease } from './host/work-dir-pool.js';
 import type { SandboxTemplate } from './types.js';
 
 const DEFAULT_WORK_DIR_BYTES = 1024 * 1024 * 1024;
@@ -19,9 +19,12 @@ export class HostDirJobs {
     this.workDirs = new WorkDirPool(join(runtimeDir, 'workdirs'));
   }
 
-  /** A fresh work dir owned by `uid`, on a file system of the template's size; with `withLayer`, its root's writable layer beside it. */
-  leaseWorkDir(template: SandboxTemplate, uid: number, withLayer = false): Promise<WorkDirLease> {
-    return this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid, withLayer);
+  /**
+   * A fresh work dir owned by `uid`, on a file system of the template's size (with `withLayer`,
+   * its root's writable layer beside it); or the disk the template was kept on (fromDisk).
+   */
+  leaseWorkDir(template: SandboxTemplate, uid: number, options: Omit<LeaseOptions, 'from'> = {}): Promise<WorkDirLease> {
+    return this.workDirs.lease(template.workDirBytes ?? DEFAULT_WORK_DIR_BYTES, uid, { ...options, ...(template.fromDisk && { from: template.fromDisk }) });
   }
 
   /** Writable mounts belong to the job's uid for the job's lifetime. */

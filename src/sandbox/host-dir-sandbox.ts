@@ -21,6 +21,8 @@ export interface HostDirParts {
   cgroup: JobCgroup | null;
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
+  /** A leased work dir that is a disk of its own: kept (instead of released) or copied (WorkDirLease.keep, copy). */
+  disk: { keep(image: string): Promise<void>; copy(image: string): Promise<void> } | null;
   /** Called once, after the job's processes, its cgroup and its files are gone. */
   onFinished: () => void;
 }
@@ -42,8 +44,19 @@ export abstract class HostDirSandbox implements PreparedSandbox {
   private markCleanedUp!: () => void;
   /** Resolved when cleanUp has ended, whichever way: what release() answers with. */
   private readonly cleanedUp = new Promise<void>((resolve) => (this.markCleanedUp = resolve));
+  /** Where its disk is kept at cleanup (keepDisk), and why that failed. */
+  private keptAt: string | null = null;
+  private keepFailure: Error | null = null;
+  readonly keepDisk?: (image: string) => void;
+  readonly copyDisk?: (image: string) => Promise<void>;
 
-  constructor(private readonly host: HostDirParts) {}
+  constructor(private readonly host: HostDirParts) {
+    const { disk } = host;
+    if (disk) {
+      this.keepDisk = (image) => void (this.keptAt = image);
+      this.copyDisk = (image) => disk.copy(image);
+    }
+  }
 
   abstract restrictExec(rules: ExecRules): Promise<void>;
   abstract start(io: SandboxIO): Promise<SandboxOutcome>;
@@ -84,9 +97,10 @@ export abstract class HostDirSandbox implements PreparedSandbox {
     return this.host.files.collectArtifacts(request);
   }
 
-  release(): Promise<void> {
+  async release(): Promise<void> {
     this.releaseWorkDir();
-    return this.cleanedUp;
+    await this.cleanedUp;
+    if (this.keepFailure) throw this.keepFailure;
   }
 
   /** The one job begins; a second start is the caller's error. */
@@ -111,12 +125,25 @@ export abstract class HostDirSandbox implements PreparedSandbox {
       await stop();
       await this.host.cgroup?.killAll();
       await this.host.cgroup?.dispose();
-      await this.host.releaseWorkDir?.();
+      await this.keepOrReleaseWorkDir();
       await removeTree(this.host.jobDir);
     } finally {
       this.host.onFinished();
       this.markCleanedUp();
     }
+  }
+
+  /** Its processes gone: its disk kept where keepDisk asked (emptied and let go if that fails, which release() then reports), or the work dir released. */
+  private async keepOrReleaseWorkDir(): Promise<void> {
+    if (this.keptAt !== null && this.host.disk) {
+      try {
+        await this.host.disk.keep(this.keptAt);
+        return;
+      } catch (error) {
+        this.keepFailure = new Error(`its disk could not be kept: ${(error as Error).message}`, { cause: error });
+      }
+    }
+    await this.host.releaseWorkDir?.();
   }
 
   private stagedPath(name: string): string {

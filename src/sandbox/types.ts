@@ -105,6 +105,12 @@ export interface SandboxTemplate {
    */
   restore?: { image: string; home: { argv: readonly string[]; archive: string } };
   /**
+   * The disk a sandbox of this template was kept on (PreparedSandbox.keepDisk, copyDisk): its
+   * work dir and its root's writable layer, as they were, taken up instead of fresh ones; linked
+   * where `take` (its keeper drops it once the sandbox runs), else copied.
+   */
+  fromDisk?: { image: string; take: boolean };
+  /**
    * Inside a microVM only (its guest runner sets it, with network `none`): the job stays in the
    * guest's network namespace, whose one link leads to the host's egress proxy of the VM's job and
    * nowhere else (qemu-vm.ts). A backend on the host refuses it: there it would be the host's network.
@@ -292,6 +298,15 @@ export interface PreparedSandbox {
    * which then need not come back from the image). Absent where the backend cannot.
    */
   checkpointRunning?(image: string, deadlineMs: number): Promise<void>;
+  /**
+   * Where its work dir is a disk of its own: once it has ended and released, that disk (the work
+   * dir, its root's writable layer) is kept at `image`, one file, where it is and as it was, not
+   * emptied (a pause that keeps files in place; SandboxTemplate.fromDisk takes it up again).
+   * Set before it ends; release() then resolves once it is kept, and rejects if it could not be.
+   */
+  keepDisk?(image: string): void;
+  /** Where keepDisk is: a copy of its disk at `image`, of one instant, while it runs (a fork's, a snapshot's). */
+  copyDisk?(image: string): Promise<void>;
   /** Gives the sandbox up without running it. */
   discard(): void;
   /**

@@ -1,3 +1,4 @@
+import { access } from 'node:fs/promises';
 import { argvProblem, environmentProblem } from '../contract/command-limits.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { PauseKind } from '../contract/backend.js';
@@ -77,6 +78,8 @@ export interface SandboxPlan {
    * from `archive` first, its agent the one that was saved (of `agentVersion`).
    */
   resume?: { image: string; archive: string; agentVersion: string | null };
+  /** Runs on the disk a sandbox was kept on (its home and root's changes as they were): SandboxTemplate.fromDisk. */
+  fromDisk?: { image: string; take: boolean };
 }
 
 /**
@@ -217,6 +220,30 @@ export class LiveSandbox {
       throw error;
     }
     clearTimeout(this.timer);
+  }
+
+  /** Whether its files are kept where they are, its disk (keepDisk, copyDisk), not packed through its agent. */
+  get keepsDisk(): boolean {
+    return this.prepared?.keepDisk !== undefined && this.prepared.copyDisk !== undefined;
+  }
+
+  /**
+   * Ends it, `reason`, its disk (its home, its root's changes) kept at `image` where it is: the
+   * files of a pause, which a sandbox started with plan.fromDisk runs on again.
+   */
+  async endKeepingDisk(image: string, reason: string): Promise<void> {
+    if (!this.prepared?.keepDisk) throw new Error(`its backend (${this.plan.backend.kind}) keeps no disk of a sandbox`);
+    this.prepared.keepDisk(image);
+    await this.served.end(reason);
+    if (this.served.releaseFailure) throw this.served.releaseFailure;
+    // Ended on its own before it was asked, its disk went with it.
+    await access(image).catch(() => Promise.reject(new Error(`it ended before its disk was kept: ${this.served.reason}`)));
+  }
+
+  /** A copy of its disk at `image`, as it is this instant (its processes frozen by the caller): a fork's, a snapshot's. */
+  async copyDisk(image: string): Promise<void> {
+    if (!this.prepared?.copyDisk) throw new Error(`its backend (${this.plan.backend.kind}) keeps no disk of a sandbox`);
+    await this.prepared.copyDisk(image);
   }
 
   /** Whether its backend can save it with its memory and leave it running (checkpointRunning). */
@@ -376,11 +403,12 @@ export class LiveSandbox {
       ...(rootInside && { sudo: sandboxAgentProgram() }),
       network: plan.network,
       // A guarded sandbox gets its rules before start, so it is not pre-started.
-      startsEarly: guard === undefined && !plan.resume,
+      startsEarly: guard === undefined && !plan.resume && !plan.fromDisk,
       terminals: true,
       user: 'user',
       rootInside,
       ...(guard && { guardExec: true, withoutShells: !guard.policy.allow_shell }),
+      ...(plan.fromDisk && { fromDisk: plan.fromDisk }),
       ...(plan.resume && {
         restore: { image: plan.resume.image, home: { argv: homeArchiveArgv(plan.python.executable, 'unpack', plan.home), archive: plan.resume.archive } },
       }),

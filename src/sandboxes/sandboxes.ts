@@ -547,8 +547,15 @@ export class Sandboxes {
     // process started meanwhile would be in the memory kept but not in its home.
     const hold = withMemory ? sandbox.hold() : null;
     const agent = hold?.port ?? sandbox.agent;
+    // Files only, where its backend keeps its disk: that disk, where it is (a pause) or copied
+    // (a fork's, a snapshot's), never packed; its root's changes go with its home.
+    const onDisk = !withMemory && sandbox.keepsDisk;
     try {
       return await this.store.write(async (into) => {
+        const record = { ...as, created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
+        if (onDisk && then === 'end') await sandbox.endKeepingDisk(into.disk, 'paused');
+        else if (onDisk) await frozen(agent, true, () => sandbox.copyDisk(into.disk));
+        if (onDisk) return { ...record, kept: 'files' as const, files: 'disk' as const };
         const run: ArchiveRun = { agent, python: sandbox.python, home: sandbox.home, deadlineMs };
         await frozen(agent, then === 'thaw' || then === 'memory-running', async () => {
           // A tar of a full home is a little over its size: headers, and padding to 512 bytes a
@@ -567,7 +574,7 @@ export class Sandboxes {
             }
           }
         });
-        return { ...as, kept: withMemory ? ('memory' as const) : ('files' as const), created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
+        return { ...record, kept: withMemory ? ('memory' as const) : ('files' as const) };
       });
     } catch (error) {
       hold?.release();
@@ -663,6 +670,8 @@ export class Sandboxes {
         ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }),
         // Its home and memory come back within the pause deadline, not a start's.
         ...(from?.kept === 'memory' && { resume: this.resumeOf(from), startTimeoutSeconds: Math.max(settings.startTimeoutSeconds, settings.pauseTimeoutSeconds) }),
+        // A pause's disk is taken (its state goes once it runs); others' are copied.
+        ...(from?.files === 'disk' && { fromDisk: { image: this.store.paths(from.id).disk, take: from.purpose === 'pause' } }),
       };
       id = plan.id;
       this.endings.set(id, new AbortController());
@@ -695,7 +704,7 @@ export class Sandboxes {
       if (from?.kept === 'memory' && identity) this.codeContexts.resumed(sandbox.id, sandbox.agent);
       if (from) {
         // Memory comes back with its files: the backend put them back before its processes.
-        if (from.kept === 'files') await this.restoreHome(sandbox, from);
+        if (from.kept === 'files' && from.files !== 'disk') await this.restoreHome(sandbox, from);
         sandbox.setTimeout(plan.timeoutMs);
       }
       // Its memory kept, the start command's process came back with it.

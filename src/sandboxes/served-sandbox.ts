@@ -32,6 +32,8 @@ export interface ServedBy {
 export class ServedSandbox {
   private readonly stop = new AbortController();
   private endedReason: string | null = null;
+  /** What its backend could not do once it ended (keep its disk, PreparedSandbox.keepDisk). */
+  releaseFailure: Error | null = null;
   /** Whether it ended because it failed (its program or its runtime died or went silent), not by a caller, its lifetime or a pause. */
   private endedFailing = false;
   /** While a checkpoint saves it: its program's exit is the checkpoint's doing, kept here, not the reason. */
@@ -72,8 +74,8 @@ export class ServedSandbox {
       )
       .then(async ({ reason, failed }) => {
         this.finished(reason, failed);
-        // It has ended once its work dir is deleted and its blocks are the host's again.
-        await prepared.release();
+        // It has ended once its work dir is deleted and its blocks are the host's again (or its disk kept).
+        await prepared.release().catch((error: Error) => (this.releaseFailure = error));
         this.markEnded();
       });
   }

@@ -44,6 +44,8 @@ const RecordSchema = Type.Object({
   purpose: Type.Union([Type.Literal('pause'), Type.Literal('snapshot'), Type.Literal('fork')]),
   name: Type.Union([Type.String(), Type.Null()]),
   kept: PauseKindSchema,
+  /** Where its files are: its home packed (`archive`, the default), or its disk kept whole (`disk`: home and root's changes, PreparedSandbox.keepDisk). */
+  files: Type.Optional(Type.Union([Type.Literal('archive'), Type.Literal('disk')])),
   bytes: Type.Integer({ minimum: 0 }),
   created_at: Type.String(),
   /** The process that wrote it: a fork's state is removed at start only once that process is gone. */
@@ -56,6 +58,8 @@ const RECORD_FILE = 'state.json';
 /** Who holds the dir (claim()). */
 const HOLDERS_DIR = '.holders';
 const HOME_FILE = 'home.tar';
+/** A sandbox's disk, kept whole where its backend can (KeptState.files `disk`). */
+const DISK_FILE = 'disk.img';
 /** Where a backend that keeps memory saves its processes (a checkpoint image), beside the home. */
 const MEMORY_DIR = 'memory';
 /** A state being written (`.partial-<pid>-<random>`): renamed to its id once whole, swept when its writer is gone. */
@@ -93,11 +97,11 @@ export class SnapshotStore {
   }
 
   /**
-   * Writes a state: `fill` writes the home archive into the handle it is given (and, keeping
-   * memory, a checkpoint into the directory `memory`) and returns the record; the state is
-   * under its id only once all is on disk.
+   * Writes a state: `fill` writes the home archive into the handle it is given, or the disk at
+   * `disk` (and, keeping memory, a checkpoint into the directory `memory`) and returns the
+   * record; the state is under its id only once all is on disk.
    */
-  async write(fill: (into: { home: FileHandle; memory: string }) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
+  async write(fill: (into: { home: FileHandle; disk: string; memory: string }) => Promise<Omit<KeptState, 'bytes' | 'pid'>>): Promise<KeptState> {
     await makePrivateDir(this.dir);
     const holder = this.claim();
     if (holder !== null) {
@@ -109,7 +113,7 @@ export class SnapshotStore {
       const handle = await open(join(partial, HOME_FILE), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
       let record: Omit<KeptState, 'bytes' | 'pid'>;
       try {
-        record = await fill({ home: handle, memory: join(partial, MEMORY_DIR) });
+        record = await fill({ home: handle, disk: join(partial, DISK_FILE), memory: join(partial, MEMORY_DIR) });
         await handle.sync();
       } finally {
         await handle.close();
@@ -158,9 +162,9 @@ export class SnapshotStore {
     return open(join(this.dir, id, HOME_FILE), constants.O_RDONLY | constants.O_NOFOLLOW);
   }
 
-  /** Where a state's home archive and memory (if kept) are, for the backend that restores it. */
-  paths(id: string): { home: string; memory: string } {
-    return { home: join(this.dir, id, HOME_FILE), memory: join(this.dir, id, MEMORY_DIR) };
+  /** Where a state's home archive or disk, and memory (if kept) are, for the backend that restores it. */
+  paths(id: string): { home: string; disk: string; memory: string } {
+    return { home: join(this.dir, id, HOME_FILE), disk: join(this.dir, id, DISK_FILE), memory: join(this.dir, id, MEMORY_DIR) };
   }
 
   /** Keeps a state under another id and purpose (a fork's state becoming its parent's paused one). */
@@ -211,11 +215,16 @@ export function describeSnapshot(kept: KeptState): Snapshot {
   };
 }
 
-/** The bytes of the files under `dir` (the service's own: the home archive, a checkpoint's files). */
+/**
+ * The bytes the files under `dir` take on the host's disk (the service's own: the home archive or
+ * disk, a checkpoint's files): a disk is sparse, its size its file system's, not what it holds.
+ */
 async function treeBytes(dir: string): Promise<number> {
   let bytes = 0;
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) bytes += (await stat(join(entry.parentPath ?? entry.path, entry.name))).size;
+    if (!entry.isFile()) continue;
+    const { size, blocks } = await stat(join(entry.parentPath ?? entry.path, entry.name));
+    bytes += Math.min(size, blocks * 512);
   }
   return bytes;
 }

@@ -172,8 +172,8 @@ export class BubblewrapBackend implements SandboxBackend {
     if (template.vmNetwork && (!this.options.vmGuest || template.network !== 'none'))
       throw new Error("a job keeps its namespace's network only inside a microVM, with network none");
     // A compiler's writable output dir belongs to one job, and so do a proxied job's placeholders
-    // and secrets: such templates are never pre-started.
-    const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network);
+    // and secrets, and a kept disk: such templates are never pre-started.
+    const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network) || template.fromDisk !== undefined;
     const key = ownsParts || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
     let sandbox = key === null ? undefined : this.warm.take(key);
     if (key !== null) this.warmTakes[sandbox ? 'hit' : 'miss'] += 1;
@@ -312,7 +312,8 @@ export class BubblewrapBackend implements SandboxBackend {
         if (uid !== null) {
           // Root can give the work dir its own size-limited file system; otherwise only
           // RLIMIT_FSIZE bounds a single file.
-          lease = await this.jobs.leaseWorkDir(template, uid, writableRoot);
+          // Its ids go with its disk, should it be kept: a later sandbox on it has others.
+          lease = await this.jobs.leaseWorkDir(template, uid, { withLayer: writableRoot, ids: uids.ids ?? [{ inside: SANDBOX_UID, host: uid, count: 1 }] });
           workDir = lease.path;
         } else {
           workDir = join(stagingDir, 'work');
@@ -396,6 +397,7 @@ export class BubblewrapBackend implements SandboxBackend {
             files: new HostWorkDir(workDir, template.workDir ?? null, uid),
             execRules: template.guardExec ? { landlockAbi: ready.landlockAbi, systemTrees: ready.layout.directories } : null,
             releaseWorkDir: lease ? lease.release : null,
+            disk: lease?.keep && lease.copy ? { keep: lease.keep, copy: lease.copy } : null,
             network,
             bwrapStatus: true,
             onFinished: () => {

@@ -207,6 +207,7 @@ export class GvisorBackend implements SandboxBackend {
         workDir,
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
+        disk: null,
         cgroup,
         imageRoot,
         onFinished: this.jobs.oweCleanup(),

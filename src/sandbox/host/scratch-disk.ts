@@ -14,5 +14,10 @@ export async function mountScratchDisk(path: string, image: string, bytes: numbe
   await writeFile(image, '', { mode: 0o600, flag: 'wx' });
   await truncate(image, bytes);
   await execFileWhenQuiet('/usr/sbin/mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', 'nodiscard', image]);
+  await mountDisk(image, path);
+}
+
+/** An image made by mountScratchDisk (a kept one, taken up again) mounted at `path`. */
+export async function mountDisk(image: string, path: string): Promise<void> {
   await execFileWhenQuiet('/usr/bin/mount', ['-t', 'ext4', '-o', 'loop,nosuid,nodev,discard', image, path]);
 }

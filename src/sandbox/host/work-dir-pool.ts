@@ -1,12 +1,18 @@
-import { lchown, mkdir, rm, rmdir, statfs } from 'node:fs/promises';
+import { lchown, link, lstat, mkdir, readFile, rename, rm, rmdir, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
+import { IMAGE_ROOT_HELPER } from '../../images/image-root.js';
+import { writeFileAtomic } from '../../util/atomic-write.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
+import type { IdRange } from '../../util/id-ranges.js';
 import { ownedName } from './owned-dirs.js';
-import { mountScratchDisk } from './scratch-disk.js';
+import { mountDisk, mountScratchDisk } from './scratch-disk.js';
 import { mountTmpfs, unmountLazily } from './tmpfs.js';
 import { removeTree } from './tree-removal.js';
 
 /** statfs(2) magic numbers of tmpfs and ramfs: an image there would be memory too. */
 const IN_MEMORY_FILE_SYSTEMS = new Set([0x01021994, 0x858458f6]);
+/** At a disk's root, beside the work dir and the layer (where the job never reaches): the host ids its files are owned by. */
+const IDS_FILE = 'ids';
 
 export interface WorkDirLease {
   /** A fresh, empty directory owned by the job's uid, on a size-limited file system of its own. */
@@ -15,6 +21,26 @@ export interface WorkDirLease {
   layer?: string;
   /** Deletes what the job left and returns the mount for the next job. */
   release(): Promise<void>;
+  /**
+   * Instead of release, once the job's processes are gone: its disk (the work dir and the layer
+   * as the job left them) unmounted and moved to `image`, the one file a later lease takes up
+   * (LeaseOptions.from). Only a lease with `ids` on a disk of its own, not a tmpfs.
+   */
+  keep?(image: string): Promise<void>;
+  /** While the job runs: a copy of its disk at `image`, of one instant (its file system frozen meanwhile). */
+  copy?(image: string): Promise<void>;
+}
+
+export interface LeaseOptions {
+  /** A second directory for the writable layer of the job's root (WorkDirLease.layer). */
+  withLayer?: boolean;
+  /** The job's ids (inside -> host): a lease that knows them can be kept (WorkDirLease.keep) and taken up by a job with others. */
+  ids?: readonly IdRange[];
+  /**
+   * A disk kept before (WorkDirLease.keep, copy) to take up, its files as they were: linked
+   * (`take`: its keeper lets it go once the job runs) or copied; its files' owners made this job's.
+   */
+  from?: { image: string; take: boolean };
 }
 
 /**
@@ -27,6 +53,8 @@ export interface WorkDirLease {
  */
 export class WorkDirPool {
   private readonly idle = new Map<number, string[]>();
+  /** The mounts that are disks (scratch-disk.ts) of an image beside them, not tmpfs. */
+  private readonly disks = new Set<string>();
   private disposed = false;
   /** Whether work dirs are scratch disks: not where the root is in memory anyway (a microVM's guest), nor once one failed to mount. */
   private onDisk: Promise<boolean> | undefined;
@@ -36,19 +64,51 @@ export class WorkDirPool {
     private readonly maxIdle = 32,
   ) {}
 
-  async lease(bytes: number, uid: number, withLayer = false): Promise<WorkDirLease> {
-    const mount = this.idle.get(bytes)?.pop() ?? (await this.mountNew(bytes));
+  async lease(bytes: number, uid: number, options: LeaseOptions = {}): Promise<WorkDirLease> {
+    const { withLayer = false, ids, from } = options;
+    const mount = from ? await this.takeUp(from) : (this.idle.get(bytes)?.pop() ?? (await this.mountNew(bytes)));
     const path = join(mount, 'work');
     const layer = withLayer ? join(mount, 'layer') : undefined;
     try {
-      await mkdir(path, { mode: 0o755 });
-      await lchown(path, uid, uid);
-      if (layer) await mkdir(layer, { mode: 0o700 });
+      if (from) {
+        await shiftOwners(mount, ids ?? []);
+      } else {
+        await mkdir(path, { mode: 0o755 });
+        await lchown(path, uid, uid);
+      }
+      if (layer && !(from && (await isDirectory(layer)))) await mkdir(layer, { mode: 0o700 });
     } catch (error) {
       await this.retire(mount);
       throw error;
     }
-    return { path, ...(layer && { layer }), release: () => this.giveBack(bytes, mount, [path, ...(layer ? [layer] : [])]) };
+    // A disk taken up is the job's own, not of the size asked: it is not pooled after.
+    const release = () => (from ? this.retireEmptied(mount, path, layer) : this.giveBack(bytes, mount, [path, ...(layer ? [layer] : [])]));
+    return {
+      path,
+      ...(layer && { layer }),
+      release,
+      ...(ids !== undefined &&
+        this.disks.has(mount) && {
+          keep: async (image: string) => {
+            await writeFileAtomic(join(mount, IDS_FILE), JSON.stringify(ids));
+            // Not lazily: the image is whole, and no mount of it is left, before it moves.
+            await execFileWhenQuiet('/usr/bin/umount', [mount]);
+            this.disks.delete(mount);
+            await moveFile(imageOf(mount), image);
+            await rmdir(mount);
+          },
+          copy: async (image: string) => {
+            await writeFileAtomic(join(mount, IDS_FILE), JSON.stringify(ids));
+            // Frozen, its file system is whole on the image and takes no write until thawed.
+            await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--freeze', mount]);
+            try {
+              await copySparse(imageOf(mount), image);
+            } finally {
+              await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--unfreeze', mount]);
+            }
+          },
+        }),
+    };
   }
 
   /** Unmounts the idle mounts; leased ones are unmounted when they come back. */
@@ -59,6 +119,27 @@ export class WorkDirPool {
     await Promise.all(mounts.map((mount) => this.retire(mount)));
   }
 
+  /** A kept disk mounted as a lease's: linked where the pool keeps its images, or copied there. */
+  private async takeUp(from: NonNullable<LeaseOptions['from']>): Promise<string> {
+    const mount = join(this.root, ownedName());
+    await mkdir(mount, { recursive: true, mode: 0o755 });
+    try {
+      if (from.take) await link(from.image, imageOf(mount)).catch(() => copySparse(from.image, imageOf(mount)));
+      else await copySparse(from.image, imageOf(mount));
+      await mountDisk(imageOf(mount), mount);
+      this.disks.add(mount);
+    } catch (error) {
+      await this.retire(mount);
+      throw error;
+    }
+    return mount;
+  }
+
+  private async retireEmptied(mount: string, ...paths: Array<string | undefined>): Promise<void> {
+    for (const path of paths) if (path) await removeTree(path).catch(() => undefined);
+    await this.retire(mount);
+  }
+
   private async mountNew(bytes: number): Promise<string> {
     const mount = join(this.root, ownedName());
     await mkdir(mount, { recursive: true, mode: 0o755 });
@@ -66,6 +147,7 @@ export class WorkDirPool {
     if (await this.onDisk) {
       try {
         await mountScratchDisk(mount, imageOf(mount), bytes);
+        this.disks.add(mount);
         return mount;
       } catch {
         await rm(imageOf(mount), { force: true });
@@ -95,6 +177,7 @@ export class WorkDirPool {
   }
 
   private async retire(mount: string): Promise<void> {
+    this.disks.delete(mount);
     await unmountLazily(mount).catch(() => undefined);
     await rmdir(mount).catch(() => undefined);
     // The loop device lets go of an unlinked image once the lazy unmount completes.
@@ -105,4 +188,39 @@ export class WorkDirPool {
 /** Beside its mount point, named after the same owner, so a dead process's images are reaped with its dirs. */
 function imageOf(mount: string): string {
   return `${mount}.img`;
+}
+
+/** Whether `path` is a directory, not a link to one. */
+async function isDirectory(path: string): Promise<boolean> {
+  return (await lstat(path).catch(() => null))?.isDirectory() === true;
+}
+
+/** A file moved within the host's disk; copied then removed where the two places are different file systems. */
+async function moveFile(from: string, to: string): Promise<void> {
+  try {
+    await rename(from, to);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    await copySparse(from, to);
+    await rm(from, { force: true });
+  }
+}
+
+/** A disk image copied as sparse as it is: only the blocks its file system wrote are read and written. */
+async function copySparse(from: string, to: string): Promise<void> {
+  await execFileWhenQuiet('/usr/bin/cp', ['--sparse=always', '--no-dereference', from, to]);
+}
+
+/**
+ * A disk taken up by a job with other host ids: its files' owners, the ids the disk says it was
+ * kept with (its ids file), given this job's for the same ids inside, by the image-root helper's
+ * walk (by descriptors, no link followed). Nothing runs on the disk yet.
+ */
+async function shiftOwners(mount: string, ids: readonly IdRange[]): Promise<void> {
+  const kept = JSON.parse(await readFile(join(mount, IDS_FILE), { encoding: 'utf8', flag: 'r' })) as IdRange[];
+  const map = kept.flatMap((old) => {
+    const now = ids.find((range) => range.inside === old.inside && range.count === old.count);
+    return now && now.host !== old.host ? [`${old.host}:${now.host}:${old.count}`] : [];
+  });
+  if (map.length > 0) await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['shift', mount, '--map', map.join(',')]);
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, watch, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -79,6 +79,37 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     await Sandbox.connect(sandbox.sandboxId, opts());
     assert.equal((await sandbox.commands.run('cat notes/first.txt; echo; cat notes/second.txt')).stdout, 'before the first pause\nbetween the pauses');
     assert.equal(await sandbox.isRunning(), true);
+  });
+
+  it("a pause and a fork keep the root's changes beside the home, every file's owner too: its disk is kept where it is, not packed", async () => {
+    const sandbox = await create();
+    const asRoot = { user: 'root' as const };
+    await sandbox.commands.run(
+      "mkdir -p /opt/tool && echo v1 > /opt/tool/version && printf '#!/bin/sh\\necho tool runs\\n' > /usr/local/bin/tool && chmod 755 /usr/local/bin/tool",
+      asRoot,
+    );
+    await sandbox.files.write('mine.txt', "the user's");
+    const owners = 'stat -c "%U %a %n" /opt/tool/version /usr/local/bin/tool mine.txt';
+    const before = (await sandbox.commands.run(owners)).stdout;
+
+    assert.equal(await sandbox.pause(), true);
+    // One file, the sandbox's own disk, moved aside whole: nothing of it packed into an archive.
+    assert.ok(existsSync(join(keptDir, sandbox.sandboxId, 'disk.img')), 'the paused state holds its disk');
+    const resumed = await Sandbox.connect(sandbox.sandboxId, opts());
+    assert.equal((await resumed.commands.run(owners)).stdout, before);
+    assert.deepEqual(before.split('\n').slice(0, 3), ['root 644 /opt/tool/version', 'root 755 /usr/local/bin/tool', 'user 644 mine.txt']);
+    assert.equal((await resumed.commands.run('tool')).stdout, 'tool runs\n');
+    // Its root still changes what is its own, and only root does.
+    assert.equal((await resumed.commands.run('echo v2 > /opt/tool/version', asRoot)).exitCode, 0);
+    await assert.rejects(resumed.commands.run('echo v3 > /opt/tool/version'), (error: { stderr?: string }) => /Permission denied/.test(error.stderr ?? ''));
+
+    const [copy] = (await resumed.fork({ count: 1 } as never)) as unknown as Sandbox[];
+    assert.ok(copy);
+    made.push(copy.sandboxId);
+    assert.equal((await copy.commands.run(owners)).stdout, before);
+    assert.equal(await copy.files.read('/opt/tool/version'), 'v2\n');
+    await copy.commands.run('echo copy > /opt/tool/version', asRoot);
+    assert.equal(await resumed.files.read('/opt/tool/version'), 'v2\n', "a copy's root changes are its own");
   });
 
   it('autoPause: a sandbox made so pauses at its timeout instead of ending, and comes back on connect', async () => {

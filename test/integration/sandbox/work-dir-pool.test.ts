@@ -1,5 +1,22 @@
 import assert from 'node:assert/strict';
-import { closeSync, fsyncSync, lstatSync, mkdtempSync, openSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -65,6 +82,58 @@ describe('work-dir pool', { skip: notRoot }, () => {
       await again.release();
     } finally {
       await pool.dispose();
+    }
+  });
+
+  it('keeps a disk whole, and a later lease with other host ids takes it up with its files, their owners made its own', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'workdirs-'));
+    const kept = mkdtempSync(join(tmpdir(), 'kept-disk-'));
+    const pool = new WorkDirPool(root);
+    const idsOf = (user: number, rootId: number) => [
+      { inside: 0, host: rootId, count: 1 },
+      { inside: 1000, host: user, count: 1 },
+    ];
+    try {
+      const first = await pool.lease(16 << 20, 64100, { withLayer: true, ids: idsOf(64100, 64101) });
+      assert.ok(first.keep && first.copy, 'a disk of its own can be kept');
+      writeFileSync(join(first.path, 'mine.txt'), "the user's");
+      chownSync(join(first.path, 'mine.txt'), 64100, 64100);
+      mkdirSync(join(first.layer!, 'upper'));
+      writeFileSync(join(first.layer!, 'upper', 'roots.txt'), "root's");
+      chownSync(join(first.layer!, 'upper', 'roots.txt'), 64101, 64101);
+      symlinkSync('/etc/passwd', join(first.path, 'link'));
+      const copied = join(kept, 'copy.img');
+      await first.copy(copied);
+      writeFileSync(join(first.path, 'after-copy.txt'), 'not in the copy');
+      const image = join(kept, 'disk.img');
+      await first.keep(image);
+      assert.equal(readdirSync(root).filter((name) => !name.startsWith('.')).length, 0, 'nothing of the kept disk is left in the pool');
+
+      // Taken up by a job whose user is 64102 and root 64103: each file is the same one's inside.
+      const second = await pool.lease(16 << 20, 64102, { withLayer: true, ids: idsOf(64102, 64103), from: { image, take: true } });
+      assert.equal(readFileSync(join(second.path, 'mine.txt'), 'utf8'), "the user's");
+      assert.equal(lstatSync(join(second.path, 'mine.txt')).uid, 64102);
+      assert.equal(lstatSync(join(second.path)).uid, 64102);
+      assert.equal(lstatSync(join(second.layer!, 'upper', 'roots.txt')).uid, 64103);
+      assert.equal(readlinkSync(join(second.path, 'link')), '/etc/passwd', 'a link is kept as a link');
+      assert.equal(statSync('/etc/passwd').uid, 0, 'and what it points at is not touched');
+      assert.ok(existsSync(join(second.path, 'after-copy.txt')));
+
+      // The copy is of its instant, and taken up apart from the disk it was copied from.
+      const third = await pool.lease(16 << 20, 64104, { ids: idsOf(64104, 64105), from: { image: copied, take: false } });
+      assert.equal(existsSync(join(third.path, 'after-copy.txt')), false);
+      assert.equal(lstatSync(join(third.path, 'mine.txt')).uid, 64104);
+      writeFileSync(join(third.path, 'mine.txt'), 'changed in the copy');
+      assert.equal(readFileSync(join(second.path, 'mine.txt'), 'utf8'), "the user's");
+      await Promise.all([second.release(), third.release()]);
+      assert.deepEqual(
+        readdirSync(root).filter((name) => !name.startsWith('.')),
+        [],
+        'a disk taken up is not pooled after',
+      );
+    } finally {
+      await pool.dispose();
+      rmSync(kept, { recursive: true, force: true });
     }
   });
 });

@@ -56,6 +56,7 @@ async function launch(script: string, parts: Partial<LaunchParts> = {}): Promise
         workDir: null,
         files: new HostWorkDir(null, null, null),
         releaseWorkDir: null,
+        disk: null,
         onFinished: finished,
         ...parts,
       }),
