@@ -47,7 +47,7 @@ export abstract class HostDirSandbox implements PreparedSandbox {
   /** Where its disk is kept at cleanup (keepDisk), and why that failed. */
   private keptAt: string | null = null;
   private keepFailure: Error | null = null;
-  readonly keepDisk?: (image: string) => void;
+  readonly keepDisk?: (image: string | null) => void;
   readonly copyDisk?: (image: string) => Promise<void>;
 
   constructor(private readonly host: HostDirParts) {

@@ -103,7 +103,7 @@ export interface SandboxTemplate {
    * its stdin); then every process comes back with its memory. Only a backend whose
    * capabilities.pause is `memory` takes it.
    */
-  restore?: { image: string; home: { argv: readonly string[]; archive: string } };
+  restore?: { image: string; home?: { argv: readonly string[]; archive: string } };
   /**
    * The disk a sandbox of this template was kept on (PreparedSandbox.keepDisk, copyDisk): its
    * work dir and its root's writable layer, as they were, taken up instead of fresh ones; linked
@@ -302,9 +302,10 @@ export interface PreparedSandbox {
    * Where its work dir is a disk of its own: once it has ended and released, that disk (the work
    * dir, its root's writable layer) is kept at `image`, one file, where it is and as it was, not
    * emptied (a pause that keeps files in place; SandboxTemplate.fromDisk takes it up again).
-   * Set before it ends; release() then resolves once it is kept, and rejects if it could not be.
+   * Set before it ends (null: not after all, a checkpoint that failed); release() then resolves
+   * once it is kept, and rejects if it could not be.
    */
-  keepDisk?(image: string): void;
+  keepDisk?(image: string | null): void;
   /** Where keepDisk is: a copy of its disk at `image`, of one instant, while it runs (a fork's, a snapshot's). */
   copyDisk?(image: string): Promise<void>;
   /** Gives the sandbox up without running it. */

@@ -207,19 +207,24 @@ export class LiveSandbox {
    * Saves every process of it with its memory into `image` (its backend's checkpoint), then it
    * ends, `paused`. `hold` (from hold()) is drained first: no reply is owed when it is saved
    * (within `deadlineMs`). On failure it runs on, unless the backend gave up on it past its
-   * deadline (CheckpointTimeoutError): then it is ended, saying so.
+   * deadline (CheckpointTimeoutError): then it is ended, saying so. `diskAt`: where its disk is
+   * kept (keepsDisk) once the checkpoint has ended it; its files are there, not in the image.
    */
-  async checkpoint(image: string, hold: AgentHold, deadlineMs: number): Promise<void> {
+  async checkpoint(image: string, hold: AgentHold, deadlineMs: number, diskAt?: string): Promise<void> {
     const prepared = this.prepared;
     if (!prepared?.checkpoint) throw new Error(`its backend (${this.plan.backend.kind}) cannot keep a sandbox's memory`);
     try {
       await drained(hold, deadlineMs);
+      // Its files stay on its disk, kept where it is once the checkpoint has ended it.
+      if (diskAt !== undefined) prepared.keepDisk!(diskAt);
       await this.served.suspend('paused', () => prepared.checkpoint!(image, deadlineMs));
     } catch (error) {
+      if (diskAt !== undefined) prepared.keepDisk!(null);
       if (error instanceof CheckpointTimeoutError) await this.end(`pausing it did not finish within its deadline: ${error.message}`);
       throw error;
     }
     clearTimeout(this.timer);
+    if (diskAt !== undefined && this.served.releaseFailure) throw this.served.releaseFailure;
   }
 
   /** Whether its files are kept where they are, its disk (keepDisk, copyDisk), not packed through its agent. */
@@ -410,7 +415,10 @@ export class LiveSandbox {
       ...(guard && { guardExec: true, withoutShells: !guard.policy.allow_shell }),
       ...(plan.fromDisk && { fromDisk: plan.fromDisk }),
       ...(plan.resume && {
-        restore: { image: plan.resume.image, home: { argv: homeArchiveArgv(plan.python.executable, 'unpack', plan.home), archive: plan.resume.archive } },
+        restore: {
+          image: plan.resume.image,
+          ...(!plan.fromDisk && { home: { argv: homeArchiveArgv(plan.python.executable, 'unpack', plan.home), archive: plan.resume.archive } }),
+        },
       }),
       limits: {
         memoryBytes: plan.memoryBytes,

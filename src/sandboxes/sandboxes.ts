@@ -547,27 +547,30 @@ export class Sandboxes {
     // process started meanwhile would be in the memory kept but not in its home.
     const hold = withMemory ? sandbox.hold() : null;
     const agent = hold?.port ?? sandbox.agent;
-    // Files only, where its backend keeps its disk: that disk, where it is (a pause) or copied
-    // (a fork's, a snapshot's), never packed; its root's changes go with its home.
-    const onDisk = !withMemory && sandbox.keepsDisk;
+    // Where its backend keeps its disk, its files (its home, its root's changes) are that disk:
+    // kept where it is (a pause) or copied (a fork's, a snapshot's), never packed; a checkpoint
+    // then holds its memory only.
+    const onDisk = sandbox.keepsDisk;
     try {
       return await this.store.write(async (into) => {
-        const record = { ...as, created_at: new Date().toISOString(), sandbox: sandbox.keptAs() };
-        if (onDisk && then === 'end') await sandbox.endKeepingDisk(into.disk, 'paused');
-        else if (onDisk) await frozen(agent, true, () => sandbox.copyDisk(into.disk));
-        if (onDisk) return { ...record, kept: 'files' as const, files: 'disk' as const };
+        const record = { ...as, created_at: new Date().toISOString(), sandbox: sandbox.keptAs(), ...(onDisk && { files: 'disk' as const }) };
+        if (onDisk && then === 'end') {
+          await sandbox.endKeepingDisk(into.disk, 'paused');
+          return { ...record, kept: 'files' as const };
+        }
         const run: ArchiveRun = { agent, python: sandbox.python, home: sandbox.home, deadlineMs };
         await frozen(agent, then === 'thaw' || then === 'memory-running', async () => {
           // A tar of a full home is a little over its size: headers, and padding to 512 bytes a
-          // file. Left empty where the checkpoint holds the files itself.
-          if (!withMemory || !sandbox.checkpointHoldsFiles) await packHome(run, into.home, 2 * settings.homeBytes);
+          // file. Left empty where the checkpoint holds the files itself, or its disk is kept.
+          if (onDisk && then !== 'memory') await sandbox.copyDisk(into.disk);
+          else if (!onDisk && (!withMemory || !sandbox.checkpointHoldsFiles)) await packHome(run, into.home, 2 * settings.homeBytes);
           if (hold && then === 'memory-running') {
             await sandbox.checkpointRunning(into.memory, hold, deadlineMs);
           } else if (hold) {
             // Its code-interpreter contexts' kernels are kept with it: they wait for it.
             this.codeContexts.suspend(sandbox.id);
             try {
-              await sandbox.checkpoint(into.memory, hold, deadlineMs);
+              await sandbox.checkpoint(into.memory, hold, deadlineMs, onDisk ? into.disk : undefined);
             } catch (error) {
               this.codeContexts.resumed(sandbox.id, sandbox.running ? sandbox.agent : null);
               throw error;

@@ -153,7 +153,8 @@ export class GvisorBackend implements SandboxBackend {
       await this.jobs.handWritableMounts(template, SANDBOX_UID);
       let workDir: string | null = null;
       if (template.workDir !== undefined) {
-        lease = await this.jobs.leaseWorkDir(template, SANDBOX_UID);
+        // gVisor's sandboxes are all the same host uid: a kept disk taken up needs no owner changed.
+        lease = await this.jobs.leaseWorkDir(template, SANDBOX_UID, { ids: [{ inside: SANDBOX_UID, host: SANDBOX_UID, count: 1 }] });
         workDir = lease.path;
         mounts.push({ host: workDir, sandbox: template.workDir, writable: true });
       }
@@ -207,7 +208,7 @@ export class GvisorBackend implements SandboxBackend {
         workDir,
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
-        disk: null,
+        disk: lease?.keep && lease.copy ? { keep: lease.keep, copy: lease.copy } : null,
         cgroup,
         imageRoot,
         onFinished: this.jobs.oweCleanup(),

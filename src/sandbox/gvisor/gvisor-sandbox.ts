@@ -174,7 +174,8 @@ export class GvisorSandbox extends HostDirSandbox {
       if (!this.rules) throw new Error('a guarded sandbox needs restrictExec before start');
       argv = [this.rules.program, ...argv.slice(1)];
     }
-    if (job.restore) await this.putHomeBack(job.restore.home, signal);
+    // Its home comes back from an archive, unless its disk was kept whole (SandboxTemplate.fromDisk).
+    if (job.restore?.home) await this.putHomeBack(job.restore.home, signal);
     // The proxy listens, the resolver files and CA bundle are filled, before the job can ask.
     await job.egress?.network.connect((name, content) => this.writeFile(name, content));
     await this.writeConfig(argv);
@@ -187,7 +188,7 @@ export class GvisorSandbox extends HostDirSandbox {
    * run in this sandbox as its user (runsc run of `home.argv`, the archive on its stdin), so the
    * host never writes into the tree. The processes restored next find their open files there.
    */
-  private async putHomeBack(home: NonNullable<SandboxTemplate['restore']>['home'], signal: AbortSignal | undefined): Promise<void> {
+  private async putHomeBack(home: NonNullable<NonNullable<SandboxTemplate['restore']>['home']>, signal: AbortSignal | undefined): Promise<void> {
     await this.writeConfig(home.argv);
     const archive = openSync(home.archive, constants.O_RDONLY | constants.O_NOFOLLOW);
     let child: ChildProcess;
