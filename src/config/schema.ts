@@ -192,6 +192,12 @@ export const SandboxSettingsSchema = Section({
     300,
     'Pausing, resuming, forking or snapshotting a sandbox must be done within this; otherwise it is undone and the sandbox left as it was.',
   ),
+  freezeIdleSeconds: Type.Integer({
+    minimum: 0,
+    default: 0,
+    description:
+      'A running sandbox nobody asked anything of, whose processes used no CPU, for this long is frozen where it is (cgroup freezer: local_process) and thawed by the next request to it, before that request. Its processes then wait on whatever they waited on, a timer or a reply from the network included, until someone asks. 0: never.',
+  }),
   keptRetentionDays: PositiveInteger(30, 'Paused sandboxes and snapshots are deleted this long after they were made.'),
   keptDir: Nullable(
     Type.String({ minLength: 1 }),

@@ -306,6 +306,12 @@ export interface PreparedSandbox {
    * once it is kept, and rejects if it could not be.
    */
   keepDisk?(image: string | null): void;
+  /**
+   * Stops every process of it where it is, whatever it does (the cgroup freezer), until thaw();
+   * false where that could not be done (it runs on). Absent where the backend cannot.
+   */
+  freeze?(): Promise<boolean>;
+  thaw?(): Promise<void>;
   /** Where keepDisk is: a copy of its disk at `image`, of one instant, while it runs (a fork's, a snapshot's). */
   copyDisk?(image: string): Promise<void>;
   /** Gives the sandbox up without running it. */

@@ -89,7 +89,11 @@ export class AgentChannel implements SandboxAgentPort {
   private readonly holderPids = new Set<number>();
   /** When the agent last said anything, and since when it owes an answer (the first request of those pending was sent). */
   private lastHeard = performance.now();
+  /** When it was last asked anything or said anything of its own (an event): not a ping, nor its answer. */
+  private lastActive = performance.now();
   private owedSince = 0;
+  /** Set while its sandbox is frozen (frozenUntil): what the next request calls first, and that call while it runs. */
+  private frozen: { thaw: () => Promise<void>; thawing: Promise<void> | null } | null = null;
   private heartbeat: NodeJS.Timeout | undefined;
   /** Told once, with why, when the agent is taken for broken (its protocol, its silence): the sandbox is over. */
   private onBroken: ((reason: string) => void) | undefined;
@@ -160,6 +164,8 @@ export class AgentChannel implements SandboxAgentPort {
   }
 
   private beat(heartbeatMs: number): void {
+    // Frozen, it says nothing and owes nothing: its silence is no sign.
+    if (this.frozen) return;
     const now = performance.now();
     if (this.pending.size > 0) {
       const silentMs = now - Math.max(this.lastHeard, this.owedSince);
@@ -242,9 +248,43 @@ export class AgentChannel implements SandboxAgentPort {
     this.input.end();
   }
 
+  /**
+   * Its sandbox's processes, the agent among them, are frozen (an idle sandbox, Sandboxes): the
+   * next request first calls `thaw` (once for all the requests that come meanwhile), then goes.
+   */
+  frozenUntil(thaw: () => Promise<void>): void {
+    this.frozen = { thaw, thawing: null };
+  }
+
+  /** Whether an answer is owed by the agent (a request of anyone's waits for it). */
+  get owes(): boolean {
+    return this.pending.size > 0;
+  }
+
+  /** How long nothing was asked of the agent and it said nothing of its own (pings aside). */
+  get quietForMs(): number {
+    return performance.now() - this.lastActive;
+  }
+
   private send(request: AgentRequest, listener?: ProcessListener, holder = false): Promise<unknown> {
     if (this.gone) return Promise.reject(this.gone);
     if (this.held && !holder) return Promise.reject(new AgentOperationError({ code: 'busy', message: this.held.reason }));
+    if (request.op !== 'ping') this.lastActive = performance.now();
+    if (this.frozen) {
+      const frozen = this.frozen;
+      frozen.thawing ??= frozen.thaw().then(
+        () => {
+          if (this.frozen === frozen) this.frozen = null;
+          // Its silence while frozen counts for nothing.
+          this.lastHeard = performance.now();
+        },
+        (error: Error) => {
+          this.broken(`its processes could not be thawed: ${error.message}`);
+          throw error;
+        },
+      );
+      return frozen.thawing.then(() => this.send(request, listener, holder));
+    }
     if (this.input.writableLength > MAX_UNSENT_BYTES) {
       const message = `the sandbox's agent has not read the last ${this.input.writableLength} bytes sent to it`;
       return Promise.reject(new AgentOperationError({ code: 'busy', message }));
@@ -295,6 +335,7 @@ export class AgentChannel implements SandboxAgentPort {
   private event(message: unknown): void {
     const checked = validate(AgentEventSchema, message);
     if (!checked.ok) throw new Error(`an event out of protocol: ${checked.message}`);
+    this.lastActive = performance.now();
     const event: AgentEvent = checked.value;
     if (event.event === 'fs') {
       for (const listener of this.watches.get(event.watch) ?? []) listener(event);

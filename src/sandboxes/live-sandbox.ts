@@ -15,6 +15,7 @@ import type { KeptSandbox } from './snapshot-store.js';
 import { homeArchiveArgv } from './home-archive.js';
 import { thaw } from './frozen-processes.js';
 import { withinDeadline } from '../util/deadline.js';
+import { sandboxFreezes } from '../util/metrics.js';
 
 /** The sandbox user's home: its work dir, the cwd of its processes, where its files go. */
 export const SANDBOX_HOME = '/home/user';
@@ -100,6 +101,10 @@ export class LiveSandbox {
   private prepared: PreparedSandbox | null = null;
   /** The last CPU reading, for the share used since then. */
   private lastCpu: { at: number; cpuMs: number } = { at: performance.now(), cpuMs: 0 };
+  /** What its processes had used when freezeIfIdle last looked: one that used any since is not idle. */
+  private cpuAtLastLook: number | null = null;
+  /** Frozen by freezeIfIdle, until its next request thaws it. */
+  private frozen = false;
 
   private constructor(
     private readonly plan: SandboxPlan,
@@ -225,6 +230,36 @@ export class LiveSandbox {
     }
     clearTimeout(this.timer);
     if (diskAt !== undefined && this.served.releaseFailure) throw this.served.releaseFailure;
+  }
+
+  /**
+   * Freezes it (PreparedSandbox.freeze) when nothing was asked of its agent, nor said by it, for
+   * `idleMs`, and its processes used no CPU since the last call: its agent's channel thaws it
+   * before the next request (AgentChannel.frozenUntil). Whether it is frozen now.
+   */
+  async freezeIfIdle(idleMs: number): Promise<boolean> {
+    const prepared = this.prepared;
+    if (this.frozen || !this.running || !prepared?.freeze || !prepared.thaw || !prepared.usageNow) return this.frozen;
+    const { cpuMs } = await prepared.usageNow();
+    const before = this.cpuAtLastLook;
+    this.cpuAtLastLook = cpuMs;
+    const quiet = () => this.channel.quietForMs >= idleMs && !this.channel.owes;
+    if (!quiet() || cpuMs === null || before === null || cpuMs - before > IDLE_CPU_MS) return false;
+    if (!(await prepared.freeze())) return false;
+    // Asked meanwhile (or ended): it goes on at once.
+    if (!quiet() || !this.running) {
+      await prepared.thaw();
+      return false;
+    }
+    this.frozen = true;
+    const backend = this.plan.backend.kind;
+    sandboxFreezes.inc({ backend, event: 'frozen' });
+    this.channel.frozenUntil(async () => {
+      await prepared.thaw!();
+      this.frozen = false;
+      sandboxFreezes.inc({ backend, event: 'thawed' });
+    });
+    return true;
   }
 
   /** Whether its files are kept where they are, its disk (keepDisk, copyDisk), not packed through its agent. */
@@ -487,6 +522,9 @@ export class LiveSandbox {
 function drained(hold: AgentHold, deadlineMs: number): Promise<void> {
   return withinDeadline(hold.drained(), deadlineMs, () => new Error(`its agent still owed answers after ${Math.round(deadlineMs / 1000)} s`));
 }
+
+/** CPU time an idle sandbox may use between two looks and still be idle: its agent answering a heartbeat's ping. */
+const IDLE_CPU_MS = 5;
 
 const SERVED_BY = { program: 'its agent', timedOut: 'its longest lifetime passed', aborted: 'killed', outOfMemory: 'it ran out of memory and was killed' };
 

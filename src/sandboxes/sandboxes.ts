@@ -86,6 +86,8 @@ export class Sandboxes {
   /** Sandboxes being paused, resumed, forked or snapshotted (one such change at a time each), and when each change ends. */
   private readonly changing = new Map<string, Promise<void>>();
   private readonly sweeper: NodeJS.Timeout;
+  /** Freezes idle sandboxes (sandboxes.freezeIdleSeconds), where set. */
+  private readonly freezer: NodeJS.Timeout | undefined;
   private imageTemplatesOpened: TemplateRegistry | null = null;
   /** Resumes under way because requests came for a paused sandbox (wake). */
   private readonly waking = new Map<string, Promise<boolean>>();
@@ -105,6 +107,9 @@ export class Sandboxes {
     });
     // Made at start, swept hourly: a paused sandbox or snapshot is kept keptRetentionDays.
     this.sweeper = setInterval(() => void this.sweep(), SWEEP_INTERVAL_MS).unref();
+    // Looked at twice an idle period: one idle for it since the look before is frozen.
+    const idleMs = runtime.config.sandboxes.freezeIdleSeconds * 1000;
+    this.freezer = idleMs > 0 ? setInterval(() => void this.freezeIdle(idleMs), idleMs / 2).unref() : undefined;
   }
 
   /**
@@ -275,7 +280,9 @@ export class Sandboxes {
     const state = await this.changingWhile(id, () => this.keepRunning(sandbox, { id: randomId(), purpose: 'fork', name: null }));
     try {
       const copy = fromState(state, { ...(request.timeout_seconds === undefined ? {} : { timeout_seconds: request.timeout_seconds }) });
-      const made = await Promise.allSettled(Array.from({ length: request.count ?? 1 }, () => this.launch(copy, state)));
+      // One copy takes the fork's state's disk, which goes after; several copy it each.
+      const count = request.count ?? 1;
+      const made = await Promise.allSettled(Array.from({ length: count }, () => this.launch(copy, state, undefined, undefined, count === 1)));
       return {
         kept: state.kept,
         forks: made.map((outcome) => (outcome.status === 'fulfilled' ? { sandbox: outcome.value.describe(true) } : { error: errorOf(outcome.reason) })),
@@ -435,6 +442,7 @@ export class Sandboxes {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
+    clearInterval(this.freezer);
     const endAll = () => Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
     await endAll();
     await Promise.all(this.changing.values());
@@ -627,6 +635,13 @@ export class Sandboxes {
     await this.store.remove(id);
   }
 
+  /** Freezes each running sandbox idle for `idleMs` (LiveSandbox.freezeIfIdle); not one being paused, forked or snapshotted. */
+  private async freezeIdle(idleMs: number): Promise<void> {
+    for (const sandbox of [...this.sandboxes.values()]) {
+      if (!this.changing.has(sandbox.id)) await sandbox.freezeIfIdle(idleMs).catch(() => undefined);
+    }
+  }
+
   private async sweep(): Promise<void> {
     for (const state of [...this.kept.values()]) if (!this.changing.has(state.id) && expired(state, this.retentionMs())) await this.dropState(state.id);
   }
@@ -646,6 +661,8 @@ export class Sandboxes {
     identity?: { id: string; accessToken: string | null; startedAt: string },
     /** The place it takes, held already (a fork's parent coming back): counted there, not again. */
     heldPlace?: object,
+    /** Whether it takes the state's disk (linked; the state goes once it runs), not a copy: a pause's, a fork's one copy. */
+    takesDisk = from?.purpose === 'pause',
   ): Promise<LiveSandbox> {
     const settings = this.runtime.config.sandboxes;
     if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
@@ -673,8 +690,7 @@ export class Sandboxes {
         ...(identity && { id: identity.id, accessToken: identity.accessToken, startedAt: new Date(identity.startedAt) }),
         // Its home and memory come back within the pause deadline, not a start's.
         ...(from?.kept === 'memory' && { resume: this.resumeOf(from), startTimeoutSeconds: Math.max(settings.startTimeoutSeconds, settings.pauseTimeoutSeconds) }),
-        // A pause's disk is taken (its state goes once it runs); others' are copied.
-        ...(from?.files === 'disk' && { fromDisk: { image: this.store.paths(from.id).disk, take: from.purpose === 'pause' } }),
+        ...(from?.files === 'disk' && { fromDisk: { image: this.store.paths(from.id).disk, take: takesDisk } }),
       };
       id = plan.id;
       this.endings.set(id, new AbortController());

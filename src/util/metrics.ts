@@ -47,6 +47,13 @@ export const sandboxDuration = new Histogram({
   registers: [registry],
 });
 
+export const sandboxFreezes = new Counter({
+  name: 'agent_runner_sandbox_freezes_total',
+  help: 'Idle sandboxes frozen (sandboxes.freezeIdleSeconds), and thawed again by a request, by backend kind.',
+  labelNames: ['backend', 'event'] as const,
+  registers: [registry],
+});
+
 export const httpRequests = new Counter({
   name: 'agent_runner_http_requests_total',
   help: 'HTTP requests answered, by method, route (its pattern) and status.',

@@ -76,9 +76,16 @@ export class LaunchedSandbox extends HostDirSandbox {
   private readonly earlyOutput = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
   private exit: Exit | null = null;
   private readonly status: BwrapStatus | null = null;
+  readonly freeze?: () => Promise<boolean>;
+  readonly thaw?: () => Promise<void>;
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
+    const { cgroup } = parts;
+    if (cgroup?.freezes) {
+      this.freeze = () => cgroup.freeze();
+      this.thaw = () => cgroup.thaw();
+    }
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {

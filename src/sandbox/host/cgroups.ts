@@ -13,8 +13,8 @@ export type CgroupVersion = 'v1' | 'v2';
 
 export interface CgroupHost {
   version: CgroupVersion;
-  /** Directory under which this process creates its job groups, per controller for v1 (cpu is optional). */
-  parents: { memory: string; pids: string; cpu: string | null; cpuacct: string | null };
+  /** Directory under which this process creates its job groups, per controller for v1 (cpu, cpuacct and freezer are optional). */
+  parents: { memory: string; pids: string; cpu: string | null; cpuacct: string | null; freezer: string | null };
 }
 
 export interface CgroupLimits {
@@ -25,6 +25,8 @@ export interface CgroupLimits {
 }
 
 const CPU_PERIOD_US = 100_000;
+/** How long freeze() waits for every process to stop (a process in an uninterruptible wait stops only when it leaves it). */
+const FREEZE_WAIT_MS = 1000;
 
 const ROOT = '/sys/fs/cgroup';
 const GROUP_PREFIX = 'agent-runner';
@@ -49,7 +51,8 @@ async function probe(): Promise<CgroupHost | null> {
       await writeFile(join(ROOT, 'cgroup.subtree_control'), wanted);
       await writeFile(join(parent, 'cgroup.subtree_control'), wanted);
       // cpu.stat (the usage) is in every v2 group, with or without the cpu controller.
-      return { version: 'v2', parents: { memory: parent, pids: parent, cpu: controllers.includes('cpu') ? parent : null, cpuacct: parent } };
+      // cgroup.freeze too (Linux 5.2 on).
+      return { version: 'v2', parents: { memory: parent, pids: parent, cpu: controllers.includes('cpu') ? parent : null, cpuacct: parent, freezer: parent } };
     } catch {
       return null;
     }
@@ -64,7 +67,8 @@ async function probe(): Promise<CgroupHost | null> {
     await access(memory, constants.W_OK);
     await access(pids, constants.W_OK);
     const cpuacct = await optionalV1Parent('cpuacct', 'cpuacct.usage_user');
-    return { version: 'v1', parents: { memory, pids, cpu: await optionalV1Parent('cpu', 'cpu.cfs_quota_us'), cpuacct } };
+    const freezer = await optionalV1Parent('freezer', 'cgroup.procs');
+    return { version: 'v1', parents: { memory, pids, cpu: await optionalV1Parent('cpu', 'cpu.cfs_quota_us'), cpuacct, freezer } };
   } catch {
     return null;
   }
@@ -91,6 +95,8 @@ interface JobDirs {
   cpu: string | null;
   /** Where CPU time is counted (v1: its own hierarchy; v2: the one group). */
   cpuacct: string | null;
+  /** Where its processes are frozen (freeze()). */
+  freezer: string | null;
 }
 
 /** What a job's group used, read once it ended; null where this host does not count it. */
@@ -113,7 +119,7 @@ export class JobCgroup {
 
   /** Each group directory once (v2 has one for all controllers). */
   private get unique(): string[] {
-    return [...new Set([this.dirs.memory, this.dirs.pids, ...[this.dirs.cpu, this.dirs.cpuacct].filter((dir) => dir !== null)])];
+    return [...new Set([this.dirs.memory, this.dirs.pids, ...[this.dirs.cpu, this.dirs.cpuacct, this.dirs.freezer].filter((dir) => dir !== null)])];
   }
 
   /**
@@ -128,6 +134,7 @@ export class JobCgroup {
       pids: join(host.parents.pids, name),
       cpu: useCpu ? join(host.parents.cpu!, name) : null,
       cpuacct: host.parents.cpuacct === null ? null : join(host.parents.cpuacct, name),
+      freezer: host.parents.freezer === null ? null : join(host.parents.freezer, name),
     };
     const group = new JobCgroup(host, dirs, `/${GROUP_PREFIX}/${name}`);
     for (const dir of group.unique) await mkdir(dir);
@@ -203,13 +210,44 @@ export class JobCgroup {
     return { cpuMs: nanoseconds === null ? null : Math.round(nanoseconds / 1e6), memoryBytes: number(readCount(this.dirs.memory, 'memory.usage_in_bytes')) };
   }
 
-  /** SIGKILLs every process still in the group: the backstop behind the PID namespace teardown. */
+  /** Whether its processes can be frozen here (a freezer hierarchy, or v2's cgroup.freeze). */
+  get freezes(): boolean {
+    return this.dirs.freezer !== null;
+  }
+
+  /**
+   * Stops every process of the group where it is, whatever it does (the cgroup freezer: no
+   * signal it could see or catch), until thaw(). Resolves once all are stopped; false, and
+   * thawed again, where that does not happen within FREEZE_WAIT_MS (a process in an
+   * uninterruptible wait) or there is no freezer.
+   */
+  async freeze(): Promise<boolean> {
+    const { freezer } = this.dirs;
+    if (freezer === null) return false;
+    const v2 = this.host.version === 'v2';
+    await writeFile(join(freezer, v2 ? 'cgroup.freeze' : 'freezer.state'), v2 ? '1' : 'FROZEN');
+    const frozen = () => (v2 ? /^frozen 1$/m.test(readCount(freezer, 'cgroup.events')) : readCount(freezer, 'freezer.state').trim() === 'FROZEN');
+    for (const started = performance.now(); performance.now() - started < FREEZE_WAIT_MS; await sleep(1)) if (frozen()) return true;
+    await this.thaw();
+    return false;
+  }
+
+  /** Lets every process of the group go on where freeze() stopped it. */
+  async thaw(): Promise<void> {
+    const { freezer } = this.dirs;
+    if (freezer === null) return;
+    const v2 = this.host.version === 'v2';
+    await writeFile(join(freezer, v2 ? 'cgroup.freeze' : 'freezer.state'), v2 ? '0' : 'THAWED');
+  }
+
+  /** SIGKILLs every process still in the group: the backstop behind the PID namespace teardown. A frozen one is thawed to die. */
   async killAll(): Promise<void> {
     const procs = join(this.dirs.pids, 'cgroup.procs');
     for (let round = 0; round < 50; round++) {
       const pids = await listPids(procs);
       if (pids.length === 0) return;
       for (const pid of pids) signalQuietly(pid, 'SIGKILL');
+      await this.thaw().catch(() => undefined);
       await sleep(10);
     }
   }
@@ -242,7 +280,7 @@ async function removeGroup(dir: string): Promise<void> {
 /** Removes groups left by agent-runner processes that no longer exist (after a crash). */
 export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
   let reaped = 0;
-  for (const parent of new Set([host.parents.memory, host.parents.pids, ...[host.parents.cpu, host.parents.cpuacct].filter((dir) => dir !== null)])) {
+  for (const parent of new Set([host.parents.memory, host.parents.pids, ...[host.parents.cpu, host.parents.cpuacct, host.parents.freezer].filter((dir) => dir !== null)])) {
     const names = await readdir(parent, { withFileTypes: true }).catch(() => []);
     for (const entry of names) {
       if (!entry.isDirectory()) continue;
@@ -250,6 +288,9 @@ export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
       if (!Number.isInteger(owner) || isAlive(owner)) continue;
       const dir = join(parent, entry.name);
       for (const pid of await listPids(join(dir, 'cgroup.procs'))) signalQuietly(pid, 'SIGKILL');
+      // A frozen process dies only once thawed.
+      if (parent === host.parents.freezer)
+        await writeFile(join(dir, host.version === 'v2' ? 'cgroup.freeze' : 'freezer.state'), host.version === 'v2' ? '0' : 'THAWED').catch(() => undefined);
       await removeGroup(dir).then(
         () => reaped++,
         () => undefined,

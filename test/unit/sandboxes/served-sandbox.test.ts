@@ -12,7 +12,7 @@ const BY = { program: 'its agent', timedOut: 'timed out', aborted: 'killed', out
 function fakePrepared(): { prepared: PreparedSandbox; exit(code: number): void } {
   let exit!: (outcome: SandboxOutcome) => void;
   const outcome = new Promise<SandboxOutcome>((resolve) => (exit = resolve));
-  const prepared = { start: () => outcome, release: () => undefined } as unknown as PreparedSandbox;
+  const prepared = { start: () => outcome, release: async () => undefined } as unknown as PreparedSandbox;
   return {
     prepared,
     exit: (code) => exit({ exitCode: code, signal: null, timedOut: false, aborted: false, oomKilled: false, usage: UNCOUNTED, durationMs: 1 }),
