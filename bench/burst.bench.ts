@@ -10,7 +10,9 @@
  *      minus after it, once the sandboxes have been idle for BENCH_IDLE_MS, divided by their number.
  * Then every sandbox is killed.
  *   npm run build && node --import tsx bench/burst.bench.ts
- * Options (env): BENCH_KINDS (local_process), BENCH_BURST (100), BENCH_IDLE_MS (3000).
+ * Options (env): BENCH_KINDS (local_process), BENCH_BURST (100), BENCH_IDLE_MS (3000), BENCH_WARM
+ * (pre-started sandboxes kept per template, backends.local_process.warmPerTemplate: the service's
+ * default unless given) and BENCH_SETTLE_MS (30000: how long they are given to start before the burst).
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +25,8 @@ const setting = (name: string, fallback: number) => Number(process.env[name] ?? 
 const kinds = (process.env.BENCH_KINDS ?? 'local_process').split(',');
 const burst = setting('BENCH_BURST', 100);
 const idleMs = setting('BENCH_IDLE_MS', 3000);
+const warm = setting('BENCH_WARM', 0);
+const settleMs = setting('BENCH_SETTLE_MS', 30_000);
 const scratch = mkdtempSync(join(tmpdir(), 'bench-burst-'));
 
 type Options = Parameters<typeof Sandbox.create>[1];
@@ -45,7 +49,11 @@ const ms = (value: number) => `${value.toFixed(0)} ms`;
 // sandboxes.max admits the burst; so does the front door's cap on one address's connections
 // (service.clients.maxConnectionsPerAddress, 128): every client here is on loopback, and each
 // sandbox's command stream is a connection of its own, as from one orchestrator's process.
-const service = { AGENT_RUNNER_SANDBOXES__MAX: String(burst + 8), AGENT_RUNNER_SERVICE__CLIENTS__MAX_CONNECTIONS_PER_ADDRESS: String(4 * burst + 128) };
+const service = {
+  AGENT_RUNNER_SANDBOXES__MAX: String(burst + 8),
+  AGENT_RUNNER_SERVICE__CLIENTS__MAX_CONNECTIONS_PER_ADDRESS: String(4 * burst + 128),
+  ...(warm > 0 && { AGENT_RUNNER_BACKENDS__LOCAL_PROCESS__WARM_PER_TEMPLATE: String(warm) }),
+};
 
 await eachKind(kinds, scratch, service, async (options) => {
   const alone: number[] = [];
@@ -57,6 +65,13 @@ await eachKind(kinds, scratch, service, async (options) => {
   }
   const anchor = percentile(alone, 50);
   console.log(`  one create alone -> output   ${ms(anchor)} p50 (5 after 2 warm-ups)`);
+  // With BENCH_WARM, the pool of pre-started sandboxes is given time to fill before the burst:
+  // what they cost is what the host gave them meanwhile (the burst's own are those).
+  if (warm > 0) {
+    const empty = memAvailableBytes();
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
+    console.log(`  host memory per pre-started sandbox  ${((empty - memAvailableBytes()) / warm / 2 ** 20).toFixed(1)} MiB (MemAvailable, ${warm} started in ${settleMs} ms)`);
+  }
 
   const before = memAvailableBytes();
   const started = performance.now();
@@ -78,9 +93,11 @@ await eachKind(kinds, scratch, service, async (options) => {
   }
   for (const [message, count] of countBy(failures)) console.log(`    failed x${count}: ${message.slice(0, 300)}`);
 
-  await new Promise((resolve) => setTimeout(resolve, idleMs));
-  const perSandbox = (before - memAvailableBytes()) / Math.max(1, made.length);
-  console.log(`  host memory per idle sandbox  ${(perSandbox / 2 ** 20).toFixed(1)} MiB (MemAvailable, ${made.length} sandboxes idle ${idleMs} ms)`);
+  if (warm === 0) {
+    await new Promise((resolve) => setTimeout(resolve, idleMs));
+    const perSandbox = (before - memAvailableBytes()) / Math.max(1, made.length);
+    console.log(`  host memory per idle sandbox  ${(perSandbox / 2 ** 20).toFixed(1)} MiB (MemAvailable, ${made.length} sandboxes idle ${idleMs} ms)`);
+  }
   await Promise.allSettled(made.map((one) => one.sandbox.kill()));
 });
 rmSync(scratch, { recursive: true, force: true });
