@@ -350,6 +350,49 @@ static int mount_root(int argc, char **argv) {
   return 125;
 }
 
+/*
+ * The files of more than one name already shifted: a file's second name must not be shifted
+ * again, where the ids it was given are among those mapped (a sandbox's disk taken up by one
+ * whose user's uid was another's root: the user's file would become root's). An open-addressing
+ * set of (device, inode), grown at half full, so a tree of many linked files costs linear time.
+ */
+struct file_id {
+  dev_t dev;
+  ino_t ino;
+};
+static struct file_id *shifted_links;
+static size_t shifted_count, shifted_capacity;
+
+static size_t slot_of(struct file_id id, size_t capacity) {
+  return (size_t)((id.ino * 0x9E3779B97F4A7C15ULL) ^ id.dev) & (capacity - 1);
+}
+
+static void remember(struct file_id id) {
+  size_t slot = slot_of(id, shifted_capacity);
+  while (shifted_links[slot].ino != 0) slot = (slot + 1) & (shifted_capacity - 1);
+  shifted_links[slot] = id;
+}
+
+static int shifted_before(dev_t dev, ino_t ino) {
+  struct file_id id = {dev, ino};
+  if (shifted_capacity > 0)
+    for (size_t slot = slot_of(id, shifted_capacity); shifted_links[slot].ino != 0; slot = (slot + 1) & (shifted_capacity - 1))
+      if (shifted_links[slot].ino == ino && shifted_links[slot].dev == dev) return 1;
+  if (2 * (shifted_count + 1) > shifted_capacity) {
+    struct file_id *old = shifted_links;
+    size_t old_capacity = shifted_capacity;
+    shifted_capacity = old_capacity ? 2 * old_capacity : 64;
+    shifted_links = calloc(shifted_capacity, sizeof *shifted_links);
+    if (!shifted_links) fail("out of memory");
+    for (size_t slot = 0; slot < old_capacity; slot++)
+      if (old[slot].ino != 0) remember(old[slot]);
+    free(old);
+  }
+  remember(id);
+  shifted_count++;
+  return 0;
+}
+
 /* Shifts the owner of `name` in `dir` (and, for a directory, of all under it). */
 static void shift_at(int dir, const char *name, const struct id_range *ranges, int count, int depth) {
   if (depth > 4096) {
@@ -358,6 +401,7 @@ static void shift_at(int dir, const char *name, const struct id_range *ranges, i
   }
   struct stat st;
   if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) != 0) fail("stat %s", name);
+  if (!S_ISDIR(st.st_mode) && st.st_nlink > 1 && shifted_before(st.st_dev, st.st_ino)) return;
   long uid = mapped(st.st_uid, ranges, count), gid = mapped(st.st_gid, ranges, count);
   if (uid >= 0 || gid >= 0) {
     /* A chown clears setuid and setgid bits: put them back as they were. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import {
   chownSync,
+  linkSync,
   closeSync,
   existsSync,
   fsyncSync,
@@ -131,6 +132,37 @@ describe('work-dir pool', { skip: notRoot }, () => {
         [],
         'a disk taken up is not pooled after',
       );
+    } finally {
+      await pool.dispose();
+      rmSync(kept, { recursive: true, force: true });
+    }
+  });
+
+  it("gives each file its owner once, however many names it has: a disk taken up by ids that swap the user's and root's", async () => {
+    const kept = mkdtempSync(join(tmpdir(), 'kept-disk-'));
+    const pool = new WorkDirPool(mkdtempSync(join(tmpdir(), 'workdirs-')));
+    const idsOf = (user: number, rootId: number) => [
+      { inside: 0, host: rootId, count: 1 },
+      { inside: 1000, host: user, count: 1 },
+    ];
+    try {
+      const first = await pool.lease(16 << 20, 64110, { ids: idsOf(64110, 64111) });
+      for (const [name, owner] of [
+        ['users', 64110],
+        ['roots', 64111],
+      ] as const) {
+        writeFileSync(join(first.path, name), name);
+        chownSync(join(first.path, name), owner, owner);
+        for (let n = 0; n < 3; n++) linkSync(join(first.path, name), join(first.path, `${name}-${n}`));
+      }
+      const image = join(kept, 'disk.img');
+      await first.keep!(image);
+      const second = await pool.lease(16 << 20, 64111, { ids: idsOf(64111, 64110), from: { image, take: true } });
+      for (const suffix of ['', '-0', '-1', '-2']) {
+        assert.equal(lstatSync(join(second.path, `users${suffix}`)).uid, 64111, `users${suffix} is the new user's`);
+        assert.equal(lstatSync(join(second.path, `roots${suffix}`)).uid, 64110, `roots${suffix} is the new root's`);
+      }
+      await second.release();
     } finally {
       await pool.dispose();
       rmSync(kept, { recursive: true, force: true });
