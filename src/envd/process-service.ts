@@ -101,6 +101,7 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
           cancelKill?.();
           if (streaming) queueing.end(event);
         },
+        following: () => streaming,
       };
       const started = await closingOnFailure(close, () =>
         startWithShell(

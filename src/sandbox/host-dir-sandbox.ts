@@ -21,8 +21,8 @@ export interface HostDirParts {
   cgroup: JobCgroup | null;
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
-  /** A leased work dir that is a disk of its own: kept (instead of released) or copied (WorkDirLease.keep, copy). */
-  disk: { keep(image: string): Promise<void>; copy(image: string): Promise<void> } | null;
+  /** A leased work dir that is a disk of its own: kept (instead of released), let go of if that failed, or copied (WorkDirLease.keep, abandon, copy). */
+  disk: { keep(image: string): Promise<void>; abandon(): Promise<void>; copy(image: string): Promise<void> } | null;
   /** Called once, after the job's processes, its cgroup and its files are gone. */
   onFinished: () => void;
 }
@@ -133,17 +133,18 @@ export abstract class HostDirSandbox implements PreparedSandbox {
     }
   }
 
-  /** Its processes gone: its disk kept where keepDisk asked (emptied and let go if that fails, which release() then reports), or the work dir released. */
+  /**
+   * Its processes gone: its disk kept where keepDisk asked, or the work dir released. A disk that
+   * could not be kept is let go of, never emptied (release() reports why).
+   */
   private async keepOrReleaseWorkDir(): Promise<void> {
-    if (this.keptAt !== null && this.host.disk) {
-      try {
-        await this.host.disk.keep(this.keptAt);
-        return;
-      } catch (error) {
-        this.keepFailure = new Error(`its disk could not be kept: ${(error as Error).message}`, { cause: error });
-      }
+    if (this.keptAt === null || !this.host.disk) return this.host.releaseWorkDir?.();
+    try {
+      await this.host.disk.keep(this.keptAt);
+    } catch (error) {
+      this.keepFailure = new Error(`its disk could not be kept: ${(error as Error).message}`, { cause: error });
+      await this.host.disk.abandon();
     }
-    await this.host.releaseWorkDir?.();
   }
 
   private stagedPath(name: string): string {

@@ -261,6 +261,11 @@ export class AgentChannel implements SandboxAgentPort {
     return this.pending.size > 0;
   }
 
+  /** Whether a client waits on the agent: a process's output or end followed, a watch. */
+  get followed(): boolean {
+    return this.watches.size > 0 || [...this.processes.values()].some((listeners) => [...listeners].some((listener) => listener.following?.() ?? true));
+  }
+
   /** How long nothing was asked of the agent and it said nothing of its own (pings aside). */
   get quietForMs(): number {
     return performance.now() - this.lastActive;

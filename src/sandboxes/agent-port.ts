@@ -31,6 +31,8 @@ export interface ProcessListener {
   end(event: AgentEndEvent): void;
   /** The sandbox ended under the process: no end event will come. */
   lost?(error: SandboxGoneError): void;
+  /** Whether a client still waits on what it hears (absent: as long as it listens); one kept only to see the end, for a deadline, does not. */
+  following?(): boolean;
 }
 
 /**

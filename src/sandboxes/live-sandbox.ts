@@ -102,7 +102,7 @@ export class LiveSandbox {
   /** The last CPU reading, for the share used since then. */
   private lastCpu: { at: number; cpuMs: number } = { at: performance.now(), cpuMs: 0 };
   /** What its processes had used when freezeIfIdle last looked: one that used any since is not idle. */
-  private cpuAtLastLook: number | null = null;
+  private cpuAtLastLook: { at: number; cpuMs: number } | null = null;
   /** Frozen by freezeIfIdle, until its next request thaws it. */
   private frozen = false;
 
@@ -234,17 +234,21 @@ export class LiveSandbox {
 
   /**
    * Freezes it (PreparedSandbox.freeze) when nothing was asked of its agent, nor said by it, for
-   * `idleMs`, and its processes used no CPU since the last call: its agent's channel thaws it
-   * before the next request (AgentChannel.frozenUntil). Whether it is frozen now.
+   * `idleMs`, no client follows a process of it (a command's output or end, a watch), and its
+   * processes used no CPU since the last call, at least half a period before: its agent's channel
+   * thaws it before the next request (AgentChannel.frozenUntil). Whether it is frozen now.
    */
   async freezeIfIdle(idleMs: number): Promise<boolean> {
     const prepared = this.prepared;
     if (this.frozen || !this.running || !prepared?.freeze || !prepared.thaw || !prepared.usageNow) return this.frozen;
     const { cpuMs } = await prepared.usageNow();
+    const now = performance.now();
     const before = this.cpuAtLastLook;
-    this.cpuAtLastLook = cpuMs;
-    const quiet = () => this.channel.quietForMs >= idleMs && !this.channel.owes;
-    if (!quiet() || cpuMs === null || before === null || cpuMs - before > IDLE_CPU_MS) return false;
+    // Two looks close together would see no CPU used by a process that works all the time.
+    if (before !== null && now - before.at < idleMs / 2) return false;
+    this.cpuAtLastLook = cpuMs === null ? null : { at: now, cpuMs };
+    const quiet = () => this.channel.quietForMs >= idleMs && !this.channel.owes && !this.channel.followed;
+    if (!quiet() || cpuMs === null || before === null || cpuMs - before.cpuMs > IDLE_CPU_MS) return false;
     if (!(await prepared.freeze())) return false;
     // Asked meanwhile (or ended): it goes on at once.
     if (!quiet() || !this.running) {

@@ -88,6 +88,9 @@ export class Sandboxes {
   private readonly sweeper: NodeJS.Timeout;
   /** Freezes idle sandboxes (sandboxes.freezeIdleSeconds), where set. */
   private readonly freezer: NodeJS.Timeout | undefined;
+  private freezing = false;
+  /** Sandboxes a pause is keeping (described(): paused once it has ended them). */
+  private readonly pausing = new Set<string>();
   private imageTemplatesOpened: TemplateRegistry | null = null;
   /** Resumes under way because requests came for a paused sandbox (wake). */
   private readonly waking = new Map<string, Promise<boolean>>();
@@ -178,14 +181,24 @@ export class Sandboxes {
   async describe(id: string): Promise<Sandbox> {
     await this.loaded;
     const paused = this.pausedState(id);
-    return paused ? describePaused(paused) : this.find(id).describe();
+    return paused ? describePaused(paused) : this.described(this.find(id));
   }
 
   /** Running, paused and recently ended sandboxes. */
   async list(): Promise<Sandbox[]> {
     await this.loaded;
     const paused = [...this.kept.values()].filter((state) => state.purpose === 'pause').map(describePaused);
-    return [...[...this.sandboxes.values()].map((sandbox) => sandbox.describe()), ...paused];
+    return [...[...this.sandboxes.values()].map((sandbox) => this.described(sandbox)), ...paused];
+  }
+
+  /**
+   * A sandbox as it is; one its pause has ended whose state is still being written (its disk
+   * moved aside, its checkpoint's files synced) is paused already, not ended: a client polling
+   * for its pause never sees it gone.
+   */
+  private described(sandbox: LiveSandbox): Sandbox {
+    const described = sandbox.describe();
+    return this.pausing.has(sandbox.id) && !sandbox.running ? { ...described, state: 'paused' } : described;
   }
 
   /**
@@ -211,8 +224,13 @@ export class Sandboxes {
     const memory = sandbox.pauseKind === 'memory' && request.keep_memory !== false;
     await this.withinKeptQuota(sandbox.apiKey, 'pause', null, () =>
       this.changingWhile(id, async () => {
-        const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, memory ? 'memory' : 'end');
-        this.kept.set(id, state);
+        this.pausing.add(id);
+        try {
+          const state = await this.keep(sandbox, { id, purpose: 'pause', name: null }, memory ? 'memory' : 'end');
+          this.kept.set(id, state);
+        } finally {
+          this.pausing.delete(id);
+        }
         this.sandboxes.delete(id);
         await sandbox.end('paused');
       }),
@@ -637,8 +655,15 @@ export class Sandboxes {
 
   /** Freezes each running sandbox idle for `idleMs` (LiveSandbox.freezeIfIdle); not one being paused, forked or snapshotted. */
   private async freezeIdle(idleMs: number): Promise<void> {
-    for (const sandbox of [...this.sandboxes.values()]) {
-      if (!this.changing.has(sandbox.id)) await sandbox.freezeIfIdle(idleMs).catch(() => undefined);
+    // One look at a time: a freeze may wait a while for its processes to stop.
+    if (this.freezing) return;
+    this.freezing = true;
+    try {
+      for (const sandbox of [...this.sandboxes.values()]) {
+        if (!this.changing.has(sandbox.id)) await sandbox.freezeIfIdle(idleMs).catch(() => undefined);
+      }
+    } finally {
+      this.freezing = false;
     }
   }
 

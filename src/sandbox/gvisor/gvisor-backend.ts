@@ -208,7 +208,7 @@ export class GvisorBackend implements SandboxBackend {
         workDir,
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
-        disk: lease?.keep && lease.copy ? { keep: lease.keep, copy: lease.copy } : null,
+        disk: lease?.keep && lease.abandon && lease.copy ? { keep: lease.keep, abandon: lease.abandon, copy: lease.copy } : null,
         cgroup,
         imageRoot,
         onFinished: this.jobs.oweCleanup(),

@@ -18,6 +18,9 @@ export async function unmountOrphans(root: string, isOwnerAlive: (pid: number) =
     const mountPoint = line.split(' ')[1]?.replace(/\\040/g, ' ');
     if (!mountPoint?.startsWith(`${root}/`)) continue;
     const owner = Number(mountPoint.slice(root.length + 1).split('-')[0]);
-    if (Number.isInteger(owner) && owner > 0 && !isOwnerAlive(owner)) await unmountLazily(mountPoint).catch(() => undefined);
+    if (!Number.isInteger(owner) || owner <= 0 || isOwnerAlive(owner)) continue;
+    // A disk its owner froze to copy it (and died meanwhile) would hold its writers for ever.
+    await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--unfreeze', mountPoint]).catch(() => undefined);
+    await unmountLazily(mountPoint).catch(() => undefined);
   }
 }

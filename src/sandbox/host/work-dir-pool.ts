@@ -1,5 +1,6 @@
 import { lchown, link, lstat, mkdir, readFile, rename, rm, rmdir, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { IMAGE_ROOT_HELPER } from '../../images/image-root.js';
 import { writeFileAtomic } from '../../util/atomic-write.js';
 import { execFileWhenQuiet } from '../../util/fork-gate.js';
@@ -11,8 +12,8 @@ import { removeTree } from './tree-removal.js';
 
 /** statfs(2) magic numbers of tmpfs and ramfs: an image there would be memory too. */
 const IN_MEMORY_FILE_SYSTEMS = new Set([0x01021994, 0x858458f6]);
-/** At a disk's root, beside the work dir and the layer (where the job never reaches): the host ids its files are owned by. */
-const IDS_FILE = 'ids';
+/** Tries of a kept disk's unmount: a host reader (an artifact, a statfs) may hold it a moment after the job's processes are gone. */
+const UNMOUNT_TRIES = 20;
 
 export interface WorkDirLease {
   /** A fresh, empty directory owned by the job's uid, on a size-limited file system of its own. */
@@ -23,10 +24,13 @@ export interface WorkDirLease {
   release(): Promise<void>;
   /**
    * Instead of release, once the job's processes are gone: its disk (the work dir and the layer
-   * as the job left them) unmounted and moved to `image`, the one file a later lease takes up
-   * (LeaseOptions.from). Only a lease with `ids` on a disk of its own, not a tmpfs.
+   * as the job left them) unmounted and moved to `image`, the file a later lease takes up
+   * (LeaseOptions.from), the host ids its files are owned by beside it (`<image>.ids`). Only a
+   * lease with `ids` on a disk of its own, not a tmpfs. If it fails, abandon() the lease.
    */
   keep?(image: string): Promise<void>;
+  /** After a keep that failed: the disk let go of, never emptied (its image is reaped with this process's other leftovers). */
+  abandon?(): Promise<void>;
   /** While the job runs: a copy of its disk at `image`, of one instant (its file system frozen meanwhile). */
   copy?(image: string): Promise<void>;
 }
@@ -66,12 +70,13 @@ export class WorkDirPool {
 
   async lease(bytes: number, uid: number, options: LeaseOptions = {}): Promise<WorkDirLease> {
     const { withLayer = false, ids, from } = options;
-    const mount = from ? await this.takeUp(from) : (this.idle.get(bytes)?.pop() ?? (await this.mountNew(bytes)));
+    const taken = from ? await this.takeUp(from) : null;
+    const mount = taken?.mount ?? this.idle.get(bytes)?.pop() ?? (await this.mountNew(bytes));
     const path = join(mount, 'work');
     const layer = withLayer ? join(mount, 'layer') : undefined;
     try {
       if (from) {
-        await shiftOwners(mount, ids ?? []);
+        await shiftOwners(mount, idsOf(from.image), ids ?? [], taken!.linked);
       } else {
         await mkdir(path, { mode: 0o755 });
         await lchown(path, uid, uid);
@@ -81,8 +86,9 @@ export class WorkDirPool {
       await this.retire(mount);
       throw error;
     }
-    // A disk taken up is the job's own, not of the size asked: it is not pooled after.
-    const release = () => (from ? this.retireEmptied(mount, path, layer) : this.giveBack(bytes, mount, [path, ...(layer ? [layer] : [])]));
+    // A disk taken up is the job's own, not of the size asked: it is not pooled, nor emptied (its
+    // image may be a paused state's still, if the job failed to start).
+    const release = () => (from ? this.retire(mount) : this.giveBack(bytes, mount, [path, ...(layer ? [layer] : [])]));
     return {
       path,
       ...(layer && { layer }),
@@ -90,15 +96,20 @@ export class WorkDirPool {
       ...(ids !== undefined &&
         this.disks.has(mount) && {
           keep: async (image: string) => {
-            await writeFileAtomic(join(mount, IDS_FILE), JSON.stringify(ids));
+            await writeFileAtomic(idsOf(image), JSON.stringify(ids));
             // Not lazily: the image is whole, and no mount of it is left, before it moves.
-            await execFileWhenQuiet('/usr/bin/umount', [mount]);
+            await unmountWhole(mount);
             this.disks.delete(mount);
             await moveFile(imageOf(mount), image);
             await rmdir(mount);
           },
+          abandon: async () => {
+            this.disks.delete(mount);
+            await unmountLazily(mount).catch(() => undefined);
+            await rmdir(mount).catch(() => undefined);
+          },
           copy: async (image: string) => {
-            await writeFileAtomic(join(mount, IDS_FILE), JSON.stringify(ids));
+            await writeFileAtomic(idsOf(image), JSON.stringify(ids));
             // Frozen, its file system is whole on the image and takes no write until thawed.
             await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--freeze', mount]);
             try {
@@ -119,25 +130,25 @@ export class WorkDirPool {
     await Promise.all(mounts.map((mount) => this.retire(mount)));
   }
 
-  /** A kept disk mounted as a lease's: linked where the pool keeps its images, or copied there. */
-  private async takeUp(from: NonNullable<LeaseOptions['from']>): Promise<string> {
+  /** A kept disk mounted as a lease's: linked where the pool keeps its images (`linked`: the keeper's file itself), or copied there. */
+  private async takeUp(from: NonNullable<LeaseOptions['from']>): Promise<{ mount: string; linked: boolean }> {
     const mount = join(this.root, ownedName());
     await mkdir(mount, { recursive: true, mode: 0o755 });
+    let linked = false;
     try {
-      if (from.take) await link(from.image, imageOf(mount)).catch(() => copySparse(from.image, imageOf(mount)));
-      else await copySparse(from.image, imageOf(mount));
+      if (from.take)
+        linked = await link(from.image, imageOf(mount)).then(
+          () => true,
+          () => false,
+        );
+      if (!linked) await copySparse(from.image, imageOf(mount));
       await mountDisk(imageOf(mount), mount);
       this.disks.add(mount);
     } catch (error) {
       await this.retire(mount);
       throw error;
     }
-    return mount;
-  }
-
-  private async retireEmptied(mount: string, ...paths: Array<string | undefined>): Promise<void> {
-    for (const path of paths) if (path) await removeTree(path).catch(() => undefined);
-    await this.retire(mount);
+    return { mount, linked };
   }
 
   private async mountNew(bytes: number): Promise<string> {
@@ -211,16 +222,38 @@ async function copySparse(from: string, to: string): Promise<void> {
   await execFileWhenQuiet('/usr/bin/cp', ['--sparse=always', '--no-dereference', from, to]);
 }
 
+/** Where the host ids a kept disk's files are owned by are written, beside its image (out of the job's reach, and of its full disk). */
+function idsOf(image: string): string {
+  return `${image}.ids`;
+}
+
 /**
- * A disk taken up by a job with other host ids: its files' owners, the ids the disk says it was
- * kept with (its ids file), given this job's for the same ids inside, by the image-root helper's
- * walk (by descriptors, no link followed). Nothing runs on the disk yet.
+ * A disk taken up by a job with other host ids: its files' owners, the ids it was kept with
+ * (`idsFile`), given this job's for the same ids inside, by the image-root helper's walk (by
+ * descriptors, no link followed). Nothing runs on the disk yet. Where the disk is the keeper's
+ * own file (`linked`), the keeper's ids say the new ones after: a start that fails then leaves
+ * a state whose ids are its files'. (A walk cut short, the service killed in it, leaves a mix.)
  */
-async function shiftOwners(mount: string, ids: readonly IdRange[]): Promise<void> {
-  const kept = JSON.parse(await readFile(join(mount, IDS_FILE), { encoding: 'utf8', flag: 'r' })) as IdRange[];
+async function shiftOwners(mount: string, idsFile: string, ids: readonly IdRange[], linked: boolean): Promise<void> {
+  const kept = JSON.parse(await readFile(idsFile, 'utf8')) as IdRange[];
   const map = kept.flatMap((old) => {
     const now = ids.find((range) => range.inside === old.inside && range.count === old.count);
     return now && now.host !== old.host ? [`${old.host}:${now.host}:${old.count}`] : [];
   });
-  if (map.length > 0) await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['shift', mount, '--map', map.join(',')]);
+  if (map.length === 0) return;
+  await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['shift', mount, '--map', map.join(',')]);
+  if (linked) await writeFileAtomic(idsFile, JSON.stringify(ids));
+}
+
+/** Unmounts a disk whole (not lazily), trying again while a host reader still holds it. */
+async function unmountWhole(mount: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await execFileWhenQuiet('/usr/bin/umount', [mount]);
+      return;
+    } catch (error) {
+      if (attempt >= UNMOUNT_TRIES) throw error;
+      await sleep(10 * attempt);
+    }
+  }
 }

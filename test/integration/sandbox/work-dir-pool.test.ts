@@ -132,6 +132,13 @@ describe('work-dir pool', { skip: notRoot }, () => {
         [],
         'a disk taken up is not pooled after',
       );
+      // A job that took a kept disk up and ended (a resume that failed) left it whole, its ids
+      // those of its files: it is taken up again by the next.
+      const fourth = await pool.lease(16 << 20, 64106, { withLayer: true, ids: idsOf(64106, 64107), from: { image, take: true } });
+      assert.equal(readFileSync(join(fourth.path, 'mine.txt'), 'utf8'), "the user's");
+      assert.equal(lstatSync(join(fourth.path, 'mine.txt')).uid, 64106);
+      assert.equal(lstatSync(join(fourth.layer!, 'upper', 'roots.txt')).uid, 64107);
+      await fourth.release();
     } finally {
       await pool.dispose();
       rmSync(kept, { recursive: true, force: true });
