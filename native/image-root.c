@@ -33,6 +33,13 @@
  *     and execs PROGRAM, which keeps no capability (a build's RUN after USER, in an image
  *     without su).
  *
+ *   image-root idmap SOURCE TARGET --map FROM:TO[:COUNT][,...]
+ *     Binds SOURCE at TARGET, writable, nosuid and nodev, in the caller's mount namespace,
+ *     idmapped: a file owned by a FROM id is shown as owned by the TO id, and one made through
+ *     it by the TO id is stored as the FROM one (a sandbox's kept disk taken up by a sandbox of
+ *     other host ids: no file is changed, whatever the tree holds). Ids not mapped show as the
+ *     overflow id, and cannot make files there.
+ *
  *   image-root shift DIR --map HOST:IMAGE[:COUNT][,...]
  *     Gives each file under DIR owned by a HOST uid (or gid) the IMAGE one instead: a build
  *     step's writable layer, written by the sandbox's host uids, made a layer of the image's ids.
@@ -167,10 +174,10 @@ static int userns_of(const char *map) {
   return ns;
 }
 
-static void idmapped_bind(const char *source, const char *target, int userns) {
+static void idmapped_bind(const char *source, const char *target, int userns, int writable) {
   int tree = (int)syscall(SYS_open_tree, AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
   if (tree < 0) fail("open_tree %s", source);
-  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, .userns_fd = (unsigned long long)userns};
+  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | (writable ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, .userns_fd = (unsigned long long)userns};
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail("idmap %s", source);
   if (syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("mount %s", target);
   close(tree);
@@ -210,7 +217,7 @@ static void overlay_system_dir(const char *target, const char *writable, int n, 
   char lower[4096], mine[4096], upper[4200], work[4200], at[8200];
   snprintf(lower, sizeof lower, "%s/system-%d", target, n);
   make_dir(lower, 0, 0, 0700);
-  idmapped_bind(dir, lower, userns);
+  idmapped_bind(dir, lower, userns, 0);
   snprintf(mine, sizeof mine, "%s/system/%d", writable, n);
   keep_dir(mine, 0, 0, 0700);
   snprintf(work, sizeof work, "%s/work", mine);
@@ -318,7 +325,7 @@ static int mount_root(int argc, char **argv) {
   for (int layer = layer_count - 1; layer >= 0; layer--) {
     snprintf(path, sizeof path, "%s/%d", target, layer);
     make_dir(path, 0, 0, 0700);
-    idmapped_bind(layers[layer], path, userns);
+    idmapped_bind(layers[layer], path, userns, 0);
     size_t used = strlen(lower);
     if (used + strlen(path) + 2 >= sizeof lower) fail("the layers' paths are too long");
     snprintf(lower + used, sizeof lower - used, "%s%s", used ? ":" : "", path);
@@ -432,6 +439,23 @@ static int shift(int argc, char **argv) {
   return 0;
 }
 
+/* SOURCE bound writable at TARGET, in the caller's mount namespace, its files' FROM ids shown as TO. */
+static int idmap(int argc, char **argv) {
+  if (argc != 6 || strcmp(argv[4], "--map") != 0) {
+    errno = 0;
+    fail("usage: idmap SOURCE TARGET --map FROM:TO[:COUNT][,...]");
+  }
+  struct id_range ranges[MAX_MAPS];
+  int count = parse_ranges(argv[5], ranges, MAX_MAPS);
+  char map[512] = "";
+  for (int r = 0; r < count; r++) {
+    size_t used = strlen(map);
+    snprintf(map + used, sizeof map - used, "%lu %lu %lu\n", ranges[r].from, ranges[r].to, ranges[r].count);
+  }
+  idmapped_bind(argv[2], argv[3], userns_of(map), 1);
+  return 0;
+}
+
 static int as_user(int argc, char **argv) {
   unsigned long uid = 1000, gid = 1000;
   int i = 2;
@@ -454,8 +478,9 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "marks") == 0) return marks(argv[2]);
   if (argc >= 2 && strcmp(argv[1], "mount") == 0) return mount_root(argc, argv);
   if (argc >= 3 && strcmp(argv[1], "shift") == 0) return shift(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "idmap") == 0) return idmap(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "as-user") == 0) return as_user(argc, argv);
   errno = 0;
-  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ...");
+  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ... | image-root idmap SOURCE TARGET --map ...");
   return 125;
 }

@@ -59,6 +59,8 @@ export class WorkDirPool {
   private readonly idle = new Map<number, string[]>();
   /** The mounts that are disks (scratch-disk.ts) of an image beside them, not tmpfs. */
   private readonly disks = new Set<string>();
+  /** A taken-up disk's mount -> its idmapped view (takeUp). */
+  private readonly views = new Map<string, string>();
   private disposed = false;
   /** Whether work dirs are scratch disks: not where the root is in memory anyway (a microVM's guest), nor once one failed to mount. */
   private onDisk: Promise<boolean> | undefined;
@@ -70,14 +72,16 @@ export class WorkDirPool {
 
   async lease(bytes: number, uid: number, options: LeaseOptions = {}): Promise<WorkDirLease> {
     const { withLayer = false, ids, from } = options;
-    const taken = from ? await this.takeUp(from) : null;
+    // A disk taken up keeps the ids its files were written with (diskIds); the job sees them as
+    // its own through an idmapped view of it, where they differ.
+    const taken = from ? await this.takeUp(from, ids ?? []) : null;
     const mount = taken?.mount ?? this.idle.get(bytes)?.pop() ?? (await this.mountNew(bytes));
-    const path = join(mount, 'work');
-    const layer = withLayer ? join(mount, 'layer') : undefined;
+    const diskIds = taken?.diskIds ?? ids;
+    const seen = taken?.view ?? mount;
+    const path = join(seen, 'work');
+    const layer = withLayer ? join(seen, 'layer') : undefined;
     try {
-      if (from) {
-        await shiftOwners(mount, idsOf(from.image), ids ?? [], taken!.linked);
-      } else {
+      if (!from) {
         await mkdir(path, { mode: 0o755 });
         await lchown(path, uid, uid);
       }
@@ -93,23 +97,26 @@ export class WorkDirPool {
       path,
       ...(layer && { layer }),
       release,
-      ...(ids !== undefined &&
+      ...(diskIds !== undefined &&
         this.disks.has(mount) && {
           keep: async (image: string) => {
-            await writeFileAtomic(idsOf(image), JSON.stringify(ids));
+            await writeFileAtomic(idsOf(image), JSON.stringify(diskIds));
             // Not lazily: the image is whole, and no mount of it is left, before it moves.
-            await unmountWhole(mount);
+            for (const point of [...(taken?.view ? [taken.view] : []), mount]) await unmountWhole(point);
             this.disks.delete(mount);
+            this.views.delete(mount);
             await moveFile(imageOf(mount), image);
             await rmdir(mount);
+            if (taken?.view) await rmdir(taken.view);
           },
           abandon: async () => {
             this.disks.delete(mount);
+            await this.unmountView(mount);
             await unmountLazily(mount).catch(() => undefined);
             await rmdir(mount).catch(() => undefined);
           },
           copy: async (image: string) => {
-            await writeFileAtomic(idsOf(image), JSON.stringify(ids));
+            await writeFileAtomic(idsOf(image), JSON.stringify(diskIds));
             // Frozen, its file system is whole on the image and takes no write until thawed.
             await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--freeze', mount]);
             try {
@@ -130,25 +137,49 @@ export class WorkDirPool {
     await Promise.all(mounts.map((mount) => this.retire(mount)));
   }
 
-  /** A kept disk mounted as a lease's: linked where the pool keeps its images (`linked`: the keeper's file itself), or copied there. */
-  private async takeUp(from: NonNullable<LeaseOptions['from']>): Promise<{ mount: string; linked: boolean }> {
+  /**
+   * A kept disk mounted as a lease's: linked where the pool keeps its images, or copied there;
+   * its files stay owned by the ids it was kept with (`diskIds`), shown as the job's own `ids`
+   * through an idmapped view of it (`view`, image-root idmap) where those differ. Nothing of the
+   * tree is walked or changed, whatever it holds.
+   */
+  private async takeUp(from: NonNullable<LeaseOptions['from']>, ids: readonly IdRange[]): Promise<{ mount: string; view?: string; diskIds: IdRange[] }> {
     const mount = join(this.root, ownedName());
     await mkdir(mount, { recursive: true, mode: 0o755 });
-    let linked = false;
     try {
-      if (from.take)
-        linked = await link(from.image, imageOf(mount)).then(
+      const diskIds = JSON.parse(await readFile(idsOf(from.image), 'utf8')) as IdRange[];
+      const linked =
+        from.take &&
+        (await link(from.image, imageOf(mount)).then(
           () => true,
           () => false,
-        );
+        ));
       if (!linked) await copySparse(from.image, imageOf(mount));
       await mountDisk(imageOf(mount), mount);
       this.disks.add(mount);
+      const map = diskIds.flatMap((kept) => {
+        const now = ids.find((range) => range.inside === kept.inside && range.count === kept.count);
+        return now && now.host !== kept.host ? [`${kept.host}:${now.host}:${kept.count}`] : [];
+      });
+      if (map.length === 0) return { mount, diskIds };
+      const view = join(this.root, ownedName());
+      await mkdir(view, { mode: 0o755 });
+      this.views.set(mount, view);
+      // The host's root (lost+found, the layer's own directories) stays root through the view.
+      await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['idmap', mount, view, '--map', [...map, '0:0:1'].join(',')]);
+      return { mount, view, diskIds };
     } catch (error) {
       await this.retire(mount);
       throw error;
     }
-    return { mount, linked };
+  }
+
+  private async unmountView(mount: string): Promise<void> {
+    const view = this.views.get(mount);
+    if (view === undefined) return;
+    this.views.delete(mount);
+    await unmountLazily(view).catch(() => undefined);
+    await rmdir(view).catch(() => undefined);
   }
 
   private async mountNew(bytes: number): Promise<string> {
@@ -189,6 +220,7 @@ export class WorkDirPool {
 
   private async retire(mount: string): Promise<void> {
     this.disks.delete(mount);
+    await this.unmountView(mount);
     await unmountLazily(mount).catch(() => undefined);
     await rmdir(mount).catch(() => undefined);
     // The loop device lets go of an unlinked image once the lazy unmount completes.
@@ -225,24 +257,6 @@ async function copySparse(from: string, to: string): Promise<void> {
 /** Where the host ids a kept disk's files are owned by are written, beside its image (out of the job's reach, and of its full disk). */
 function idsOf(image: string): string {
   return `${image}.ids`;
-}
-
-/**
- * A disk taken up by a job with other host ids: its files' owners, the ids it was kept with
- * (`idsFile`), given this job's for the same ids inside, by the image-root helper's walk (by
- * descriptors, no link followed). Nothing runs on the disk yet. Where the disk is the keeper's
- * own file (`linked`), the keeper's ids say the new ones after: a start that fails then leaves
- * a state whose ids are its files'. (A walk cut short, the service killed in it, leaves a mix.)
- */
-async function shiftOwners(mount: string, idsFile: string, ids: readonly IdRange[], linked: boolean): Promise<void> {
-  const kept = JSON.parse(await readFile(idsFile, 'utf8')) as IdRange[];
-  const map = kept.flatMap((old) => {
-    const now = ids.find((range) => range.inside === old.inside && range.count === old.count);
-    return now && now.host !== old.host ? [`${old.host}:${now.host}:${old.count}`] : [];
-  });
-  if (map.length === 0) return;
-  await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['shift', mount, '--map', map.join(',')]);
-  if (linked) await writeFileAtomic(idsFile, JSON.stringify(ids));
 }
 
 /** Unmounts a disk whole (not lazily), trying again while a host reader still holds it. */

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import {
   chownSync,
   linkSync,
@@ -153,7 +154,7 @@ describe('work-dir pool', { skip: notRoot }, () => {
       { inside: 1000, host: user, count: 1 },
     ];
     try {
-      const first = await pool.lease(16 << 20, 64110, { ids: idsOf(64110, 64111) });
+      const first = await pool.lease(64 << 20, 64110, { ids: idsOf(64110, 64111) });
       for (const [name, owner] of [
         ['users', 64110],
         ['roots', 64111],
@@ -162,9 +163,11 @@ describe('work-dir pool', { skip: notRoot }, () => {
         chownSync(join(first.path, name), owner, owner);
         for (let n = 0; n < 3; n++) linkSync(join(first.path, name), join(first.path, `${name}-${n}`));
       }
+      // Deeper than any walk of the tree would go (image-root's shift stops at 4,096 levels).
+      execFileSync('/usr/bin/python3', ['-c', "import os\nfor _ in range(5000): os.mkdir('d'); os.chdir('d')"], { cwd: first.path });
       const image = join(kept, 'disk.img');
       await first.keep!(image);
-      const second = await pool.lease(16 << 20, 64111, { ids: idsOf(64111, 64110), from: { image, take: true } });
+      const second = await pool.lease(64 << 20, 64111, { ids: idsOf(64111, 64110), from: { image, take: true } });
       for (const suffix of ['', '-0', '-1', '-2']) {
         assert.equal(lstatSync(join(second.path, `users${suffix}`)).uid, 64111, `users${suffix} is the new user's`);
         assert.equal(lstatSync(join(second.path, `roots${suffix}`)).uid, 64110, `roots${suffix} is the new root's`);
