@@ -428,25 +428,26 @@ static void shift_at(int dir, const char *name, const struct id_range *ranges, i
   close(fd);
 }
 
-static int shift(int argc, char **argv) {
-  if (argc != 5 || strcmp(argv[3], "--map") != 0) {
+/* A subcommand's ranges, its last two arguments `--map RANGES`, its argument count checked. */
+static int map_argument(int argc, char **argv, int expected, const char *usage, struct id_range *ranges) {
+  if (argc != expected || strcmp(argv[expected - 2], "--map") != 0) {
     errno = 0;
-    fail("usage: shift DIR --map HOST:IMAGE[:COUNT][,...]");
+    fail("usage: %s", usage);
   }
+  return parse_ranges(argv[expected - 1], ranges, MAX_MAPS);
+}
+
+static int shift(int argc, char **argv) {
   struct id_range ranges[MAX_MAPS];
-  int count = parse_ranges(argv[4], ranges, MAX_MAPS);
+  int count = map_argument(argc, argv, 5, "shift DIR --map HOST:IMAGE[:COUNT][,...]", ranges);
   shift_at(AT_FDCWD, argv[2], ranges, count, 0);
   return 0;
 }
 
 /* SOURCE bound writable at TARGET, in the caller's mount namespace, its files' FROM ids shown as TO. */
 static int idmap(int argc, char **argv) {
-  if (argc != 6 || strcmp(argv[4], "--map") != 0) {
-    errno = 0;
-    fail("usage: idmap SOURCE TARGET --map FROM:TO[:COUNT][,...]");
-  }
   struct id_range ranges[MAX_MAPS];
-  int count = parse_ranges(argv[5], ranges, MAX_MAPS);
+  int count = map_argument(argc, argv, 6, "idmap SOURCE TARGET --map FROM:TO[:COUNT][,...]", ranges);
   char map[512] = "";
   for (int r = 0; r < count; r++) {
     size_t used = strlen(map);
