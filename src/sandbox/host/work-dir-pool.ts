@@ -42,7 +42,8 @@ export interface LeaseOptions {
   ids?: readonly IdRange[];
   /**
    * A disk kept before (WorkDirLease.keep, copy) to take up, its files as they were: linked
-   * (`take`: its keeper lets it go once the job runs) or copied; its files' owners made this job's.
+   * (`take`: its keeper lets it go once the job runs) or copied; its files shown as owned by
+   * this job's ids (an idmapped view).
    */
   from?: { image: string; take: boolean };
 }

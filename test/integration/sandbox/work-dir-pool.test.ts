@@ -87,7 +87,7 @@ describe('work-dir pool', { skip: notRoot }, () => {
     }
   });
 
-  it('keeps a disk whole, and a later lease with other host ids takes it up with its files, their owners made its own', async () => {
+  it('keeps a disk whole, and a later lease with other host ids takes it up with its files, shown as owned by its own ids', async () => {
     const root = mkdtempSync(join(tmpdir(), 'workdirs-'));
     const kept = mkdtempSync(join(tmpdir(), 'kept-disk-'));
     const pool = new WorkDirPool(root);
