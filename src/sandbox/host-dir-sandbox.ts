@@ -2,6 +2,7 @@ import type { JobCgroup } from './host/cgroups.js';
 import type { HostWorkDir } from './host/host-work-dir.js';
 import { copyToStagedFile, fillStagedFile } from './host/staged-files.js';
 import { removeTree } from './host/tree-removal.js';
+import type { LeasedDisk } from './host/work-dir-pool.js';
 import { statfs } from 'node:fs/promises';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
@@ -21,8 +22,8 @@ export interface HostDirParts {
   cgroup: JobCgroup | null;
   /** Hands a leased work dir back (emptied) once the job is over and the caller released it. */
   releaseWorkDir: (() => Promise<void>) | null;
-  /** A leased work dir that is a disk of its own: kept (instead of released), let go of if that failed, or copied (WorkDirLease.keep, abandon, copy). */
-  disk: { keep(image: string): Promise<void>; abandon(): Promise<void>; copy(image: string): Promise<void> } | null;
+  /** A leased work dir that is a disk of its own: kept (instead of released), let go of if that failed, or copied. */
+  disk: LeasedDisk | null;
   /** Called once, after the job's processes, its cgroup and its files are gone. */
   onFinished: () => void;
 }

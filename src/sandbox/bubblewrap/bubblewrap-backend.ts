@@ -397,7 +397,7 @@ export class BubblewrapBackend implements SandboxBackend {
             files: new HostWorkDir(workDir, template.workDir ?? null, uid),
             execRules: template.guardExec ? { landlockAbi: ready.landlockAbi, systemTrees: ready.layout.directories } : null,
             releaseWorkDir: lease ? lease.release : null,
-            disk: lease?.keep && lease.abandon && lease.copy ? { keep: lease.keep, abandon: lease.abandon, copy: lease.copy } : null,
+            disk: lease?.disk ?? null,
             network,
             bwrapStatus: true,
             onFinished: () => {

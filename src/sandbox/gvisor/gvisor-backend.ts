@@ -208,7 +208,7 @@ export class GvisorBackend implements SandboxBackend {
         workDir,
         files: new HostWorkDir(workDir, template.workDir ?? null, SANDBOX_UID),
         releaseWorkDir: release,
-        disk: lease?.keep && lease.abandon && lease.copy ? { keep: lease.keep, abandon: lease.abandon, copy: lease.copy } : null,
+        disk: lease?.disk ?? null,
         cgroup,
         imageRoot,
         onFinished: this.jobs.oweCleanup(),

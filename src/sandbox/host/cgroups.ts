@@ -119,7 +119,7 @@ export class JobCgroup {
 
   /** Each group directory once (v2 has one for all controllers). */
   private get unique(): string[] {
-    return [...new Set([this.dirs.memory, this.dirs.pids, ...[this.dirs.cpu, this.dirs.cpuacct, this.dirs.freezer].filter((dir) => dir !== null)])];
+    return eachDirOnce(this.dirs);
   }
 
   /**
@@ -225,7 +225,7 @@ export class JobCgroup {
     const { freezer } = this.dirs;
     if (freezer === null) return false;
     const v2 = this.host.version === 'v2';
-    await writeFile(join(freezer, v2 ? 'cgroup.freeze' : 'freezer.state'), v2 ? '1' : 'FROZEN');
+    await setFrozen(this.host.version, freezer, true);
     const frozen = () => (v2 ? /^frozen 1$/m.test(readCount(freezer, 'cgroup.events')) : readCount(freezer, 'freezer.state').trim() === 'FROZEN');
     for (const started = performance.now(); performance.now() - started < FREEZE_WAIT_MS; await sleep(1)) if (frozen()) return true;
     await this.thaw();
@@ -234,10 +234,7 @@ export class JobCgroup {
 
   /** Lets every process of the group go on where freeze() stopped it. */
   async thaw(): Promise<void> {
-    const { freezer } = this.dirs;
-    if (freezer === null) return;
-    const v2 = this.host.version === 'v2';
-    await writeFile(join(freezer, v2 ? 'cgroup.freeze' : 'freezer.state'), v2 ? '0' : 'THAWED');
+    if (this.dirs.freezer !== null) await setFrozen(this.host.version, this.dirs.freezer, false);
   }
 
   /** SIGKILLs every process still in the group: the backstop behind the PID namespace teardown. A frozen one is thawed to die. */
@@ -255,6 +252,16 @@ export class JobCgroup {
   async dispose(): Promise<void> {
     for (const dir of this.unique) await removeGroup(dir);
   }
+}
+
+/** The directories of a group, or of the parents of groups, each once (v2 has one for all controllers). */
+function eachDirOnce(dirs: JobDirs): string[] {
+  return [...new Set([dirs.memory, dirs.pids, ...[dirs.cpu, dirs.cpuacct, dirs.freezer].filter((dir) => dir !== null)])];
+}
+
+/** Freezes or thaws every process of the group at `dir` (v1's freezer.state, v2's cgroup.freeze). */
+function setFrozen(version: CgroupVersion, dir: string, frozen: boolean): Promise<void> {
+  return version === 'v2' ? writeFile(join(dir, 'cgroup.freeze'), frozen ? '1' : '0') : writeFile(join(dir, 'freezer.state'), frozen ? 'FROZEN' : 'THAWED');
 }
 
 async function listPids(procsFile: string): Promise<number[]> {
@@ -280,7 +287,7 @@ async function removeGroup(dir: string): Promise<void> {
 /** Removes groups left by agent-runner processes that no longer exist (after a crash). */
 export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
   let reaped = 0;
-  for (const parent of new Set([host.parents.memory, host.parents.pids, ...[host.parents.cpu, host.parents.cpuacct, host.parents.freezer].filter((dir) => dir !== null)])) {
+  for (const parent of eachDirOnce(host.parents)) {
     const names = await readdir(parent, { withFileTypes: true }).catch(() => []);
     for (const entry of names) {
       if (!entry.isDirectory()) continue;
@@ -289,8 +296,7 @@ export async function reapStaleCgroups(host: CgroupHost): Promise<number> {
       const dir = join(parent, entry.name);
       for (const pid of await listPids(join(dir, 'cgroup.procs'))) signalQuietly(pid, 'SIGKILL');
       // A frozen process dies only once thawed.
-      if (parent === host.parents.freezer)
-        await writeFile(join(dir, host.version === 'v2' ? 'cgroup.freeze' : 'freezer.state'), host.version === 'v2' ? '0' : 'THAWED').catch(() => undefined);
+      if (parent === host.parents.freezer) await setFrozen(host.version, dir, false).catch(() => undefined);
       await removeGroup(dir).then(
         () => reaped++,
         () => undefined,

@@ -22,17 +22,23 @@ export interface WorkDirLease {
   layer?: string;
   /** Deletes what the job left and returns the mount for the next job. */
   release(): Promise<void>;
+  /** Only a lease with `ids` on a disk of its own, not a tmpfs: what is done with that disk. */
+  disk?: LeasedDisk;
+}
+
+/** A leased work dir's disk (WorkDirLease.disk). */
+export interface LeasedDisk {
   /**
-   * Instead of release, once the job's processes are gone: its disk (the work dir and the layer
+   * Instead of release, once the job's processes are gone: the disk (the work dir and the layer
    * as the job left them) unmounted and moved to `image`, the file a later lease takes up
-   * (LeaseOptions.from), the host ids its files are owned by beside it (`<image>.ids`). Only a
-   * lease with `ids` on a disk of its own, not a tmpfs. If it fails, abandon() the lease.
+   * (LeaseOptions.from), the host ids its files are owned by beside it (`<image>.ids`). If it
+   * fails, abandon() the lease.
    */
-  keep?(image: string): Promise<void>;
+  keep(image: string): Promise<void>;
   /** After a keep that failed: the disk let go of, never emptied (its image is reaped with this process's other leftovers). */
-  abandon?(): Promise<void>;
+  abandon(): Promise<void>;
   /** While the job runs: a copy of its disk at `image`, of one instant (its file system frozen meanwhile). */
-  copy?(image: string): Promise<void>;
+  copy(image: string): Promise<void>;
 }
 
 export interface LeaseOptions {
@@ -100,31 +106,33 @@ export class WorkDirPool {
       release,
       ...(diskIds !== undefined &&
         this.disks.has(mount) && {
-          keep: async (image: string) => {
-            await writeFileAtomic(idsOf(image), JSON.stringify(diskIds));
-            // Not lazily: the image is whole, and no mount of it is left, before it moves.
-            for (const point of [...(taken?.view ? [taken.view] : []), mount]) await unmountWhole(point);
-            this.disks.delete(mount);
-            this.views.delete(mount);
-            await moveFile(imageOf(mount), image);
-            await rmdir(mount);
-            if (taken?.view) await rmdir(taken.view);
-          },
-          abandon: async () => {
-            this.disks.delete(mount);
-            await this.unmountView(mount);
-            await unmountLazily(mount).catch(() => undefined);
-            await rmdir(mount).catch(() => undefined);
-          },
-          copy: async (image: string) => {
-            await writeFileAtomic(idsOf(image), JSON.stringify(diskIds));
-            // Frozen, its file system is whole on the image and takes no write until thawed.
-            await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--freeze', mount]);
-            try {
-              await copySparse(imageOf(mount), image);
-            } finally {
-              await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--unfreeze', mount]);
-            }
+          disk: {
+            keep: async (image: string) => {
+              await writeFileAtomic(idsOf(image), JSON.stringify(diskIds));
+              // Not lazily: the image is whole, and no mount of it is left, before it moves.
+              for (const point of [...(taken?.view ? [taken.view] : []), mount]) await unmountWhole(point);
+              this.disks.delete(mount);
+              this.views.delete(mount);
+              await moveFile(imageOf(mount), image);
+              await rmdir(mount);
+              if (taken?.view) await rmdir(taken.view);
+            },
+            abandon: async () => {
+              this.disks.delete(mount);
+              await this.unmountView(mount);
+              await unmountLazily(mount).catch(() => undefined);
+              await rmdir(mount).catch(() => undefined);
+            },
+            copy: async (image: string) => {
+              await writeFileAtomic(idsOf(image), JSON.stringify(diskIds));
+              // Frozen, its file system is whole on the image and takes no write until thawed.
+              await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--freeze', mount]);
+              try {
+                await copySparse(imageOf(mount), image);
+              } finally {
+                await execFileWhenQuiet('/usr/sbin/fsfreeze', ['--unfreeze', mount]);
+              }
+            },
           },
         }),
     };

@@ -97,7 +97,7 @@ describe('work-dir pool', { skip: notRoot }, () => {
     ];
     try {
       const first = await pool.lease(16 << 20, 64100, { withLayer: true, ids: idsOf(64100, 64101) });
-      assert.ok(first.keep && first.copy, 'a disk of its own can be kept');
+      assert.ok(first.disk, 'a disk of its own can be kept');
       writeFileSync(join(first.path, 'mine.txt'), "the user's");
       chownSync(join(first.path, 'mine.txt'), 64100, 64100);
       mkdirSync(join(first.layer!, 'upper'));
@@ -105,10 +105,10 @@ describe('work-dir pool', { skip: notRoot }, () => {
       chownSync(join(first.layer!, 'upper', 'roots.txt'), 64101, 64101);
       symlinkSync('/etc/passwd', join(first.path, 'link'));
       const copied = join(kept, 'copy.img');
-      await first.copy(copied);
+      await first.disk.copy(copied);
       writeFileSync(join(first.path, 'after-copy.txt'), 'not in the copy');
       const image = join(kept, 'disk.img');
-      await first.keep(image);
+      await first.disk.keep(image);
       assert.equal(readdirSync(root).filter((name) => !name.startsWith('.')).length, 0, 'nothing of the kept disk is left in the pool');
 
       // Taken up by a job whose user is 64102 and root 64103: each file is the same one's inside.
@@ -166,7 +166,7 @@ describe('work-dir pool', { skip: notRoot }, () => {
       // Deeper than any walk of the tree would go (image-root's shift stops at 4,096 levels).
       execFileSync('/usr/bin/python3', ['-c', "import os\nfor _ in range(5000): os.mkdir('d'); os.chdir('d')"], { cwd: first.path });
       const image = join(kept, 'disk.img');
-      await first.keep!(image);
+      await first.disk!.keep(image);
       const second = await pool.lease(64 << 20, 64111, { ids: idsOf(64111, 64110), from: { image, take: true } });
       for (const suffix of ['', '-0', '-1', '-2']) {
         assert.equal(lstatSync(join(second.path, `users${suffix}`)).uid, 64111, `users${suffix} is the new user's`);
