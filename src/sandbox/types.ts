@@ -97,6 +97,12 @@ export interface SandboxTemplate {
    */
   startsEarly?: boolean;
   /**
+   * argv is the sandbox's init: it reaps what it adopts (the sandbox agent, a subreaper), so it
+   * runs as pid 1 of the sandbox's namespace, with no init of the backend's above it. Then all a
+   * sandbox runs is its own, and a checkpoint of it (CRIU) holds nothing of the backend's.
+   */
+  runsAsInit?: boolean;
+  /**
    * start() resumes a sandbox a checkpoint() saved, instead of running argv (which must be the
    * argv it was saved running): where its files are not in what was saved (gVisor's host work
    * dir), they are put back first by `home.argv` (a program run in the sandbox, the archive on

@@ -448,6 +448,8 @@ export class LiveSandbox {
       network: plan.network,
       // A guarded sandbox gets its rules before start, so it is not pre-started.
       startsEarly: guard === undefined && !plan.resume && !plan.fromDisk,
+      // The agent reaps what its processes leave: it is the sandbox's init.
+      runsAsInit: true,
       terminals: true,
       user: 'user',
       rootInside,

@@ -464,6 +464,7 @@ export class BubblewrapBackend implements SandboxBackend {
       vmNetwork: template.vmNetwork === true,
       hidden: template.withoutShells ? ready.shellFiles : [],
       terminals: template.terminals === true,
+      asInit: template.runsAsInit === true,
       tmpBytes: this.options.tmpBytes,
       shmBytes: this.options.shmBytes,
       blockFd: RELEASE_FD,

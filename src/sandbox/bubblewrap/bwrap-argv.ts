@@ -85,6 +85,8 @@ export interface BwrapPlan {
   hidden: readonly string[];
   /** bwrap's own /dev, with a devpts instance of the sandbox's own (ptmx, pts/) and tty. */
   terminals: boolean;
+  /** argv is the sandbox's init (SandboxTemplate.runsAsInit): pid 1 itself, with no bwrap init above it. */
+  asInit?: boolean;
   tmpBytes: number;
   shmBytes: number;
   /** bwrap sets everything up, then waits for a byte on this fd before it execs the job. */
@@ -129,6 +131,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
     // Lifetime: the job dies with its supervisor and cannot reach our terminal (TIOCSTI).
     '--die-with-parent',
     '--new-session',
+    ...(plan.asInit ? ['--as-pid-1'] : []),
     ...(plan.seccompFd !== undefined ? ['--seccomp', String(plan.seccompFd)] : []),
     // Environment: exactly what the caller listed.
     '--clearenv',

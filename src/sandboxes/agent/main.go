@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -59,16 +60,24 @@ func main() {
 		private[fd] = copied
 	}
 	protoIn, protoOut, diagnostics := private[0], private[1], private[2]
-	// Nor anything else the agent was given: its own descriptors stay its own.
+	// Nor anything else the agent was given: a descriptor its launcher left open (bwrap's
+	// --userns-block-fd, a socket of the host's) is closed, so nothing it starts inherits it and
+	// a checkpoint of the sandbox (CRIU) holds nothing of the host's but the protocol. The Go
+	// runtime's own (its poller's anonymous inodes) stay, marked close-on-exec.
 	if fd, err := syscall.Open("/proc/self/fd", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
 		entries, _ := readDir(fd)
-		syscall.Close(fd)
 		for _, entry := range entries {
 			var number int
-			if _, err := fmt.Sscan(entry.name, &number); err == nil {
+			if _, err := fmt.Sscan(entry.name, &number); err != nil || number == fd || isProtocol(number, private) {
+				continue
+			}
+			if target, err := readlinkat(fd, entry.name); err == nil && number > 2 && !strings.HasPrefix(target, "anon_inode:") {
+				syscall.Close(number)
+			} else {
 				_, _ = fcntl(number, syscall.F_SETFD, syscall.FD_CLOEXEC)
 			}
 		}
+		syscall.Close(fd)
 	}
 	if null, err := syscall.Open("/dev/null", syscall.O_RDWR|syscall.O_CLOEXEC, 0); err == nil {
 		for fd := 0; fd < 3; fd++ {
@@ -105,4 +114,9 @@ func serve(protoIn, protoOut, diagnostics int) (status int) {
 	}()
 	newAgent(protoIn, protoOut).run()
 	return 0
+}
+
+// isProtocol says whether fd is one of the agent's private protocol descriptors.
+func isProtocol(fd int, private [3]int) bool {
+	return fd == private[0] || fd == private[1] || fd == private[2]
 }

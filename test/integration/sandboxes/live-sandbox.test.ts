@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { after, describe, it } from 'node:test';
 import type { AgentEndEvent } from '../../../src/contract/sandbox-agent.js';
 import { CodedError } from '../../../src/contract/errors.js';
@@ -8,6 +8,7 @@ import { Sandboxes } from '../../../src/sandboxes/sandboxes.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { RunnerRuntime } from '../../../src/runner/runtime.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
+import { hostProcessesMatching } from '../../helpers/processes.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 /** Runs argv in the sandbox to its end: what it printed and how it ended. */
@@ -68,6 +69,30 @@ describe('long-lived sandboxes', async () => {
     assert.equal(tried.stdout, 'done\n');
     assert.equal((await sandboxes.describe(sandbox.id)).state, 'running', 'the agent still speaks its protocol');
     assert.equal((await run(agent, '/bin/echo', ['still here'])).stdout, 'still here\n');
+    await sandboxes.kill(sandbox.id);
+  });
+
+  it("its agent is the sandbox's init, and holds nothing of the host's but its protocol", async () => {
+    const sandbox = await sandboxes.create({});
+    const agent = sandboxes.access(sandbox.id)!.agent;
+    assert.match((await run(agent, '/bin/cat', ['/proc/1/cmdline'])).stdout, /^\/\.agent-runner\/sandbox-agent\0/);
+    const marker = `4747.${Math.floor(Math.random() * 1e6)}`;
+    // It ends with the sandbox, unanswered.
+    void run(agent, '/bin/sleep', [marker]).catch(() => undefined);
+    let sleeper = '';
+    await waitUntil(() => (sleeper = hostProcessesMatching(`/bin/sleep ${marker}`)[0]?.split(' ')[0] ?? '') !== '', 'the sleeper runs on the host');
+    const parentOf = (pid: string) => /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
+    const agentPid = parentOf(sleeper);
+    assert.match(readFileSync(`/proc/${agentPid}/status`, 'utf8'), /^NSpid:\s+\d+\s+1$/m, 'pid 1 of its namespace, with no init of bwrap above it');
+    const sockets = (pid: string) =>
+      new Set(
+        readdirSync(`/proc/${pid}/fd`)
+          .map((fd) => readlinkSync(`/proc/${pid}/fd/${fd}`))
+          .filter((target) => target.startsWith('socket:')),
+      );
+    // Its launcher (bwrap, outside) holds the host's ends: the agent shares only the protocol's three.
+    const launchers = sockets(parentOf(agentPid));
+    assert.equal([...sockets(agentPid)].filter((socket) => launchers.has(socket)).length, 3);
     await sandboxes.kill(sandbox.id);
   });
 

@@ -212,8 +212,17 @@ describe('a process of the stack dies or wedges with requests in flight', async 
           // The agent is the parent of a command's shell; the stop comes first so that the next
           // requests (a pause among them, which would freeze the stopper first) wait on it, then
           // (killed) it dies under them, before four heartbeats pass.
-          const signals = fault === 'killed' ? 'kill -STOP $PPID; sleep 2; kill -KILL $PPID' : 'kill -STOP $PPID';
-          requests.push(inFlight('the stopper', e2b.commands.run(signals, { user: 'root', timeoutMs: 0 })));
+          // On local_process the agent is the sandbox's init, which nothing inside may stop or kill:
+          // there the fault comes from the host.
+          const agent = sandbox.processes.find(({ pid }) => commandLine(pid).startsWith('/.agent-runner/sandbox-agent '));
+          if (kind === 'local_process') {
+            assert.ok(agent, `the agent among ${JSON.stringify(sandbox.processes.map(({ pid }) => commandLine(pid)))}`);
+            process.kill(agent.pid, 'SIGSTOP');
+            if (fault === 'killed') setTimeout(() => process.kill(agent.pid, 'SIGKILL'), 2000);
+          } else {
+            const signals = fault === 'killed' ? 'kill -STOP $PPID; sleep 2; kill -KILL $PPID' : 'kill -STOP $PPID';
+            requests.push(inFlight('the stopper', e2b.commands.run(signals, { user: 'root', timeoutMs: 0 })));
+          }
           await waitUntil(
             () =>
               e2b.commands.list({ requestTimeoutMs: 1000 }).then(
