@@ -30,6 +30,8 @@
 #               the registry itself, skopeo to push images to it and read them back, htpasswd for
 #               its basic auth's bcrypt file, umoci to unpack a fixture image as a reference
 #   debootstrap the Debian root file system the template tests build from (test/helpers/oci-debian.ts)
+# Then CRIU, built from Debian 13's source with the project's patches (scripts/build-criu.sh):
+# local_process sandboxes paused, forked and snapshotted with their memory.
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
 # `apt-get install rustc`; typescript is transpiled by the esbuild in node_modules (npm ci).
 # Without root this only reports what is missing.
@@ -80,21 +82,21 @@ need debootstrap debootstrap
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
+elif [ "$(id -u)" -ne 0 ]; then
   echo "setup-host: missing packages: ${want[*]} (run this script as root, or apt-get install them)" >&2
   exit 1
+else
+  echo "setup-host: installing ${want[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Debian 12's backports suite, for runsc alone: every other package of it pinned away.
+  if grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release && [ ! -e /etc/apt/sources.list.d/agent-runner-backports.sources ]; then
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' 'Components: main' \
+      'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >/etc/apt/sources.list.d/agent-runner-backports.sources
+    printf '%s\n' 'Package: *' 'Pin: release n=bookworm-backports' 'Pin-Priority: -1' '' \
+      'Package: runsc' 'Pin: release n=bookworm-backports' 'Pin-Priority: 990' >/etc/apt/preferences.d/agent-runner-backports
+  fi
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
 fi
-echo "setup-host: installing ${want[*]}"
-export DEBIAN_FRONTEND=noninteractive
-# Debian 12's backports suite, for runsc alone: every other package of it pinned away.
-if grep -q '^VERSION_CODENAME=bookworm$' /etc/os-release && [ ! -e /etc/apt/sources.list.d/agent-runner-backports.sources ]; then
-  printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-backports' 'Components: main' \
-    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >/etc/apt/sources.list.d/agent-runner-backports.sources
-  printf '%s\n' 'Package: *' 'Pin: release n=bookworm-backports' 'Pin-Priority: -1' '' \
-    'Package: runsc' 'Pin: release n=bookworm-backports' 'Pin-Priority: 990' >/etc/apt/preferences.d/agent-runner-backports
-fi
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+bash "$(dirname "$0")/build-criu.sh"
 echo "setup-host: done"

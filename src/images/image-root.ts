@@ -23,6 +23,8 @@ export interface ImageRootMount {
    * root's: a root of the host's system the sandbox may change (the layers hold them, empty).
    */
   systemDirs?: readonly string[];
+  /** What it execs stays the host's root (a restore by CRIU, which makes the sandbox's namespaces itself), not the sandbox's root uid. */
+  execAsHostRoot?: boolean;
 }
 
 /**
@@ -30,8 +32,9 @@ export interface ImageRootMount {
  * its own, as root, then becomes the sandbox's root uid and execs the rest (prlimit, bwrap).
  */
 export function imageRootArgv(root: ImageRootMount): string[] {
-  const rootId = hostId(root.ids, 0);
-  if (rootId === undefined) throw new Error("an image root's ids must map root");
+  const mappedRoot = hostId(root.ids, 0);
+  if (mappedRoot === undefined) throw new Error("an image root's ids must map root");
+  const rootId = root.execAsHostRoot ? 0 : mappedRoot;
   return [
     IMAGE_ROOT_HELPER,
     'mount',

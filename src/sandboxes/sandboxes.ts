@@ -215,9 +215,13 @@ export class Sandboxes {
     const sandbox = this.running(id);
     if (request.keep_memory === true && sandbox.pauseKind !== 'memory') {
       throw new CodedError(
-        contractError('sandbox.pause_unsupported', `sandbox ${id} runs on ${sandbox.describe().backend}, which keeps a paused sandbox's files only, not its processes' memory`, {
-          kept: sandbox.pauseKind,
-        }),
+        contractError(
+          'sandbox.pause_unsupported',
+          `sandbox ${id} on ${sandbox.describe().backend} can keep its files only, not its processes' memory: its backend cannot here (see /v1/backends), or not with what the sandbox has (egress)`,
+          {
+            kept: sandbox.pauseKind,
+          },
+        ),
       );
     }
     // As much as its backend keeps, unless the request asks for files only.

@@ -9,7 +9,7 @@ import { JobCgroup } from '../host/cgroups.js';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import { HostWorkDir } from '../host/host-work-dir.js';
 import { baseEnvironment } from '../profiles.js';
-import { ARGS_FD, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD, STATUS_FD, USERNS_FD } from './launched-sandbox.js';
+import { ARGS_FD, BOOT_ID_FILE, INFO_FD, LaunchedSandbox, RELEASE_FD, SECCOMP_FD, STATUS_FD, USERNS_FD } from './launched-sandbox.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
 import { DEFAULT_NETWORK_TOOLS, JobNetwork, RESOLVER_FILES, type NetworkTools } from '../host/job-network.js';
 import type { AttachedNetwork } from '../host/netns-helpers.js';
@@ -24,6 +24,7 @@ import type { WorkDirLease } from '../host/work-dir-pool.js';
 import { HostDirJobs } from '../host-dir-jobs.js';
 import { createStagedFile } from '../host/staged-files.js';
 import { UidPool } from '../host/uid-pool.js';
+import { CRIU_PATH, probeCriu, restoreArgv, TOOLS_PATH } from '../host/criu.js';
 import type { IdRange } from '../../util/id-ranges.js';
 import { WarmPool } from './warm-pool.js';
 import {
@@ -65,6 +66,8 @@ export interface BubblewrapOptions {
   egress?: EgressHostOptions;
   /** This backend is a microVM guest runner's, whose network namespace is the VM's: it may keep a job there (`vmNetwork`). */
   vmGuest?: boolean;
+  /** The CRIU that saves sandboxes with their memory (criu.ts); where it is absent they pause with their files only. */
+  criuPath?: string;
 }
 
 const DEFAULTS = {
@@ -87,7 +90,15 @@ const DEFAULTS = {
   networkTools: DEFAULT_NETWORK_TOOLS,
   egress: {},
   vmGuest: false,
+  criuPath: CRIU_PATH,
 };
+
+/**
+ * Before a restore by CRIU, in the launcher's mount namespace: the sandbox's root bound again
+ * without what is mounted beneath it (its /usr), which CRIU binds whole as the restored root
+ * (a root with mounts beneath cannot be bound alone in the sandbox's user namespace), then CRIU.
+ */
+const BARE_ROOT = `export PATH=${TOOLS_PATH}; mkdir -m 0755 "$2" && mount --bind "$1" "$2" && shift 3 && exec "$@"`;
 
 /**
  * Moves the launcher into the job's cgroups, then becomes the rest of argv (prlimit, bwrap).
@@ -120,16 +131,23 @@ export class BubblewrapBackend implements SandboxBackend {
    */
   private systemRoot: string | undefined;
   private disposed = false;
+  /**
+   * The CRIU that saves a sandbox with its memory, where there is one and root here: then a
+   * long-lived sandbox on the host's writable system, without egress, pauses, forks and is
+   * snapshotted with its processes (LaunchParts.criu).
+   */
+  private readonly criu: string | null;
 
   constructor(options: BubblewrapOptions) {
     this.options = { ...DEFAULTS, ...options };
     this.uids = process.getuid?.() === 0 ? new UidPool(this.options.uidBase, this.options.uidCount, this.options.uidLockDir) : null;
     this.imageUids = this.uids && new UidPool(this.options.imageUidBase, this.options.imageUidBlocks, this.options.uidLockDir, IMAGE_IDS);
+    this.criu = this.uids !== null && !this.options.vmGuest && existsSync(this.options.criuPath) ? this.options.criuPath : null;
     this.capabilities = {
       network: ['none', 'egress', 'proxy', 'host'],
       memory: ['cgroup', 'address-space'],
       snapshot: false,
-      pause: 'files',
+      pause: this.criu ? 'memory' : 'files',
       // A second pooled uid, the map written from outside, and the seccomp filter (rootInside in types.ts).
       root_inside: this.uids !== null && this.options.seccomp,
       host_work_dir: true,
@@ -152,11 +170,20 @@ export class BubblewrapBackend implements SandboxBackend {
           : 'no Landlock in this kernel: run jobs that restrict execution (allow_shell false, allowed_commands) cannot run',
         egressMissing('pasta', this.options.networkTools) ?? 'jobs with network get a namespace of their own behind pasta, filtered by nftables',
         egressMissing('proxy', this.options.networkTools) ?? 'jobs with allow_domains reach HTTP and TLS by name through an egress proxy on the host, nothing else',
+        await this.criuNote(),
       ];
       return { kind: this.kind, name: this.name, available: true, notes, resourceControl: ready.cgroups ? `cgroup-${ready.cgroups.version}` : 'rlimits-only' };
     } catch (error) {
       return { kind: this.kind, name: this.name, available: false, notes: [(error as Error).message], resourceControl: 'rlimits-only' };
     }
+  }
+
+  /** What pausing a long-lived sandbox keeps here: its memory too, by CRIU, or its files only, and why. */
+  private async criuNote(): Promise<string> {
+    if (this.uids === null) return 'not root here: long-lived sandboxes pause with their files only (CRIU needs root)';
+    const found = await probeCriu(this.options.criuPath);
+    if ('why' in found) return found.why;
+    return `CRIU at ${found.path}: long-lived sandboxes without egress pause, fork and snapshot with their processes' memory`;
   }
 
   /** Its host probe (a sandbox run with every mechanism): warm sandboxes are made per template, by jobs. */
@@ -362,7 +389,7 @@ export class BubblewrapBackend implements SandboxBackend {
         this.systemRoot ??= writeSystemRoot(this.options.runtimeDir, ready.layout);
         imageRoot = { target, layers: [this.systemRoot], writableBytes: 0, keepWritableIn: lease.layer, ids: uids.ids, systemDirs: ready.layout.directories };
       }
-      const bootId = join(stagingDir, 'boot_id');
+      const bootId = join(stagingDir, BOOT_ID_FILE);
       await writeFile(bootId, `${kernelUuid()}\n`, { mode: 0o644, flag: 'wx' });
       const settled = this.jobs.oweCleanup();
       // Settled by the sandbox once it has cleaned up, or below if it cannot be launched.
@@ -370,26 +397,35 @@ export class BubblewrapBackend implements SandboxBackend {
       // Under cgroup v2 only root may move a process out of the root group: the launcher starts
       // as root and takes the job's uid once inside (launcherArgv).
       const joinsAsRoot = launchUid !== null && cgroup !== null && ready.cgroups?.version === 'v2';
-      const { argv, bwrapOptions } = this.launcherArgv(
-        template,
-        [...template.mounts, ...fileMounts],
-        networkFiles,
-        bootId,
-        ready,
-        cgroup,
-        joinsAsRoot ? launchUid : null,
-        rootUid !== null,
-        imageRoot,
-      );
+      // Saved by CRIU where its init is its own, its root the launcher's mount and nothing of it
+      // outside (egress): the same kind of sandbox is what a checkpoint comes back into.
+      const saveable = this.criu !== null && imageRoot !== null && network === null && template.runsAsInit === true && uids.ids !== null;
+      const { restore } = template;
+      if (restore && (!saveable || restore.home))
+        throw new SandboxUnavailableError('this sandbox cannot be restored with its memory here: it needs CRIU, a writable root, its disk and no egress');
+      const { argv, bwrapOptions } = restore
+        ? {
+            argv: await this.restorerArgv(
+              restore.image,
+              imageRoot!,
+              stagingDir,
+              workDir && template.workDir ? { host: workDir, inside: template.workDir } : null,
+              uids.ids!,
+              cgroup,
+            ),
+            bwrapOptions: [],
+          }
+        : this.launcherArgv(template, [...template.mounts, ...fileMounts], networkFiles, bootId, ready, cgroup, joinsAsRoot ? launchUid : null, rootUid !== null, imageRoot);
       return await forkWhenQuiet(
         () =>
           new LaunchedSandbox({
             argv,
             bwrapOptions,
-            seccompFile: ready.seccompFile,
+            // A restore gets back the filter its processes had, with them.
+            seccompFile: restore ? null : ready.seccompFile,
             // The image root's launcher mounts as root, then becomes the uid itself.
             uid: joinsAsRoot || imageRoot ? null : launchUid,
-            userMap: uids.ids,
+            userMap: restore ? null : uids.ids,
             cgroup,
             jobDir: stagingDir,
             stagedFiles,
@@ -399,7 +435,9 @@ export class BubblewrapBackend implements SandboxBackend {
             releaseWorkDir: lease ? lease.release : null,
             disk: lease?.disk ?? null,
             network,
-            bwrapStatus: true,
+            bwrapStatus: !restore,
+            ...(saveable && { criu: this.criu! }),
+            restoring: restore !== undefined,
             onFinished: () => {
               release();
               settled();
@@ -480,6 +518,25 @@ export class BubblewrapBackend implements SandboxBackend {
     const become = becomeUid === null || imageRoot ? [] : [this.options.networkTools.setpriv, `--reuid=${becomeUid}`, `--regid=${becomeUid}`, '--clear-groups', '--'];
     const argv = [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...become, ...chain];
     return { argv, bwrapOptions: bwrapArgs.slice(0, split) };
+  }
+
+  /**
+   * The launcher chain of a restore: [sh join-cgroups] -> image-root (the root and its disk set up as
+   * for any sandbox, CRIU staying the host's root) -> sh (the bare root) -> `criu restore` of
+   * `image` as this sandbox (criu.ts restoreArgv), which makes the namespaces itself.
+   */
+  private async restorerArgv(
+    image: string,
+    imageRoot: ImageRootMount,
+    jobDir: string,
+    workDir: { host: string; inside: string } | null,
+    ids: readonly IdRange[],
+    cgroup: JobCgroup | null,
+  ): Promise<string[]> {
+    const bare = join(imageRoot.target, 'bare');
+    const criu = await restoreArgv(this.criu!, image, { jobDir, workDir, ids, root: bare, bootIdFile: join(jobDir, BOOT_ID_FILE) });
+    const chain = [...imageRootArgv({ ...imageRoot, execAsHostRoot: true }), DEFAULTS.shPath, '-c', BARE_ROOT, 'sh', join(imageRoot.target, 'merged'), bare, '--', ...criu];
+    return cgroup ? [DEFAULTS.shPath, '-c', JOIN_CGROUPS, 'sh', ...cgroup.procsFiles(), '--', ...chain] : chain;
   }
 
   private meminfoFor(memoryBytes: number): string {

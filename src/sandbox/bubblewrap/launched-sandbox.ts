@@ -1,17 +1,20 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { feedStdin } from '../job-stdin.js';
 import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
-import { commandOf, processesOfUid, signalGroup } from '../host/process-tree.js';
+import { childrenOf, commandOf, processesOfUid, signalGroup } from '../host/process-tree.js';
+import { dumpSandbox, loggedErrors, restoreLog } from '../host/criu.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { procIdMap, type IdRange } from '../../util/id-ranges.js';
 import { BwrapStatus } from './bwrap-status.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
-import { SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
+import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
 
 /** The launcher reads this fd and holds the job until a byte arrives (bwrap --block-fd). */
 export const RELEASE_FD = 3;
@@ -28,6 +31,9 @@ export const INFO_FD = 6;
 export const USERNS_FD = 7;
 /** bwrap says here (--json-status-fd) whether it ran the job's program (bwrap-status.ts). */
 export const STATUS_FD = 8;
+
+/** The sandbox's boot id, in its job dir (bwrap-argv.ts BwrapPlan.bootId). */
+export const BOOT_ID_FILE = 'boot_id';
 
 /** What a sandbox says while setting up is kept for the error if it dies before its job. */
 const SETUP_OUTPUT_LIMIT = 16 * 1024;
@@ -56,6 +62,14 @@ export interface LaunchParts extends HostDirParts {
   startsEarly?: boolean;
   /** bwrap reports on STATUS_FD, so a sandbox that died in bwrap's setup is told from a job that exited 1. */
   bwrapStatus?: boolean;
+  /**
+   * The CRIU it is saved with, its memory kept (checkpoint, checkpointRunning): where its init is
+   * its own (SandboxTemplate.runsAsInit), its root is mounted by the launcher (image-root.c) and it
+   * has no egress; absent: it cannot be.
+   */
+  criu?: string;
+  /** argv is `criu restore` of a checkpoint (criu.ts restoreArgv), not bwrap: none of bwrap's descriptors. */
+  restoring?: boolean;
 }
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean; usage: CgroupUsage };
@@ -78,6 +92,8 @@ export class LaunchedSandbox extends HostDirSandbox {
   private readonly status: BwrapStatus | null = null;
   readonly freeze?: () => Promise<boolean>;
   readonly thaw?: () => Promise<void>;
+  readonly checkpoint?: (image: string, deadlineMs: number) => Promise<void>;
+  readonly checkpointRunning?: (image: string, deadlineMs: number) => Promise<void>;
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
@@ -85,6 +101,11 @@ export class LaunchedSandbox extends HostDirSandbox {
     if (cgroup?.freezes) {
       this.freeze = () => cgroup.freeze();
       this.thaw = () => cgroup.thaw();
+    }
+    const { criu } = parts;
+    if (criu !== undefined) {
+      this.checkpoint = (image, deadlineMs) => this.save(criu, image, deadlineMs, false);
+      this.checkpointRunning = (image, deadlineMs) => this.save(criu, image, deadlineMs, true);
     }
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
@@ -99,17 +120,19 @@ export class LaunchedSandbox extends HostDirSandbox {
     const reports = parts.network !== null || parts.userMap !== null;
     try {
       const stdio = stdioWithoutLeaks<'pipe' | number>(
-        [
-          'pipe',
-          'pipe',
-          'pipe',
-          'pipe',
-          filter ?? 'ignore',
-          'pipe',
-          reports ? 'pipe' : 'ignore',
-          parts.userMap ? 'pipe' : 'ignore',
-          ...(parts.bwrapStatus ? ['pipe' as const] : []),
-        ],
+        parts.restoring
+          ? ['pipe', 'pipe', 'pipe']
+          : [
+              'pipe',
+              'pipe',
+              'pipe',
+              'pipe',
+              filter ?? 'ignore',
+              'pipe',
+              reports ? 'pipe' : 'ignore',
+              parts.userMap ? 'pipe' : 'ignore',
+              ...(parts.bwrapStatus ? ['pipe' as const] : []),
+            ],
         devNull,
       );
       this.child = spawn(command!, args, {
@@ -129,15 +152,19 @@ export class LaunchedSandbox extends HostDirSandbox {
     // A job that exits without reading stdin, or a sandbox that dies, closes pipes under us.
     for (const stream of [this.child.stdin, this.pipe(RELEASE_FD), this.pipe(ARGS_FD), this.pipe(INFO_FD), this.pipe(USERNS_FD), this.pipe(STATUS_FD)])
       stream?.on('error', () => undefined);
-    if (parts.bwrapStatus) this.status = new BwrapStatus(this.pipe(STATUS_FD));
-    this.pipe(ARGS_FD).end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
+    if (parts.bwrapStatus) this.status = new BwrapStatus(this.pipe(STATUS_FD)!);
+    this.pipe(ARGS_FD)?.end(Buffer.from(parts.bwrapOptions.map((option) => `${option}\0`).join('')));
     const info = reports ? this.readInfo() : null;
     if (parts.userMap && info) void this.mapUsers(parts.userMap, info);
     if (parts.network && info) parts.network.attach(info);
     this.ended = new Promise<Omit<Exit, 'oomKilled' | 'usage'>>((resolve) => {
       this.child.on('error', () => resolve({ code: null, signal: null }));
       this.child.on('close', (code, signal) => resolve({ code, signal }));
-    }).then(async (exit) => ({ ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false, usage: (await this.parts.cgroup?.usage()) ?? UNCOUNTED }));
+    }).then(async (exit) => {
+      // A restore that failed says why on the sandbox's stderr, as any sandbox that could not start.
+      if (parts.restoring && exit.code !== 0) this.sinks.stderr.write(Buffer.from(`criu restore: ${await loggedErrors(restoreLog(parts.jobDir))}\n`));
+      return { ...exit, oomKilled: (await this.parts.cgroup?.oomKilled()) ?? false, usage: (await this.parts.cgroup?.usage()) ?? UNCOUNTED };
+    });
     void this.ended.then(async (exit) => {
       this.exit = exit;
       this.parts.network?.stop();
@@ -149,7 +176,7 @@ export class LaunchedSandbox extends HostDirSandbox {
       await this.cleanUp();
     });
     this.setIdle(true);
-    if (parts.startsEarly) this.pipe(RELEASE_FD).end('go');
+    if (parts.startsEarly) this.pipe(RELEASE_FD)?.end('go');
   }
 
   async restrictExec(rules: ExecRules): Promise<void> {
@@ -194,7 +221,7 @@ export class LaunchedSandbox extends HostDirSandbox {
 
     const startedAt = performance.now();
     feedStdin(this.child.stdin!, io.stdin);
-    if (!this.parts.startsEarly) this.pipe(RELEASE_FD).end('go');
+    if (!this.parts.startsEarly) this.pipe(RELEASE_FD)?.end('go');
     const exit = await this.ended;
     const durationMs = performance.now() - startedAt;
     watch.stop();
@@ -249,7 +276,7 @@ export class LaunchedSandbox extends HostDirSandbox {
   private async readInfo(): Promise<SandboxInfo | null> {
     const chunks: Buffer[] = [];
     try {
-      for await (const chunk of this.pipe(INFO_FD)) {
+      for await (const chunk of this.pipe(INFO_FD)!) {
         chunks.push(chunk as Buffer);
         const info = parsedInfo(Buffer.concat(chunks));
         if (info) return info;
@@ -275,7 +302,7 @@ export class LaunchedSandbox extends HostDirSandbox {
       const map = procIdMap(ids);
       writeFileSync(`/proc/${said.pid}/uid_map`, map);
       writeFileSync(`/proc/${said.pid}/gid_map`, map);
-      this.pipe(USERNS_FD).end('1');
+      this.pipe(USERNS_FD)!.end('1');
     } catch {
       this.kill();
     }
@@ -298,9 +325,29 @@ export class LaunchedSandbox extends HostDirSandbox {
     void this.parts.cgroup?.killAll();
   }
 
-  /** The extra pipes (release, options, info): Node types stdio as a tuple of the first five. */
-  private pipe(fd: number): Duplex {
-    return (this.child.stdio as ReadonlyArray<unknown>)[fd] as Duplex;
+  /** The extra pipes (release, options, info), absent for a restore: Node types stdio as a tuple of the first five. */
+  private pipe(fd: number): Duplex | undefined {
+    return (this.child.stdio as ReadonlyArray<unknown>)[fd] as Duplex | undefined;
+  }
+
+  /**
+   * Saves every process of it with its memory into `image` (criu.ts dumpSandbox). Its launcher
+   * (bwrap, or the CRIU that restored it) holds the launcher's mount namespace and the host's
+   * ends of its stdio; its one child is the sandbox's init. It ends with the save unless
+   * `leaveRunning`.
+   */
+  private async save(criu: string, image: string, deadlineMs: number, leaveRunning: boolean): Promise<void> {
+    const launcherPid = this.child.pid;
+    const initPid = launcherPid === undefined ? undefined : childrenOf(launcherPid)[0];
+    if (!this.alive || launcherPid === undefined || initPid === undefined) throw new Error('the sandbox is not running: there is nothing to save');
+    await mkdir(image, { recursive: true, mode: 0o700 });
+    try {
+      const bootIdFile = join(this.parts.jobDir, BOOT_ID_FILE);
+      await dumpSandbox({ criu, launcherPid, initPid, jobDir: this.parts.jobDir, workDir: this.parts.workDir, bootIdFile }, image, { leaveRunning, deadlineMs });
+    } catch (error) {
+      if (/deadline/.test((error as Error).message)) throw new CheckpointTimeoutError((error as Error).message);
+      throw error;
+    }
   }
 
   /** An idle sandbox must not keep the host process alive on its own. */

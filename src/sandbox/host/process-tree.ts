@@ -85,6 +85,15 @@ export function descendantsOf(root: number): number[] {
   return found;
 }
 
+/** A process's children, from the kernel's own list (one thread's, the main one's: a launcher forks from it). */
+export function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return []; // it exited
+  }
+}
+
 /** Live processes whose environment holds `marker` ("KEY=VALUE"), this one excepted. */
 export function processesWithMarker(marker: string): number[] {
   const found: number[] = [];

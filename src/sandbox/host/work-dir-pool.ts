@@ -166,11 +166,12 @@ export class WorkDirPool {
       if (!linked) await copySparse(from.image, imageOf(mount));
       await mountDisk(imageOf(mount), mount);
       this.disks.add(mount);
-      const map = diskIds.flatMap((kept) => {
-        const now = ids.find((range) => range.inside === kept.inside && range.count === kept.count);
-        return now && now.host !== kept.host ? [`${kept.host}:${now.host}:${kept.count}`] : [];
-      });
-      if (map.length === 0) return { mount, diskIds };
+      const moved = diskIds.map((kept) => ({ kept, now: ids.find((range) => range.inside === kept.inside && range.count === kept.count) }));
+      if (moved.every(({ kept, now }) => now === undefined || now.host === kept.host)) return { mount, diskIds };
+      // Every id the disk's files have, those that stay the same too: an idmapped mount shows an
+      // id its map leaves out as no one's (a copy whose user got the kept user's uid back, its
+      // root another, saw its own files as nobody's and could not open them).
+      const map = moved.flatMap(({ kept, now }) => (now ? [`${kept.host}:${now.host}:${kept.count}`] : []));
       const view = join(this.root, ownedName());
       await mkdir(view, { mode: 0o755 });
       this.views.set(mount, view);

@@ -19,8 +19,8 @@ import { waitUntil } from '../../helpers/wait.js';
  * Pause, resume, fork and snapshots through the unmodified `e2b` SDK (and /v1): what E2B's
  * users lost there (files after the second resume, e2b-dev/E2B #884; processes still running
  * while paused, #1031; a 500 on the second resume, #736) checked here. Every backend keeps a
- * paused sandbox's files (its home); gVisor and the microVM its processes' memory too. The whole
- * surface on local_process; pauses, a fork and a snapshot that keep memory on gVisor and the microVM.
+ * paused sandbox's files (its home), and its processes' memory too (local_process by CRIU). The
+ * whole surface on local_process; pauses, a fork and a snapshot that keep memory on every backend.
  */
 /** Whether the host's runsc saves a sandbox and leaves it running (gvisor-backend.ts checkpointFeatures). */
 async function runscLeavesRunning(): Promise<boolean> {
@@ -50,14 +50,14 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     rmSync(keptDir, { recursive: true, force: true });
   });
 
-  it('a pause keeps files and ends every process; the second resume works, files of each step kept', async () => {
+  it('a pause of files only ends every process; the second resume works, files of each step kept', async () => {
     const sandbox = await create('base', { metadata: { purpose: 'pause' } });
     const marker = `4242.${Math.floor(Math.random() * 1e6)}`;
     await sandbox.files.write('notes/first.txt', 'before the first pause');
     await sandbox.commands.run(`sleep ${marker}`, { background: true });
     await waitUntil(() => hostProcessesMatching(`sleep ${marker}`).length > 0, 'the sleeper runs on the host');
 
-    assert.equal(await sandbox.pause(), true);
+    assert.equal(await sandbox.pause({ keepMemory: false }), true);
     assert.deepEqual(hostProcessesMatching(`sleep ${marker}`), [], 'no process of a paused sandbox runs on the host (#1031)');
     assert.equal(await sandbox.pause(), false, 'a second pause is a no-op (409)');
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, opts())).state, 'paused');
@@ -70,10 +70,10 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
 
     const resumed = await Sandbox.connect(sandbox.sandboxId, opts());
     assert.equal(await resumed.files.read('notes/first.txt'), 'before the first pause');
-    // Its processes ended with the pause: only its files are kept on this backend.
+    // Its processes ended with the pause: only its files were kept.
     assert.equal((await resumed.commands.run('pgrep -c sleep || true')).stdout.trim(), '0');
     await resumed.files.write('notes/second.txt', 'between the pauses');
-    assert.equal(await resumed.pause(), true);
+    assert.equal(await resumed.pause({ keepMemory: false }), true);
 
     // The second resume (#736), through the first client object: id and token are the same.
     await Sandbox.connect(sandbox.sandboxId, opts());
@@ -190,7 +190,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     await assert.rejects(create(name), /not found|no template/i);
   });
 
-  it('a pause that fails leaves the sandbox running as it was; memory is refused where only files are kept', async () => {
+  it('a pause that fails leaves the sandbox running as it was', async () => {
     const sandbox = await create();
     await sandbox.files.write('kept.txt', 'still here');
     const sleeper = await sandbox.commands.run('sleep 600', { background: true });
@@ -207,13 +207,11 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     const state = await sandbox.commands.run(`ps -o stat= -p ${sleeper.pid}`);
     assert.match(state.stdout.trim(), /^S/, 'its processes go on (not left stopped)');
 
-    const memory = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, { keep_memory: true });
-    assert.equal(memory.status, 400);
-    assert.equal(memory.json.error.code, 'sandbox.pause_unsupported');
+    // CRIU is what setup-host builds: local_process keeps memory here (its absence would be said there, not skipped).
     const backends = (await api(server.url, 'GET', '/v1/backends')).json as Array<{ kind: string; capabilities: { pause: string } }>;
-    assert.equal(backends.find((backend) => backend.kind === 'local_process')?.capabilities.pause, 'files');
+    assert.equal(backends.find((backend) => backend.kind === 'local_process')?.capabilities.pause, 'memory');
 
-    const paused = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, {});
+    const paused = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/pause`, { keep_memory: false });
     assert.equal(paused.status, 200, paused.text);
     assert.deepEqual({ state: paused.json.state, kept: paused.json.kept }, { state: 'paused', kept: 'files' });
     const exec = await api(server.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/exec`, { cmd: 'true' });
@@ -223,7 +221,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
     assert.equal(await sandbox.files.read('kept.txt'), 'still here');
   });
 
-  for (const kind of ['gvisor', 'microvm'] as const satisfies readonly BackendKind[]) {
+  for (const kind of ['local_process', 'gvisor', 'microvm'] as const satisfies readonly BackendKind[]) {
     const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
     it(
       `on ${kind} a pause keeps memory: a process holding 100 MB and an open file survives a failed pause, two pauses, a fork and a snapshot, the files of each step kept; nothing of it runs on the host while paused`,
@@ -239,16 +237,21 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           // More than the agent's output window (256 KiB) in the home: the pause's packer is
           // credited while the sandbox is held for its checkpoint, or it would wait for ever.
           await sandbox.commands.run('head -c 2097152 /dev/urandom > ballast.bin');
-          const seen: string[] = [];
+          // Each connection's output apart: a parent left running by a fork is followed by two at once,
+          // and unbuffered python writes a line in pieces, which two streams would interleave.
+          const seen: string[][] = [];
           const said: string[] = [];
-          const onStdout = (data: string) => void seen.push(data);
-          const onStderr = (data: string) => void said.push(data);
-          const { pid } = await sandbox.commands.run('python3 -u state.py', { background: true, stdin: true, onStdout, onStderr });
+          const follow = () => {
+            const mine: string[] = [];
+            seen.push(mine);
+            return { onStdout: (data: string) => void mine.push(data), onStderr: (data: string) => void said.push(data) };
+          };
+          const { pid } = await sandbox.commands.run('python3 -u state.py', { background: true, stdin: true, ...follow() });
           const say = async (client: Sandbox, line: string, count: number) => {
             await client.commands.sendStdin(pid, `${line}\n`);
             // Its count and its 100 MB (a 7 on each of 25,600 pages) are what it held in memory.
-            await waitUntil(() => seen.join('').includes(`seen ${count} ${line} 179200`), `the process answers ${line}`, {
-              seen: () => `stdout ${JSON.stringify(seen.join(''))}, stderr ${JSON.stringify(said.join(''))}`,
+            await waitUntil(() => seen.some((stream) => stream.join('').includes(`seen ${count} ${line} 179200`)), `the process answers ${line}`, {
+              seen: () => `stdout ${JSON.stringify(seen.map((stream) => stream.join('')))}, stderr ${JSON.stringify(said.join(''))}`,
             }).catch(async (error: Error) => {
               // Why it did not answer (stopped, blocked, gone) is in its kernel's view of it.
               const status = await client.commands.run(`grep -E '^(State|SigPnd|ShdPnd|SigBlk)' /proc/${pid}/status; cat /proc/${pid}/wchan`).catch((failed: Error) => failed);
@@ -256,9 +259,9 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
             });
           };
           await say(sandbox, 'one', 1);
-          // What of it runs on the host: gVisor holds its open file through a host descriptor of
-          // its own; the microVM is a QEMU process of the server's (beside its warm VMs).
-          const onHost = kind === 'gvisor' ? () => hostHoldersOf(log) : () => qemuProcessesUnder(local.child.pid!);
+          // What of it runs on the host: its process holds its open file (through a host descriptor
+          // of gVisor's own there); the microVM is a QEMU process of the server's (beside its warm VMs).
+          const onHost = kind === 'microvm' ? () => qemuProcessesUnder(local.child.pid!) : () => hostHoldersOf(log);
           await waitUntil(() => onHost().length > 0, 'the probe of what runs on the host sees the sandbox');
 
           // A pause that fails mid-way (its checkpoint finds a file where it writes) leaves the
@@ -284,12 +287,12 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
             assert.deepEqual({ state: paused.json.state, kept: paused.json.kept }, { state: 'paused', kept: 'memory' });
             const after = onHost();
             const gone = running.filter((pid) => !after.includes(pid));
-            // No process of a paused sandbox runs on the host (#1031): none of gVisor's, the microVM's one QEMU.
-            if (kind === 'gvisor') assert.deepEqual(after, []);
+            // No process of a paused sandbox runs on the host (#1031): none of its own or gVisor's, the microVM's one QEMU.
+            if (kind !== 'microvm') assert.deepEqual(after, []);
             else assert.equal(gone.length, 1, `its QEMU quit (before ${running.join(' ')}, after ${after.join(' ')})`);
             // The second resume too (#736).
             client = await Sandbox.connect(sandbox.sandboxId, localOpts);
-            await client.commands.connect(pid, { onStdout, onStderr });
+            await client.commands.connect(pid, follow());
             await client.files.write(`between-${step}.txt`, `after pause ${step}`);
             await say(client, line, step + 2);
           }
@@ -301,9 +304,9 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           // A fork: each copy has the process with its memory and open file; the parent goes on with its own.
           const beforeFork = onHost();
           const copies = (await client.fork({ count: 2 } as never)) as unknown as Sandbox[];
-          // A runsc that saves a sandbox and leaves it running keeps the parent's processes on the
-          // host as they were; otherwise (the microVM, the 2022 runsc) it comes back from the image.
-          if (kind === 'gvisor' && (await runscLeavesRunning())) {
+          // CRIU, and a runsc that saves a sandbox and leaves it running, keep the parent's processes
+          // on the host as they were; otherwise (the microVM, the 2022 runsc) it comes back from the image.
+          if (kind === 'local_process' || (kind === 'gvisor' && (await runscLeavesRunning()))) {
             const afterFork = onHost();
             assert.ok(
               beforeFork.every((hostPid) => afterFork.includes(hostPid)),
@@ -314,10 +317,10 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           const kernelRandom = async (copy: Sandbox) => (await copy.commands.run(`python3 -c 'import os; print(os.urandom(16).hex())'`)).stdout.trim();
           assert.equal(copies.length, 2);
           const parent = await Sandbox.connect(sandbox.sandboxId, localOpts);
-          await parent.commands.connect(pid, { onStdout, onStderr });
+          await parent.commands.connect(pid, follow());
           await say(parent, 'parent', 5);
           for (const [index, copy] of copies.entries()) {
-            await copy.commands.connect(pid, { onStdout, onStderr });
+            await copy.commands.connect(pid, follow());
             await say(copy, `copy${index}`, 5);
             assert.equal(await copy.files.read(log), `one\nstill\ntwo\nthree\ncopy${index}\n`, "a copy's changes reach neither its parent nor its sibling");
             randomOf.push(await kernelRandom(copy));
@@ -332,7 +335,7 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
           const snapshot = await api(local.url, 'POST', `/v1/sandboxes/${sandbox.sandboxId}/snapshots`, { name: 'holds-state' });
           assert.equal(snapshot.json.kept, 'memory', snapshot.text);
           const fromSnapshot = await Sandbox.create('holds-state', localOpts);
-          await fromSnapshot.commands.connect(pid, { onStdout, onStderr });
+          await fromSnapshot.commands.connect(pid, follow());
           await say(fromSnapshot, 'from-snapshot', 6);
           await fromSnapshot.kill();
 

@@ -26,6 +26,12 @@ import { WorkDirPool } from '../../../src/sandbox/host/work-dir-pool.js';
 
 const notRoot = process.getuid?.() !== 0 && 'tmpfs mounts need root';
 
+/** A sandbox's two host ids: its user's (inside 1000) and its root's. */
+const idsOf = (user: number, rootId: number) => [
+  { inside: 0, host: rootId, count: 1 },
+  { inside: 1000, host: user, count: 1 },
+];
+
 describe('work-dir pool', { skip: notRoot }, () => {
   it('reuses a mount, but every lease starts empty and owned by its own uid', async () => {
     const pool = new WorkDirPool(mkdtempSync(join(tmpdir(), 'workdirs-')));
@@ -91,10 +97,6 @@ describe('work-dir pool', { skip: notRoot }, () => {
     const root = mkdtempSync(join(tmpdir(), 'workdirs-'));
     const kept = mkdtempSync(join(tmpdir(), 'kept-disk-'));
     const pool = new WorkDirPool(root);
-    const idsOf = (user: number, rootId: number) => [
-      { inside: 0, host: rootId, count: 1 },
-      { inside: 1000, host: user, count: 1 },
-    ];
     try {
       const first = await pool.lease(16 << 20, 64100, { withLayer: true, ids: idsOf(64100, 64101) });
       assert.ok(first.disk, 'a disk of its own can be kept');
@@ -146,13 +148,29 @@ describe('work-dir pool', { skip: notRoot }, () => {
     }
   });
 
+  it("shows a file whose owner's uid is the same in the new ids as its owner's still: a disk taken up by a job that got the user's uid back, its root another", async () => {
+    const kept = mkdtempSync(join(tmpdir(), 'kept-disk-'));
+    const pool = new WorkDirPool(mkdtempSync(join(tmpdir(), 'workdirs-')));
+    try {
+      const first = await pool.lease(16 << 20, 64120, { ids: idsOf(64120, 64121) });
+      writeFileSync(join(first.path, 'mine.txt'), "the user's");
+      chownSync(join(first.path, 'mine.txt'), 64120, 64120);
+      const image = join(kept, 'disk.img');
+      await first.disk!.keep(image);
+      // The same user uid, another root: before, the view's map left the user out, so the file was no one's.
+      const second = await pool.lease(16 << 20, 64120, { ids: idsOf(64120, 64122), from: { image, take: true } });
+      assert.equal(lstatSync(join(second.path, 'mine.txt')).uid, 64120);
+      assert.equal(lstatSync(second.path).uid, 64120);
+      await second.release();
+    } finally {
+      await pool.dispose();
+      rmSync(kept, { recursive: true, force: true });
+    }
+  });
+
   it("gives each file its owner once, however many names it has: a disk taken up by ids that swap the user's and root's", async () => {
     const kept = mkdtempSync(join(tmpdir(), 'kept-disk-'));
     const pool = new WorkDirPool(mkdtempSync(join(tmpdir(), 'workdirs-')));
-    const idsOf = (user: number, rootId: number) => [
-      { inside: 0, host: rootId, count: 1 },
-      { inside: 1000, host: user, count: 1 },
-    ];
     try {
       const first = await pool.lease(64 << 20, 64110, { ids: idsOf(64110, 64111) });
       for (const [name, owner] of [

@@ -136,7 +136,7 @@ describe('sandboxes through the client, the CLI and MCP', () => {
     await client.sandboxWriteFile(sandbox.id, 'kept.txt', 'across the pause');
     const paused = await runCli('agent-runner', ['sandbox', 'pause', sandbox.id, ...flags]);
     assert.equal(paused.code, 0, paused.stderr);
-    assert.deepEqual([JSON.parse(paused.stdout).state, JSON.parse(paused.stdout).kept], ['paused', 'files']);
+    assert.deepEqual([JSON.parse(paused.stdout).state, JSON.parse(paused.stdout).kept], ['paused', 'memory']);
     const memory = await runCli('agent-runner', ['sandbox', 'pause', sandbox.id, '--memory', ...flags]);
     assert.equal(JSON.parse(memory.stdout).error.code, 'sandbox.paused');
     assert.equal((await client.resumeSandbox(sandbox.id, 120)).state, 'running');
