@@ -92,6 +92,8 @@ export async function dumpSandbox(target: CheckpointTarget, image: string, optio
   const stdio = hostSockets(target.initPid);
   if (stdio.length !== 3) throw new Error(`the sandbox's init holds ${stdio.length} sockets of the host's, not its protocol's three: it cannot be saved`);
   const external = stdio.flatMap((inode) => ['--external', `unix[${inode}]`]);
+  // All of it read before the dump: a dump that ends the sandbox lets its job dir be removed.
+  const record: CheckpointRecord = { stdio, jobDir: target.jobDir, workDir: target.workDir, bootId: await readFile(target.bootIdFile, 'utf8') };
   const args = [
     `--mount=/proc/${target.launcherPid}/ns/mnt`,
     '--',
@@ -116,7 +118,6 @@ export async function dumpSandbox(target: CheckpointTarget, image: string, optio
   } catch (error) {
     throw new Error(`criu dump failed: ${await criuErrors(join(image, 'dump.log'), error as Error)}`, { cause: error });
   }
-  const record: CheckpointRecord = { stdio, jobDir: target.jobDir, workDir: target.workDir, bootId: await readFile(target.bootIdFile, 'utf8') };
   await writeFile(join(image, RECORD), JSON.stringify(record));
 }
 
