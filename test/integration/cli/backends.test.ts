@@ -30,8 +30,12 @@ describe('backends by kind', () => {
     assert.deepEqual(Object.keys(local.capabilities).sort(), ['host_work_dir', 'memory', 'network', 'pause', 'profiles', 'root_inside', 'snapshot']);
     assert.deepEqual(
       backends.map((backend) => backend.capabilities.pause),
-      ['files', 'memory', 'memory'],
-      "every backend keeps a paused sandbox's files; gVisor and the microVM its processes' memory too (runsc checkpoint, QEMU's migration to a file)",
+      ['memory', 'memory', 'memory'],
+      "every backend keeps a paused sandbox's processes' memory with its files (CRIU, which setup-host builds; runsc checkpoint; QEMU's migration to a file)",
+    );
+    assert.ok(
+      local.notes.some((note) => /^CRIU at \S+: long-lived sandboxes without egress pause, fork and snapshot with their processes' memory$/.test(note)),
+      `local_process says what keeps their memory: ${local.notes.join('; ')}`,
     );
     assert.deepEqual(
       backends.map((backend) => backend.capabilities.network),
