@@ -11,7 +11,7 @@ if ! /usr/bin/python3 -c 'import pyflakes' 2>/dev/null; then
   echo "lint-guest: pyflakes is missing: apt-get install python3-pyflakes (scripts/setup-host.sh)" >&2
   exit 1
 fi
-mapfile -t files < <(find src -name '*.py' | sort)
+mapfile -t files < <(find src test/fixtures/ports -name '*.py' | sort)
 /usr/bin/python3 -m pyflakes "${files[@]}"
 
 if ! command -v go >/dev/null 2>&1; then

@@ -12,6 +12,8 @@ import { EnvVarsSchema, MetadataSchema } from './checked-record.js';
 
 /** The envd version this server speaks as: the SDK enables its features by it (default user, close stdin, octet-stream uploads). */
 export const E2B_ENVD_VERSION = '0.6.4';
+/** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon); any other is a port of the sandbox's own. */
+export const ENVD_PORT = 49983;
 
 /** E2B's error body: `code` is the HTTP status (the SDK reads `code: 404` as not found). */
 export const E2bErrorSchema = Type.Object({ code: Type.Integer(), message: Type.String() }, { $id: 'E2bError' });
@@ -38,7 +40,10 @@ export const E2bNewSandboxSchema = Type.Object(
       Type.Object(
         {
           allowPublicTraffic: Type.Optional(
-            Type.Boolean({ description: "Taken either way: the ports served here (envd's, the code interpreter's) ask a secure sandbox's token of every caller." }),
+            Type.Boolean({ description: 'false: every request to a port of the sandbox carries its traffic access token (`e2b-traffic-access-token`). Default true.' }),
+          ),
+          maskRequestHost: Type.Optional(
+            Type.String({ minLength: 1, maxLength: 253, description: 'The Host header the servers on its ports see (`${PORT}`: the port asked); default the client’s.' }),
           ),
           denyOut: Type.Optional(
             Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1024, description: 'Only `0.0.0.0/0` (all traffic), which is allow_internet_access false.' }),

@@ -43,6 +43,20 @@ export const SandboxCreateRequestSchema = Type.Object(
         description: 'Once paused, it resumes by itself when a request comes for it (its envd), as a connect would. Default false (E2B’s autoResume).',
       }),
     ),
+    allow_public_traffic: Type.Optional(
+      Type.Boolean({
+        description:
+          'false: every request to a port of the sandbox (`{port}-{id}.{domain}`) carries its access token as `e2b-traffic-access-token`; needs `secure`. Default true: any client reaches its ports (E2B’s allowPublicTraffic).',
+      }),
+    ),
+    mask_request_host: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 253,
+        pattern: '^[^\\s]+$',
+        description: 'The Host header the servers on its ports see, `${PORT}` the port asked; default the client’s (E2B’s maskRequestHost).',
+      }),
+    ),
   },
   { $id: 'SandboxCreateRequest', additionalProperties: false, title: 'Create a sandbox' },
 );

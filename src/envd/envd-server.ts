@@ -1,15 +1,18 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { basicAuthUser, fileSignatureOf, hasAccessToken, hasTrafficToken, isSignedWith, requestUser } from './access.js';
+import { basicAuthUser, fileSignatureOf, hasAccessToken, hasTrafficToken, isSignedWith, requestUser, sameSecret } from './access.js';
 import { handleFiles, sendJsonError } from './files-route.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { Process } from './gen/process/process_pb.js';
 import { OpenStreams, type StreamLimits } from './open-streams.js';
 import { createProcessService } from './process-service.js';
-import { callerKey, type EnvdCaller, type EnvdSandboxes } from './target.js';
+import { callerKey, type EnvdCaller, type EnvdSandboxes, type EnvdTarget } from './target.js';
+import { servePort, upgradePort } from './sandbox-ports.js';
 import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
+import { ENVD_PORT } from '../contract/e2b.js';
 import { AGENT_OUTPUT_CHUNK_BYTES } from '../contract/sandbox-agent.js';
 import type { RunnerConfig } from '../config/schema.js';
 import type { CodeContexts } from '../interpreter/code-contexts.js';
@@ -39,6 +42,18 @@ export interface EnvdLimits {
 export function envdLimits(config: RunnerConfig): EnvdLimits {
   const { outputWindowBytes, ...streams } = config.sandboxes.streams;
   return { maxBodyValues: config.service.bodyLimitValues, streams: { ...streams, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES } };
+}
+
+/** The port a request is for (the front door names it; envd's when it does not). */
+function portOf(request: IncomingMessage): number {
+  const named = request.headers['e2b-sandbox-port'];
+  return typeof named === 'string' ? Number(named) : ENVD_PORT;
+}
+
+/** Whether a request may reach the sandbox's own ports: they are public, or it carries the sandbox's traffic token. */
+function mayReachPorts(request: IncomingMessage, target: EnvdTarget): boolean {
+  const given = request.headers['e2b-traffic-access-token'];
+  return target.trafficToken === null || (typeof given === 'string' && sameSecret(given, target.trafficToken));
 }
 
 /**
@@ -72,15 +87,43 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
     contextValues: (request) => createContextValues().set(callerKey, callers.get(request as IncomingMessage)),
   });
 
+  /** The sandbox of an id, woken first where it is paused and resumes by requests. */
+  const targetOf = async (sandboxId: string) => lookup(sandboxId) ?? ((await sandboxes.wake(sandboxId)) ? lookup(sandboxId) : undefined);
+
+  /** A WebSocket (any upgrade) for a port of the sandbox: envd and the code interpreter upgrade nothing. */
+  const upgrade = async (request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
+    socket.on('error', () => undefined);
+    const refuse = (status: number, message: string) => {
+      const body = JSON.stringify({ message, code: status });
+      socket.end(
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
+    };
+    const sandboxId = request.headers['e2b-sandbox-id'];
+    if (typeof sandboxId !== 'string' || sandboxId === '') return refuse(400, 'the E2b-Sandbox-Id header is required');
+    const target = await targetOf(sandboxId);
+    if (!target) return refuse(502, 'The sandbox was not found');
+    const port = portOf(request);
+    if (port === ENVD_PORT || port === CODE_INTERPRETER_PORT) return refuse(400, `port ${port} upgrades nothing`);
+    if (!mayReachPorts(request, target)) return refuse(403, 'this sandbox asks for its traffic access token (e2b-traffic-access-token) on every request to its ports');
+    upgradePort(request, socket, head, sandboxId, target, port);
+  };
+
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const url = new URL(request.url ?? '/', 'http://envd');
     const header = request.headers['e2b-sandbox-id'];
     const sandboxId = typeof header === 'string' && header !== '' ? header : signedFilesSandbox(request, url);
     if (sandboxId === null) return sendJsonError(response, 400, 'the E2b-Sandbox-Id header is required');
     if (sandboxId === undefined) return sendJsonError(response, 401, 'invalid signature');
-    const target = lookup(sandboxId) ?? ((await sandboxes.wake(sandboxId)) ? lookup(sandboxId) : undefined);
+    const target = await targetOf(sandboxId);
     if (!target) return sendSandboxNotFound(response, sandboxId);
-    if (Number(request.headers['e2b-sandbox-port']) === CODE_INTERPRETER_PORT) {
+    const port = portOf(request);
+    if (port !== ENVD_PORT && port !== CODE_INTERPRETER_PORT) {
+      if (!mayReachPorts(request, target))
+        return sendJsonError(response, 403, 'this sandbox asks for its traffic access token (e2b-traffic-access-token) on every request to its ports');
+      return servePort(request, response, sandboxId, target, port);
+    }
+    if (port === CODE_INTERPRETER_PORT) {
       if (target.accessToken !== null && url.pathname !== '/health' && !hasTrafficToken(request.headers, target.accessToken)) {
         return sendJsonError(response, 401, 'unauthorized access, please provide a valid access token');
       }
@@ -119,6 +162,9 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
 
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => sendJsonError(response, 500, error instanceof Error ? error.message : String(error)));
+  });
+  server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    upgrade(request, socket, head).catch(() => socket.destroy());
   });
   // An upload of 50 MiB through a slow link, or a stream a command keeps open, may take longer than node's default of 300 s:
   // the front door and the sandbox's own lifetime bound them instead.

@@ -1,6 +1,7 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { AgentEndEvent, AgentOutputEvent, AgentRequestOf } from '../contract/sandbox-agent.js';
 import { AgentOperationError, type ProcessListener, type SandboxAgentPort } from '../sandboxes/agent-port.js';
+import { RELAY_TAG } from '../sandboxes/port-tunnel.js';
 import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
@@ -72,11 +73,14 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       const { agent } = callerOf(context).target;
       const { processes } = await agentCall(() => agent.request({ op: 'list' }));
       return {
-        processes: processes.map((process) => ({
-          pid: process.pid,
-          ...(process.tag !== undefined && { tag: process.tag }),
-          config: { cmd: process.cmd, args: process.args, envs: process.envs, ...(process.cwd !== undefined && { cwd: process.cwd }) },
-        })),
+        // The relays of connections to its ports are the host's, not the sandbox's processes.
+        processes: processes
+          .filter((process) => process.tag !== RELAY_TAG)
+          .map((process) => ({
+            pid: process.pid,
+            ...(process.tag !== undefined && { tag: process.tag }),
+            config: { cmd: process.cmd, args: process.args, envs: process.envs, ...(process.cwd !== undefined && { cwd: process.cwd }) },
+          })),
       };
     },
 

@@ -18,6 +18,10 @@ export interface EnvdTarget {
   python: string;
   /** The name of the API key that made the sandbox (service.apiKeys); undefined: the service token. */
   apiKey?: string;
+  /** E2B's `allowPublicTraffic: false`: the token every request to the sandbox's own ports must carry (`e2b-traffic-access-token`); null: public. */
+  trafficToken: string | null;
+  /** E2B's `maskRequestHost`: the Host header its ports' servers see (`${PORT}` the port); null: the client's. */
+  maskRequestHost: string | null;
 }
 
 /** The sandbox of an id, as the sandbox host knows it; undefined when it has none of that id (ended or never created). */

@@ -1,17 +1,16 @@
-import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { requestHead } from '../util/request-head.js';
 import { pipeline } from 'node:stream';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { isForwarded } from './forwarded.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { contractError } from '../contract/errors.js';
 import { SANDBOX_ID_PATTERN } from '../contract/sandbox.js';
-import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
-import type { SandboxHost } from '../sandboxes/sandbox-host.js';
+import { ENVD_PORT } from '../contract/e2b.js';
+import type { SandboxHost, SandboxPlace } from '../sandboxes/sandbox-host.js';
 
-/** The port E2B's SDK names for a sandbox's envd (its in-sandbox daemon). */
-export const ENVD_PORT = 49983;
-/** The ports of a sandbox served here: its envd and its code interpreter, both in the worker process. */
-const SERVED_PORTS = new Set([ENVD_PORT, CODE_INTERPRETER_PORT]);
 /** `{port}-{sandboxId}.{domain}`, how E2B names a sandbox's port when a wildcard DNS name points here. */
 const SANDBOX_HOST = /^(\d{1,5})-([0-9a-z]{8,64})\./;
 
@@ -32,16 +31,22 @@ const SANDBOX_ID = new RegExp(SANDBOX_ID_PATTERN);
 /** A route of one sandbox (E2B's `/sandboxes/{id}...`, `/v2/sandboxes/{id}/connect`, ours `/v1/sandboxes/{id}...`): its id. */
 const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
 
+/** Why a request's sandbox and port cannot name one (a 400), or null. */
+function badTarget(target: { sandboxId: string; port: number }): string | null {
+  if (!Number.isInteger(target.port) || target.port < 1 || target.port > 65535) return 'a sandbox port is an integer from 1 to 65535';
+  return SANDBOX_ID.test(target.sandboxId) ? null : 'no sandbox has such an id';
+}
+
 /**
  * Traffic for a sandbox, as E2B's SDK sends it to `E2B_SANDBOX_URL` (its `E2b-Sandbox-Id` and
- * `E2b-Sandbox-Port` headers) or to a `{port}-{id}.{domain}` host name, goes to the sandbox's
- * envd (port 49983) or code interpreter (49999) in the worker process (envd/, interpreter/), byte
- * for byte, streams included, before anything of this service sees it: they do their own auth
- * (the sandbox's access token), so the service token is not asked for, as E2B's sandbox URLs do
- * not carry the API key. Other ports of a sandbox are not served: 502, which the SDK reads as a
- * sandbox not running there. In the distributed mode a
- * request for a sandbox another front door holds (envd's, or a route of that sandbox) goes to that
- * front door whole, which answers it as its own, auth included.
+ * `E2b-Sandbox-Port` headers) or to a `{port}-{id}.{domain}` host name, goes to the worker
+ * process byte for byte, streams and WebSocket upgrades included, before anything of this service
+ * sees it: to the sandbox's envd (port 49983), its code interpreter (49999), or any other port of
+ * the sandbox through a relay inside it (envd-server.ts, sandboxes/port-tunnel.ts). Each does its
+ * own auth (the sandbox's access token, its traffic token), so the service token is not asked
+ * for, as E2B's sandbox URLs do not carry the API key. In the distributed mode a request for a
+ * sandbox another front door holds (envd's, or a route of that sandbox) goes to that front door
+ * whole, which answers it as its own, auth included.
  */
 export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): void {
   app.addHook('onRequest', async (request, reply) => {
@@ -50,17 +55,45 @@ export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost): 
       if (isSignedFilesUrl(request.url)) forwardSignedFiles(sandboxes, request, reply);
       return;
     }
+    const bad = badTarget(target);
+    if (bad !== null) {
+      reply.hijack();
+      return sendJson(reply.raw, 400, { sandboxId: target.sandboxId, message: bad, code: 400 });
+    }
     if (await forwardedToOwner(sandboxes, target.sandboxId, request, reply)) return;
     reply.hijack();
     const socketPath = sandboxes.envdSocket();
-    if (!SERVED_PORTS.has(target.port) || socketPath === null) {
-      const message = socketPath === null ? 'the sandbox host is starting' : `port ${target.port} of sandbox ${target.sandboxId} is not served`;
-      const status = socketPath === null ? 503 : 502;
-      sendJson(reply.raw, status, { sandboxId: target.sandboxId, message, code: status });
-      return;
-    }
+    if (socketPath === null) return sendJson(reply.raw, 503, { sandboxId: target.sandboxId, message: 'the sandbox host is starting', code: 503 });
     forward(request.raw, reply.raw, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port) });
   });
+  app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => void upgradeToSandbox(sandboxes, request, socket, head));
+}
+
+/**
+ * A WebSocket (or any) upgrade for a sandbox's port: the request as it came, then both ways byte
+ * for byte, to the worker (or the front door that holds the sandbox), which answers it. One not
+ * for a sandbox is refused: this service upgrades nothing of its own.
+ */
+async function upgradeToSandbox(sandboxes: SandboxHost, request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+  socket.on('error', () => undefined);
+  const target = sandboxTarget(request.headers);
+  const refuse = (status: number, message: string) => {
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ message, code: status })}`);
+  };
+  if (!target) return refuse(404, 'nothing here upgrades');
+  const bad = badTarget(target);
+  if (bad !== null) return refuse(400, bad);
+  const place: SandboxPlace | null = isForwarded(request) ? null : await sandboxes.placeOf(target.sandboxId).catch(() => null);
+  const owner = place && 'address' in place ? new URL(place.address) : null;
+  const socketPath = sandboxes.envdSocket();
+  if (owner === null && socketPath === null) return refuse(503, 'the sandbox host is starting');
+  const upstream = owner ? connect({ host: owner.hostname, port: Number(owner.port) }) : connect({ path: socketPath! });
+  upstream.on('error', () => socket.destroy());
+  socket.on('close', () => upstream.destroy());
+  const headers = { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port), ...(owner && { [FORWARDED_HEADER]: '1' }) };
+  upstream.write(requestHead(request, headers));
+  upstream.write(head);
+  socket.pipe(upstream).pipe(socket);
 }
 
 /** `/files?...signature=...`: a signed download or upload URL (E2B's `downloadUrl` / `uploadUrl`) made against this service's URL. */

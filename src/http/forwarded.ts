@@ -2,6 +2,6 @@ import type { FastifyRequest } from 'fastify';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 
 /** Whether another front door sent the request (it wants this one's own answer: contract/forwarded.ts). */
-export function isForwarded(request: FastifyRequest): boolean {
+export function isForwarded(request: Pick<FastifyRequest, 'headers'>): boolean {
   return request.headers[FORWARDED_HEADER] !== undefined;
 }

@@ -42,6 +42,10 @@ export interface SandboxPlan {
   network: SandboxNetwork;
   timeoutMs: number;
   accessToken: string | null;
+  /** Whether any client reaches its ports; otherwise each request carries its access token (E2B's allowPublicTraffic). */
+  publicTraffic: boolean;
+  /** The Host header its ports' servers see (E2B's maskRequestHost); null: the client's. */
+  maskRequestHost: string | null;
   memoryBytes: number;
   maxProcesses: number;
   maxOpenFiles: number;
@@ -147,6 +151,15 @@ export class LiveSandbox {
   /** Why it ended; null while it runs. */
   get endedReason(): string | null {
     return this.served.reason;
+  }
+
+  /** The token every request to its ports must carry; null: its ports are public. */
+  get trafficToken(): string | null {
+    return this.plan.publicTraffic ? null : this.plan.accessToken;
+  }
+
+  get maskRequestHost(): string | null {
+    return this.plan.maskRequestHost;
   }
 
   get accessToken(): string | null {
@@ -328,6 +341,8 @@ export class LiveSandbox {
       disk_size_mb: described.disk_size_mb,
       ...(plan.onTimeout && { on_timeout: plan.onTimeout }),
       ...lifecycleOf(plan),
+      ...(!plan.publicTraffic && { allow_public_traffic: false }),
+      ...(plan.maskRequestHost !== null && { mask_request_host: plan.maskRequestHost }),
       ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
       ...(this.agentVersion !== null && { agent_version: this.agentVersion }),
     };

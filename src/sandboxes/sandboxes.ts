@@ -61,6 +61,10 @@ export interface SandboxAccess {
   python: string;
   /** The name of the API key that made it; undefined: the service token. */
   apiKey?: string;
+  /** The token each request to its ports must carry; null: they are public. */
+  trafficToken: string | null;
+  /** The Host header its ports' servers see; null: the client's. */
+  maskRequestHost: string | null;
 }
 
 /**
@@ -452,6 +456,8 @@ export class Sandboxes {
       defaultUser: SANDBOX_USER,
       python: sandbox.python,
       ...(sandbox.apiKey !== undefined && { apiKey: sandbox.apiKey }),
+      trafficToken: sandbox.trafficToken,
+      maskRequestHost: sandbox.maskRequestHost,
     };
   }
 
@@ -893,6 +899,9 @@ export class Sandboxes {
     // Every process the sandbox runs gets these: bounded so that each still has room for its own.
     const environment = environmentProblem(envVars, 'env_vars');
     if (environment !== undefined) throw invalid(environment, 'env_vars');
+    // Its ports ask for its access token: a sandbox without one cannot keep them to its clients.
+    if (request.allow_public_traffic === false && request.secure === false)
+      throw invalid('allow_public_traffic false needs a secure sandbox: its ports ask for its access token', 'allow_public_traffic');
     return {
       id: randomId(),
       template,
@@ -906,6 +915,8 @@ export class Sandboxes {
       network,
       timeoutMs: timeoutSeconds * 1000,
       accessToken: request.secure === false ? null : randomBytes(24).toString('base64url'),
+      publicTraffic: request.allow_public_traffic !== false,
+      maskRequestHost: request.mask_request_host ?? null,
       memoryBytes: named.memoryBytes ?? settings.memoryBytes,
       maxProcesses: settings.maxProcesses,
       maxOpenFiles: config.runJob.maxOpenFiles,
@@ -967,6 +978,8 @@ function fromState(state: KeptState, request: LaunchRequest): LaunchRequest {
     ...(request.on_timeout === undefined && sandbox.on_timeout !== undefined && { on_timeout: sandbox.on_timeout }),
     ...(request.on_timeout_keep_memory === undefined && sandbox.on_timeout_keep_memory !== undefined && { on_timeout_keep_memory: sandbox.on_timeout_keep_memory }),
     ...(request.auto_resume === undefined && sandbox.auto_resume !== undefined && { auto_resume: sandbox.auto_resume }),
+    ...(sandbox.allow_public_traffic !== undefined && { allow_public_traffic: sandbox.allow_public_traffic }),
+    ...(sandbox.mask_request_host !== undefined && { mask_request_host: sandbox.mask_request_host }),
   };
 }
 

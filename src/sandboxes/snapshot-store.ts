@@ -28,6 +28,9 @@ export const KeptSandboxSchema = Type.Object({
   on_timeout: Type.Optional(Type.Union([Type.Literal('kill'), Type.Literal('pause')])),
   on_timeout_keep_memory: Type.Optional(Type.Boolean()),
   auto_resume: Type.Optional(Type.Boolean()),
+  /** Its ports ask its access token of every request (E2B's allowPublicTraffic false). */
+  allow_public_traffic: Type.Optional(Type.Boolean()),
+  mask_request_host: Type.Optional(Type.String()),
   /** The API key that made it: its paused state, snapshots and forks are that key's too. */
   api_key: Type.Optional(Type.String()),
   /** Its agent's version: a sandbox resumed with its memory runs the agent it was saved with. */

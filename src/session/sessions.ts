@@ -173,6 +173,9 @@ export class Sessions {
         network,
         timeoutMs: settings.lifetimeSeconds * 1000,
         accessToken: null,
+        // A session's sandbox serves no port of its own.
+        publicTraffic: false,
+        maskRequestHost: null,
         memoryBytes,
         maxProcesses,
         maxOpenFiles: config.runJob.maxOpenFiles,

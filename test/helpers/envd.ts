@@ -20,7 +20,16 @@ export interface EnvdUnderTest {
 
 /** A sandbox's target over a fresh fake agent. */
 export function fakeTarget(accessToken: string | null = null): EnvdTarget & { agent: FakeSandboxAgent } {
-  return { agent: new FakeSandboxAgent(), accessToken, home: '/home/user', rootInside: true, defaultUser: 'user', python: '/usr/bin/python3' };
+  return {
+    agent: new FakeSandboxAgent(),
+    accessToken,
+    home: '/home/user',
+    rootInside: true,
+    defaultUser: 'user',
+    python: '/usr/bin/python3',
+    trafficToken: null,
+    maskRequestHost: null,
+  };
 }
 
 /** createEnvdServer on 127.0.0.1, with the sandboxes the test puts in `sandboxes`. */

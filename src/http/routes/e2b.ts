@@ -92,6 +92,8 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: ServedTemplates) {
           ...(autoPause ? { on_timeout: 'pause' as const } : {}),
           ...(autoPause && autoPauseMemory !== undefined ? { on_timeout_keep_memory: autoPauseMemory } : {}),
           ...(autoResume?.enabled ? { auto_resume: true } : {}),
+          ...(network?.allowPublicTraffic === false && { allow_public_traffic: false }),
+          ...(network?.maskRequestHost !== undefined && { mask_request_host: network.maskRequestHost }),
         },
         creator(request),
       );
@@ -414,8 +416,7 @@ const ALL_TRAFFIC = '0.0.0.0/0';
 /**
  * Why a create's `network` asks for what is not done here, or undefined. Egress is all or nothing
  * (allow_internet_access); a rule by destination, E2B's egress proxy and request transforms are
- * not done, and ports other than envd's and the code interpreter's are not served, so a host mask
- * has nothing to act on.
+ * not done.
  */
 function unsupportedNetwork(network: NonNullable<E2bNewSandbox['network']>): string | undefined {
   const refuse = (field: string, why: string) => `network.${field}: ${why} (agent-runner); leave it out`;
@@ -424,9 +425,8 @@ function unsupportedNetwork(network: NonNullable<E2bNewSandbox['network']>): str
     return refuse('denyOut', `only ${ALL_TRAFFIC} (all traffic) is done here, which is allow_internet_access false`);
   }
   const named = network as Record<string, unknown>;
-  for (const field of ['egressProxy', 'rules', 'maskRequestHost']) {
-    if (named[field] !== undefined)
-      return refuse(field, field === 'maskRequestHost' ? "ports other than envd's and the code interpreter's are not served here" : 'not supported by this server');
+  for (const field of ['egressProxy', 'rules']) {
+    if (named[field] !== undefined) return refuse(field, 'not supported by this server');
   }
   return undefined;
 }

@@ -39,7 +39,16 @@ after(async () => {
 describe('a process whose streams are not read', () => {
   it('waits with its pipe full while the worker holds at most a window per stream, and goes on once read', async () => {
     await channel.started();
-    envd.sandboxes.set(SANDBOX, { agent: channel, accessToken: null, home: scratch, rootInside: false, defaultUser: 'user', python: '/usr/bin/python3' });
+    envd.sandboxes.set(SANDBOX, {
+      agent: channel,
+      accessToken: null,
+      home: scratch,
+      rootInside: false,
+      defaultUser: 'user',
+      python: '/usr/bin/python3',
+      trafficToken: null,
+      maskRequestHost: null,
+    });
     const client = envd.client(Process, SANDBOX);
     const started = client.start({ process: { cmd: 'head', args: ['-c', String(OUTPUT_BYTES), '/dev/zero'] } })[Symbol.asyncIterator]();
     const first = await started.next();

@@ -93,9 +93,7 @@ describe('E2B control plane, through the e2b SDK', () => {
     await assert.rejects(Sandbox.create('no-such-template', opts()), (error: Error) => error instanceof SandboxError && /no template/.test(error.message));
     await assert.rejects(Sandbox.create('base', { ...opts(), network: { allowOut: ['1.1.1.1'] } } as never), (error: Error) => /network\.allowOut/.test(error.message));
     await assert.rejects(Sandbox.create('base', { ...opts(), network: { denyOut: ['8.8.8.8'] } } as never), (error: Error) => /network\.denyOut/.test(error.message));
-    await assert.rejects(Sandbox.create('base', { ...opts(), network: { maskRequestHost: 'x.example.com' } } as never), (error: Error) =>
-      /network\.maskRequestHost/.test(error.message),
-    );
+    await assert.rejects(Sandbox.create('base', { ...opts(), network: { rules: { 'x.example.com': [] } } } as never), (error: Error) => /network\.rules/.test(error.message));
     const raw = await fetch(`${apiUrl}/sandboxes/${'0'.repeat(24)}`, { headers: { 'x-api-key': service.token! } });
     assert.equal(raw.status, 404);
     assert.deepEqual(Object.keys((await raw.json()) as object).sort(), ['code', 'message']);
@@ -110,9 +108,10 @@ describe('E2B control plane, through the e2b SDK', () => {
     // e2b 2.39 sends autoResume on every create, asking for nothing.
     await Sandbox.create('base', { ...opts(), lifecycle: { onTimeout: 'kill', autoResume: false } });
     assert.deepEqual([host.created.at(-1)!.on_timeout, host.created.at(-1)!.auto_resume], [undefined, undefined]);
-    // allowPublicTraffic either way, and denying all egress is no internet.
-    await Sandbox.create('base', { ...opts(), network: { allowPublicTraffic: false, denyOut: ['0.0.0.0/0'] } });
-    assert.equal(host.created.at(-1)!.allow_internet_access, false);
+    // Its ports private, their Host masked; denying all egress is no internet.
+    await Sandbox.create('base', { ...opts(), network: { allowPublicTraffic: false, maskRequestHost: 'localhost:${PORT}', denyOut: ['0.0.0.0/0'] } });
+    const made = host.created.at(-1)!;
+    assert.deepEqual([made.allow_internet_access, made.allow_public_traffic, made.mask_request_host], [false, false, 'localhost:${PORT}']);
   });
 
   it('pause answers 204 then 409; connect resumes a paused sandbox (201) and answers a running one (200); memory is asked only when the caller asks', async () => {

@@ -66,9 +66,9 @@ describe('/v1/sandboxes', () => {
       assert.equal(answer.status, 404, answer.text);
       assert.equal(answer.json.error.code, 'sandbox.not_found');
       assert.deepEqual(looping.placesAsked, [id]);
-      // Not an id at all: no lookup of where it lives.
+      // Not an id at all: refused as such, with no lookup of where it lives.
       const malformed = await door.api('GET', '/health', undefined, { 'e2b-sandbox-id': "x' OR 1=1 --" });
-      assert.equal(malformed.status, 503);
+      assert.equal(malformed.status, 400);
       assert.deepEqual(looping.placesAsked, [id]);
     } finally {
       await door.close();

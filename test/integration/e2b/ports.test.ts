@@ -1,0 +1,157 @@
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request, type IncomingHttpHeaders } from 'node:http';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Sandbox } from 'e2b';
+import WebSocket from 'ws';
+import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
+import { testRuntime } from '../../helpers/runtime.js';
+import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { waitUntil } from '../../helpers/wait.js';
+
+const PORT_SERVER = readFileSync(fileURLToPath(new URL('../../fixtures/ports/port_server.py', import.meta.url)), 'utf8');
+
+type Answer = { status: number; headers: IncomingHttpHeaders; body: string };
+
+/**
+ * A request to the service as a client of a sandbox's port sends it: its Host the SDK's
+ * `getHost(port)` (`{port}-{id}.{domain}`, a wildcard name that leads here), or E2B's headers.
+ */
+function ask(server: ServerProcess, path: string, headers: Record<string, string>, body?: Buffer | ((write: (chunk: Buffer) => void) => void)): Promise<Answer> {
+  const { hostname, port } = new URL(server.url);
+  return new Promise((resolve, reject) => {
+    const sent = request({ hostname, port, path, method: body ? 'POST' : 'GET', headers }, (answer) => {
+      const chunks: Buffer[] = [];
+      answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+      answer.on('end', () => resolve({ status: answer.statusCode!, headers: answer.headers, body: Buffer.concat(chunks).toString('utf8') }));
+      answer.on('error', reject);
+    });
+    sent.on('error', reject);
+    if (typeof body === 'function') body((chunk) => sent.write(chunk));
+    else if (body) sent.write(body);
+    sent.end();
+  });
+}
+
+describe("a sandbox's ports through the service (E2B's getHost), on every backend", async () => {
+  const kinds = await availableKinds(testRuntime(), 'run-job');
+  let server: ServerProcess;
+  before(async () => {
+    server = await startServer([]);
+  });
+  after(async () => {
+    await server.stop();
+  });
+  const opts = () => ({ apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
+
+  /** A sandbox of `kind` serving port_server.py on `port`, once it answers. */
+  async function serving(port: number, options: Parameters<typeof Sandbox.create>[1] = {}): Promise<Sandbox> {
+    const sandbox = await Sandbox.create('base', { ...opts(), ...options });
+    await sandbox.files.write('port_server.py', PORT_SERVER);
+    await (await sandbox.commands.run(`python3 port_server.py ${port}`, { background: true })).disconnect();
+    const headers = { host: sandbox.getHost(port), 'e2b-traffic-access-token': sandbox.trafficAccessToken ?? '' };
+    await waitUntil(async () => (await ask(server, '/', headers)).status === 200, 'the server in the sandbox answers');
+    return sandbox;
+  }
+
+  for (const kind of ['local_process', 'gvisor', 'microvm'] as const) {
+    const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
+    it(`${kind}: HTTP by name and by E2B's headers, a stream as it is written, a 100 MiB upload, a WebSocket both ways, a closed port's answer`, { skip }, async () => {
+      const local = kind === 'local_process' ? server : await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind } });
+      const previous = server;
+      server = local;
+      try {
+        const sandbox = await serving(8000);
+        const byName = { host: sandbox.getHost(8000) };
+        assert.deepEqual(await ask(server, '/', byName).then(({ status, body }) => [status, body]), [200, 'hello from the sandbox\n']);
+        const byHeaders = { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8000' };
+        assert.equal((await ask(server, '/host', byHeaders)).status, 200);
+        // Its processes are its own: the relay of a connection is not one of them.
+        assert.deepEqual(
+          (await sandbox.commands.list()).map((process) => process.args.join(' ')),
+          ['-l -c python3 port_server.py 8000'],
+        );
+
+        // A stream: the first event is read before the server writes the second.
+        const { hostname, port } = new URL(server.url);
+        const events = await new Promise<string[]>((resolve, reject) => {
+          const seen: string[] = [];
+          request({ hostname, port, path: '/stream', headers: byName }, (answer) => {
+            answer.setEncoding('utf8');
+            answer.on('data', (chunk: string) => {
+              seen.push(chunk);
+              if (seen.length === 1) void sandbox.files.write('go', '');
+            });
+            answer.on('end', () => resolve(seen));
+          })
+            .on('error', reject)
+            .end();
+        });
+        assert.deepEqual(events.join('').split('\n\n').filter(Boolean), ['data: first', 'data: second']);
+
+        // 100 MiB uploaded in chunks, whole (16 MiB into the microVM, which runs emulated here: TCG).
+        const mebibytes = kind === 'microvm' ? 16 : 100;
+        const chunk = randomBytes(1 << 20);
+        const digest = createHash('sha256');
+        for (let i = 0; i < mebibytes; i++) digest.update(chunk);
+        const upload = await ask(server, '/sha256', { ...byName, 'transfer-encoding': 'chunked' }, (write) => {
+          for (let i = 0; i < mebibytes; i++) write(chunk);
+        });
+        assert.equal(upload.body, `${digest.digest('hex')} ${mebibytes << 20}`);
+
+        // A WebSocket: 100 messages each way, in order.
+        const socket = new WebSocket(`${server.url.replace('http', 'ws')}/ws`, { headers: byName });
+        await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+        const echoed: string[] = [];
+        socket.on('message', (data: Buffer) => echoed.push(data.toString('utf8')));
+        for (let i = 0; i < 100; i++) socket.send(`message ${i}`);
+        await waitUntil(() => echoed.length === 100, 'every message comes back');
+        assert.deepEqual(
+          echoed,
+          Array.from({ length: 100 }, (_, i) => `message ${i}`),
+        );
+        socket.close();
+
+        // Nobody listens on 8001: E2B's answer for a closed port, at once.
+        const closed = await ask(server, '/', { host: sandbox.getHost(8001) });
+        assert.equal(closed.status, 502);
+        assert.deepEqual(JSON.parse(closed.body), { sandboxId: sandbox.sandboxId, message: 'The sandbox is running but port is not open', port: 8001, code: 502 });
+        await sandbox.kill();
+        // A sandbox that is gone: E2B's answer for it.
+        const gone = await ask(server, '/', byName);
+        assert.equal(gone.status, 502);
+        assert.equal(JSON.parse(gone.body).message, 'The sandbox was not found');
+      } finally {
+        server = previous;
+        if (local !== previous) await local.stop();
+      }
+    });
+  }
+
+  it("allowPublicTraffic false asks for the traffic token; maskRequestHost is the Host its server sees; one sandbox's port is never another's", async () => {
+    const privateOne = await serving(8000, { network: { allowPublicTraffic: false, maskRequestHost: 'localhost:${PORT}' } });
+    const byName = { host: privateOne.getHost(8000) };
+    assert.ok(privateOne.trafficAccessToken);
+    assert.equal((await ask(server, '/host', byName)).status, 403);
+    assert.equal((await ask(server, '/host', { ...byName, 'e2b-traffic-access-token': 'not-it' })).status, 403);
+    const allowed = await ask(server, '/host', { ...byName, 'e2b-traffic-access-token': privateOne.trafficAccessToken });
+    assert.deepEqual([allowed.status, allowed.body], [200, 'localhost:8000']);
+    // Another sandbox, nothing on its 8000: the first one's server is not reached through it.
+    const other = await Sandbox.create('base', opts());
+    assert.equal((await ask(server, '/host', { host: other.getHost(8000) })).status, 502);
+    await Promise.all([privateOne.kill(), other.kill()]);
+  });
+
+  it('refuses ports and ids that name nothing, with a 400', async () => {
+    const id = 'a'.repeat(24);
+    for (const port of ['0', '65536', 'http', '-1']) {
+      const answer = await ask(server, '/', { 'e2b-sandbox-id': id, 'e2b-sandbox-port': port });
+      assert.equal(answer.status, 400, `port ${port}: ${answer.body}`);
+    }
+    assert.equal((await ask(server, '/', { host: `0-${id}.e2b.app` })).status, 400);
+    assert.equal((await ask(server, '/', { host: `70000-${id}.e2b.app` })).status, 400);
+    assert.equal((await ask(server, '/', { 'e2b-sandbox-id': 'a.b/c', 'e2b-sandbox-port': '8000' })).status, 400);
+  });
+});
