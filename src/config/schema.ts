@@ -222,6 +222,16 @@ export const SandboxSettingsSchema = Section({
     },
     "What clients' streams of sandboxes may hold in the worker: a process's window (and one chunk) per stream of its output, 4 MiB per watch, and the totals per sandbox and per key.",
   ),
+  ports: Section(
+    {
+      maxConnectionsPerSandbox: PositiveInteger(
+        128,
+        "Connections open at once to one sandbox's own ports (getHost), each a relay process in the sandbox; one more is refused with 429.",
+      ),
+      maxConnectionsPerKey: PositiveInteger(512, 'The same, for the ports of all sandboxes of one API key together (the service token is not counted).'),
+    },
+    "What clients of sandboxes' own ports may hold open at once.",
+  ),
   allowInternetAccess: Type.Boolean({
     default: false,
     description: "Whether a sandbox may reach the internet when its request does not say (E2B's SDK asks for it by default; runJob.allowNetwork must allow it).",

@@ -1,4 +1,4 @@
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
@@ -11,6 +11,9 @@ import { OpenStreams, type StreamLimits } from './open-streams.js';
 import { createProcessService } from './process-service.js';
 import { callerKey, type EnvdCaller, type EnvdSandboxes, type EnvdTarget } from './target.js';
 import { servePort, upgradePort } from './sandbox-ports.js';
+import { PortConnections, type PortConnectionLimits } from './port-connections.js';
+import { sandboxPortConnections } from '../util/metrics.js';
+import { jsonAnswer } from '../util/request-head.js';
 import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
 import { ENVD_PORT } from '../contract/e2b.js';
 import { AGENT_OUTPUT_CHUNK_BYTES } from '../contract/sandbox-agent.js';
@@ -36,12 +39,18 @@ export interface EnvdLimits {
   /** Most values a JSON body (the code interpreter's) may hold: service.bodyLimitValues. */
   maxBodyValues: number;
   streams: StreamLimits;
+  ports: PortConnectionLimits;
 }
 
 /** The limits of the configuration: a stream holds a process's window and the one chunk that may pass it. */
 export function envdLimits(config: RunnerConfig): EnvdLimits {
   const { outputWindowBytes, ...streams } = config.sandboxes.streams;
-  return { maxBodyValues: config.service.bodyLimitValues, streams: { ...streams, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES } };
+  const { maxConnectionsPerSandbox: maxPerSandbox, maxConnectionsPerKey: maxPerKey } = config.sandboxes.ports;
+  return {
+    maxBodyValues: config.service.bodyLimitValues,
+    streams: { ...streams, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES },
+    ports: { maxPerSandbox, maxPerKey },
+  };
 }
 
 /** The port a request is for (the front door names it; envd's when it does not). */
@@ -49,6 +58,8 @@ function portOf(request: IncomingMessage): number {
   const named = request.headers['e2b-sandbox-port'];
   return typeof named === 'string' ? Number(named) : ENVD_PORT;
 }
+
+const TRAFFIC_TOKEN_ASKED = 'this sandbox asks for its traffic access token (e2b-traffic-access-token) on every request to its ports';
 
 /** Whether a request may reach the sandbox's own ports: they are public, or it carries the sandbox's traffic token. */
 function mayReachPorts(request: IncomingMessage, target: EnvdTarget): boolean {
@@ -75,6 +86,7 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
   const { lookup } = sandboxes;
   const watchers = new WatcherRegistry();
   const streams = new OpenStreams(limits.streams);
+  const portConnections = new PortConnections(limits.ports);
   const callers = new WeakMap<IncomingMessage, EnvdCaller>();
   const rpc = connectNodeAdapter({
     routes(router) {
@@ -93,19 +105,20 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
   /** A WebSocket (any upgrade) for a port of the sandbox: envd and the code interpreter upgrade nothing. */
   const upgrade = async (request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
     socket.on('error', () => undefined);
-    const refuse = (status: number, message: string) => {
-      const body = JSON.stringify({ message, code: status });
-      socket.end(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      );
-    };
+    const refuse = (status: number, message: string): void => void socket.end(jsonAnswer(status, { message, code: status }));
     const sandboxId = request.headers['e2b-sandbox-id'];
     if (typeof sandboxId !== 'string' || sandboxId === '') return refuse(400, 'the E2b-Sandbox-Id header is required');
     const target = await targetOf(sandboxId);
     if (!target) return refuse(502, 'The sandbox was not found');
     const port = portOf(request);
     if (port === ENVD_PORT || port === CODE_INTERPRETER_PORT) return refuse(400, `port ${port} upgrades nothing`);
-    if (!mayReachPorts(request, target)) return refuse(403, 'this sandbox asks for its traffic access token (e2b-traffic-access-token) on every request to its ports');
+    if (!mayReachPorts(request, target)) {
+      sandboxPortConnections.inc({ kind: 'upgrade', outcome: 'forbidden' });
+      return refuse(403, TRAFFIC_TOKEN_ASKED);
+    }
+    const connection = portConnections.open(sandboxId, target.apiKey, 'upgrade');
+    if ('refused' in connection) return refuse(429, connection.refused);
+    socket.once('close', connection.close);
     upgradePort(request, socket, head, sandboxId, target, port);
   };
 
@@ -119,8 +132,13 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
     if (!target) return sendSandboxNotFound(response, sandboxId);
     const port = portOf(request);
     if (port !== ENVD_PORT && port !== CODE_INTERPRETER_PORT) {
-      if (!mayReachPorts(request, target))
-        return sendJsonError(response, 403, 'this sandbox asks for its traffic access token (e2b-traffic-access-token) on every request to its ports');
+      if (!mayReachPorts(request, target)) {
+        sandboxPortConnections.inc({ kind: 'http', outcome: 'forbidden' });
+        return sendJsonError(response, 403, TRAFFIC_TOKEN_ASKED);
+      }
+      const connection = portConnections.open(sandboxId, target.apiKey, 'http');
+      if ('refused' in connection) return sendJsonError(response, 429, connection.refused);
+      response.once('close', connection.close);
       return servePort(request, response, sandboxId, target, port);
     }
     if (port === CODE_INTERPRETER_PORT) {

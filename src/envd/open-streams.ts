@@ -1,6 +1,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { agentCall } from './agent-errors.js';
 import { StreamQueue, type QueueBudget } from './stream-queue.js';
+import { addCount } from '../util/count-map.js';
 
 /** What server streams may hold in the worker (sandboxes.streams): each holds a queue and an agent subscription. */
 export interface StreamLimits {
@@ -52,7 +53,7 @@ export class OpenStreams {
       throw new ConnectError(`the sandboxes of API key ${apiKey} have ${ofKey} streams open, the most they may; end one first`, Code.ResourceExhausted);
     }
     if (!queues) this.bySandbox.set(sandboxId, (queues = new Set()));
-    if (apiKey !== undefined) add(this.byKey, apiKey, 1);
+    if (apiKey !== undefined) addCount(this.byKey, apiKey, 1);
     const queue = new StreamQueue<T>({ bytes: maxBytes, budget: this.budget(sandboxId, apiKey) });
     const tracked = queues;
     tracked.add(queue);
@@ -64,7 +65,7 @@ export class OpenStreams {
         closed = true;
         tracked.delete(queue);
         if (tracked.size === 0 && this.bySandbox.get(sandboxId) === tracked) this.bySandbox.delete(sandboxId);
-        if (apiKey !== undefined) add(this.byKey, apiKey, -1);
+        if (apiKey !== undefined) addCount(this.byKey, apiKey, -1);
       },
     };
   }
@@ -83,13 +84,13 @@ export class OpenStreams {
         if (apiKey !== undefined && (this.queuedByKey.get(apiKey) ?? 0) + bytes > perKey) {
           return `the streams of API key ${apiKey} hold more than ${perKey} bytes their clients have not read`;
         }
-        add(this.queuedBySandbox, sandboxId, bytes);
-        if (apiKey !== undefined) add(this.queuedByKey, apiKey, bytes);
+        addCount(this.queuedBySandbox, sandboxId, bytes);
+        if (apiKey !== undefined) addCount(this.queuedByKey, apiKey, bytes);
         return null;
       },
       give: (bytes) => {
-        add(this.queuedBySandbox, sandboxId, -bytes);
-        if (apiKey !== undefined) add(this.queuedByKey, apiKey, -bytes);
+        addCount(this.queuedBySandbox, sandboxId, -bytes);
+        if (apiKey !== undefined) addCount(this.queuedByKey, apiKey, -bytes);
       },
     };
   }
@@ -110,11 +111,4 @@ export async function closingOnFailure<T>(close: () => void, call: () => Promise
     close();
     throw error;
   }
-}
-
-/** Adds `delta` to a count kept by name; a count of 0 is forgotten. */
-function add(counts: Map<string, number>, name: string, delta: number): void {
-  const total = (counts.get(name) ?? 0) + delta;
-  if (total > 0) counts.set(name, total);
-  else counts.delete(name);
 }

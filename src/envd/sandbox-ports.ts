@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream';
 import { PortClosedError, PortTunnel } from '../sandboxes/port-tunnel.js';
 import type { EnvdTarget } from './target.js';
-import { requestHead } from '../util/request-head.js';
+import { jsonAnswer, requestHead } from '../util/request-head.js';
 
 /** What a request to a sandbox's port carries for this service alone: not passed on to the sandbox's server. */
 const OURS = ['e2b-sandbox-id', 'e2b-sandbox-port', 'e2b-traffic-access-token', 'x-forwarded-by-agent-runner'];
@@ -63,8 +63,7 @@ export function upgradePort(request: IncomingMessage, socket: Duplex, head: Buff
   tunnel.once('data', () => (answered = true));
   tunnel.on('error', (error) => {
     if (!answered && error instanceof PortClosedError) {
-      const body = JSON.stringify(closedPort(sandboxId, port));
-      socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      socket.end(jsonAnswer(502, closedPort(sandboxId, port)));
     } else socket.destroy();
   });
   socket.on('error', () => tunnel.destroy());

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from 'node:http';
+import { jsonAnswer } from '../util/request-head.js';
 import type { Socket } from 'node:net';
 import { ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
 
@@ -13,10 +13,7 @@ export function answerClientError(error: NodeJS.ErrnoException, socket: Socket):
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
   const answer = errorOf(error);
   const status = ERROR_CODES[answer.code].http;
-  const body = JSON.stringify({ error: answer });
-  if (socket.writable) {
-    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-  }
+  if (socket.writable) socket.write(jsonAnswer(status, { error: answer }));
   // Not end(): the server's sockets are half-open, so a client that never closes would keep it.
   socket.destroy();
 }

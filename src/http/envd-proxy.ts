@@ -1,7 +1,7 @@
-import { request as httpRequest, STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { requestHead } from '../util/request-head.js';
+import { jsonAnswer, requestHead } from '../util/request-head.js';
 import { pipeline } from 'node:stream';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { isForwarded } from './forwarded.js';
@@ -78,7 +78,7 @@ async function upgradeToSandbox(sandboxes: SandboxHost, request: IncomingMessage
   socket.on('error', () => undefined);
   const target = sandboxTarget(request.headers);
   const refuse = (status: number, message: string) => {
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n${JSON.stringify({ message, code: status })}`);
+    socket.end(jsonAnswer(status, { message, code: status }));
   };
   if (!target) return refuse(404, 'nothing here upgrades');
   const bad = badTarget(target);

@@ -54,6 +54,13 @@ export const sandboxFreezes = new Counter({
   registers: [registry],
 });
 
+export const sandboxPortConnections = new Counter({
+  name: 'agent_runner_sandbox_port_connections_total',
+  help: "Connections to sandboxes' own ports (E2B's getHost), by kind (http, upgrade) and outcome: opened, limited (429: sandboxes.ports), forbidden (403: no traffic token).",
+  labelNames: ['kind', 'outcome'] as const,
+  registers: [registry],
+});
+
 export const httpRequests = new Counter({
   name: 'agent_runner_http_requests_total',
   help: 'HTTP requests answered, by method, route (its pattern) and status.',

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 
 /**
  * A request's head as HTTP/1.1 sends it, with these headers (each value as it came, a repeated
@@ -10,4 +10,13 @@ export function requestHead(request: Pick<IncomingMessage, 'method' | 'url'>, he
     for (const one of Array.isArray(value) ? value : value === undefined ? [] : [value]) lines.push(`${name}: ${one}`);
   }
   return `${lines.join('\r\n')}\r\n\r\n`;
+}
+
+/**
+ * A whole JSON answer as HTTP/1.1 sends it, the connection closed after it: what a socket that
+ * node handed over raw (an upgrade, a client error) is answered with when nothing else will.
+ */
+export function jsonAnswer(status: number, body: object): string {
+  const text = JSON.stringify(body);
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`;
 }

@@ -2,13 +2,14 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request, type IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
 import WebSocket from 'ws';
 import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { api, startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const PORT_SERVER = readFileSync(fileURLToPath(new URL('../../fixtures/ports/port_server.py', import.meta.url)), 'utf8');
@@ -35,11 +36,26 @@ function ask(server: ServerProcess, path: string, headers: Record<string, string
   });
 }
 
+/** Bytes written to the service as they are, and what it answers until it closes the connection. */
+function raw(server: ServerProcess, text: string): Promise<string> {
+  const { hostname, port } = new URL(server.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(text));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    socket.on('error', reject);
+  });
+}
+
+/** Connections one sandbox's ports may have open at once in these tests (sandboxes.ports.maxConnectionsPerSandbox). */
+const CONNECTIONS_PER_SANDBOX = 4;
+
 describe("a sandbox's ports through the service (E2B's getHost)", async () => {
   const kinds = await availableKinds(testRuntime(), 'run-job');
   let server: ServerProcess;
   before(async () => {
-    server = await startServer([]);
+    server = await startServer([], { env: { AGENT_RUNNER_SANDBOXES__PORTS__MAX_CONNECTIONS_PER_SANDBOX: String(CONNECTIONS_PER_SANDBOX) } });
   });
   after(async () => {
     await server.stop();
@@ -143,6 +159,67 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
     const other = await Sandbox.create('base', opts());
     assert.equal((await ask(server, '/host', { host: other.getHost(8000) })).status, 502);
     await Promise.all([privateOne.kill(), other.kill()]);
+  });
+
+  it("past its share of open connections a sandbox's port answers 429 at once; other sandboxes are served meanwhile, and it again once one closes", async () => {
+    const [busy, other] = await Promise.all([serving(8000), serving(8000)]);
+    const byName = { host: busy.getHost(8000) };
+    const sockets = await Promise.all(
+      Array.from({ length: CONNECTIONS_PER_SANDBOX }, async () => {
+        const socket = new WebSocket(`${server.url.replace('http', 'ws')}/ws`, { headers: byName });
+        await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+        return socket;
+      }),
+    );
+    const refused = await ask(server, '/host', byName);
+    assert.equal(refused.status, 429, refused.body);
+    assert.match(JSON.parse(refused.body).message, /connections to its ports open, the most it may/);
+    const upgrade = new WebSocket(`${server.url.replace('http', 'ws')}/ws`, { headers: byName });
+    const status = await new Promise<number>((resolve) => upgrade.once('unexpected-response', (_, answer) => resolve(answer.statusCode!)).once('error', () => resolve(0)));
+    assert.equal(status, 429);
+    assert.equal((await ask(server, '/host', { host: other.getHost(8000) })).status, 200);
+    sockets[0]!.close();
+    await waitUntil(async () => (await ask(server, '/host', byName)).status === 200, 'a connection closed, the next is served');
+    for (const socket of sockets) socket.close();
+    const metrics = (await api(server.url, 'GET', '/metrics')).text;
+    assert.match(metrics, /agent_runner_sandbox_port_connections_total\{kind="http",outcome="limited"[^}]*\} [1-9]/);
+    assert.match(metrics, /agent_runner_sandbox_port_connections_total\{kind="upgrade",outcome="limited"[^}]*\} [1-9]/);
+    assert.match(metrics, /agent_runner_sandbox_port_connections_total\{kind="upgrade",outcome="opened"[^}]*\} [4-9]/);
+    await Promise.all([busy.kill(), other.kill()]);
+  });
+
+  it("request smuggling and hosts that are not a sandbox's port get a 4xx; the sandbox's server sees only well-formed requests", async () => {
+    const sandbox = await serving(8000);
+    const host = sandbox.getHost(8000);
+    const seen = async () => (await ask(server, '/seen', { host })).body;
+    const before = await seen();
+    const smuggled = `GET /smuggled HTTP/1.1\r\nHost: ${host}\r\n\r\n`;
+    const attempts = [
+      // Content-Length and Transfer-Encoding both: which ends the body is the classic desync.
+      `POST /sha256 HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`,
+      `POST /sha256 HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked\r\nContent-Length: 40\r\n\r\n0\r\n\r\n${smuggled}`,
+      // Two lengths that differ.
+      `POST /sha256 HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 0\r\nContent-Length: 40\r\n\r\n${smuggled}`,
+      // A Transfer-Encoding that is not chunked last, and one hidden by a space before its colon.
+      `POST /sha256 HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${smuggled}`,
+      `POST /sha256 HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding : chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n${smuggled}`,
+      // A header folded over two lines (obsolete line folding).
+      `GET / HTTP/1.1\r\nHost: ${host}\r\nX-Folded: a\r\n b\r\n\r\n`,
+    ];
+    for (const attempt of attempts) {
+      const answer = await raw(server, attempt);
+      assert.match(answer, /^HTTP\/1\.1 4\d\d /, `${JSON.stringify(attempt)} -> ${answer.slice(0, 200)}`);
+      assert.doesNotMatch(answer, /hello from the sandbox|HTTP\/1\.1 200/);
+    }
+    // Hosts that name the service itself or another host are this service's own routes (a 4xx
+    // here), never passed anywhere: it is no open proxy.
+    const { host: service } = new URL(server.url);
+    for (const other of [service, 'example.com', `8000-${sandbox.sandboxId}.e2b.app.example.com:80`.replace(/^8000-/, 'x8000-'), `8000-not.an.id.e2b.app`]) {
+      const answer = await ask(server, '/', { host: other });
+      assert.ok(answer.status >= 400 && answer.status < 500, `Host ${other}: ${answer.status} ${answer.body}`);
+    }
+    assert.equal(await seen(), before, 'the server in the sandbox saw none of them');
+    await sandbox.kill();
   });
 
   it('refuses ports and ids that name nothing, with a 400', async () => {
