@@ -30,6 +30,11 @@
 #               the registry itself, skopeo to push images to it and read them back, htpasswd for
 #               its basic auth's bcrypt file, umoci to unpack a fixture image as a reference
 #   debootstrap the Debian root file system the template tests build from (test/helpers/oci-debian.ts)
+#   xvfb, x11-utils, x11-xserver-utils, xfce4, xfce4-terminal, dbus-x11, xdotool, scrot, x11vnc,
+#   novnc, net-tools, xdg-utils, libgtk-3-bin
+#               the `desktop` template (@e2b/desktop): a virtual display, XFCE, input, screenshots
+#               and a VNC stream served by noVNC (src/sandboxes/desktop-template.ts); its browser
+#               is chromium, above
 # Then CRIU, built from Debian 13's source with the project's patches (scripts/build-criu.sh):
 # local_process sandboxes paused, forked and snapshotted with their memory.
 # Python 3, bash and gcc (the linker rustc calls) come with Debian; rust comes from rustup or
@@ -79,6 +84,19 @@ need skopeo skopeo
 need htpasswd apache2-utils
 need umoci umoci
 need debootstrap debootstrap
+need Xvfb xvfb
+need xdpyinfo x11-utils
+need xrandr x11-xserver-utils
+need startxfce4 xfce4
+need xfce4-terminal xfce4-terminal
+need dbus-launch dbus-x11
+need xdotool xdotool
+need scrot scrot
+need x11vnc x11vnc
+[ -x /usr/share/novnc/utils/novnc_proxy ] || want+=(novnc)
+need netstat net-tools
+need xdg-open xdg-utils
+need gtk-launch libgtk-3-bin
 
 if [ ${#want[@]} -eq 0 ]; then
   echo "setup-host: all system packages present"

@@ -67,7 +67,7 @@ export const ERROR_CODES = {
     description: 'pausing, resuming, forking or snapshotting failed; the sandbox is left running (or paused) as it was, and the message says why',
   },
   'snapshot.not_found': { http: 404, description: 'no snapshot with that id or name' },
-  'template.not_found': { http: 404, description: 'no template of that name: `base`, `code-interpreter-v1`, one named in the configuration, or a snapshot' },
+  'template.not_found': { http: 404, description: 'no template of that name: `base`, `code-interpreter-v1`, `desktop`, one named in the configuration, or a snapshot' },
   'template.build_invalid': { http: 422, description: 'a Dockerfile instruction not built here, or one written wrong: details name its line and instruction' },
   'template.start_failed': {
     http: 422,

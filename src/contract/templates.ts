@@ -34,7 +34,7 @@ export const TemplateSchema = Type.Object(
   {
     name: TemplateName,
     kind: Type.Union([Type.Literal('host'), Type.Literal('image')], {
-      description: 'host: the host’s own system (base, code-interpreter-v1, those of the configuration); image: made of an image.',
+      description: 'host: the host’s own system (base, code-interpreter-v1, desktop, those of the configuration); image: made of an image.',
     }),
     image: Type.Optional(Type.String({ description: 'The image’s digest in the store (its manifest’s; an archive without one: its config’s).' })),
     source: Type.Optional(Type.String({ description: 'The reference it was pulled by, or archive: and the upload’s name.' })),

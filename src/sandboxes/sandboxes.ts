@@ -36,6 +36,7 @@ import { Semaphore } from '../util/semaphore.js';
 import type { ImageTemplate } from '../templates/image-template.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
+import { checkDesktop, DESKTOP_TEMPLATE } from './desktop-template.js';
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
@@ -891,6 +892,7 @@ export class Sandboxes {
     let backend;
     try {
       backend = this.runtime.backends.get(request.backend?.kind ?? named.backend);
+      if (template === DESKTOP_TEMPLATE && !fromImage) checkDesktop(backend);
     } catch (error) {
       throw refusedHere(error);
     }

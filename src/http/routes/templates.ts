@@ -15,7 +15,7 @@ export const IMAGE_ARCHIVE = 'application/x-tar';
 
 /** What the service has to make sandboxes of: its host templates, and the images made into templates. */
 export interface ServedTemplates {
-  /** base, code-interpreter-v1 and the configuration's, which are the host's own system. */
+  /** base, code-interpreter-v1, desktop and the configuration's, which are the host's own system. */
   configured: readonly string[];
   images: TemplateRegistry;
   /** E2B's template builds over the same registry (`Template.build`). */

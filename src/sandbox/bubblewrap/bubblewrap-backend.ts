@@ -496,6 +496,7 @@ export class BubblewrapBackend implements SandboxBackend {
       },
       mounts,
       networkFiles,
+      loopbackHosts: ready.loopbackHosts,
       ...(imageRoot && { imageRoot: `${imageRoot.target}/merged` }),
       // Where the root is the sandbox's own and has root inside, the template's sudo.
       ...(imageRoot && rootInside && template.sudo !== undefined && { sudo: template.sudo }),

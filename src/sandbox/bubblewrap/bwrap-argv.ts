@@ -64,6 +64,8 @@ export interface BwrapPlan {
    * them before the job starts); null: loopback only, so no resolver files.
    */
   networkFiles: NetworkFiles | null;
+  /** The /etc/hosts naming localhost, for a job without networkFiles (shared-files.ts writeLoopbackHosts). */
+  loopbackHosts: string;
   /**
    * The job stays in the network namespace bwrap runs in: a microVM guest's, whose one link
    * leads to the host's egress proxy of the VM's job (qemu-vm.ts); never on the host.
@@ -144,7 +146,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   } else {
     // Read-only system: /usr and the merged-/usr links, a hand-picked /etc.
     for (const dir of plan.layout.directories) args.push('--ro-bind', dir, dir);
-    for (const { path, target } of plan.layout.symlinks) args.push('--symlink', target, path);
+    for (const { path, target } of [...plan.layout.symlinks, ...plan.layout.ownLinks]) args.push('--symlink', target, path);
     // /dev/null bound nodev cannot be opened: neither executed, nor read to be copied or loaded.
     for (const path of plan.hidden) args.push('--ro-bind', '/dev/null', path);
     // bwrap makes the parent of a file it binds 0700, its own: with root inside, the user could not
@@ -153,6 +155,7 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
     for (const path of plan.layout.etc) args.push('--ro-bind', path, path);
   }
   if (plan.networkFiles) args.push('--ro-bind', plan.networkFiles.hosts, '/etc/hosts', '--ro-bind', plan.networkFiles.resolvConf, '/etc/resolv.conf');
+  else args.push('--ro-bind', plan.loopbackHosts, '/etc/hosts');
   if (plan.networkFiles?.caBundle) args.push('--ro-bind', plan.networkFiles.caBundle, CA_BUNDLE_SANDBOX_PATH);
   if (plan.identityFiles) args.push('--ro-bind', plan.identityFiles.passwd, '/etc/passwd', '--ro-bind', plan.identityFiles.group, '/etc/group');
 

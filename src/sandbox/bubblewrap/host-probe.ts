@@ -7,7 +7,7 @@ import type { NetworkTools } from '../host/job-network.js';
 import { reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { seccompSupported, writeFilterFile } from '../host/seccomp.js';
-import { writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
+import { writeIdentityFiles, writeLoopbackHosts, type IdentityFiles } from '../host/shared-files.js';
 import { unmountOrphans } from '../host/tmpfs.js';
 import { probeTemplate } from '../profiles.js';
 import { findShellFiles } from '../shell-files.js';
@@ -23,6 +23,8 @@ export interface BubblewrapHost {
   shellFiles: readonly string[];
   layout: HostLayout;
   identityFiles: IdentityFiles;
+  /** /etc/hosts for jobs without egress. */
+  loopbackHosts: string;
   cgroups: CgroupHost | null;
 }
 
@@ -62,7 +64,7 @@ export async function probeHost(options: HostProbeOptions): Promise<BubblewrapHo
   } catch (error) {
     throw new SandboxUnavailableError((error as Error).message);
   }
-  return { layout: readHostLayout(), identityFiles, cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
+  return { layout: readHostLayout(), identityFiles, loopbackHosts: writeLoopbackHosts(options.runtimeDir), cgroups, seccompFile, landlockAbi, shellFiles: findShellFiles() };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { access, constants, mkdir, symlink } from 'node:fs/promises';
-import { join, posix } from 'node:path';
+import { dirname, join, posix } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import type { EgressHostOptions, ProxiedEgress } from '../../egress/policy.js';
 import { CA_BUNDLE_SANDBOX_PATH, SANDBOX_UID } from '../bubblewrap/bwrap-argv.js';
@@ -16,7 +16,7 @@ import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
 import { isAlive } from '../host/process-tree.js';
 import { baseEnvironment, probeTemplate } from '../profiles.js';
 import { GvisorSandbox, writablePaths, type GvisorEgress, type Runsc } from './gvisor-sandbox.js';
-import { replaceFile, writeIdentityFiles, type IdentityFiles } from '../host/shared-files.js';
+import { replaceFile, writeIdentityFiles, writeLoopbackHosts, type IdentityFiles } from '../host/shared-files.js';
 import { seccompSupported, writeFilterFile } from '../host/seccomp.js';
 import type { OciPlan } from './oci-bundle.js';
 import { findShellFiles } from '../shell-files.js';
@@ -56,6 +56,7 @@ interface Ready {
   version: string;
   layout: HostLayout;
   identityFiles: IdentityFiles;
+  loopbackHosts: string;
   cgroups: CgroupHost;
   emptyFile: string;
   jobFilter: OciPlan['jobFilter'];
@@ -147,7 +148,10 @@ export class GvisorBackend implements SandboxBackend {
         await mkdir(target, { mode: 0o755 });
         imageRoot = { target, layers: template.image.layers, writableBytes: template.image.writableBytes, ids: [{ inside: 0, host: 0, count: IMAGE_IDS }] };
       } else {
-        for (const { path, target } of ready.layout.symlinks) await symlink(target, join(bundleDir, 'rootfs', path));
+        for (const { path, target } of [...ready.layout.symlinks, ...ready.layout.ownLinks]) {
+          await mkdir(dirname(join(bundleDir, 'rootfs', path)), { recursive: true, mode: 0o755 });
+          await symlink(target, join(bundleDir, 'rootfs', path));
+        }
       }
       const mounts: Mount[] = [...template.mounts];
       await this.jobs.handWritableMounts(template, SANDBOX_UID);
@@ -180,6 +184,7 @@ export class GvisorBackend implements SandboxBackend {
       const plan = {
         layout: ready.layout,
         identityFiles: imageRoot && layersHoldPasswd(imageRoot.layers) ? null : ready.identityFiles[template.user ?? 'sandbox'],
+        loopbackHosts: proxy ? null : ready.loopbackHosts,
         ...(imageRoot && { imageRoot: `${imageRoot.target}/merged` }),
         argv: template.argv,
         cwd: template.cwd,
@@ -279,7 +284,17 @@ export class GvisorBackend implements SandboxBackend {
     replaceFile(emptyFile, '');
     if (!seccompSupported()) throw new SandboxUnavailableError(`the syscall filter its jobs run under is written for x86_64; this host is ${process.arch}`);
     const jobFilter = { helper: SECCOMP_EXEC_HELPER, filter: writeFilterFile(runtimeDir) };
-    const ready: Ready = { runsc, version, layout: readHostLayout(), identityFiles: writeIdentityFiles(runtimeDir), cgroups, emptyFile, jobFilter, shellFiles: findShellFiles() };
+    const ready: Ready = {
+      runsc,
+      version,
+      layout: readHostLayout(),
+      identityFiles: writeIdentityFiles(runtimeDir),
+      loopbackHosts: writeLoopbackHosts(runtimeDir),
+      cgroups,
+      emptyFile,
+      jobFilter,
+      shellFiles: findShellFiles(),
+    };
     await this.probe(ready);
     return ready;
   }

@@ -8,6 +8,8 @@ export interface OciPlan {
   layout: HostLayout;
   /** The sandbox's /etc/passwd and /etc/group; null: the image's own. */
   identityFiles: { passwd: string; group: string } | null;
+  /** The /etc/hosts naming localhost (shared-files.ts writeLoopbackHosts); null where the job's network stages its own. */
+  loopbackHosts: string | null;
   /**
    * An image's root (a template made of one): the overlay image-root mounts, writable, as the
    * sandbox's / instead of the host's system; absent: the host's system, read-only.
@@ -136,6 +138,7 @@ export function buildOciConfig(plan: OciPlan): object {
         ]
       : []),
     ...(plan.identityFiles ? [readOnly(plan.identityFiles.passwd, '/etc/passwd'), readOnly(plan.identityFiles.group, '/etc/group')] : []),
+    ...(plan.loopbackHosts !== null ? [readOnly(plan.loopbackHosts, '/etc/hosts')] : []),
     readOnly(plan.jobFilter.helper, JOB_FILTER_PATHS.helper, []),
     readOnly(plan.jobFilter.filter, JOB_FILTER_PATHS.filter),
     { destination: '/tmp', type: 'tmpfs', source: 'tmpfs', options: [`size=${plan.tmpBytes}`, 'mode=1777', 'nosuid', 'nodev', ...noexec] },

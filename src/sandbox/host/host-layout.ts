@@ -25,6 +25,31 @@ const ETC_ENTRIES = [
   '/etc/R',
 ];
 
+/**
+ * What a desktop in a sandbox reads from /etc (the `desktop` template: Xvfb, XFCE, x11vnc,
+ * chromium): X's and XFCE's defaults (its session, panel, window manager and menus), GTK's,
+ * D-Bus's session policy and chromium's wrapper settings; the rest of /etc/xdg (pip's
+ * configuration, which may name an index with its password) stays out. Nothing with secrets.
+ */
+const DESKTOP_ETC_ENTRIES = [
+  '/etc/X11',
+  '/etc/xdg/xfce4',
+  '/etc/xdg/autostart',
+  '/etc/xdg/menus',
+  '/etc/xdg/Thunar',
+  '/etc/xdg/user-dirs.conf',
+  '/etc/xdg/user-dirs.defaults',
+  '/etc/gtk-3.0',
+  '/etc/dbus-1',
+  '/etc/chromium.d',
+];
+
+/**
+ * Where E2B's desktop image has noVNC, which `@e2b/desktop` starts by that path
+ * (`/opt/noVNC/utils/novnc_proxy`): Debian's novnc, where the host has it.
+ */
+const NOVNC = { path: '/opt/noVNC', target: '/usr/share/novnc' };
+
 /** Debian's JDK configurations: /etc/java-17-openjdk and the like, one per JDK installed. */
 function jdkConfigurations(): string[] {
   try {
@@ -38,6 +63,8 @@ function jdkConfigurations(): string[] {
 
 export interface HostLayout {
   symlinks: ReadonlyArray<{ path: string; target: string }>;
+  /** Links of a sandbox root's own directories, which the host's root has not (/opt/noVNC): never made where /opt is the host's. */
+  ownLinks: ReadonlyArray<{ path: string; target: string }>;
   directories: readonly string[];
   etc: readonly string[];
 }
@@ -57,7 +84,8 @@ export function readHostLayout(): HostLayout {
   }
   return {
     symlinks,
+    ownLinks: existsSync(NOVNC.target) ? [NOVNC] : [],
     directories,
-    etc: [...ETC_ENTRIES, ...jdkConfigurations()].filter((path) => existsSync(path)),
+    etc: [...ETC_ENTRIES, ...DESKTOP_ETC_ENTRIES, ...jdkConfigurations()].filter((path) => existsSync(path)),
   };
 }

@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { currentHostAddresses } from '../../egress/refused-address.js';
 import { NetnsHelpers, type AttachedNetwork, type SandboxInfo } from './netns-helpers.js';
 import type { Egress, EgressTarget } from '../types.js';
+import { LOOPBACK_HOSTS } from './shared-files.js';
 
 /**
  * Egress for a job that may use the network, attached from outside to the network namespace
@@ -154,7 +155,7 @@ export function pastaArgs(egress: Egress, pidFile: string): string[] {
 
 /** The job's /etc/hosts and /etc/resolv.conf. */
 export function resolverFiles(egress: Egress, pinned: ResolvedEgress['pinned']): { hosts: string; resolvConf: string } {
-  const hosts = ['127.0.0.1 localhost sandbox', '::1 localhost ip6-localhost ip6-loopback', ...pinned.map(({ address, name }) => `${address} ${name}`)];
+  const hosts = [...LOOPBACK_HOSTS, ...pinned.map(({ address, name }) => `${address} ${name}`)];
   const resolvConf = egress.allow === null ? `nameserver ${DNS_FORWARD_ADDRESS}\n` : '# No DNS in this job: the names of its allowlist are pinned in /etc/hosts.\n';
   return { hosts: `${hosts.join('\n')}\n`, resolvConf };
 }

@@ -15,6 +15,20 @@ export function replaceFile(path: string, content: string | Buffer): void {
   renameSync(tmp, path);
 }
 
+/**
+ * The /etc/hosts of a sandbox that has no network beyond its loopback: `localhost` (and its own
+ * host name) resolve to it, as every system has them. Without the file nothing resolves them at
+ * all (glibc has no built-in localhost), and a server in the sandbox is not reached by that name.
+ */
+export const LOOPBACK_HOSTS = ['127.0.0.1 localhost sandbox', '::1 localhost ip6-localhost ip6-loopback'];
+
+/** Writes the loopback /etc/hosts (LOOPBACK_HOSTS) into `dir`, for every sandbox without egress to share; its path. */
+export function writeLoopbackHosts(dir: string): string {
+  const path = join(dir, 'hosts-loopback');
+  replaceFile(path, `${LOOPBACK_HOSTS.join('\n')}\n`);
+  return path;
+}
+
 /** The passwd and group files a sandbox sees, as the host wrote them. */
 export interface IdentityFilePair {
   passwd: string;
@@ -23,20 +37,21 @@ export interface IdentityFilePair {
 
 /** Who uid 1000 is, by the name the template gives its user (SandboxTemplate.user). */
 const USERS = {
-  sandbox: { home: '/tmp', suffix: '' },
-  // E2B's sandboxes name their user `user`, at home in /home/user; tools that ask (whoami, git) say so.
-  user: { home: '/home/user', suffix: '-user' },
+  sandbox: { home: '/tmp', suffix: '', shell: '/bin/sh' },
+  // E2B's sandboxes name their user `user`, at home in /home/user, with bash for a shell; tools
+  // that ask (whoami, git, a desktop's terminal) say so.
+  user: { home: '/home/user', suffix: '-user', shell: '/bin/bash' },
 } as const;
 
 export type IdentityFiles = Record<keyof typeof USERS, IdentityFilePair>;
 
 /** passwd/group naming the sandbox user, one pair per name it may have, so tools that look it up do not fail. */
 export function writeIdentityFiles(dir: string): IdentityFiles {
-  const pairs = Object.entries(USERS).map(([name, { home, suffix }]) => {
+  const pairs = Object.entries(USERS).map(([name, { home, suffix, shell }]) => {
     const files = { passwd: join(dir, `passwd${suffix}`), group: join(dir, `group${suffix}`) };
     replaceFile(
       files.passwd,
-      `root:x:0:0:root:/root:/usr/sbin/nologin\n${name}:x:${SANDBOX_UID}:${SANDBOX_GID}:${name}:${home}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
+      `root:x:0:0:root:/root:/usr/sbin/nologin\n${name}:x:${SANDBOX_UID}:${SANDBOX_GID}:${name}:${home}:${shell}\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n`,
     );
     replaceFile(files.group, `root:x:0:\n${name}:x:${SANDBOX_GID}:\nnogroup:x:65534:\n`);
     return [name, files] as const;

@@ -1,4 +1,4 @@
-import { chmodSync, cpSync, mkdirSync, symlinkSync } from 'node:fs';
+import { chmodSync, cpSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { HostLayout } from './host-layout.js';
 import { ownedName } from './owned-dirs.js';
@@ -19,6 +19,18 @@ const ROOT_DIRECTORIES: ReadonlyArray<readonly [string, number]> = [
   ['dev', 0o755],
 ];
 
+/** Debian's chromium wrapper sources every file here for its flags. */
+const CHROMIUM_SETTINGS = '/etc/chromium.d';
+
+/**
+ * Chromium's own sandbox needs user namespaces (or its setuid helper), which a process in a
+ * sandbox here may not make (nor gain by setuid): without this it does not start at all (a
+ * desktop's browser, `xdg-open`). Its processes are held by the sandbox around them instead.
+ */
+const CHROMIUM_IN_A_SANDBOX = `# agent-runner: chromium runs inside a sandbox that holds it (user namespaces are not for its own).
+export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --test-type --no-first-run"
+`;
+
 /**
  * The lowest layer of a writable root of the host's system (SandboxTemplate.writableRoot): what
  * bwrap builds read-only from the layout otherwise, as one directory. The system's directories
@@ -33,8 +45,9 @@ export function writeSystemRoot(runtimeDir: string, layout: HostLayout): string 
   mkdirSync(root, { recursive: true, mode: 0o755 });
   for (const [dir, mode] of ROOT_DIRECTORIES) makeDir(join(root, dir), mode);
   for (const dir of layout.directories) makeDir(join(root, dir), 0o755);
-  for (const { path, target } of layout.symlinks) symlinkSync(target, join(root, path));
+  for (const { path, target } of [...layout.symlinks, ...layout.ownLinks]) symlinkSync(target, join(root, path));
   for (const path of layout.etc) cpSync(path, join(root, path), { recursive: true, verbatimSymlinks: true, preserveTimestamps: true });
+  if (layout.etc.includes(CHROMIUM_SETTINGS)) writeFileSync(join(root, CHROMIUM_SETTINGS, 'agent-runner-sandbox'), CHROMIUM_IN_A_SANDBOX);
   return root;
 }
 

@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { Sandbox, SandboxNotFoundError } from 'e2b';
 import pg from 'pg';
+import WebSocket from 'ws';
 import { contractError } from '../../../src/contract/errors.js';
 import { AgentRunnerClient, type JobEvent } from '../../../src/client/index.js';
 import { Cluster } from '../../../src/postgres/cluster.js';
@@ -246,6 +249,29 @@ describe('the distributed mode on PostgreSQL', () => {
     const elsewhere = await Sandbox.connect(sandbox.sandboxId, through(other!));
     assert.equal((await elsewhere.commands.run('echo from the other door > note.txt && cat note.txt')).stdout, 'from the other door\n');
     assert.equal(await sandbox.files.read('note.txt'), 'from the other door\n');
+    // A port of it too, a request and a WebSocket: the other door passes both to the door that holds it.
+    await sandbox.files.write('port_server.py', readFileSync(new URL('../../fixtures/ports/port_server.py', import.meta.url), 'utf8'));
+    await (await sandbox.commands.run('python3 port_server.py 8000', { background: true })).disconnect();
+    const byName = { host: sandbox.getHost(8000) };
+    const hostSeen = () =>
+      new Promise<string>((resolve, reject) => {
+        const { hostname, port } = new URL(other!.url);
+        request({ hostname, port, path: '/host', headers: byName }, (answer) => {
+          let body = '';
+          answer.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+          answer.on('end', () => resolve(`${answer.statusCode} ${body}`));
+        })
+          .on('error', reject)
+          .end();
+      });
+    await waitUntil(async () => (await hostSeen()) === `200 ${byName.host}`, "the sandbox's port answers through the other front door");
+    const socket = new WebSocket(`${other!.url.replace('http', 'ws')}/ws`, { headers: byName });
+    const echoed = await new Promise<string>((resolve, reject) => {
+      socket.once('open', () => socket.send('through the other door')).once('error', reject);
+      socket.once('message', (data: Buffer) => resolve(data.toString('utf8')));
+    });
+    assert.equal(echoed, 'through the other door');
+    socket.close();
     assert.equal((await Sandbox.getInfo(sandbox.sandboxId, through(other!))).state, 'running');
     // A listing through either front door shows the sandboxes of both.
     const beside = await Sandbox.create('base', through(other!));

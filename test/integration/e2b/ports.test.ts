@@ -83,6 +83,8 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
         const sandbox = await serving(8000);
         const byName = { host: sandbox.getHost(8000) };
         assert.deepEqual(await ask(server, '/', byName).then(({ status, body }) => [status, body]), [200, 'hello from the sandbox\n']);
+        // Its servers are reached by `localhost` from inside it too: the name resolves without a network.
+        assert.match((await sandbox.commands.run('curl -s http://localhost:8000/host')).stdout, /^localhost:8000$/);
         const byHeaders = { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8000' };
         assert.equal((await ask(server, '/host', byHeaders)).status, 200);
         // Its processes are its own: the relay of a connection is not one of them.

@@ -78,7 +78,7 @@ describe('sandboxes on images', () => {
     const listed = (await (await api('/v1/templates')).json()) as { templates: { name: string; kind: string }[] };
     assert.deepEqual(
       listed.templates.map((entry) => `${entry.name}:${entry.kind}`),
-      ['base:host', 'code-interpreter-v1:host', 'busybox:image'],
+      ['base:host', 'code-interpreter-v1:host', 'desktop:host', 'busybox:image'],
     );
     const refused = await api('/v1/templates', {
       method: 'POST',

@@ -138,7 +138,7 @@ describe('long-lived sandboxes', async () => {
       assert.equal(printed.stdout, 'small request\n');
       await assert.rejects(
         fromTemplate.create({ template: 'large' }),
-        (error: unknown) => error instanceof CodedError && /this server has base, code-interpreter-v1, small/.test(error.message),
+        (error: unknown) => error instanceof CodedError && /this server has base, code-interpreter-v1, desktop, small/.test(error.message),
       );
     } finally {
       await fromTemplate.close();

@@ -4,7 +4,7 @@ import { buildBwrapArgs, type BwrapPlan } from '../../../src/sandbox/bubblewrap/
 import { bwrapFlags } from '../../helpers/bwrap-flags.js';
 
 const plan: BwrapPlan = {
-  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
+  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], ownLinks: [], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
   identityFiles: { passwd: '/state/passwd', group: '/state/group' },
   meminfo: '/state/meminfo',
   bootId: '/state/jobs/1/boot_id',
@@ -13,6 +13,7 @@ const plan: BwrapPlan = {
   env: { PATH: '/usr/bin', HOME: '/tmp' },
   mounts: [{ host: '/state/jobs/1/script.py', sandbox: '/tmp/job-1/script.py', writable: false }],
   networkFiles: null,
+  loopbackHosts: '/state/hosts-loopback',
   vmNetwork: false,
   hidden: ['/usr/bin/dash'],
   terminals: false,
@@ -30,6 +31,7 @@ describe('bubblewrap argv', () => {
       '--uid 1000', '--gid 1000', '--disable-userns', '--cap-drop ALL', '--hostname sandbox', '--die-with-parent', '--new-session',
       '--clearenv', '--setenv PATH /usr/bin', '--setenv HOME /tmp',
       '--ro-bind /usr /usr', '--symlink usr/bin /bin', '--ro-bind /dev/null /usr/bin/dash', '--perms 0755', '--dir /etc', '--ro-bind /etc/ld.so.cache /etc/ld.so.cache',
+      '--ro-bind /state/hosts-loopback /etc/hosts',
       '--ro-bind /state/passwd /etc/passwd', '--ro-bind /state/group /etc/group',
       '--proc /proc', '--ro-bind /state/meminfo /proc/meminfo', '--ro-bind /state/jobs/1/boot_id /proc/sys/kernel/random/boot_id',
       '--size 65536', '--tmpfs /dev',
@@ -87,8 +89,11 @@ describe('bubblewrap argv', () => {
     assert.ok(flags.includes('--info-fd 6'));
     assert.ok(flags.includes('--ro-bind /state/jobs/1/network-hosts /etc/hosts'));
     assert.ok(flags.includes('--ro-bind /state/jobs/1/network-resolv.conf /etc/resolv.conf'));
-    // Without egress: no resolver files at all.
-    assert.ok(!bwrapFlags(buildBwrapArgs(plan)).some((flag) => flag.includes('/etc/hosts') || flag.includes('/etc/resolv.conf')));
+    assert.ok(!flags.includes('--ro-bind /state/hosts-loopback /etc/hosts'));
+    // Without egress: localhost is named (nothing else would resolve it), and there is no resolver.
+    const loopbackOnly = bwrapFlags(buildBwrapArgs(plan));
+    assert.ok(loopbackOnly.includes('--ro-bind /state/hosts-loopback /etc/hosts'));
+    assert.ok(!loopbackOnly.some((flag) => flag.includes('/etc/resolv.conf')));
   });
 
   it("keeps the namespace's network only when told, as a microVM guest does (its one link leads to the host's egress proxy)", () => {

@@ -4,8 +4,9 @@ import { buildOciConfig, type OciPlan } from '../../../src/sandbox/gvisor/oci-bu
 import { DENIED_SYSCALLS } from '../../../src/sandbox/host/seccomp.js';
 
 const plan: OciPlan = {
-  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
+  layout: { symlinks: [{ path: '/bin', target: 'usr/bin' }], ownLinks: [], directories: ['/usr'], etc: ['/etc/ld.so.cache'] },
   identityFiles: { passwd: '/state/passwd', group: '/state/group' },
+  loopbackHosts: '/state/hosts-loopback',
   argv: ['/usr/bin/python3', 'main.py'],
   cwd: '/workspace',
   env: { PATH: '/usr/bin', HOME: '/tmp' },
@@ -76,6 +77,7 @@ describe('OCI config of a gvisor job', () => {
         '/etc/ld.so.cache <- /etc/ld.so.cache ro',
         '/etc/passwd <- /state/passwd ro',
         '/etc/group <- /state/group ro',
+        '/etc/hosts <- /state/hosts-loopback ro',
         '/.agent-runner/seccomp-exec <- /dist/native/seccomp-exec ro',
         '/.agent-runner/seccomp.bpf <- /state/seccomp-x86_64.bpf ro',
         '/tmp <- tmpfs rw',
