@@ -323,7 +323,10 @@ export const ServiceSettingsSchema = Section({
   clients: Section(
     {
       headersTimeoutMs: PositiveInteger(10_000, 'A client has this long to send its request line and headers; then 408 request.timeout and the connection closes.'),
-      requestTimeoutMs: PositiveInteger(60_000, 'A client has this long to send a whole request, body included (at least headersTimeoutMs); then 408 request.timeout.'),
+      requestTimeoutMs: PositiveInteger(
+        60_000,
+        "A client has this long to send a whole request, body included (at least headersTimeoutMs); then 408 request.timeout. A sandbox's traffic (its envd, its ports) is held to headersTimeoutMs only.",
+      ),
       keepAliveTimeoutMs: PositiveInteger(5_000, 'A kept-alive connection idle this long between requests is closed.'),
       idleTimeoutMs: PositiveInteger(
         600_000,

@@ -10,8 +10,9 @@ import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
 import { limitConnections } from './connection-limits.js';
 import { enforceFirstHeaderDeadline } from './header-deadline.js';
+import { enforceRequestDeadline } from './request-deadline.js';
 import { closeOnUnreadBody } from './unread-body.js';
-import { installEnvdProxy, installSandboxForwarding } from './envd-proxy.js';
+import { installEnvdProxy, installSandboxForwarding, isSandboxTraffic } from './envd-proxy.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { boundJsonBodies } from './json-bodies.js';
@@ -73,13 +74,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { clients } = options;
   const app = Fastify({
     bodyLimit: options.bodyLimitBytes,
-    // Each phase of a request has a deadline; past it Node answers 408 and closes the connection.
-    // Node also checks the request deadline against the header one when it makes the server,
-    // before Fastify sets its own: hence requestTimeout in both places.
-    requestTimeout: clients.requestTimeoutMs,
+    // Each phase of a request has a deadline; past it 408 and the connection closes. Node keeps
+    // the headers' (and the first request's, enforceFirstHeaderDeadline); the whole request's is
+    // ours (enforceRequestDeadline), which a sandbox's traffic is not held to. Node checks the
+    // request deadline when it makes the server, before Fastify sets its own: hence 0 in both places.
+    requestTimeout: 0,
     http: {
       headersTimeout: clients.headersTimeoutMs,
-      requestTimeout: clients.requestTimeoutMs,
+      requestTimeout: 0,
       // Node looks for connections past their deadline this often (30 s by default): a quarter
       // of the header deadline, so none outlives it by more than that.
       connectionsCheckingInterval: Math.min(30_000, Math.ceil(clients.headersTimeoutMs / 4)),
@@ -110,6 +112,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
   enforceFirstHeaderDeadline(app.server, clients.headersTimeoutMs);
+  enforceRequestDeadline(app.server, clients.requestTimeoutMs, isSandboxTraffic);
   // Before auth and every other hook: a sandbox's traffic is its envd's, which checks its own token.
   installEnvdProxy(app, options.sandboxes);
   closeOnUnreadBody(app);

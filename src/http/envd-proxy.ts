@@ -96,6 +96,15 @@ async function upgradeToSandbox(sandboxes: SandboxHost, request: IncomingMessage
   socket.pipe(upstream).pipe(socket);
 }
 
+/**
+ * Whether a request is a sandbox's traffic, passed on whole to its envd or its ports (a sandbox's
+ * `E2b-Sandbox-Id` or `{port}-{id}.{domain}`, or a signed /files URL), not a request to this
+ * service's own routes.
+ */
+export function isSandboxTraffic(request: IncomingMessage): boolean {
+  return sandboxTarget(request.headers) !== null || isSignedFilesUrl(request.url ?? '/');
+}
+
 /** `/files?...signature=...`: a signed download or upload URL (E2B's `downloadUrl` / `uploadUrl`) made against this service's URL. */
 function isSignedFilesUrl(url: string): boolean {
   const parsed = new URL(url, 'http://front-door');

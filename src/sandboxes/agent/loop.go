@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -188,8 +189,15 @@ func (a *agent) handle(payload []byte) {
 		return
 	}
 	reply := a.perform(request{message})
+	if reply == nil {
+		return // answered later, by the operation itself (opInput)
+	}
 	a.send(append(reply, kv{"id", id}))
 }
+
+// errAnsweredLater is what an operation returns when it answers its request itself, later (an
+// `input` held back until the process reads: inputWindow); perform then returns no reply.
+var errAnsweredLater = errors.New("answered later")
 
 // perform runs a request's operation, as the user it names for a file operation.
 func (a *agent) perform(r request) (reply members) {
@@ -218,6 +226,9 @@ func (a *agent) perform(r request) (reply members) {
 		reply, err = op(a, r)
 		return err
 	})
+	if err == errAnsweredLater {
+		return nil
+	}
 	if err != nil {
 		return members{{"error", failureOf(err)}}
 	}

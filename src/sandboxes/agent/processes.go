@@ -23,6 +23,11 @@ const (
 	drainReads = 16
 	// The kernel's highest signal (SIGRTMAX).
 	lastSignal = 64
+	// Input held for a process's stdin past which an `input` is answered only once the process
+	// has read what is held down to this: the host waits for each answer before it sends more, so
+	// a client that writes faster than the process reads is slowed, instead of the agent (the
+	// sandbox's init, its memory the sandbox's) holding all it was sent.
+	inputWindow = 1 << 20
 )
 
 type output struct {
@@ -39,10 +44,12 @@ type process struct {
 	stdin            int // -1: none
 	pending          []byte
 	closeWhenWritten bool
-	ended            bool
-	status           syscall.WaitStatus
-	deadline         time.Time
-	draining         bool // deadline is set
+	// The ids of `input` requests not answered yet: their data is held past inputWindow.
+	inputWaiting []number
+	ended        bool
+	status       syscall.WaitStatus
+	deadline     time.Time
+	draining     bool // deadline is set
 	// Bytes of output the agent may still send before the host credits some back; at 0 or
 	// below its outputs are not read, so its pipes fill and its writes block.
 	window, credit int64
@@ -77,6 +84,7 @@ func (a *agent) reap() {
 		}
 		p.ended, p.status = true, status
 		p.pending = nil
+		a.answerInput(p)
 		if p.stdin >= 0 && !p.pty {
 			a.dropAll(p.stdin)
 			syscall.Close(p.stdin)
@@ -165,8 +173,22 @@ func (a *agent) closeOutput(p *process, fd int) {
 	if p.stdin == fd {
 		p.stdin = -1
 		p.pending = nil
+		a.answerInput(p)
 	}
 	syscall.Close(fd)
+}
+
+// answerInput answers the `input` requests held back (inputWindow) once what the process has
+// not read is within the window again, or will never be read (its stdin gone: as a write to a
+// closed pipe, the data is lost, which the process's end says).
+func (a *agent) answerInput(p *process) {
+	if len(p.inputWaiting) == 0 || len(p.pending) > inputWindow {
+		return
+	}
+	for _, id := range p.inputWaiting {
+		a.send(members{{"id", id}})
+	}
+	p.inputWaiting = nil
 }
 
 func (a *agent) writeInput(p *process) {
@@ -179,6 +201,7 @@ func (a *agent) writeInput(p *process) {
 		n, err := syscall.Write(fd, chunk)
 		if err == syscall.EAGAIN {
 			a.setWriter(fd, func() { a.writeInput(p) })
+			a.answerInput(p)
 			return
 		}
 		if err != nil {
@@ -192,6 +215,7 @@ func (a *agent) writeInput(p *process) {
 		p.pending = p.pending[n:]
 	}
 	a.dropWriter(fd)
+	a.answerInput(p)
 	if p.closeWhenWritten && !p.pty {
 		a.dropAll(fd)
 		syscall.Close(fd)
@@ -481,6 +505,11 @@ func opInput(a *agent, r request) (members, error) {
 	p.pending = append(p.pending, data...)
 	if a.writers[p.stdin] == nil {
 		a.writeInput(p)
+	}
+	if len(p.pending) > inputWindow {
+		id, _ := r.lookup("id").(number)
+		p.inputWaiting = append(p.inputWaiting, id)
+		return nil, errAnsweredLater
 	}
 	return members{}, nil
 }

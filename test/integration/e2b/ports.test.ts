@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Sandbox } from 'e2b';
@@ -20,7 +21,7 @@ type Answer = { status: number; headers: IncomingHttpHeaders; body: string };
  * A request to the service as a client of a sandbox's port sends it: its Host the SDK's
  * `getHost(port)` (`{port}-{id}.{domain}`, a wildcard name that leads here), or E2B's headers.
  */
-function ask(server: ServerProcess, path: string, headers: Record<string, string>, body?: Buffer | ((write: (chunk: Buffer) => void) => void)): Promise<Answer> {
+function ask(server: ServerProcess, path: string, headers: Record<string, string>, body?: Buffer | ((write: (chunk: Buffer) => void) => void | Promise<void>)): Promise<Answer> {
   const { hostname, port } = new URL(server.url);
   return new Promise((resolve, reject) => {
     const sent = request({ hostname, port, path, method: body ? 'POST' : 'GET', headers }, (answer) => {
@@ -30,9 +31,11 @@ function ask(server: ServerProcess, path: string, headers: Record<string, string
       answer.on('error', reject);
     });
     sent.on('error', reject);
-    if (typeof body === 'function') body((chunk) => sent.write(chunk));
-    else if (body) sent.write(body);
-    sent.end();
+    if (typeof body === 'function') void Promise.resolve(body((chunk) => sent.write(chunk))).then(() => sent.end());
+    else {
+      if (body) sent.write(body);
+      sent.end();
+    }
   });
 }
 
@@ -72,7 +75,8 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
     return sandbox;
   }
 
-  // Not yet the microVM: its HTTP and streams pass, but an upload into it was cut ("socket hang up") in one run of two.
+  // Not yet the microVM: its HTTP and streams pass, but a 100 MiB upload into it is cut at about
+  // 57 s (its relay ends; 20 MiB passes, in 51 s under TCG): see docs/sandboxes.md, Ports.
   for (const kind of ['local_process', 'gvisor'] as const) {
     const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
     it(`${kind}: HTTP by name and by E2B's headers, a stream as it is written, a 100 MiB upload, a WebSocket both ways, a closed port's answer`, { skip }, async () => {
@@ -84,7 +88,8 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
         const byName = { host: sandbox.getHost(8000) };
         assert.deepEqual(await ask(server, '/', byName).then(({ status, body }) => [status, body]), [200, 'hello from the sandbox\n']);
         // Its servers are reached by `localhost` from inside it too: the name resolves without a network.
-        assert.match((await sandbox.commands.run('curl -s http://localhost:8000/host')).stdout, /^localhost:8000$/);
+        const fromInside = `python3 -c "import urllib.request; print(urllib.request.urlopen('http://localhost:8000/host').read().decode())"`;
+        assert.equal((await sandbox.commands.run(fromInside)).stdout, 'localhost:8000\n');
         const byHeaders = { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8000' };
         assert.equal((await ask(server, '/host', byHeaders)).status, 200);
         // Its processes are its own: the relay of a connection is not one of them.
@@ -222,6 +227,30 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
     }
     assert.equal(await seen(), before, 'the server in the sandbox saw none of them');
     await sandbox.kill();
+  });
+
+  it("an upload to a sandbox's port outlasts the service's request deadline: a sandbox's traffic is held to the header deadline only", async () => {
+    const deadlineMs = 1000;
+    const strict = await startServer([], {
+      env: { AGENT_RUNNER_SERVICE__CLIENTS__HEADERS_TIMEOUT_MS: String(deadlineMs), AGENT_RUNNER_SERVICE__CLIENTS__REQUEST_TIMEOUT_MS: String(deadlineMs) },
+    });
+    const previous = server;
+    server = strict;
+    try {
+      const sandbox = await serving(8000);
+      const chunk = randomBytes(64 * 1024);
+      const upload = await ask(server, '/sha256', { host: sandbox.getHost(8000), 'transfer-encoding': 'chunked' }, async (write) => {
+        write(chunk);
+        // Past the deadline (and Node's check of it, a quarter of it apart) with the body unfinished.
+        await sleep(3 * deadlineMs);
+        write(chunk);
+      });
+      assert.equal(upload.body, `${createHash('sha256').update(chunk).update(chunk).digest('hex')} ${2 * chunk.length}`);
+      await sandbox.kill();
+    } finally {
+      server = previous;
+      await strict.stop();
+    }
   });
 
   it('refuses ports and ids that name nothing, with a 400', async () => {

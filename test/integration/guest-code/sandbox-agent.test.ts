@@ -83,9 +83,19 @@ class AgentClient {
 
   /** One request; its reply, checked against the contract's shape for its op (or a failure). */
   async request(request: AgentRequest | Record<string, unknown>): Promise<Reply> {
+    return this.reply(this.send(request), (request as { op: keyof typeof AgentReplySchemas }).op);
+  }
+
+  /** One request sent, its reply not awaited: its id. */
+  send(request: AgentRequest | Record<string, unknown>): number {
     const id = (this.ids += 1);
     this.guest.send({ id, ...request });
-    return this.reply(id, (request as { op: keyof typeof AgentReplySchemas }).op);
+    return id;
+  }
+
+  /** Whether the agent answered request `id` in the frames read so far. */
+  answered(id: number): boolean {
+    return this.replies.has(id);
   }
 
   async reply(id: number, op?: keyof typeof AgentReplySchemas): Promise<Reply> {
@@ -264,6 +274,22 @@ describe(`sandbox agent: processes`, () => {
     assert.equal(stdout.length, input.length);
     assert.ok(stdout === input);
     assert.equal(end.exit_code, 0);
+  });
+
+  it("holds its answer to an input while the process leaves more than a window of it unread: the host's next write waits, the agent holds no more", async () => {
+    const go = join(HOME, 'go-read');
+    const pid = await agent.start({ cmd: '/bin/sh', args: ['-c', `while [ ! -e ${go} ]; do sleep 0.02; done; exec wc -c`], envs: {}, stdin: true });
+    const held = agent.send({ op: 'input', pid, data: base64(Buffer.alloc(2 << 20, 1)) });
+    // Requests are answered in order: a ping answered after it says the input is held back.
+    assert.equal((await agent.request({ op: 'ping' })).error, undefined);
+    assert.equal(agent.answered(held), false, 'an input is not answered while its process reads none of it');
+    writeFileSync(go, '');
+    assert.equal((await agent.reply(held, 'input')).error, undefined);
+    assert.equal((await agent.request({ op: 'close_stdin', pid })).error, undefined);
+    const { stdout, end } = await agent.finish(pid);
+    assert.equal(stdout.trim(), String(2 << 20));
+    assert.equal(end.exit_code, 0);
+    rmSync(go);
   });
 
   it('runs a process on a terminal of the size asked, resized, echoing its input', async () => {
