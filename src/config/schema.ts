@@ -325,7 +325,7 @@ export const ServiceSettingsSchema = Section({
       headersTimeoutMs: PositiveInteger(10_000, 'A client has this long to send its request line and headers; then 408 request.timeout and the connection closes.'),
       requestTimeoutMs: PositiveInteger(
         60_000,
-        "A client has this long to send a whole request, body included (at least headersTimeoutMs); then 408 request.timeout. A sandbox's traffic (its envd, its ports) is held to headersTimeoutMs only.",
+        "A client has this long to send a whole request, body included (at least headersTimeoutMs); then 408 request.timeout. A sandbox's traffic (its envd, its ports) is held to headersTimeoutMs only, and closed once answered if its body is still coming.",
       ),
       keepAliveTimeoutMs: PositiveInteger(5_000, 'A kept-alive connection idle this long between requests is closed.'),
       idleTimeoutMs: PositiveInteger(

@@ -45,6 +45,8 @@ export const AgentErrorCodeSchema = Type.Union([
   // The sandbox's disk (or the file size limit) has no room for what was written.
   Type.Literal('no_space'),
   Type.Literal('no_such_process'),
+  // Nobody listens on the port a `connect` names.
+  Type.Literal('refused'),
   // An answer that would be too large to send (a listing of a huge tree).
   Type.Literal('too_large'),
   // A path under `beneath` that leads out of it (a link to elsewhere).
@@ -128,9 +130,23 @@ export type AgentRequest =
        */
       output_window?: number;
     } & AsUser)
+  /**
+   * A TCP connection to `port` on the sandbox's loopback (127.0.0.1, then ::1), made by the agent
+   * itself and served as a process: `input` is sent to the server, what it answers is `stdout`
+   * output (credited as a process's), `close_stdin` half-closes, any `signal` drops it, and it
+   * ends (exit 0) once the server closed its side. Refused (`refused`) when nobody listens.
+   */
+  | { op: 'connect'; port: number; output_window?: number }
   /** The host passed on `bytes` of the process's output: the agent may send that much more (never more than a window ahead). */
   | { op: 'credit'; pid: number; bytes: number }
+  /**
+   * Answered once the process has left at most a window (1 MiB) of what the agent holds for it
+   * unread: the host sends the next input after the answer, so a writer faster than the process
+   * waits instead of filling the agent.
+   */
   | { op: 'input'; pid: number; data: string }
+  /** Answers every `input` held back at once (its data still to be written): before a checkpoint, which must find nothing owed. */
+  | { op: 'release_input' }
   | { op: 'close_stdin'; pid: number }
   /** Sent to the process's whole group (the process tree it started). */
   | { op: 'signal'; pid: number; signal: number }
@@ -163,7 +179,9 @@ const Failure = Type.Object({ id: Id, error: AgentErrorSchema });
 /** Each reply is its result or a Failure; which result is told by the request's op. */
 export const AgentReplySchemas = {
   start: Type.Object({ id: Id, pid: Pid }),
+  connect: Type.Object({ id: Id, pid: Pid }),
   input: Type.Object({ id: Id }),
+  release_input: Type.Object({ id: Id }),
   credit: Type.Object({ id: Id }),
   close_stdin: Type.Object({ id: Id }),
   signal: Type.Object({ id: Id }),

@@ -18,6 +18,8 @@ const CODE_OF: Record<AgentErrorCode, Code> = {
   not_regular: Code.InvalidArgument,
   no_space: Code.ResourceExhausted,
   no_such_process: Code.NotFound,
+  // Said of a port's connection, which envd's RPCs never make.
+  refused: Code.InvalidArgument,
   too_large: Code.ResourceExhausted,
   // envd names no root: never said to it.
   path_escape: Code.InvalidArgument,

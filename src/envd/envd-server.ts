@@ -116,6 +116,8 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
       sandboxPortConnections.inc({ kind: 'upgrade', outcome: 'forbidden' });
       return refuse(403, TRAFFIC_TOKEN_ASKED);
     }
+    // Gone while its sandbox was looked up (or woken): nothing to count, nothing to start.
+    if (socket.destroyed) return;
     const connection = portConnections.open(sandboxId, target.apiKey, 'upgrade');
     if ('refused' in connection) return refuse(429, connection.refused);
     socket.once('close', connection.close);
@@ -136,6 +138,8 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
         sandboxPortConnections.inc({ kind: 'http', outcome: 'forbidden' });
         return sendJsonError(response, 403, TRAFFIC_TOKEN_ASKED);
       }
+      // Gone while its sandbox was looked up (or woken): nothing to count, nothing to start.
+      if (request.socket.destroyed) return;
       const connection = portConnections.open(sandboxId, target.apiKey, 'http');
       if ('refused' in connection) return sendJsonError(response, 429, connection.refused);
       response.once('close', connection.close);

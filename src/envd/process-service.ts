@@ -1,7 +1,6 @@
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import type { AgentEndEvent, AgentOutputEvent, AgentRequestOf } from '../contract/sandbox-agent.js';
 import { AgentOperationError, type ProcessListener, type SandboxAgentPort } from '../sandboxes/agent-port.js';
-import { RELAY_TAG } from '../sandboxes/port-tunnel.js';
 import { agentCall } from './agent-errors.js';
 import { Process, Signal, type ProcessInput, type ProcessSelector } from './gen/process/process_pb.js';
 import { keepaliveEvent, queueingListener, startEvent, type ProcessEventInit } from './process-events.js';
@@ -73,14 +72,11 @@ export function createProcessService(streams: OpenStreams): ServiceImpl<typeof P
       const { agent } = callerOf(context).target;
       const { processes } = await agentCall(() => agent.request({ op: 'list' }));
       return {
-        // The relays of connections to its ports are the host's, not the sandbox's processes.
-        processes: processes
-          .filter((process) => process.tag !== RELAY_TAG)
-          .map((process) => ({
-            pid: process.pid,
-            ...(process.tag !== undefined && { tag: process.tag }),
-            config: { cmd: process.cmd, args: process.args, envs: process.envs, ...(process.cwd !== undefined && { cwd: process.cwd }) },
-          })),
+        processes: processes.map((process) => ({
+          pid: process.pid,
+          ...(process.tag !== undefined && { tag: process.tag }),
+          config: { cmd: process.cmd, args: process.args, envs: process.envs, ...(process.cwd !== undefined && { cwd: process.cwd }) },
+        })),
       };
     },
 

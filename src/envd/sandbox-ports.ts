@@ -31,7 +31,7 @@ function closedPort(sandboxId: string, port: number): object {
  * connection a request; its answer back as it comes, streams included.
  */
 export function servePort(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: EnvdTarget, port: number): void {
-  const tunnel = new PortTunnel(target.agent, port, target.rootInside ? 'root' : 'user');
+  const tunnel = new PortTunnel(target.agent, port);
   // What fails it while the request uses it is the request's error (below); after, nothing is owed.
   tunnel.on('error', () => undefined);
   // One connection a request: the server in the sandbox closes it once it answered, and its relay ends.
@@ -58,7 +58,7 @@ export function servePort(request: IncomingMessage, response: ServerResponse, sa
  * for byte through one relay, as long as either side keeps it.
  */
 export function upgradePort(request: IncomingMessage, socket: Duplex, head: Buffer, sandboxId: string, target: EnvdTarget, port: number): void {
-  const tunnel = new PortTunnel(target.agent, port, target.rootInside ? 'root' : 'user');
+  const tunnel = new PortTunnel(target.agent, port);
   let answered = false;
   tunnel.once('data', () => (answered = true));
   tunnel.on('error', (error) => {

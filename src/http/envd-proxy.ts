@@ -168,7 +168,10 @@ function forward(
   unanswered: (response: ServerResponse, said: string) => void = (response, said) => sendJson(response, 502, { message: `the sandbox's host did not answer: ${said}`, code: 502 }),
 ): void {
   const upstream = httpRequest({ ...to, method: incoming.method, path: incoming.url, headers }, (answer) => {
-    outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+    // Answered before its body was all sent (a refusal, a sandbox that is gone): the connection
+    // closes after the answer, rather than reading the rest of a body nobody wants, which no
+    // deadline bounds for a sandbox's traffic (request-deadline.ts).
+    outgoing.writeHead(answer.statusCode ?? 502, incoming.complete ? answer.headers : { ...answer.headers, connection: 'close' });
     // An answer cut off (its host died mid-stream: the worker, the other front door) closes the
     // client's connection, rather than leaving a stream open that nothing will ever end.
     pipeline(answer, outgoing, () => undefined);

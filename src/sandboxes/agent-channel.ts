@@ -17,7 +17,7 @@ import { validate } from '../contract/validate.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import type { OutputSink } from '../sandbox/types.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
-import { AgentOperationError, SandboxGoneError, type ProcessListener, type SandboxAgentPort } from './agent-port.js';
+import { AgentOperationError, SandboxGoneError, type ProcessListener, type SandboxAgentPort, type StartingOp } from './agent-port.js';
 
 /**
  * The largest frame read from an agent. Its honest frames are far smaller (an output event holds
@@ -127,6 +127,9 @@ export class AgentChannel implements SandboxAgentPort {
   hold(reason: string): AgentHold {
     const held = { reason, drained: () => undefined as void };
     this.held = held;
+    // Inputs held back by the agent (their processes have not read them) are owed too: it
+    // answers them now, so that the agent saved owes none.
+    if ([...this.pending.values()].some((waiter) => waiter.op === 'input')) this.send({ op: 'release_input' }, undefined, true).catch(() => undefined);
     const port: SandboxAgentPort = {
       request: (request) => this.send(request, undefined, true) as never,
       start: (request, listener) => this.startAs(request, listener, true),
@@ -167,13 +170,25 @@ export class AgentChannel implements SandboxAgentPort {
     // Frozen, it says nothing and owes nothing: its silence is no sign.
     if (this.frozen) return;
     const now = performance.now();
-    if (this.pending.size > 0) {
+    const owed = this.promptlyOwed();
+    if (owed > 0) {
       const silentMs = now - Math.max(this.lastHeard, this.owedSince);
-      if (silentMs >= SILENT_HEARTBEATS * heartbeatMs) this.broken(`its agent owed ${this.pending.size} answer(s) and said nothing for ${Math.round(silentMs / 1000)} s`);
+      if (silentMs >= SILENT_HEARTBEATS * heartbeatMs) this.broken(`its agent owed ${owed} answer(s) and said nothing for ${Math.round(silentMs / 1000)} s`);
     } else if (!this.held && now - this.lastHeard >= heartbeatMs) {
       // Refused (busy: the agent has not read what it was sent) it is owed nothing; what is unread is.
       this.send({ op: 'ping' }).catch(() => undefined);
     }
+  }
+
+  /**
+   * The answers the agent owes at once. An `input` is answered only once its process has read
+   * what the agent holds down to a window (agent/processes.go inputWindow), which a process that
+   * reads nothing for a minute may never do: its silence is not the agent's.
+   */
+  private promptlyOwed(): number {
+    let owed = 0;
+    for (const waiter of this.pending.values()) if (waiter.op !== 'input') owed += 1;
+    return owed;
   }
 
   /** The agent cannot be believed or reached any more: the sandbox is told, then the channel is lost. */
@@ -188,16 +203,16 @@ export class AgentChannel implements SandboxAgentPort {
     return this.ready;
   }
 
-  request<Op extends Exclude<AgentRequest['op'], 'start'>>(request: AgentRequestOf<Op>): Promise<AgentReplyOf<Op>> {
+  request<Op extends Exclude<AgentRequest['op'], StartingOp>>(request: AgentRequestOf<Op>): Promise<AgentReplyOf<Op>> {
     return this.send(request) as Promise<AgentReplyOf<Op>>;
   }
 
-  start(request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
+  start(request: AgentRequestOf<StartingOp>, listener: ProcessListener): Promise<{ pid: number; detach(): void }> {
     return this.startAs(request, listener, false);
   }
 
-  private async startAs(request: AgentRequestOf<'start'>, listener: ProcessListener, holder: boolean): Promise<{ pid: number; detach(): void }> {
-    const { pid } = (await this.send({ output_window: this.outputWindowBytes, ...request }, listener, holder)) as AgentReplyOf<'start'>;
+  private async startAs(request: AgentRequestOf<StartingOp>, listener: ProcessListener, holder: boolean): Promise<{ pid: number; detach(): void }> {
+    const { pid } = (await this.send({ output_window: this.outputWindowBytes, ...request } as AgentRequest, listener, holder)) as AgentReplyOf<'start'>;
     if (holder) this.holderPids.add(pid);
     return { pid, detach: () => this.processes.get(pid)?.delete(listener) };
   }
@@ -295,7 +310,7 @@ export class AgentChannel implements SandboxAgentPort {
       return Promise.reject(new AgentOperationError({ code: 'busy', message }));
     }
     const id = this.nextId++;
-    if (this.pending.size === 0) this.owedSince = performance.now();
+    if (request.op !== 'input' && this.promptlyOwed() === 0) this.owedSince = performance.now();
     return new Promise((resolve, reject) => {
       this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}) });
       this.input.write(encodeFrame({ ...request, id }, MAX_AGENT_FRAME_BYTES));
@@ -326,7 +341,7 @@ export class AgentChannel implements SandboxAgentPort {
     const reply = validate(AgentReplySchemas[waiter.op], message);
     if (!reply.ok) throw new Error(`its answer to ${waiter.op}: ${reply.message}`);
     // Attached before the next frame is read: the agent sends a process's first event after this reply.
-    if (waiter.op === 'start' && waiter.listener) this.processes.set((reply.value as AgentReplyOf<'start'>).pid, new Set([waiter.listener]));
+    if ((waiter.op === 'start' || waiter.op === 'connect') && waiter.listener) this.processes.set((reply.value as AgentReplyOf<'start'>).pid, new Set([waiter.listener]));
     waiter.resolve(reply.value);
   }
 

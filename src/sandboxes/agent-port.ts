@@ -20,6 +20,9 @@ export class SandboxGoneError extends Error {
   }
 }
 
+/** The requests that start something the agent then serves as a process: a process, a connection to a port. */
+export type StartingOp = 'start' | 'connect';
+
 export interface ProcessListener {
   /**
    * A promise: the listener holds the output until it resolves (its client took it, or left).
@@ -41,9 +44,9 @@ export interface ProcessListener {
  * SandboxGoneError once the sandbox has ended.
  */
 export interface SandboxAgentPort {
-  request<Op extends Exclude<AgentRequest['op'], 'start'>>(request: AgentRequestOf<Op>): Promise<AgentReplyOf<Op>>;
-  /** Starts a process with `listener` attached before its first output can arrive. */
-  start(request: AgentRequestOf<'start'>, listener: ProcessListener): Promise<{ pid: number; detach(): void }>;
+  request<Op extends Exclude<AgentRequest['op'], StartingOp>>(request: AgentRequestOf<Op>): Promise<AgentReplyOf<Op>>;
+  /** Starts a process (or a connection, served as one) with `listener` attached before its first output can arrive. */
+  start(request: AgentRequestOf<StartingOp>, listener: ProcessListener): Promise<{ pid: number; detach(): void }>;
   /** Follows a running process from now on; throws AgentOperationError `no_such_process` when it is not running. */
   follow(pid: number, listener: ProcessListener): { detach(): void };
   /** Changes under a watched directory (from `request({op:'watch'})`), from now on. */

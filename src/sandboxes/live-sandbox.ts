@@ -363,6 +363,7 @@ export class LiveSandbox {
     return {
       request: (request) => port.request(request),
       start: (request, listener) => {
+        if (request.op === 'connect') return port.start(request, listener);
         const problem = argvProblem([request.cmd, ...request.args], 'the command line') ?? environmentProblem(request.envs, 'envs');
         if (problem !== undefined) return Promise.reject(new AgentOperationError({ code: 'invalid', message: problem }));
         return port.start({ ...request, envs: { ...envVars, ...request.envs } }, listener);

@@ -1,18 +1,9 @@
 import { Duplex } from 'node:stream';
-import type { AgentOutputEvent, AgentUser } from '../contract/sandbox-agent.js';
-import type { SandboxAgentPort } from './agent-port.js';
-
-/** The agent's binary, at the same path in every sandbox (live-sandbox.ts): as `relay PORT` it is one TCP connection (agent/relay.go). */
-export const SANDBOX_AGENT_PATH = '/.agent-runner/sandbox-agent';
-
-/** The tag of a relay's process: not one of the sandbox's own, so lists of its processes leave it out. */
-export const RELAY_TAG = 'agent-runner:port';
+import type { AgentOutputEvent } from '../contract/sandbox-agent.js';
+import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
 
 /** The most of a write sent in one input request. */
 const INPUT_PIECE_BYTES = 256 * 1024;
-
-/** A relay's exit status when nobody listens on the port (agent/relay.go relayRefused). */
-const REFUSED = 111;
 
 /** Nobody listens on the port: E2B's proxy answers such a request 502. */
 export class PortClosedError extends Error {
@@ -26,58 +17,48 @@ export class PortClosedError extends Error {
 }
 
 /**
- * One TCP connection to a port on the sandbox's loopback, as a stream: the agent's relay process
- * (`sandbox-agent relay PORT`), its stdin what is written here, its stdout what is read. What the
- * reader holds holds the relay (the agent's output window), so a slow client slows the server in
- * the sandbox instead of filling the host's memory. It errors with PortClosedError when nobody
- * listens, before any byte comes.
+ * One TCP connection to a port on the sandbox's loopback, as a stream: the agent makes it (it is
+ * in the sandbox's network namespace) and serves it as a process (agent `connect`): what is
+ * written here is its input, what the server answers its output. What the reader holds holds the
+ * connection (the agent's output window), so a slow client slows the server in the sandbox
+ * instead of filling the host's memory; what the server does not read holds the writer (the
+ * agent's input window) likewise. It errors with PortClosedError when nobody listens.
  */
 export class PortTunnel extends Duplex {
   private pid: number | null = null;
   private started: Promise<number> | null = null;
-  private stderr = '';
-  private received = false;
   /** Resolves the output the reader could not take yet, once it reads again. */
   private resumeReading: (() => void) | null = null;
 
-  /**
-   * `user`: whom the relay runs as. Root where the sandbox has one: the agent's directory is
-   * root's (bwrap makes a bound file's parents 0700), and a port is no user's to keep from root.
-   */
   constructor(
     private readonly agent: SandboxAgentPort,
     private readonly port: number,
-    private readonly user: AgentUser,
   ) {
     super({ allowHalfOpen: true });
   }
 
-  /** Starts the relay; resolves once it runs (its connection may still be refused: then the stream errors). */
+  /** Makes the connection; resolves with its id once it is made, rejects with PortClosedError when nobody listens. */
   open(): Promise<number> {
     this.started ??= this.agent
       .start(
-        { op: 'start', cmd: SANDBOX_AGENT_PATH, args: ['relay', String(this.port)], envs: {}, stdin: true, tag: RELAY_TAG, user: this.user },
+        { op: 'connect', port: this.port },
         {
-          output: (event) => this.fromRelay(event),
-          end: (event) => {
-            if (event.exit_code === REFUSED && !this.received) this.destroy(new PortClosedError(this.port, this.stderr.trim()));
-            else this.push(null);
-          },
+          output: (event) => this.fromServer(event),
+          end: () => this.push(null),
           lost: (error) => this.destroy(error),
         },
       )
-      .then(({ pid }) => (this.pid = pid));
+      .then(
+        ({ pid }) => (this.pid = pid),
+        (error: Error) => {
+          throw error instanceof AgentOperationError && error.code === 'refused' ? new PortClosedError(this.port, error.message) : error;
+        },
+      );
     return this.started;
   }
 
-  private fromRelay(event: AgentOutputEvent): void | Promise<void> {
-    const data = Buffer.from(event.data, 'base64');
-    if (event.stream !== 'stdout') {
-      this.stderr = (this.stderr + data.toString('utf8')).slice(-1024);
-      return;
-    }
-    this.received = true;
-    if (this.push(data)) return;
+  private fromServer(event: AgentOutputEvent): void | Promise<void> {
+    if (this.push(Buffer.from(event.data, 'base64'))) return;
     return new Promise<void>((resolve) => (this.resumeReading = resolve));
   }
 
@@ -111,8 +92,10 @@ export class PortTunnel extends Duplex {
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // The connection is dropped: its relay with it (SIGKILL; one that ended already is no one).
-    if (this.pid !== null) void this.agent.request({ op: 'signal', pid: this.pid, signal: 9 }).catch(() => undefined);
+    // The client went away: so does the connection (any signal drops it), made or still being made.
+    const drop = (pid: number) => void this.agent.request({ op: 'signal', pid, signal: 9 }).catch(() => undefined);
+    if (this.pid !== null) drop(this.pid);
+    else this.started?.then(drop, () => undefined);
     this.resumeReading?.();
     callback(error);
   }

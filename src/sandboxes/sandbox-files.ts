@@ -18,6 +18,7 @@ const FILE_ERROR_OF: Record<AgentErrorCode, ErrorCode> = {
   not_a_directory: 'sandbox.file_failed',
   exists: 'sandbox.file_failed',
   no_such_process: 'sandbox.file_failed',
+  refused: 'sandbox.file_failed',
   too_large: 'sandbox.file_failed',
   path_escape: 'validation.path_escape',
   busy: 'sandbox.busy',

@@ -118,7 +118,7 @@ export class FakeSandboxAgent implements SandboxAgentPort {
 
   async request<Op extends Exclude<AgentRequest['op'], 'start'>>(request: AgentRequestOf<Op>): Promise<AgentReplyOf<Op>> {
     this.check(request);
-    return { id: 1, ...this.answer(request as Exclude<AgentRequest, { op: 'start' }>) } as AgentReplyOf<Op>;
+    return { id: 1, ...this.answer(request as Exclude<AgentRequest, { op: 'start' | 'connect' }>) } as AgentReplyOf<Op>;
   }
 
   private check(request: AgentRequest): void {
@@ -126,7 +126,7 @@ export class FakeSandboxAgent implements SandboxAgentPort {
     this.requests.push(request);
   }
 
-  private answer(request: Exclude<AgentRequest, { op: 'start' }>): object {
+  private answer(request: Exclude<AgentRequest, { op: 'start' | 'connect' }>): object {
     switch (request.op) {
       case 'input': {
         const process = this.running(request.pid);
@@ -149,6 +149,7 @@ export class FakeSandboxAgent implements SandboxAgentPort {
         return {};
       case 'credit':
       case 'ping':
+      case 'release_input':
         return {};
       case 'list':
         return { processes: [...this.processes.values()].map((process) => process.info) };

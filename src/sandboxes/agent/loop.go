@@ -16,7 +16,7 @@ const version = "1"
 type operation func(a *agent, r request) (members, error)
 
 var operations = map[string]operation{
-	"start": opStart, "input": opInput, "close_stdin": opCloseStdin, "signal": opSignal,
+	"start": opStart, "connect": opConnect, "input": opInput, "release_input": opReleaseInput, "close_stdin": opCloseStdin, "signal": opSignal,
 	"resize": opResize, "credit": opCredit, "list": opList, "ping": opPing,
 	"stat": opStat, "mkdir": opMkdir, "move": opMove, "list_dir": opListDir, "remove": opRemove,
 	"read": opRead, "write": opWrite, "watch": opWatch, "unwatch": opUnwatch,
@@ -51,6 +51,8 @@ type agent struct {
 	// sudoPids are the commands sudo asked for, by the connection that asked (sudo.go), and
 	// sudoConns the connections by command.
 	sudoPids, sudoConns map[int]int
+	// lastConnection numbers the connections it made (opConnect), from firstConnection.
+	lastConnection int
 }
 
 func newAgent(protoIn, protoOut int) *agent {

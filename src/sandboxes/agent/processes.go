@@ -39,6 +39,9 @@ type process struct {
 	pid    int
 	config members
 	pty    bool
+	// connection: a TCP connection the agent made (opConnect), not a process: no pid of the
+	// kernel's, nothing to wait for; it ends when the server closes its side.
+	connection bool
 	// outputs are the descriptors still read, each with its stream's name.
 	outputs          []output
 	stdin            int // -1: none
@@ -88,6 +91,9 @@ func (a *agent) reap() {
 		if p.stdin >= 0 && !p.pty {
 			a.dropAll(p.stdin)
 			syscall.Close(p.stdin)
+		} else if p.stdin >= 0 {
+			// A terminal's master is still read for its output: only its writing ends.
+			a.dropWriter(p.stdin)
 		}
 		p.stdin = -1
 		if len(p.outputs) > 0 {
@@ -128,6 +134,10 @@ func (a *agent) readOutput(p *process, fd int) {
 		return
 	}
 	a.closeOutput(p, fd)
+	if p.connection {
+		a.endConnection(p, 0)
+		return
+	}
 	a.finish(p)
 }
 
@@ -217,6 +227,10 @@ func (a *agent) writeInput(p *process) {
 	a.dropWriter(fd)
 	a.answerInput(p)
 	if p.closeWhenWritten && !p.pty {
+		if p.connection {
+			// The host's end of input is the client's half-close, passed on to the server.
+			_ = syscall.Shutdown(fd, syscall.SHUT_WR)
+		}
 		a.dropAll(fd)
 		syscall.Close(fd)
 		p.stdin = -1
@@ -257,6 +271,16 @@ func environment() *object {
 	return env
 }
 
+// outputWindowOf is the output a request's process (or connection) may send before the host
+// credits some back: its output_window, or defaultOutputWindow.
+func outputWindowOf(r request) (int64, error) {
+	if _, given := r.get("output_window"); !given {
+		return defaultOutputWindow, nil
+	}
+	value, err := r.count("output_window", 1, noMaximum)
+	return value.value, err
+}
+
 func opStart(a *agent, r request) (members, error) {
 	cmd, err := r.text("cmd")
 	if err != nil {
@@ -286,13 +310,9 @@ func opStart(a *agent, r request) (members, error) {
 	if err != nil {
 		return nil, err
 	}
-	window := int64(defaultOutputWindow)
-	if _, given := r.get("output_window"); given {
-		value, err := r.count("output_window", 1, noMaximum)
-		if err != nil {
-			return nil, err
-		}
-		window = value.value
+	window, err := outputWindowOf(r)
+	if err != nil {
+		return nil, err
 	}
 	user, err := userOf(r)
 	if err != nil {
@@ -514,6 +534,18 @@ func opInput(a *agent, r request) (members, error) {
 	return members{}, nil
 }
 
+// opReleaseInput answers every `input` held back (inputWindow) at once, its data still to be
+// written: before a checkpoint the host must owe nothing, and a held answer is owed.
+func opReleaseInput(a *agent, r request) (members, error) {
+	for _, p := range a.order {
+		for _, id := range p.inputWaiting {
+			a.send(members{{"id", id}})
+		}
+		p.inputWaiting = nil
+	}
+	return members{}, nil
+}
+
 func opCloseStdin(a *agent, r request) (members, error) {
 	p, err := a.runningProcess(r)
 	if err != nil {
@@ -543,6 +575,11 @@ func opSignal(a *agent, r request) (members, error) {
 	number, err := r.count("signal", 1, lastSignal)
 	if err != nil {
 		return nil, err
+	}
+	if p.connection {
+		// A connection has no process to signal: any signal drops it, as one would its relay.
+		a.endConnection(p, syscall.WaitStatus(number.value))
+		return members{}, nil
 	}
 	signalTree(p.pid, syscall.Signal(number.value))
 	return members{}, nil
@@ -614,7 +651,7 @@ func opCredit(a *agent, r request) (members, error) {
 func opList(a *agent, r request) (members, error) {
 	processes := []any{}
 	for _, p := range a.order {
-		if !p.ended {
+		if !p.ended && !p.connection {
 			processes = append(processes, p.config)
 		}
 	}

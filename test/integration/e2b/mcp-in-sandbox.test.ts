@@ -4,15 +4,15 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Sandbox } from 'e2b';
-import { build } from 'esbuild';
+import { buildSync } from 'esbuild';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const MCP_PORT = 3333;
 
-/** The fixture MCP server and its SDK, as one file node runs in the sandbox. */
-async function bundledServer(): Promise<string> {
-  const bundled = await build({
+/** The fixture MCP server and its SDK, as one file node runs in the sandbox (esbuild's sync call: no service process left running). */
+function bundledServer(): string {
+  const bundled = buildSync({
     entryPoints: [fileURLToPath(new URL('../../fixtures/mcp/http-server.ts', import.meta.url))],
     bundle: true,
     platform: 'node',
@@ -45,7 +45,7 @@ describe('an MCP server inside a sandbox, reached through its port', () => {
     try {
       const token = sandbox.trafficAccessToken;
       assert.ok(token);
-      await sandbox.files.write('http-server.mjs', await bundledServer());
+      await sandbox.files.write('http-server.mjs', bundledServer());
       await sandbox.files.write('marker.txt', 'written into the sandbox\n');
       await (await sandbox.commands.run(`node http-server.mjs ${MCP_PORT}`, { background: true })).disconnect();
       let client: Client | undefined;

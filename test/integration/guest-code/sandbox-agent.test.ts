@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -84,6 +85,13 @@ class AgentClient {
   /** One request; its reply, checked against the contract's shape for its op (or a failure). */
   async request(request: AgentRequest | Record<string, unknown>): Promise<Reply> {
     return this.reply(this.send(request), (request as { op: keyof typeof AgentReplySchemas }).op);
+  }
+
+  /** A connection to `port` on the agent's loopback (op connect): its id. */
+  async connectTo(port: number): Promise<number> {
+    const reply = await this.request({ op: 'connect', port });
+    assert.equal(reply.error, undefined, JSON.stringify(reply));
+    return (reply as unknown as { pid: number }).pid;
   }
 
   /** One request sent, its reply not awaited: its id. */
@@ -309,6 +317,43 @@ describe(`sandbox agent: processes`, () => {
     // The terminal echoes the line typed, then the program sees the new size and the line.
     assert.match(pty, /hello\r\n40 120\r\nline:hello\r\n$/);
     assert.equal(end.exit_code, 0);
+  });
+
+  it('connects to a port on its loopback itself, served as a process: input to the server, its answer as output, a half-close passed on, the end when the server closes', async () => {
+    const seen: string[] = [];
+    const server = createServer({ allowHalfOpen: true }, (socket: Socket) => {
+      socket.on('data', (chunk: Buffer) => {
+        seen.push(chunk.toString('utf8'));
+        socket.write(`echo:${chunk.toString('utf8')}`);
+      });
+      // The client's half-close reaches the server, which answers and closes its side.
+      socket.on('end', () => socket.end('bye'));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const pid = await agent.connectTo(port);
+      assert.ok(pid > 1 << 22, 'its id is no pid of the kernel');
+      assert.equal((await agent.request({ op: 'input', pid, data: base64('hello') })).error, undefined);
+      await agent.waitForOutput(pid, /echo:hello/);
+      const { processes } = (await agent.request({ op: 'list' })) as { processes: Array<{ pid: number }> };
+      assert.ok(!processes.some((process) => process.pid === pid), 'a connection is not one of the processes');
+      assert.equal((await agent.request({ op: 'close_stdin', pid })).error, undefined);
+      const { stdout, end } = await agent.finish(pid);
+      assert.equal(stdout, 'echo:hellobye');
+      assert.equal(end.exit_code, 0);
+      assert.deepEqual(seen, ['hello']);
+
+      // Dropped by a signal: its end says so, and the server sees the connection closed.
+      const dropped = await agent.connectTo(port);
+      assert.equal((await agent.request({ op: 'signal', pid: dropped, signal: 9 })).error, undefined);
+      assert.deepEqual((await agent.finish(dropped)).end, { event: 'end', pid: dropped, exit_code: 137, signal: 9 });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    // Nobody listens there now.
+    const refused = await agent.request({ op: 'connect', port });
+    assert.equal(refused.error?.code, 'refused');
   });
 
   it('signals the whole tree, a descendant that made its own session included', async () => {

@@ -101,6 +101,35 @@ describe('sandbox agent channel', () => {
     assert.match(broken[0]!, /owed \d answer\(s\) and said nothing for/);
   });
 
+  it("an input the agent holds back (its process reads none of it) is not the agent's silence; before a checkpoint the host has it answered", async () => {
+    const heartbeatMs = 20;
+    const channel = new AgentChannel('1');
+    const seen: Array<{ id: number; op: string }> = [];
+    const decoder = new FrameDecoder();
+    // An agent that answers pings and release_input (and the inputs it held with it), never an input by itself.
+    const held: number[] = [];
+    channel.stdin.on('data', (chunk: Buffer) =>
+      decoder.push(chunk, (message) => {
+        const { id, op } = message as { id: number; op: string };
+        seen.push({ id, op });
+        if (op === 'input') held.push(id);
+        if (op === 'ping') setImmediate(() => answer(channel, { id }));
+        if (op === 'release_input') setImmediate(() => [...held.splice(0), id].forEach((each) => answer(channel, { id: each })));
+      }),
+    );
+    const broken: string[] = [];
+    channel.watch(heartbeatMs, (reason) => void broken.push(reason));
+    const input = channel.request({ op: 'input', pid: 7, data: Buffer.from('x').toString('base64') });
+    await waitUntil(() => seen.filter(({ op }) => op === 'ping').length >= 6, 'the agent is pinged while the input is held');
+    assert.deepEqual(broken, [], 'an agent that answers its pings is alive, whatever input it holds');
+    const hold = channel.hold('sandbox x is being paused');
+    await hold.drained();
+    assert.deepEqual(await input, { id: seen.find(({ op }) => op === 'input')!.id });
+    assert.ok(seen.some(({ op }) => op === 'release_input'));
+    hold.release();
+    channel.lose('test over');
+  });
+
   it("holds a process's output to its window: the agent is credited once its listeners let go, and a sandbox whose agent sends past the window ends", async () => {
     const window = 4096;
     const { channel, credits, tick } = windowedChannel(window);
