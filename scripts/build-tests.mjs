@@ -27,10 +27,10 @@ const OURS = [join(ROOT, 'src') + sep, TEST + sep];
 // Packages inlined like our modules (a process loads one file instead of hundreds of small
 // CommonJS ones: a test file's start fell from about 0.5 to 0.2 s of CPU), but for those that read
 // files beside their own modules: typescript its lib files, playwright-core its browser registry,
-// redocly, openapi-typescript and the OpenAPI schema validator theirs, esbuild its binary (a test
-// bundles a fixture with it) (scripts/self-locating-packages.mjs fails the build on a new one); and
-// pg's native binding, which nothing loads.
-const LEFT_TO_NODE_MODULES = ['typescript', 'playwright-core', '@redocly/openapi-core', 'openapi-typescript', '@seriousme/openapi-schema-validator', 'esbuild', 'pg-native'];
+// redocly, openapi-typescript and the OpenAPI schema validator theirs
+// (scripts/self-locating-packages.mjs fails the build on a new one); and pg's native binding,
+// which nothing loads.
+const LEFT_TO_NODE_MODULES = ['typescript', 'playwright-core', '@redocly/openapi-core', 'openapi-typescript', '@seriousme/openapi-schema-validator', 'pg-native'];
 
 const entries = [
   UNIT_SET,

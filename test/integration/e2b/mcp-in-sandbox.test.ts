@@ -1,25 +1,25 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Sandbox } from 'e2b';
-import { buildSync } from 'esbuild';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const MCP_PORT = 3333;
 
-/** The fixture MCP server and its SDK, as one file node runs in the sandbox (esbuild's sync call: no service process left running). */
+/**
+ * The fixture MCP server and its SDK, as one file node runs in the sandbox: bundled by esbuild's
+ * command (its binary, or the script npm left in its place), run to its end: its JS API keeps a
+ * service process that outlives the test.
+ */
 function bundledServer(): string {
-  const bundled = buildSync({
-    entryPoints: [fileURLToPath(new URL('../../fixtures/mcp/http-server.ts', import.meta.url))],
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    write: false,
-  });
-  return bundled.outputFiles[0]!.text;
+  const entry = fileURLToPath(new URL('../../fixtures/mcp/http-server.ts', import.meta.url));
+  const esbuild = createRequire(import.meta.url).resolve('esbuild/bin/esbuild');
+  return execFileSync(esbuild, [entry, '--bundle', '--platform=node', '--format=esm', '--log-level=warning'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
 }
 
 /** An MCP client of the sandbox's port through the service, by E2B's headers (a host name `{port}-{id}.{domain}` does as well). */
