@@ -23,8 +23,13 @@ export function hasAccessToken(headers: IncomingHttpHeaders, accessToken: string
  * call), the sandbox's trafficAccessToken being its access token here.
  */
 export function hasTrafficToken(headers: IncomingHttpHeaders, accessToken: string): boolean {
+  return hasAccessToken(headers, accessToken) || carriesTrafficToken(headers, accessToken);
+}
+
+/** Whether the request carries `token` as E2B-Traffic-Access-Token (what E2B's proxy asks of a private sandbox's ports). */
+export function carriesTrafficToken(headers: IncomingHttpHeaders, token: string): boolean {
   const given = headers['e2b-traffic-access-token'];
-  return hasAccessToken(headers, accessToken) || (typeof given === 'string' && sameSecret(given, accessToken));
+  return typeof given === 'string' && sameSecret(given, token);
 }
 
 /** The user of `Authorization: Basic base64("<user>:")`, as the SDK sends it when a call names one. */

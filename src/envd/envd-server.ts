@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { basicAuthUser, fileSignatureOf, hasAccessToken, hasTrafficToken, isSignedWith, requestUser, sameSecret } from './access.js';
+import { basicAuthUser, carriesTrafficToken, fileSignatureOf, hasAccessToken, hasTrafficToken, isSignedWith, requestUser } from './access.js';
 import { handleFiles, sendJsonError } from './files-route.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
@@ -13,7 +13,7 @@ import { callerKey, type EnvdCaller, type EnvdSandboxes, type EnvdTarget } from 
 import { servePort, upgradePort } from './sandbox-ports.js';
 import { PortConnections, type PortConnectionLimits } from './port-connections.js';
 import { sandboxPortConnections } from '../util/metrics.js';
-import { jsonAnswer } from '../util/request-head.js';
+import { jsonAnswer } from '../util/http-messages.js';
 import { CODE_INTERPRETER_PORT } from '../contract/code-interpreter.js';
 import { ENVD_PORT } from '../contract/e2b.js';
 import { AGENT_OUTPUT_CHUNK_BYTES } from '../contract/sandbox-agent.js';
@@ -63,8 +63,7 @@ const TRAFFIC_TOKEN_ASKED = 'this sandbox asks for its traffic access token (e2b
 
 /** Whether a request may reach the sandbox's own ports: they are public, or it carries the sandbox's traffic token. */
 function mayReachPorts(request: IncomingMessage, target: EnvdTarget): boolean {
-  const given = request.headers['e2b-traffic-access-token'];
-  return target.trafficToken === null || (typeof given === 'string' && sameSecret(given, target.trafficToken));
+  return target.trafficToken === null || carriesTrafficToken(request.headers, target.trafficToken);
 }
 
 /**

@@ -13,8 +13,8 @@ export interface PortConnectionLimits {
 export type PortConnectionKind = 'http' | 'upgrade';
 
 /**
- * The connections open to sandboxes' ports, per sandbox and per API key. Each holds a relay
- * process inside its sandbox and a socket here for as long as its client keeps it, so a client
+ * The connections open to sandboxes' ports, per sandbox and per API key. Each holds a socket
+ * and its agent's buffers inside its sandbox and a socket here for as long as its client keeps it, so a client
  * that opens them without end would take the sandbox's processes and the worker's descriptors:
  * past its share a new one is refused at once (429), which costs the other sandboxes' traffic
  * nothing. Every connection is counted (agent_runner_sandbox_port_connections_total), and those

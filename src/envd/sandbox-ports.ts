@@ -3,10 +3,11 @@ import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream';
 import { PortClosedError, PortTunnel } from '../sandboxes/port-tunnel.js';
 import type { EnvdTarget } from './target.js';
-import { jsonAnswer, requestHead } from '../util/request-head.js';
+import { FORWARDED_HEADER } from '../contract/forwarded.js';
+import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';
 
 /** What a request to a sandbox's port carries for this service alone: not passed on to the sandbox's server. */
-const OURS = ['e2b-sandbox-id', 'e2b-sandbox-port', 'e2b-traffic-access-token', 'x-forwarded-by-agent-runner'];
+const OURS = ['e2b-sandbox-id', 'e2b-sandbox-port', 'e2b-traffic-access-token', FORWARDED_HEADER];
 
 /** The headers the sandbox's server gets: the client's, less ours, its Host masked where the sandbox asks (E2B's maskRequestHost). */
 function passedOn(headers: IncomingHttpHeaders, target: EnvdTarget, port: number): IncomingHttpHeaders {
@@ -16,10 +17,6 @@ function passedOn(headers: IncomingHttpHeaders, target: EnvdTarget, port: number
   return kept;
 }
 
-function sendJson(response: ServerResponse, status: number, body: object): void {
-  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
-}
-
 /** E2B's proxy's answer for a port of a running sandbox that nobody listens on. */
 function closedPort(sandboxId: string, port: number): object {
   return { sandboxId, message: 'The sandbox is running but port is not open', port, code: 502 };
@@ -27,14 +24,14 @@ function closedPort(sandboxId: string, port: number): object {
 
 /**
  * A request to a port of the sandbox (not envd's, not the code interpreter's): passed on to the
- * server listening there, through a relay inside the sandbox (sandboxes/port-tunnel.ts), one
- * connection a request; its answer back as it comes, streams included.
+ * server listening there, through a connection the sandbox's agent makes (sandboxes/port-tunnel.ts),
+ * one a request; its answer back as it comes, streams included.
  */
 export function servePort(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: EnvdTarget, port: number): void {
   const tunnel = new PortTunnel(target.agent, port);
   // What fails it while the request uses it is the request's error (below); after, nothing is owed.
   tunnel.on('error', () => undefined);
-  // One connection a request: the server in the sandbox closes it once it answered, and its relay ends.
+  // One connection a request: the server in the sandbox closes it once it answered, which ends it.
   const headers = { ...passedOn(request.headers, target, port), connection: 'close' };
   const upstream = httpRequest({ createConnection: () => tunnel as never, method: request.method, path: request.url, headers }, (answer) => {
     response.writeHead(answer.statusCode ?? 502, answer.headers);
@@ -55,7 +52,7 @@ export function servePort(request: IncomingMessage, response: ServerResponse, sa
 
 /**
  * An upgrade (a WebSocket) to a port of the sandbox: the request passed on, then both ways byte
- * for byte through one relay, as long as either side keeps it.
+ * for byte through one connection, as long as either side keeps it.
  */
 export function upgradePort(request: IncomingMessage, socket: Duplex, head: Buffer, sandboxId: string, target: EnvdTarget, port: number): void {
   const tunnel = new PortTunnel(target.agent, port);

@@ -1,4 +1,4 @@
-import { jsonAnswer } from '../util/request-head.js';
+import { jsonAnswer } from '../util/http-messages.js';
 import type { Socket } from 'node:net';
 import { ERROR_CODES, contractError, type ContractError } from '../contract/errors.js';
 

@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { jsonAnswer, requestHead } from '../util/request-head.js';
+import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';
 import { pipeline } from 'node:stream';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { isForwarded } from './forwarded.js';
@@ -42,7 +42,7 @@ function badTarget(target: { sandboxId: string; port: number }): string | null {
  * `E2b-Sandbox-Port` headers) or to a `{port}-{id}.{domain}` host name, goes to the worker
  * process byte for byte, streams and WebSocket upgrades included, before anything of this service
  * sees it: to the sandbox's envd (port 49983), its code interpreter (49999), or any other port of
- * the sandbox through a relay inside it (envd-server.ts, sandboxes/port-tunnel.ts). Each does its
+ * the sandbox through a connection its agent makes (envd-server.ts, sandboxes/port-tunnel.ts). Each does its
  * own auth (the sandbox's access token, its traffic token), so the service token is not asked
  * for, as E2B's sandbox URLs do not carry the API key. In the distributed mode a request for a
  * sandbox another front door holds (envd's, or a route of that sandbox) goes to that front door
@@ -183,8 +183,4 @@ function forward(
   // The client went away: so does the forwarded request (envd keeps a command running without its client).
   outgoing.on('close', () => upstream.destroy());
   incoming.pipe(upstream);
-}
-
-function sendJson(response: ServerResponse, status: number, body: object): void {
-  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }

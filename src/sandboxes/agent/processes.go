@@ -192,9 +192,13 @@ func (a *agent) closeOutput(p *process, fd int) {
 // not read is within the window again, or will never be read (its stdin gone: as a write to a
 // closed pipe, the data is lost, which the process's end says).
 func (a *agent) answerInput(p *process) {
-	if len(p.inputWaiting) == 0 || len(p.pending) > inputWindow {
-		return
+	if len(p.pending) <= inputWindow {
+		a.answerHeldInput(p)
 	}
+}
+
+// answerHeldInput answers every `input` held back for the process, now.
+func (a *agent) answerHeldInput(p *process) {
 	for _, id := range p.inputWaiting {
 		a.send(members{{"id", id}})
 	}
@@ -538,10 +542,7 @@ func opInput(a *agent, r request) (members, error) {
 // written: before a checkpoint the host must owe nothing, and a held answer is owed.
 func opReleaseInput(a *agent, r request) (members, error) {
 	for _, p := range a.order {
-		for _, id := range p.inputWaiting {
-			a.send(members{{"id", id}})
-		}
-		p.inputWaiting = nil
+		a.answerHeldInput(p)
 	}
 	return members{}, nil
 }
@@ -577,7 +578,7 @@ func opSignal(a *agent, r request) (members, error) {
 		return nil, err
 	}
 	if p.connection {
-		// A connection has no process to signal: any signal drops it, as one would its relay.
+		// A connection has no process to signal: any signal drops it.
 		a.endConnection(p, syscall.WaitStatus(number.value))
 		return members{}, nil
 	}

@@ -253,10 +253,10 @@ describe('the distributed mode on PostgreSQL', () => {
     await sandbox.files.write('port_server.py', readFileSync(new URL('../../fixtures/ports/port_server.py', import.meta.url), 'utf8'));
     await (await sandbox.commands.run('python3 port_server.py 8000', { background: true })).disconnect();
     const byName = { host: sandbox.getHost(8000) };
-    const hostSeen = () =>
+    const hostSeen = (path = '/host') =>
       new Promise<string>((resolve, reject) => {
         const { hostname, port } = new URL(other!.url);
-        request({ hostname, port, path: '/host', headers: byName }, (answer) => {
+        request({ hostname, port, path, headers: byName }, (answer) => {
           let body = '';
           answer.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
           answer.on('end', () => resolve(`${answer.statusCode} ${body}`));
@@ -265,6 +265,9 @@ describe('the distributed mode on PostgreSQL', () => {
           .end();
       });
     await waitUntil(async () => (await hostSeen()) === `200 ${byName.host}`, "the sandbox's port answers through the other front door");
+    // What the front doors and the worker say among themselves is not passed on to its server.
+    const headers = (await hostSeen('/headers')).split('\n');
+    assert.ok(!headers.some((name) => name.startsWith('e2b-') || name === 'x-agent-runner-forwarded'), headers.join(' '));
     const socket = new WebSocket(`${other!.url.replace('http', 'ws')}/ws`, { headers: byName });
     const echoed = await new Promise<string>((resolve, reject) => {
       socket.once('open', () => socket.send('through the other door')).once('error', reject);

@@ -1,4 +1,4 @@
-import { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 
 /**
  * A request's head as HTTP/1.1 sends it, with these headers (each value as it came, a repeated
@@ -19,4 +19,9 @@ export function requestHead(request: Pick<IncomingMessage, 'method' | 'url'>, he
 export function jsonAnswer(status: number, body: object): string {
   const text = JSON.stringify(body);
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`;
+}
+
+/** A whole JSON answer through node's response, as the sandbox-facing servers give their errors. */
+export function sendJson(response: ServerResponse, status: number, body: object): void {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }
