@@ -274,11 +274,13 @@ export class BubblewrapBackend implements SandboxBackend {
       const block = await this.acquireFrom(this.imageUids, wait);
       if (block === undefined) return undefined;
       const ids = [{ inside: 0, host: block, count: IMAGE_IDS }];
-      return { user: block + SANDBOX_UID, root: block, ids, release: () => this.imageUids!.release(block) };
+      return { user: block + SANDBOX_UID, root: block, ids, release: () => this.imageUids!.release(block), setAside: () => this.imageUids!.setAside(block) };
     }
     const user = this.uids && (await this.acquireFrom(this.uids, wait));
     if (user === undefined) return undefined;
-    if (user === null || !rootInside) return { user, root: null, ids: null, release: () => user !== null && this.uids!.release(user) };
+    if (user === null || !rootInside) {
+      return { user, root: null, ids: null, release: () => user !== null && this.uids!.release(user), setAside: () => user !== null && this.uids!.setAside(user) };
+    }
     const root = await this.acquireFrom(this.uids!, wait);
     if (root === undefined) {
       this.uids!.release(user);
@@ -295,6 +297,10 @@ export class BubblewrapBackend implements SandboxBackend {
       release: () => {
         this.uids!.release(user);
         this.uids!.release(root);
+      },
+      setAside: () => {
+        this.uids!.setAside(user);
+        this.uids!.setAside(root);
       },
     };
   }
@@ -444,6 +450,7 @@ export class BubblewrapBackend implements SandboxBackend {
               hooks.onFinished?.();
             },
             ...(hooks.onIdleDeath ? { onIdleDeath: hooks.onIdleDeath } : {}),
+            onForkRefused: uids.setAside,
             startsEarly: template.startsEarly === true && network === null,
           }),
       );
@@ -555,6 +562,8 @@ interface JobUids {
   ids: readonly IdRange[] | null;
   /** Gives the uids back to their pool. */
   release(): void;
+  /** Keeps them from every later sandbox (UidPool.setAside): the kernel refused a fork to them. */
+  setAside(): void;
 }
 
 /**

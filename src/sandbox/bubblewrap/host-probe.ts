@@ -78,7 +78,8 @@ const PROBE_ATTEMPTS = 4;
  * Fails closed: if namespaces cannot be created here (a sandbox from `launch` cannot run true),
  * no job runs at all. A transient refusal is tried again before it counts: once, on a host busy
  * with other agent-runner processes, it made the backend unavailable for the job that waited on
- * the probe, which then said user namespaces may be disabled.
+ * the probe, which then said user namespaces may be disabled. The refused sandbox set its uid
+ * aside (UidPool.setAside), so the next try runs on another.
  */
 export async function probeNamespaces(launch: (template: SandboxTemplate) => Promise<PreparedSandbox>, pauseMs = 100): Promise<void> {
   let reason = '';

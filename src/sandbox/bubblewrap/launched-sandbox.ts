@@ -7,7 +7,7 @@ import { UNCOUNTED, type CgroupUsage } from '../host/cgroups.js';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { feedStdin } from '../job-stdin.js';
 import type { AttachedNetwork, SandboxInfo } from '../host/netns-helpers.js';
-import { childrenOf, commandOf, processesOfUid, signalGroup } from '../host/process-tree.js';
+import { childrenOf, commandOf, hostTasks, signalGroup, uidHolders } from '../host/process-tree.js';
 import { dumpSandbox, loggedErrors, restoreLog } from '../host/criu.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
@@ -58,6 +58,8 @@ export interface LaunchParts extends HostDirParts {
   network: AttachedNetwork | null;
   /** Called if the sandbox dies before it was started (e.g. while waiting in the pool). */
   onIdleDeath?: () => void;
+  /** Called when the kernel refused bwrap a fork (EAGAIN) in setup: its uids are not to be handed out again. */
+  onForkRefused?: () => void;
   /** Released at once (the template's `startsEarly`): its argv waits for the job on stdin. */
   startsEarly?: boolean;
   /** bwrap reports on STATUS_FD, so a sandbox that died in bwrap's setup is told from a job that exited 1. */
@@ -259,14 +261,22 @@ export class LaunchedSandbox extends HostDirSandbox {
   }
 
   /**
-   * For a fork bwrap was refused (EAGAIN), what else runs as the sandbox's uid, which its
-   * RLIMIT_NPROC counts: a probe was refused so four times in a row under the full suite once,
-   * with no process limit of the host near, and its cause is not known yet.
+   * For a fork bwrap was refused (EAGAIN): the sandbox's uids are set aside (parts.onForkRefused),
+   * and the error says what the kernel counts against RLIMIT_NPROC for its uid and how many tasks
+   * the host runs. A probe was refused so four times in a row, on one uid, under the full suite
+   * twice, with none of the host's processes running as it: what held the uid is not known yet.
    */
   private forkRefused(said: string): string {
-    if (this.parts.uid === null || !/Resource temporarily unavailable/.test(said)) return '';
-    const others = processesOfUid(this.parts.uid).map((pid) => `${pid} ${commandOf(pid)}`);
-    return ` [uid ${this.parts.uid} runs ${others.length} other processes${others.length > 0 ? `: ${others.slice(0, 8).join(', ')}` : ''}]`;
+    if (!/Resource temporarily unavailable/.test(said)) return '';
+    this.parts.onForkRefused?.();
+    const host = ` the host runs ${hostTasks()}`;
+    if (this.parts.uid === null) return ` [${host}]`;
+    // The sandbox's own launcher and its child, which may not be reaped yet, are not others.
+    const own = this.child.pid;
+    const holders = uidHolders(this.parts.uid).filter(({ pid, ppid }) => pid !== own && ppid !== own);
+    const threads = holders.reduce((sum, { threads }) => sum + threads, 0);
+    const named = holders.slice(0, 8).map(({ pid, ppid, state }) => `${pid} ${commandOf(pid)} ${state} of ${ppid}`);
+    return ` [uid ${this.parts.uid}: ${holders.length} other processes, ${threads} threads${named.length > 0 ? ` (${named.join(', ')})` : ''};${host}]`;
   }
 
   /**

@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /**
@@ -117,18 +117,73 @@ export function commandOf(pid: number): string {
   }
 }
 
-/** Live processes running as `uid`, or one of the `count` uids from it (the owner of /proc/PID is the process's effective uid). */
-export function processesOfUid(uid: number, count = 1): number[] {
-  const found: number[] = [];
-  for (const { pid } of liveProcesses()) {
+/** "N tasks of threads-max M": the kernel's count of threads, which a fork past threads-max is refused for. */
+export function hostTasks(): string {
+  const read = (path: string) => {
     try {
-      const owner = statSync(`/proc/${pid}`).uid;
-      if (owner >= uid && owner - uid < count) found.push(pid);
+      return readFileSync(path, 'utf8').trim();
     } catch {
-      // It exited while we looked.
+      return '?';
     }
+  };
+  // loadavg's fourth field is "running/all" of the kernel's tasks.
+  const all = read('/proc/loadavg').split(' ')[3]?.split('/')[1] ?? '?';
+  return `${all} tasks of threads-max ${read('/proc/sys/kernel/threads-max')}`;
+}
+
+/** A process of the host, zombie or not, with what RLIMIT_NPROC counts of it: `threads`, against `realUid`. */
+export interface ProcessOwner {
+  pid: number;
+  ppid: number;
+  /** Z for a zombie, which counts until its parent reaps it. */
+  state: string;
+  threads: number;
+  realUid: number;
+  effectiveUid: number;
+}
+
+/**
+ * Every process of the host, zombies included, with its uids read from its status: the owner of
+ * /proc/PID says neither (a process that is not dumpable, after a change of uid, shows as root),
+ * and RLIMIT_NPROC counts by real uid, every thread and every zombie until it is reaped.
+ */
+export function processOwners(): ProcessOwner[] {
+  const found: ProcessOwner[] = [];
+  for (const name of readdirSync('/proc')) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid <= 0) continue;
+    let status: string;
+    try {
+      status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    } catch {
+      continue; // it exited while we looked
+    }
+    const [realUid = -1, effectiveUid = -1] = statusField(status, 'Uid').split('\t').map(Number);
+    found.push({
+      pid,
+      ppid: Number(statusField(status, 'PPid')),
+      state: statusField(status, 'State').charAt(0),
+      threads: Number(statusField(status, 'Threads')) || 1,
+      realUid,
+      effectiveUid,
+    });
   }
   return found;
+}
+
+/** A "Key:\tvalue" line's value in /proc/PID/status ('' when absent). */
+function statusField(status: string, key: string): string {
+  // Never the first line (Name is): the newline keeps "Pid" from matching "PPid".
+  const at = status.indexOf(`\n${key}:\t`);
+  if (at < 0) return '';
+  const end = status.indexOf('\n', at + 1);
+  return status.slice(at + key.length + 3, end < 0 ? undefined : end);
+}
+
+/** Processes, zombies included, whose real or effective uid is `uid` or one of the `count` uids from it. */
+export function uidHolders(uid: number, count = 1): ProcessOwner[] {
+  const within = (id: number) => id >= uid && id - uid < count;
+  return processOwners().filter(({ realUid, effectiveUid }) => within(realUid) || within(effectiveUid));
 }
 
 /** SIGKILLs whatever `find` reports until it reports nothing (new forks included); false on timeout. */

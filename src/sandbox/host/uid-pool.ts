@@ -1,9 +1,13 @@
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { killUntilGone, processesOfUid } from './process-tree.js';
+import { killUntilGone, processOwners, uidHolders } from './process-tree.js';
 import { processIdentity, SELF_IDENTITY } from '../../util/process-identity.js';
+import { SandboxUnavailableError } from '../types.js';
 
 const SWEEP_TIMEOUT_MS = 2_000;
+/** How often resting uids are looked at, and how long one rests at most before it is free again whatever it holds. */
+const REST_CHECK_MS = 250;
+const REST_LIMIT_MS = 10_000;
 
 /**
  * Each running job gets its own unprivileged host uid (as isolate does with its boxes):
@@ -22,6 +26,14 @@ export class UidPool {
   private readonly claimed = new Set<number>();
   /** Claimed, not yet used: whatever still runs as it is not ours (see ready()). */
   private readonly unswept = new Set<number>();
+  /** Kept claimed, never handed out again (see setAside()). */
+  private readonly setAsideUids = new Set<number>();
+  /**
+   * Given back while tasks were still counted against them (see release()), with when: each is
+   * free once none is, or after REST_LIMIT_MS. Taken before then only when no other uid is.
+   */
+  private readonly resting = new Map<number, number>();
+  private restCheck: NodeJS.Timeout | null = null;
 
   /**
    * `size` claims of `span` uids each (the first names the claim): one uid for a sandbox's user
@@ -36,30 +48,94 @@ export class UidPool {
     mkdirSync(lockDir, { recursive: true, mode: 0o700 });
   }
 
+  /**
+   * A uid, at once or when a job of this pool gives one back. Rejects when none can come back
+   * (this pool has none out): every other uid of the range is held by the host's other runners
+   * or set aside, and waiting would be for ever.
+   */
   acquire(): Promise<number> {
     const uid = this.tryAcquire();
     if (uid !== undefined) return Promise.resolve(uid);
+    if (this.claimed.size - this.free.length - this.setAsideUids.size - this.resting.size === 0) {
+      const setAside = this.setAsideUids.size > 0 ? ` (${this.setAsideUids.size} set aside here: the kernel refused them a fork)` : '';
+      return Promise.reject(
+        new SandboxUnavailableError(
+          `no ${this.span > 1 ? 'uid block' : 'uid'} of ${this.size} from ${this.base} is free: the host's other agent-runner processes hold them${setAside}`,
+        ),
+      );
+    }
     return new Promise((resolve) => this.waiting.push(resolve));
   }
 
-  /** A uid if one is free now, without waiting. */
+  /** A uid if one is free now, without waiting: a resting one last. */
   tryAcquire(): number | undefined {
-    return this.free.shift() ?? this.claimNew();
+    return this.free.shift() ?? this.claimNew() ?? this.takeResting();
   }
 
   /**
    * Before a newly claimed uid's first job: a runner that died (its claim taken over here) may
    * have left processes running as it, dying or not; they would count against the job's
-   * RLIMIT_NPROC (a fork failing with EAGAIN) and share its uid. They are killed first.
+   * RLIMIT_NPROC (a fork failing with EAGAIN) and share its uid. They are killed first, and
+   * their zombies given a while to be reaped.
    */
   async ready(uid: number): Promise<void> {
-    if (this.unswept.delete(uid)) await killUntilGone(() => processesOfUid(uid, this.span), SWEEP_TIMEOUT_MS);
+    if (this.unswept.delete(uid)) await killUntilGone(() => uidHolders(uid, this.span).map(({ pid }) => pid), SWEEP_TIMEOUT_MS);
   }
 
+  /**
+   * A uid back from its job. Its tasks may not all be gone: bwrap's launcher exits as soon as its
+   * init reports the job's exit, and that init, orphaned, is reaped by the host's init, which on
+   * some hosts does so seconds later. Its zombie counts against the uid's RLIMIT_NPROC till then,
+   * and a run of short jobs on one uid had enough of them for the next one's fork to be refused.
+   * So a uid comes back free only once nothing is counted against it: until then it rests.
+   */
   release(uid: number): void {
+    if (this.setAsideUids.has(uid)) return;
     const next = this.waiting.shift();
-    if (next) next(uid);
-    else this.free.push(uid);
+    if (next) return next(uid);
+    this.resting.set(uid, Date.now());
+    this.wakeRested();
+  }
+
+  /**
+   * A uid the kernel refused a fork (EAGAIN) while nothing this host shows runs as it: something
+   * unseen holds it (its RLIMIT_NPROC count is not ours to read), so no job of this pool gets it
+   * again, and the claim, kept while this process lives, keeps the host's other runners off it.
+   * Released already, it leaves the free list (unless a job waiting for a uid took it first).
+   */
+  setAside(uid: number): void {
+    this.setAsideUids.add(uid);
+    this.resting.delete(uid);
+    const index = this.free.indexOf(uid);
+    if (index >= 0) this.free.splice(index, 1);
+  }
+
+  /** Frees the resting uids nothing is counted against any more (or that rested long enough); looks again later for the others. */
+  private wakeRested(): void {
+    const counted = new Set(processOwners().map(({ realUid }) => realUid));
+    const now = Date.now();
+    for (const [uid, since] of this.resting) {
+      let held = false;
+      for (let id = uid; id < uid + this.span && !held; id += 1) held = counted.has(id);
+      if (held && now - since < REST_LIMIT_MS) continue;
+      this.resting.delete(uid);
+      const next = this.waiting.shift();
+      if (next) next(uid);
+      else this.free.push(uid);
+    }
+    if (this.resting.size > 0 && this.restCheck === null) {
+      this.restCheck = setTimeout(() => {
+        this.restCheck = null;
+        this.wakeRested();
+      }, REST_CHECK_MS).unref();
+    }
+  }
+
+  /** The uid resting longest, when no other can be had: what is left of its last job may still be counted against it. */
+  private takeResting(): number | undefined {
+    const [uid] = this.resting.keys();
+    if (uid !== undefined) this.resting.delete(uid);
+    return uid;
   }
 
   private claimNew(): number | undefined {
