@@ -109,15 +109,22 @@ describe('a launched sandbox', () => {
     await cleanedUp;
   });
 
-  it('refused a fork (EAGAIN) in its setup, says what else runs as its uid, which RLIMIT_NPROC counts', async () => {
+  it('refused a fork (EAGAIN) in its setup, says what else runs as its uid, which RLIMIT_NPROC counts, and has its uids set aside', async () => {
     const uid = 64_993;
     const other = spawn('/usr/bin/sleep', ['60'], { uid, gid: uid, stdio: 'ignore' });
     await new Promise((resolve) => other.once('spawn', resolve));
     try {
-      const { sandbox, cleanedUp } = await launch(`${released}; echo "bwrap: Can't fork for pid 1: Resource temporarily unavailable" >&2; exit 1`, { bwrapStatus: true, uid });
-      await assert.rejects(sandbox.start({ timeoutMs: 10_000, stdout: textSink(), stderr: textSink() }), (error: Error) =>
-        error.message.endsWith(`Resource temporarily unavailable [uid ${uid} runs 1 other processes: ${other.pid} sleep]`),
+      let setAside = 0;
+      const { sandbox, cleanedUp } = await launch(`${released}; echo "bwrap: Can't fork for pid 1: Resource temporarily unavailable" >&2; exit 1`, {
+        bwrapStatus: true,
+        uid,
+        onForkRefused: () => void (setAside += 1),
+      });
+      const said = new RegExp(
+        `Resource temporarily unavailable \\[uid ${uid}: 1 other processes, 1 threads \\(${other.pid} sleep S of ${process.pid}\\); the host runs \\d+ tasks of threads-max \\d+\\]$`,
       );
+      await assert.rejects(sandbox.start({ timeoutMs: 10_000, stdout: textSink(), stderr: textSink() }), said);
+      assert.equal(setAside, 1);
       sandbox.release();
       await cleanedUp;
     } finally {
