@@ -226,9 +226,13 @@ export const SandboxSettingsSchema = Section({
     {
       maxConnectionsPerSandbox: PositiveInteger(
         128,
-        "Connections open at once to one sandbox's own ports (getHost), each a relay process in the sandbox; one more is refused with 429.",
+        "Connections open at once to one sandbox's own ports (getHost), each made by the sandbox's agent; one more is refused with 429.",
       ),
       maxConnectionsPerKey: PositiveInteger(512, 'The same, for the ports of all sandboxes of one API key together (the service token is not counted).'),
+      connectionWindowBytes: PositiveInteger(
+        1 * MiB,
+        "What the server behind one connection may send before its client has taken it: then the sandbox's agent stops reading the connection. Bounds what a connection holds in the service; a larger window moves a download faster (256 KiB: about 45 MiB/s here, 1 MiB: about 200).",
+      ),
     },
     "What clients of sandboxes' own ports may hold open at once.",
   ),

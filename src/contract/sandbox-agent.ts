@@ -11,7 +11,14 @@ import { Type, type Static } from '@sinclair/typebox';
  *
  * Requests carry an `id` the host chose; the reply to each carries it back, with the result
  * or an `error`. Events (a process's output and end, a watch's changes) carry no id and come
- * whenever they happen, in order per process and per watch. Bytes travel as base64.
+ * whenever they happen, in order per process and per watch.
+ *
+ * Bytes (a process's input and output, a file's chunk read or written) travel raw, after the
+ * message's JSON and a NUL byte in the same frame (wire/frame-codec.ts, encodeFrame's `bytes`),
+ * from agent protocol AGENT_RAW_BYTES_VERSION on: no base64, no JSON string of them. An agent of
+ * protocol 1 (one restored from a checkpoint made before) has them as base64 in a `data` field;
+ * the host reads both and writes what the agent speaks. Either way the host hands them on as a
+ * Buffer, `data` (WithBytes).
  */
 
 /** One output event of the agent holds at most this much of a process's output (the agent's outputChunk). */
@@ -23,7 +30,14 @@ const Text = Type.String();
 const Id = Type.Integer({ minimum: 1 });
 const Pid = Type.Integer({ minimum: 1 });
 const Count = Type.Integer({ minimum: 0 });
-const Base64 = Type.String({ contentEncoding: 'base64' });
+/** Absent where the bytes follow the JSON (protocol 2 on); base64 from a protocol 1 agent. */
+const Base64 = Type.Optional(Type.String({ contentEncoding: 'base64' }));
+
+/** The agent protocol from which bytes travel raw after a message's JSON (the agent's `version`). */
+export const AGENT_RAW_BYTES_VERSION = 2;
+
+/** A message as the host hands it on: its bytes a Buffer, however they travelled. */
+export type WithBytes<T> = T extends { data?: string } ? Omit<T, 'data'> & { data: Buffer } : T;
 
 /** The first frame the agent writes, once it serves requests. */
 export const AgentReadySchema = Type.Object({ ready: Type.Literal(true), version: Type.String({ maxLength: 64 }) });
@@ -144,7 +158,7 @@ export type AgentRequest =
    * unread: the host sends the next input after the answer, so a writer faster than the process
    * waits instead of filling the agent.
    */
-  | { op: 'input'; pid: number; data: string }
+  | { op: 'input'; pid: number; data: Uint8Array }
   /** Answers every `input` held back at once (its data still to be written): before a checkpoint, which must find nothing owed. */
   | { op: 'release_input' }
   | { op: 'close_stdin'; pid: number }
@@ -168,7 +182,7 @@ export type AgentRequest =
    * `append` false truncates (creating the file and its parents) and sets the file's metadata to
    * `metadata` (none when absent: what it had is removed); true adds the next chunk.
    */
-  | ({ op: 'write'; path: string; data: string; append: boolean; metadata?: Record<string, string> } & AsUser & Beneath)
+  | ({ op: 'write'; path: string; data: Uint8Array; append: boolean; metadata?: Record<string, string> } & AsUser & Beneath)
   | ({ op: 'watch'; path: string; recursive: boolean } & AsUser)
   | { op: 'unwatch'; watch: number };
 
@@ -199,7 +213,7 @@ export const AgentReplySchemas = {
   unwatch: Type.Object({ id: Id }),
 } as const satisfies Record<AgentRequest['op'], unknown>;
 
-export type AgentReplyOf<Op extends AgentRequest['op']> = Static<(typeof AgentReplySchemas)[Op]>;
+export type AgentReplyOf<Op extends AgentRequest['op']> = WithBytes<Static<(typeof AgentReplySchemas)[Op]>>;
 
 export const AgentFailureSchema = Failure;
 
@@ -228,7 +242,7 @@ export const AgentFsEventSchema = Type.Object({
 });
 
 export const AgentEventSchema = Type.Union([AgentOutputEventSchema, AgentEndEventSchema, AgentFsEventSchema]);
-export type AgentEvent = Static<typeof AgentEventSchema>;
-export type AgentOutputEvent = Static<typeof AgentOutputEventSchema>;
+export type AgentOutputEvent = WithBytes<Static<typeof AgentOutputEventSchema>>;
+export type AgentEvent = AgentOutputEvent | AgentEndEvent | AgentFsEvent;
 export type AgentEndEvent = Static<typeof AgentEndEventSchema>;
 export type AgentFsEvent = Static<typeof AgentFsEventSchema>;

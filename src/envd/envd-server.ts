@@ -40,16 +40,19 @@ export interface EnvdLimits {
   maxBodyValues: number;
   streams: StreamLimits;
   ports: PortConnectionLimits;
+  /** What the server behind one connection to a port may send ahead of its client (the agent's window of it). */
+  portWindowBytes: number;
 }
 
 /** The limits of the configuration: a stream holds a process's window and the one chunk that may pass it. */
 export function envdLimits(config: RunnerConfig): EnvdLimits {
   const { outputWindowBytes, ...streams } = config.sandboxes.streams;
-  const { maxConnectionsPerSandbox: maxPerSandbox, maxConnectionsPerKey: maxPerKey } = config.sandboxes.ports;
+  const { maxConnectionsPerSandbox: maxPerSandbox, maxConnectionsPerKey: maxPerKey, connectionWindowBytes: portWindowBytes } = config.sandboxes.ports;
   return {
     maxBodyValues: config.service.bodyLimitValues,
     streams: { ...streams, maxQueuedBytes: outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES },
     ports: { maxPerSandbox, maxPerKey },
+    portWindowBytes,
   };
 }
 
@@ -120,7 +123,7 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
     const connection = portConnections.open(sandboxId, target.apiKey, 'upgrade');
     if ('refused' in connection) return refuse(429, connection.refused);
     socket.once('close', connection.close);
-    upgradePort(request, socket, head, sandboxId, target, port);
+    upgradePort(request, socket, head, sandboxId, target, port, limits.portWindowBytes);
   };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
@@ -142,7 +145,7 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
       const connection = portConnections.open(sandboxId, target.apiKey, 'http');
       if ('refused' in connection) return sendJsonError(response, 429, connection.refused);
       response.once('close', connection.close);
-      return servePort(request, response, sandboxId, target, port);
+      return servePort(request, response, sandboxId, target, port, limits.portWindowBytes);
     }
     if (port === CODE_INTERPRETER_PORT) {
       if (target.accessToken !== null && url.pathname !== '/health' && !hasTrafficToken(request.headers, target.accessToken)) {

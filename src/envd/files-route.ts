@@ -11,7 +11,7 @@ import { fileSignatureOf, hasAccessToken, requestUser, signatureProblem } from '
 import { agentCall, httpStatusOf, toConnectError } from './agent-errors.js';
 import { homeOf, userPath, type EnvdTarget } from './target.js';
 
-/** Bytes per agent read or write: a frame of about 1.4 MiB once base64, well under the frame limit, and few round trips for 50 MiB. */
+/** Bytes per agent read or write: a frame well under the frame limit, and few round trips for 50 MiB. */
 export const FILE_CHUNK_BYTES = 1024 * 1024;
 /** Chunks of an upload sent to the agent before the first of them is answered. */
 const WRITES_IN_FLIGHT = 4;
@@ -49,7 +49,7 @@ async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIte
   let entry: AgentEntry | undefined;
   const inFlight: Array<Promise<void>> = [];
   const flush = async (): Promise<void> => {
-    const data = Buffer.concat(pending, pendingBytes).toString('base64');
+    const data = Buffer.concat(pending, pendingBytes);
     pending = [];
     pendingBytes = 0;
     const append = sent++ > 0;
@@ -236,7 +236,7 @@ async function* fileChunks(agent: SandboxAgentPort, path: string, user: AgentUse
   let next = read(0);
   for (let offset = 0; ;) {
     const chunk = await next;
-    const data = Buffer.from(chunk.data, 'base64');
+    const { data } = chunk;
     offset += data.length;
     const done = chunk.eof || data.length === 0;
     if (!done) next = read(offset);

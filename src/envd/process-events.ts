@@ -52,7 +52,7 @@ export function keepaliveEvent(): ProcessEventInit {
 export function queueingListener(queue: StreamQueue<ProcessEventInit>): ProcessListener {
   return {
     output(event) {
-      const data = Buffer.from(event.data, 'base64');
+      const { data } = event;
       return new Promise<void>((taken) => queue.push({ event: { case: 'data', value: { output: { case: event.stream, value: data } } } }, data.length, taken));
     },
     end(event) {

@@ -31,7 +31,7 @@ async function sendInput(agent: SandboxAgentPort, pid: number, input: ProcessInp
   // Pipes and a pseudo-terminal take input the same way at the agent: whichever the process has.
   const data = input?.input.value;
   if (!data) throw new ConnectError('input: stdin or pty bytes are required', Code.InvalidArgument);
-  await agentCall(() => agent.request({ op: 'input', pid, data: Buffer.from(data).toString('base64') }));
+  await agentCall(() => agent.request({ op: 'input', pid, data }));
 }
 
 /**

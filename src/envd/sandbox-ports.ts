@@ -27,8 +27,8 @@ function closedPort(sandboxId: string, port: number): object {
  * server listening there, through a connection the sandbox's agent makes (sandboxes/port-tunnel.ts),
  * one a request; its answer back as it comes, streams included.
  */
-export function servePort(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: EnvdTarget, port: number): void {
-  const tunnel = new PortTunnel(target.agent, port);
+export function servePort(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: EnvdTarget, port: number, windowBytes: number): void {
+  const tunnel = new PortTunnel(target.agent, port, windowBytes);
   // What fails it while the request uses it is the request's error (below); after, nothing is owed.
   tunnel.on('error', () => undefined);
   // One connection a request: the server in the sandbox closes it once it answered, which ends it.
@@ -54,8 +54,8 @@ export function servePort(request: IncomingMessage, response: ServerResponse, sa
  * An upgrade (a WebSocket) to a port of the sandbox: the request passed on, then both ways byte
  * for byte through one connection, as long as either side keeps it.
  */
-export function upgradePort(request: IncomingMessage, socket: Duplex, head: Buffer, sandboxId: string, target: EnvdTarget, port: number): void {
-  const tunnel = new PortTunnel(target.agent, port);
+export function upgradePort(request: IncomingMessage, socket: Duplex, head: Buffer, sandboxId: string, target: EnvdTarget, port: number, windowBytes: number): void {
+  const tunnel = new PortTunnel(target.agent, port, windowBytes);
   let answered = false;
   tunnel.once('data', () => (answered = true));
   tunnel.on('error', (error) => {

@@ -188,7 +188,7 @@ export class KernelBridge {
     const id = this.nextId++;
     const done = new Promise<void>((resolve, reject) => this.waiters.set(id, { resolve, reject, ...(onOutput && { onOutput }) }));
     try {
-      await this.agent.request({ op: 'input', pid: this.pid, data: encodeFrame({ ...request, id }).toString('base64') });
+      await this.agent.request({ op: 'input', pid: this.pid, data: encodeFrame({ ...request, id }) });
     } catch (error) {
       this.waiters.delete(id);
       throw error;
@@ -197,7 +197,7 @@ export class KernelBridge {
   }
 
   private received(event: AgentOutputEvent): void {
-    const bytes = Buffer.from(event.data, 'base64');
+    const bytes = event.data;
     if (event.stream !== 'stdout') {
       this.stderr.write(bytes);
       return;

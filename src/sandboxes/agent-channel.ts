@@ -1,6 +1,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import {
   AGENT_OUTPUT_CHUNK_BYTES,
+  AGENT_RAW_BYTES_VERSION,
   DEFAULT_OUTPUT_WINDOW_BYTES,
   AgentEventSchema,
   AgentFailureSchema,
@@ -21,8 +22,8 @@ import { AgentOperationError, SandboxGoneError, type ProcessListener, type Sandb
 
 /**
  * The largest frame read from an agent. Its honest frames are far smaller (an output event holds
- * 64 KiB, a read chunk READ_CHUNK_BYTES, both in base64); a listing of a huge tree is the one that
- * grows, and past this it ends the sandbox rather than the host's memory.
+ * 64 KiB, a read chunk READ_CHUNK_BYTES); a listing of a huge tree is the one that grows, and
+ * past this it ends the sandbox rather than the host's memory.
  */
 const MAX_AGENT_FRAME_BYTES = 64 * 1024 * 1024;
 /**
@@ -52,11 +53,12 @@ export interface AgentHold {
 
 /**
  * A process's output on its way: what the agent sent and the listeners still hold (`held`), and
- * what they let go of that the agent has not been told yet (`owed`).
+ * what they let go of that the agent has not been told yet (`owed`), of its `window`.
  */
-type OutputFlow = { held: number; owed: number };
+type OutputFlow = { held: number; owed: number; window: number };
 
-type Pending = { op: AgentRequest['op']; resolve(reply: unknown): void; reject(error: Error): void; listener?: ProcessListener };
+/** A request waiting for its reply; one that starts a process (or a connection) has its listener and output window. */
+type Pending = { op: AgentRequest['op']; resolve(reply: unknown): void; reject(error: Error): void; listener?: ProcessListener; window?: number };
 
 /**
  * The host's end of a sandbox agent's pipes (contract/sandbox-agent.ts): requests framed onto its
@@ -70,7 +72,9 @@ export class AgentChannel implements SandboxAgentPort {
   readonly stdout: OutputSink = { write: (chunk) => this.receive(chunk) };
   readonly stderr = new CappedCapture(AGENT_STDERR_BYTES);
   private readonly input = new PassThrough();
-  private readonly decoder = new FrameDecoder(MAX_AGENT_FRAME_BYTES);
+  private readonly decoder = new FrameDecoder(MAX_AGENT_FRAME_BYTES, true);
+  /** Whether the agent takes bytes raw after a request's JSON (protocol AGENT_RAW_BYTES_VERSION on), or as base64. */
+  private readonly rawBytes: boolean;
   private readonly pending = new Map<number, Pending>();
   private readonly processes = new Map<number, Set<ProcessListener>>();
   private readonly watches = new Map<number, Set<(event: AgentFsEvent) => void>>();
@@ -108,6 +112,8 @@ export class AgentChannel implements SandboxAgentPort {
     private readonly outputWindowBytes = DEFAULT_OUTPUT_WINDOW_BYTES,
   ) {
     this.stdin = this.input;
+    // An agent started now is this host's own; one restored speaks the protocol it was saved with.
+    this.rawBytes = resumedVersion === undefined || Number(resumedVersion) >= AGENT_RAW_BYTES_VERSION;
     this.ready = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
     // Whoever starts the sandbox awaits `started()`; an unawaited rejection must not crash the host.
     this.ready.catch(() => undefined);
@@ -225,7 +231,7 @@ export class AgentChannel implements SandboxAgentPort {
   adopt(pids: readonly number[]): void {
     for (const pid of pids) {
       if (!this.processes.has(pid)) this.processes.set(pid, new Set());
-      this.flowOf(pid).owed = this.outputWindowBytes;
+      this.flowOf(pid, this.outputWindowBytes).owed = this.outputWindowBytes;
       this.sendCredit(pid);
     }
   }
@@ -312,26 +318,35 @@ export class AgentChannel implements SandboxAgentPort {
     const id = this.nextId++;
     if (request.op !== 'input' && this.promptlyOwed() === 0) this.owedSince = performance.now();
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}) });
-      this.input.write(encodeFrame({ ...request, id }, MAX_AGENT_FRAME_BYTES));
+      const window = 'output_window' in request ? request.output_window : undefined;
+      this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}), ...(window !== undefined && { window }) });
+      this.input.write(this.frameOf({ ...request, id }));
     });
+  }
+
+  /** A request's frame, its bytes (an input's, a write's) raw after the JSON or base64 in it, as the agent speaks. */
+  private frameOf(request: AgentRequest & { id: number }): Buffer {
+    if (!('data' in request)) return encodeFrame(request, MAX_AGENT_FRAME_BYTES);
+    const { data, ...fields } = request;
+    if (this.rawBytes) return encodeFrame(fields, MAX_AGENT_FRAME_BYTES, data);
+    return encodeFrame({ ...fields, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') }, MAX_AGENT_FRAME_BYTES);
   }
 
   private receive(chunk: Buffer): void {
     if (this.gone) return;
     this.lastHeard = performance.now();
     try {
-      this.decoder.push(chunk, (message) => this.dispatch(message));
+      this.decoder.push(chunk, (message, bytes) => this.dispatch(message, bytes));
     } catch (error) {
       this.broken(`the sandbox's agent broke its protocol: ${(error as Error).message}`);
     }
   }
 
-  private dispatch(message: unknown): void {
+  private dispatch(message: unknown, bytes: Buffer | undefined): void {
     if (this.gone) return;
     const fields = (message !== null && typeof message === 'object' ? message : {}) as { id?: unknown; event?: unknown; ready?: unknown };
     if (fields.ready !== undefined) return this.readied(message);
-    if (fields.event !== undefined) return this.event(message);
+    if (fields.event !== undefined) return this.event(message, bytes);
     const waiter = typeof fields.id === 'number' ? this.pending.get(fields.id) : undefined;
     if (!waiter) throw new Error(`a reply nobody asked for (id ${String(fields.id)})`);
     this.pending.delete(fields.id as number);
@@ -340,8 +355,13 @@ export class AgentChannel implements SandboxAgentPort {
     if (failure.ok) return waiter.reject(new AgentOperationError(failure.value.error));
     const reply = validate(AgentReplySchemas[waiter.op], message);
     if (!reply.ok) throw new Error(`its answer to ${waiter.op}: ${reply.message}`);
-    // Attached before the next frame is read: the agent sends a process's first event after this reply.
-    if ((waiter.op === 'start' || waiter.op === 'connect') && waiter.listener) this.processes.set((reply.value as AgentReplyOf<'start'>).pid, new Set([waiter.listener]));
+    if (waiter.op === 'read') withBytes(reply.value as { data?: unknown }, bytes, 'its answer to read');
+    // Attached, its window known, before the next frame is read: the agent sends a process's first event after this reply.
+    if ((waiter.op === 'start' || waiter.op === 'connect') && waiter.listener) {
+      const { pid } = reply.value as AgentReplyOf<'start'>;
+      this.processes.set(pid, new Set([waiter.listener]));
+      this.flowOf(pid, waiter.window ?? this.outputWindowBytes);
+    }
     waiter.resolve(reply.value);
   }
 
@@ -352,11 +372,12 @@ export class AgentChannel implements SandboxAgentPort {
     this.readyWaiter = null;
   }
 
-  private event(message: unknown): void {
+  private event(message: unknown, bytes: Buffer | undefined): void {
     const checked = validate(AgentEventSchema, message);
     if (!checked.ok) throw new Error(`an event out of protocol: ${checked.message}`);
     this.lastActive = performance.now();
-    const event: AgentEvent = checked.value;
+    if (checked.value.event === 'output') withBytes(checked.value, bytes, 'an output event');
+    const event = checked.value as AgentEvent;
     if (event.event === 'fs') {
       for (const listener of this.watches.get(event.watch) ?? []) listener(event);
       return;
@@ -376,11 +397,11 @@ export class AgentChannel implements SandboxAgentPort {
    * has left the protocol: that is what bounds what a process's unread output costs the host.
    */
   private output(event: AgentOutputEvent): void {
-    const bytes = decodedLength(event.data);
-    const flow = this.flowOf(event.pid);
+    const bytes = event.data.length;
+    const flow = this.flowOf(event.pid, this.outputWindowBytes);
     flow.held += bytes;
-    if (flow.held > this.outputWindowBytes + AGENT_OUTPUT_CHUNK_BYTES) {
-      throw new Error(`process ${event.pid} sent ${flow.held} bytes of output past its window of ${this.outputWindowBytes}`);
+    if (flow.held > flow.window + AGENT_OUTPUT_CHUNK_BYTES) {
+      throw new Error(`process ${event.pid} sent ${flow.held} bytes of output past its window of ${flow.window}`);
     }
     const holding: Array<Promise<void>> = [];
     for (const listener of this.processes.get(event.pid) ?? []) {
@@ -391,15 +412,16 @@ export class AgentChannel implements SandboxAgentPort {
       flow.held -= bytes;
       flow.owed += bytes;
       // A credit per quarter window, not per event: the agent stops only when a whole window is held.
-      if (flow.owed >= this.outputWindowBytes / 4) this.sendCredit(event.pid);
+      if (flow.owed >= flow.window / 4) this.sendCredit(event.pid);
     };
     if (holding.length === 0) release();
     else void Promise.allSettled(holding).then(release);
   }
 
-  private flowOf(pid: number): OutputFlow {
+  /** The flow of a process's output; `window` is its window when it has none yet. */
+  private flowOf(pid: number, window: number): OutputFlow {
     let flow = this.flows.get(pid);
-    if (!flow) this.flows.set(pid, (flow = { held: 0, owed: 0 }));
+    if (!flow) this.flows.set(pid, (flow = { held: 0, owed: 0, window }));
     return flow;
   }
 
@@ -418,8 +440,11 @@ export class AgentChannel implements SandboxAgentPort {
   }
 }
 
-/** The bytes base64 text stands for, without decoding it. */
-function decodedLength(base64: string): number {
-  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
-  return (base64.length / 4) * 3 - padding;
+/**
+ * Puts a message's bytes in its `data` as a Buffer (WithBytes): those after its JSON, or its
+ * base64 `data` (a protocol 1 agent). A message that has neither, or both, is out of protocol.
+ */
+function withBytes(message: { data?: unknown }, bytes: Buffer | undefined, what: string): void {
+  if ((bytes === undefined) === (message.data === undefined)) throw new Error(`${what} has ${bytes === undefined ? 'no bytes' : 'its bytes twice'}`);
+  message.data = bytes ?? Buffer.from(message.data as string, 'base64');
 }

@@ -81,7 +81,7 @@ export async function unpackHome(run: ArchiveRun, input: FileHandle): Promise<vo
       const buffer = Buffer.alloc(INPUT_CHUNK_BYTES);
       const { bytesRead } = await input.read(buffer, 0, buffer.length, null);
       if (bytesRead === 0) break;
-      const sent = run.agent.request({ op: 'input', pid: archiver.pid, data: buffer.subarray(0, bytesRead).toString('base64') });
+      const sent = run.agent.request({ op: 'input', pid: archiver.pid, data: buffer.subarray(0, bytesRead) });
       inFlight.add(sent);
       void sent.finally(() => inFlight.delete(sent)).catch(() => undefined);
       if (inFlight.size >= INPUTS_IN_FLIGHT) await Promise.race(inFlight);
@@ -123,7 +123,7 @@ async function startArchiver(run: ArchiveRun, mode: 'pack' | 'unpack', onStdout:
     // As root where the sandbox has one: it reads every file of the home, and puts each back with its owner.
     { op: 'start', cmd: cmd!, args, envs: {}, cwd: '/', stdin: mode === 'unpack', user: 'root' },
     {
-      output: (event) => (event.stream === 'stderr' ? stderr.add(Buffer.from(event.data, 'base64')) : onStdout(Buffer.from(event.data, 'base64'))),
+      output: (event) => (event.stream === 'stderr' ? stderr.add(event.data) : onStdout(event.data)),
       end: finish,
       lost: fail,
     },

@@ -27,12 +27,18 @@ export class PortClosedError extends Error {
 export class PortTunnel extends Duplex {
   private pid: number | null = null;
   private started: Promise<number> | null = null;
-  /** Resolves the output the reader could not take yet, once it reads again. */
-  private resumeReading: (() => void) | null = null;
+  /**
+   * Releases the output the reader could not take yet, once it reads again: each event pushed
+   * past the reader's buffer, as the agent may send several while one waits (one kept alone left
+   * the others held for ever, the agent uncredited, and the download stalled).
+   */
+  private readonly waitingForReader: Array<() => void> = [];
 
+  /** `windowBytes`: what the server may send before the reader took it (the agent's output window of the connection). */
   constructor(
     private readonly agent: SandboxAgentPort,
     private readonly port: number,
+    private readonly windowBytes?: number,
   ) {
     super({ allowHalfOpen: true });
   }
@@ -41,7 +47,7 @@ export class PortTunnel extends Duplex {
   open(): Promise<number> {
     this.started ??= this.agent
       .start(
-        { op: 'connect', port: this.port },
+        { op: 'connect', port: this.port, ...(this.windowBytes !== undefined && { output_window: this.windowBytes }) },
         {
           output: (event) => this.fromServer(event),
           end: () => this.push(null),
@@ -58,14 +64,12 @@ export class PortTunnel extends Duplex {
   }
 
   private fromServer(event: AgentOutputEvent): void | Promise<void> {
-    if (this.push(Buffer.from(event.data, 'base64'))) return;
-    return new Promise<void>((resolve) => (this.resumeReading = resolve));
+    if (this.push(event.data)) return;
+    return new Promise<void>((resolve) => this.waitingForReader.push(resolve));
   }
 
   override _read(): void {
-    const resume = this.resumeReading;
-    this.resumeReading = null;
-    resume?.();
+    for (const release of this.waitingForReader.splice(0)) release();
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
@@ -73,7 +77,7 @@ export class PortTunnel extends Duplex {
       .then(async (pid) => {
         // In pieces of at most INPUT_PIECE_BYTES: one input request's frame stays small on every channel (a microVM's guest's too).
         for (let at = 0; at < chunk.length; at += INPUT_PIECE_BYTES) {
-          await this.agent.request({ op: 'input', pid, data: chunk.subarray(at, at + INPUT_PIECE_BYTES).toString('base64') });
+          await this.agent.request({ op: 'input', pid, data: chunk.subarray(at, at + INPUT_PIECE_BYTES) });
         }
       })
       .then(
@@ -96,7 +100,7 @@ export class PortTunnel extends Duplex {
     const drop = (pid: number) => void this.agent.request({ op: 'signal', pid, signal: 9 }).catch(() => undefined);
     if (this.pid !== null) drop(this.pid);
     else this.started?.then(drop, () => undefined);
-    this.resumeReading?.();
+    for (const release of this.waitingForReader.splice(0)) release();
     callback(error);
   }
 }

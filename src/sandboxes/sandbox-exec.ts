@@ -41,7 +41,7 @@ export async function runToEnd(sandboxId: string, agent: SandboxAgentPort, reque
   let finish!: (event: AgentEndEvent) => void;
   const end = new Promise<AgentEndEvent>((resolve) => (finish = resolve));
   const listener = {
-    output: (event: AgentOutputEvent) => (event.stream === 'stderr' ? stderr : stdout).add(Buffer.from(event.data, 'base64')),
+    output: (event: AgentOutputEvent) => (event.stream === 'stderr' ? stderr : stdout).add(event.data),
     end: (event: AgentEndEvent) => finish((ended = event)),
   };
   let pid: number;
@@ -96,7 +96,7 @@ export async function runToEnd(sandboxId: string, agent: SandboxAgentPort, reque
 /** Writes all of stdin, then its end; a process that already ended (or never reads) is no failure. */
 async function feedStdin(agent: SandboxAgentPort, pid: number, stdin: string): Promise<void> {
   try {
-    if (stdin.length > 0) await agent.request({ op: 'input', pid, data: Buffer.from(stdin, 'utf8').toString('base64') });
+    if (stdin.length > 0) await agent.request({ op: 'input', pid, data: Buffer.from(stdin, 'utf8') });
     await agent.request({ op: 'close_stdin', pid });
   } catch (error) {
     if (!(error instanceof AgentOperationError)) throw error;

@@ -39,7 +39,7 @@ export async function readSandboxFile(agent: SandboxAgentPort, path: string, max
     const chunk = await fileCall(path, () =>
       agent.request({ op: 'read', path, offset: total, length: Math.min(CHUNK_BYTES, maxBytes + 1 - total), ...(beneath === undefined ? {} : { beneath }) }),
     );
-    const data = Buffer.from(chunk.data, 'base64');
+    const { data } = chunk;
     chunks.push(data);
     total += data.length;
     if (total > maxBytes) throw tooLarge(path, maxBytes);
@@ -66,9 +66,7 @@ export async function writeSandboxFile(
     const data = content.subarray(written, written + CHUNK_BYTES);
     ({
       entry: { path: entryPath },
-    } = await fileCall(path, () =>
-      agent.request({ op: 'write', path, data: data.toString('base64'), append: append || written > 0, ...(beneath === undefined ? {} : { beneath }) }),
-    ));
+    } = await fileCall(path, () => agent.request({ op: 'write', path, data, append: append || written > 0, ...(beneath === undefined ? {} : { beneath }) })));
     written += data.length;
   } while (written < content.length);
   return { path: entryPath, bytes: content.length };

@@ -1,6 +1,8 @@
 /**
  * The one framing used everywhere (guest runner, code tasks, microVM): a 4-byte big-endian
- * unsigned length, then that many bytes of UTF-8 JSON.
+ * unsigned length, then that many bytes of UTF-8 JSON. Where a protocol says so (a sandbox's
+ * agent, contract/sandbox-agent.ts), the JSON may be followed by a NUL byte and raw bytes, which
+ * JSON text never holds: a message's bytes without base64 or a JSON string of them.
  */
 export const FRAME_HEADER_BYTES = 4;
 export const DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024;
@@ -18,15 +20,24 @@ export class FrameError extends Error {
   }
 }
 
-export function encodeFrame(value: unknown, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): Buffer {
-  const payload = Buffer.from(JSON.stringify(value), 'utf8');
+/** Between a frame's JSON and the raw bytes after it. */
+const BYTES_SEPARATOR = 0;
+
+/** A frame of `value`'s JSON, and `bytes` after it past a NUL when given. */
+export function encodeFrame(value: unknown, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES, bytes?: Uint8Array): Buffer {
+  const json = Buffer.from(JSON.stringify(value), 'utf8');
+  const length = json.length + (bytes ? 1 + bytes.length : 0);
   const limit = Math.min(maxFrameBytes, MAX_UINT32);
-  if (payload.length > limit) {
-    throw new FrameError('frame.too_large', `frame of ${payload.length} bytes exceeds the maximum of ${limit} bytes`);
+  if (length > limit) {
+    throw new FrameError('frame.too_large', `frame of ${length} bytes exceeds the maximum of ${limit} bytes`);
   }
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payload.length);
-  frame.writeUInt32BE(payload.length, 0);
-  payload.copy(frame, FRAME_HEADER_BYTES);
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + length);
+  frame.writeUInt32BE(length, 0);
+  json.copy(frame, FRAME_HEADER_BYTES);
+  if (bytes) {
+    frame[FRAME_HEADER_BYTES + json.length] = BYTES_SEPARATOR;
+    frame.set(bytes, FRAME_HEADER_BYTES + json.length + 1);
+  }
   return frame;
 }
 
@@ -58,13 +69,17 @@ export class FrameDecoder {
   private buffered = 0;
   private expected: number | null = null;
 
-  constructor(private readonly maxFrameBytes = DEFAULT_MAX_FRAME_BYTES) {}
+  /** `withBytes`: a NUL in a frame ends its JSON, and what follows is the message's bytes (else it is bad JSON). */
+  constructor(
+    private readonly maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
+    private readonly withBytes = false,
+  ) {}
 
   /**
-   * Feeds bytes; each complete message goes to `onMessage` in order. A bad frame throws
-   * FrameError after the good frames before it were delivered.
+   * Feeds bytes; each complete message goes to `onMessage` in order, with the bytes after its
+   * JSON if it has any. A bad frame throws FrameError after the good frames before it were delivered.
    */
-  push(chunk: Buffer, onMessage: (message: unknown) => void): void {
+  push(chunk: Buffer, onMessage: (message: unknown, bytes?: Buffer) => void): void {
     this.chunks.push(chunk);
     this.buffered += chunk.length;
     for (;;) {
@@ -79,7 +94,9 @@ export class FrameDecoder {
       if (this.buffered < this.expected) return;
       const payload = this.take(this.expected);
       this.expected = null;
-      onMessage(decodePayload(payload));
+      const separator = this.withBytes ? payload.indexOf(BYTES_SEPARATOR) : -1;
+      if (separator < 0) onMessage(decodePayload(payload));
+      else onMessage(decodePayload(payload.subarray(0, separator)), payload.subarray(separator + 1));
     }
   }
 

@@ -39,7 +39,7 @@ export class FakeProcess {
   }
 
   write(stream: 'stdout' | 'stderr' | 'pty', data: string | Buffer): void {
-    const event = { event: 'output' as const, pid: this.pid, stream, data: Buffer.from(data).toString('base64') };
+    const event = { event: 'output' as const, pid: this.pid, stream, data: Buffer.from(data) };
     for (const listener of this.listeners) listener.output(event);
   }
 
@@ -130,7 +130,7 @@ export class FakeSandboxAgent implements SandboxAgentPort {
     switch (request.op) {
       case 'input': {
         const process = this.running(request.pid);
-        const data = Buffer.from(request.data, 'base64');
+        const data = Buffer.from(request.data);
         process.inputs.push(data);
         process.onInput?.(data);
         return {};
@@ -198,14 +198,14 @@ export class FakeSandboxAgent implements SandboxAgentPort {
         const node = this.nodes.get(path)!;
         if (node.type !== 'file') return fail('is_a_directory', `'${path}' is a directory`);
         const data = node.data.subarray(request.offset, request.offset + request.length);
-        return { data: data.toString('base64'), eof: request.offset + data.length >= node.data.length };
+        return { data, eof: request.offset + data.length >= node.data.length };
       }
       case 'write': {
         const path = this.resolve(request.path);
         const node = this.nodes.get(path);
         if (node?.type === 'directory') fail('is_a_directory', `'${path}' is a directory`);
         if (!request.append) this.makeParents(path);
-        const data = Buffer.from(request.data, 'base64');
+        const data = Buffer.from(request.data);
         const before = request.append && node?.type === 'file' ? node.data : Buffer.alloc(0);
         this.nodes.set(path, { type: 'file', data: Buffer.concat([before, data]), modified: Date.now() });
         this.changed(path, node ? 'write' : 'create');

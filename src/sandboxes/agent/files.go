@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/base64"
 	"sort"
 	"strings"
 	"syscall"
@@ -9,7 +8,7 @@ import (
 
 const (
 	// A `read` answers at most this much, whatever it asked: a reply stays well under the
-	// host's frame limit (16 MiB) once in base64.
+	// host's frame limit.
 	readChunk = 4 * 1024 * 1024
 	// A listing answers at most this many entries, and this many bytes of them: its reply is
 	// one frame, which must stay under the host's limit (64 MiB) whatever the tree.
@@ -465,7 +464,7 @@ func opRead(a *agent, r request) (members, error) {
 	// A short read ends any file; a regular file also ends at its size (files of /proc say
 	// size 0 and have content).
 	eof := int64(n) < size || (info.Mode&syscall.S_IFMT == syscall.S_IFREG && info.Size > 0 && offset.value+int64(n) >= info.Size)
-	return members{{"data", base64.StdEncoding.EncodeToString(data)}, {"eof", eof}}, nil
+	return members{{"data", rawBytes(data)}, {"eof", eof}}, nil
 }
 
 func opWrite(a *agent, r request) (members, error) {

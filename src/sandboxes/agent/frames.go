@@ -1,13 +1,16 @@
 package main
 
 import (
-	"encoding/base64"
 	"strconv"
 	"syscall"
 )
 
 // Frames are a 4-byte big-endian length and that much UTF-8 JSON (src/wire/frame-codec.ts):
-// requests on the agent's input, replies and events on its output.
+// requests on the agent's input, replies and events on its output. A message with bytes (a
+// file's chunk, a process's input or output) has them raw after its JSON, past a NUL.
+
+// rawBytes is a reply member sent as the bytes after the JSON instead of in it (its key unused).
+type rawBytes []byte
 
 // A request frame longer than this is skipped unread: no request of the contract comes near it.
 const maxRequest = 64 * 1024 * 1024
@@ -19,8 +22,20 @@ type hostGone struct{}
 type fatal struct{ err error }
 
 func (a *agent) send(message members) {
-	e := encoder{out: make([]byte, 4, 256)}
-	e.value(message)
+	fields := make(members, 0, len(message))
+	var raw rawBytes
+	for _, member := range message {
+		if bytes, ok := member.value.(rawBytes); ok {
+			raw = bytes
+		} else {
+			fields = append(fields, member)
+		}
+	}
+	e := encoder{out: make([]byte, 4, 256+len(raw))}
+	e.value(fields)
+	if raw != nil {
+		e.out = append(append(e.out, 0), raw...)
+	}
 	a.sendFrame(e.out)
 }
 
@@ -38,16 +53,13 @@ func (a *agent) sendFrame(buffer []byte) {
 
 // outputFrame is an output event written out directly: output is most of what the agent sends.
 func outputFrame(pid int, stream string, data []byte) []byte {
-	buffer := make([]byte, 4, 64+len(stream)+base64.StdEncoding.EncodedLen(len(data)))
+	buffer := make([]byte, 4, 64+len(stream)+len(data))
 	buffer = append(buffer, `{"event":"output","pid":`...)
 	buffer = strconv.AppendInt(buffer, int64(pid), 10)
 	buffer = append(buffer, `,"stream":"`...)
 	buffer = append(buffer, stream...)
-	buffer = append(buffer, `","data":"`...)
-	at := len(buffer)
-	buffer = buffer[:at+base64.StdEncoding.EncodedLen(len(data))]
-	base64.StdEncoding.Encode(buffer[at:], data)
-	return append(buffer, `"}`...)
+	buffer = append(buffer, `"}`...)
+	return append(append(buffer, 0), data...)
 }
 
 // readRequests takes what the host wrote and handles every whole frame in it.

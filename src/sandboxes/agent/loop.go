@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +12,8 @@ import (
 	"unicode/utf8"
 )
 
-const version = "1"
+// version is the protocol: 2 has bytes raw after a message's JSON (contract/sandbox-agent.ts).
+const version = "2"
 
 type operation func(a *agent, r request) (members, error)
 
@@ -175,6 +177,13 @@ func (a *agent) serve() {
 }
 
 func (a *agent) handle(payload []byte) {
+	// A NUL ends the JSON (JSON text holds none): what follows is the request's bytes, copied,
+	// as an input held back keeps them past this frame's buffer.
+	var raw []byte
+	if at := bytes.IndexByte(payload, 0); at >= 0 {
+		raw = append(make([]byte, 0, len(payload)-at-1), payload[at+1:]...)
+		payload = payload[:at]
+	}
 	if !utf8.Valid(payload) {
 		return
 	}
@@ -190,7 +199,7 @@ func (a *agent) handle(payload []byte) {
 	if !ok || id.value < 1 {
 		return
 	}
-	reply := a.perform(request{message})
+	reply := a.perform(request{message, raw})
 	if reply == nil {
 		return // answered later, by the operation itself (opInput)
 	}

@@ -347,10 +347,10 @@ func opStart(a *agent, r request) (members, error) {
 	}
 	var rows, cols number
 	if size != nil {
-		if rows, err = (request{size}).count("rows", 1, 0xFFFF); err != nil {
+		if rows, err = (request{object: size}).count("rows", 1, 0xFFFF); err != nil {
 			return nil, err
 		}
-		if cols, err = (request{size}).count("cols", 1, 0xFFFF); err != nil {
+		if cols, err = (request{object: size}).count("cols", 1, 0xFFFF); err != nil {
 			return nil, err
 		}
 	}

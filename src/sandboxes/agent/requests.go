@@ -3,7 +3,12 @@ package main
 // A request's fields, checked by name (each refusal names the field, and the count where one
 // is bounded): the type of each, then its range.
 
-type request struct{ *object }
+// bytes are what followed the request's JSON past a NUL (a file's chunk, a process's input),
+// nil when nothing did.
+type request struct {
+	*object
+	bytes []byte
+}
 
 // lookup is python's request.get(name): an absent field and a null one are alike.
 func (r request) lookup(name string) any {
@@ -21,13 +26,12 @@ func (r request) text(name string) (string, error) {
 	return value, nil
 }
 
-// data is the request's bytes, sent base64 in its "data" field (a file's, a process's input).
+// data is the request's bytes, sent raw after its JSON (a file's, a process's input).
 func (r request) data() ([]byte, error) {
-	text, err := r.text("data")
-	if err != nil {
-		return nil, err
+	if r.bytes == nil {
+		return nil, invalid("data: expected bytes after the request")
 	}
-	return decodeBase64(text)
+	return r.bytes, nil
 }
 
 // optionalText is a string field that may be absent (or null): ok says whether it is there.
@@ -83,69 +87,3 @@ func (r request) count(name string, minimum, maximum int64) (number, error) {
 	}
 	return value, nil
 }
-
-// decodeBase64 is python's binascii.a2b_base64 in strict mode: the alphabet only, no
-// whitespace, padding only at the end and only where it belongs. The bits a last character
-// carries past the data are dropped, not checked.
-func decodeBase64(text string) ([]byte, error) {
-	bad := invalid("data: not base64")
-	if len(text) > 0 && text[0] == '=' {
-		return nil, bad
-	}
-	out := make([]byte, 0, len(text)/4*3+3)
-	quad, pads := 0, 0
-	var left byte
-	padding := false
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if c == '=' {
-			padding = true
-			if quad == 0 {
-				return nil, bad
-			}
-			if quad >= 2 {
-				pads++
-				if quad+pads >= 4 {
-					if i+1 < len(text) {
-						return nil, bad
-					}
-					return out, nil
-				}
-			}
-			continue
-		}
-		value := base64Value[c]
-		if value >= 64 || padding {
-			return nil, bad
-		}
-		pads = 0
-		switch quad {
-		case 0:
-			left = value
-		case 1:
-			out = append(out, left<<2|value>>4)
-			left = value & 0x0f
-		case 2:
-			out = append(out, left<<4|value>>2)
-			left = value & 0x03
-		case 3:
-			out = append(out, left<<6|value)
-		}
-		quad = (quad + 1) % 4
-	}
-	if quad != 0 {
-		return nil, bad
-	}
-	return out, nil
-}
-
-var base64Value = func() (table [256]byte) {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-	for i := range table {
-		table[i] = 255
-	}
-	for i := 0; i < len(alphabet); i++ {
-		table[alphabet[i]] = byte(i)
-	}
-	return table
-}()

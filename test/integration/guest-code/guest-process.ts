@@ -2,6 +2,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { Readable } from 'node:stream';
 import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
 
+/** Where a frame read with `withBytes` keeps the bytes after its JSON (a key no schema or JSON sees). */
+export const FRAME_BYTES = Symbol('frame bytes');
+
+/** The bytes after a frame's JSON, or none. */
+export function bytesOf(frame: unknown): Buffer | undefined {
+  return (frame as { [FRAME_BYTES]?: Buffer })[FRAME_BYTES];
+}
+
 /**
  * A program that runs inside sandboxes (src/**\/*.py, *.cjs), run here straight on the host,
  * with its frames read from one of its pipes as the host reads them: through the wire's own
@@ -12,8 +20,8 @@ export interface GuestProcess {
   next(): Promise<unknown>;
   /** Every frame to the end of the stream. */
   rest(): Promise<unknown[]>;
-  /** One request, framed as the host frames it, on the program's stdin. */
-  send(message: unknown): void;
+  /** One request, framed as the host frames it, on the program's stdin; `bytes` after its JSON. */
+  send(message: unknown, bytes?: Uint8Array): void;
   /** Raw bytes on its stdin. */
   write(bytes: Buffer): void;
   endInput(): void;
@@ -34,7 +42,7 @@ export function stopGuests(): void {
  * Starts `argv` with its frames, if it sends any, on fd `frameFd`: 1 (stdout) or 3 (a fourth
  * pipe, as a task's result pipe is). Stdout that is not the frame pipe is kept for `stdout()`.
  */
-export function startGuest(argv: readonly string[], options: { frameFd?: 1 | 3; maxFrameBytes?: number; env?: NodeJS.ProcessEnv } = {}): GuestProcess {
+export function startGuest(argv: readonly string[], options: { frameFd?: 1 | 3; maxFrameBytes?: number; env?: NodeJS.ProcessEnv; withBytes?: boolean } = {}): GuestProcess {
   const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe', 'pipe'], env: options.env ?? process.env });
   running.add(child);
   let closed = false;
@@ -56,11 +64,15 @@ export function startGuest(argv: readonly string[], options: { frameFd?: 1 | 3; 
     closed = true;
     wake();
   });
-  const decoder = new FrameDecoder(options.maxFrameBytes);
+  const decoder = new FrameDecoder(options.maxFrameBytes, options.withBytes);
   framePipe.on('data', (chunk: Buffer) => {
     if (failure) return;
     try {
-      decoder.push(chunk, (message) => frames.push(message));
+      decoder.push(chunk, (message, bytes) => {
+        // Not enumerable: a frame compares, and prints, as its JSON.
+        if (bytes && message !== null && typeof message === 'object') Object.defineProperty(message, FRAME_BYTES, { value: bytes });
+        frames.push(message);
+      });
     } catch (error) {
       failure = error as Error;
     }
@@ -89,7 +101,7 @@ export function startGuest(argv: readonly string[], options: { frameFd?: 1 | 3; 
       if (failure) throw failure;
       return frames.splice(0);
     },
-    send: (message) => child.stdin!.write(encodeFrame(message)),
+    send: (message, bytes) => child.stdin!.write(encodeFrame(message, undefined, bytes)),
     write: (bytes) => child.stdin!.write(bytes),
     endInput: () => child.stdin!.end(),
     exited,

@@ -21,7 +21,7 @@ import {
 import { sandboxAgentArgv } from '../../../src/sandboxes/agent-program.js';
 import { encodeFrame } from '../../../src/wire/frame-codec.js';
 import { waitUntil } from '../../helpers/wait.js';
-import { startGuest, stopGuests, type GuestProcess } from './guest-process.js';
+import { bytesOf, startGuest, stopGuests, type GuestProcess } from './guest-process.js';
 
 /**
  * The sandbox agent (src/sandboxes/agent/, Go; dist/sandboxes/sandbox-agent, built by `npm run
@@ -75,7 +75,7 @@ class AgentClient {
         assert.ok(Value.Check(AgentEventSchema, frame), `not an event of the contract: ${JSON.stringify(frame)}`);
         this.events.push(frame as AgentEvent);
         const event = frame as AgentEvent;
-        if (event.event === 'output' && this.credits) this.guest.send({ id: (this.ids += 1), op: 'credit', pid: event.pid, bytes: Buffer.from(event.data, 'base64').length });
+        if (event.event === 'output' && this.credits) this.guest.send({ id: (this.ids += 1), op: 'credit', pid: event.pid, bytes: bytesOf(event)!.length });
       }
     }
   }
@@ -94,10 +94,11 @@ class AgentClient {
     return (reply as unknown as { pid: number }).pid;
   }
 
-  /** One request sent, its reply not awaited: its id. */
+  /** One request sent, its reply not awaited: its id. Its `data`, if any, goes raw after its JSON. */
   send(request: AgentRequest | Record<string, unknown>): number {
     const id = (this.ids += 1);
-    this.guest.send({ id, ...request });
+    const { data, ...fields } = request as { data?: unknown };
+    this.guest.send({ id, ...fields }, data === undefined ? undefined : Buffer.from(data as string | Uint8Array));
     return id;
   }
 
@@ -146,7 +147,7 @@ class AgentClient {
     const output = { stdout: '', stderr: '', pty: '' };
     for (const frame of this.frames.slice(0, this.frames.indexOf(end))) {
       const event = frame as AgentEvent;
-      if (event.event === 'output' && event.pid === pid) output[event.stream] += Buffer.from(event.data, 'base64').toString('utf8');
+      if (event.event === 'output' && event.pid === pid) output[event.stream] += bytesOf(event)!.toString('utf8');
     }
     return { ...output, end };
   }
@@ -155,7 +156,7 @@ class AgentClient {
   outputSoFar(pid: number): string {
     return this.frames
       .filter((frame): frame is AgentEvent & { event: 'output' } => (frame as AgentEvent).event === 'output' && (frame as { pid: number }).pid === pid)
-      .map((event) => Buffer.from(event.data, 'base64').toString('utf8'))
+      .map((event) => bytesOf(event)!.toString('utf8'))
       .join('');
   }
 
@@ -168,7 +169,7 @@ class AgentClient {
 async function startAgent(argv: string[], home: string, credits = true): Promise<AgentClient> {
   const env: NodeJS.ProcessEnv = { ...process.env, HOME: home };
   delete env.TERM;
-  const guest = startGuest(argv, { frameFd: 1, env });
+  const guest = startGuest(argv, { frameFd: 1, env, withBytes: true });
   const ready = await guest.next();
   assert.ok(Value.Check(AgentReadySchema, ready), JSON.stringify(ready));
   const agent = new AgentClient(guest, credits);
@@ -192,7 +193,7 @@ function sessionOf(pid: number): number {
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[3]);
 }
 
-const base64 = (data: string | Buffer) => Buffer.from(data).toString('base64');
+const bytes = (data: string | Buffer) => Buffer.from(data);
 /** A shell that starts a python which makes its own session, prints its pid, and sleeps. */
 const TREE_WITH_OWN_SESSION = ['-c', `/usr/bin/python3 -c 'import os, time; os.setsid(); print(os.getpid(), flush=True); time.sleep(1000)' & wait`];
 
@@ -237,7 +238,7 @@ describe(`sandbox agent: processes`, () => {
     assert.equal(stdout.slice(0, 1048576), 'y\n'.repeat(524288));
     assert.match(sleeper, /^\d+\n$/);
     const events = agent.frames.filter((frame) => (frame as AgentEvent).event === 'output' && (frame as { pid: number }).pid === pid);
-    assert.ok(events.every((event) => Buffer.from((event as { data: string }).data, 'base64').length <= 65536));
+    assert.ok(events.every((event) => bytesOf(event)!.length <= 65536));
     assert.ok(!isGone(Number(sleeper)), 'the grandchild still holds the pipe');
     process.kill(Number(sleeper), 'SIGKILL');
   });
@@ -255,10 +256,10 @@ describe(`sandbox agent: processes`, () => {
 
   it('feeds stdin, then closes it; without stdin a process reads end of file at once', async () => {
     const pid = await agent.start({ cmd: 'cat', args: [], envs: {}, stdin: true });
-    const fed = await agent.request({ op: 'input', pid, data: base64('hello\n') });
+    const fed = await agent.request({ op: 'input', pid, data: bytes('hello\n') });
     assert.deepEqual(fed, { id: fed.id });
     await agent.waitForOutput(pid, /hello\n/);
-    await agent.request({ op: 'input', pid, data: base64('again') });
+    await agent.request({ op: 'input', pid, data: bytes('again') });
     assert.equal((await agent.request({ op: 'close_stdin', pid })).error, undefined);
     const { stdout, end } = await agent.finish(pid);
     assert.equal(stdout, 'hello\nagain');
@@ -266,7 +267,7 @@ describe(`sandbox agent: processes`, () => {
 
     const closed = await agent.start({ cmd: 'cat', args: [], envs: {}, stdin: false });
     assert.deepEqual((await agent.finish(closed)).stdout, '');
-    const noInput = await agent.request({ op: 'input', pid: closed, data: base64('late') });
+    const noInput = await agent.request({ op: 'input', pid: closed, data: bytes('late') });
     assert.equal(noInput.error?.code, 'no_such_process');
   });
 
@@ -275,7 +276,7 @@ describe(`sandbox agent: processes`, () => {
     const pid = await agent.start({ cmd: 'cat', args: [], envs: {}, stdin: true });
     assert.equal((await agent.request({ op: 'resize', pid, cols: 80, rows: 24 })).error?.code, 'invalid', 'no terminal to resize');
     for (let offset = 0; offset < input.length; offset += 1 << 20) {
-      assert.equal((await agent.request({ op: 'input', pid, data: base64(input.slice(offset, offset + (1 << 20))) })).error, undefined);
+      assert.equal((await agent.request({ op: 'input', pid, data: bytes(input.slice(offset, offset + (1 << 20))) })).error, undefined);
     }
     await agent.request({ op: 'close_stdin', pid });
     const { stdout, end } = await agent.finish(pid);
@@ -287,7 +288,7 @@ describe(`sandbox agent: processes`, () => {
   it("holds its answer to an input while the process leaves more than a window of it unread: the host's next write waits, the agent holds no more", async () => {
     const go = join(HOME, 'go-read');
     const pid = await agent.start({ cmd: '/bin/sh', args: ['-c', `while [ ! -e ${go} ]; do sleep 0.02; done; exec wc -c`], envs: {}, stdin: true });
-    const held = agent.send({ op: 'input', pid, data: base64(Buffer.alloc(2 << 20, 1)) });
+    const held = agent.send({ op: 'input', pid, data: bytes(Buffer.alloc(2 << 20, 1)) });
     // Requests are answered in order: a ping answered after it says the input is held back.
     assert.equal((await agent.request({ op: 'ping' })).error, undefined);
     assert.equal(agent.answered(held), false, 'an input is not answered while its process reads none of it');
@@ -310,7 +311,7 @@ describe(`sandbox agent: processes`, () => {
     });
     await agent.waitForOutput(pid, /30 100\r\n/);
     assert.equal((await agent.request({ op: 'resize', pid, cols: 120, rows: 40 })).error, undefined);
-    await agent.request({ op: 'input', pid, data: base64('hello\n') });
+    await agent.request({ op: 'input', pid, data: bytes('hello\n') });
     const { pty, stdout, stderr, end } = await agent.finish(pid);
     assert.equal(stdout + stderr, '');
     assert.match(pty, /^\/dev\/pts\/\d+\r\nterm:xterm-256color\r\n30 100\r\n/);
@@ -334,7 +335,7 @@ describe(`sandbox agent: processes`, () => {
     try {
       const pid = await agent.connectTo(port);
       assert.ok(pid > 1 << 22, 'its id is no pid of the kernel');
-      assert.equal((await agent.request({ op: 'input', pid, data: base64('hello') })).error, undefined);
+      assert.equal((await agent.request({ op: 'input', pid, data: bytes('hello') })).error, undefined);
       await agent.waitForOutput(pid, /echo:hello/);
       const { processes } = (await agent.request({ op: 'list' })) as { processes: Array<{ pid: number }> };
       assert.ok(!processes.some((process) => process.pid === pid), 'a connection is not one of the processes');
@@ -424,7 +425,7 @@ describe(`sandbox agent: processes`, () => {
     agent.guest.write(encodeFrame({ id: 9001, op: 'launch' }));
     agent.guest.write(encodeFrame({ id: 9002, op: 'stat' }));
     agent.guest.write(encodeFrame({ id: 9003, op: 'start', cmd: 5, args: [], envs: {}, stdin: false }));
-    agent.guest.write(encodeFrame({ id: 9004, op: 'input', pid: 1, data: 'not base64!' }));
+    agent.guest.write(encodeFrame({ id: 9004, op: 'input', pid: 1 }));
     agent.guest.write(encodeFrame({ id: 9005, op: 'read', path: 'x', offset: -1, length: 1 }));
     for (const id of [9001, 9002, 9003, 9005]) assert.equal((await agent.reply(id)).error?.code, 'invalid', `request ${id}`);
     // No process 1 of the agent's: that is looked at before the data.
@@ -450,9 +451,9 @@ describe(`sandbox agent: files`, () => {
   const code = async (request: AgentRequest | Record<string, unknown>) => (await agent.request(request)).error?.code;
 
   it('writes (creating parents), appends, stats and reads back, relative to $HOME', async () => {
-    const written = await entry({ op: 'write', path: 'files/notes/a.txt', data: base64('hello'), append: false });
+    const written = await entry({ op: 'write', path: 'files/notes/a.txt', data: bytes('hello'), append: false });
     const path = join(files, 'notes', 'a.txt');
-    await entry({ op: 'write', path, data: base64(', world'), append: true });
+    await entry({ op: 'write', path, data: bytes(', world'), append: true });
     assert.equal(readFileSync(path, 'utf8'), 'hello, world');
     const stat = await entry({ op: 'stat', path: 'files/notes/a.txt' });
     const real = lstatSync(path);
@@ -470,9 +471,9 @@ describe(`sandbox agent: files`, () => {
     assert.ok(Math.abs(stat.modified_ms - real.mtimeMs) < 1);
     assert.equal(written.size, 5);
     const read = await agent.request({ op: 'read', path, offset: 7, length: 100 });
-    assert.deepEqual(read, { id: read.id, data: base64('world'), eof: true });
+    assert.deepEqual([read, bytesOf(read)], [{ id: read.id, eof: true }, bytes('world')]);
     const middle = await agent.request({ op: 'read', path, offset: 0, length: 5 });
-    assert.deepEqual(middle, { id: middle.id, data: base64('hello'), eof: false });
+    assert.deepEqual([middle, bytesOf(middle)], [{ id: middle.id, eof: false }, bytes('hello')]);
   });
 
   it('maps errors to the contract codes', async () => {
@@ -481,8 +482,9 @@ describe(`sandbox agent: files`, () => {
     assert.equal(await code({ op: 'stat', path: join(files, 'absent') }), 'not_found');
     assert.equal(await code({ op: 'read', path: join(files, 'absent'), offset: 0, length: 1 }), 'not_found');
     assert.equal(await code({ op: 'read', path: files, offset: 0, length: 1 }), 'is_a_directory');
-    assert.equal(await code({ op: 'write', path: join(files, 'plain', 'below'), data: '', append: false }), 'not_a_directory');
-    assert.equal(await code({ op: 'write', path: join(files, 'x'), data: 'not base64!', append: false }), 'invalid');
+    assert.equal(await code({ op: 'write', path: join(files, 'plain', 'below'), data: Buffer.alloc(0), append: false }), 'not_a_directory');
+    // Its bytes missing after the JSON.
+    assert.equal(await code({ op: 'write', path: join(files, 'x'), append: false }), 'invalid');
     assert.equal(await code({ op: 'mkdir', path: join(files, 'plain') }), 'exists');
     assert.equal(await code({ op: 'mkdir', path: join(files, 'plain', 'below') }), 'not_a_directory');
     assert.equal(await code({ op: 'move', source: join(files, 'absent'), destination: join(files, 'b') }), 'not_found');
@@ -494,8 +496,8 @@ describe(`sandbox agent: files`, () => {
     // A FIFO would hold the agent until something opened its other end: only regular files are read and written.
     execFileSync('mkfifo', [join(files, 'fifo')]);
     assert.equal(await code({ op: 'read', path: join(files, 'fifo'), offset: 0, length: 1 }), 'not_regular');
-    assert.equal(await code({ op: 'write', path: join(files, 'fifo'), data: '', append: false }), 'not_regular');
-    assert.equal(await code({ op: 'write', path: files, data: '', append: false }), 'is_a_directory');
+    assert.equal(await code({ op: 'write', path: join(files, 'fifo'), data: Buffer.alloc(0), append: false }), 'not_regular');
+    assert.equal(await code({ op: 'write', path: files, data: Buffer.alloc(0), append: false }), 'is_a_directory');
     assert.equal(await code({ op: 'read', path: '/dev/zero', offset: 0, length: 1 }), 'not_regular');
     // What the request names wrong is the caller's to fix, never the agent's failure.
     const tooLong = join(files, 'é'.repeat(256));
@@ -503,7 +505,7 @@ describe(`sandbox agent: files`, () => {
       { op: 'mkdir', path: tooLong },
       { op: 'stat', path: tooLong },
       { op: 'read', path: tooLong, offset: 0, length: 1 },
-      { op: 'write', path: join(tooLong, 'below'), data: '', append: false },
+      { op: 'write', path: join(tooLong, 'below'), data: Buffer.alloc(0), append: false },
     ] as const) {
       assert.equal(await code(request), 'invalid', `${request.op} of a 512-byte name`);
     }
@@ -550,17 +552,17 @@ describe(`sandbox agent: files`, () => {
 
   it("keeps a file's metadata as user.e2b.* extended attributes: a write sets them all, one without clears them, an append keeps them", async () => {
     const path = join(files, 'tagged.txt');
-    const tagged = await entry({ op: 'write', path, data: base64('a'), append: false, metadata: { author: 'mish', purpose: 'upload' } });
+    const tagged = await entry({ op: 'write', path, data: bytes('a'), append: false, metadata: { author: 'mish', purpose: 'upload' } });
     assert.deepEqual(tagged.metadata, { author: 'mish', purpose: 'upload' });
-    await entry({ op: 'write', path, data: base64('b'), append: true });
+    await entry({ op: 'write', path, data: bytes('b'), append: true });
     // Set beside the agent, as a process in the sandbox would: it shows too.
     execFileSync('/usr/bin/python3', ['-c', 'import os, sys; os.setxattr(sys.argv[1], "user.e2b.extra", b"x")', path]);
     assert.deepEqual((await entry({ op: 'stat', path })).metadata, { author: 'mish', purpose: 'upload', extra: 'x' });
     const renamed = await entry({ op: 'move', source: path, destination: join(files, 'renamed-tagged.txt') });
     assert.deepEqual(renamed.metadata, { author: 'mish', purpose: 'upload', extra: 'x' });
-    const cleared = await entry({ op: 'write', path: join(files, 'renamed-tagged.txt'), data: base64('c'), append: false });
+    const cleared = await entry({ op: 'write', path: join(files, 'renamed-tagged.txt'), data: bytes('c'), append: false });
     assert.equal(cleared.metadata, undefined);
-    assert.equal(await code({ op: 'write', path, data: '', append: false, metadata: { 'bad\nkey': 'v' } }), 'invalid');
+    assert.equal(await code({ op: 'write', path, data: Buffer.alloc(0), append: false, metadata: { 'bad\nkey': 'v' } }), 'invalid');
   });
 
   it("says where a link leads as an absolute path, as envd does: its chain's end, or its own target when that is gone", async () => {
@@ -609,12 +611,12 @@ describe(`sandbox agent: files`, () => {
     const chunk = 1 << 20;
     const path = 'files/big.bin';
     for (let offset = 0; offset < content.length; offset += chunk) {
-      await entry({ op: 'write', path, data: base64(content.subarray(offset, offset + chunk)), append: offset > 0 });
+      await entry({ op: 'write', path, data: bytes(content.subarray(offset, offset + chunk)), append: offset > 0 });
     }
     const parts: Buffer[] = [];
     for (let offset = 0, eof = false; !eof;) {
-      const reply = (await agent.request({ op: 'read', path, offset, length: chunk })) as { data: string; eof: boolean };
-      const part = Buffer.from(reply.data, 'base64');
+      const reply = (await agent.request({ op: 'read', path, offset, length: chunk })) as { eof: boolean };
+      const part = bytesOf(reply)!;
       parts.push(part);
       offset += part.length;
       eof = reply.eof;
@@ -681,7 +683,7 @@ describe(`sandbox agent: watches`, () => {
     mkdirSync(root);
     const { watch } = (await agent.request({ op: 'watch', path: root, recursive: true })) as { watch: number };
     // One write makes the parents and the file before the agent reads the directory's event.
-    assert.equal((await agent.request({ op: 'write', path: join(root, 'a', 'b', 'file.txt'), data: base64(Buffer.from('x')), append: false })).error, undefined);
+    assert.equal((await agent.request({ op: 'write', path: join(root, 'a', 'b', 'file.txt'), data: bytes(Buffer.from('x')), append: false })).error, undefined);
     const seen = new Set<string>();
     for (const expected of ['create a', 'create a/b', 'create a/b/file.txt']) {
       while (!seen.has(expected)) seen.add(await nextChange(watch));

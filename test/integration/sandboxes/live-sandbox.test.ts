@@ -15,7 +15,7 @@ import { waitUntil } from '../../helpers/wait.js';
 async function run(agent: SandboxAgentPort, cmd: string, args: string[], envs: Record<string, string> = {}): Promise<{ stdout: string; stderr: string; end: AgentEndEvent }> {
   const out: Record<string, Buffer[]> = { stdout: [], stderr: [], pty: [] };
   const end = await new Promise<AgentEndEvent>((resolve, reject) => {
-    agent.start({ op: 'start', cmd, args, envs, stdin: false }, { output: (event) => void out[event.stream]!.push(Buffer.from(event.data, 'base64')), end: resolve }).catch(reject);
+    agent.start({ op: 'start', cmd, args, envs, stdin: false }, { output: (event) => void out[event.stream]!.push(event.data), end: resolve }).catch(reject);
   });
   return { stdout: Buffer.concat(out.stdout!).toString(), stderr: Buffer.concat(out.stderr!).toString(), end };
 }
@@ -42,7 +42,7 @@ describe('long-lived sandboxes', async () => {
     assert.equal(who.stdout, 'hello /home/user /home/user\n');
     assert.equal(who.stderr, 'err\n');
     assert.equal(who.end.exit_code, 3);
-    await access.agent.request({ op: 'write', path: 'notes/a.txt', data: Buffer.from('kept').toString('base64'), append: false });
+    await access.agent.request({ op: 'write', path: 'notes/a.txt', data: Buffer.from('kept'), append: false });
     const cat = await run(access.agent, '/bin/cat', ['/home/user/notes/a.txt']);
     assert.equal(cat.stdout, 'kept');
     const listed = await access.agent.request({ op: 'list_dir', path: '/home/user', depth: 2 });

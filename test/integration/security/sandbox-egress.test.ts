@@ -65,14 +65,14 @@ async function fetchFrom(agent: SandboxAgentPort, fetches: Array<[string, string
     ['/home/user/client.py', CLIENT],
     ['/home/user/test-upstream-ca.txt', upstream.caPem],
   ] as const) {
-    await agent.request({ op: 'write', path, data: Buffer.from(text).toString('base64'), append: false });
+    await agent.request({ op: 'write', path, data: Buffer.from(text), append: false });
   }
   const out: Record<string, Buffer[]> = { stdout: [], stderr: [], pty: [] };
   const end = await new Promise<AgentEndEvent>((resolve, reject) => {
     agent
       .start(
         { op: 'start', cmd: 'python3', args: ['client.py', JSON.stringify(fetches), JSON.stringify(direct)], envs: {}, stdin: false },
-        { output: (event) => void out[event.stream]!.push(Buffer.from(event.data, 'base64')), end: resolve },
+        { output: (event) => void out[event.stream]!.push(event.data), end: resolve },
       )
       .catch(reject);
   });

@@ -100,7 +100,7 @@ describe('envd /files and /health', () => {
   });
 
   it("checks a secure sandbox's access token or a signed URL, expiry included", async () => {
-    await secure.agent.request({ op: 'write', path: 'secret.txt', data: Buffer.from('s3').toString('base64'), append: false });
+    await secure.agent.request({ op: 'write', path: 'secret.txt', data: Buffer.from('s3'), append: false });
     assert.equal((await call('/files?path=secret.txt', { sandbox: 'secure' })).status, 401);
     assert.equal((await call('/files?path=secret.txt', { sandbox: 'secure', headers: { 'X-Access-Token': 'wrong' } })).status, 401);
     assert.equal((await call('/files?path=secret.txt', { sandbox: 'secure', headers: { 'X-Access-Token': 'secret-token' } })).status, 200);
@@ -153,7 +153,7 @@ describe('envd /files and /health', () => {
   });
 
   it('finds the sandbox of a signed URL that names none (made against E2B_SANDBOX_URL) by the token that signed it', async () => {
-    await secure.agent.request({ op: 'write', path: 'found.txt', data: Buffer.from('f').toString('base64'), append: false });
+    await secure.agent.request({ op: 'write', path: 'found.txt', data: Buffer.from('f'), append: false });
     const future = Math.floor(Date.now() / 1000) + 60;
     const signature = sign('found.txt', 'read', '', 'secret-token', future);
     const found = await fetch(`${envd.url}/files?path=found.txt&signature=${encodeURIComponent(signature)}&signature_expiration=${future}`);

@@ -28,7 +28,7 @@ describe('envd filesystem.Filesystem', () => {
 
   it('stats, moves and removes, with not_found for what is not there', async () => {
     const fs = envd.client(Filesystem, 'sbx1');
-    await target.agent.request({ op: 'write', path: 'notes.txt', data: Buffer.from('hello').toString('base64'), append: false });
+    await target.agent.request({ op: 'write', path: 'notes.txt', data: Buffer.from('hello'), append: false });
     const { entry } = await fs.stat({ path: '/home/user/notes.txt' });
     assert.equal(entry?.name, 'notes.txt');
     assert.equal(entry?.type, FileType.FILE);
@@ -50,7 +50,7 @@ describe('envd filesystem.Filesystem', () => {
   it('lists a directory to the depth asked (its children when none), a file as invalid_argument', async () => {
     const fs = envd.client(Filesystem, 'sbx1');
     await fs.makeDir({ path: 'tree/a/b' });
-    await target.agent.request({ op: 'write', path: 'tree/a/b/deep.txt', data: '', append: false });
+    await target.agent.request({ op: 'write', path: 'tree/a/b/deep.txt', data: Buffer.alloc(0), append: false });
     const names = async (depth: number) => (await fs.listDir({ path: 'tree', depth })).entries.map((entry) => entry.path.replace('/home/user/tree/', ''));
     assert.deepEqual(await names(0), ['a']);
     assert.deepEqual(await names(2), ['a', 'a/b']);
@@ -65,7 +65,7 @@ describe('envd filesystem.Filesystem', () => {
     const abort = new AbortController();
     const stream = fs.watchDir({ path: 'watched', recursive: true, includeEntry: true }, { signal: abort.signal })[Symbol.asyncIterator]();
     assert.equal((await stream.next()).value!.event.case, 'start');
-    await target.agent.request({ op: 'write', path: 'watched/new.txt', data: Buffer.from('x').toString('base64'), append: false });
+    await target.agent.request({ op: 'write', path: 'watched/new.txt', data: Buffer.from('x'), append: false });
     await target.agent.request({ op: 'remove', path: 'watched/new.txt' });
     const created = (await stream.next()).value!.event;
     const removed = (await stream.next()).value!.event;
@@ -84,8 +84,8 @@ describe('envd filesystem.Filesystem', () => {
     const fs = envd.client(Filesystem, 'sbx1');
     await fs.makeDir({ path: 'polled' });
     const { watcherId } = await fs.createWatcher({ path: 'polled', recursive: false });
-    await target.agent.request({ op: 'write', path: 'polled/a', data: '', append: false });
-    await target.agent.request({ op: 'write', path: 'polled/a', data: '', append: true });
+    await target.agent.request({ op: 'write', path: 'polled/a', data: Buffer.alloc(0), append: false });
+    await target.agent.request({ op: 'write', path: 'polled/a', data: Buffer.alloc(0), append: true });
     const { events } = await fs.getWatcherEvents({ watcherId });
     assert.deepEqual(
       events.map((event) => [event.name, event.type]),

@@ -25,7 +25,7 @@ describe('sandbox agent channel', () => {
   it('refuses requests (busy) while an agent that stopped reading holds 64 MiB unread, instead of growing the worker', async () => {
     // Nothing reads the channel's stdin: an agent the code in its sandbox stopped with SIGSTOP.
     const channel = new AgentChannel();
-    const data = Buffer.alloc(12 * 1024 * 1024).toString('base64');
+    const data = Buffer.alloc(16 * 1024 * 1024);
     const outcomes = await Promise.all(
       Array.from({ length: 8 }, (_, index) =>
         Promise.race([channel.request({ op: 'write', path: `f${index}`, data, append: false }), new Promise((resolve) => setImmediate(() => resolve('waiting')))]).catch(
@@ -60,13 +60,55 @@ describe('sandbox agent channel', () => {
     channel.lose('test over');
   });
 
+  it("moves bytes raw after a frame's JSON with an agent of protocol 2, as base64 with one of protocol 1 (restored), and hands them on as a Buffer", async () => {
+    for (const [version, raw] of [
+      [undefined, true],
+      ['2', true],
+      ['1', false],
+    ] as const) {
+      const channel = new AgentChannel(version);
+      const sent: Array<{ message: Record<string, unknown>; bytes: Buffer | undefined }> = [];
+      const decoder = new FrameDecoder(undefined, true);
+      channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message, bytes) => void sent.push({ message: message as Record<string, unknown>, bytes })));
+      const payload = Buffer.from([0, 1, 2, 0xff, 0]);
+      const written = channel.request({ op: 'write', path: 'f', data: payload, append: false });
+      await waitUntil(() => sent.length === 1, 'the write is sent');
+      const [{ message, bytes }] = sent as [(typeof sent)[0]];
+      if (raw) assert.deepEqual([message.data, bytes], [undefined, payload]);
+      else assert.deepEqual([message.data, bytes], [payload.toString('base64'), undefined]);
+      const entry = { name: 'f', path: '/home/user/f', type: 'file', size: 5, mode: 0o644, permissions: '-rw-r--r--', owner: 'user', group: 'user', modified_ms: 0 };
+      answer(channel, { id: message.id, entry });
+      await written;
+      // Its answers come either way, whichever it speaks.
+      const read = channel.request({ op: 'read', path: 'f', offset: 0, length: 5 });
+      await waitUntil(() => sent.length === 2, 'the read is sent');
+      channel.stdout.write(encodeFrame({ id: sent[1]!.message.id, eof: true }, undefined, payload));
+      assert.deepEqual(await read, { id: sent[1]!.message.id, eof: true, data: payload });
+      channel.lose('test over');
+    }
+  });
+
+  it('ends the sandbox whose agent sends bytes both raw and as base64, or an output event without any', async () => {
+    for (const bad of [
+      encodeFrame({ event: 'output', pid: 1, stream: 'stdout', data: 'eA==' }, undefined, Buffer.from('x')),
+      encodeFrame({ event: 'output', pid: 1, stream: 'stdout' }),
+    ]) {
+      const channel = new AgentChannel();
+      const broken: string[] = [];
+      channel.watch(60_000, (reason) => void broken.push(reason));
+      channel.stdout.write(bad);
+      assert.match(broken[0] ?? '', /broke its protocol: an output event has (its bytes twice|no bytes)/);
+      channel.lose('test over');
+    }
+  });
+
   it('restored from a checkpoint: ready at once with the saved agent, and its running processes can be followed once adopted', async () => {
     const channel = new AgentChannel('0.3.0');
     assert.equal(await channel.started(), '0.3.0');
     assert.throws(() => channel.follow(42, { output: () => undefined, end: () => undefined }), /no process 42/);
     channel.adopt([42]);
     const seen: string[] = [];
-    channel.follow(42, { output: (event) => void seen.push(Buffer.from(event.data, 'base64').toString()), end: () => void seen.push('end') });
+    channel.follow(42, { output: (event) => void seen.push(event.data.toString()), end: () => void seen.push('end') });
     answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.from('still here').toString('base64') });
     assert.deepEqual(seen, ['still here']);
     channel.lose('test over');
@@ -119,7 +161,7 @@ describe('sandbox agent channel', () => {
     );
     const broken: string[] = [];
     channel.watch(heartbeatMs, (reason) => void broken.push(reason));
-    const input = channel.request({ op: 'input', pid: 7, data: Buffer.from('x').toString('base64') });
+    const input = channel.request({ op: 'input', pid: 7, data: Buffer.from('x') });
     await waitUntil(() => seen.filter(({ op }) => op === 'ping').length >= 6, 'the agent is pinged while the input is held');
     assert.deepEqual(broken, [], 'an agent that answers its pings is alive, whatever input it holds');
     const hold = channel.hold('sandbox x is being paused');
@@ -127,6 +169,33 @@ describe('sandbox agent channel', () => {
     assert.deepEqual(await input, { id: seen.find(({ op }) => op === 'input')!.id });
     assert.ok(seen.some(({ op }) => op === 'release_input'));
     hold.release();
+    channel.lose('test over');
+  });
+
+  it('holds a connection to the window it was made with, its first output read in the same chunk as its reply', async () => {
+    const window = 4096;
+    const { channel, credits, tick } = windowedChannel(window);
+    const sent: Array<Record<string, unknown>> = [];
+    const decoder = new FrameDecoder();
+    channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message) => void sent.push(message as Record<string, unknown>)));
+    const output: Buffer[] = [];
+    const opened = channel.start({ op: 'connect', port: 8000, output_window: 4 * window }, { output: (event) => void output.push(event.data), end: () => undefined });
+    await tick();
+    const connect = sent.find(({ op }) => op === 'connect')!;
+    assert.equal(connect.output_window, 4 * window);
+    // Its reply and a whole window of its output at once: none of it past the connection's window.
+    const event = (bytes: number) => encodeFrame({ event: 'output', pid: 9, stream: 'stdout' }, undefined, Buffer.alloc(bytes, 1));
+    channel.stdout.write(Buffer.concat([encodeFrame({ id: connect.id, pid: 9 }), ...Array.from({ length: 4 }, () => event(window))]));
+    assert.equal((await opened).pid, 9);
+    await tick();
+    assert.equal(Buffer.concat(output).length, 4 * window);
+    // Credited by quarters of its own window, not the channel's.
+    assert.deepEqual(credits(), [
+      { pid: 9, bytes: window },
+      { pid: 9, bytes: window },
+      { pid: 9, bytes: window },
+      { pid: 9, bytes: window },
+    ]);
     channel.lose('test over');
   });
 
