@@ -65,21 +65,32 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
   });
   const opts = () => ({ apiKey: server.token!, apiUrl: server.url, sandboxUrl: server.url });
 
+  /**
+   * The SDK's own bounds on a request and a command (60 s) are not what these test: a microVM
+   * under emulation on a loaded machine passed them.
+   */
+  const patientMs = 300_000;
+
   /** A sandbox of `kind` serving port_server.py on `port`, once it answers. */
   async function serving(port: number, options: Parameters<typeof Sandbox.create>[1] = {}): Promise<Sandbox> {
-    const sandbox = await Sandbox.create('base', { ...opts(), ...options });
+    const sandbox = await Sandbox.create('base', { requestTimeoutMs: patientMs, ...opts(), ...options });
     await sandbox.files.write('port_server.py', PORT_SERVER);
-    await (await sandbox.commands.run(`python3 port_server.py ${port}`, { background: true })).disconnect();
+    await (await sandbox.commands.run(`python3 port_server.py ${port}`, { background: true, timeoutMs: 0 })).disconnect();
     const headers = { host: sandbox.getHost(port), 'e2b-traffic-access-token': sandbox.trafficAccessToken ?? '' };
-    await waitUntil(async () => (await ask(server, '/', headers)).status === 200, 'the server in the sandbox answers');
+    await waitUntil(async () => (await ask(server, '/', headers)).status === 200, 'the server in the sandbox answers', { timeoutMs: patientMs });
     return sandbox;
   }
 
-  // Not yet the microVM: its HTTP and streams pass, but a 100 MiB upload into it is cut at about
-  // 57 s (its relay ends; 20 MiB passes, in 51 s under TCG): see docs/sandboxes.md, Ports.
-  for (const kind of ['local_process', 'gvisor'] as const) {
+  // The microVM under emulation (TCG, no KVM here) moves a port's upload at some 0.5 MiB/s: 100
+  // MiB would take minutes of the suite, so it is sent 2 MiB (docs/sandboxes.md, Ports: 40 MiB
+  // pass whole in 74 s).
+  for (const [kind, uploadMib] of [
+    ['local_process', 100],
+    ['gvisor', 100],
+    ['microvm', 2],
+  ] as const) {
     const skip = kindLeftOut(kind) || (!kinds.includes(kind) && `${kind} is not available here`);
-    it(`${kind}: HTTP by name and by E2B's headers, a stream as it is written, a 100 MiB upload, a WebSocket both ways, a closed port's answer`, { skip }, async () => {
+    it(`${kind}: HTTP by name and by E2B's headers, a stream as it is written, a ${uploadMib} MiB upload, a WebSocket both ways, a closed port's answer`, { skip }, async () => {
       const local = kind === 'local_process' ? server : await startServer([], { env: { AGENT_RUNNER_BACKENDS__DEFAULT: kind } });
       const previous = server;
       server = local;
@@ -89,7 +100,7 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
         assert.deepEqual(await ask(server, '/', byName).then(({ status, body }) => [status, body]), [200, 'hello from the sandbox\n']);
         // Its servers are reached by `localhost` from inside it too: the name resolves without a network.
         const fromInside = `python3 -c "import urllib.request; print(urllib.request.urlopen('http://localhost:8000/host').read().decode())"`;
-        assert.equal((await sandbox.commands.run(fromInside)).stdout, 'localhost:8000\n');
+        assert.equal((await sandbox.commands.run(fromInside, { timeoutMs: patientMs })).stdout, 'localhost:8000\n');
         const byHeaders = { 'e2b-sandbox-id': sandbox.sandboxId, 'e2b-sandbox-port': '8000' };
         assert.equal((await ask(server, '/host', byHeaders)).status, 200);
         // Its processes are its own: the relay of a connection is not one of them.
@@ -115,8 +126,8 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
         });
         assert.deepEqual(events.join('').split('\n\n').filter(Boolean), ['data: first', 'data: second']);
 
-        // 100 MiB uploaded in chunks, whole.
-        const mebibytes = 100;
+        // Uploaded in chunks, whole.
+        const mebibytes = uploadMib;
         const chunk = randomBytes(1 << 20);
         const digest = createHash('sha256');
         for (let i = 0; i < mebibytes; i++) digest.update(chunk);
@@ -131,7 +142,7 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
         const echoed: string[] = [];
         socket.on('message', (data: Buffer) => echoed.push(data.toString('utf8')));
         for (let i = 0; i < 100; i++) socket.send(`message ${i}`);
-        await waitUntil(() => echoed.length === 100, 'every message comes back');
+        await waitUntil(() => echoed.length === 100, 'every message comes back', { timeoutMs: patientMs });
         assert.deepEqual(
           echoed,
           Array.from({ length: 100 }, (_, i) => `message ${i}`),
