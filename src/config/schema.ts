@@ -231,7 +231,7 @@ export const SandboxSettingsSchema = Section({
       maxConnectionsPerKey: PositiveInteger(512, 'The same, for the ports of all sandboxes of one API key together (the service token is not counted).'),
       connectionWindowBytes: PositiveInteger(
         1 * MiB,
-        "What the server behind one connection may send before its client has taken it: then the sandbox's agent stops reading the connection. Bounds what a connection holds in the service; a larger window moves a download faster (256 KiB: about 45 MiB/s here, 1 MiB: about 200).",
+        "What the server behind one connection may send before its client has taken it: then the sandbox's agent stops reading the connection. Bounds what a connection holds in the service (a sandbox's maxConnectionsPerSandbox of them hold at most that many times it, and one 64 KiB chunk each); a larger window moves a download faster (256 KiB: about 45 MiB/s here, 1 MiB: about 200).",
       ),
     },
     "What clients of sandboxes' own ports may hold open at once.",

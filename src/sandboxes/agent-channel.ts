@@ -73,8 +73,8 @@ export class AgentChannel implements SandboxAgentPort {
   readonly stderr = new CappedCapture(AGENT_STDERR_BYTES);
   private readonly input = new PassThrough();
   private readonly decoder = new FrameDecoder(MAX_AGENT_FRAME_BYTES, true);
-  /** Whether the agent takes bytes raw after a request's JSON (protocol AGENT_RAW_BYTES_VERSION on), or as base64. */
-  private readonly rawBytes: boolean;
+  /** Whether the agent takes bytes raw after a request's JSON (protocol AGENT_RAW_BYTES_VERSION on), or as base64: as it says. */
+  private rawBytes: boolean;
   private readonly pending = new Map<number, Pending>();
   private readonly processes = new Map<number, Set<ProcessListener>>();
   private readonly watches = new Map<number, Set<(event: AgentFsEvent) => void>>();
@@ -113,7 +113,7 @@ export class AgentChannel implements SandboxAgentPort {
   ) {
     this.stdin = this.input;
     // An agent started now is this host's own; one restored speaks the protocol it was saved with.
-    this.rawBytes = resumedVersion === undefined || Number(resumedVersion) >= AGENT_RAW_BYTES_VERSION;
+    this.rawBytes = resumedVersion === undefined || speaksRawBytes(resumedVersion);
     this.ready = new Promise((resolve, reject) => (this.readyWaiter = { resolve, reject }));
     // Whoever starts the sandbox awaits `started()`; an unawaited rejection must not crash the host.
     this.ready.catch(() => undefined);
@@ -368,6 +368,8 @@ export class AgentChannel implements SandboxAgentPort {
   private readied(message: unknown): void {
     const ready = validate(AgentReadySchema, message);
     if (!ready.ok || this.readyWaiter === null) throw new Error(`an unexpected ready message (${ready.ok ? 'a second one' : ready.message})`);
+    // Its own word, not the build's: an agent program older than this host would drop raw bytes.
+    this.rawBytes = speaksRawBytes(ready.value.version);
     this.readyWaiter.resolve(ready.value.version);
     this.readyWaiter = null;
   }
@@ -440,11 +442,18 @@ export class AgentChannel implements SandboxAgentPort {
   }
 }
 
+/** Whether an agent of `version` (its protocol) takes bytes raw after a message's JSON. */
+function speaksRawBytes(version: string): boolean {
+  return Number(version) >= AGENT_RAW_BYTES_VERSION;
+}
+
 /**
- * Puts a message's bytes in its `data` as a Buffer (WithBytes): those after its JSON, or its
- * base64 `data` (a protocol 1 agent). A message that has neither, or both, is out of protocol.
+ * Puts a message's bytes in its `data` as a Buffer (WithBytes): those after its JSON, copied, or
+ * its base64 `data` (a protocol 1 agent). A message that has neither, or both, is out of protocol.
+ * Copied: they are a view of the frame, which the agent may have padded with megabytes of JSON
+ * whitespace; kept by a slow client, the view would hold the whole frame while counting one byte.
  */
 function withBytes(message: { data?: unknown }, bytes: Buffer | undefined, what: string): void {
   if ((bytes === undefined) === (message.data === undefined)) throw new Error(`${what} has ${bytes === undefined ? 'no bytes' : 'its bytes twice'}`);
-  message.data = bytes ?? Buffer.from(message.data as string, 'base64');
+  message.data = bytes ? Buffer.from(bytes) : Buffer.from(message.data as string, 'base64');
 }

@@ -306,7 +306,7 @@ export class BubblewrapBackend implements SandboxBackend {
   }
 
   private async acquireFrom(pool: UidPool, wait: boolean): Promise<number | undefined> {
-    const uid = wait ? await pool.acquire() : pool.tryAcquire();
+    const uid = wait ? await pool.acquire() : pool.tryAcquire(false);
     if (uid !== undefined) await pool.ready(uid);
     return uid;
   }

@@ -38,6 +38,9 @@ export const BOOT_ID_FILE = 'boot_id';
 /** What a sandbox says while setting up is kept for the error if it dies before its job. */
 const SETUP_OUTPUT_LIMIT = 16 * 1024;
 
+/** bwrap refused a fork (EAGAIN from clone): a process limit, the uid's RLIMIT_NPROC first. */
+const FORK_REFUSED = /Resource temporarily unavailable/;
+
 /** The job's directory (jobDir) is its staging dir: the staged files, and the work dir when none is leased. */
 export interface LaunchParts extends HostDirParts {
   argv: readonly string[];
@@ -171,6 +174,8 @@ export class LaunchedSandbox extends HostDirSandbox {
       this.exit = exit;
       this.parts.network?.stop();
       if (!this.started) {
+        // Refused a fork while it waited for a job (started ahead): its uids go aside as a started one's do.
+        if (FORK_REFUSED.test(this.setupSaid())) this.parts.onForkRefused?.();
         this.parts.onIdleDeath?.();
         void this.release();
       }
@@ -255,8 +260,13 @@ export class LaunchedSandbox extends HostDirSandbox {
     return true;
   }
 
+  /** What the sandbox said before its job began (bwrap's words, when its setup failed). */
+  private setupSaid(): string {
+    return Buffer.concat(this.setupOutput).toString('utf8').trim();
+  }
+
   private exitedDuringSetup(): SandboxUnavailableError {
-    const said = Buffer.concat(this.setupOutput).toString('utf8').trim();
+    const said = this.setupSaid();
     return new SandboxUnavailableError(`the sandbox exited during setup (exit ${this.exit?.code ?? this.exit?.signal})${said ? `: ${said}` : ''}${this.forkRefused(said)}`);
   }
 
@@ -267,7 +277,7 @@ export class LaunchedSandbox extends HostDirSandbox {
    * twice, with none of the host's processes running as it: what held the uid is not known yet.
    */
   private forkRefused(said: string): string {
-    if (!/Resource temporarily unavailable/.test(said)) return '';
+    if (!FORK_REFUSED.test(said)) return '';
     this.parts.onForkRefused?.();
     const host = ` the host runs ${hostTasks()}`;
     if (this.parts.uid === null) return ` [${host}]`;

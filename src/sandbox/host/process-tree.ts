@@ -186,6 +186,13 @@ export function uidHolders(uid: number, count = 1): ProcessOwner[] {
   return processOwners().filter(({ realUid, effectiveUid }) => within(realUid) || within(effectiveUid));
 }
 
+/** Live processes running as `uid`, or one of the `count` uids from it: those a signal still reaches. */
+export function processesOfUid(uid: number, count = 1): number[] {
+  return uidHolders(uid, count)
+    .filter(({ state }) => state !== 'Z' && state !== 'X')
+    .map(({ pid }) => pid);
+}
+
 /** SIGKILLs whatever `find` reports until it reports nothing (new forks included); false on timeout. */
 export async function killUntilGone(find: () => number[], timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;

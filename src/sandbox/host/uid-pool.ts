@@ -1,6 +1,6 @@
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { killUntilGone, processOwners, uidHolders } from './process-tree.js';
+import { killUntilGone, processesOfUid, processOwners } from './process-tree.js';
 import { processIdentity, SELF_IDENTITY } from '../../util/process-identity.js';
 import { SandboxUnavailableError } from '../types.js';
 
@@ -22,15 +22,15 @@ const REST_LIMIT_MS = 10_000;
 export class UidPool {
   /** Uids this process holds a claim on and no job uses now. */
   private readonly free: number[] = [];
-  private readonly waiting: Array<(uid: number) => void> = [];
+  private readonly waiting: Array<{ resolve(uid: number): void; reject(error: Error): void }> = [];
   private readonly claimed = new Set<number>();
   /** Claimed, not yet used: whatever still runs as it is not ours (see ready()). */
   private readonly unswept = new Set<number>();
   /** Kept claimed, never handed out again (see setAside()). */
   private readonly setAsideUids = new Set<number>();
   /**
-   * Given back while tasks were still counted against them (see release()), with when: each is
-   * free once none is, or after REST_LIMIT_MS. Taken before then only when no other uid is.
+   * Given back by their jobs (see release()), with when: each is free once nothing is counted
+   * against it, or after REST_LIMIT_MS. Taken before then only by a job when no other uid is.
    */
   private readonly resting = new Map<number, number>();
   private restCheck: NodeJS.Timeout | null = null;
@@ -50,36 +50,34 @@ export class UidPool {
 
   /**
    * A uid, at once or when a job of this pool gives one back. Rejects when none can come back
-   * (this pool has none out): every other uid of the range is held by the host's other runners
-   * or set aside, and waiting would be for ever.
+   * (this pool has none out, none resting): every other uid of the range is held by the host's
+   * other runners or set aside, and waiting would be for ever.
    */
   acquire(): Promise<number> {
     const uid = this.tryAcquire();
     if (uid !== undefined) return Promise.resolve(uid);
-    if (this.claimed.size - this.free.length - this.setAsideUids.size - this.resting.size === 0) {
-      const setAside = this.setAsideUids.size > 0 ? ` (${this.setAsideUids.size} set aside here: the kernel refused them a fork)` : '';
-      return Promise.reject(
-        new SandboxUnavailableError(
-          `no ${this.span > 1 ? 'uid block' : 'uid'} of ${this.size} from ${this.base} is free: the host's other agent-runner processes hold them${setAside}`,
-        ),
-      );
-    }
-    return new Promise((resolve) => this.waiting.push(resolve));
+    const starved = this.starved();
+    if (starved) return Promise.reject(starved);
+    // The rest check is what wakes it: it keeps the process alive while a job waits on it.
+    this.restCheck?.ref();
+    return new Promise((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
 
-  /** A uid if one is free now, without waiting: a resting one last. */
-  tryAcquire(): number | undefined {
-    return this.free.shift() ?? this.claimNew() ?? this.takeResting();
+  /**
+   * A uid if one is free now, without waiting. A resting one comes last, and only with
+   * `orResting`: a job that would otherwise wait may take it, a sandbox started ahead may not.
+   */
+  tryAcquire(orResting = true): number | undefined {
+    return this.free.shift() ?? this.claimNew() ?? (orResting ? this.takeResting() : undefined);
   }
 
   /**
    * Before a newly claimed uid's first job: a runner that died (its claim taken over here) may
    * have left processes running as it, dying or not; they would count against the job's
-   * RLIMIT_NPROC (a fork failing with EAGAIN) and share its uid. They are killed first, and
-   * their zombies given a while to be reaped.
+   * RLIMIT_NPROC (a fork failing with EAGAIN) and share its uid. They are killed first.
    */
   async ready(uid: number): Promise<void> {
-    if (this.unswept.delete(uid)) await killUntilGone(() => uidHolders(uid, this.span).map(({ pid }) => pid), SWEEP_TIMEOUT_MS);
+    if (this.unswept.delete(uid)) await killUntilGone(() => processesOfUid(uid, this.span), SWEEP_TIMEOUT_MS);
   }
 
   /**
@@ -87,27 +85,53 @@ export class UidPool {
    * init reports the job's exit, and that init, orphaned, is reaped by the host's init, which on
    * some hosts does so seconds later. Its zombie counts against the uid's RLIMIT_NPROC till then,
    * and a run of short jobs on one uid had enough of them for the next one's fork to be refused.
-   * So a uid comes back free only once nothing is counted against it: until then it rests.
+   * So a uid rests, and comes back free once nothing is counted against it: looked at on a timer,
+   * one scan of the host's processes for every uid resting, never on the way of a job.
    */
   release(uid: number): void {
-    if (this.setAsideUids.has(uid)) return;
-    const next = this.waiting.shift();
-    if (next) return next(uid);
+    if (this.setAsideUids.has(uid)) return this.refuseWaitersIfStarved();
     this.resting.set(uid, Date.now());
-    this.wakeRested();
+    this.scheduleRestCheck();
   }
 
   /**
    * A uid the kernel refused a fork (EAGAIN) while nothing this host shows runs as it: something
    * unseen holds it (its RLIMIT_NPROC count is not ours to read), so no job of this pool gets it
    * again, and the claim, kept while this process lives, keeps the host's other runners off it.
-   * Released already, it leaves the free list (unless a job waiting for a uid took it first).
+   * Released already, it leaves the free list.
    */
   setAside(uid: number): void {
     this.setAsideUids.add(uid);
     this.resting.delete(uid);
     const index = this.free.indexOf(uid);
     if (index >= 0) this.free.splice(index, 1);
+    this.refuseWaitersIfStarved();
+  }
+
+  /** Why no uid can come to a waiter (none of this pool's is out or resting, and none is left to claim), or null. */
+  private starved(): SandboxUnavailableError | null {
+    const out = this.claimed.size - this.free.length - this.setAsideUids.size - this.resting.size;
+    if (out > 0 || this.resting.size > 0) return null;
+    const setAside = this.setAsideUids.size > 0 ? ` (${this.setAsideUids.size} set aside here: the kernel refused them a fork)` : '';
+    return new SandboxUnavailableError(
+      `no ${this.span > 1 ? 'uid block' : 'uid'} of ${this.size} from ${this.base} is free: the host's other agent-runner processes hold them${setAside}`,
+    );
+  }
+
+  /** Jobs waiting for a uid that none can come back to are refused, not left waiting for ever. */
+  private refuseWaitersIfStarved(): void {
+    const starved = this.starved();
+    if (starved) for (const waiter of this.waiting.splice(0)) waiter.reject(starved);
+  }
+
+  private scheduleRestCheck(): void {
+    if (this.restCheck !== null || this.resting.size === 0) return;
+    this.restCheck = setTimeout(() => {
+      this.restCheck = null;
+      this.wakeRested();
+    }, REST_CHECK_MS);
+    // Nobody waiting, it holds no process open (a CLI's run ends while its uid rests).
+    if (this.waiting.length === 0) this.restCheck.unref();
   }
 
   /** Frees the resting uids nothing is counted against any more (or that rested long enough); looks again later for the others. */
@@ -120,15 +144,10 @@ export class UidPool {
       if (held && now - since < REST_LIMIT_MS) continue;
       this.resting.delete(uid);
       const next = this.waiting.shift();
-      if (next) next(uid);
+      if (next) next.resolve(uid);
       else this.free.push(uid);
     }
-    if (this.resting.size > 0 && this.restCheck === null) {
-      this.restCheck = setTimeout(() => {
-        this.restCheck = null;
-        this.wakeRested();
-      }, REST_CHECK_MS).unref();
-    }
+    this.scheduleRestCheck();
   }
 
   /** The uid resting longest, when no other can be had: what is left of its last job may still be counted against it. */

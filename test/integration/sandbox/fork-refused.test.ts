@@ -111,4 +111,24 @@ describe('what is counted against a uid’s process limit', () => {
       await runtime.dispose();
     }
   });
+
+  it('hands a uid given back to a job waiting for one, once it rests clean; a sandbox started ahead never takes a resting one', async () => {
+    const pool = new UidPool(BASE + 6, 1, mkdtempSync(join(tmpdir(), 'uid-locks-')));
+    const uid = await pool.acquire();
+    const waiting = pool.acquire();
+    pool.release(uid);
+    assert.equal(await waiting, uid);
+    pool.release(uid);
+    assert.equal(pool.tryAcquire(false), undefined, 'not for a sandbox started ahead');
+    assert.equal(pool.tryAcquire(), uid, 'for a job, when no other uid is');
+  });
+
+  it('refuses a job waiting for a uid once the last one out is set aside, instead of leaving it waiting for ever', async () => {
+    const pool = new UidPool(BASE + 7, 1, mkdtempSync(join(tmpdir(), 'uid-locks-')));
+    const uid = await pool.acquire();
+    const waiting = pool.acquire();
+    pool.setAside(uid);
+    pool.release(uid);
+    await assert.rejects(waiting, new RegExp(`no uid of 1 from ${BASE + 7} is free: .*\\(1 set aside here`));
+  });
 });

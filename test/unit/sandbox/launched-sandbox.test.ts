@@ -109,6 +109,26 @@ describe('a launched sandbox', () => {
     await cleanedUp;
   });
 
+  it('refused a fork while it waited for a job (started ahead) has its uids set aside all the same', async () => {
+    let setAside = 0;
+    let idleDeath!: () => void;
+    const died = new Promise<void>((resolve) => (idleDeath = resolve));
+    const { cleanedUp } = await launch(`echo "bwrap: Can't fork for pid 1: Resource temporarily unavailable" >&2; exit 1`, {
+      bwrapStatus: true,
+      onForkRefused: () => void (setAside += 1),
+      onIdleDeath: idleDeath,
+    });
+    // An idle sandbox holds no event loop open (a CLI's warm pool must not): this test does.
+    const open = setInterval(() => undefined, 1000);
+    try {
+      await died;
+      await cleanedUp;
+    } finally {
+      clearInterval(open);
+    }
+    assert.equal(setAside, 1);
+  });
+
   it('refused a fork (EAGAIN) in its setup, says what else runs as its uid, which RLIMIT_NPROC counts, and has its uids set aside', async () => {
     const uid = 64_993;
     const other = spawn('/usr/bin/sleep', ['60'], { uid, gid: uid, stdio: 'ignore' });

@@ -5,6 +5,14 @@ import { AgentOperationError, SandboxGoneError } from '../../../src/sandboxes/ag
 import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
 import { waitUntil } from '../../helpers/wait.js';
 
+/** A frame of JSON text as it is (spaces and all), and bytes after it past a NUL. */
+function frameOfText(json: string, bytes: Buffer): Buffer {
+  const payload = Buffer.concat([Buffer.from(json), Buffer.from([0]), bytes]);
+  const head = Buffer.alloc(4);
+  head.writeUInt32BE(payload.length);
+  return Buffer.concat([head, payload]);
+}
+
 /** What the agent would answer, framed onto the host's end. */
 function answer(channel: AgentChannel, message: object): void {
   channel.stdout.write(encodeFrame(message, 1024 * 1024));
@@ -86,6 +94,30 @@ describe('sandbox agent channel', () => {
       assert.deepEqual(await read, { id: sent[1]!.message.id, eof: true, data: payload });
       channel.lose('test over');
     }
+  });
+
+  it("keeps an output event's bytes on their own, not as a view of a frame its agent padded with megabytes of JSON", async () => {
+    const channel = new AgentChannel();
+    channel.adopt([5]);
+    const seen: Buffer[] = [];
+    channel.follow(5, { output: (event) => void seen.push(event.data), end: () => undefined });
+    channel.stdout.write(frameOfText(`{"event":"output",${' '.repeat(1 << 20)}"pid":5,"stream":"stdout"}`, Buffer.from('A')));
+    assert.deepEqual(seen.map(String), ['A']);
+    assert.ok(seen[0]!.buffer.byteLength < 64 * 1024, `the event holds ${seen[0]!.buffer.byteLength} bytes`);
+    channel.lose('test over');
+  });
+
+  it('speaks as its agent says it speaks: a fresh agent that says protocol 1 is sent base64', async () => {
+    const channel = new AgentChannel();
+    const sent: Array<{ message: Record<string, unknown>; bytes: Buffer | undefined }> = [];
+    const decoder = new FrameDecoder(undefined, true);
+    channel.stdin.on('data', (chunk: Buffer) => decoder.push(chunk, (message, bytes) => void sent.push({ message: message as Record<string, unknown>, bytes })));
+    answer(channel, { ready: true, version: '1' });
+    assert.equal(await channel.started(), '1');
+    void channel.request({ op: 'input', pid: 3, data: Buffer.from('hi') }).catch(() => undefined);
+    await waitUntil(() => sent.length === 1, 'the input is sent');
+    assert.deepEqual([sent[0]!.message.data, sent[0]!.bytes], [Buffer.from('hi').toString('base64'), undefined]);
+    channel.lose('test over');
   });
 
   it('ends the sandbox whose agent sends bytes both raw and as base64, or an output event without any', async () => {
