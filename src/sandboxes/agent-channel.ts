@@ -79,6 +79,8 @@ export class AgentChannel implements SandboxAgentPort {
   private readonly processes = new Map<number, Set<ProcessListener>>();
   private readonly watches = new Map<number, Set<(event: AgentFsEvent) => void>>();
   private readonly flows = new Map<number, OutputFlow>();
+  /** Processes whose credit was refused (busy): sent again once the agent reads its stdin. */
+  private readonly creditsOnDrain = new Set<number>();
   private nextId = 1;
   private gone: SandboxGoneError | null = null;
   private readyWaiter: { resolve(version: string): void; reject(error: Error): void } | null = null;
@@ -399,6 +401,8 @@ export class AgentChannel implements SandboxAgentPort {
    * has left the protocol: that is what bounds what a process's unread output costs the host.
    */
   private output(event: AgentOutputEvent): void {
+    // Output of a process it never started (or that ended) would grow the flows without bound.
+    if (!this.processes.has(event.pid)) throw new Error(`output of process ${event.pid}, which it is not running`);
     const bytes = event.data.length;
     const flow = this.flowOf(event.pid, this.outputWindowBytes);
     flow.held += bytes;
@@ -437,8 +441,25 @@ export class AgentChannel implements SandboxAgentPort {
     const bytes = flow.owed;
     flow.owed = 0;
     // A process that ended meanwhile is credited all the same (the agent ignores it); a sandbox that ended has nothing to credit.
-    // Refused (the agent reads nothing: busy), it is owed still, and sent with the next.
-    this.send({ op: 'credit', pid, bytes }, undefined, true).catch(() => void (flow.owed += bytes));
+    // Refused (the agent reads nothing: busy), it is owed still, and sent once the agent reads
+    // again: an agent that waits for it sends no more output to carry it.
+    this.send({ op: 'credit', pid, bytes }, undefined, true).catch(() => {
+      flow.owed += bytes;
+      this.creditWhenRead(pid);
+    });
+  }
+
+  /** Sends a process's refused credit again once the agent has read what it was sent (its stdin drained). */
+  private creditWhenRead(pid: number): void {
+    if (this.gone) return;
+    if (this.creditsOnDrain.size === 0) {
+      this.input.once('drain', () => {
+        const pids = [...this.creditsOnDrain];
+        this.creditsOnDrain.clear();
+        for (const each of pids) this.sendCredit(each);
+      });
+    }
+    this.creditsOnDrain.add(pid);
   }
 }
 

@@ -120,6 +120,40 @@ describe('sandbox agent channel', () => {
     channel.lose('test over');
   });
 
+  it('sends a credit refused while the agent read nothing (busy) once it reads again, though no more output comes to carry it', async () => {
+    const window = 4096;
+    const channel = new AgentChannel(undefined, window);
+    channel.adopt([42]);
+    // The agent stopped reading: more than 64 MiB waits for it (past what the pipe's reader side holds).
+    for (const mebibytes of [1, 40, 30]) void channel.request({ op: 'write', path: 'big', data: Buffer.alloc(mebibytes << 20), append: false }).catch(() => undefined);
+    answer(channel, { event: 'output', pid: 42, stream: 'stdout', data: Buffer.alloc(window).toString('base64') });
+    const credits: Array<Record<string, unknown>> = [];
+    const decoder = new FrameDecoder(128 * 1024 * 1024, true);
+    // It reads again: what waited, then the credit it was refused.
+    channel.stdin.on('data', (chunk: Buffer) =>
+      decoder.push(chunk, (message) => void ((message as { op?: string }).op === 'credit' && credits.push(message as Record<string, unknown>))),
+    );
+    await waitUntil(() => credits.length === 2, 'the refused credit is sent', { timeoutMs: 10_000 });
+    // The adopted process's whole window, sent before the agent stopped reading; then the refused one.
+    assert.deepEqual(
+      credits.map(({ pid, bytes }) => ({ pid, bytes })),
+      [
+        { pid: 42, bytes: window },
+        { pid: 42, bytes: window },
+      ],
+    );
+    channel.lose('test over');
+  });
+
+  it('ends the sandbox whose agent sends output of a process it is not running (the flows it would grow are the host memory)', async () => {
+    const channel = new AgentChannel();
+    const broken: string[] = [];
+    channel.watch(60_000, (reason) => void broken.push(reason));
+    channel.stdout.write(encodeFrame({ event: 'output', pid: 99, stream: 'stdout' }, undefined, Buffer.from('x')));
+    assert.match(broken[0] ?? '', /output of process 99, which it is not running/);
+    channel.lose('test over');
+  });
+
   it('ends the sandbox whose agent sends bytes both raw and as base64, or an output event without any', async () => {
     for (const bad of [
       encodeFrame({ event: 'output', pid: 1, stream: 'stdout', data: 'eA==' }, undefined, Buffer.from('x')),
