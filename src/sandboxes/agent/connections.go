@@ -1,8 +1,6 @@
 package main
 
 import (
-	"net"
-	"strconv"
 	"syscall"
 )
 
@@ -18,32 +16,50 @@ import (
 // connections and processes never meet.
 const firstConnection = 1 << 22
 
-// dialLoopback connects to the port on 127.0.0.1, then ::1: the socket, blocking until connected
-// (on loopback a refusal or an accept is at once), left non-blocking.
+// dialLoopback connects to the port on 127.0.0.1, then ::1: the socket, connected by a plain
+// blocking connect (on loopback a refusal or an accept is at once: no poller, no goroutine, which
+// Go's net.Dial took some of a millisecond for), left non-blocking for the loop.
 func dialLoopback(port int) (int, error) {
 	var last error
-	for _, host := range []string{"127.0.0.1", "::1"} {
-		conn, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	for _, address := range []struct {
+		family int
+		socket syscall.Sockaddr
+	}{
+		{syscall.AF_INET, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}},
+		{syscall.AF_INET6, &syscall.SockaddrInet6{Port: port, Addr: [16]byte{15: 1}}},
+	} {
+		fd, err := syscall.Socket(address.family, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 		if err != nil {
 			last = err
 			continue
 		}
-		file, err := conn.(*net.TCPConn).File()
-		_ = conn.Close()
-		if err != nil {
-			return -1, err
+		if err := connectRetrying(fd, address.socket); err != nil {
+			syscall.Close(fd)
+			last = err
+			continue
 		}
-		// File() gave a blocking duplicate of its own; the loop wants it non-blocking.
-		fd, err := syscall.Dup(int(file.Fd()))
-		_ = file.Close()
-		if err != nil {
-			return -1, err
-		}
-		syscall.CloseOnExec(fd)
 		setNonblocking(fd)
 		return fd, nil
 	}
 	return -1, last
+}
+
+// connectRetrying is connect(2), again after a signal interrupted it: the connection goes on
+// meanwhile, so a later call says it is under way (EALREADY, on loopback for microseconds) or
+// made (EISCONN).
+func connectRetrying(fd int, address syscall.Sockaddr) error {
+	interrupted := false
+	for {
+		err := syscall.Connect(fd, address)
+		switch {
+		case err == syscall.EINTR || (interrupted && err == syscall.EALREADY):
+			interrupted = true
+		case interrupted && err == syscall.EISCONN:
+			return nil
+		default:
+			return err
+		}
+	}
 }
 
 func opConnect(a *agent, r request) (members, error) {

@@ -357,6 +357,19 @@ describe(`sandbox agent: processes`, () => {
     assert.equal(refused.error?.code, 'refused');
   });
 
+  it('connects to a server that listens on ::1 alone, when 127.0.0.1 refuses', async () => {
+    const server = createServer((socket: Socket) => socket.end('from ::1'));
+    await new Promise<void>((resolve) => server.listen(0, '::1', resolve));
+    const { port } = server.address() as AddressInfo;
+    try {
+      const pid = await agent.connectTo(port);
+      const { stdout, end } = await agent.finish(pid);
+      assert.deepEqual([stdout, end.exit_code], ['from ::1', 0]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('signals the whole tree, a descendant that made its own session included', async () => {
     const pid = await agent.start({ cmd: '/bin/sh', args: TREE_WITH_OWN_SESSION, envs: {}, stdin: false });
     const grandchild = Number((await agent.waitForOutput(pid, /^(\d+)\n/))[1]);
