@@ -177,11 +177,12 @@ func (a *agent) serve() {
 }
 
 func (a *agent) handle(payload []byte) {
-	// A NUL ends the JSON (JSON text holds none): what follows is the request's bytes, copied,
-	// as an input held back keeps them past this frame's buffer.
+	// A NUL ends the JSON (JSON text holds none): what follows is the request's bytes, a view of
+	// the frame, which every operation is done with before the next frame is read (an input
+	// appends them to what its process has pending; a write writes them).
 	var raw []byte
 	if at := bytes.IndexByte(payload, 0); at >= 0 {
-		raw = append(make([]byte, 0, len(payload)-at-1), payload[at+1:]...)
+		raw = payload[at+1 : len(payload) : len(payload)]
 		payload = payload[:at]
 	}
 	if !utf8.Valid(payload) {
