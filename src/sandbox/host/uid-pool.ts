@@ -136,11 +136,11 @@ export class UidPool {
 
   /** Frees the resting uids nothing is counted against any more (or that rested long enough); looks again later for the others. */
   private wakeRested(): void {
-    const counted = new Set(processOwners().map(({ realUid }) => realUid));
+    // The uids the host's processes run as are few; a block spans 65,536: the range is asked of them.
+    const counted = [...new Set(processOwners().map(({ realUid }) => realUid))];
     const now = Date.now();
     for (const [uid, since] of this.resting) {
-      let held = false;
-      for (let id = uid; id < uid + this.span && !held; id += 1) held = counted.has(id);
+      const held = counted.some((id) => id >= uid && id - uid < this.span);
       if (held && now - since < REST_LIMIT_MS) continue;
       this.resting.delete(uid);
       const next = this.waiting.shift();
