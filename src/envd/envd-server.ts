@@ -123,7 +123,7 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
     const connection = portConnections.open(sandboxId, target.apiKey, 'upgrade');
     if ('refused' in connection) return refuse(429, connection.refused);
     socket.once('close', connection.close);
-    upgradePort(request, socket, head, sandboxId, target, port, limits.portWindowBytes);
+    await upgradePort(request, socket, head, sandboxId, target, port, limits.portWindowBytes);
   };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {

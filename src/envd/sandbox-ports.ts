@@ -1,7 +1,8 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream';
-import { PortClosedError, PortTunnel } from '../sandboxes/port-tunnel.js';
+import { PortTunnel } from '../sandboxes/port-tunnel.js';
+import { PortClosedError } from '../sandbox/types.js';
 import type { EnvdTarget } from './target.js';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';
@@ -23,50 +24,79 @@ function closedPort(sandboxId: string, port: number): object {
 }
 
 /**
- * A request to a port of the sandbox (not envd's, not the code interpreter's): passed on to the
- * server listening there, through a connection the sandbox's agent makes (sandboxes/port-tunnel.ts),
- * one a request; its answer back as it comes, streams included.
+ * A connection to the port on the sandbox's loopback: the host's own where the sandbox lets the
+ * host into its network (a relay, no protocol of ours on the way), else one its agent makes
+ * (sandboxes/port-tunnel.ts). Rejects with PortClosedError when nothing listens there.
  */
-export function servePort(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: EnvdTarget, port: number, windowBytes: number): void {
+async function openPort(target: EnvdTarget, port: number, windowBytes: number): Promise<Duplex> {
+  const own = target.connectPort?.(port);
+  if (own) return own;
   const tunnel = new PortTunnel(target.agent, port, windowBytes);
+  try {
+    await tunnel.open();
+  } catch (error) {
+    tunnel.destroy();
+    throw error;
+  }
+  return tunnel;
+}
+
+/** What the client is told when the port could not be reached. */
+function unreached(sandboxId: string, port: number, error: Error): object {
+  if (error instanceof PortClosedError) return closedPort(sandboxId, port);
+  return { sandboxId, message: `port ${port} of the sandbox did not answer: ${error.message}`, port, code: 502 };
+}
+
+/**
+ * A request to a port of the sandbox (not envd's, not the code interpreter's): passed on to the
+ * server listening there through a connection of its own (openPort), one a request; its answer
+ * back as it comes, streams included.
+ */
+export async function servePort(request: IncomingMessage, response: ServerResponse, sandboxId: string, target: EnvdTarget, port: number, windowBytes: number): Promise<void> {
+  let connection: Duplex;
+  try {
+    connection = await openPort(target, port, windowBytes);
+  } catch (error) {
+    return sendJson(response, 502, unreached(sandboxId, port, error as Error));
+  }
   // What fails it while the request uses it is the request's error (below); after, nothing is owed.
-  tunnel.on('error', () => undefined);
+  connection.on('error', () => undefined);
+  if (response.destroyed) return void connection.destroy();
   // One connection a request: the server in the sandbox closes it once it answered, which ends it.
   const headers = { ...passedOn(request.headers, target, port), connection: 'close' };
-  const upstream = httpRequest({ createConnection: () => tunnel as never, method: request.method, path: request.url, headers }, (answer) => {
+  const upstream = httpRequest({ createConnection: () => connection as never, method: request.method, path: request.url, headers }, (answer) => {
     response.writeHead(answer.statusCode ?? 502, answer.headers);
     pipeline(answer, response, () => undefined);
   });
   upstream.on('error', (error) => {
     if (response.headersSent) response.destroy();
-    else if (error instanceof PortClosedError) sendJson(response, 502, closedPort(sandboxId, port));
-    else sendJson(response, 502, { sandboxId, message: `port ${port} of the sandbox did not answer: ${error.message}`, port, code: 502 });
+    else sendJson(response, 502, unreached(sandboxId, port, error));
   });
   response.on('close', () => {
     upstream.destroy();
-    tunnel.destroy();
+    connection.destroy();
   });
   request.pipe(upstream);
-  tunnel.open().catch((error: Error) => tunnel.destroy(error));
 }
 
 /**
  * An upgrade (a WebSocket) to a port of the sandbox: the request passed on, then both ways byte
  * for byte through one connection, as long as either side keeps it.
  */
-export function upgradePort(request: IncomingMessage, socket: Duplex, head: Buffer, sandboxId: string, target: EnvdTarget, port: number, windowBytes: number): void {
-  const tunnel = new PortTunnel(target.agent, port, windowBytes);
-  let answered = false;
-  tunnel.once('data', () => (answered = true));
-  tunnel.on('error', (error) => {
-    if (!answered && error instanceof PortClosedError) {
-      socket.end(jsonAnswer(502, closedPort(sandboxId, port)));
-    } else socket.destroy();
-  });
-  socket.on('error', () => tunnel.destroy());
-  socket.on('close', () => tunnel.destroy());
-  tunnel.write(requestHead(request, passedOn(request.headers, target, port)));
-  if (head.length > 0) tunnel.write(head);
-  socket.pipe(tunnel).pipe(socket);
-  tunnel.open().catch((error: Error) => tunnel.destroy(error));
+export async function upgradePort(request: IncomingMessage, socket: Duplex, head: Buffer, sandboxId: string, target: EnvdTarget, port: number, windowBytes: number): Promise<void> {
+  // What the client sends meanwhile waits for the connection.
+  socket.pause();
+  let connection: Duplex;
+  try {
+    connection = await openPort(target, port, windowBytes);
+  } catch (error) {
+    return void socket.end(jsonAnswer(502, unreached(sandboxId, port, error as Error)));
+  }
+  connection.on('error', () => socket.destroy());
+  socket.on('error', () => connection.destroy());
+  socket.on('close', () => connection.destroy());
+  if (socket.destroyed) return void connection.destroy();
+  connection.write(requestHead(request, passedOn(request.headers, target, port)));
+  if (head.length > 0) connection.write(head);
+  socket.pipe(connection).pipe(socket);
 }

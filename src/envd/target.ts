@@ -1,4 +1,5 @@
 import { posix } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { Code, ConnectError, createContextKey, type HandlerContext } from '@connectrpc/connect';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import type { SandboxAgentPort } from '../sandboxes/agent-port.js';
@@ -22,6 +23,11 @@ export interface EnvdTarget {
   trafficToken: string | null;
   /** E2B's `maskRequestHost`: the Host header its ports' servers see (`${PORT}` the port); null: the client's. */
   maskRequestHost: string | null;
+  /**
+   * A connection to a port of its loopback made by the host itself (rejects with PortClosedError
+   * when nothing listens there); absent, or null, where only its agent can make one.
+   */
+  connectPort?: (port: number) => Promise<Duplex> | null;
 }
 
 /** The sandbox of an id, as the sandbox host knows it; undefined when it has none of that id (ended or never created). */

@@ -305,6 +305,12 @@ export interface PreparedSandbox {
    */
   checkpointRunning?(image: string, deadlineMs: number): Promise<void>;
   /**
+   * A descriptor of its network namespace (the caller closes it), for a host helper to enter
+   * (sandbox/host/port-relay.ts); throws once it has ended. Absent where the sandbox has none of
+   * its own the host may enter (a microVM's guest, gVisor's netstack).
+   */
+  openNetworkNamespace?(): number;
+  /**
    * Where its work dir is a disk of its own: once it has ended and released, that disk (the work
    * dir, its root's writable layer) is kept at `image`, one file, where it is and as it was, not
    * emptied (a pause that keeps files in place; SandboxTemplate.fromDisk takes it up again).
@@ -375,6 +381,17 @@ export interface PreparationProgress {
 
 /** For a preparation no one watches (a service's, in the background). */
 export const UNWATCHED: PreparationProgress = { step: (_name, work) => work() };
+
+/** Nobody listens on the port: E2B's proxy answers such a request 502. */
+export class PortClosedError extends Error {
+  constructor(
+    readonly port: number,
+    said: string,
+  ) {
+    super(`nothing listens on port ${port} of the sandbox${said ? ` (${said})` : ''}`);
+    this.name = 'PortClosedError';
+  }
+}
 
 export class SandboxUnavailableError extends Error {
   constructor(message: string) {

@@ -294,25 +294,42 @@ export class AgentChannel implements SandboxAgentPort {
     return performance.now() - this.lastActive;
   }
 
+  /**
+   * Resolves once the sandbox may be used without its agent (the host's own way to its ports):
+   * refused as a request would be while it is held or gone, thawed first where it is frozen,
+   * and counted as a use of it.
+   */
+  awake(): Promise<void> {
+    if (this.gone) return Promise.reject(this.gone);
+    if (this.held) return Promise.reject(new AgentOperationError({ code: 'busy', message: this.held.reason }));
+    this.lastActive = performance.now();
+    return this.thawed() ?? Promise.resolve();
+  }
+
+  /** Where its sandbox is frozen, its thaw (one for every request that comes meanwhile); null otherwise. */
+  private thawed(): Promise<void> | null {
+    const frozen = this.frozen;
+    if (!frozen) return null;
+    frozen.thawing ??= frozen.thaw().then(
+      () => {
+        if (this.frozen === frozen) this.frozen = null;
+        // Its silence while frozen counts for nothing.
+        this.lastHeard = performance.now();
+      },
+      (error: Error) => {
+        this.broken(`its processes could not be thawed: ${error.message}`);
+        throw error;
+      },
+    );
+    return frozen.thawing;
+  }
+
   private send(request: AgentRequest, listener?: ProcessListener, holder = false): Promise<unknown> {
     if (this.gone) return Promise.reject(this.gone);
     if (this.held && !holder) return Promise.reject(new AgentOperationError({ code: 'busy', message: this.held.reason }));
     if (request.op !== 'ping') this.lastActive = performance.now();
-    if (this.frozen) {
-      const frozen = this.frozen;
-      frozen.thawing ??= frozen.thaw().then(
-        () => {
-          if (this.frozen === frozen) this.frozen = null;
-          // Its silence while frozen counts for nothing.
-          this.lastHeard = performance.now();
-        },
-        (error: Error) => {
-          this.broken(`its processes could not be thawed: ${error.message}`);
-          throw error;
-        },
-      );
-      return frozen.thawing.then(() => this.send(request, listener, holder));
-    }
+    const thawing = this.thawed();
+    if (thawing) return thawing.then(() => this.send(request, listener, holder));
     if (this.input.writableLength > MAX_UNSENT_BYTES) {
       const message = `the sandbox's agent has not read the last ${this.input.writableLength} bytes sent to it`;
       return Promise.reject(new AgentOperationError({ code: 'busy', message }));

@@ -1,4 +1,7 @@
+import { closeSync } from 'node:fs';
 import { access } from 'node:fs/promises';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { argvProblem, environmentProblem } from '../contract/command-limits.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { PauseKind } from '../contract/backend.js';
@@ -7,6 +10,7 @@ import type { AgentUser } from '../contract/sandbox-agent.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
 import { CheckpointTimeoutError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
+import { PortRelay } from '../sandbox/host/port-relay.js';
 import { AgentChannel, type AgentHold } from './agent-channel.js';
 import { sandboxAgentProgram, sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
@@ -109,6 +113,10 @@ export class LiveSandbox {
   private cpuAtLastLook: { at: number; cpuMs: number } | null = null;
   /** Frozen by freezeIfIdle, until its next request thaws it. */
   private frozen = false;
+  /** The host's relay to the ports of its loopback (connectPort), started by the first connection, stopped by a checkpoint or its end. */
+  private relay: Promise<PortRelay> | null = null;
+  /** The connections open through the relay: while one is, it is not idle. */
+  private readonly relayed = new Set<Socket>();
 
   private constructor(
     private readonly plan: SandboxPlan,
@@ -123,6 +131,7 @@ export class LiveSandbox {
       this.endAt = new Date();
       clearTimeout(this.timer);
       this.channel.lose(`sandbox ${plan.id} has ended: ${reason}`);
+      this.stopRelay();
       onEnded(this);
     });
   }
@@ -233,6 +242,8 @@ export class LiveSandbox {
     if (!prepared?.checkpoint) throw new Error(`its backend (${this.plan.backend.kind}) cannot keep a sandbox's memory`);
     try {
       await drained(hold, deadlineMs);
+      // Nothing of the host's may be connected to it when it is saved; the hold refuses new connections.
+      this.stopRelay();
       // Its files stay on its disk, kept where it is once the checkpoint has ended it.
       if (diskAt !== undefined) prepared.keepDisk!(diskAt);
       await this.served.suspend('paused', () => prepared.checkpoint!(image, deadlineMs));
@@ -260,7 +271,7 @@ export class LiveSandbox {
     // Two looks close together would see no CPU used by a process that works all the time.
     if (before !== null && now - before.at < idleMs / 2) return false;
     this.cpuAtLastLook = cpuMs === null ? null : { at: now, cpuMs };
-    const quiet = () => this.channel.quietForMs >= idleMs && !this.channel.owes && !this.channel.followed;
+    const quiet = () => this.channel.quietForMs >= idleMs && !this.channel.owes && !this.channel.followed && this.relayed.size === 0;
     if (!quiet() || cpuMs === null || before === null || cpuMs - before.cpuMs > IDLE_CPU_MS) return false;
     if (!(await prepared.freeze())) return false;
     // Asked meanwhile (or ended): it goes on at once.
@@ -317,6 +328,7 @@ export class LiveSandbox {
     if (!prepared?.checkpointRunning) throw new Error(`its backend (${this.plan.backend.kind}) cannot save a sandbox and leave it running`);
     try {
       await drained(hold, deadlineMs);
+      this.stopRelay();
       await prepared.checkpointRunning(image, deadlineMs);
     } finally {
       hold.release();
@@ -354,6 +366,51 @@ export class LiveSandbox {
    * here, as invalid, for every face: with the sandbox's environment (bounded at create) it could
    * not start, or would take the room the others count on.
    */
+  /**
+   * A TCP connection to `port` on its loopback made by the host, once made (rejects with
+   * PortClosedError when nothing listens): through a relay in its network namespace
+   * (sandbox/host/port-relay.ts), no frame of its agent's protocol on the way. Null where its
+   * backend lets the host into no network of its (then its agent connects: PortTunnel).
+   */
+  connectPort(port: number): Promise<Duplex> | null {
+    const open = this.prepared?.openNetworkNamespace;
+    if (!open) return null;
+    return this.channel.awake().then(async () => {
+      let relay = await this.portRelay(open);
+      if (!relay.alive) {
+        this.stopRelay();
+        relay = await this.portRelay(open);
+      }
+      const socket = await relay.connect(port);
+      this.relayed.add(socket);
+      socket.once('close', () => this.relayed.delete(socket));
+      return socket;
+    });
+  }
+
+  private portRelay(openNetworkNamespace: () => number): Promise<PortRelay> {
+    if (this.relay === null) {
+      const fd = openNetworkNamespace();
+      const starting = PortRelay.start(sandboxAgentProgram(), fd).finally(() => closeSync(fd));
+      this.relay = starting;
+      starting.then(
+        // Stopped (or ended) while it started: it is not wanted.
+        (relay) => this.relay !== starting && relay.stop(),
+        () => this.relay === starting && (this.relay = null),
+      );
+    }
+    return this.relay;
+  }
+
+  private stopRelay(): void {
+    const relay = this.relay;
+    this.relay = null;
+    void relay?.then(
+      (started) => started.stop(),
+      () => undefined,
+    );
+  }
+
   get agent(): SandboxAgentPort {
     return this.withEnvironment(this.channel);
   }

@@ -1,20 +1,10 @@
 import { Duplex } from 'node:stream';
 import type { AgentOutputEvent } from '../contract/sandbox-agent.js';
 import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
+import { PortClosedError } from '../sandbox/types.js';
 
 /** The most of a write sent in one input request. */
 const INPUT_PIECE_BYTES = 256 * 1024;
-
-/** Nobody listens on the port: E2B's proxy answers such a request 502. */
-export class PortClosedError extends Error {
-  constructor(
-    readonly port: number,
-    said: string,
-  ) {
-    super(`nothing listens on port ${port} of the sandbox${said ? ` (${said})` : ''}`);
-    this.name = 'PortClosedError';
-  }
-}
 
 /**
  * One TCP connection to a port on the sandbox's loopback, as a stream: the agent makes it (it is

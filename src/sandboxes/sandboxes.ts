@@ -1,6 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { environmentProblem } from '../contract/command-limits.js';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { AgentUser } from '../contract/sandbox-agent.js';
@@ -66,6 +67,8 @@ export interface SandboxAccess {
   trafficToken: string | null;
   /** The Host header its ports' servers see; null: the client's. */
   maskRequestHost: string | null;
+  /** A connection to a port of its loopback made by the host, or null where only its agent can make one (LiveSandbox.connectPort). */
+  connectPort?: (port: number) => Promise<Duplex> | null;
 }
 
 /**
@@ -459,6 +462,7 @@ export class Sandboxes {
       ...(sandbox.apiKey !== undefined && { apiKey: sandbox.apiKey }),
       trafficToken: sandbox.trafficToken,
       maskRequestHost: sandbox.maskRequestHost,
+      connectPort: (port) => sandbox.connectPort(port),
     };
   }
 

@@ -444,6 +444,7 @@ export class BubblewrapBackend implements SandboxBackend {
             bwrapStatus: !restore,
             ...(saveable && { criu: this.criu! }),
             restoring: restore !== undefined,
+            ownNetwork: template.vmNetwork !== true && !this.options.vmGuest,
             onFinished: () => {
               release();
               settled();

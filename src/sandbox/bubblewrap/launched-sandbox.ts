@@ -75,6 +75,8 @@ export interface LaunchParts extends HostDirParts {
   criu?: string;
   /** argv is `criu restore` of a checkpoint (criu.ts restoreArgv), not bwrap: none of bwrap's descriptors. */
   restoring?: boolean;
+  /** Its network namespace is its own (not the microVM guest's it was given), which the host may enter. */
+  ownNetwork?: boolean;
 }
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null; oomKilled: boolean; usage: CgroupUsage };
@@ -99,6 +101,7 @@ export class LaunchedSandbox extends HostDirSandbox {
   readonly thaw?: () => Promise<void>;
   readonly checkpoint?: (image: string, deadlineMs: number) => Promise<void>;
   readonly checkpointRunning?: (image: string, deadlineMs: number) => Promise<void>;
+  readonly openNetworkNamespace?: () => number;
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
@@ -112,6 +115,7 @@ export class LaunchedSandbox extends HostDirSandbox {
       this.checkpoint = (image, deadlineMs) => this.save(criu, image, deadlineMs, false);
       this.checkpointRunning = (image, deadlineMs) => this.save(criu, image, deadlineMs, true);
     }
+    if (parts.ownNetwork) this.openNetworkNamespace = () => this.networkNamespace();
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {
@@ -368,6 +372,20 @@ export class LaunchedSandbox extends HostDirSandbox {
       if (/deadline/.test((error as Error).message)) throw new CheckpointTimeoutError((error as Error).message);
       throw error;
     }
+  }
+
+  /** This process's descriptor of the network namespace of the sandbox's init. */
+  private networkNamespace(): number {
+    const launcherPid = this.child.pid;
+    const initPid = launcherPid === undefined ? undefined : childrenOf(launcherPid)[0];
+    if (!this.alive || launcherPid === undefined || initPid === undefined) throw new Error('the sandbox is not running');
+    const fd = openSync(`/proc/${initPid}/ns/net`, 'r');
+    // Still the launcher's child once opened: the namespace is the sandbox's, not that of a process that took a pid it left.
+    if (!childrenOf(launcherPid).includes(initPid)) {
+      closeSync(fd);
+      throw new Error('the sandbox is not running');
+    }
+    return fd;
   }
 
   /** An idle sandbox must not keep the host process alive on its own. */

@@ -47,17 +47,23 @@ export async function probeCriu(path = CRIU_PATH): Promise<{ path: string } | { 
 
 /**
  * The sockets the sandbox's init holds that are not of its own network namespace (its
- * /proc/PID/net/unix lists those): the protocol's, whose other ends are the host's. The agent
- * keeps nothing else of its launcher's (agent/main.go), and made them in order (in, out, the
- * diagnostics), so by descriptor they are its stdin, stdout and stderr as the host gave them.
+ * /proc/PID/net tables list those, its connections among them, which the dump closes): the
+ * protocol's, whose other ends are the host's. The agent keeps nothing else of its launcher's
+ * (agent/main.go), and made them in order (in, out, the diagnostics), so by descriptor they are
+ * its stdin, stdout and stderr as the host gave them.
  */
 function hostSockets(initPid: number): number[] {
-  const own = new Set(
-    readFileSync(`/proc/${initPid}/net/unix`, 'utf8')
-      .split('\n')
-      .slice(1)
-      .map((line) => Number(line.trim().split(/\s+/)[6])),
-  );
+  // Its own: those of its network namespace, whose tables list them by inode (column 7 of unix's, 10 of the others').
+  const own = new Set<number>();
+  for (const [table, column] of [
+    ['unix', 6],
+    ['tcp', 9],
+    ['tcp6', 9],
+    ['udp', 9],
+    ['udp6', 9],
+  ] as const) {
+    for (const line of readFileSync(`/proc/${initPid}/net/${table}`, 'utf8').split('\n').slice(1)) own.add(Number(line.trim().split(/\s+/)[column]));
+  }
   const held: Array<{ fd: number; inode: number }> = [];
   for (const fd of readdirSync(`/proc/${initPid}/fd`).map(Number)) {
     try {
@@ -111,6 +117,9 @@ export async function dumpSandbox(target: CheckpointTarget, image: string, optio
     ...external,
     // The sandbox's cgroups are the host's to make (cgroups.ts): a restore is started in new ones.
     '--manage-cgroups=ignore',
+    // Its connections (a client's through the host's port relay, any it made itself) are not
+    // kept: their other ends are gone by the time it comes back, as after E2B's pause.
+    '--tcp-close',
     ...(options.leaveRunning ? ['--leave-running'] : []),
   ];
   try {
@@ -173,5 +182,7 @@ export async function restoreArgv(
     'auto',
     ...record.stdio.flatMap((inode, fd) => ['--inherit-fd', `fd[${fd}]:socket:[${inode}]`]),
     '--manage-cgroups=ignore',
+    // Connections come back closed (dumpSandbox): each of its processes finds its own ended.
+    '--tcp-close',
   ];
 }

@@ -35,6 +35,9 @@ func main() {
 	if basename(os.Args[0]) == "sudo" {
 		os.Exit(sudoMain(os.Args[1:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "port-relay" {
+		os.Exit(relayMain(os.Args[2:]))
+	}
 	// The processes the agent starts run as its uid: while the agent is dumpable they could
 	// open /proc/<agent>/fd/N (its protocol pipes, to forge frames or steal requests) and
 	// /proc/<agent>/mem. Not dumpable, its /proc entries are root's. Its children are dumpable

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
 import { hostProcessesMatching } from '../../helpers/processes.js';
@@ -16,6 +18,23 @@ function freezerState(pid: string): 'FROZEN' | 'THAWED' | 'other' {
   }
   const v2 = groups.find((line) => line.startsWith('0::'))!.slice(3);
   return /^frozen 1$/m.test(readFileSync(`/sys/fs/cgroup${v2}/cgroup.events`, 'utf8')) ? 'FROZEN' : 'THAWED';
+}
+
+const PORT_SERVER = readFileSync(new URL('../../fixtures/ports/port_server.py', import.meta.url), 'utf8');
+
+/** A GET of / on a sandbox's port through the service. */
+function get(server: ServerProcess, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  const { hostname, port } = new URL(server.url);
+  return new Promise((resolve, reject) => {
+    request({ hostname, port, path: '/', headers }, (answer) => {
+      let body = '';
+      answer.setEncoding('utf8');
+      answer.on('data', (chunk: string) => (body += chunk));
+      answer.on('end', () => resolve({ status: answer.statusCode ?? 0, body }));
+    })
+      .on('error', reject)
+      .end();
+  });
 }
 
 /** A sandbox running `sleep <marker>`, which no client follows, and the sleeper's host pid. */
@@ -73,6 +92,58 @@ describe('idle sandboxes frozen and thawed by their next request (sandboxes.free
     await waitUntil(() => freezerState(idle.pid) === 'FROZEN', 'the idle sandbox is frozen');
     assert.equal(freezerState(busyPid), 'THAWED', 'a sandbox using CPU is not idle');
     await Promise.all([busy.kill(), idle.sandbox.kill()]);
+  });
+
+  it('a request to a port thaws a frozen sandbox first; a connection open to its port keeps it from being frozen; a pause ends that connection', async () => {
+    const { sandbox, pid } = await withSleeper(() => Sandbox.create('base', opts()));
+    await sandbox.files.write('port_server.py', PORT_SERVER);
+    await (await sandbox.commands.run('python3 port_server.py 8000', { background: true })).disconnect();
+    const byName = { host: sandbox.getHost(8000) };
+    await waitUntil(async () => (await get(server, byName)).status === 200, 'the server in the sandbox answers');
+    await waitUntil(() => freezerState(pid) === 'FROZEN', 'the idle sandbox is frozen');
+    assert.deepEqual(await get(server, byName), { status: 200, body: 'hello from the sandbox\n' });
+
+    // An upload held open: its connection to the server is open all the while.
+    const { hostname, port } = new URL(server.url);
+    const upload = request({ hostname, port, path: '/sha256', method: 'POST', headers: { ...byName, 'transfer-encoding': 'chunked' } });
+    const answered = new Promise<string>((resolve, reject) => {
+      upload.on('response', (answer) => {
+        let body = '';
+        answer.setEncoding('utf8');
+        answer.on('data', (chunk: string) => (body += chunk));
+        answer.on('end', () => resolve(body));
+      });
+      upload.on('error', reject);
+    });
+    upload.write('a');
+    // The idle one is the clock: by the time it is frozen, the connected one was looked at as long.
+    const idle = await withSleeper(() => Sandbox.create('base', opts()));
+    await waitUntil(() => freezerState(idle.pid) === 'FROZEN', 'the idle sandbox is frozen');
+    assert.equal(freezerState(pid), 'THAWED', 'a sandbox with a connection open to its port is not idle');
+    upload.end('b');
+    assert.equal(await answered, `${createHash('sha256').update('ab').digest('hex')} 2`);
+
+    // A pause with a connection open (a request under way) ends the connection, and resumed the port answers again.
+    const held = request({ hostname, port, path: '/sha256', method: 'POST', headers: { ...byName, 'transfer-encoding': 'chunked' } });
+    const heldEnded = new Promise<void>((resolve) => {
+      held.on('error', () => resolve());
+      held.on('response', (answer) =>
+        answer
+          .resume()
+          .on('end', resolve)
+          .on('error', () => resolve()),
+      );
+    });
+    held.write('a');
+    // Its server has the connection (an established TCP connection to port 8000, 1F40, state 01).
+    const established = async () =>
+      (await sandbox.commands.run('cat /proc/net/tcp /proc/net/tcp6')).stdout.split('\n').some((line) => / [0-9A-F]+:1F40 [0-9A-F]+:[0-9A-F]+ 01 /.test(line));
+    await waitUntil(established, 'the held request is connected to the server');
+    assert.equal(await sandbox.pause(), true);
+    await heldEnded;
+    const resumed = await Sandbox.connect(sandbox.sandboxId, opts());
+    await waitUntil(async () => (await get(server, byName)).status === 200, "the resumed sandbox's server answers");
+    await Promise.all([resumed.kill(), idle.sandbox.kill()]);
   });
 
   it('a frozen sandbox is killed, paused and resumed as a running one: nothing of it is left stopped on the host', async () => {
