@@ -193,6 +193,9 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
   // An upload of 50 MiB through a slow link, or a stream a command keeps open, may take longer than node's default of 300 s:
   // the front door and the sandbox's own lifetime bound them instead.
   server.requestTimeout = 0;
+  // The front door keeps its connections here between requests and closes an idle one after 4 s
+  // (http/envd-proxy.ts): kept longer here, none closes under a request it sends.
+  server.keepAliveTimeout = 65_000;
   return {
     server,
     sandboxEnded(sandboxId) {

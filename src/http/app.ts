@@ -1,3 +1,4 @@
+import { createServer } from 'node:http';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
@@ -12,7 +13,7 @@ import { limitConnections } from './connection-limits.js';
 import { enforceFirstHeaderDeadline } from './header-deadline.js';
 import { enforceRequestDeadline } from './request-deadline.js';
 import { closeOnUnreadBody } from './unread-body.js';
-import { installEnvdProxy, installSandboxForwarding, isSandboxTraffic } from './envd-proxy.js';
+import { installEnvdProxy, installSandboxForwarding, isSandboxTraffic, takeSandboxTraffic } from './envd-proxy.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { boundJsonBodies } from './json-bodies.js';
@@ -72,6 +73,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /** The HTTP face: one plugin per route group, schemas from contract/, errors from the code table. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const { clients } = options;
+  const takeSandbox = takeSandboxTraffic(options.sandboxes);
   const app = Fastify({
     bodyLimit: options.bodyLimitBytes,
     // Each phase of a request has a deadline; past it 408 and the connection closes. Node keeps
@@ -79,15 +81,22 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // ours (enforceRequestDeadline), which a sandbox's traffic is not held to. Node checks the
     // request deadline when it makes the server, before Fastify sets its own: hence 0 in both places.
     requestTimeout: 0,
-    http: {
-      headersTimeout: clients.headersTimeoutMs,
-      requestTimeout: 0,
-      // Node looks for connections past their deadline this often (30 s by default): a quarter
-      // of the header deadline, so none outlives it by more than that.
-      connectionsCheckingInterval: Math.min(30_000, Math.ceil(clients.headersTimeoutMs / 4)),
+    // Fastify's server as Fastify would make it, but a sandbox's traffic is taken before Fastify sees it.
+    serverFactory: (handler) => {
+      const server = createServer(
+        {
+          headersTimeout: clients.headersTimeoutMs,
+          requestTimeout: 0,
+          // Node looks for connections past their deadline this often (30 s by default): a quarter
+          // of the header deadline, so none outlives it by more than that.
+          connectionsCheckingInterval: Math.min(30_000, Math.ceil(clients.headersTimeoutMs / 4)),
+        },
+        (request, response) => takeSandbox(request, response) || handler(request, response),
+      );
+      server.keepAliveTimeout = clients.keepAliveTimeoutMs;
+      server.setTimeout(clients.idleTimeoutMs);
+      return server;
     },
-    keepAliveTimeout: clients.keepAliveTimeoutMs,
-    connectionTimeout: clients.idleTimeoutMs,
     clientErrorHandler: answerClientError,
     // Typed as Fastify's base logger so the instance keeps its default generic parameters.
     loggerInstance: options.logger as FastifyBaseLogger,
@@ -114,7 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   enforceFirstHeaderDeadline(app.server, clients.headersTimeoutMs);
   enforceRequestDeadline(app.server, clients.requestTimeoutMs, isSandboxTraffic);
   // Before auth and every other hook: a sandbox's traffic is its envd's, which checks its own token.
-  installEnvdProxy(app, options.sandboxes);
+  installEnvdProxy(app, options.sandboxes, takeSandbox);
   closeOnUnreadBody(app);
   app.decorateRequest('apiKey', null);
   if (options.token) installBearerAuth(app, options.token, options.apiKeys);
