@@ -32,6 +32,10 @@ export interface EnvdServer {
   sandboxEnded(sandboxId: string): void;
   /** Bytes the open streams of a sandbox hold for clients that have not read them. */
   queuedBytes(sandboxId: string): number;
+  /** Answers one request as `server` does (its sandbox named by its E2b-Sandbox-Id and -Port headers). */
+  answer(request: IncomingMessage, response: ServerResponse): void;
+  /** Serves one upgrade as `server` does. */
+  upgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void;
 }
 
 /** What one request may cost the worker that serves every sandbox. */
@@ -184,12 +188,14 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
     return undefined;
   };
 
-  const server = createServer((request, response) => {
+  const answer = (request: IncomingMessage, response: ServerResponse): void => {
     handle(request, response).catch((error: unknown) => sendJsonError(response, 500, error instanceof Error ? error.message : String(error)));
-  });
-  server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+  };
+  const upgradeOrDrop = (request: IncomingMessage, socket: Duplex, head: Buffer): void => {
     upgrade(request, socket, head).catch(() => socket.destroy());
-  });
+  };
+  const server = createServer(answer);
+  server.on('upgrade', upgradeOrDrop);
   // An upload of 50 MiB through a slow link, or a stream a command keeps open, may take longer than node's default of 300 s:
   // the front door and the sandbox's own lifetime bound them instead.
   server.requestTimeout = 0;
@@ -203,5 +209,7 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
       watchers.forgetSandbox(sandboxId);
     },
     queuedBytes: (sandboxId) => streams.queuedBytes(sandboxId),
+    answer,
+    upgrade: upgradeOrDrop,
   };
 }

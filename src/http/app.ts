@@ -9,11 +9,12 @@ import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
-import { limitConnections } from './connection-limits.js';
+import { limitConnections } from '../util/connection-limits.js';
 import { enforceFirstHeaderDeadline } from './header-deadline.js';
 import { enforceRequestDeadline } from './request-deadline.js';
 import { closeOnUnreadBody } from './unread-body.js';
-import { installEnvdProxy, installSandboxForwarding, isSandboxTraffic, takeSandboxTraffic } from './envd-proxy.js';
+import { handOffSandboxConnection, installEnvdProxy, installSandboxForwarding, isSandboxTraffic, takeBack, takeSandboxTraffic } from './envd-proxy.js';
+import { routeConnections } from './connection-handoff.js';
 import { installErrorHandler } from './errors.js';
 import { installMediaTypeGate } from './media-types.js';
 import { boundJsonBodies } from './json-bodies.js';
@@ -95,6 +96,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       );
       server.keepAliveTimeout = clients.keepAliveTimeoutMs;
       server.setTimeout(clients.idleTimeoutMs);
+      routeConnections(server, (socket, read, headers) => handOffSandboxConnection(options.sandboxes, socket, read, headers));
       return server;
     },
     clientErrorHandler: answerClientError,
@@ -124,6 +126,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   enforceRequestDeadline(app.server, clients.requestTimeoutMs, isSandboxTraffic);
   // Before auth and every other hook: a sandbox's traffic is its envd's, which checks its own token.
   installEnvdProxy(app, options.sandboxes, takeSandbox);
+  await takeBack(app, options.sandboxes);
   closeOnUnreadBody(app);
   app.decorateRequest('apiKey', null);
   if (options.token) installBearerAuth(app, options.token, options.apiKeys);

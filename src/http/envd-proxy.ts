@@ -1,45 +1,19 @@
-import { Agent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { forward } from '../util/http-forward.js';
+import { connect, createServer as createNetServer, type Socket } from 'node:net';
+import { listenPrivateSocket } from '../sandbox/host/private-socket.js';
 import type { Duplex } from 'node:stream';
 import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';
-import { pipeline } from 'node:stream';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { isForwarded } from './forwarded.js';
 import type { FastifyInstance } from 'fastify';
-import { httpDuration, httpRequests } from '../util/metrics.js';
+import { countSandboxRequest } from '../util/metrics.js';
 import { contractError } from '../contract/errors.js';
-import { SANDBOX_ID_PATTERN } from '../contract/sandbox.js';
-import { ENVD_PORT } from '../contract/e2b.js';
+import { badTarget, isSignedFilesUrl, SANDBOX_ID, sandboxOfHost, sandboxTarget, type SandboxAddress } from '../envd/sandbox-address.js';
 import type { SandboxHost, SandboxPlace } from '../sandboxes/sandbox-host.js';
-
-/** `{port}-{sandboxId}.{domain}`, how E2B names a sandbox's port when a wildcard DNS name points here. */
-const SANDBOX_HOST = /^(\d{1,5})-([0-9a-z]{8,64})\./;
-
-/** The sandbox and port a request is for, or null when it is for this service itself. */
-export function sandboxTarget(headers: IncomingHttpHeaders): { sandboxId: string; port: number } | null {
-  const id = headers['e2b-sandbox-id'];
-  if (typeof id === 'string' && id !== '') {
-    const port = Number(headers['e2b-sandbox-port'] ?? ENVD_PORT);
-    return { sandboxId: id, port: Number.isInteger(port) ? port : -1 };
-  }
-  const byName = SANDBOX_HOST.exec(headers.host ?? '');
-  return byName ? { sandboxId: byName[2]!, port: Number(byName[1]) } : null;
-}
-
-/** The `route` of a sandbox's traffic in the service's HTTP metrics. */
-const SANDBOX_ROUTE_LABEL = '(sandbox)';
-
-/** The shape of a sandbox id (ours are 24 of [0-9a-z]); anything else is no sandbox, found without asking the database. */
-const SANDBOX_ID = new RegExp(SANDBOX_ID_PATTERN);
 
 /** A route of one sandbox (E2B's `/sandboxes/{id}...`, `/v2/sandboxes/{id}/connect`, ours `/v1/sandboxes/{id}...`): its id. */
 const SANDBOX_ROUTE = /^\/(?:v1\/|v2\/)?sandboxes\/([0-9a-z]{24})(?:[/?]|$)/;
-
-/** Why a request's sandbox and port cannot name one (a 400), or null. */
-function badTarget(target: { sandboxId: string; port: number }): string | null {
-  if (!Number.isInteger(target.port) || target.port < 1 || target.port > 65535) return 'a sandbox port is an integer from 1 to 65535';
-  return SANDBOX_ID.test(target.sandboxId) ? null : 'no sandbox has such an id';
-}
 
 /**
  * Traffic for a sandbox, as E2B's SDK sends it to `E2B_SANDBOX_URL` (its `E2b-Sandbox-Id` and
@@ -82,19 +56,55 @@ export function takeSandboxTraffic(sandboxes: SandboxHost): (request: IncomingMe
   };
 }
 
-/** A sandbox's request in the service's HTTP metrics, as countRequests counts its own routes'. */
-function countSandboxRequest(method: string, status: number, seconds: number): void {
-  httpRequests.inc({ method, route: SANDBOX_ROUTE_LABEL, status: String(status) });
-  httpDuration.observe({ method, route: SANDBOX_ROUTE_LABEL }, seconds);
+/** Connections the worker sent back (takeBack): never handed over again. */
+const takenBack = new WeakSet<Socket>();
+
+/**
+ * Takes back from the process that serves the sandboxes' traffic the requests on connections
+ * handed over to it that are not for a sandbox it holds (envd/client-connections.ts): its
+ * connections to a private unix socket are served by this HTTP server as any client's, and never
+ * handed over again (a paused sandbox's request would go round for ever). Closed with the app.
+ */
+export async function takeBack(app: FastifyInstance, sandboxes: SandboxHost): Promise<void> {
+  if (!sandboxes.takeBackAt) return;
+  const open = new Set<Socket>();
+  const door = createNetServer((socket) => {
+    takenBack.add(socket);
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+    app.server.emit('connection', socket);
+  });
+  const listening = await listenPrivateSocket(door, 'front-door');
+  sandboxes.takeBackAt(listening.socketPath);
+  app.addHook('onClose', async () => {
+    for (const socket of open) socket.destroy();
+    await listening.close();
+  });
 }
 
-async function toSandbox(sandboxes: SandboxHost, target: { sandboxId: string; port: number }, request: IncomingMessage, response: ServerResponse): Promise<void> {
+/**
+ * A connection whose first request names a sandbox's port by its host name (`{port}-{id}.{domain}`,
+ * no `E2b-Sandbox-Id`, which SDKs send on connections they share with the service's own routes)
+ * goes to the process that serves the sandbox's traffic (SandboxHost.takeConnection), whole: its
+ * requests and answers no longer pass through this process (envd/client-connections.ts). Not
+ * one for a sandbox another front door holds, nor one that names none validly: those are
+ * answered here as any request.
+ */
+export async function handOffSandboxConnection(sandboxes: SandboxHost, socket: Socket, read: Buffer, headers: IncomingHttpHeaders): Promise<boolean> {
+  if (!sandboxes.takeConnection || takenBack.has(socket) || headers['e2b-sandbox-id'] !== undefined) return false;
+  const target = sandboxOfHost(headers.host);
+  if (target === null || badTarget(target) !== null) return false;
+  if (!isForwarded({ headers }) && !('here' in (await sandboxes.placeOf(target.sandboxId)))) return false;
+  return !socket.destroyed && sandboxes.takeConnection(socket, read);
+}
+
+async function toSandbox(sandboxes: SandboxHost, target: SandboxAddress, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const bad = badTarget(target);
   if (bad !== null) return sendJson(response, 400, { sandboxId: target.sandboxId, message: bad, code: 400 });
   if (await forwardedToOwner(sandboxes, target.sandboxId, request, response)) return;
   const socketPath = sandboxes.envdSocket();
   if (socketPath === null) return sendJson(response, 503, { sandboxId: target.sandboxId, message: 'the sandbox host is starting', code: 503 });
-  forward(request, response, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port) });
+  forward(request, response, { socketPath }, { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port) }, hostUnanswered);
 }
 
 /**
@@ -133,21 +143,20 @@ export function isSandboxTraffic(request: IncomingMessage): boolean {
   return sandboxTarget(request.headers) !== null || isSignedFilesUrl(request.url ?? '/');
 }
 
-/** `/files?...signature=...`: a signed download or upload URL (E2B's `downloadUrl` / `uploadUrl`) made against this service's URL. */
-function isSignedFilesUrl(url: string): boolean {
-  const parsed = new URL(url, 'http://front-door');
-  return parsed.pathname === '/files' && parsed.searchParams.has('signature');
-}
-
 /**
  * A signed /files URL names no sandbox: this worker's envd finds the sandbox whose access token
  * signed it. (In the distributed mode only this front door's sandboxes are looked in.)
  */
+/** What a client is told when the sandboxes' host (the worker process) did not answer. */
+function hostUnanswered(response: ServerResponse, said: string): void {
+  sendJson(response, 502, { message: `the sandbox's host did not answer: ${said}`, code: 502 });
+}
+
 async function forwardSignedFiles(sandboxes: SandboxHost, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const socketPath = sandboxes.envdSocket();
   if (socketPath === null) return sendJson(response, 503, { message: 'the sandbox host is starting', code: 503 });
   const { 'e2b-sandbox-id': _named, 'e2b-sandbox-port': _port, ...headers } = request.headers;
-  forward(request, response, { socketPath }, headers);
+  forward(request, response, { socketPath }, headers, hostUnanswered);
 }
 
 /**
@@ -184,60 +193,4 @@ function lostAt(response: ServerResponse, url: string, id: string, said: string)
   if (url.startsWith('/v1/')) sendJson(response, 410, { error: contractError('sandbox.lost', message) });
   else if (SANDBOX_ROUTE.test(url)) sendJson(response, 404, { code: 404, message });
   else sendJson(response, 502, { sandboxId: id, message, code: 502 });
-}
-
-/**
- * The hop to this worker's envd (or another front door) keeps its connections between requests:
- * a request costs no connect and no accept there. An idle one is closed here after HOP_IDLE_MS,
- * before the other side would close it (envd's keep-alive deadline is longer, envd-server.ts; a
- * front door's is the clients' one, whose `Keep-Alive` hint the agent takes when shorter), so none
- * is reused as it closes.
- */
-const HOP_IDLE_MS = 4000;
-const hop = new Agent({ keepAlive: true, timeout: HOP_IDLE_MS });
-
-/** Headers of the framing of a request, never dropped: its body is read and sent by them. */
-const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
-
-/**
- * The request's headers less those of the client's connection alone (RFC 9110 7.6.1: Connection,
- * what it names, and the other hop-by-hop ones): a `Connection: close` passed on would close the
- * kept connection of the hop after each request.
- */
-function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const named = String(headers.connection ?? '')
-    .split(',')
-    .map((name) => name.trim().toLowerCase())
-    .filter((name) => name !== '' && !FRAMING.has(name));
-  const kept = { ...headers };
-  for (const name of ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', ...named]) delete kept[name];
-  return kept;
-}
-
-/** The request as it came, to a unix socket (this worker's envd) or another front door; its answer back as it comes. */
-function forward(
-  incoming: IncomingMessage,
-  outgoing: ServerResponse,
-  to: { socketPath: string } | { host: string; port: number },
-  headers: IncomingHttpHeaders,
-  unanswered: (response: ServerResponse, said: string) => void = (response, said) => sendJson(response, 502, { message: `the sandbox's host did not answer: ${said}`, code: 502 }),
-): void {
-  const upstream = httpRequest({ ...to, agent: hop, method: incoming.method, path: incoming.url, headers: endToEnd(headers) }, (answer) => {
-    // Answered before its body was all sent (a refusal, a sandbox that is gone): the connection
-    // closes after the answer, rather than reading the rest of a body nobody wants, which no
-    // deadline bounds for a sandbox's traffic (request-deadline.ts).
-    // Its connection's headers are the hop's (kept alive, for longer than the client's is), not the client's.
-    const headers = endToEnd(answer.headers);
-    outgoing.writeHead(answer.statusCode ?? 502, incoming.complete ? headers : { ...headers, connection: 'close' });
-    // An answer cut off (its host died mid-stream: the worker, the other front door) closes the
-    // client's connection, rather than leaving a stream open that nothing will ever end.
-    pipeline(answer, outgoing, () => undefined);
-  });
-  upstream.on('error', (error) => {
-    if (!outgoing.headersSent) unanswered(outgoing, error.message);
-    else outgoing.destroy();
-  });
-  // The client went away: so does the forwarded request (envd keeps a command running without its client).
-  outgoing.on('close', () => upstream.destroy());
-  incoming.pipe(upstream);
 }

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { SandboxListSchema, type Sandbox } from '../contract/sandbox.js';
 import { validate } from '../contract/validate.js';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
@@ -97,4 +98,6 @@ export class ClusterSandboxes implements SandboxHost {
   writeFile = (id: string, path: string, content: Buffer) => this.local.writeFile(id, path, content);
   maxFileBytes = () => this.local.maxFileBytes();
   envdSocket = () => this.local.envdSocket();
+  takeConnection = (socket: Socket, head: Buffer) => this.local.takeConnection?.(socket, head) ?? false;
+  takeBackAt = (socketPath: string) => this.local.takeBackAt?.(socketPath);
 }

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { CodedError, contractError } from '../contract/errors.js';
 import type {
   Sandbox,
@@ -60,6 +61,19 @@ export interface SandboxHost {
   maxFileBytes(): number;
   /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */
   envdSocket(): string | null;
+  /**
+   * Hands a client's connection whose first request is for a sandbox here (by its host name) to
+   * the process that serves the sandboxes' traffic, with the bytes read of it: that process
+   * answers it from then on. False when it cannot now (the worker process (re)starts): the
+   * connection is still the caller's. Absent where no other process serves that traffic.
+   */
+  takeConnection?(socket: Socket, head: Buffer): boolean;
+  /**
+   * Where this front door takes back, from that process, the requests on a connection handed
+   * over that are not a sandbox's (the service's own routes, sent on the same connection): a unix
+   * socket whose connections its HTTP server serves. With takeConnection.
+   */
+  takeBackAt?(socketPath: string): void;
   /**
    * Where a sandbox lives: this front door's worker (`here`, also for an id no one holds: it
    * answers not found), or, in the distributed mode, the front door at `address` that holds it.

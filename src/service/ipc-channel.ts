@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { CodedError, type ContractError } from '../contract/errors.js';
 import type { ProtocolSide } from './worker-protocol.js';
 
@@ -8,9 +9,13 @@ import type { ProtocolSide } from './worker-protocol.js';
  * is what this end answers and hears, `Remote` what the other end does (worker-protocol.ts).
  */
 export interface IpcEndpoint {
-  /** With a callback, a message that cannot be sent (the other end died: EPIPE) is an error there, not an 'error' event that would crash us. */
-  send(message: unknown, callback: (error: Error | null) => void): boolean;
-  on(event: 'message', listener: (message: unknown) => void): unknown;
+  /**
+   * With a callback, a message that cannot be sent (the other end died: EPIPE) is an error there,
+   * not an 'error' event that would crash us. `handle`: a connection handed over with it (the
+   * descriptor passes to the other process, and is closed here once it has).
+   */
+  send(message: unknown, handle: Socket | undefined, callback: (error: Error | null) => void): boolean;
+  on(event: 'message', listener: (message: unknown, handle?: Socket) => void): unknown;
 }
 
 type Message =
@@ -33,11 +38,11 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
   private nextId = 1;
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private readonly handlers = new Map<string, (...args: never[]) => unknown>();
-  private readonly noticeHandlers = new Map<string, (payload: never) => void>();
+  private readonly noticeHandlers = new Map<string, (payload: never, handle?: Socket) => void>();
   private closed: string | null = null;
 
   constructor(private readonly endpoint: IpcEndpoint) {
-    endpoint.on('message', (message) => this.receive(message as Message));
+    endpoint.on('message', (message, handle) => this.receive(message as Message, handle));
   }
 
   call<M extends keyof Calls<Remote> & string>(method: M, ...args: Parameters<Calls<Remote>[M]>): Promise<Result<Remote, M>> {
@@ -53,12 +58,19 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
     if (this.closed === null) this.post({ kind: 'notice', name, payload });
   }
 
+  /** A notice with a connection handed over; false when the other side is gone (the connection stays here). */
+  notifyWith<N extends keyof Remote['notices'] & string>(name: N, payload: Remote['notices'][N], handle: Socket): boolean {
+    if (this.closed !== null) return false;
+    this.post({ kind: 'notice', name, payload }, handle);
+    return true;
+  }
+
   handle<M extends keyof Calls<Local> & string>(method: M, handler: (...args: Parameters<Calls<Local>[M]>) => Result<Local, M> | Promise<Result<Local, M>>): void {
     this.handlers.set(method, handler as (...args: never[]) => unknown);
   }
 
-  onNotice<N extends keyof Local['notices'] & string>(name: N, handler: (payload: Local['notices'][N]) => void): void {
-    this.noticeHandlers.set(name, handler as (payload: never) => void);
+  onNotice<N extends keyof Local['notices'] & string>(name: N, handler: (payload: Local['notices'][N], handle?: Socket) => void): void {
+    this.noticeHandlers.set(name, handler as (payload: never, handle?: Socket) => void);
   }
 
   /** The other side is gone: every call still waiting fails. */
@@ -68,18 +80,20 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
     this.pending.clear();
   }
 
-  private post(message: Message): void {
+  private post(message: Message, handle?: Socket): void {
     const failed = (error: Error | null) => {
+      // A connection that could not be handed over has nobody to answer it.
+      if (error) handle?.destroy();
       if (error && this.closed === null) this.close(error.message);
     };
     try {
-      this.endpoint.send(message, failed);
+      this.endpoint.send(message, handle, failed);
     } catch (error) {
       failed(error as Error);
     }
   }
 
-  private receive(message: Message): void {
+  private receive(message: Message, handle?: Socket): void {
     switch (message.kind) {
       case 'call':
         void this.answer(message);
@@ -92,7 +106,7 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
         return;
       }
       case 'notice':
-        this.noticeHandlers.get(message.name)?.(message.payload as never);
+        this.noticeHandlers.get(message.name)?.(message.payload as never, handle);
     }
   }
 

@@ -3,7 +3,8 @@ import { executeSnippet } from '../runner/snippet.js';
 import { Sessions } from '../session/sessions.js';
 import { Sandboxes } from '../sandboxes/sandboxes.js';
 import { createEnvdServer, envdLimits, type EnvdServer } from '../envd/envd-server.js';
-import { listenEnvd } from '../envd/envd-socket.js';
+import { listenPrivateSocket } from '../sandbox/host/private-socket.js';
+import { clientConnections } from '../envd/client-connections.js';
 import { JobStaging } from '../runner/staging.js';
 import { runTask } from '../tasks/run-task.js';
 import { IpcChannel, IpcClosedError, type IpcEndpoint } from './ipc-channel.js';
@@ -159,8 +160,12 @@ channel.handle('init', async (config, slots) => {
   if (orphans > 0) log('info')({ orphans }, 'removed work dirs left by a previous process');
   loop = new WorkerLoop(ports, runtime, slots, { info: log('info'), error: log('error') });
   loop.start();
-  const listening = await listenEnvd(server.server);
-  envd = { server, close: listening.close };
+  const listening = await listenPrivateSocket(server.server, 'envd');
+  const clients = clientConnections(server, (id) => sandboxes.access(id) !== undefined, runtime.config.service.clients);
+  // A client's connection handed over for its sandboxes' traffic is served here from now on.
+  channel.onNotice('connection', (head, socket) => socket && clients.take(socket, Buffer.from(head)));
+  channel.onNotice('frontDoor', (socketPath) => clients.returnTo(socketPath));
+  envd = { server, close: () => Promise.all([clients.close(), listening.close()]).then(() => undefined) };
   return { envdSocket: listening.socketPath };
 });
 channel.handle('exec', (token, request) =>

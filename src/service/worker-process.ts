@@ -54,6 +54,8 @@ export class WorkerProcess {
   private stopping = false;
   /** Where the worker's sandboxes' envd listens; null until it has started (again). */
   private envdSocket: string | null = null;
+  /** Where the front door takes back what comes on a handed-over connection that is not a sandbox's (SandboxHost.takeBackAt). */
+  private frontDoorSocket: string | null = null;
   private exited!: Promise<void>;
 
   private constructor(private readonly options: WorkerProcessOptions) {}
@@ -96,6 +98,11 @@ export class WorkerProcess {
     readFile: (id, path) => this.hostCall('sandbox', async () => asBuffer(await this.channel.call('sandboxReadFile', id, path))),
     maxFileBytes: () => this.options.config.sandboxes.maxFileBytes,
     envdSocket: () => this.envdSocket,
+    takeConnection: (socket, head) => this.envdSocket !== null && this.channel.notifyWith('connection', head, socket),
+    takeBackAt: (socketPath) => {
+      this.frontDoorSocket = socketPath;
+      if (this.envdSocket !== null) this.channel.notify('frontDoor', socketPath);
+    },
     placeOf: async () => ({ here: true }),
   };
 
@@ -183,6 +190,8 @@ export class WorkerProcess {
     );
     this.serve(channel, gone.signal);
     this.envdSocket = (await channel.call('init', this.options.config, this.options.slots)).envdSocket;
+    // A worker started again is told where its front door takes requests back, as the first was.
+    if (this.frontDoorSocket !== null) channel.notify('frontDoor', this.frontDoorSocket);
     this.lastBackends = await this.backends();
     this.backendsAt = Date.now();
   }

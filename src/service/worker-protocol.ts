@@ -97,6 +97,13 @@ export type WorkerSide = {
     cancelAll: null;
     /** The snippet or task of this token: its caller is gone. */
     abort: number;
+    /**
+     * A client's connection for its sandboxes' traffic, handed over with the bytes the front door
+     * read of it (its first request's head, at least): served here from then on.
+     */
+    connection: Uint8Array;
+    /** Where its front door takes back the requests on such a connection that are not a sandbox's (the service's own routes). */
+    frontDoor: string;
   };
 };
 

@@ -76,6 +76,15 @@ export const httpDuration = new Histogram({
   registers: [registry],
 });
 
+/** The `route` of a sandbox's traffic (its envd, its ports) in the HTTP metrics: its URLs are the sandbox's, not patterns of ours. */
+const SANDBOX_ROUTE = '(sandbox)';
+
+/** A request of a sandbox's traffic answered, in the HTTP metrics (by whichever process answered it). */
+export function countSandboxRequest(method: string, status: number, seconds: number): void {
+  httpRequests.inc({ method, route: SANDBOX_ROUTE, status: String(status) });
+  httpDuration.observe({ method, route: SANDBOX_ROUTE }, seconds);
+}
+
 type GaugeRead<L extends string> = () => Promise<Array<[Partial<Record<L, string>>, number]>> | Array<[Partial<Record<L, string>>, number]>;
 /** What each gauge of gaugeOf reads when scraped, by name: the latest call's (a test may build several services in one process). */
 const gaugeReads = new Map<string, GaugeRead<string>>();

@@ -39,11 +39,14 @@ function ask(server: ServerProcess, path: string, headers: Record<string, string
   });
 }
 
-/** Bytes written to the service as they are, and what it answers until it closes the connection. */
-function raw(server: ServerProcess, text: string): Promise<string> {
+/**
+ * Bytes written to the service as they are, and what it answers until it closes the connection.
+ * `endFirst`: the client ends its side once written (else the server closes first).
+ */
+function raw(server: ServerProcess, text: string, { endFirst } = { endFirst: true }): Promise<string> {
   const { hostname, port } = new URL(server.url);
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) }, () => socket.end(text));
+    const socket = connect({ host: hostname, port: Number(port) }, () => (endFirst ? socket.end(text) : socket.write(text)));
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
@@ -204,6 +207,26 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
     assert.match(metrics, /agent_runner_sandbox_port_connections_total\{kind="upgrade",outcome="limited"[^}]*\} [1-9]/);
     assert.match(metrics, /agent_runner_sandbox_port_connections_total\{kind="upgrade",outcome="opened"[^}]*\} [4-9]/);
     await Promise.all([busy.kill(), other.kill()]);
+  });
+
+  it("a connection by a sandbox port's name is served on: requests one after another on it, the service's own among them; more connections from one address than it may hold at once, one after another", async () => {
+    const sandbox = await serving(8000);
+    const host = sandbox.getHost(8000);
+    // Requests on one connection: the front door hands it over whole to the worker, which serves
+    // the sandbox's and sends the service's own back to the front door, in order.
+    const sandboxRequest = `GET /host HTTP/1.1\r\nHost: ${host}\r\n`;
+    // The last asks the connection closed once answered: the client itself does not end it first.
+    const answers = await raw(server, `${sandboxRequest}\r\nGET /health HTTP/1.1\r\nHost: localhost\r\n\r\n${sandboxRequest}Connection: close\r\n\r\n`, { endFirst: false });
+    assert.deepEqual(
+      [...answers.matchAll(/HTTP\/1\.1 (\d+) /g)].map((match) => match[1]),
+      ['200', '200', '200'],
+      answers,
+    );
+    assert.equal(answers.split(host).length - 1, 2, answers);
+    assert.match(answers, /"status":"ok"/);
+    // Each connection handed over is let go by the front door's count of its address (128 at once).
+    for (let i = 0; i < 150; i++) assert.equal((await ask(server, '/host', { host, connection: 'close' })).status, 200, `connection ${i}`);
+    await sandbox.kill();
   });
 
   it("request smuggling and hosts that are not a sandbox's port get a 4xx; the sandbox's server sees only well-formed requests", async () => {

@@ -1,0 +1,61 @@
+import { Agent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream';
+
+/**
+ * The hop to this worker's envd (a front door's, or another front door) keeps its connections between requests:
+ * a request costs no connect and no accept there. An idle one is closed here after HOP_IDLE_MS,
+ * before the other side would close it (envd's keep-alive deadline is longer, envd-server.ts; a
+ * front door's is the clients' one, whose `Keep-Alive` hint the agent takes when shorter), so none
+ * is reused as it closes.
+ */
+const HOP_IDLE_MS = 4000;
+const hop = new Agent({ keepAlive: true, timeout: HOP_IDLE_MS });
+
+/** Headers of the framing of a request, never dropped: its body is read and sent by them. */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'host']);
+
+/**
+ * The request's headers less those of the client's connection alone (RFC 9110 7.6.1: Connection,
+ * what it names, and the other hop-by-hop ones): a `Connection: close` passed on would close the
+ * kept connection of the hop after each request.
+ */
+function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const named = String(headers.connection ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== '' && !FRAMING.has(name));
+  const kept = { ...headers };
+  for (const name of ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade', ...named]) delete kept[name];
+  return kept;
+}
+
+/**
+ * The request as it came, to a unix socket (a worker's envd, a front door's) or another front
+ * door; its answer back as it comes. `unanswered` answers the client when the other side did not.
+ */
+export function forward(
+  incoming: IncomingMessage,
+  outgoing: ServerResponse,
+  to: { socketPath: string } | { host: string; port: number },
+  headers: IncomingHttpHeaders,
+  unanswered: (response: ServerResponse, said: string) => void,
+): void {
+  const upstream = httpRequest({ ...to, agent: hop, method: incoming.method, path: incoming.url, headers: endToEnd(headers) }, (answer) => {
+    // Answered before its body was all sent (a refusal, a sandbox that is gone): the connection
+    // closes after the answer, rather than reading the rest of a body nobody wants, which no
+    // deadline bounds for a sandbox's traffic (request-deadline.ts).
+    // Its connection's headers are the hop's (kept alive, for longer than the client's is), not the client's.
+    const headers = endToEnd(answer.headers);
+    outgoing.writeHead(answer.statusCode ?? 502, incoming.complete ? headers : { ...headers, connection: 'close' });
+    // An answer cut off (its host died mid-stream: the worker, the other front door) closes the
+    // client's connection, rather than leaving a stream open that nothing will ever end.
+    pipeline(answer, outgoing, () => undefined);
+  });
+  upstream.on('error', (error) => {
+    if (!outgoing.headersSent) unanswered(outgoing, error.message);
+    else outgoing.destroy();
+  });
+  // The client went away: so does the forwarded request (envd keeps a command running without its client).
+  outgoing.on('close', () => upstream.destroy());
+  incoming.pipe(upstream);
+}
