@@ -1,6 +1,5 @@
 import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { HANDED_OVER } from '../util/connection-limits.js';
 
 /** The most of a connection's first read looked at for its first request's head. */
 const HEAD_LIMIT = 16 * 1024;
@@ -26,9 +25,10 @@ export function firstRequestHeaders(read: Buffer): IncomingHttpHeaders | null {
 /**
  * Routes each new connection of `server` by its first request, before the HTTP server parses
  * it: `handOff` may take it (the bytes read of it and its first request's headers given, it
- * resolves true: the connection is no longer this process's, and HANDED_OVER tells the server's
- * other connection listeners (its counts, the first request's header deadline) to let it go);
- * otherwise it goes to the HTTP server with those bytes, as it came.
+ * resolves true: the connection is no longer this process's, and its socket here closes once
+ * its descriptor has gone, which lets the server's other connection listeners (its counts, the
+ * first request's header deadline) go of it); otherwise it goes to the HTTP server with those
+ * bytes, as it came.
  */
 export function routeConnections(server: Server, handOff: (socket: Socket, read: Buffer, headers: IncomingHttpHeaders) => Promise<boolean>): void {
   // Node's own listener, added when the server was made: it starts the HTTP parser on the socket.
@@ -50,7 +50,7 @@ export function routeConnections(server: Server, handOff: (socket: Socket, read:
       const headers = firstRequestHeaders(read);
       if (headers === null) return toServer(read);
       handOff(socket, read, headers).then(
-        (taken) => (taken ? socket.emit(HANDED_OVER) : toServer(read)),
+        (taken) => taken || toServer(read),
         () => toServer(read),
       );
     });

@@ -1,7 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { answerClientError } from './client-errors.js';
-import { HANDED_OVER } from '../util/connection-limits.js';
 
 /**
  * Node looks for connections past their header deadline only every connectionsCheckingInterval,
@@ -17,7 +16,6 @@ export function enforceFirstHeaderDeadline(server: Server, headersTimeoutMs: num
     const timer = setTimeout(() => answerClientError(Object.assign(new Error('headers timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket), headersTimeoutMs);
     pending.set(socket, timer);
     socket.once('close', () => clearTimeout(timer));
-    socket.once(HANDED_OVER, () => clearTimeout(timer));
   });
   server.on('request', (request: IncomingMessage) => clearTimeout(pending.get(request.socket)));
 }

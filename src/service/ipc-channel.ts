@@ -61,6 +61,12 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
   /** A notice with a connection handed over; false when the other side is gone (the connection stays here). */
   notifyWith<N extends keyof Remote['notices'] & string>(name: N, payload: Remote['notices'][N], handle: Socket): boolean {
     if (this.closed !== null) return false;
+    // Node tracks a server's socket sent to a child as the cluster module does: its server's
+    // close() then waits for the child to say the socket closed, and never ends once the child
+    // is gone (a SIGTERM that never exited). Not the server's any more, the socket is let go here
+    // instead: its object is destroyed once its descriptor has gone (post), which closes nothing
+    // but counts it closed.
+    (handle as unknown as { server: unknown }).server = null;
     this.post({ kind: 'notice', name, payload }, handle);
     return true;
   }
@@ -82,8 +88,9 @@ export class IpcChannel<Local extends ProtocolSide, Remote extends ProtocolSide>
 
   private post(message: Message, handle?: Socket): void {
     const failed = (error: Error | null) => {
-      // A connection that could not be handed over has nobody to answer it.
-      if (error) handle?.destroy();
+      // Sent, only the object is left here (Node took its descriptor away); not sent, the
+      // connection has nobody to answer it. Either way it is done with here.
+      handle?.destroy();
       if (error && this.closed === null) this.close(error.message);
     };
     try {

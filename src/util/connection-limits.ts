@@ -1,13 +1,6 @@
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 
-/**
- * Emitted on a socket whose connection this process handed to another (its descriptor sent over
- * IPC): it is no longer this process's to count or to time. Node only detaches such a socket,
- * which never closes here.
- */
-export const HANDED_OVER = 'agent-runner:handed-over';
-
 export interface ConnectionLimits {
   /** Open connections in all. */
   total: number;
@@ -35,15 +28,10 @@ export function limitConnections(server: Server, limits: ConnectionLimits, onRef
       return;
     }
     open.set(address, count);
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
+    socket.once('close', () => {
       const left = open.get(address)! - 1;
       if (left === 0) open.delete(address);
       else open.set(address, left);
-    };
-    socket.once('close', release);
-    socket.once(HANDED_OVER, release);
+    });
   });
 }

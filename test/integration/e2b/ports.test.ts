@@ -229,6 +229,22 @@ describe("a sandbox's ports through the service (E2B's getHost)", async () => {
     await sandbox.kill();
   });
 
+  it('a service that handed connections over still stops on SIGTERM', async () => {
+    const own = await startServer([]);
+    try {
+      const sandbox = await Sandbox.create('base', { ...opts(), apiKey: own.token!, apiUrl: own.url, sandboxUrl: own.url });
+      await sandbox.files.write('port_server.py', PORT_SERVER);
+      await (await sandbox.commands.run('python3 port_server.py 8000', { background: true, timeoutMs: 0 })).disconnect();
+      await waitUntil(async () => (await ask(own, '/host', { host: sandbox.getHost(8000) })).status === 200, 'the server in the sandbox answers');
+      // Node's own tracking of a socket sent to a child kept the front door's server from closing once the worker was gone.
+      own.child.kill('SIGTERM');
+      await waitUntil(() => own.child.exitCode !== null || own.child.signalCode !== null, 'the service exits on SIGTERM', { timeoutMs: 120_000 });
+      assert.deepEqual([own.child.exitCode, own.child.signalCode], [0, null]);
+    } finally {
+      await own.stop();
+    }
+  });
+
   it("request smuggling and hosts that are not a sandbox's port get a 4xx; the sandbox's server sees only well-formed requests", async () => {
     const sandbox = await serving(8000);
     const host = sandbox.getHost(8000);
