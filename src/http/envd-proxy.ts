@@ -74,7 +74,7 @@ export async function takeBack(app: FastifyInstance, sandboxes: SandboxHost): Pr
     socket.once('close', () => open.delete(socket));
     app.server.emit('connection', socket);
   });
-  const listening = await listenPrivateSocket(door, 'front-door');
+  const listening = await listenPrivateSocket(door, 'door');
   sandboxes.takeBackAt(listening.socketPath);
   app.addHook('onClose', async () => {
     for (const socket of open) socket.destroy();

@@ -5,9 +5,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { reapDeadOwners } from './owned-dirs.js';
 
+/** The most bytes of a unix socket's path (sockaddr_un's sun_path, less its terminating NUL). */
+const SUN_PATH_BYTES = 107;
+
 /**
  * `server` listening on a unix socket in a directory of its own under the temporary directory
- * (mode 0700, named `agent-runner-<name>-<pid>-<suffix>`), so only this host's root reaches it
+ * (mode 0700, named `agent-runner-<name>-<pid>-<suffix>`, the socket `s` in it), so only this host's root reaches it
  * and several agent-runner processes on one host never share one: a worker's envd, which its
  * front door forwards sandbox traffic to; a front door's, which its worker sends back what comes
  * on a connection handed over that is not a sandbox's. A process that was killed could not remove
@@ -18,7 +21,13 @@ export async function listenPrivateSocket(server: Server, name: string): Promise
   const owned = new RegExp(`^${prefix}(\\d+)-[^/]+$`);
   await reapDeadOwners(tmpdir(), (entry) => Number(owned.exec(entry)?.[1]));
   const dir = mkdtempSync(join(tmpdir(), `${prefix}${process.pid}-`));
-  const socketPath = join(dir, `${name}.sock`);
+  // A one-letter name: a unix socket's path has at most SUN_PATH_BYTES, and a longer one would be
+  // cut short by the kernel's sockaddr (bound, then, outside the private directory).
+  const socketPath = join(dir, 's');
+  if (Buffer.byteLength(socketPath) > SUN_PATH_BYTES) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`the unix socket path ${socketPath} is longer than ${SUN_PATH_BYTES} bytes: set TMPDIR to a shorter directory`);
+  }
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socketPath, () => {
