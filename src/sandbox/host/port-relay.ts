@@ -35,7 +35,8 @@ export class PortRelay {
     // Only the host's root may enter: the socket is the relay's sole door, and anyone who opens
     // it reaches the sandbox's ports without the service's access checks.
     const directory = mkdtempSync(join(tmpdir(), 'agent-runner-relay-'));
-    const socketPath = join(directory, 'relay.sock');
+    // One letter: a unix socket's path is short (sun_path); the relay refuses a longer one (Go's bind does).
+    const socketPath = join(directory, 's');
     const { nsenter, setpriv } = DEFAULT_NETWORK_TOOLS;
     const devNull = openSync('/dev/null', 'r');
     let child: ChildProcess;
