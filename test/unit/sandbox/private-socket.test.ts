@@ -14,11 +14,12 @@ describe("a private unix socket (a worker's envd, a front door's)", () => {
   });
 
   it('listens in a directory of its own that only root may enter, removed when it closes', async () => {
-    const base = mkdtempSync(join(tmpdir(), 'private-socket-'));
+    // Short: the suite's own temporary directory is long already.
+    const base = mkdtempSync(join(tmpdir(), 'p-'));
     process.env.TMPDIR = base;
     try {
       const server = createServer((socket) => socket.end('hi'));
-      const listening = await listenPrivateSocket(server, 'test');
+      const listening = await listenPrivateSocket(server, 't');
       assert.equal(dirname(dirname(listening.socketPath)), base);
       assert.equal(statSync(dirname(listening.socketPath)).mode & 0o777, 0o700);
       const said = await new Promise<string>((resolve) => {
@@ -36,12 +37,12 @@ describe("a private unix socket (a worker's envd, a front door's)", () => {
   });
 
   it('refuses a path the kernel would cut short (it was bound outside its directory), leaving nothing behind', async () => {
-    const base = mkdtempSync(join(tmpdir(), 'private-socket-'));
+    const base = mkdtempSync(join(tmpdir(), 'p-'));
     const long = join(base, 'x'.repeat(100));
     mkdirSync(long);
     process.env.TMPDIR = long;
     try {
-      await assert.rejects(listenPrivateSocket(createServer(), 'test'), /is longer than 107 bytes: set TMPDIR to a shorter directory/);
+      await assert.rejects(listenPrivateSocket(createServer(), 't'), /is longer than 107 bytes: set TMPDIR to a shorter directory/);
       assert.deepEqual(readdirSync(long), []);
     } finally {
       rmSync(base, { recursive: true, force: true });
