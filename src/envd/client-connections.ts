@@ -2,10 +2,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { limitConnections } from '../util/connection-limits.js';
-import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';
+import { jsonAnswer, sendJson } from '../util/http-messages.js';
 import { countSandboxRequest } from '../util/metrics.js';
 import type { EnvdServer } from './envd-server.js';
-import { forward } from '../util/http-forward.js';
+import { forward, forwardUpgrade } from '../util/http-forward.js';
 import { badTarget, sandboxOfHost } from './sandbox-address.js';
 
 /** What the service holds its HTTP clients to (service.clients): a handed-over connection is held to the same. */
@@ -17,6 +17,9 @@ export interface ClientBounds {
   maxConnectionsPerAddress: number;
 }
 
+/** Said of a request for the front door before it said where it takes requests back (never, once the service has started). */
+const NOT_YET = 'the front door cannot take this request back yet: send it on a connection of its own';
+
 /**
  * Clients' connections the front door handed over (http/connection-handoff.ts): each came for a
  * sandbox's port by its host name, and is served here from then on, without the hop through the
@@ -26,9 +29,6 @@ export interface ClientBounds {
  * requests for several hosts on one connection: the service's own routes, another sandbox's)
  * goes back to the front door (returnTo), through its private socket, which answers it as its own.
  */
-/** Said of a request for the front door before it said where it takes requests back (never, once the service has started). */
-const NOT_YET = 'the front door cannot take this request back yet: send it on a connection of its own';
-
 export function clientConnections(
   envd: EnvdServer,
   holds: (sandboxId: string) => boolean,
@@ -75,13 +75,7 @@ export function clientConnections(
     socket.on('error', () => undefined);
     if (held(request)) return envd.upgrade(request, socket, head);
     if (frontDoor === null) return void socket.end(jsonAnswer(421, { message: NOT_YET, code: 421 }));
-    // The front door's as it came, then both ways byte for byte.
-    const upstream = connect({ path: frontDoor });
-    upstream.on('error', () => socket.destroy());
-    socket.on('close', () => upstream.destroy());
-    upstream.write(requestHead(request, request.headers));
-    upstream.write(head);
-    socket.pipe(upstream).pipe(socket);
+    forwardUpgrade(request, request.headers, head, socket, connect({ path: frontDoor }));
   });
   server.keepAliveTimeout = bounds.keepAliveTimeoutMs;
   server.setTimeout(bounds.idleTimeoutMs);

@@ -1,9 +1,9 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
-import { forward } from '../util/http-forward.js';
+import { forward, forwardUpgrade } from '../util/http-forward.js';
 import { connect, createServer as createNetServer, type Socket } from 'node:net';
 import { listenPrivateSocket } from '../sandbox/host/private-socket.js';
 import type { Duplex } from 'node:stream';
-import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';
+import { jsonAnswer, sendJson } from '../util/http-messages.js';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { isForwarded } from './forwarded.js';
 import type { FastifyInstance } from 'fastify';
@@ -126,12 +126,8 @@ async function upgradeToSandbox(sandboxes: SandboxHost, request: IncomingMessage
   const socketPath = sandboxes.envdSocket();
   if (owner === null && socketPath === null) return refuse(503, 'the sandbox host is starting');
   const upstream = owner ? connect({ host: owner.hostname, port: Number(owner.port) }) : connect({ path: socketPath! });
-  upstream.on('error', () => socket.destroy());
-  socket.on('close', () => upstream.destroy());
   const headers = { ...request.headers, 'e2b-sandbox-id': target.sandboxId, 'e2b-sandbox-port': String(target.port), ...(owner && { [FORWARDED_HEADER]: '1' }) };
-  upstream.write(requestHead(request, headers));
-  upstream.write(head);
-  socket.pipe(upstream).pipe(socket);
+  forwardUpgrade(request, headers, head, socket, upstream);
 }
 
 /**

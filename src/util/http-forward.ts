@@ -1,5 +1,7 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import { pipeline } from 'node:stream';
+import type { Socket } from 'node:net';
+import { pipeline, type Duplex } from 'node:stream';
+import { requestHead } from './http-messages.js';
 
 /**
  * The hop to this worker's envd (a front door's, or another front door) keeps its connections between requests:
@@ -58,4 +60,13 @@ export function forward(
   // The client went away: so does the forwarded request (envd keeps a command running without its client).
   outgoing.on('close', () => upstream.destroy());
   incoming.pipe(upstream);
+}
+
+/** An upgrade passed on whole to `upstream`: its head as it came (with `headers`), then both ways byte for byte, as long as either side keeps it. */
+export function forwardUpgrade(request: IncomingMessage, headers: IncomingHttpHeaders, head: Buffer, socket: Duplex, upstream: Socket): void {
+  upstream.on('error', () => socket.destroy());
+  socket.on('close', () => upstream.destroy());
+  upstream.write(requestHead(request, headers));
+  upstream.write(head);
+  socket.pipe(upstream).pipe(socket);
 }
