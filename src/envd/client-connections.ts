@@ -1,21 +1,13 @@
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { clientServer, type ClientBounds } from '../util/client-server.js';
 import { limitConnections } from '../util/connection-limits.js';
 import { jsonAnswer, sendJson } from '../util/http-messages.js';
 import { countSandboxRequest } from '../util/metrics.js';
 import type { EnvdServer } from './envd-server.js';
 import { forward, forwardUpgrade } from '../util/http-forward.js';
 import { badTarget, sandboxOfHost } from './sandbox-address.js';
-
-/** What the service holds its HTTP clients to (service.clients): a handed-over connection is held to the same. */
-export interface ClientBounds {
-  headersTimeoutMs: number;
-  keepAliveTimeoutMs: number;
-  idleTimeoutMs: number;
-  maxConnections: number;
-  maxConnectionsPerAddress: number;
-}
 
 /** Said of a request for the front door before it said where it takes requests back (never, once the service has started). */
 const NOT_YET = 'the front door cannot take this request back yet: send it on a connection of its own';
@@ -54,31 +46,22 @@ export function clientConnections(
       sendJson(answer, 502, { message: `the front door did not answer: ${said}`, code: 502 }),
     );
   };
-  const server = createServer(
-    {
-      headersTimeout: bounds.headersTimeoutMs,
-      requestTimeout: 0,
-      connectionsCheckingInterval: Math.min(30_000, Math.ceil(bounds.headersTimeoutMs / 4)),
-    },
-    (request: IncomingMessage, response: ServerResponse) => {
-      if (!held(request)) return backToFrontDoor(request, response);
-      const started = performance.now();
-      response.once('finish', () => {
-        countSandboxRequest(request.method ?? 'GET', response.statusCode, (performance.now() - started) / 1000);
-        // Answered before its body was all sent (a refusal): closed after the answer rather than the rest read, as at the front door.
-        if (!request.complete) request.socket.end();
-      });
-      envd.answer(request, response);
-    },
-  );
+  const server = clientServer(bounds, (request: IncomingMessage, response: ServerResponse) => {
+    if (!held(request)) return backToFrontDoor(request, response);
+    const started = performance.now();
+    response.once('finish', () => {
+      countSandboxRequest(request.method ?? 'GET', response.statusCode, (performance.now() - started) / 1000);
+      // Answered before its body was all sent (a refusal): closed after the answer rather than the rest read, as at the front door.
+      if (!request.complete) request.socket.end();
+    });
+    envd.answer(request, response);
+  });
   server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
     if (held(request)) return envd.upgrade(request, socket, head);
     if (frontDoor === null) return void socket.end(jsonAnswer(421, { message: NOT_YET, code: 421 }));
     forwardUpgrade(request, request.headers, head, socket, connect({ path: frontDoor }));
   });
-  server.keepAliveTimeout = bounds.keepAliveTimeoutMs;
-  server.setTimeout(bounds.idleTimeoutMs);
   limitConnections(server, { total: bounds.maxConnections, perAddress: bounds.maxConnectionsPerAddress }, () => undefined);
   let closed: Promise<void> | undefined;
   return {

@@ -1,4 +1,3 @@
-import { createServer } from 'node:http';
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
@@ -10,6 +9,7 @@ import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';
 import { answerClientError } from './client-errors.js';
 import { limitConnections } from '../util/connection-limits.js';
+import { clientServer } from '../util/client-server.js';
 import { enforceFirstHeaderDeadline } from './header-deadline.js';
 import { enforceRequestDeadline } from './request-deadline.js';
 import { closeOnUnreadBody } from './unread-body.js';
@@ -84,18 +84,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     requestTimeout: 0,
     // Fastify's server as Fastify would make it, but a sandbox's traffic is taken before Fastify sees it.
     serverFactory: (handler) => {
-      const server = createServer(
-        {
-          headersTimeout: clients.headersTimeoutMs,
-          requestTimeout: 0,
-          // Node looks for connections past their deadline this often (30 s by default): a quarter
-          // of the header deadline, so none outlives it by more than that.
-          connectionsCheckingInterval: Math.min(30_000, Math.ceil(clients.headersTimeoutMs / 4)),
-        },
-        (request, response) => takeSandbox(request, response) || handler(request, response),
-      );
-      server.keepAliveTimeout = clients.keepAliveTimeoutMs;
-      server.setTimeout(clients.idleTimeoutMs);
+      const server = clientServer(clients, (request, response) => takeSandbox(request, response) || handler(request, response));
       routeConnections(server, (socket, read, headers) => handOffSandboxConnection(options.sandboxes, socket, read, headers));
       return server;
     },

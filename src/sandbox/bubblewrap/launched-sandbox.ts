@@ -361,9 +361,7 @@ export class LaunchedSandbox extends HostDirSandbox {
    * `leaveRunning`.
    */
   private async save(criu: string, image: string, deadlineMs: number, leaveRunning: boolean): Promise<void> {
-    const launcherPid = this.child.pid;
-    const initPid = launcherPid === undefined ? undefined : childrenOf(launcherPid)[0];
-    if (!this.alive || launcherPid === undefined || initPid === undefined) throw new Error('the sandbox is not running: there is nothing to save');
+    const { launcherPid, initPid } = this.tree('the sandbox is not running: there is nothing to save');
     await mkdir(image, { recursive: true, mode: 0o700 });
     try {
       const bootIdFile = join(this.parts.jobDir, BOOT_ID_FILE);
@@ -374,11 +372,17 @@ export class LaunchedSandbox extends HostDirSandbox {
     }
   }
 
-  /** This process's descriptor of the network namespace of the sandbox's init. */
-  private networkNamespace(): number {
+  /** bwrap's own process (or criu's, a restore's) and the sandbox's init, its child; throws `notRunning` when it has ended. */
+  private tree(notRunning: string): { launcherPid: number; initPid: number } {
     const launcherPid = this.child.pid;
     const initPid = launcherPid === undefined ? undefined : childrenOf(launcherPid)[0];
-    if (!this.alive || launcherPid === undefined || initPid === undefined) throw new Error('the sandbox is not running');
+    if (!this.alive || launcherPid === undefined || initPid === undefined) throw new Error(notRunning);
+    return { launcherPid, initPid };
+  }
+
+  /** This process's descriptor of the network namespace of the sandbox's init. */
+  private networkNamespace(): number {
+    const { launcherPid, initPid } = this.tree('the sandbox is not running');
     const fd = openSync(`/proc/${initPid}/ns/net`, 'r');
     // Still the launcher's child once opened: the namespace is the sandbox's, not that of a process that took a pid it left.
     if (!childrenOf(launcherPid).includes(initPid)) {
