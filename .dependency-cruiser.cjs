@@ -14,6 +14,7 @@ const LAYERS = [
   ['languages', 'policy'],
   ['runner'],
   ['templates'],
+  ['volumes'],
   ['tasks', 'session', 'sandboxes', 'envd', 'interpreter'],
   ['queue', 'store'],
   ['service'],

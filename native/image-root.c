@@ -40,6 +40,15 @@
  *     other host ids: no file is changed, whatever the tree holds). Ids not mapped show as the
  *     overflow id, and cannot make files there.
  *
+ *   image-root attach SOURCE PID TARGET [--read-only]
+ *     Mounts SOURCE (a volume's file system, mounted on the host) at TARGET inside the running
+ *     sandbox of process PID, idmapped through that sandbox's own user namespace: what the volume
+ *     stores as uid 1000 is that sandbox's user's, uid 0 its root's, whatever host uids the sandbox
+ *     runs as, so sandboxes of other uids share one volume's files. TARGET's missing directories
+ *     are made beneath the sandbox's root (reached through /proc/PID/root), each component opened
+ *     with O_NOFOLLOW: a link planted on the way is refused, never followed. The mount is nosuid
+ *     and nodev; it lives in the sandbox's mount namespace alone and goes with it.
+ *
  *   image-root shift DIR --map HOST:IMAGE[:COUNT][,...]
  *     Gives each file under DIR owned by a HOST uid (or gid) the IMAGE one instead: a build
  *     step's writable layer, written by the sandbox's host uids, made a layer of the image's ids.
@@ -457,6 +466,65 @@ static int idmap(int argc, char **argv) {
   return 0;
 }
 
+/*
+ * The directory fd of TARGET (absolute, as the sandbox sees it) beneath `root`, its missing
+ * components made (mode 0755, owned by `owner`), none followed through a link.
+ */
+static int make_beneath(int root, const char *target, uid_t owner, gid_t group) {
+  char copy[RECORD_MAX];
+  if (snprintf(copy, sizeof copy, "%s", target) >= (int)sizeof copy || target[0] != '/') fail("the mount point is not an absolute path: %s", target);
+  int fd = dup(root);
+  for (char *save = NULL, *part = strtok_r(copy, "/", &save); part != NULL; part = strtok_r(NULL, "/", &save)) {
+    if (strcmp(part, "..") == 0 || strcmp(part, ".") == 0) {
+      errno = EINVAL;
+      fail("a mount point with . or ..: %s", target);
+    }
+    int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT) {
+      if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) fail("mkdir %s (at %s)", target, part);
+      next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (next >= 0 && fchown(next, owner, group) != 0) fail("own %s (at %s)", target, part);
+    }
+    if (next < 0) fail("open %s (at %s)", target, part);
+    close(fd);
+    fd = next;
+  }
+  return fd;
+}
+
+/* SOURCE mounted at TARGET in the sandbox of PID, idmapped by its user namespace (see the top). */
+static int attach(int argc, char **argv) {
+  int writable = argc == 5;
+  if (argc < 5 || argc > 6 || (argc == 6 && strcmp(argv[5], "--read-only") != 0)) {
+    errno = 0;
+    fail("usage: attach SOURCE PID TARGET [--read-only]");
+  }
+  unsigned long pid = number(argv[3], "PID");
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lu/ns/user", pid);
+  int userns = open(path, O_RDONLY | O_CLOEXEC);
+  if (userns < 0) fail("open %s", path);
+  snprintf(path, sizeof path, "/proc/%lu/ns/mnt", pid);
+  int mntns = open(path, O_RDONLY | O_CLOEXEC);
+  if (mntns < 0) fail("open %s", path);
+  snprintf(path, sizeof path, "/proc/%lu/root", pid);
+  int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) fail("open %s", path);
+  /* The mount point's new directories belong to whom the sandbox's process runs as (its root inside, or its user). */
+  struct stat process;
+  snprintf(path, sizeof path, "/proc/%lu", pid);
+  if (stat(path, &process) != 0) fail("stat %s", path);
+  int tree = (int)syscall(SYS_open_tree, AT_FDCWD, argv[2], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+  if (tree < 0) fail("open_tree %s", argv[2]);
+  struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | (writable ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID, .userns_fd = (unsigned long long)userns};
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail("idmap %s", argv[2]);
+  /* move_mount attaches only within the caller's own mount namespace: the sandbox's, from here on. */
+  if (setns(mntns, CLONE_NEWNS) != 0) fail("setns %s", path);
+  int at = make_beneath(root, argv[4], process.st_uid, process.st_gid);
+  if (syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) fail("mount at %s", argv[4]);
+  return 0;
+}
+
 static int as_user(int argc, char **argv) {
   unsigned long uid = 1000, gid = 1000;
   int i = 2;
@@ -481,7 +549,8 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "shift") == 0) return shift(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "idmap") == 0) return idmap(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "as-user") == 0) return as_user(argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "attach") == 0) return attach(argc, argv);
   errno = 0;
-  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ... | image-root idmap SOURCE TARGET --map ...");
+  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ... | image-root idmap SOURCE TARGET --map ... | image-root attach SOURCE PID TARGET [--read-only]");
   return 125;
 }

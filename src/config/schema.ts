@@ -414,6 +414,17 @@ export const TemplateStoreSchema = Section(
 );
 export type TemplateStoreSettings = Static<typeof TemplateStoreSchema>;
 
+export const VolumeSettingsSchema = Section(
+  {
+    dir: Nullable(Type.String({ minLength: 1 }), "Where volumes are kept, each a file system image of its size (null: <stateDir>/volumes). Root's alone (0700)."),
+    defaultBytes: PositiveInteger(1024 * MiB, 'The size of a volume made without one.'),
+    maxBytes: PositiveInteger(64 * 1024 * MiB, 'The largest volume one may make; a larger size is refused (400).'),
+    max: PositiveInteger(256, 'Volumes this server holds; one more is refused (429 volume.full).'),
+  },
+  'Volumes: named file systems of a fixed size that outlive the sandboxes mounting them (docs/volumes.md).',
+);
+export type VolumeSettings = Static<typeof VolumeSettingsSchema>;
+
 export const RunnerConfigSchema = Type.Object(
   {
     stateDir: Type.String({ minLength: 1, description: 'Compile cache, toolchain mirrors, job staging. Must be reachable by unprivileged uids. Default: see defaultStateDir.' }),
@@ -424,6 +435,7 @@ export const RunnerConfigSchema = Type.Object(
     sessions: SessionSettingsSchema,
     sandboxes: SandboxSettingsSchema,
     templates: TemplateStoreSchema,
+    volumes: VolumeSettingsSchema,
     backends: BackendsSchema,
     service: ServiceSettingsSchema,
     retention: RetentionSettingsSchema,

@@ -23,6 +23,16 @@ const Metadata = MetadataSchema();
 const EnvVars = EnvVarsSchema({ valueLength: 32768 });
 
 /** `POST /sandboxes` and `POST /v2/sandboxes`; unknown fields pass (newer SDKs add some), the named unsupported ones are refused. */
+/** A volume mounted at a sandbox's create, by its name (E2B's SandboxVolumeMount). */
+export const E2bVolumeMountSchema = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 63 }),
+    path: Type.String({ minLength: 2, maxLength: 1024, pattern: '^/' }),
+    readOnly: Type.Optional(Type.Boolean({ description: 'This server’s own: mounted read-only (E2B has no such field).' })),
+  },
+  { $id: 'E2bVolumeMount', additionalProperties: true },
+);
+
 export const E2bNewSandboxSchema = Type.Object(
   {
     templateID: Type.String({ minLength: 1, maxLength: 128 }),
@@ -53,13 +63,14 @@ export const E2bNewSandboxSchema = Type.Object(
         { additionalProperties: true, description: 'What of E2B’s SandboxNetworkConfig is done here; its other fields are refused by name.' },
       ),
     ),
+    volumeMounts: Type.Optional(Type.Array(E2bVolumeMountSchema, { maxItems: 8 })),
   },
   { $id: 'E2bNewSandbox', additionalProperties: true },
 );
 export type E2bNewSandbox = Static<typeof E2bNewSandboxSchema>;
 
 /** Fields of a create that ask for what this server does not do: refused with 400 when set. */
-export const E2B_UNSUPPORTED_CREATE_FIELDS = ['mcp', 'volumeMounts', 'iam'] as const;
+export const E2B_UNSUPPORTED_CREATE_FIELDS = ['mcp', 'iam'] as const;
 
 export const E2bSandboxSchema = Type.Object(
   {
@@ -294,3 +305,15 @@ export const E2bTemplateBuildInfoSchema = Type.Object(
 export type E2bTemplateBuildInfo = Static<typeof E2bTemplateBuildInfoSchema>;
 
 export const E2bBuildStatusQuerySchema = Type.Object({ logsOffset: Type.Optional(Type.Integer({ minimum: 0 })) });
+
+/** `POST /volumes` (E2B's NewVolume). */
+export const E2bNewVolumeSchema = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 63, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$' }) },
+  { $id: 'E2bNewVolume', additionalProperties: true },
+);
+export type E2bNewVolume = Static<typeof E2bNewVolumeSchema>;
+export const E2bVolumeSchema = Type.Object({ volumeID: Type.String(), name: Type.String() }, { $id: 'E2bVolume' });
+export type E2bVolume = Static<typeof E2bVolumeSchema>;
+/** A volume with the token its content API (`/volumecontent/{volumeID}/...`) takes as `Authorization: Bearer`. */
+export const E2bVolumeAndTokenSchema = Type.Object({ volumeID: Type.String(), name: Type.String(), token: Type.String() }, { $id: 'E2bVolumeAndToken' });
+export type E2bVolumeAndToken = Static<typeof E2bVolumeAndTokenSchema>;

@@ -67,6 +67,10 @@ export const ERROR_CODES = {
     description: 'pausing, resuming, forking or snapshotting failed; the sandbox is left running (or paused) as it was, and the message says why',
   },
   'snapshot.not_found': { http: 404, description: 'no snapshot with that id or name' },
+  'volume.not_found': { http: 404, description: 'no volume with that id or name (or none the asking API key owns)' },
+  'volume.exists': { http: 409, description: 'the API key has a volume of that name already' },
+  'volume.in_use': { http: 409, description: 'running sandboxes mount the volume (details.mounted_by): kill them first, or delete with force' },
+  'volume.full': { http: 429, description: 'this server holds as many volumes as it may (volumes.max); delete one first' },
   'template.not_found': { http: 404, description: 'no template of that name: `base`, `code-interpreter-v1`, `desktop`, one named in the configuration, or a snapshot' },
   'template.build_invalid': { http: 422, description: 'a Dockerfile instruction not built here, or one written wrong: details name its line and instruction' },
   'template.start_failed': {

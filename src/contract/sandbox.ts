@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { BackendChoiceSchema, BackendKindSchema, PauseKindSchema } from './backend.js';
 import { EnvVarsSchema, MetadataSchema } from './checked-record.js';
 import { AgentUserSchema } from './sandbox-agent.js';
+import { VolumeMountSchema } from './volumes.js';
 
 /**
  * Long-lived sandboxes: a sandbox that runs until it is killed or its timeout passes, with
@@ -57,6 +58,12 @@ export const SandboxCreateRequestSchema = Type.Object(
         description: 'The Host header the servers on its ports see, `${PORT}` the port asked; default the client’s (E2B’s maskRequestHost).',
       }),
     ),
+    volume_mounts: Type.Optional(
+      Type.Array(VolumeMountSchema, {
+        maxItems: 8,
+        description: 'Volumes of its API key mounted in it (docs/volumes.md); a resume or fork of it mounts them again.',
+      }),
+    ),
   },
   { $id: 'SandboxCreateRequest', additionalProperties: false, title: 'Create a sandbox' },
 );
@@ -89,6 +96,7 @@ export const SandboxSchema = Type.Object(
     api_key: Type.Optional(
       Type.String({ description: 'The name of the API key that made it (service.apiKeys); absent: the service token. Only that key and the service token see it.' }),
     ),
+    volume_mounts: Type.Optional(Type.Array(VolumeMountSchema, { description: 'The volumes it mounts, by id.' })),
   },
   { $id: 'Sandbox', additionalProperties: false, title: 'A sandbox' },
 );

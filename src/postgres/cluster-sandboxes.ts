@@ -92,6 +92,11 @@ export class ClusterSandboxes implements SandboxHost {
   // Snapshots are kept by the worker that took them: listed and deleted there (docs/scaling.md).
   listSnapshots = (filter?: Parameters<SandboxHost['listSnapshots']>[0]) => this.local.listSnapshots(filter);
   deleteSnapshot = (idOrName: string, apiKey?: string) => this.local.deleteSnapshot(idOrName, apiKey);
+  // Volumes live on the machine of the front door they were made through (docs/volumes.md).
+  createVolume = (request: Parameters<SandboxHost['createVolume']>[0], apiKey?: string) => this.local.createVolume(request, apiKey);
+  listVolumes = (apiKey?: string) => this.local.listVolumes(apiKey);
+  describeVolume = (idOrName: string, apiKey?: string) => this.local.describeVolume(idOrName, apiKey);
+  deleteVolume = (idOrName: string, apiKey?: string, force?: boolean) => this.local.deleteVolume(idOrName, apiKey, force);
   exec = (id: string, request: Parameters<SandboxHost['exec']>[1]) => this.local.exec(id, request);
   runCode = (id: string, request: Parameters<SandboxHost['runCode']>[1]) => this.local.runCode(id, request);
   readFile = (id: string, path: string) => this.local.readFile(id, path);

@@ -311,6 +311,12 @@ export interface PreparedSandbox {
    */
   openNetworkNamespace?(): number;
   /**
+   * Mounts the host's file system at `source` (a volume's, volumes/volume-store.ts) at the
+   * absolute `path` inside the running sandbox, idmapped to its own ids, its missing directories
+   * made; absent where the backend cannot add a mount to a running sandbox.
+   */
+  attachVolume?(source: string, path: string, readOnly: boolean): Promise<void>;
+  /**
    * Where its work dir is a disk of its own: once it has ended and released, that disk (the work
    * dir, its root's writable layer) is kept at `image`, one file, where it is and as it was, not
    * emptied (a pause that keeps files in place; SandboxTemplate.fromDisk takes it up again).

@@ -8,7 +8,7 @@ import type { PauseKind } from '../contract/backend.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
-import { CheckpointTimeoutError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
+import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
 import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
 import { PortRelay } from '../sandbox/host/port-relay.js';
 import { AgentChannel, type AgentHold } from './agent-channel.js';
@@ -89,6 +89,15 @@ export interface SandboxPlan {
   resume?: { image: string; archive: string; agentVersion: string | null };
   /** Runs on the disk a sandbox was kept on (its home and root's changes as they were): SandboxTemplate.fromDisk. */
   fromDisk?: { image: string; take: boolean };
+  /** Volumes mounted in it once it runs: `source` where the volume's file system is mounted on the host. */
+  volumes?: readonly PlannedVolume[];
+}
+
+export interface PlannedVolume {
+  id: string;
+  source: string;
+  path: string;
+  readOnly: boolean;
 }
 
 /**
@@ -203,6 +212,9 @@ export class LiveSandbox {
    * for this sandbox (gVisor cannot save one on the host's network stack, its egress proxy's).
    */
   get pauseKind(): PauseKind {
+    // A volume is mounted into it after its start, which a checkpoint cannot give back: its files
+    // are kept, and the next sandbox of it mounts its volumes again.
+    if (this.plan.volumes?.length) return 'files';
     return this.plan.backend.capabilities.pause === 'memory' && this.prepared?.checkpoint ? 'memory' : 'files';
   }
 
@@ -357,6 +369,7 @@ export class LiveSandbox {
       ...(plan.maskRequestHost !== null && { mask_request_host: plan.maskRequestHost }),
       ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
       ...(this.agentVersion !== null && { agent_version: this.agentVersion }),
+      ...(described.volume_mounts && { volume_mounts: described.volume_mounts }),
     };
   }
 
@@ -451,7 +464,13 @@ export class LiveSandbox {
       ...(plan.onTimeout === 'pause' && { on_timeout: 'pause' as const }),
       ...lifecycleOf(plan),
       ...(plan.apiKey !== undefined && { api_key: plan.apiKey }),
+      ...(plan.volumes?.length && { volume_mounts: plan.volumes.map(({ id, path, readOnly }) => ({ volume: id, path, ...(readOnly && { read_only: true }) })) }),
     };
+  }
+
+  /** The ids of the volumes it mounts. */
+  get volumeIds(): string[] {
+    return (this.plan.volumes ?? []).map((volume) => volume.id);
   }
 
   /** Its processes' use now; the CPU share is of its cores since the previous reading. */
@@ -546,6 +565,7 @@ export class LiveSandbox {
     let prepared;
     try {
       prepared = await plan.backend.prepare(template);
+      if (plan.volumes?.length && !prepared.attachVolume) throw new SandboxUnavailableError(`a sandbox on ${plan.backend.kind} cannot mount volumes here`);
       if (guard) await prepared.restrictExec(await this.execRules(prepared, guard));
     } catch (error) {
       prepared?.discard();
@@ -557,6 +577,10 @@ export class LiveSandbox {
     this.served.serve(prepared, plan.maxLifetimeMs);
     this.agentVersion = await this.served.untilReady(this.channel.started(), plan.startTimeoutSeconds, 'the sandbox');
     this.channel.watch(plan.heartbeatMs, (reason) => void this.served.fail(reason));
+    // Before anyone is handed it: its first process finds them there.
+    for (const volume of plan.volumes ?? []) {
+      await this.served.untilReady(prepared.attachVolume!(volume.source, volume.path, volume.readOnly), plan.startTimeoutSeconds, `volume ${volume.id}`);
+    }
     // A restored agent said it was ready before its checkpoint: its answer now says it runs, and
     // what the pause stopped for its files to be packed goes on.
     if (plan.resume) {

@@ -15,6 +15,8 @@ import type {
   SandboxRunCodeRequest,
   SandboxRunCodeResult,
 } from '../contract/sandbox.js';
+import type { Volume, VolumeCreateRequest } from '../contract/volumes.js';
+import type { VolumeGranted } from './sandbox-volumes.js';
 
 /**
  * Where sandboxes live, as the front door sees it: every operation by sandbox id, each failing
@@ -79,6 +81,15 @@ export interface SandboxHost {
    * answers not found), or, in the distributed mode, the front door at `address` that holds it.
    */
   placeOf(id: string): Promise<SandboxPlace>;
+  /**
+   * Volumes (docs/volumes.md), kept by this machine's worker: in the distributed mode a volume is
+   * the machine's of the front door it was made through.
+   */
+  createVolume(request: VolumeCreateRequest, apiKey?: string): Promise<VolumeGranted>;
+  listVolumes(apiKey?: string): Promise<Volume[]>;
+  describeVolume(idOrName: string, apiKey?: string): Promise<VolumeGranted>;
+  /** volume.in_use while running sandboxes mount it, unless `force`. */
+  deleteVolume(idOrName: string, apiKey?: string, force?: boolean): Promise<Volume>;
 }
 
 export type SandboxPlace = { here: true } | { address: string };

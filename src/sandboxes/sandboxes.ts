@@ -1,6 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
+import { join, posix } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { environmentProblem } from '../contract/command-limits.js';
 import { CodedError, contractError } from '../contract/errors.js';
@@ -38,7 +38,9 @@ import type { ImageTemplate } from '../templates/image-template.js';
 import { SandboxGoneError, type SandboxAgentPort } from './agent-port.js';
 import { refusedHere } from './served-sandbox.js';
 import { checkDesktop, DESKTOP_TEMPLATE } from './desktop-template.js';
-import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type SandboxPlan } from './live-sandbox.js';
+import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER, type PlannedVolume, type SandboxPlan } from './live-sandbox.js';
+import type { VolumeStore } from '../volumes/volume-store.js';
+import type { VolumeMount } from '../contract/volumes.js';
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
 import { packHome, unpackHome, type ArchiveRun } from './home-archive.js';
@@ -111,6 +113,8 @@ export class Sandboxes {
     private readonly runtime: RunnerRuntime,
     /** Told when a sandbox has ended, so what serves it (envd) forgets it. */
     private readonly onEnded: (id: string) => void = () => undefined,
+    /** The volumes its sandboxes may mount; none where absent. */
+    readonly volumes: VolumeStore | null = null,
   ) {
     this.store = new SnapshotStore(runtime.config.sandboxes.keptDir ?? join(runtime.config.stateDir, 'sandboxes', 'kept'));
     this.loaded = this.store.load(this.retentionMs()).then((states) => {
@@ -908,6 +912,7 @@ export class Sandboxes {
     // Its ports ask for its access token: a sandbox without one cannot keep them to its clients.
     if (request.allow_public_traffic === false && request.secure === false)
       throw invalid('allow_public_traffic false needs a secure sandbox: its ports ask for its access token', 'allow_public_traffic');
+    const volumes = await this.plannedVolumes(request.volume_mounts ?? [], request.api_key);
     return {
       id: randomId(),
       template,
@@ -938,9 +943,40 @@ export class Sandboxes {
       ...(request.on_timeout_keep_memory !== undefined && { onTimeoutKeepMemory: request.on_timeout_keep_memory }),
       ...(request.auto_resume === true && { autoResume: true }),
       ...(request.api_key !== undefined && { apiKey: request.api_key }),
+      ...(volumes.length > 0 && { volumes }),
     };
   }
+
+  /** The volumes a create names, the key's own, each mounted on the host, at paths that do not overlap. */
+  private async plannedVolumes(mounts: readonly VolumeMount[], apiKey: string | undefined): Promise<PlannedVolume[]> {
+    if (mounts.length === 0) return [];
+    if (!this.volumes) throw invalid('this server keeps no volumes', 'volume_mounts');
+    const planned: PlannedVolume[] = [];
+    for (const mount of mounts) {
+      const path = posix.resolve(mount.path);
+      const problem = mountPathProblem(path, planned);
+      if (problem) throw invalid(`volume ${mount.volume} at ${mount.path}: ${problem}`, 'volume_mounts');
+      const { id } = await this.volumes.find(mount.volume, apiKey);
+      planned.push({ id, source: await this.volumes.mountPath(id), path, readOnly: mount.read_only === true });
+    }
+    return planned;
+  }
+
+  /** The running sandboxes that mount the volume `id`. */
+  volumeUsers(id: string): string[] {
+    return [...this.sandboxes.values()].filter((sandbox) => sandbox.running && sandbox.volumeIds.includes(id)).map((sandbox) => sandbox.id);
+  }
 }
+
+/** Where a volume may not be mounted: over the system, the sandbox's home itself, or another volume. */
+function mountPathProblem(path: string, others: readonly PlannedVolume[]): string | undefined {
+  if (path === '/' || path === SANDBOX_HOME || SYSTEM_PATHS.some((system) => path === system || path.startsWith(`${system}/`))) return 'that path belongs to the system or the home itself';
+  const overlapping = others.find((other) => other.path === path || path.startsWith(`${other.path}/`) || other.path.startsWith(`${path}/`));
+  return overlapping && `it overlaps volume ${overlapping.id} at ${overlapping.path}`;
+}
+
+/** The sandbox's system and the kernel's trees: a volume over them would hide what the sandbox runs on. */
+const SYSTEM_PATHS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/etc', '/proc', '/sys', '/dev', '/run'];
 
 /**
  * The internet as the sandbox's backend gives it: egress to anywhere but the host, as a run
@@ -986,6 +1022,7 @@ function fromState(state: KeptState, request: LaunchRequest): LaunchRequest {
     ...(request.auto_resume === undefined && sandbox.auto_resume !== undefined && { auto_resume: sandbox.auto_resume }),
     ...(sandbox.allow_public_traffic !== undefined && { allow_public_traffic: sandbox.allow_public_traffic }),
     ...(sandbox.mask_request_host !== undefined && { mask_request_host: sandbox.mask_request_host }),
+    ...(sandbox.volume_mounts !== undefined && { volume_mounts: sandbox.volume_mounts }),
   };
 }
 
@@ -1010,6 +1047,7 @@ function describePaused(state: KeptState): Sandbox {
     ...(sandbox.on_timeout_keep_memory !== undefined && { on_timeout_keep_memory: sandbox.on_timeout_keep_memory }),
     ...(sandbox.auto_resume === true && { auto_resume: true }),
     ...(sandbox.api_key !== undefined && { api_key: sandbox.api_key }),
+    ...(sandbox.volume_mounts !== undefined && { volume_mounts: sandbox.volume_mounts }),
   };
 }
 

@@ -5,6 +5,7 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, type FileHandle } fro
 import { join } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { BackendKindSchema, PauseKindSchema } from '../contract/backend.js';
+import { VolumeMountSchema } from '../contract/volumes.js';
 import type { Snapshot } from '../contract/sandbox.js';
 import { validate } from '../contract/validate.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
@@ -35,6 +36,8 @@ export const KeptSandboxSchema = Type.Object({
   api_key: Type.Optional(Type.String()),
   /** Its agent's version: a sandbox resumed with its memory runs the agent it was saved with. */
   agent_version: Type.Optional(Type.String()),
+  /** The volumes it mounts, by id: mounted again in what comes of it. */
+  volume_mounts: Type.Optional(Type.Array(VolumeMountSchema)),
 });
 export type KeptSandbox = Static<typeof KeptSandboxSchema>;
 

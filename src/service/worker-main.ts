@@ -14,6 +14,8 @@ import { WorkerLoop } from './worker-loop.js';
 import type { WorkerPorts } from './worker-ports.js';
 import type { SandboxBackend } from '../sandbox/types.js';
 import { withinDeadline } from '../util/deadline.js';
+import { VolumeStore, volumeSettings } from '../volumes/volume-store.js';
+import { SandboxVolumes } from '../sandboxes/sandbox-volumes.js';
 import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './worker-protocol.js';
 
 /**
@@ -138,14 +140,20 @@ let runtime: RunnerRuntime;
 let loop: WorkerLoop;
 let sessions: Sessions;
 let sandboxes: Sandboxes;
+let volumes: SandboxVolumes;
+let volumeStore: VolumeStore;
 let envd: { server: EnvdServer; close(): Promise<void> };
 channel.handle('init', async (config, slots) => {
   runtime = new RunnerRuntime(config);
   // Before the first await: the front door may route a session call here while init still runs.
   sessions = new Sessions(runtime);
-  sandboxes = new Sandboxes(runtime, (id) => server.sandboxEnded(id));
+  volumeStore = new VolumeStore(volumeSettings(runtime.config));
+  sandboxes = new Sandboxes(runtime, (id) => server.sandboxEnded(id), volumeStore);
+  volumes = new SandboxVolumes(volumeStore, sandboxes);
   releaseAll = async () => {
     await Promise.all([sessions.close(), sandboxes.close()]);
+    // Their sandboxes have ended: nothing holds their file systems.
+    await volumeStore.close();
     // The backends' sandboxes started ahead for the next create hold work dirs too.
     await Promise.all([runtime.dispose(), envd?.close()]);
   };
@@ -218,8 +226,12 @@ channel.handle('sandboxRunCode', (id, request) => sandboxes.runCode(id, request)
 channel.handle('sandboxWriteFile', (id, path, content, append) => sandboxes.writeFile(id, path, asBuffer(content), append));
 channel.handle('sandboxReadFile', (id, path) => sandboxes.readFile(id, path));
 channel.handle('sandboxesClose', () => sandboxes.close());
+channel.handle('volumeCreate', (request, apiKey) => volumes.create(request, apiKey));
+channel.handle('volumeList', (apiKey) => volumes.list(apiKey));
+channel.handle('volumeDescribe', (idOrName, apiKey) => volumes.describe(idOrName, apiKey));
+channel.handle('volumeDelete', (idOrName, apiKey, force) => volumes.delete(idOrName, apiKey, force));
 channel.handle('stop', async () => {
   await Promise.all([loop.stopped(), sessions.close(), sandboxes.close()]);
-  await envd.close();
+  await Promise.all([envd.close(), volumeStore.close()]);
   await runtime.dispose();
 });

@@ -104,6 +104,10 @@ export class WorkerProcess {
       if (this.envdSocket !== null) this.channel.notify('frontDoor', socketPath);
     },
     placeOf: async () => ({ here: true }),
+    createVolume: (request, apiKey) => this.hostCall('sandbox', () => this.channel.call('volumeCreate', request, apiKey)),
+    listVolumes: (apiKey) => this.hostCall('sandbox', () => this.channel.call('volumeList', apiKey)),
+    describeVolume: (idOrName, apiKey) => this.hostCall('sandbox', () => this.channel.call('volumeDescribe', idOrName, apiKey)),
+    deleteVolume: (idOrName, apiKey, force) => this.hostCall('sandbox', () => this.channel.call('volumeDelete', idOrName, apiKey, force)),
   };
 
   /**

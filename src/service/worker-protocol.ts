@@ -22,6 +22,8 @@ import type {
   SandboxRunCodeRequest,
   SandboxRunCodeResult,
 } from '../contract/sandbox.js';
+import type { Volume, VolumeCreateRequest } from '../contract/volumes.js';
+import type { VolumeGranted } from '../sandboxes/sandbox-volumes.js';
 
 /**
  * The one protocol between a front door and its worker process (worker-process.ts forks,
@@ -89,6 +91,10 @@ export type WorkerSide = {
     sandboxReadFile(id: string, path: string): Uint8Array;
     /** The service is stopping: every sandbox is killed, new ones are refused. */
     sandboxesClose(): void;
+    volumeCreate(request: VolumeCreateRequest, apiKey?: string): VolumeGranted;
+    volumeList(apiKey?: string): Volume[];
+    volumeDescribe(idOrName: string, apiKey?: string): VolumeGranted;
+    volumeDelete(idOrName: string, apiKey?: string, force?: boolean): Volume;
   };
   notices: {
     /** A job it leased was canceled. */

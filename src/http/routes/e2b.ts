@@ -37,6 +37,7 @@ import { sendRetryAfter, statusOf } from '../errors.js';
 import type { Sandbox, SandboxMetrics, Snapshot } from '../../contract/sandbox.js';
 import type { ServedTemplates } from './templates.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
+import { e2bVolumeRoutes } from './e2b-volumes.js';
 import { namedList, namedSchema, routeSchema } from '../route-schema.js';
 import { creator, guardSandboxRoutes, sees } from '../api-key-scope.js';
 
@@ -76,7 +77,7 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: ServedTemplates) {
     const create = async (request: FastifyRequest<{ Body: E2bNewSandbox }>, reply: FastifyReply) => {
       const refused = E2B_UNSUPPORTED_CREATE_FIELDS.find((field) => (request.body as Record<string, unknown>)[field] !== undefined);
       if (refused) return e2bError(reply, 400, `${refused}: not supported by this server (agent-runner); leave it out`);
-      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: asked, autoPause, autoPauseMemory, autoResume, network } = request.body;
+      const { templateID, timeout, metadata, envVars, secure, allow_internet_access: asked, autoPause, autoPauseMemory, autoResume, network, volumeMounts } = request.body;
       const networkProblem = network === undefined ? undefined : unsupportedNetwork(network);
       if (networkProblem) return e2bError(reply, 400, networkProblem);
       // Denying all egress is no internet, whatever allow_internet_access says (E2B: allow takes precedence, and none is allowed).
@@ -94,11 +95,13 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: ServedTemplates) {
           ...(autoResume?.enabled ? { auto_resume: true } : {}),
           ...(network?.allowPublicTraffic === false && { allow_public_traffic: false }),
           ...(network?.maskRequestHost !== undefined && { mask_request_host: network.maskRequestHost }),
+          ...(volumeMounts?.length && { volume_mounts: volumeMounts.map(({ name, path, readOnly }) => ({ volume: name, path, ...(readOnly && { read_only: true }) })) }),
         },
         creator(request),
       );
       return reply.code(201).send(created(sandbox));
     };
+    e2bVolumeRoutes(app, sandboxes, errors);
     for (const url of ['/sandboxes', '/v2/sandboxes']) {
       app.post<{ Body: E2bNewSandbox }>(
         url,

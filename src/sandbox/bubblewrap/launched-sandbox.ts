@@ -12,6 +12,8 @@ import { dumpSandbox, loggedErrors, restoreLog } from '../host/criu.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { procIdMap, type IdRange } from '../../util/id-ranges.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
+import { IMAGE_ROOT_HELPER } from '../../images/image-root.js';
 import { BwrapStatus } from './bwrap-status.js';
 import { encodeExecRules, EXEC_RULES_FILE, needsLandlock } from './exec-guard.js';
 import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type OutputSink, type SandboxIO, type SandboxOutcome } from '../types.js';
@@ -102,6 +104,7 @@ export class LaunchedSandbox extends HostDirSandbox {
   readonly checkpoint?: (image: string, deadlineMs: number) => Promise<void>;
   readonly checkpointRunning?: (image: string, deadlineMs: number) => Promise<void>;
   readonly openNetworkNamespace?: () => number;
+  readonly attachVolume?: (source: string, path: string, readOnly: boolean) => Promise<void>;
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
@@ -116,6 +119,8 @@ export class LaunchedSandbox extends HostDirSandbox {
       this.checkpointRunning = (image, deadlineMs) => this.save(criu, image, deadlineMs, true);
     }
     if (parts.ownNetwork) this.openNetworkNamespace = () => this.networkNamespace();
+    // Only root mounts into another namespace; a microVM's guest mounts what its host shares instead.
+    if (parts.ownNetwork && process.getuid?.() === 0) this.attachVolume = (source, path, readOnly) => this.attach(source, path, readOnly);
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {
@@ -378,6 +383,14 @@ export class LaunchedSandbox extends HostDirSandbox {
     const initPid = launcherPid === undefined ? undefined : childrenOf(launcherPid)[0];
     if (!this.alive || launcherPid === undefined || initPid === undefined) throw new Error(notRunning);
     return { launcherPid, initPid };
+  }
+
+  /** image-root attach: the volume's file system mounted in the sandbox's namespace, through its user namespace's ids. */
+  private async attach(source: string, path: string, readOnly: boolean): Promise<void> {
+    const { launcherPid, initPid } = this.tree('the sandbox is not running');
+    await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['attach', source, String(initPid), path, ...(readOnly ? ['--read-only'] : [])]);
+    // Its init still: the namespaces entered were the sandbox's, not a process's that took a pid it left.
+    if (!childrenOf(launcherPid).includes(initPid)) throw new Error('the sandbox ended while a volume was mounted in it');
   }
 
   /** This process's descriptor of the network namespace of the sandbox's init. */

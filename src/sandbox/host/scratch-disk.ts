@@ -11,10 +11,20 @@ import { execFileWhenQuiet } from '../../util/fork-gate.js';
  * No journal (scratch, never recovered); `discard` gives deleted files' blocks back to the host.
  */
 export async function mountScratchDisk(path: string, image: string, bytes: number): Promise<void> {
+  await makeDisk(image, bytes, { journal: false });
+  await mountDisk(image, path);
+}
+
+/**
+ * An empty ext4 file system in a new sparse image of `bytes`: a journal where it must survive
+ * its holder's death (a volume, mounted while sandboxes write it), and its top directory owned
+ * by `rootOwner` (uid:gid) where not root's.
+ */
+export async function makeDisk(image: string, bytes: number, options: { journal: boolean; rootOwner?: string }): Promise<void> {
   await writeFile(image, '', { mode: 0o600, flag: 'wx' });
   await truncate(image, bytes);
-  await execFileWhenQuiet('/usr/sbin/mkfs.ext4', ['-q', '-F', '-m', '0', '-O', '^has_journal', '-E', 'nodiscard', image]);
-  await mountDisk(image, path);
+  const extended = ['nodiscard', ...(options.rootOwner ? [`root_owner=${options.rootOwner}`] : [])].join(',');
+  await execFileWhenQuiet('/usr/sbin/mkfs.ext4', ['-q', '-F', '-m', '0', ...(options.journal ? [] : ['-O', '^has_journal']), '-E', extended, image]);
 }
 
 /** An image made by mountScratchDisk (a kept one, taken up again) mounted at `path`. */
