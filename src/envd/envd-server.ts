@@ -4,6 +4,7 @@ import { createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { basicAuthUser, carriesTrafficToken, fileSignatureOf, hasAccessToken, hasTrafficToken, isSignedWith, requestUser } from './access.js';
 import { handleFiles, sendJsonError } from './files-route.js';
+import { handleVolumeContent, isVolumeContentUrl, type VolumeContent } from './volume-content.js';
 import { createFilesystemService } from './filesystem-service.js';
 import { Filesystem } from './gen/filesystem/filesystem_pb.js';
 import { Process } from './gen/process/process_pb.js';
@@ -88,7 +89,7 @@ function sendSandboxNotFound(response: ServerResponse, sandboxId: string): void 
  * found through `lookup`. Requests for port 49999 (`E2b-Sandbox-Port`) go to the sandbox's code
  * interpreter (interpreter/) instead, whose contexts the sandbox host keeps.
  */
-export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContexts, limits: EnvdLimits): EnvdServer {
+export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContexts, limits: EnvdLimits, volumes?: VolumeContent): EnvdServer {
   const { lookup } = sandboxes;
   const watchers = new WatcherRegistry();
   const streams = new OpenStreams(limits.streams);
@@ -131,6 +132,8 @@ export function createEnvdServer(sandboxes: EnvdSandboxes, contexts: CodeContext
   };
 
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    // E2B's volume content API comes with the sandboxes' traffic: a volume's files are served by a sandbox too.
+    if (volumes && isVolumeContentUrl(request.url ?? '/')) return handleVolumeContent(request, response, volumes);
     const url = new URL(request.url ?? '/', 'http://envd');
     const header = request.headers['e2b-sandbox-id'];
     const sandboxId = typeof header === 'string' && header !== '' ? header : signedFilesSandbox(request, url);

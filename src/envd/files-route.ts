@@ -26,7 +26,7 @@ export function sendJsonError(response: ServerResponse, status: number, message:
   response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify({ code: status, message }));
 }
 
-function sendFailure(response: ServerResponse, error: unknown): void {
+export function sendFailure(response: ServerResponse, error: unknown): void {
   const failure = toConnectError(error);
   sendJsonError(response, httpStatusOf(failure), failure.rawMessage);
 }
@@ -42,7 +42,7 @@ function absolutePath(target: EnvdTarget, path: string, user: AgentUser): string
  * agent takes requests in order, so a chunk is sent while those before it are still being
  * written: the host's encoding and the agent's writing overlap.
  */
-async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>, user: AgentUser, metadata: FileMetadata): Promise<AgentEntry> {
+export async function writeFile(agent: SandboxAgentPort, path: string, source: AsyncIterable<Buffer>, user: AgentUser, metadata: FileMetadata): Promise<AgentEntry> {
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let sent = 0;
@@ -163,7 +163,7 @@ function eachFilePart(request: IncomingMessage, handle: (stream: Readable, filen
 }
 
 /** The request body as sent, decompressed when the SDK gzipped it (`files.write(..., {gzip: true})`). */
-function requestBody(request: IncomingMessage): AsyncIterable<Buffer> {
+export function requestBody(request: IncomingMessage): AsyncIterable<Buffer> {
   const encoding = request.headers['content-encoding'];
   if (encoding === undefined || encoding === 'identity') return request;
   if (encoding !== 'gzip') throw new ConnectError(`unsupported content encoding: ${encoding}`, Code.InvalidArgument);
@@ -209,6 +209,11 @@ async function download(response: ServerResponse, target: EnvdTarget, path: stri
     throw failure;
   }
   if (entry.type === 'directory') return sendJsonError(response, 400, `path '${entry.path}' is a directory`);
+  await sendFileBytes(response, agent, entry, user);
+}
+
+/** A file's bytes as a 200 download, read from the agent a chunk ahead of the client. */
+export async function sendFileBytes(response: ServerResponse, agent: SandboxAgentPort, entry: AgentEntry, user: AgentUser): Promise<void> {
   // The first chunk is read before the status is sent: what cannot be read (a FIFO, a device, a
   // link to one) is answered with its own error, where a 200 cut short would read as a gone sandbox.
   const chunks = fileChunks(agent, entry.path, user);

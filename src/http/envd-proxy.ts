@@ -9,6 +9,7 @@ import { isForwarded } from './forwarded.js';
 import type { FastifyInstance } from 'fastify';
 import { countSandboxRequest } from '../util/metrics.js';
 import { contractError } from '../contract/errors.js';
+import { isVolumeContentUrl } from '../envd/volume-content.js';
 import { badTarget, isSignedFilesUrl, SANDBOX_ID, sandboxOfHost, sandboxTarget, type SandboxAddress } from '../envd/sandbox-address.js';
 import type { SandboxHost, SandboxPlace } from '../sandboxes/sandbox-host.js';
 
@@ -44,10 +45,10 @@ export function installEnvdProxy(app: FastifyInstance, sandboxes: SandboxHost, t
 export function takeSandboxTraffic(sandboxes: SandboxHost): (request: IncomingMessage, response: ServerResponse) => boolean {
   return (request, response) => {
     const target = sandboxTarget(request.headers);
-    if (!target && !isSignedFilesUrl(request.url ?? '/')) return false;
+    if (!target && !isSignedFilesUrl(request.url ?? '/') && !isVolumeContentUrl(request.url ?? '/')) return false;
     const started = performance.now();
     response.once('finish', () => countSandboxRequest(request.method ?? 'GET', response.statusCode, (performance.now() - started) / 1000));
-    const answered = target ? toSandbox(sandboxes, target, request, response) : forwardSignedFiles(sandboxes, request, response);
+    const answered = target ? toSandbox(sandboxes, target, request, response) : forwardToSandboxHost(sandboxes, request, response);
     answered.catch((error: Error) => {
       if (!response.headersSent) sendJson(response, 503, { message: `the sandbox's place could not be looked up: ${error.message}`, code: 503 });
       else response.destroy();
@@ -136,19 +137,20 @@ async function upgradeToSandbox(sandboxes: SandboxHost, request: IncomingMessage
  * service's own routes.
  */
 export function isSandboxTraffic(request: IncomingMessage): boolean {
-  return sandboxTarget(request.headers) !== null || isSignedFilesUrl(request.url ?? '/');
+  return sandboxTarget(request.headers) !== null || isSignedFilesUrl(request.url ?? '/') || isVolumeContentUrl(request.url ?? '/');
 }
 
-/**
- * A signed /files URL names no sandbox: this worker's envd finds the sandbox whose access token
- * signed it. (In the distributed mode only this front door's sandboxes are looked in.)
- */
 /** What a client is told when the sandboxes' host (the worker process) did not answer. */
 function hostUnanswered(response: ServerResponse, said: string): void {
   sendJson(response, 502, { message: `the sandbox's host did not answer: ${said}`, code: 502 });
 }
 
-async function forwardSignedFiles(sandboxes: SandboxHost, request: IncomingMessage, response: ServerResponse): Promise<void> {
+/**
+ * What names no sandbox but is served with their traffic: a signed /files URL (this worker's
+ * envd finds the sandbox whose access token signed it), and E2B's volume content API (a volume's
+ * token is its auth). In the distributed mode, only this front door's sandboxes and volumes.
+ */
+async function forwardToSandboxHost(sandboxes: SandboxHost, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const socketPath = sandboxes.envdSocket();
   if (socketPath === null) return sendJson(response, 503, { message: 'the sandbox host is starting', code: 503 });
   const { 'e2b-sandbox-id': _named, 'e2b-sandbox-port': _port, ...headers } = request.headers;

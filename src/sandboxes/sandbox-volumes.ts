@@ -1,6 +1,9 @@
 import { CodedError, contractError } from '../contract/errors.js';
 import type { Volume, VolumeCreateRequest } from '../contract/volumes.js';
 import { describeVolume, type VolumeRecord, type VolumeStore } from '../volumes/volume-store.js';
+import type { SandboxCreateRequest } from '../contract/sandbox.js';
+import type { SandboxAgentPort } from './agent-port.js';
+import type { LiveSandbox } from './live-sandbox.js';
 
 /** A volume as its owner gets it: with the token its content API (E2B's /volumecontent) takes. */
 export interface VolumeGranted {
@@ -12,6 +15,20 @@ export interface VolumeGranted {
 export interface VolumeUsers {
   /** The running sandboxes that mount the volume `id`. */
   volumeUsers(id: string): string[];
+  /** A sandbox of the host's own (Sandboxes.startHelper). */
+  startHelper(request: SandboxCreateRequest): Promise<LiveSandbox>;
+}
+
+/** Where a volume is mounted in the sandbox that serves its files (E2B's volume content API). */
+export const VOLUME_CONTENT_ROOT = '/volume';
+/** A volume's helper sandbox unused this long ends; the next request starts another. */
+const HELPER_IDLE_MS = 30_000;
+
+interface ContentHelper {
+  sandbox: Promise<LiveSandbox>;
+  /** Requests using it now: it is not ended under them. */
+  busy: number;
+  idle?: NodeJS.Timeout;
 }
 
 /**
@@ -20,6 +37,8 @@ export interface VolumeUsers {
  * the service token, which sees every volume).
  */
 export class SandboxVolumes {
+  private readonly helpers = new Map<string, ContentHelper>();
+
   constructor(
     private readonly store: VolumeStore,
     private readonly users: VolumeUsers,
@@ -49,8 +68,60 @@ export class SandboxVolumes {
         }),
       );
     }
+    await this.endHelper(record.id);
     await this.store.delete(record.id);
     return volume;
+  }
+
+  /** The token of volume `id`'s content API; undefined when there is no such volume. */
+  async tokenOf(id: string): Promise<string | undefined> {
+    return (await this.store.byId(id))?.token;
+  }
+
+  /**
+   * Runs `use` with the agent of a sandbox of the host's own that mounts volume `id` at
+   * VOLUME_CONTENT_ROOT (started at the first request, ended once idle): the volume's files are
+   * only ever touched from inside a sandbox, as its user (or root), never by the host walking a
+   * tree that sandboxes write.
+   */
+  async withContent<T>(id: string, use: (agent: SandboxAgentPort) => Promise<T>): Promise<T> {
+    const helper = this.helperOf(id);
+    clearTimeout(helper.idle);
+    helper.busy += 1;
+    try {
+      const sandbox = await helper.sandbox;
+      // Ended by itself (its lifetime): the next request starts another.
+      if (!sandbox.running) {
+        if (this.helpers.get(id) === helper) this.helpers.delete(id);
+        return await this.withContent(id, use);
+      }
+      return await use(sandbox.agent);
+    } finally {
+      helper.busy -= 1;
+      if (helper.busy === 0 && this.helpers.get(id) === helper) helper.idle = setTimeout(() => void this.endHelper(id), HELPER_IDLE_MS).unref();
+    }
+  }
+
+  private helperOf(id: string): ContentHelper {
+    const known = this.helpers.get(id);
+    if (known) return known;
+    const helper: ContentHelper = {
+      sandbox: this.users.startHelper({ template: 'base', backend: { kind: 'local_process' }, volume_mounts: [{ volume: id, path: VOLUME_CONTENT_ROOT }] }),
+      busy: 0,
+    };
+    // One that could not start is not kept: the next request tries again.
+    helper.sandbox.catch(() => this.helpers.get(id) === helper && this.helpers.delete(id));
+    this.helpers.set(id, helper);
+    return helper;
+  }
+
+  private async endHelper(id: string): Promise<void> {
+    const helper = this.helpers.get(id);
+    if (!helper) return;
+    this.helpers.delete(id);
+    clearTimeout(helper.idle);
+    const sandbox = await helper.sandbox.catch(() => null);
+    await sandbox?.end('its volume is no longer used');
   }
 
   private async granted(record: VolumeRecord): Promise<VolumeGranted> {

@@ -80,6 +80,8 @@ export interface SandboxAccess {
  */
 export class Sandboxes {
   private readonly sandboxes = new Map<string, LiveSandbox>();
+  /** The host's own sandboxes (startHelper), running. */
+  private readonly helpers = new Set<LiveSandbox>();
   /** Aborted when a sandbox ends: what waits on its agent (exec) stops waiting. */
   private readonly endings = new Map<string, AbortController>();
   /** The API key (undefined: the service token) of each sandbox being started. */
@@ -480,12 +482,26 @@ export class Sandboxes {
     this.closed = true;
     clearInterval(this.sweeper);
     clearInterval(this.freezer);
-    const endAll = () => Promise.all([...this.sandboxes.values()].map((sandbox) => sandbox.end('the server stopped')));
+    const endAll = () => Promise.all([...this.sandboxes.values(), ...this.helpers].map((sandbox) => sandbox.end('the server stopped')));
     await endAll();
     await Promise.all(this.changing.values());
     await endAll();
     // Templates captured by this process are its own: they go with it.
     await Promise.all([...this.captures.values()].map((capture) => capture.then((kept) => kept && this.store.remove(kept.id)).catch(() => undefined)));
+  }
+
+  /**
+   * A sandbox of the host's own, for work it does in one (a volume's files): not counted against
+   * sandboxes.max, not listed, not reachable by envd; the caller ends it, and close() ends it too.
+   */
+  async startHelper(request: SandboxCreateRequest): Promise<LiveSandbox> {
+    if (this.closed) throw new CodedError(contractError('queue.closed', 'the service is shutting down'));
+    const plan = await this.plan({ ...request, secure: false, allow_internet_access: false });
+    const helper = await this.startSlots(plan.backend.kind).run(() => LiveSandbox.start(plan, (ended) => this.helpers.delete(ended)));
+    this.helpers.add(helper);
+    // Closed meanwhile: close() ended what it found.
+    if (this.closed) await helper.end('the server stopped');
+    return helper;
   }
 
   /** Running sandboxes: all, or those of one API key. */

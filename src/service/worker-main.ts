@@ -161,6 +161,7 @@ channel.handle('init', async (config, slots) => {
     { lookup: (id) => sandboxes.access(id), runningIds: () => sandboxes.runningIds(), wake: (id) => sandboxes.wake(id) },
     sandboxes.codeContexts,
     envdLimits(runtime.config),
+    volumes,
   );
   // Image builds and probes take seconds on a fresh host: the service answers meanwhile.
   runtime.backends.prepareInBackground();
