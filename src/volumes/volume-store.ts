@@ -98,6 +98,9 @@ export class VolumeStore {
       const dir = join(this.options.dir, id);
       await mkdir(dir, { mode: 0o700 });
       await makeDisk(join(dir, DISK), bytes, { journal: true, rootOwner: SANDBOX_USER_IDS });
+      // Empty as its owner sees it: mkfs's lost+found (fsck makes it again should it need one) goes
+      // while no sandbox has written anything there yet.
+      await rmdir(join(await this.mountPath(id), 'lost+found'));
       const record: VolumeRecord = {
         id,
         name,
@@ -109,11 +112,9 @@ export class VolumeStore {
       // The record last: a volume is one once its record is there, whole.
       await writeFileAtomic(join(dir, RECORD), JSON.stringify(record), { mode: 0o600, syncDir: true });
       this.volumes.set(id, record);
-      // Empty as its owner sees it: mkfs's lost+found (fsck makes it again should it need one) goes
-      // while no sandbox has written anything there yet.
-      await rmdir(join(await this.mountPath(id), 'lost+found'));
       return record;
     } catch (error) {
+      await this.unmount(id).catch(() => undefined);
       await this.removeDir(id).catch(() => undefined);
       throw error;
     } finally {
