@@ -19,6 +19,7 @@ import type {
   SnapshotCreateRequest,
 } from '../contract/sandbox.js';
 import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
+import type { Volume, VolumeCreateRequest } from '../contract/volumes.js';
 import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 
 export interface ClientOptions {
@@ -203,6 +204,25 @@ export class AgentRunnerClient {
   /** Deletes a snapshot by id or name. */
   deleteSnapshot(idOrName: string): Promise<Snapshot> {
     return this.json('DELETE', `/v1/snapshots/${encodeURIComponent(idOrName)}`);
+  }
+
+  /** Makes an empty volume (docs/volumes.md): mount it with `createSandbox({volume_mounts})`. */
+  createVolume(request: VolumeCreateRequest): Promise<Volume> {
+    return this.json('POST', '/v1/volumes', request);
+  }
+
+  async listVolumes(): Promise<Volume[]> {
+    return (await this.json<{ volumes: Volume[] }>('GET', '/v1/volumes')).volumes;
+  }
+
+  /** A volume by id or name. */
+  getVolume(idOrName: string): Promise<Volume> {
+    return this.json('GET', `/v1/volumes/${encodeURIComponent(idOrName)}`);
+  }
+
+  /** Deletes a volume and its files; `force` even while running sandboxes mount it. */
+  deleteVolume(idOrName: string, options: { force?: boolean } = {}): Promise<Volume> {
+    return this.json('DELETE', `/v1/volumes/${encodeURIComponent(idOrName)}${options.force ? '?force=true' : ''}`);
   }
 
   /** The sandbox is killed `timeoutSeconds` from now (0: now). */

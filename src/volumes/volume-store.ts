@@ -75,6 +75,9 @@ export class VolumeStore {
         continue;
       }
       this.volumes.set(id, record);
+      // Left mounted by a process of this service that died (kill -9): this one's to unmount now.
+      const at = join(this.options.dir, id, MOUNT);
+      if (await isMountPoint(at)) this.mounts.set(id, Promise.resolve(at));
     }
   }
 
@@ -83,7 +86,9 @@ export class VolumeStore {
     await this.loaded;
     const bytes = sizeBytes ?? this.options.defaultBytes;
     if (bytes > this.options.maxBytes) {
-      throw new CodedError(contractError('validation.invalid_request', `a volume may be at most ${Math.floor(this.options.maxBytes / 2 ** 20)} MiB, not ${Math.floor(bytes / 2 ** 20)}`));
+      throw new CodedError(
+        contractError('validation.invalid_request', `a volume may be at most ${Math.floor(this.options.maxBytes / 2 ** 20)} MiB, not ${Math.floor(bytes / 2 ** 20)}`),
+      );
     }
     const owned = `${apiKey ?? ''}\0${name}`;
     if (this.reserved.has(owned) || this.ownedBy(apiKey).some((volume) => volume.name === name)) {
@@ -144,7 +149,8 @@ export class VolumeStore {
   }
 
   /** Where its file system is mounted on the host, mounted now if it was not. */
-  mountPath(id: string): Promise<string> {
+  async mountPath(id: string): Promise<string> {
+    await this.loaded;
     let mounted = this.mounts.get(id);
     if (!mounted) {
       mounted = this.mount(id);
@@ -157,8 +163,6 @@ export class VolumeStore {
   private async mount(id: string): Promise<string> {
     const dir = join(this.options.dir, id);
     const at = join(dir, MOUNT);
-    // A process of this service that died (kill -9) may have left it mounted: taken up as it is.
-    if (await isMountPoint(at)) return at;
     await mkdir(at, { recursive: true, mode: 0o700 });
     await mountDisk(join(dir, DISK), at);
     return at;

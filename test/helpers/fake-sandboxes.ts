@@ -21,6 +21,8 @@ import type {
 /** A 1x1 PNG, what the fake's cells draw. */
 export const FAKE_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 import type { SandboxHost, SandboxPlace } from '../../src/sandboxes/sandbox-host.js';
+import type { VolumeGranted } from '../../src/sandboxes/sandbox-volumes.js';
+import type { Volume, VolumeCreateRequest } from '../../src/contract/volumes.js';
 
 /**
  * A sandbox host that keeps sandboxes as records only (no sandbox, no agent): what the front
@@ -148,6 +150,43 @@ export class FakeSandboxHost implements SandboxHost {
 
   /** Sandboxes said to live behind another front door (the distributed mode), by id. */
   readonly elsewhere = new Map<string, string>();
+  /** Volumes by id, the HTTP routes' view of them (the store itself is tested against the real one). */
+  readonly volumes = new Map<string, { volume: Volume; token: string }>();
+
+  async createVolume(request: VolumeCreateRequest, apiKey?: string): Promise<VolumeGranted> {
+    if ([...this.volumes.values()].some(({ volume }) => volume.name === request.name && volume.api_key === apiKey)) {
+      throw new CodedError(contractError('volume.exists', `a volume named ${request.name} exists already`));
+    }
+    const id = `vol${randomBytes(16).toString('hex').slice(0, 21)}`;
+    const volume: Volume = {
+      id,
+      name: request.name,
+      size_mb: request.size_mb ?? 1024,
+      created_at: new Date().toISOString(),
+      mounted_by: [],
+      ...(apiKey !== undefined && { api_key: apiKey }),
+    };
+    const granted = { volume, token: randomBytes(8).toString('hex') };
+    this.volumes.set(id, granted);
+    return granted;
+  }
+
+  async listVolumes(apiKey?: string): Promise<Volume[]> {
+    return [...this.volumes.values()].map(({ volume }) => volume).filter((volume) => apiKey === undefined || volume.api_key === apiKey);
+  }
+
+  async describeVolume(idOrName: string, apiKey?: string): Promise<VolumeGranted> {
+    const found = [...this.volumes.values()].find(({ volume }) => (volume.id === idOrName || volume.name === idOrName) && (apiKey === undefined || volume.api_key === apiKey));
+    if (!found) throw new CodedError(contractError('volume.not_found', `no volume ${idOrName}`));
+    return found;
+  }
+
+  async deleteVolume(idOrName: string, apiKey?: string): Promise<Volume> {
+    const { volume } = await this.describeVolume(idOrName, apiKey);
+    this.volumes.delete(volume.id);
+    return volume;
+  }
+
   /** Every id placeOf was asked about, in order. */
   readonly placesAsked: string[] = [];
 

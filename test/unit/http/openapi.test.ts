@@ -48,6 +48,7 @@ const JSON_ROUTES = [
   'post /v1/sandboxes/{sandbox_id}/fork',
   'post /v1/sandboxes/{sandbox_id}/snapshots',
   'put /v1/sandboxes/{sandbox_id}/files/{path}',
+  'post /v1/volumes',
   'post /v1/templates',
   'put /v1/templates/{name}',
 ];
