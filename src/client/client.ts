@@ -20,6 +20,9 @@ import type {
 } from '../contract/sandbox.js';
 import type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
 import type { Volume, VolumeCreateRequest } from '../contract/volumes.js';
+import type { SyncQuery, SyncReport } from '../contract/tree-sync.js';
+import type { Readable } from 'node:stream';
+import { receiveTree, sendTree } from './tree-transfer.js';
 import { AgentRunnerError, type JobAccepted, type JobPage, type JobState } from './types.js';
 
 export interface ClientOptions {
@@ -225,6 +228,20 @@ export class AgentRunnerClient {
     return this.json('DELETE', `/v1/volumes/${encodeURIComponent(idOrName)}${options.force ? '?force=true' : ''}`);
   }
 
+  /**
+   * Moves a tree into a sandbox (`{sandbox: id}`) or a volume (`{volume: idOrName}`) at
+   * `query.path`: `tar` a tar stream (packTree makes one of a local directory), unpacked there as
+   * the sandbox's user, entry by entry, within the query's budgets.
+   */
+  syncIn(target: SyncTarget, tar: Readable, query: SyncQuery): Promise<SyncReport> {
+    return sendTree(this.base, this.token, syncPath(target), query, tar);
+  }
+
+  /** A tree of a sandbox or a volume as a tar stream (unpackTree writes one into a local directory); its report once read to the end. */
+  syncOut(target: SyncTarget, query: SyncQuery): Promise<{ tar: Readable; report: Promise<SyncReport> }> {
+    return receiveTree(this.base, this.token, syncPath(target), query);
+  }
+
   /** The sandbox is killed `timeoutSeconds` from now (0: now). */
   setSandboxTimeout(sandboxId: string, timeoutSeconds: number): Promise<Sandbox> {
     return this.json('POST', `${sandboxPath(sandboxId)}/timeout`, { timeout_seconds: timeoutSeconds });
@@ -276,6 +293,13 @@ export class AgentRunnerClient {
     }
     throw new AgentRunnerError(response.status, error.code ?? `http.${response.status}`, error.message ?? text.slice(0, 500), error.details);
   }
+}
+
+/** Where a sync goes: a running sandbox, or a volume. */
+export type SyncTarget = { sandbox: string } | { volume: string };
+
+function syncPath(target: SyncTarget): string {
+  return 'sandbox' in target ? `${sandboxPath(target.sandbox)}/sync` : `/v1/volumes/${encodeURIComponent(target.volume)}/sync`;
 }
 
 function sessionPath(sessionId: string): string {

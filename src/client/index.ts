@@ -5,3 +5,7 @@ export type { JobEvent, OutputEvent, StatusEvent } from '../contract/job-events.
 export type { Artifact, RunJobRequest, RunJobResult } from '../contract/run-job.js';
 export type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 export type { SnippetRequest, SnippetResponse } from '../contract/snippet.js';
+export { packTree, unpackTree } from './tree-transfer.js';
+export type { SyncTarget } from './client.js';
+export type { SyncQuery, SyncReport } from '../contract/tree-sync.js';
+export type { Volume, VolumeCreateRequest, VolumeMount } from '../contract/volumes.js';

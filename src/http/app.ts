@@ -33,6 +33,7 @@ import { templateRoutes, type ServedTemplates } from './routes/templates.js';
 import { e2bTemplateRoutes } from './routes/e2b-templates.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { volumeRoutes } from './routes/volumes.js';
+import { syncRoutes } from './routes/sync.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { taskRoutes } from './routes/tasks.js';
@@ -139,6 +140,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   await app.register(sandboxRoutes(options.sandboxes));
   await app.register(e2bRoutes(options.sandboxes, options.templates));
   await app.register(volumeRoutes(options.sandboxes));
+  await app.register(syncRoutes(options.sandboxes));
   await app.register(templateRoutes(options.templates));
   await app.register(e2bTemplateRoutes(options.templates.builds, options.templates.images));
   await app.register(dashboardRoutes());

@@ -103,6 +103,7 @@ export class ClusterSandboxes implements SandboxHost {
   writeFile = (id: string, path: string, content: Buffer) => this.local.writeFile(id, path, content);
   maxFileBytes = () => this.local.maxFileBytes();
   envdSocket = () => this.local.envdSocket();
+  syncSocket = () => this.local.syncSocket();
   takeConnection = (socket: Socket, head: Buffer) => this.local.takeConnection?.(socket, head) ?? false;
   takeBackAt = (socketPath: string) => this.local.takeBackAt?.(socketPath);
 }

@@ -63,6 +63,8 @@ export interface SandboxHost {
   maxFileBytes(): number;
   /** The unix socket the sandboxes' envd listens on; null while the worker process (re)starts. */
   envdSocket(): string | null;
+  /** The unix socket bulk sync is served on (sandboxes/sync-server.ts), after this front door's auth; null while the worker (re)starts. */
+  syncSocket(): string | null;
   /**
    * Hands a client's connection whose first request is for a sandbox here (by its host name) to
    * the process that serves the sandboxes' traffic, with the bytes read of it: that process

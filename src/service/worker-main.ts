@@ -16,6 +16,7 @@ import type { SandboxBackend } from '../sandbox/types.js';
 import { withinDeadline } from '../util/deadline.js';
 import { VolumeStore, volumeSettings } from '../volumes/volume-store.js';
 import { SandboxVolumes } from '../sandboxes/sandbox-volumes.js';
+import { createSyncServer } from '../sandboxes/sync-server.js';
 import { asBuffer, type FrontDoorSide, type LogLevel, type WorkerSide } from './worker-protocol.js';
 
 /**
@@ -174,8 +175,17 @@ channel.handle('init', async (config, slots) => {
   // A client's connection handed over for its sandboxes' traffic is served here from now on.
   channel.onNotice('connection', (head, socket) => socket && clients.take(socket, Buffer.from(head)));
   channel.onNotice('frontDoor', (socketPath) => clients.returnTo(socketPath));
-  envd = { server, close: () => Promise.all([clients.close(), listening.close()]).then(() => undefined) };
-  return { envdSocket: listening.socketPath };
+  // Bulk sync: on a socket of its own, which only the front door reaches (after its auth).
+  const syncing = await listenPrivateSocket(
+    createSyncServer({
+      sandbox: (id) => sandboxes.access(id)?.agent,
+      withVolume: (id, use) => volumes.withContent(id, use),
+      maxFileBytes: runtime.config.sandboxes.maxFileBytes,
+    }),
+    'sync',
+  );
+  envd = { server, close: () => Promise.all([clients.close(), listening.close(), syncing.close()]).then(() => undefined) };
+  return { envdSocket: listening.socketPath, syncSocket: syncing.socketPath };
 });
 channel.handle('exec', (token, request) =>
   abortable(token, (signal) =>

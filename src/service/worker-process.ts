@@ -54,6 +54,7 @@ export class WorkerProcess {
   private stopping = false;
   /** Where the worker's sandboxes' envd listens; null until it has started (again). */
   private envdSocket: string | null = null;
+  private syncSocket: string | null = null;
   /** Where the front door takes back what comes on a handed-over connection that is not a sandbox's (SandboxHost.takeBackAt). */
   private frontDoorSocket: string | null = null;
   private exited!: Promise<void>;
@@ -98,6 +99,7 @@ export class WorkerProcess {
     readFile: (id, path) => this.hostCall('sandbox', async () => asBuffer(await this.channel.call('sandboxReadFile', id, path))),
     maxFileBytes: () => this.options.config.sandboxes.maxFileBytes,
     envdSocket: () => this.envdSocket,
+    syncSocket: () => this.syncSocket,
     takeConnection: (socket, head) => this.envdSocket !== null && this.channel.notifyWith('connection', head, socket),
     takeBackAt: (socketPath) => {
       this.frontDoorSocket = socketPath;
@@ -193,7 +195,7 @@ export class WorkerProcess {
       }),
     );
     this.serve(channel, gone.signal);
-    this.envdSocket = (await channel.call('init', this.options.config, this.options.slots)).envdSocket;
+    ({ envdSocket: this.envdSocket, syncSocket: this.syncSocket } = await channel.call('init', this.options.config, this.options.slots));
     // A worker started again is told where its front door takes requests back, as the first was.
     if (this.frontDoorSocket !== null) channel.notify('frontDoor', this.frontDoorSocket);
     this.lastBackends = await this.backends();
@@ -257,6 +259,7 @@ export class WorkerProcess {
   private async lost(channel: WorkerChannel, how: number | string | null): Promise<void> {
     channel.close(`exited (${how})`);
     this.envdSocket = null;
+    this.syncSocket = null;
     if (this.stopping) return;
     const jobs = [...this.leased];
     this.leased.clear();

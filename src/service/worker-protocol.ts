@@ -49,7 +49,7 @@ export type LogLevel = 'info' | 'warn' | 'error';
 export type WorkerSide = {
   calls: {
     /** The worker's runtime and its job loop with `slots` slots; answers where its sandboxes' envd listens. */
-    init(config: RunnerConfig, slots: number): { envdSocket: string };
+    init(config: RunnerConfig, slots: number): { envdSocket: string; syncSocket: string };
     /** `token` names the call for an `abort` notice (a client that hung up). */
     exec(token: number, request: unknown): SnippetResponse;
     task(token: number, request: unknown): TaskResponse;

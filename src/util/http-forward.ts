@@ -48,10 +48,13 @@ export function forward(
     // deadline bounds for a sandbox's traffic (request-deadline.ts).
     // Its connection's headers are the hop's (kept alive, for longer than the client's is), not the client's.
     const headers = endToEnd(answer.headers);
-    outgoing.writeHead(answer.statusCode ?? 502, incoming.complete ? headers : { ...headers, connection: 'close' });
+    // Trailers announced are passed on after the body (a sync's report, sandboxes/sync-server.ts).
+    const trailer = answer.headers.trailer;
+    outgoing.writeHead(answer.statusCode ?? 502, { ...headers, ...(trailer !== undefined && { trailer }), ...(!incoming.complete && { connection: 'close' }) });
     // An answer cut off (its host died mid-stream: the worker, the other front door) closes the
     // client's connection, rather than leaving a stream open that nothing will ever end.
-    pipeline(answer, outgoing, () => undefined);
+    if (trailer === undefined) pipeline(answer, outgoing, () => undefined);
+    else passWithTrailers(answer, outgoing);
   });
   upstream.on('error', (error) => {
     if (!outgoing.headersSent) unanswered(outgoing, error.message);
@@ -60,6 +63,21 @@ export function forward(
   // The client went away: so does the forwarded request (envd keeps a command running without its client).
   outgoing.on('close', () => upstream.destroy());
   incoming.pipe(upstream);
+}
+
+/** The answer's body with backpressure, then its trailers; an answer cut off cuts the client's too. */
+function passWithTrailers(answer: IncomingMessage, outgoing: ServerResponse): void {
+  answer.on('data', (chunk: Buffer) => {
+    if (!outgoing.write(chunk)) answer.pause();
+  });
+  outgoing.on('drain', () => answer.resume());
+  answer.once('end', () => {
+    if (!answer.complete) return void outgoing.destroy();
+    outgoing.addTrailers(answer.trailers);
+    outgoing.end();
+  });
+  answer.once('error', () => outgoing.destroy());
+  outgoing.once('close', () => answer.destroy());
 }
 
 /** An upgrade passed on whole to `upstream`: its head as it came (with `headers`), then both ways byte for byte, as long as either side keeps it. */

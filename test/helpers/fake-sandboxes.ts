@@ -144,6 +144,10 @@ export class FakeSandboxHost implements SandboxHost {
     };
   }
 
+  syncSocket(): string | null {
+    return null;
+  }
+
   envdSocket(): string | null {
     return null;
   }

@@ -12,6 +12,15 @@ const USERS: AgentUser[] = ['user', 'root'];
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 
+interface SyncFlags {
+  volume?: boolean;
+  include: string[];
+  exclude: string[];
+  maxBytes?: number;
+  maxFiles?: number;
+  timeout?: number;
+}
+
 /**
  * `agent-runner sandbox create|list|exec|put|get|kill`: long-lived sandboxes on a running
  * service (`agent-runner serve`), as `agent-runner session` does sessions. Each prints the
@@ -97,6 +106,53 @@ export function registerSandbox(program: Command): void {
     .action((id: string, path: string, flags: ServerFlags & { output?: string }) =>
       answer(flags, async (client) => deliverFile(path, await client.sandboxReadFile(id, path), flags.output)),
     );
+
+  for (const direction of ['push', 'pull'] as const) {
+    const [from, to] = direction === 'push' ? ['<local>', '<target>'] : ['<target>', '<local>'];
+    withServer(
+      sandbox
+        .command(direction)
+        .description(
+          direction === 'push'
+            ? 'sync a local directory into a sandbox (ID:PATH) or a volume (--volume, NAME:PATH) as one tar stream; prints what was moved'
+            : 'sync a directory of a sandbox (ID:PATH) or a volume (--volume, NAME:PATH) into a local one as one tar stream; prints what was moved',
+        ),
+    )
+      .argument(from, direction === 'push' ? 'the local directory' : 'ID:PATH, the path absolute or relative to /home/user')
+      .argument(to, direction === 'push' ? 'ID:PATH, the path absolute or relative to /home/user' : 'the local directory (made if missing)')
+      .option('--volume', 'ID names a volume (its id or name), not a sandbox')
+      .option('--include <glob>', 'only paths matching (repeatable)', collect, [])
+      .option('--exclude <glob>', 'leave out paths matching (repeatable)', collect, [])
+      .option('--max-bytes <n>', 'stop past this many bytes of file content', (text) => positiveOption('--max-bytes', text, { integer: true }))
+      .option('--max-files <n>', 'stop past this many entries', (text) => positiveOption('--max-files', text, { integer: true }))
+      .option('--timeout <seconds>', 'stop past this long', (text) => positiveOption('--timeout', text, { integer: false }))
+      .action((first: string, second: string, flags: ServerFlags & SyncFlags) =>
+        answer(flags, async (client) => {
+          const [local, remote] = direction === 'push' ? [first, second] : [second, first];
+          const split = remote.indexOf(':');
+          if (split <= 0) throw new Error(`${remote}: the target is ID:PATH`);
+          const id = remote.slice(0, split);
+          const target = flags.volume ? { volume: id } : { sandbox: id };
+          const query = {
+            path: remote.slice(split + 1) || '.',
+            include: flags.include,
+            exclude: flags.exclude,
+            ...(flags.maxBytes !== undefined && { max_bytes: flags.maxBytes }),
+            ...(flags.maxFiles !== undefined && { max_files: flags.maxFiles }),
+            ...(flags.timeout !== undefined && { timeout: flags.timeout }),
+          };
+          const { packTree, unpackTree } = await import('../../client/tree-transfer.js');
+          let report;
+          if (direction === 'push') report = await client.syncIn(target, packTree(local), query);
+          else {
+            const received = await client.syncOut(target, query);
+            await unpackTree(received.tar, local);
+            report = await received.report;
+          }
+          return { ...report, exit_code: report.complete ? 0 : 1 };
+        }),
+      );
+  }
 
   withServer(sandbox.command('kill').description('kill a sandbox; prints its final state'))
     .argument('<id>', 'the sandbox')

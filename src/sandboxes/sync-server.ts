@@ -1,0 +1,136 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { posix } from 'node:path';
+import { PassThrough, type Readable } from 'node:stream';
+import { createGunzip, createGzip } from 'node:zlib';
+import { CodedError, contractError, type ContractError } from '../contract/errors.js';
+import type { AgentUser } from '../contract/sandbox-agent.js';
+import type { SyncReport } from '../contract/tree-sync.js';
+import { ERROR_CODES } from '../contract/errors.js';
+import type { SandboxAgentPort } from './agent-port.js';
+import { VOLUME_CONTENT_ROOT } from './sandbox-volumes.js';
+import { SANDBOX_HOME } from './live-sandbox.js';
+import { AgentOperationError } from './agent-port.js';
+import { syncIn, syncOut, type SyncOptions } from './tree-sync.js';
+
+/** Where a sync's tree is: a running sandbox's agent, or a volume's (through its helper sandbox). */
+export interface SyncTargets {
+  /** The agent of a running sandbox; undefined when none of that id runs here. */
+  sandbox(id: string): SandboxAgentPort | undefined;
+  withVolume<T>(id: string, use: (agent: SandboxAgentPort) => Promise<T>): Promise<T>;
+  /** The default of max_bytes: the largest file a sandbox may write times the files' default. */
+  maxFileBytes: number;
+}
+
+/** The trailer a sync out ends with: its SyncReport as JSON. */
+export const SYNC_REPORT_TRAILER = 'x-agent-runner-sync';
+const ROUTE = /^\/v1\/(sandboxes|volumes)\/([^/]+)\/sync$/;
+const DEFAULT_MAX_FILES = 100_000;
+const DEFAULT_TIMEOUT_SECONDS = 600;
+
+/**
+ * The worker's end of bulk sync (`/v1/sandboxes/{id}/sync`, `/v1/volumes/{id}/sync`): a tar
+ * stream into or out of a tree (sandboxes/tree-sync.ts), on a private socket of the worker that
+ * only its front door reaches, after the front door's auth and ownership checks. The bytes go
+ * straight between the client's connection and the sandbox's agent, a chunk at a time.
+ */
+export function createSyncServer(targets: SyncTargets): Server {
+  return createServer((request, response) => {
+    serve(request, response, targets).catch((error: unknown) => sendError(response, asContractError(error)));
+  });
+}
+
+async function serve(request: IncomingMessage, response: ServerResponse, targets: SyncTargets): Promise<void> {
+  const url = new URL(request.url ?? '/', 'http://sync');
+  const route = ROUTE.exec(url.pathname);
+  if (!route) return sendError(response, contractError('validation.invalid_request', `no route ${url.pathname}`));
+  const [, kind, id] = route as unknown as [string, 'sandboxes' | 'volumes', string];
+  const options = syncOptions(url, kind, targets.maxFileBytes);
+  const direction = request.method === 'GET' ? 'out' : 'in';
+  const run = (agent: SandboxAgentPort) => (direction === 'in' ? syncInto(agent, request, response, options) : syncOutOf(agent, response, options, url));
+  if (kind === 'volumes') return targets.withVolume(id, run);
+  const agent = targets.sandbox(id);
+  if (!agent) return sendError(response, contractError('sandbox.not_found', `no running sandbox ${JSON.stringify(id)}`));
+  return run(agent);
+}
+
+async function syncInto(agent: SandboxAgentPort, request: IncomingMessage, response: ServerResponse, options: SyncOptions): Promise<void> {
+  const encoding = request.headers['content-encoding'];
+  const gzipped = encoding === 'gzip' || (request.headers['content-type'] ?? '').startsWith('application/gzip');
+  if (encoding !== undefined && encoding !== 'gzip' && encoding !== 'identity') {
+    return sendError(response, contractError('validation.invalid_request', `a sync takes a tar stream, plain or gzip; not ${encoding}`));
+  }
+  const source: Readable = gzipped ? request.pipe(createGunzip()) : request;
+  const report = await syncIn(agent, source, options);
+  // What the budget left unread is not read: the connection closes after the answer.
+  if (!request.readableEnded) response.setHeader('connection', 'close');
+  sendJson(response, 200, report);
+}
+
+async function syncOutOf(agent: SandboxAgentPort, response: ServerResponse, options: SyncOptions, url: URL): Promise<void> {
+  const gzip = url.searchParams.get('compress') === 'gzip';
+  // The first bytes wait for tar to start: a directory that is not there is a 404, not a 200 cut short.
+  const stat = await agent.request({ op: 'stat', path: options.path, user: options.user }).catch(() => null);
+  if (stat?.entry.type !== 'directory') return sendError(response, contractError('validation.invalid_request', `${options.path} is not a directory of the sandbox`));
+  response.writeHead(200, { 'content-type': gzip ? 'application/gzip' : 'application/x-tar', trailer: SYNC_REPORT_TRAILER });
+  const body = new PassThrough();
+  const last = gzip ? body.pipe(createGzip()) : body;
+  last.pipe(response, { end: false });
+  const flushed = new Promise<void>((resolve) => last.once('end', resolve));
+  let report: SyncReport;
+  try {
+    report = await syncOut(agent, body, options);
+  } catch (error) {
+    response.destroy(error as Error);
+    throw error;
+  }
+  await flushed;
+  response.addTrailers({ [SYNC_REPORT_TRAILER]: JSON.stringify(report) });
+  response.end();
+}
+
+function syncOptions(url: URL, kind: 'sandboxes' | 'volumes', maxFileBytes: number): SyncOptions {
+  const { searchParams: query } = url;
+  const path = query.get('path');
+  if (!path) throw invalid('the path query parameter is required');
+  const number = (name: string, fallback: number): number => {
+    const text = query.get(name);
+    if (text === null) return fallback;
+    const value = Number(text);
+    if (!Number.isFinite(value) || value < 0) throw invalid(`${name} is a number from 0`);
+    return value;
+  };
+  const maxFiles = number('max_files', DEFAULT_MAX_FILES);
+  const user: AgentUser = 'user';
+  return {
+    path: kind === 'volumes' ? posix.join(VOLUME_CONTENT_ROOT, posix.normalize(`/${path}`)) : posix.resolve(SANDBOX_HOME, path),
+    include: query.getAll('include'),
+    exclude: query.getAll('exclude'),
+    maxBytes: number('max_bytes', maxFileBytes * maxFiles),
+    maxFiles,
+    timeoutMs: number('timeout', DEFAULT_TIMEOUT_SECONDS) * 1000,
+    user,
+  };
+}
+
+function invalid(message: string): CodedError {
+  return new CodedError(contractError('validation.invalid_request', message));
+}
+
+function asContractError(error: unknown): ContractError {
+  if (error instanceof CodedError) return error.error;
+  // What the sandbox said of the request's path (not there, not a directory, not its user's to write).
+  if (error instanceof AgentOperationError && error.code !== 'failed') return contractError('validation.invalid_request', error.message);
+  return contractError('internal.error', error instanceof Error ? error.message : String(error));
+}
+
+function sendError(response: ServerResponse, error: ContractError): void {
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  sendJson(response, ERROR_CODES[error.code].http, { error });
+}
+
+function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+}

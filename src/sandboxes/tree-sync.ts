@@ -1,0 +1,311 @@
+import { posix } from 'node:path';
+import { Readable, type Writable } from 'node:stream';
+import picomatch from 'picomatch';
+import { CodedError, contractError } from '../contract/errors.js';
+import { entryPath, TarFormatError, TarJudge, type TarEntry, type TarVerdict } from './tar-judge.js';
+import type { AgentEndEvent, AgentUser } from '../contract/sandbox-agent.js';
+import type { SyncBudget, SyncReport } from '../contract/tree-sync.js';
+import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
+
+/** What one sync may do, and where. */
+export interface SyncOptions {
+  /** The directory in the sandbox, absolute. */
+  path: string;
+  include: readonly string[];
+  exclude: readonly string[];
+  maxBytes: number;
+  maxFiles: number;
+  timeoutMs: number;
+  /** Whom tar runs as in the sandbox: what it writes is theirs. */
+  user: AgentUser;
+}
+
+/** Entries of a refusal kept in the report; the rest are counted. */
+const REFUSALS_KEPT = 100;
+/** Bytes of the tar stream sent to the sandbox in one input request. */
+const INPUT_BATCH_BYTES = 256 * 1024;
+/** What tar says on stderr, kept for the report. */
+const TAR_ERRORS_KEPT = 4096;
+const SIGKILL = 9;
+
+/**
+ * One sync's bookkeeping: each entry judged (taken, left out by the globs, or refused with why),
+ * the budgets, and the report. An entry is taken whole or not at all.
+ */
+class SyncLedger {
+  readonly report: SyncReport = { complete: true, files: 0, directories: 0, links: 0, bytes: 0, skipped: 0, refused: [], refused_count: 0 };
+  private readonly taken = new Set<string>();
+  private readonly included: (path: string) => boolean;
+  private readonly excluded: (path: string) => boolean;
+  private readonly deadline: number;
+
+  constructor(private readonly options: SyncOptions) {
+    this.included = options.include.length === 0 ? () => true : picomatch([...options.include], { dot: true });
+    this.excluded = options.exclude.length === 0 ? () => false : picomatch([...options.exclude], { dot: true });
+    this.deadline = performance.now() + options.timeoutMs;
+  }
+
+  get timeoutSeconds(): number {
+    return this.options.timeoutMs / 1000;
+  }
+
+  get timeLeftMs(): number {
+    return this.deadline - performance.now();
+  }
+
+  /**
+   * Taken, dropped (left out by the globs, or refused: an absolute name, one with `..`, a link
+   * whose target leads out, a hard link to an entry not taken, a device or fifo, anything but a
+   * file, directory or link), or a stop: taking it would pass a budget.
+   */
+  verdict(entry: TarEntry): TarVerdict {
+    const { name, type, linkname } = entry;
+    if (name.startsWith('/')) return this.refuse(name, 'an absolute path');
+    if (name.split('/').includes('..')) return this.refuse(name, 'a path with .. in it');
+    const path = entryPath(name);
+    if (path === '.') return 'drop';
+    if (type === 'device' || type === 'fifo') return this.refuse(name, 'a device or fifo');
+    if (type === 'other') return this.refuse(name, 'an entry that is not a file, directory or link');
+    if (!this.included(path) || this.excluded(path)) {
+      this.report.skipped += 1;
+      return 'drop';
+    }
+    if (type === 'symlink') {
+      const target = posix.normalize(posix.join(posix.dirname(path), linkname));
+      if (linkname.startsWith('/') || target === '..' || target.startsWith('../')) return this.refuse(name, `a link leading out of the directory (${linkname})`);
+    }
+    if (type === 'link' && !this.taken.has(entryPath(linkname))) return this.refuse(name, `a hard link to ${linkname}, which is not moved`);
+    const over = this.over(entry);
+    if (over) {
+      this.stop(over);
+      return 'stop';
+    }
+    return 'take';
+  }
+
+  /** A reader of a tar stream that asks this ledger of each entry and passes those taken to `emit`. */
+  judge(emit: (bytes: Buffer) => void | Promise<void>): TarJudge {
+    return new TarJudge(
+      (entry) => this.verdict(entry),
+      emit,
+      (entry) => this.record(entry),
+    );
+  }
+
+  stop(stopped: { budget: SyncBudget; limit: number }): void {
+    this.report.stopped = stopped;
+    this.report.complete = false;
+  }
+
+  /** Counts an entry that went whole. */
+  record(entry: TarEntry): void {
+    this.taken.add(entryPath(entry.name));
+    if (entry.type === 'directory') this.report.directories += 1;
+    else if (entry.type === 'symlink' || entry.type === 'link') this.report.links += 1;
+    else {
+      this.report.files += 1;
+      this.report.bytes += entry.size;
+    }
+  }
+
+  /** The budget taking this entry would pass, if any. */
+  private over(entry: TarEntry): { budget: SyncBudget; limit: number } | null {
+    if (this.timeLeftMs <= 0) return { budget: 'timeout', limit: this.timeoutSeconds };
+    const { report, options } = this;
+    if (report.files + report.directories + report.links + 1 > options.maxFiles) return { budget: 'max_files', limit: options.maxFiles };
+    if (entry.type === 'file' && report.bytes + entry.size > options.maxBytes) return { budget: 'max_bytes', limit: options.maxBytes };
+    return null;
+  }
+
+  private refuse(path: string, reason: string): TarVerdict {
+    this.report.refused_count += 1;
+    if (this.report.refused.length < REFUSALS_KEPT) this.report.refused.push({ path, reason });
+    return 'drop';
+  }
+}
+
+/**
+ * Passes `source` (a tar stream) through the ledger's judge to `emit` until its end, a budget,
+ * or the deadline; the archive passed on is always ended. Resolves with the entry the deadline
+ * cut short, if it did (incomplete where it went), else null.
+ */
+async function judgeStream(source: AsyncIterable<unknown>, ledger: SyncLedger, judge: TarJudge): Promise<TarEntry | null> {
+  const iterator = source[Symbol.asyncIterator]();
+  // One deadline for the whole transfer: a sender that stalls between entries is stopped too.
+  let expire!: () => void;
+  const expired = new Promise<'expired'>((resolve) => (expire = () => resolve('expired')));
+  const deadline = setTimeout(expire, Math.max(1, ledger.timeLeftMs));
+  try {
+    while (!judge.done) {
+      const next = await Promise.race([iterator.next(), expired]);
+      if (next === 'expired') {
+        ledger.stop({ budget: 'timeout', limit: ledger.timeoutSeconds });
+        const partial = judge.partial;
+        if (partial === null) await judge.finish();
+        return partial;
+      }
+      if (next.done) {
+        await judge.end();
+        break;
+      }
+      await judge.push(next.value as Buffer);
+    }
+    return null;
+  } finally {
+    clearTimeout(deadline);
+    // What a stop left unread is not read: the caller's stream ends here.
+    void iterator.return?.();
+  }
+}
+
+/**
+ * A tree into the sandbox: `source` (a tar stream) judged entry by entry on the host and passed
+ * on as it came, less what is refused, to `tar -x` run inside the sandbox as `options.user` in
+ * `options.path` (made first), so every file written is that user's and lands where that user may
+ * write. Past a budget the stream stops between two entries; an entry the deadline cuts short is
+ * removed.
+ */
+export async function syncIn(agent: SandboxAgentPort, source: Readable, options: SyncOptions): Promise<SyncReport> {
+  const ledger = new SyncLedger(options);
+  await agent.request({ op: 'mkdir', path: options.path, user: options.user });
+  const tar = await TarProcess.start(agent, ['-x', '-f', '-', '-C', options.path, '--no-same-owner'], options.user, true);
+  const judge = ledger.judge((bytes) => tar.write(bytes));
+  // Cut short (the deadline, the sender gone, a broken stream): the entry being written goes.
+  const removePartial = async () => {
+    await tar.kill();
+    const { partial } = judge;
+    if (partial) await agent.request({ op: 'remove', path: posix.join(options.path, entryPath(partial.name)), user: options.user }).catch(() => undefined);
+  };
+  try {
+    if ((await judgeStream(source, ledger, judge)) !== null) {
+      await removePartial();
+      return ledger.report;
+    }
+    await tar.closeStdin();
+  } catch (error) {
+    await removePartial();
+    if (error instanceof TarFormatError) throw new CodedError(contractError('validation.invalid_request', `the body is not a whole tar stream: ${error.message}`));
+    throw error;
+  }
+  return tar.settle(ledger.report);
+}
+
+/**
+ * A tree out of the sandbox: `tar -c` of `options.path` run inside it as `options.user`, its
+ * entries judged as a sync in judges them, those taken passed on to `sink` as they came. Past a
+ * budget the stream ends (a whole archive) between two entries, and tar is stopped.
+ */
+export async function syncOut(agent: SandboxAgentPort, sink: Writable, options: SyncOptions): Promise<SyncReport> {
+  const ledger = new SyncLedger(options);
+  const tar = await TarProcess.start(agent, ['-c', '-f', '-', '-C', options.path, '.'], options.user, false);
+  const write = (bytes: Buffer): void | Promise<void> => {
+    if (!sink.write(bytes)) return new Promise((resolve) => sink.once('drain', resolve));
+  };
+  let partial: TarEntry | null;
+  try {
+    partial = await judgeStream(tar.stdout, ledger, ledger.judge(write));
+  } catch (error) {
+    await tar.kill();
+    throw error;
+  }
+  if (partial !== null || ledger.report.stopped) {
+    await tar.kill();
+    // Cut inside an entry: the archive is cut too, and the receiver keeps nothing of that entry.
+    if (partial !== null) sink.destroy(new Error(`the sync's timeout passed while ${partial.name} was being sent`));
+    else sink.end();
+    return ledger.report;
+  }
+  sink.end();
+  return tar.settle(ledger.report);
+}
+
+/** tar run in the sandbox through its agent: its stdin fed from a stream, its stdout read as one. */
+class TarProcess {
+  private batch: Buffer[] = [];
+  private batchBytes = 0;
+
+  private constructor(
+    private readonly agent: SandboxAgentPort,
+    readonly pid: number,
+    readonly ended: Promise<AgentEndEvent>,
+    readonly stdout: Readable,
+    /** What it said on stderr, the first TAR_ERRORS_KEPT characters. */
+    private readonly said: { stderr: string },
+  ) {}
+
+  static async start(agent: SandboxAgentPort, args: string[], user: AgentUser, stdin: boolean): Promise<TarProcess> {
+    let finish!: (event: AgentEndEvent) => void;
+    const ended = new Promise<AgentEndEvent>((resolve) => (finish = resolve));
+    const said = { stderr: '' };
+    const waiting: Array<() => void> = [];
+    const stdout = new Readable({
+      read: () => {
+        for (const resume of waiting.splice(0)) resume();
+      },
+    });
+    const { pid } = await agent.start(
+      { op: 'start', cmd: 'tar', args, envs: { LC_ALL: 'C.UTF-8' }, stdin, user },
+      {
+        output: (event) => {
+          if (event.stream === 'stderr') {
+            if (said.stderr.length < TAR_ERRORS_KEPT) said.stderr += Buffer.from(event.data).toString('utf8').slice(0, TAR_ERRORS_KEPT - said.stderr.length);
+            return undefined;
+          }
+          // Held until read: the agent sends no more than its window meanwhile, and tar blocks.
+          if (!stdout.push(Buffer.from(event.data))) return new Promise<void>((resume) => waiting.push(resume));
+          return undefined;
+        },
+        end: (event) => {
+          stdout.push(null);
+          finish(event);
+        },
+        lost: (error) => {
+          stdout.destroy(error);
+          finish({ event: 'end', pid: 0, exit_code: -1, signal: SIGKILL } as AgentEndEvent);
+        },
+      },
+    );
+    return new TarProcess(agent, pid, ended, stdout, said);
+  }
+
+  /** Bytes for tar's stdin, sent in batches of INPUT_BATCH_BYTES, each answered before the next (the agent's backpressure). */
+  async write(bytes: Buffer): Promise<void> {
+    this.batch.push(bytes);
+    this.batchBytes += bytes.length;
+    if (this.batchBytes >= INPUT_BATCH_BYTES) await this.flush();
+  }
+
+  async closeStdin(): Promise<void> {
+    await this.flush();
+    await this.agent.request({ op: 'close_stdin', pid: this.pid });
+  }
+
+  /** The report once tar has ended: not complete, with what it said, when it failed. */
+  async settle(report: SyncReport): Promise<SyncReport> {
+    const ended = await this.ended;
+    if (ended.exit_code !== 0 || ended.signal !== null) {
+      report.complete = false;
+      report.errors = this.errors() || `tar ended with ${ended.signal === null ? `status ${ended.exit_code}` : `signal ${ended.signal}`}`;
+    }
+    return report;
+  }
+
+  private async flush(): Promise<void> {
+    if (this.batchBytes === 0) return;
+    const data = Buffer.concat(this.batch, this.batchBytes);
+    this.batch = [];
+    this.batchBytes = 0;
+    await this.agent.request({ op: 'input', pid: this.pid, data });
+  }
+
+  async kill(): Promise<void> {
+    await this.agent.request({ op: 'signal', pid: this.pid, signal: SIGKILL }).catch((error: unknown) => {
+      if (!(error instanceof AgentOperationError)) throw error;
+    });
+    await this.ended;
+  }
+
+  errors(): string {
+    return this.said.stderr.trim();
+  }
+}
