@@ -3,7 +3,7 @@ import { lstat, mkdir, readdir, readlink, rename, rm, symlink } from 'node:fs/pr
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { dirname, join, posix, relative, sep } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { pack, extract } from 'tar-stream';
 import type { SyncQuery, SyncReport } from '../contract/tree-sync.js';
@@ -38,7 +38,7 @@ export function packTree(dir: string): Readable {
     () => archive.finalize(),
     (error: Error) => archive.destroy(error),
   );
-  return archive as unknown as Readable;
+  return Readable.from(archive);
 }
 
 /**
@@ -90,7 +90,9 @@ export async function unpackTree(tar: Readable, dir: string): Promise<void> {
 }
 
 /** One sync request to the service, its answer read as it comes. */
-function syncRequest(base: string, token: string | undefined, method: 'GET' | 'PUT', path: string, query: SyncQuery, body?: Readable): Promise<IncomingMessage> {
+function syncRequest(base: string, token: string | undefined, method: 'GET' | 'PUT', path: string, query: SyncQuery, sent?: Readable): Promise<IncomingMessage> {
+  // A node stream, whatever was given (tar-stream's packs are streamx streams): it can be stopped midway.
+  const body = sent === undefined || sent instanceof Readable ? sent : Readable.from(sent);
   const url = new URL(`${base}${path}`);
   for (const [name, value] of Object.entries(query)) {
     for (const one of Array.isArray(value) ? value : [value]) if (one !== undefined) url.searchParams.append(name, String(one));
@@ -102,6 +104,11 @@ function syncRequest(base: string, token: string | undefined, method: 'GET' | 'P
       headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/x-tar' } : {}) },
     });
     outgoing.once('response', (response) => {
+      // Answered before all was sent (a budget reached): the rest is not sent.
+      if (body && !body.readableEnded) {
+        body.unpipe(outgoing);
+        body.destroy();
+      }
       if ((response.statusCode ?? 500) < 400) return resolve(response);
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { posix } from 'node:path';
+import type { Socket } from 'node:net';
 import { PassThrough, type Readable } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
 import { CodedError, contractError, type ContractError } from '../contract/errors.js';
@@ -26,6 +27,7 @@ export const SYNC_REPORT_TRAILER = 'x-agent-runner-sync';
 const ROUTE = /^\/v1\/(sandboxes|volumes)\/([^/]+)\/sync$/;
 const DEFAULT_MAX_FILES = 100_000;
 const DEFAULT_TIMEOUT_SECONDS = 600;
+const UNREAD_BODY_GRACE_MS = 5000;
 
 /**
  * The worker's end of bulk sync (`/v1/sandboxes/{id}/sync`, `/v1/volumes/{id}/sync`): a tar
@@ -61,8 +63,17 @@ async function syncInto(agent: SandboxAgentPort, request: IncomingMessage, respo
   }
   const source: Readable = gzipped ? request.pipe(createGunzip()) : request;
   const report = await syncIn(agent, source, options);
-  // What the budget left unread is not read: the connection closes after the answer.
-  if (!request.readableEnded) response.setHeader('connection', 'close');
+  if (!request.readableEnded) {
+    // What a budget left unsent is read and dropped for a while, so the client hears the answer
+    // before its next write finds the connection closed; then it is closed.
+    response.setHeader('connection', 'close');
+    if (gzipped) request.unpipe();
+    request.resume();
+    // The socket as it is now (none where the client has gone already): the request lets go of it once answered.
+    const socket = request.socket as Socket | null;
+    const drop = setTimeout(() => socket?.destroy(), UNREAD_BODY_GRACE_MS).unref();
+    request.once('end', () => clearTimeout(drop));
+  }
   sendJson(response, 200, report);
 }
 

@@ -170,10 +170,13 @@ export async function syncIn(agent: SandboxAgentPort, source: Readable, options:
   await agent.request({ op: 'mkdir', path: options.path, user: options.user });
   const tar = await TarProcess.start(agent, ['-x', '-f', '-', '-C', options.path, '--no-same-owner'], options.user, true);
   const judge = ledger.judge((bytes) => tar.write(bytes));
-  // Cut short (the deadline, the sender gone, a broken stream): the entry being written goes.
+  // Cut short (the deadline, the sender gone, a broken stream): tar is given the end of what
+  // came, so it unpacks every entry before the cut (it reads its stdin in order, and ends at its
+  // end), and the entry it was writing goes.
   const removePartial = async () => {
-    await tar.kill();
     const { partial } = judge;
+    await tar.closeStdin().catch(() => undefined);
+    await tar.ended;
     if (partial) await agent.request({ op: 'remove', path: posix.join(options.path, entryPath(partial.name)), user: options.user }).catch(() => undefined);
   };
   try {
@@ -248,7 +251,10 @@ class TarProcess {
       {
         output: (event) => {
           if (event.stream === 'stderr') {
-            if (said.stderr.length < TAR_ERRORS_KEPT) said.stderr += Buffer.from(event.data).toString('utf8').slice(0, TAR_ERRORS_KEPT - said.stderr.length);
+            if (said.stderr.length < TAR_ERRORS_KEPT)
+              said.stderr += Buffer.from(event.data)
+                .toString('utf8')
+                .slice(0, TAR_ERRORS_KEPT - said.stderr.length);
             return undefined;
           }
           // Held until read: the agent sends no more than its window meanwhile, and tar blocks.

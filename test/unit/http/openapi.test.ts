@@ -49,6 +49,8 @@ const JSON_ROUTES = [
   'post /v1/sandboxes/{sandbox_id}/snapshots',
   'put /v1/sandboxes/{sandbox_id}/files/{path}',
   'post /v1/volumes',
+  'put /v1/sandboxes/{sandbox_id}/sync',
+  'put /v1/volumes/{volume}/sync',
   'post /v1/templates',
   'put /v1/templates/{name}',
 ];
@@ -58,6 +60,8 @@ const BODY_TYPES: Record<string, string[]> = {
   'put /v1/sessions/{session_id}/files/{path}': ['application/octet-stream'],
   'put /v1/sandboxes/{sandbox_id}/files/{path}': ['application/octet-stream'],
   'put /v1/templates/{name}': ['application/x-tar'],
+  'put /v1/sandboxes/{sandbox_id}/sync': ['application/x-tar', 'application/gzip'],
+  'put /v1/volumes/{volume}/sync': ['application/x-tar', 'application/gzip'],
 };
 /** Codes a route sends with another status than the table's: refusals of what is usually a result. */
 const STATUS_OVERRIDES: Record<string, Partial<Record<ErrorCode, number>>> = {
