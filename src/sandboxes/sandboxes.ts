@@ -852,7 +852,11 @@ export class Sandboxes {
   }
 
   /** `work` on a running sandbox's agent; the sandbox ending under it answers sandbox.ended. */
-  private async withAgent<T>(id: string, work: (agent: SandboxAgentPort) => Promise<T>): Promise<T> {
+  /**
+   * `work` with the agent of running sandbox `id` (sandbox.not_found, sandbox.ended otherwise; an
+   * end under it is sandbox.ended too).
+   */
+  async withAgent<T>(id: string, work: (agent: SandboxAgentPort) => Promise<T>): Promise<T> {
     const sandbox = this.find(id);
     if (!sandbox.running) throw sandbox.endedError();
     try {

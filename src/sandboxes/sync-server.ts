@@ -1,22 +1,18 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { posix } from 'node:path';
 import type { Socket } from 'node:net';
 import { PassThrough, type Readable } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
 import { CodedError, contractError, type ContractError } from '../contract/errors.js';
-import type { AgentUser } from '../contract/sandbox-agent.js';
 import type { SyncReport } from '../contract/tree-sync.js';
 import { ERROR_CODES } from '../contract/errors.js';
 import type { SandboxAgentPort } from './agent-port.js';
-import { VOLUME_CONTENT_ROOT } from './sandbox-volumes.js';
-import { SANDBOX_HOME } from './live-sandbox.js';
 import { AgentOperationError } from './agent-port.js';
-import { syncIn, syncOut, type SyncOptions } from './tree-sync.js';
+import { syncIn, syncOptionsOf, syncOut, type SyncOptions } from './tree-sync.js';
 
 /** Where a sync's tree is: a running sandbox's agent, or a volume's (through its helper sandbox). */
 export interface SyncTargets {
-  /** The agent of a running sandbox; undefined when none of that id runs here. */
-  sandbox(id: string): SandboxAgentPort | undefined;
+  /** `use` with the agent of running sandbox `id` (Sandboxes.withAgent: sandbox.not_found, sandbox.ended). */
+  withSandbox<T>(id: string, use: (agent: SandboxAgentPort) => Promise<T>): Promise<T>;
   withVolume<T>(id: string, use: (agent: SandboxAgentPort) => Promise<T>): Promise<T>;
   /** The default of max_bytes: the largest file a sandbox may write times the files' default. */
   maxFileBytes: number;
@@ -25,8 +21,6 @@ export interface SyncTargets {
 /** The trailer a sync out ends with: its SyncReport as JSON. */
 export const SYNC_REPORT_TRAILER = 'x-agent-runner-sync';
 const ROUTE = /^\/v1\/(sandboxes|volumes)\/([^/]+)\/sync$/;
-const DEFAULT_MAX_FILES = 100_000;
-const DEFAULT_TIMEOUT_SECONDS = 600;
 const UNREAD_BODY_GRACE_MS = 5000;
 
 /**
@@ -49,10 +43,7 @@ async function serve(request: IncomingMessage, response: ServerResponse, targets
   const options = syncOptions(url, kind, targets.maxFileBytes);
   const direction = request.method === 'GET' ? 'out' : 'in';
   const run = (agent: SandboxAgentPort) => (direction === 'in' ? syncInto(agent, request, response, options) : syncOutOf(agent, response, options, url));
-  if (kind === 'volumes') return targets.withVolume(id, run);
-  const agent = targets.sandbox(id);
-  if (!agent) return sendError(response, contractError('sandbox.not_found', `no running sandbox ${JSON.stringify(id)}`));
-  return run(agent);
+  return kind === 'volumes' ? targets.withVolume(id, run) : targets.withSandbox(id, run);
 }
 
 async function syncInto(agent: SandboxAgentPort, request: IncomingMessage, response: ServerResponse, options: SyncOptions): Promise<void> {
@@ -99,28 +90,20 @@ async function syncOutOf(agent: SandboxAgentPort, response: ServerResponse, opti
   response.end();
 }
 
+/** The query's sync, its numbers checked (contract/tree-sync.ts SyncQuery, as a URL carries it). */
 function syncOptions(url: URL, kind: 'sandboxes' | 'volumes', maxFileBytes: number): SyncOptions {
   const { searchParams: query } = url;
   const path = query.get('path');
   if (!path) throw invalid('the path query parameter is required');
-  const number = (name: string, fallback: number): number => {
+  const number = (name: string): number | undefined => {
     const text = query.get(name);
-    if (text === null) return fallback;
+    if (text === null) return undefined;
     const value = Number(text);
     if (!Number.isFinite(value) || value < 0) throw invalid(`${name} is a number from 0`);
     return value;
   };
-  const maxFiles = number('max_files', DEFAULT_MAX_FILES);
-  const user: AgentUser = 'user';
-  return {
-    path: kind === 'volumes' ? posix.join(VOLUME_CONTENT_ROOT, posix.normalize(`/${path}`)) : posix.resolve(SANDBOX_HOME, path),
-    include: query.getAll('include'),
-    exclude: query.getAll('exclude'),
-    maxBytes: number('max_bytes', maxFileBytes * maxFiles),
-    maxFiles,
-    timeoutMs: number('timeout', DEFAULT_TIMEOUT_SECONDS) * 1000,
-    user,
-  };
+  const limits = { max_bytes: number('max_bytes'), max_files: number('max_files'), timeout: number('timeout') };
+  return syncOptionsOf({ path, include: query.getAll('include'), exclude: query.getAll('exclude'), ...limits }, kind === 'volumes' ? 'volume' : 'sandbox', maxFileBytes);
 }
 
 function invalid(message: string): CodedError {

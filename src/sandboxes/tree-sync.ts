@@ -3,6 +3,8 @@ import { Readable, type Writable } from 'node:stream';
 import picomatch from 'picomatch';
 import { CodedError, contractError } from '../contract/errors.js';
 import { entryPath, TarFormatError, TarJudge, type TarEntry, type TarVerdict } from './tar-judge.js';
+import { SANDBOX_HOME } from './live-sandbox.js';
+import { VOLUME_CONTENT_ROOT } from './sandbox-volumes.js';
 import type { AgentEndEvent, AgentUser } from '../contract/sandbox-agent.js';
 import type { SyncBudget, SyncReport } from '../contract/tree-sync.js';
 import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
@@ -18,6 +20,32 @@ export interface SyncOptions {
   timeoutMs: number;
   /** Whom tar runs as in the sandbox: what it writes is theirs. */
   user: AgentUser;
+}
+
+const DEFAULT_MAX_FILES = 100_000;
+const DEFAULT_TIMEOUT_SECONDS = 600;
+
+/**
+ * A sync's options from its query (SyncQuery's fields, the globs one or many): `path` within a
+ * sandbox (absolute, or relative to its home) or within a volume (from its top, `..` stopping
+ * there); max_bytes by default what max_files files of the largest size a sandbox writes hold.
+ */
+export function syncOptionsOf(
+  query: { path: string; include?: string | readonly string[]; exclude?: string | readonly string[]; max_bytes?: number; max_files?: number; timeout?: number },
+  where: 'sandbox' | 'volume',
+  maxFileBytes: number,
+): SyncOptions {
+  const globs = (value: string | readonly string[] | undefined): string[] => (value === undefined ? [] : typeof value === 'string' ? [value] : [...value]);
+  const maxFiles = query.max_files ?? DEFAULT_MAX_FILES;
+  return {
+    path: where === 'volume' ? posix.join(VOLUME_CONTENT_ROOT, posix.normalize(`/${query.path}`)) : posix.resolve(SANDBOX_HOME, query.path),
+    include: globs(query.include),
+    exclude: globs(query.exclude),
+    maxBytes: query.max_bytes ?? maxFileBytes * maxFiles,
+    maxFiles,
+    timeoutMs: (query.timeout ?? DEFAULT_TIMEOUT_SECONDS) * 1000,
+    user: 'user',
+  };
 }
 
 /** Entries of a refusal kept in the report; the rest are counted. */

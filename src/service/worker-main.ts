@@ -178,7 +178,7 @@ channel.handle('init', async (config, slots) => {
   // Bulk sync: on a socket of its own, which only the front door reaches (after its auth).
   const syncing = await listenPrivateSocket(
     createSyncServer({
-      sandbox: (id) => sandboxes.access(id)?.agent,
+      withSandbox: (id, use) => sandboxes.withAgent(id, use),
       withVolume: (id, use) => volumes.withContent(id, use),
       maxFileBytes: runtime.config.sandboxes.maxFileBytes,
     }),

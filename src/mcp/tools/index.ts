@@ -12,6 +12,7 @@ import { sandboxListTool } from './sandbox-list.js';
 import { sandboxReadFileTool } from './sandbox-read-file.js';
 import { sandboxRunCodeTool } from './sandbox-run-code.js';
 import { sandboxWriteFileTool } from './sandbox-write-file.js';
+import { sandboxSyncTool } from './sandbox-sync.js';
 import { sessionCreateTool } from './session-create.js';
 import { sessionEndTool } from './session-end.js';
 import { sessionExecTool } from './session-exec.js';
@@ -28,6 +29,7 @@ export const TOOLS: readonly Tool[] = [
   sandboxExecTool,
   sandboxRunCodeTool,
   sandboxWriteFileTool,
+  sandboxSyncTool,
   sandboxReadFileTool,
   sandboxKillTool,
   sandboxPauseTool,

@@ -54,6 +54,7 @@ describe('agent-runner mcp', () => {
         'sandbox_exec',
         'sandbox_run_code',
         'sandbox_write_file',
+        'sandbox_sync',
         'sandbox_read_file',
         'sandbox_kill',
         'sandbox_pause',

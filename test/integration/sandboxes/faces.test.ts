@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -187,6 +187,19 @@ describe('sandboxes through the client, the CLI and MCP', () => {
         content: 'AQI=',
         bytes: 2,
       });
+      // A tree in one call each way, between this machine and the sandbox.
+      const local = mkdtempSync(join(tmpdir(), 'mcp-sync-'));
+      try {
+        mkdirSync(join(local, 'in', 'sub'), { recursive: true });
+        writeFileSync(join(local, 'in', 'sub', 'b.txt'), 'synced');
+        const pushed = await call('sandbox_sync', { sandbox_id: id, direction: 'push', local_path: join(local, 'in'), path: 'tree' });
+        assert.deepEqual({ files: pushed.files, complete: pushed.complete }, { files: 1, complete: true });
+        const pulled = await call('sandbox_sync', { sandbox_id: id, direction: 'pull', local_path: join(local, 'out'), path: 'tree' });
+        assert.equal(pulled.files, 1);
+        assert.equal(readFileSync(join(local, 'out', 'sub', 'b.txt'), 'utf8'), 'synced');
+      } finally {
+        rmSync(local, { recursive: true, force: true });
+      }
       // A chart a cell draws is image content: what a model sees.
       const drawn = await mcp.callTool({
         name: 'sandbox_run_code',
