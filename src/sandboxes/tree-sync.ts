@@ -52,6 +52,8 @@ export function syncOptionsOf(
 const REFUSALS_KEPT = 100;
 /** Bytes of the tar stream sent to the sandbox in one input request. */
 const INPUT_BATCH_BYTES = 256 * 1024;
+/** Input batches sent before the first of them is answered. */
+const INPUTS_IN_FLIGHT = 4;
 /** What tar says on stderr, kept for the report. */
 const TAR_ERRORS_KEPT = 4096;
 const SIGKILL = 9;
@@ -254,6 +256,7 @@ export async function syncOut(agent: SandboxAgentPort, sink: Writable, options: 
 class TarProcess {
   private batch: Buffer[] = [];
   private batchBytes = 0;
+  private readonly inFlight: Array<Promise<unknown>> = [];
 
   private constructor(
     private readonly agent: SandboxAgentPort,
@@ -311,6 +314,7 @@ class TarProcess {
 
   async closeStdin(): Promise<void> {
     await this.flush();
+    for (const sent of this.inFlight.splice(0)) await sent;
     await this.agent.request({ op: 'close_stdin', pid: this.pid });
   }
 
@@ -324,12 +328,21 @@ class TarProcess {
     return report;
   }
 
+  /**
+   * Sends the batch; up to INPUTS_IN_FLIGHT go unanswered at once, so the host's next batch is
+   * on its way while the agent writes the last (one at a time, each waited a round trip).
+   */
   private async flush(): Promise<void> {
-    if (this.batchBytes === 0) return;
-    const data = Buffer.concat(this.batch, this.batchBytes);
-    this.batch = [];
-    this.batchBytes = 0;
-    await this.agent.request({ op: 'input', pid: this.pid, data });
+    if (this.batchBytes > 0) {
+      const data = Buffer.concat(this.batch, this.batchBytes);
+      this.batch = [];
+      this.batchBytes = 0;
+      const sent = this.agent.request({ op: 'input', pid: this.pid, data });
+      // Awaited in turn below; a failure meanwhile must not count as unhandled.
+      sent.catch(() => undefined);
+      this.inFlight.push(sent);
+    }
+    while (this.inFlight.length >= INPUTS_IN_FLIGHT) await this.inFlight.shift();
   }
 
   async kill(): Promise<void> {
