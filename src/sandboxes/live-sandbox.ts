@@ -514,6 +514,13 @@ export class LiveSandbox {
   private async launch(): Promise<void> {
     const { plan } = this;
     const guard = plan.execGuard;
+    // Volumes are mounted into the running sandbox where its backend can (a pre-started one takes
+    // them), else bound in as it starts (its volumes' files keep the ids they have inside).
+    const volumesBy = plan.backend.capabilities.volumes;
+    if (plan.volumes?.length && volumesBy === 'none') {
+      throw refusedHere(new SandboxUnavailableError(`a sandbox on ${plan.backend.kind} cannot mount volumes here (docs/volumes.md)`));
+    }
+    const boundVolumes: Mount[] = volumesBy === 'bind' ? (plan.volumes ?? []).map((volume) => ({ host: volume.source, sandbox: volume.path, writable: !volume.readOnly })) : [];
     // The agent is root of the sandbox's own namespace, to start E2B's `root` processes; a
     // guarded sandbox (a session's policy) has no root: everything in it runs as the user.
     const rootInside = guard === undefined;
@@ -526,7 +533,7 @@ export class LiveSandbox {
       // The same for every sandbox of a kind, so a pre-started one serves the next create: what
       // differs per sandbox (its env vars) reaches its processes through the agent.
       env: { PATH: SANDBOX_SEARCH_PATH.join(':'), ...plan.image?.env, HOME: plan.home, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
-      mounts: [{ host: sandboxAgentProgram(), sandbox: AGENT_PATH, writable: false }, ...(plan.image ? [] : plan.python.mounts)],
+      mounts: [{ host: sandboxAgentProgram(), sandbox: AGENT_PATH, writable: false }, ...(plan.image ? [] : plan.python.mounts), ...boundVolumes],
       ...(plan.image && { image: { layers: plan.image.layers, writableBytes: plan.image.writableBytes } }),
       files: [],
       // On an image the home is the image's own (what its build left there), in the sandbox's
@@ -565,7 +572,8 @@ export class LiveSandbox {
     let prepared;
     try {
       prepared = await plan.backend.prepare(template);
-      if (plan.volumes?.length && !prepared.attachVolume) throw new SandboxUnavailableError(`a sandbox on ${plan.backend.kind} cannot mount volumes here`);
+      if (volumesBy === 'attach' && plan.volumes?.length && !prepared.attachVolume)
+        throw new SandboxUnavailableError(`a sandbox on ${plan.backend.kind} cannot mount volumes here`);
       if (guard) await prepared.restrictExec(await this.execRules(prepared, guard));
     } catch (error) {
       prepared?.discard();
@@ -578,7 +586,7 @@ export class LiveSandbox {
     this.agentVersion = await this.served.untilReady(this.channel.started(), plan.startTimeoutSeconds, 'the sandbox');
     this.channel.watch(plan.heartbeatMs, (reason) => void this.served.fail(reason));
     // Before anyone is handed it: its first process finds them there.
-    for (const volume of plan.volumes ?? []) {
+    for (const volume of volumesBy === 'attach' ? (plan.volumes ?? []) : []) {
       await this.served.untilReady(prepared.attachVolume!(volume.source, volume.path, volume.readOnly), plan.startTimeoutSeconds, `volume ${volume.id}`);
     }
     // A restored agent said it was ready before its checkpoint: its answer now says it runs, and

@@ -151,6 +151,8 @@ export class BubblewrapBackend implements SandboxBackend {
       // A second pooled uid, the map written from outside, and the seccomp filter (rootInside in types.ts).
       root_inside: this.uids !== null && this.options.seccomp,
       host_work_dir: true,
+      // Mounting into another namespace takes root here.
+      volumes: this.uids !== null ? 'attach' : 'none',
       profiles: ['snippet', 'task', 'run-job', 'workspace'],
     };
     this.warm = new WarmPool(this.options.warmPerTemplate, this.options.warmTemplates);

@@ -81,6 +81,7 @@ export class GvisorBackend implements SandboxBackend {
     // host's root (in the nosuid work dir, but still): root's requests run as the user.
     root_inside: false,
     host_work_dir: true,
+    volumes: 'bind',
     profiles: ['snippet', 'task', 'run-job'],
   };
   private readonly options: Required<GvisorOptions>;

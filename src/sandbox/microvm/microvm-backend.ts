@@ -84,6 +84,7 @@ export class MicrovmBackend implements SandboxBackend {
     // The guest's bubblewrap gives it, the guest's agent being the guest's root.
     root_inside: true,
     host_work_dir: false,
+    volumes: 'none',
     profiles: ['snippet', 'task', 'run-job'],
   };
   private readonly options: Required<MicrovmOptions>;

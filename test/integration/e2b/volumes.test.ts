@@ -6,7 +6,10 @@ import { after, before, describe, it } from 'node:test';
 import { Sandbox, Volume, VolumeError, VolumePathNotFoundError } from 'e2b';
 import { AgentRunnerClient } from '../../../src/client/index.js';
 import { childrenOf } from '../../../src/sandbox/host/process-tree.js';
-import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { api, startServer, type ServerProcess } from '../../helpers/server.js';
+import type { BackendDescription } from '../../../src/contract/backend.js';
+import { kindLeftOut } from '../../helpers/backends.js';
+import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 /**
@@ -100,6 +103,33 @@ describe('volumes', () => {
     await Promise.all([first.kill(), second.kill(), client.killSandbox(reader.id)]);
     assert.deepEqual((await client.getVolume('shared')).mounted_by, []);
     await client.deleteVolume('shared');
+  });
+
+  it('on every backend: a gVisor sandbox binds a volume in as it starts, sharing its files and their owners; a microVM refuses it clearly', async (t) => {
+    const described = async () => (await api(server.url, 'GET', '/v1/backends')).json as BackendDescription[];
+    // gVisor's probe is quick: wait for it, rather than leave it out because it is still preparing.
+    await waitUntil(async () => (await described()).find((backend) => backend.kind === 'gvisor')?.state !== 'preparing', 'gvisor is prepared (or unavailable)');
+    const backends = await described();
+    const usable = (kind: BackendKind) => !kindLeftOut(kind) && backends.some((backend) => backend.kind === kind && backend.available);
+    const volume = await client.createVolume({ name: 'kinds', size_mb: 32 });
+    const local = await create({ volumeMounts: { '/mnt/kinds': 'kinds' } });
+    await local.commands.run('echo from-local_process > /mnt/kinds/shared.txt');
+    if (usable('gvisor')) {
+      const sandbox = await client.createSandbox({ backend: { kind: 'gvisor' }, volume_mounts: [{ volume: 'kinds', path: '/mnt/kinds' }] });
+      made.push(sandbox.id);
+      const seen = await client.sandboxExec(sandbox.id, { cmd: 'cat /mnt/kinds/shared.txt && echo from-gvisor > /mnt/kinds/gvisor.txt && stat -c %U /mnt/kinds/shared.txt' });
+      assert.equal(seen.stdout, 'from-local_process\nuser\n');
+      assert.equal((await local.commands.run('stat -c "%U %s" /mnt/kinds/gvisor.txt')).stdout, 'user 12\n');
+      await client.killSandbox(sandbox.id);
+    } else t.diagnostic('gvisor: not available here, not run');
+    if (usable('microvm')) {
+      const refused = await client
+        .createSandbox({ backend: { kind: 'microvm' }, volume_mounts: [{ volume: 'kinds', path: '/mnt/kinds' }] })
+        .catch((error: { code?: string }) => error);
+      assert.equal((refused as { code?: string }).code, 'backend.unavailable');
+    } else t.diagnostic('microvm: not available here, not run');
+    await local.kill();
+    await client.deleteVolume(volume.id);
   });
 
   it('a full volume answers ENOSPC inside the sandbox and fills nothing of the host', async () => {
