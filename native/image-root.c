@@ -90,10 +90,14 @@ static void fail(const char *format, ...) {
   exit(125);
 }
 
-/* The directory fd of `path` (relative, '/'-separated) beneath `root`, no link followed. */
-static int open_beneath(int root, const char *path) {
+/*
+ * The directory fd of `path` ('/'-separated, relative to `root`; a leading '/' is the same)
+ * beneath `root`, no link followed. With `make`, missing directories on the way are made
+ * (0755, owned by `owner`:`group`); without, a missing one fails.
+ */
+static int open_beneath(int root, const char *path, int make, uid_t owner, gid_t group) {
   char copy[RECORD_MAX];
-  snprintf(copy, sizeof copy, "%s", path);
+  if (snprintf(copy, sizeof copy, "%s", path) >= (int)sizeof copy) fail("a path over %d bytes: %s", RECORD_MAX, path);
   int fd = dup(root);
   for (char *save = NULL, *part = strtok_r(copy, "/", &save); part != NULL; part = strtok_r(NULL, "/", &save)) {
     if (strcmp(part, "..") == 0 || strcmp(part, ".") == 0) {
@@ -101,6 +105,11 @@ static int open_beneath(int root, const char *path) {
       fail("a path with . or ..: %s", path);
     }
     int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT && make) {
+      if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) fail("mkdir %s (at %s)", path, part);
+      next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (next >= 0 && fchown(next, owner, group) != 0) fail("own %s (at %s)", path, part);
+    }
     if (next < 0) fail("open %s (at %s)", path, part);
     close(fd);
     fd = next;
@@ -122,7 +131,7 @@ static int marks(const char *tree) {
     if (record[0] == '\0') continue;
     const char *path = record + 1;
     if (record[0] == 'o') {
-      int dir = open_beneath(root, path);
+      int dir = open_beneath(root, path, 0, 0, 0);
       if (fsetxattr(dir, "trusted.overlay.opaque", "y", 1, 0) != 0) fail("mark %s opaque", path);
       close(dir);
     } else if (record[0] == 'w') {
@@ -131,7 +140,7 @@ static int marks(const char *tree) {
       char *slash = strrchr(parent, '/');
       const char *name = slash ? slash + 1 : parent;
       if (slash) *slash = '\0';
-      int dir = open_beneath(root, slash ? parent : "");
+      int dir = open_beneath(root, slash ? parent : "", 0, 0, 0);
       if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
         errno = EINVAL;
         fail("a whiteout of no name: %s", path);
@@ -466,32 +475,6 @@ static int idmap(int argc, char **argv) {
   return 0;
 }
 
-/*
- * The directory fd of TARGET (absolute, as the sandbox sees it) beneath `root`, its missing
- * components made (mode 0755, owned by `owner`), none followed through a link.
- */
-static int make_beneath(int root, const char *target, uid_t owner, gid_t group) {
-  char copy[RECORD_MAX];
-  if (snprintf(copy, sizeof copy, "%s", target) >= (int)sizeof copy || target[0] != '/') fail("the mount point is not an absolute path: %s", target);
-  int fd = dup(root);
-  for (char *save = NULL, *part = strtok_r(copy, "/", &save); part != NULL; part = strtok_r(NULL, "/", &save)) {
-    if (strcmp(part, "..") == 0 || strcmp(part, ".") == 0) {
-      errno = EINVAL;
-      fail("a mount point with . or ..: %s", target);
-    }
-    int next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (next < 0 && errno == ENOENT) {
-      if (mkdirat(fd, part, 0755) != 0 && errno != EEXIST) fail("mkdir %s (at %s)", target, part);
-      next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (next >= 0 && fchown(next, owner, group) != 0) fail("own %s (at %s)", target, part);
-    }
-    if (next < 0) fail("open %s (at %s)", target, part);
-    close(fd);
-    fd = next;
-  }
-  return fd;
-}
-
 /* SOURCE mounted at TARGET in the sandbox of PID, idmapped by its user namespace (see the top). */
 static int attach(int argc, char **argv) {
   int writable = argc == 5;
@@ -520,7 +503,11 @@ static int attach(int argc, char **argv) {
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) fail("idmap %s", argv[2]);
   /* move_mount attaches only within the caller's own mount namespace: the sandbox's, from here on. */
   if (setns(mntns, CLONE_NEWNS) != 0) fail("setns %s", path);
-  int at = make_beneath(root, argv[4], process.st_uid, process.st_gid);
+  if (argv[4][0] != '/') {
+    errno = EINVAL;
+    fail("the mount point is not an absolute path: %s", argv[4]);
+  }
+  int at = open_beneath(root, argv[4], 1, process.st_uid, process.st_gid);
   if (syscall(SYS_move_mount, tree, "", at, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) fail("mount at %s", argv[4]);
   return 0;
 }

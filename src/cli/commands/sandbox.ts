@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { Option, type Command } from 'commander';
 import type { SandboxCreateRequest, SandboxExecRequest } from '../../contract/sandbox.js';
 import type { AgentUser } from '../../contract/sandbox-agent.js';
+import type { VolumeMount } from '../../contract/volumes.js';
 import { readStdin } from '../../util/stdio.js';
 import { backendOption } from '../backend-option.js';
 import { pairsOption, positiveOption } from '../flag-values.js';
@@ -11,6 +12,13 @@ import { answer, deliverFile, localBytes, withServer, type ServerFlags } from '.
 const USERS: AgentUser[] = ['user', 'root'];
 
 const collect = (value: string, previous: string[]) => [...previous, value];
+
+/** NAME:PATH[:ro] as a volume mount. */
+function volumeMount(text: string): VolumeMount {
+  const [volume, path, mode, ...rest] = text.split(':');
+  if (!volume || !path || rest.length > 0 || (mode !== undefined && mode !== 'ro' && mode !== 'rw')) throw new Error(`--volume ${text}: NAME:PATH, or NAME:PATH:ro`);
+  return { volume, path, ...(mode === 'ro' && { read_only: true }) };
+}
 
 interface SyncFlags {
   volume?: boolean;
@@ -42,8 +50,9 @@ export function registerSandbox(program: Command): void {
     .option('-e, --env <KEY=VALUE>', 'environment of every process it runs (repeatable)', collect, [])
     .option('-m, --metadata <KEY=VALUE>', 'a label kept with it (repeatable)', collect, [])
     .option('--internet', 'let its processes reach the internet (if the server allows)')
+    .option('-v, --volume <NAME:PATH[:ro]>', 'mount a volume (its name or id) at PATH, read-only with :ro (repeatable)', collect, [])
     .addOption(backendOption())
-    .action((flags: ServerFlags & { template?: string; timeout?: string; env: string[]; metadata: string[]; internet?: boolean; backend?: string }) =>
+    .action((flags: ServerFlags & { template?: string; timeout?: string; env: string[]; metadata: string[]; internet?: boolean; backend?: string; volume: string[] }) =>
       answer(flags, (client) => {
         const timeout = positiveOption('--timeout', flags.timeout, { integer: true });
         const envVars = pairsOption('--env', flags.env);
@@ -55,6 +64,7 @@ export function registerSandbox(program: Command): void {
           ...(Object.keys(metadata).length ? { metadata } : {}),
           ...(flags.internet ? { allow_internet_access: true } : {}),
           ...(flags.backend ? { backend: { kind: flags.backend as never } } : {}),
+          ...(flags.volume.length ? { volume_mounts: flags.volume.map(volumeMount) } : {}),
         };
         return client.createSandbox(request);
       }),

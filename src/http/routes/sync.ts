@@ -31,18 +31,15 @@ export function syncRoutes(sandboxes: SandboxHost) {
     guardSandboxRoutes(app, sandboxes, 'sandbox_id');
     const errorsIn = ['sandbox.not_found', 'sandbox.lost', 'volume.not_found'] as const;
 
+    /** A sync in's route options: a tar body in, its report out. */
+    const syncInRoute = (summary: string, params: typeof SandboxParams | typeof VolumeParams) => ({
+      config: { accepts: TAR_BODIES, errors: [...errorsIn] },
+      schema: { summary, params, querystring: Query, body: { type: 'string', contentMediaType: 'application/x-tar' }, response: { 200: namedSchema(app, SyncReportSchema) } },
+    });
+
     app.put<SandboxSync>(
       '/v1/sandboxes/:sandbox_id/sync',
-      {
-        config: { accepts: TAR_BODIES, errors: [...errorsIn] },
-        schema: {
-          summary: 'Sync a tree into the sandbox: a tar stream unpacked at `path` as its user, entry by entry, within budgets',
-          params: SandboxParams,
-          querystring: Query,
-          body: { type: 'string', contentMediaType: 'application/x-tar' },
-          response: { 200: namedSchema(app, SyncReportSchema) },
-        },
-      },
+      syncInRoute('Sync a tree into the sandbox: a tar stream unpacked at `path` as its user, entry by entry, within budgets', SandboxParams),
       (request, reply) => toWorker(sandboxes, request, reply, `/v1/sandboxes/${request.params.sandbox_id}/sync`),
     );
     app.get<SandboxSync>(
@@ -53,19 +50,8 @@ export function syncRoutes(sandboxes: SandboxHost) {
       },
       (request, reply) => toWorker(sandboxes, request, reply, `/v1/sandboxes/${request.params.sandbox_id}/sync`),
     );
-    app.put<VolumeSync>(
-      '/v1/volumes/:volume/sync',
-      {
-        config: { accepts: TAR_BODIES, errors: [...errorsIn] },
-        schema: {
-          summary: 'Sync a tree into a volume, as into a sandbox',
-          params: VolumeParams,
-          querystring: Query,
-          body: { type: 'string', contentMediaType: 'application/x-tar' },
-          response: { 200: namedSchema(app, SyncReportSchema) },
-        },
-      },
-      async (request, reply) => toWorker(sandboxes, request, reply, `/v1/volumes/${await volumeId(sandboxes, request)}/sync`),
+    app.put<VolumeSync>('/v1/volumes/:volume/sync', syncInRoute('Sync a tree into a volume, as into a sandbox', VolumeParams), async (request, reply) =>
+      toWorker(sandboxes, request, reply, `/v1/volumes/${await volumeId(sandboxes, request)}/sync`),
     );
     app.get<VolumeSync>(
       '/v1/volumes/:volume/sync',

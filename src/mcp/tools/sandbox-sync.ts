@@ -1,14 +1,14 @@
 import { PassThrough } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import { CodedError } from '../../contract/errors.js';
-import { SyncReportSchema } from '../../contract/tree-sync.js';
+import { SyncQuerySchema, SyncReportSchema } from '../../contract/tree-sync.js';
 import { packTree, unpackTree } from '../../client/tree-transfer.js';
 import { admitWorkspacePath } from '../../runner/workspace-path.js';
 import { syncIn, syncOptionsOf, syncOut } from '../../sandboxes/tree-sync.js';
 import type { Tool } from '../tool.js';
 import { SandboxIdField } from './sandbox-id.js';
 
-const Globs = Type.Optional(Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 256, description: 'Glob patterns on paths relative to the directory.' }));
+const { path: _path, compress: _compress, ...limits } = SyncQuerySchema.properties;
 
 const SandboxSyncInput = Type.Object(
   {
@@ -18,11 +18,8 @@ const SandboxSyncInput = Type.Object(
     }),
     local_path: Type.String({ minLength: 1, maxLength: 4096, description: 'A directory on this machine (made by a pull when missing).' }),
     path: Type.String({ minLength: 1, maxLength: 4096, description: 'The directory in the sandbox: absolute, or relative to /home/user.' }),
-    include: Globs,
-    exclude: Globs,
-    max_bytes: Type.Optional(Type.Integer({ minimum: 0, description: 'File content moved at most.' })),
-    max_files: Type.Optional(Type.Integer({ minimum: 0, description: 'Entries moved at most (default 100,000).' })),
-    timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Seconds the transfer may take (default 600).' })),
+    // The HTTP route's globs and budgets, as they are.
+    ...limits,
   },
   { additionalProperties: false },
 );

@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { pack } from 'tar-stream';
 import { AgentRunnerClient, packTree, unpackTree } from '../../../src/client/index.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { runCli } from '../../helpers/cli.js';
 
 /** Every entry of a local tree (type, path, mode bits, link target, content's hash), sorted: two trees hash alike when they are alike. */
 function treeHash(root: string): string {
@@ -165,6 +166,29 @@ describe('bulk sync of a tree', () => {
       .syncIn({ sandbox }, Readable.from([Buffer.from('this is not a tar stream, nor a header block of one'.repeat(20))]), { path: 'bad' })
       .catch((error: Error) => error);
     assert.equal((notTar as { code?: string }).code, 'validation.invalid_request');
+  });
+
+  it('from the CLI: volume create, sandbox create --volume, push and pull a tree, volume delete', async () => {
+    const env = { AGENT_RUNNER_URL: server.url, AGENT_RUNNER_TOKEN: server.token! };
+    const cli = async (...args: string[]) => {
+      const result = await runCli('agent-runner', args, { env });
+      assert.equal(result.code, 0, result.stdout + result.stderr);
+      return JSON.parse(result.stdout) as Record<string, any>;
+    };
+    await cli('volume', 'create', 'from-cli', '--size-mb', '32');
+    const local = join(work, 'cli-tree');
+    mkdirSync(join(local, 'a'), { recursive: true });
+    writeFileSync(join(local, 'a', 'one.txt'), 'one');
+    writeFileSync(join(local, 'skip.log'), 'left out');
+    const pushed = await cli('sandbox', 'push', local, 'from-cli:/in', '--volume', '--exclude', '*.log');
+    assert.deepEqual({ files: pushed.files, skipped: pushed.skipped, exit: pushed.exit_code }, { files: 1, skipped: 1, exit: 0 });
+    const { id } = await cli('sandbox', 'create', '--volume', 'from-cli:/mnt/v:ro');
+    assert.equal((await cli('sandbox', 'exec', id, '--cmd', 'cat /mnt/v/in/a/one.txt')).stdout, 'one');
+    const pulled = await cli('sandbox', 'pull', `${id}:/mnt/v/in`, join(work, 'cli-back'));
+    assert.equal(pulled.files, 1);
+    assert.equal(readFileSync(join(work, 'cli-back', 'a', 'one.txt'), 'utf8'), 'one');
+    await cli('sandbox', 'kill', id);
+    assert.equal((await cli('volume', 'delete', 'from-cli')).name, 'from-cli');
   });
 
   it('a volume takes a tree, and a sandbox that mounts it sees it', async () => {
