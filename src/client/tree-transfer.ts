@@ -123,7 +123,8 @@ function syncRequest(base: string, token: string | undefined, method: 'GET' | 'P
         reject(new AgentRunnerError(response.statusCode ?? 500, error.code ?? `http.${response.statusCode}`, error.message ?? text.slice(0, 500), error.details));
       });
     });
-    outgoing.once('error', reject);
+    // After the answer (the rest of the body dropped, the connection closed under it) an error changes nothing.
+    outgoing.on('error', reject);
     if (body) {
       body.once('error', (error) => outgoing.destroy(error));
       body.pipe(outgoing);

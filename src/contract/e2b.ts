@@ -115,6 +115,7 @@ export const E2bSandboxDetailSchema = Type.Composite(
       domain: Type.Union([Type.String(), Type.Null()]),
       allowInternetAccess: Type.Boolean(),
       lifecycle: E2bLifecycleSchema,
+      volumeMounts: Type.Optional(Type.Array(Type.Object({ name: Type.String(), path: Type.String() }), { description: 'The volumes it mounts, by name.' })),
     }),
   ],
   { $id: 'E2bSandboxDetail' },

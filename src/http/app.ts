@@ -33,7 +33,7 @@ import { templateRoutes, type ServedTemplates } from './routes/templates.js';
 import { e2bTemplateRoutes } from './routes/e2b-templates.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { volumeRoutes } from './routes/volumes.js';
-import { syncRoutes } from './routes/sync.js';
+import { isSyncIn, syncRoutes } from './routes/sync.js';
 import { jobRoutes } from './routes/jobs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { taskRoutes } from './routes/tasks.js';
@@ -114,7 +114,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.log.debug({ address }, 'connection refused: too many open from this address'),
   );
   enforceFirstHeaderDeadline(app.server, clients.headersTimeoutMs);
-  enforceRequestDeadline(app.server, clients.requestTimeoutMs, isSandboxTraffic);
+  enforceRequestDeadline(app.server, clients.requestTimeoutMs, (request) => isSandboxTraffic(request) || isSyncIn(request));
   // Before auth and every other hook: a sandbox's traffic is its envd's, which checks its own token.
   installEnvdProxy(app, options.sandboxes, takeSandbox);
   await takeBack(app, options.sandboxes);

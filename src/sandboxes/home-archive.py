@@ -85,11 +85,23 @@ def add_file(archive, path, name):
         os.close(fd)
 
 
+def on_device(path, device):
+    """Whether `path` is on the file system `device` (one that cannot be looked at is kept, to be
+    named when it is read)."""
+    try:
+        return os.lstat(path).st_dev == device
+    except OSError:
+        return True
+
+
 def pack(home):
+    # Another file system mounted in the home (a volume) is not the home's: it outlives the sandbox
+    # on its own, and its files coming back into the home would be written into it again.
+    device = os.lstat(home).st_dev
     with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
         for top, dirs, files in os.walk(home, onerror=lambda error: skipped(error.filename, error)):
-            dirs.sort()
-            for entry in sorted(dirs) + sorted(files):
+            dirs[:] = sorted(entry for entry in dirs if on_device(os.path.join(top, entry), device))
+            for entry in dirs + sorted(files):
                 path = os.path.join(top, entry)
                 name = os.path.relpath(path, home)
                 try:

@@ -57,8 +57,9 @@ async function syncInto(agent: SandboxAgentPort, request: IncomingMessage, respo
   if (!request.readableEnded) {
     // What a budget left unsent is read and dropped for a while, so the client hears the answer
     // before its next write finds the connection closed; then it is closed.
-    response.setHeader('connection', 'close');
     if (gzipped) request.unpipe();
+    // The judge's iterator stopped reading but still listens: its listener would hold the stream paused.
+    request.removeAllListeners('readable');
     request.resume();
     // The socket as it is now (none where the client has gone already): the request lets go of it once answered.
     const socket = request.socket as Socket | null;

@@ -182,9 +182,10 @@ async function judgeStream(source: AsyncIterable<unknown>, ledger: SyncLedger, j
     }
     return null;
   } finally {
+    // What a stop left unread is not read here, nor destroyed (an iterator's return would): the
+    // caller decides (a sync in drops the rest of a client's body while its answer goes out,
+    // rather than reset the connection under the client's last writes).
     clearTimeout(deadline);
-    // What a stop left unread is not read: the caller's stream ends here.
-    void iterator.return?.();
   }
 }
 

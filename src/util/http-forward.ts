@@ -41,16 +41,22 @@ export function forward(
   to: { socketPath: string } | { host: string; port: number },
   headers: IncomingHttpHeaders,
   unanswered: (response: ServerResponse, said: string) => void,
+  /**
+   * What an answer before the whole body came does to the client's connection: `close` it after
+   * the answer (a sandbox's traffic: no deadline bounds the rest of a body nobody wants,
+   * request-deadline.ts), or `keep` it while the rest goes on to the other side, which drops it
+   * within a bound of its own (a sync past a budget: closing under the client's last writes
+   * would reset its connection before it read the answer).
+   */
+  answeredEarly: 'close' | 'keep' = 'close',
 ): void {
   const upstream = httpRequest({ ...to, agent: hop, method: incoming.method, path: incoming.url, headers: endToEnd(headers) }, (answer) => {
-    // Answered before its body was all sent (a refusal, a sandbox that is gone): the connection
-    // closes after the answer, rather than reading the rest of a body nobody wants, which no
-    // deadline bounds for a sandbox's traffic (request-deadline.ts).
     // Its connection's headers are the hop's (kept alive, for longer than the client's is), not the client's.
     const headers = endToEnd(answer.headers);
     // Trailers announced are passed on after the body (a sync's report, sandboxes/sync-server.ts).
     const trailer = answer.headers.trailer;
-    outgoing.writeHead(answer.statusCode ?? 502, { ...headers, ...(trailer !== undefined && { trailer }), ...(!incoming.complete && { connection: 'close' }) });
+    const close = !incoming.complete && answeredEarly === 'close';
+    outgoing.writeHead(answer.statusCode ?? 502, { ...headers, ...(trailer !== undefined && { trailer }), ...(close && { connection: 'close' }) });
     // An answer cut off (its host died mid-stream: the worker, the other front door) closes the
     // client's connection, rather than leaving a stream open that nothing will ever end.
     if (trailer === undefined) pipeline(answer, outgoing, () => undefined);

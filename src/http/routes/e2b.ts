@@ -151,7 +151,10 @@ export function e2bRoutes(sandboxes: SandboxHost, templates: ServedTemplates) {
     app.get<SandboxRoute>(
       '/sandboxes/:sandboxID',
       { config: E2B_ROUTE, schema: { summary: 'E2B: a sandbox', tags: ['e2b'], params: Params, response: { 200: namedSchema(app, E2bSandboxDetailSchema), ...errors } } },
-      async (request) => detail(await known(sandboxes, request.params.sandboxID)),
+      async (request) => {
+        const sandbox = await known(sandboxes, request.params.sandboxID);
+        return { ...detail(sandbox), ...(sandbox.volume_mounts && { volumeMounts: await namedMounts(sandboxes, sandbox.volume_mounts, creator(request)) }) };
+      },
     );
 
     app.delete<SandboxRoute>(
@@ -494,6 +497,12 @@ function detail(sandbox: Sandbox): E2bSandboxDetail {
     allowInternetAccess: sandbox.internet_access,
     lifecycle: { onTimeout: sandbox.on_timeout ?? 'kill', autoResume: sandbox.auto_resume === true },
   };
+}
+
+/** A sandbox's volume mounts as E2B says them: by the volume's name (one deleted since keeps its id). */
+async function namedMounts(sandboxes: SandboxHost, mounts: NonNullable<Sandbox['volume_mounts']>, apiKey: string | undefined): Promise<Array<{ name: string; path: string }>> {
+  const names = new Map((await sandboxes.listVolumes(apiKey)).map((volume) => [volume.id, volume.name]));
+  return mounts.map(({ volume, path }) => ({ name: names.get(volume) ?? volume, path }));
 }
 
 /** E2B's reading has no room for what is not counted: a reading missing any part is left out. */

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SyncQuerySchema, SyncReportSchema, type SyncQuery } from '../../contract/tree-sync.js';
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
@@ -75,7 +76,19 @@ function toWorker(sandboxes: SandboxHost, request: FastifyRequest, reply: Fastif
   reply.hijack();
   const query = request.raw.url?.split('?')[1];
   request.raw.url = query === undefined ? path : `${path}?${query}`;
-  forward(request.raw, reply.raw, { socketPath }, request.raw.headers, (response, said) =>
-    sendJson(response, 502, { error: { code: 'internal.error', message: `the sandbox host did not answer: ${said}` } }),
+  forward(
+    request.raw,
+    reply.raw,
+    { socketPath },
+    request.raw.headers,
+    (response, said) => sendJson(response, 502, { error: { code: 'internal.error', message: `the sandbox host did not answer: ${said}` } }),
+    'keep',
   );
+}
+
+const SYNC_IN = /^\/v1\/(?:sandboxes|volumes)\/[^/?]+\/sync(?:\?|$)/;
+
+/** A sync in: its body is bounded by its own timeout budget, not by the clients' request deadline. */
+export function isSyncIn(request: IncomingMessage): boolean {
+  return request.method === 'PUT' && SYNC_IN.test(request.url ?? '');
 }

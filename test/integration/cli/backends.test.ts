@@ -27,7 +27,7 @@ describe('backends by kind', () => {
     const local = backends[0]!;
     assert.equal(local.available, true);
     assert.deepEqual(local.aliases, ['bubblewrap']);
-    assert.deepEqual(Object.keys(local.capabilities).sort(), ['host_work_dir', 'memory', 'network', 'pause', 'profiles', 'root_inside', 'snapshot']);
+    assert.deepEqual(Object.keys(local.capabilities).sort(), ['host_work_dir', 'memory', 'network', 'pause', 'profiles', 'root_inside', 'snapshot', 'volumes']);
     assert.deepEqual(
       backends.map((backend) => backend.capabilities.pause),
       ['memory', 'memory', 'memory'],

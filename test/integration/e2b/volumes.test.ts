@@ -83,6 +83,7 @@ describe('volumes', () => {
     const volume = await Volume.create('shared', opts());
     const first = await create({ volumeMounts: { '/mnt/shared': volume } });
     const second = await create({ volumeMounts: { '/home/user/shared': 'shared' } });
+    assert.deepEqual((await second.getInfo()).volumeMounts, [{ name: 'shared', path: '/home/user/shared' }], 'getInfo names its volumes');
     await first.commands.run('echo from-first > /mnt/shared/first.txt && sudo sh -c "echo from-root > /mnt/shared/root.txt"');
     const seen = await second.commands.run('cat /home/user/shared/first.txt; stat -c "%U %n" /home/user/shared/first.txt /home/user/shared/root.txt');
     assert.equal(seen.stdout, 'from-first\nuser /home/user/shared/first.txt\nroot /home/user/shared/root.txt\n');

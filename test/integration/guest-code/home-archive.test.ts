@@ -47,4 +47,20 @@ describe('home-archive.py', () => {
     assert.deepEqual(xattrs(join(back, 'dir')), { 'user.e2b.kind': 'folder' });
     assert.equal(readlinkSync(join(back, 'link')), 'dir/tagged.txt');
   });
+
+  it('leaves out a file system mounted in the home (a volume): it is not the home’s', (t) => {
+    if (process.getuid?.() !== 0) return t.skip('mounting a file system needs root');
+    const home = join(scratch, 'with-volume');
+    mkdirSync(join(home, 'volume'), { recursive: true });
+    writeFileSync(join(home, 'own.txt'), 'the home’s');
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m', 'volume', join(home, 'volume')]);
+    try {
+      writeFileSync(join(home, 'volume', 'shared.txt'), 'the volume’s');
+      const stream = execFileSync(PYTHON, ['-I', ARCHIVER, 'pack', home]);
+      const names = execFileSync('tar', ['-tf', '-'], { input: stream, encoding: 'utf8' }).trim().split('\n');
+      assert.deepEqual(names, ['own.txt']);
+    } finally {
+      execFileSync('umount', [join(home, 'volume')]);
+    }
+  });
 });

@@ -121,6 +121,34 @@ describe('bulk sync of a tree', () => {
     assert.equal((await inSandbox('ls budgets/time')).stdout, 'whole.txt\n', 'the file cut short is gone');
   });
 
+  it('a sync in longer than the clients’ request deadline goes on: its own timeout bounds it', async () => {
+    const strict = await startServer([], { env: { AGENT_RUNNER_SERVICE__CLIENTS__HEADERS_TIMEOUT_MS: '1000', AGENT_RUNNER_SERVICE__CLIENTS__REQUEST_TIMEOUT_MS: '1500' } });
+    try {
+      const own = new AgentRunnerClient({ url: strict.url, token: strict.token! });
+      const { id } = await own.createSandbox({});
+      // Entries sent one at a time, a while apart: the whole body takes longer than the deadline.
+      async function* slowly() {
+        for (let index = 0; index < 4; index += 1) {
+          const one = pack();
+          one.entry({ name: `slow-${index}.txt` }, `entry ${index}`);
+          one.finalize();
+          const chunks: Buffer[] = [];
+          for await (const chunk of one as AsyncIterable<Buffer>) chunks.push(chunk);
+          // Each entry's blocks, less the archive's end (two zero blocks) that finalize added.
+          const whole = Buffer.concat(chunks);
+          yield whole.subarray(0, whole.length - 1024);
+          await new Promise((resolve) => setTimeout(resolve, 700));
+        }
+        yield Buffer.alloc(1024);
+      }
+      const report = await own.syncIn({ sandbox: id }, Readable.from(slowly()), { path: 'slow' });
+      assert.deepEqual({ files: report.files, complete: report.complete }, { files: 4, complete: true });
+      await own.killSandbox(id);
+    } finally {
+      await strict.stop();
+    }
+  });
+
   it('entries that would escape are refused one by one and reported; the rest arrive', async () => {
     const report = await client.syncIn(
       { sandbox },
