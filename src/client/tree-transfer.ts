@@ -2,7 +2,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { lstat, mkdir, readdir, readlink, rename, rm, symlink } from 'node:fs/promises';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { dirname, join, posix, relative, sep } from 'node:path';
+import { join, posix, relative, sep } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { pack, extract } from 'tar-stream';
@@ -42,9 +42,12 @@ export function packTree(dir: string): Readable {
 }
 
 /**
- * A tar stream unpacked into a local directory, each entry judged again here (an absolute name,
- * one leading out, a link out and anything but files, directories and links are skipped): a file
- * is written beside its place and renamed into it once whole, so a stream cut short leaves no
+ * A tar stream unpacked into a local directory, each entry judged again here, as a receiver of
+ * someone else's tree must: an absolute name, one with `..`, a link whose target is absolute or
+ * leads out of the directory, and anything but files, directories and links are skipped; no entry is written
+ * through a link (each directory on its way is looked at without following one, and the archive's
+ * own links are made last, once nothing more is written); modes lose setuid, setgid and sticky. A
+ * file is written beside its place and renamed into it once whole, so a stream cut short leaves no
  * half-written file.
  */
 export async function unpackTree(tar: Readable, dir: string): Promise<void> {
@@ -54,29 +57,29 @@ export async function unpackTree(tar: Readable, dir: string): Promise<void> {
   const iterator = entries[Symbol.asyncIterator]();
   const reading = pipeline(tar, entries);
   reading.catch(() => undefined);
+  const links: Array<{ target: string; linkname: string }> = [];
+  const unsafe = (path: string) => path.startsWith('/') || path.split('/').includes('..');
   for await (const entry of { [Symbol.asyncIterator]: () => iterator }) {
     const { header } = entry;
-    const name = posix.normalize(header.name);
-    const leadsOut = (path: string) => path.startsWith('/') || path === '..' || path.startsWith('../');
-    const target = join(dir, ...name.split('/'));
-    if (leadsOut(name) || name === '.') {
+    const name = posix.normalize(header.name).replace(/\/+$/, '');
+    if (unsafe(header.name) || name === '.' || (header.type === 'symlink' && linkLeadsOut(name, header.linkname ?? '/'))) {
       entry.resume();
       continue;
     }
+    const target = join(dir, ...name.split('/'));
+    const mode = header.mode === undefined ? undefined : header.mode & 0o777;
     if (header.type === 'directory') {
-      await mkdir(target, { recursive: true, mode: header.mode });
+      await makeDirsBeneath(dir, name, mode);
       entry.resume();
-    } else if (header.type === 'symlink' && !leadsOut(posix.normalize(posix.join(posix.dirname(name), header.linkname)))) {
-      await mkdir(dirname(target), { recursive: true });
-      await rm(target, { force: true });
-      await symlink(header.linkname, target);
+    } else if (header.type === 'symlink') {
+      links.push({ target: name, linkname: header.linkname! });
       entry.resume();
     } else if (header.type === 'file') {
-      await mkdir(dirname(target), { recursive: true });
+      await makeDirsBeneath(dir, posix.dirname(name));
       const partial = `${target}.agent-runner-partial`;
       try {
         // As an async iterable: node's pipeline does not see a streamx stream (tar-stream's) end.
-        await pipeline(entry as AsyncIterable<Buffer>, createWriteStream(partial, { mode: header.mode }));
+        await pipeline(entry as AsyncIterable<Buffer>, createWriteStream(partial, { flags: 'wx', mode }));
       } catch (error) {
         await rm(partial, { force: true });
         throw error;
@@ -87,6 +90,28 @@ export async function unpackTree(tar: Readable, dir: string): Promise<void> {
     }
   }
   await reading;
+  for (const { target, linkname } of links) {
+    await makeDirsBeneath(dir, posix.dirname(target));
+    await rm(join(dir, ...target.split('/')), { force: true });
+    await symlink(linkname, join(dir, ...target.split('/')));
+  }
+}
+
+/** Whether a link at `name` to `linkname` points outside the directory it is unpacked in (as written: no entry is written through a link). */
+function linkLeadsOut(name: string, linkname: string): boolean {
+  const target = posix.normalize(posix.join(posix.dirname(name), linkname));
+  return linkname.startsWith('/') || target === '..' || target.startsWith('../');
+}
+
+/** `relative`'s directories under `root`, made where missing; one that is a link (or not a directory) is refused. */
+async function makeDirsBeneath(root: string, relative: string, mode?: number): Promise<void> {
+  let path = root;
+  for (const part of relative === '.' ? [] : relative.split('/')) {
+    path = join(path, part);
+    const found = await lstat(path).catch(() => null);
+    if (found === null) await mkdir(path, mode === undefined ? {} : { mode });
+    else if (!found.isDirectory()) throw new Error(`${path} is not a directory (a link is never written through)`);
+  }
 }
 
 /** One sync request to the service, its answer read as it comes. */
@@ -100,6 +125,9 @@ function syncRequest(base: string, token: string | undefined, method: 'GET' | 'P
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
     const outgoing = send(url, {
+      // A connection of its own: one kept from an earlier request may be closed by the server as
+      // it is reused (its idle deadline), which resets a body being sent (EPIPE) with nothing to retry.
+      agent: false,
       method,
       headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/x-tar' } : {}) },
     });

@@ -6,6 +6,9 @@ import { Type, type Static } from '@sinclair/typebox';
  * says it did.
  */
 
+/** A sync's longest timeout: a day (a timer of node's holds no more than about 24 days). */
+export const MAX_SYNC_TIMEOUT_SECONDS = 86_400;
+
 const Globs = Type.Optional(
   Type.Union([Type.String({ maxLength: 1024 }), Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 256 })], {
     description: 'Glob patterns (picomatch) on paths relative to the synced directory, repeatable.',
@@ -19,7 +22,7 @@ export const SyncQuerySchema = Type.Object(
     exclude: Globs,
     max_bytes: Type.Optional(Type.Integer({ minimum: 0, description: 'Bytes of file content moved at most (default: the sandbox’s largest file times its files cap).' })),
     max_files: Type.Optional(Type.Integer({ minimum: 0, description: 'Entries (files, directories, links) moved at most (default 100,000).' })),
-    timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, description: 'Seconds the transfer may take (default 600).' })),
+    timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: MAX_SYNC_TIMEOUT_SECONDS, description: 'Seconds the transfer may take (default 600, at most a day).' })),
     compress: Type.Optional(Type.Literal('gzip', { description: 'A sync out: the tar stream gzipped. A sync in says its own with Content-Encoding: gzip.' })),
   },
   { additionalProperties: false },

@@ -990,8 +990,9 @@ export class Sandboxes {
 
 /** Where a volume may not be mounted: over the system, the sandbox's home itself, or another volume. */
 function mountPathProblem(path: string, others: readonly PlannedVolume[]): string | undefined {
-  if (path === '/' || path === SANDBOX_HOME || SYSTEM_PATHS.some((system) => path === system || path.startsWith(`${system}/`)))
-    return 'that path belongs to the system or the home itself';
+  if (path === '/' || path === SANDBOX_HOME || SANDBOX_HOME.startsWith(`${path}/`) || SYSTEM_PATHS.some((system) => path === system || path.startsWith(`${system}/`))) {
+    return 'that path belongs to the system, or is the home or holds it';
+  }
   const overlapping = others.find((other) => other.path === path || path.startsWith(`${other.path}/`) || other.path.startsWith(`${path}/`));
   return overlapping && `it overlaps volume ${overlapping.id} at ${overlapping.path}`;
 }

@@ -3,11 +3,11 @@ import type { Socket } from 'node:net';
 import { PassThrough, type Readable } from 'node:stream';
 import { createGunzip, createGzip } from 'node:zlib';
 import { CodedError, contractError, type ContractError } from '../contract/errors.js';
-import type { SyncReport } from '../contract/tree-sync.js';
 import { ERROR_CODES } from '../contract/errors.js';
 import type { SandboxAgentPort } from './agent-port.js';
 import { AgentOperationError } from './agent-port.js';
 import { syncIn, syncOptionsOf, syncOut, type SyncOptions } from './tree-sync.js';
+import { MAX_SYNC_TIMEOUT_SECONDS } from '../contract/tree-sync.js';
 
 /** Where a sync's tree is: a running sandbox's agent, or a volume's (through its helper sandbox). */
 export interface SyncTargets {
@@ -53,7 +53,11 @@ async function syncInto(agent: SandboxAgentPort, request: IncomingMessage, respo
     return sendError(response, contractError('validation.invalid_request', `a sync takes a tar stream, plain or gzip; not ${encoding}`));
   }
   const source: Readable = gzipped ? request.pipe(createGunzip()) : request;
-  const report = await syncIn(agent, source, options);
+  const report = await syncIn(agent, source, options).catch((error: NodeJS.ErrnoException) => {
+    // zlib's own failures (Z_DATA_ERROR, Z_BUF_ERROR...) are the body's.
+    if (gzipped && error.code?.startsWith('Z_')) throw invalid(`the body is not whole gzip data: ${error.message}`);
+    throw error;
+  });
   if (!request.readableEnded) {
     // What a budget left unsent is read and dropped for a while, so the client hears the answer
     // before its next write finds the connection closed; then it is closed.
@@ -78,16 +82,27 @@ async function syncOutOf(agent: SandboxAgentPort, response: ServerResponse, opti
   const body = new PassThrough();
   const last = gzip ? body.pipe(createGzip()) : body;
   last.pipe(response, { end: false });
-  const flushed = new Promise<void>((resolve) => last.once('end', resolve));
-  let report: SyncReport;
+  const receiverGone = new AbortController();
+  response.once('close', () => {
+    if (!response.writableFinished) receiverGone.abort();
+  });
+  const flushed = new Promise<void>((resolve) => {
+    last.once('end', resolve);
+    receiverGone.signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+  let outcome;
   try {
-    report = await syncOut(agent, body, options);
-  } catch (error) {
-    response.destroy(error as Error);
-    throw error;
+    outcome = await syncOut(agent, body, options, receiverGone.signal);
+  } catch {
+    // Gone, or failed midway: the answer has begun, so it is cut (its report never comes).
+    response.destroy();
+    return;
   }
+  // The deadline came inside an entry: cut too, so the receiver keeps nothing of that entry.
+  if (outcome.cut) return void response.destroy();
   await flushed;
-  response.addTrailers({ [SYNC_REPORT_TRAILER]: JSON.stringify(report) });
+  if (receiverGone.signal.aborted) return;
+  response.addTrailers({ [SYNC_REPORT_TRAILER]: JSON.stringify(outcome.report) });
   response.end();
 }
 
@@ -104,6 +119,8 @@ function syncOptions(url: URL, kind: 'sandboxes' | 'volumes', maxFileBytes: numb
     return value;
   };
   const limits = { max_bytes: number('max_bytes'), max_files: number('max_files'), timeout: number('timeout') };
+  if (limits.timeout !== undefined && (limits.timeout === 0 || limits.timeout > MAX_SYNC_TIMEOUT_SECONDS))
+    throw invalid(`timeout is more than 0 and at most ${MAX_SYNC_TIMEOUT_SECONDS} seconds`);
   return syncOptionsOf({ path, include: query.getAll('include'), exclude: query.getAll('exclude'), ...limits }, kind === 'volumes' ? 'volume' : 'sandbox', maxFileBytes);
 }
 

@@ -12,7 +12,7 @@ const BLOCK = 512;
 /** The end of an archive: two zero blocks. */
 export const TAR_END = Buffer.alloc(2 * BLOCK);
 
-export type TarEntryType = 'file' | 'directory' | 'symlink' | 'link' | 'device' | 'fifo' | 'other';
+export type TarEntryType = 'file' | 'directory' | 'symlink' | 'link' | 'device' | 'fifo';
 
 export interface TarEntry {
   /** As the archive names it (pax path, GNU long name, ustar prefix and name). */
@@ -139,8 +139,12 @@ export class TarJudge {
     }
     if (!checksumHolds(block)) throw new TarFormatError('a header block whose checksum is wrong: not a tar stream, or a damaged one');
     const flag = String.fromCharCode(block[156]!);
-    const size = sizeOf(block, this.pax.size);
-    if (flag === 'x' || flag === 'L' || flag === 'K' || flag === 'g') {
+    // A global pax header would change every entry after it on tar's side, not on this one's.
+    if (flag === 'g') throw new TarFormatError('a global pax header (g): not taken');
+    const extended = flag === 'x' || flag === 'L' || flag === 'K';
+    // An extended header's own size is its header's; a pax size is the next entry's.
+    const size = sizeOf(block, extended ? undefined : this.pax.size);
+    if (extended) {
       this.meta.push(block);
       this.extendedKind = flag;
       this.extendedBytes = padded(size);
@@ -148,13 +152,20 @@ export class TarJudge {
       if (this.extendedBytes === 0) this.meta.pop();
       return;
     }
+    const type = TYPES[flag];
+    // What GNU tar reads of other kinds (sparse maps, volume labels, dump directories) this reader
+    // cannot follow block for block: the stream is refused rather than read two ways.
+    if (type === undefined) throw new TarFormatError(`an entry of type ${JSON.stringify(flag)}: only files, directories, links, devices and fifos are read`);
+    if (Object.keys(this.pax).some((key) => key.startsWith('GNU.sparse.'))) throw new TarFormatError('a sparse file (GNU.sparse pax records): not taken');
     const entry: TarEntry = {
       name: this.pax.path ?? this.longName ?? ustarName(block),
-      type: TYPES[flag] ?? 'other',
+      type,
       size,
       linkname: this.pax.linkpath ?? this.longLink ?? text(block, 157, 100),
     };
     if (entry.type === 'file' && entry.name.endsWith('/')) entry.type = 'directory';
+    // Only a file's header is followed by data here; tar could read the blocks after another's.
+    if (entry.type !== 'file' && size !== 0) throw new TarFormatError(`a ${entry.type} entry of ${size} bytes: only a file carries data`);
     const meta = this.meta;
     this.meta = [];
     this.pax = {};
@@ -180,8 +191,8 @@ export class TarJudge {
     const content = data.subarray(0, this.extendedSize);
     if (this.extendedKind === 'L') this.longName = content.toString('utf8').replace(/\0.*$/s, '');
     else if (this.extendedKind === 'K') this.longLink = content.toString('utf8').replace(/\0.*$/s, '');
-    else if (this.extendedKind === 'x') Object.assign(this.pax, paxRecords(content));
-    // A global header ('g') says defaults for all that follow: kept with the next entry, read for nothing here.
+    // The last extended header before an entry is the one tar applies.
+    else if (this.extendedKind === 'x') this.pax = paxRecords(content);
   }
 
   private entryDone(): void {
@@ -204,21 +215,27 @@ function text(block: Buffer, offset: number, length: number): string {
 
 function ustarName(block: Buffer): string {
   const name = text(block, 0, 100);
-  const ustar = block.subarray(257, 262).toString('latin1') === 'ustar';
+  // POSIX ustar has a prefix field; old GNU's magic ("ustar  ") keeps times there instead.
+  const ustar = block.subarray(257, 263).toString('latin1') === 'ustar\0';
   const prefix = ustar ? text(block, 345, 155) : '';
   return prefix ? `${prefix}/${name}` : name;
 }
 
 /** The size field: octal, or base-256 (GNU) for sizes octal cannot hold; a pax `size` overrides it. */
 function sizeOf(block: Buffer, paxSize: string | undefined): number {
-  if (paxSize !== undefined) return checkedSize(Number(paxSize));
+  if (paxSize !== undefined) {
+    if (!/^\d{1,16}$/.test(paxSize)) throw new TarFormatError(`a pax size that is not a decimal number: ${JSON.stringify(paxSize)}`);
+    return checkedSize(Number(paxSize));
+  }
   const field = block.subarray(124, 136);
   if (field[0]! & 0x80) {
+    if (field[0] !== 0x80) throw new TarFormatError('a negative or malformed base-256 size');
     let value = 0;
     for (let index = 1; index < field.length; index += 1) value = value * 256 + field[index]!;
     return checkedSize(value);
   }
   const octal = text(block, 124, 12).trim();
+  if (!/^[0-7]*$/.test(octal)) throw new TarFormatError(`a size field that is not octal: ${JSON.stringify(octal)}`);
   return checkedSize(octal === '' ? 0 : Number.parseInt(octal, 8));
 }
 

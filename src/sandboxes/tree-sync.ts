@@ -7,7 +7,7 @@ import { SANDBOX_HOME } from './live-sandbox.js';
 import { VOLUME_CONTENT_ROOT } from './sandbox-volumes.js';
 import type { AgentEndEvent, AgentUser } from '../contract/sandbox-agent.js';
 import type { SyncBudget, SyncReport } from '../contract/tree-sync.js';
-import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
+import { AgentOperationError, type SandboxAgentPort, type SandboxGoneError } from './agent-port.js';
 
 /** What one sync may do, and where. */
 export interface SyncOptions {
@@ -95,7 +95,6 @@ class SyncLedger {
     const path = entryPath(name);
     if (path === '.') return 'drop';
     if (type === 'device' || type === 'fifo') return this.refuse(name, 'a device or fifo');
-    if (type === 'other') return this.refuse(name, 'an entry that is not a file, directory or link');
     if (!this.included(path) || this.excluded(path)) {
       this.report.skipped += 1;
       return 'drop';
@@ -159,15 +158,24 @@ class SyncLedger {
  * or the deadline; the archive passed on is always ended. Resolves with the entry the deadline
  * cut short, if it did (incomplete where it went), else null.
  */
-async function judgeStream(source: AsyncIterable<unknown>, ledger: SyncLedger, judge: TarJudge): Promise<TarEntry | null> {
+async function judgeStream(source: AsyncIterable<unknown>, ledger: SyncLedger, judge: TarJudge, tarEnded?: Promise<unknown>): Promise<TarEntry | null> {
   const iterator = source[Symbol.asyncIterator]();
+  // tar gone before the stream ended (its sandbox ended, or it failed: a full disk) stops the
+  // reading too, rather than wait on a sender for what nobody will unpack.
+  const gone = tarEnded?.then(() => 'tar ended' as const) ?? new Promise<never>(() => undefined);
   // One deadline for the whole transfer: a sender that stalls between entries is stopped too.
   let expire!: () => void;
   const expired = new Promise<'expired'>((resolve) => (expire = () => resolve('expired')));
   const deadline = setTimeout(expire, Math.max(1, ledger.timeLeftMs));
   try {
     while (!judge.done) {
-      const next = await Promise.race([iterator.next(), expired]);
+      // The deadline and tar's end first: a stream whose next chunk is always ready would
+      // otherwise win every race, and never be stopped.
+      const next = ledger.timeLeftMs <= 0 ? 'expired' : await Promise.race([expired, gone, iterator.next()]);
+      if (next === 'tar ended') {
+        ledger.report.complete = false;
+        return judge.partial;
+      }
       if (next === 'expired') {
         ledger.stop({ budget: 'timeout', limit: ledger.timeoutSeconds });
         const partial = judge.partial;
@@ -211,11 +219,14 @@ export async function syncIn(agent: SandboxAgentPort, source: Readable, options:
     if (partial) await agent.request({ op: 'remove', path: posix.join(options.path, entryPath(partial.name)), user: options.user }).catch(() => undefined);
   };
   try {
-    if ((await judgeStream(source, ledger, judge)) !== null) {
+    if ((await judgeStream(source, ledger, judge, tar.ended)) !== null) {
       await removePartial();
-      return ledger.report;
+      return ledger.report.stopped ? ledger.report : tar.settle(ledger.report);
     }
-    await tar.closeStdin();
+    await tar.closeStdin().catch((error: unknown) => {
+      // tar ended first: settle says how.
+      if (!(error instanceof AgentOperationError)) throw error;
+    });
   } catch (error) {
     await removePartial();
     if (error instanceof TarFormatError) throw new CodedError(contractError('validation.invalid_request', `the body is not a whole tar stream: ${error.message}`));
@@ -226,14 +237,26 @@ export async function syncIn(agent: SandboxAgentPort, source: Readable, options:
 
 /**
  * A tree out of the sandbox: `tar -c` of `options.path` run inside it as `options.user`, its
- * entries judged as a sync in judges them, those taken passed on to `sink` as they came. Past a
- * budget the stream ends (a whole archive) between two entries, and tar is stopped.
+ * entries judged as a sync in judges them, those taken passed on to `sink` as they came, with its
+ * backpressure. Past a budget the stream ends (a whole archive) between two entries, and tar is
+ * stopped. `cut` when the deadline came inside an entry: the sink is left unended, for the caller
+ * to cut what it sends (the receiver keeps nothing of that entry). `receiverGone` aborted (the
+ * client left) ends it at once, tar stopped: it rejects.
  */
-export async function syncOut(agent: SandboxAgentPort, sink: Writable, options: SyncOptions): Promise<SyncReport> {
+export async function syncOut(agent: SandboxAgentPort, sink: Writable, options: SyncOptions, receiverGone: AbortSignal): Promise<{ report: SyncReport; cut: boolean }> {
   const ledger = new SyncLedger(options);
   const tar = await TarProcess.start(agent, ['-c', '-f', '-', '-C', options.path, '.'], options.user, false);
   const write = (bytes: Buffer): void | Promise<void> => {
-    if (!sink.write(bytes)) return new Promise((resolve) => sink.once('drain', resolve));
+    receiverGone.throwIfAborted();
+    if (sink.write(bytes)) return;
+    return new Promise<void>((resolve, reject) => {
+      const gone = () => reject(new Error('the receiver left'));
+      receiverGone.addEventListener('abort', gone, { once: true });
+      sink.once('drain', () => {
+        receiverGone.removeEventListener('abort', gone);
+        resolve();
+      });
+    });
   };
   let partial: TarEntry | null;
   try {
@@ -244,13 +267,11 @@ export async function syncOut(agent: SandboxAgentPort, sink: Writable, options: 
   }
   if (partial !== null || ledger.report.stopped) {
     await tar.kill();
-    // Cut inside an entry: the archive is cut too, and the receiver keeps nothing of that entry.
-    if (partial !== null) sink.destroy(new Error(`the sync's timeout passed while ${partial.name} was being sent`));
-    else sink.end();
-    return ledger.report;
+    if (partial === null) sink.end();
+    return { report: ledger.report, cut: partial !== null };
   }
   sink.end();
-  return tar.settle(ledger.report);
+  return { report: await tar.settle(ledger.report), cut: false };
 }
 
 /** tar run in the sandbox through its agent: its stdin fed from a stream, its stdout read as one. */
@@ -265,19 +286,21 @@ class TarProcess {
     readonly ended: Promise<AgentEndEvent>,
     readonly stdout: Readable,
     /** What it said on stderr, the first TAR_ERRORS_KEPT characters. */
-    private readonly said: { stderr: string },
+    private readonly said: { stderr: string; lost?: SandboxGoneError },
   ) {}
 
   static async start(agent: SandboxAgentPort, args: string[], user: AgentUser, stdin: boolean): Promise<TarProcess> {
     let finish!: (event: AgentEndEvent) => void;
     const ended = new Promise<AgentEndEvent>((resolve) => (finish = resolve));
-    const said = { stderr: '' };
+    const said: { stderr: string; lost?: SandboxGoneError } = { stderr: '' };
     const waiting: Array<() => void> = [];
     const stdout = new Readable({
       read: () => {
         for (const resume of waiting.splice(0)) resume();
       },
     });
+    // A sync in never reads it; a lost sandbox destroys it with an error that its end already tells.
+    stdout.on('error', () => undefined);
     const { pid } = await agent.start(
       { op: 'start', cmd: 'tar', args, envs: { LC_ALL: 'C.UTF-8' }, stdin, user },
       {
@@ -298,6 +321,7 @@ class TarProcess {
           finish(event);
         },
         lost: (error) => {
+          said.lost = error;
           stdout.destroy(error);
           finish({ event: 'end', pid: 0, exit_code: -1, signal: SIGKILL } as AgentEndEvent);
         },
@@ -319,9 +343,10 @@ class TarProcess {
     await this.agent.request({ op: 'close_stdin', pid: this.pid });
   }
 
-  /** The report once tar has ended: not complete, with what it said, when it failed. */
+  /** The report once tar has ended: not complete, with what it said, when it failed; its sandbox gone, SandboxGoneError. */
   async settle(report: SyncReport): Promise<SyncReport> {
     const ended = await this.ended;
+    if (this.said.lost) throw this.said.lost;
     if (ended.exit_code !== 0 || ended.signal !== null) {
       report.complete = false;
       report.errors = this.errors() || `tar ended with ${ended.signal === null ? `status ${ended.exit_code}` : `signal ${ended.signal}`}`;

@@ -44,7 +44,17 @@ export const sandboxSyncTool: Tool<typeof SandboxSyncInput> = {
     const report = await sandboxes.withAgent(sandbox_id, async (agent) => {
       if (direction === 'push') return syncIn(agent, packTree(admitted.hostPath), options);
       const tar = new PassThrough();
-      const [moved] = await Promise.all([syncOut(agent, tar, options), unpackTree(tar, admitted.hostPath)]);
+      const unpackFailed = new AbortController();
+      const unpacking = unpackTree(tar, admitted.hostPath).catch((error: unknown) => {
+        unpackFailed.abort();
+        throw error;
+      });
+      const sending = syncOut(agent, tar, options, unpackFailed.signal).then(({ report, cut }) => {
+        // Cut inside an entry: the local copy keeps nothing of it (unpackTree fails and removes it).
+        if (cut) tar.destroy(new Error('the sync’s timeout passed inside an entry'));
+        return report;
+      });
+      const [moved] = await Promise.all([sending, unpacking.catch((error: unknown) => (tar.destroyed ? undefined : Promise.reject(error)))]);
       return moved;
     });
     const stopped = report.stopped ? `, stopped by ${report.stopped.budget} (${report.stopped.limit})` : '';

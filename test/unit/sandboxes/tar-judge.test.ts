@@ -77,4 +77,41 @@ describe('the tar judge', () => {
       TarFormatError,
     );
   });
+
+  it('refuses what it cannot read as tar reads it: a global pax header, data after a directory, a size not a number, other entry kinds', async () => {
+    const header = (name: string, flag: string, size: number, magic = 'ustar\0' + '00') => {
+      const block = Buffer.alloc(512);
+      block.write(name, 0);
+      block.write('0000644\0', 100);
+      block.write(`${size.toString(8).padStart(11, '0')}\0`, 124);
+      block.write('00000000000\0', 136);
+      block.write(flag, 156);
+      block.write(magic, 257, 'latin1');
+      block.write('        ', 148);
+      let sum = 0;
+      for (const byte of block) sum += byte;
+      block.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+      return block;
+    };
+    const ending = Buffer.alloc(1024);
+    const take = () => 'take' as const;
+    await assert.rejects(judged(Buffer.concat([header('g', 'g', 0), ending]), take), /global pax header/);
+    await assert.rejects(judged(Buffer.concat([header('dir/', '5', 512), Buffer.alloc(512), ending]), take), /only a file carries data/);
+    await assert.rejects(judged(Buffer.concat([header('sparse', 'S', 0), ending]), take), /entry of type "S"/);
+    const pax = Buffer.alloc(512);
+    pax.write('17 size=0x200000\n');
+    await assert.rejects(judged(Buffer.concat([header('pax', 'x', 17), pax, header('f', '0', 0), ending]), take), /not a decimal number/);
+    // Old GNU's magic keeps times where ustar has its prefix: no prefix is read there.
+    const gnu = header('secret', '0', 0, 'ustar  \0');
+    gnu.write('pub', 345);
+    let sum = 0;
+    gnu.write('        ', 148);
+    for (const byte of gnu) sum += byte;
+    gnu.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+    const { seen } = await judged(Buffer.concat([gnu, ending]), take);
+    assert.deepEqual(
+      seen.map((entry) => entry.name),
+      ['secret'],
+    );
+  });
 });
