@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { posix } from 'node:path';
 import type { AgentEntry, AgentUser } from '../contract/sandbox-agent.js';
@@ -7,6 +6,8 @@ import { runToEnd } from '../sandboxes/sandbox-exec.js';
 import { VOLUME_CONTENT_ROOT } from '../sandboxes/sandbox-volumes.js';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { agentCall, toConnectError } from './agent-errors.js';
+import { sameSecret } from './access.js';
+import { sendJson } from '../util/http-messages.js';
 import { requestBody, sendFailure, sendFileBytes, sendJsonError, writeFile } from './files-route.js';
 
 /** What the content API needs of the sandbox host's volumes (sandboxes/sandbox-volumes.ts). */
@@ -194,13 +195,7 @@ function relative(path: string): string {
 
 function hasBearer(request: IncomingMessage, token: string): boolean {
   const header = request.headers.authorization ?? '';
-  const given = Buffer.from(header.startsWith('Bearer ') ? header.slice(7) : '');
-  const wanted = Buffer.from(token);
-  return given.length === wanted.length && timingSafeEqual(given, wanted);
-}
-
-function sendJson(response: ServerResponse, status: number, body: unknown): void {
-  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
+  return header.startsWith('Bearer ') && sameSecret(header.slice(7), token);
 }
 
 /** A parent that must be a directory: not found when it is missing or anything else, as E2B answers. */

@@ -5,6 +5,7 @@ import { createGunzip, createGzip } from 'node:zlib';
 import { CodedError, contractError, type ContractError } from '../contract/errors.js';
 import { ERROR_CODES } from '../contract/errors.js';
 import type { SandboxAgentPort } from './agent-port.js';
+import { sendJson } from '../util/http-messages.js';
 import { AgentOperationError } from './agent-port.js';
 import { syncIn, syncOptionsOf, syncOut, type SyncOptions } from './tree-sync.js';
 import { MAX_SYNC_TIMEOUT_SECONDS } from '../contract/tree-sync.js';
@@ -141,8 +142,4 @@ function sendError(response: ServerResponse, error: ContractError): void {
     return;
   }
   sendJson(response, ERROR_CODES[error.code].http, { error });
-}
-
-function sendJson(response: ServerResponse, status: number, body: unknown): void {
-  response.writeHead(status, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(body));
 }
