@@ -6,15 +6,20 @@
  *   2. a tree of BENCH_FILES small files synced into a sandbox (the typed client, a `tar -c`
  *      stream) against `tar -c | tar -x` between two local directories; and out again;
  *   3. a BENCH_FILE_MIB file written and read through the SDK (a sandbox's files, a volume's)
- *      against `cp` of the same file on this machine.
+ *      against `cp` of the same file on this machine; beside it, the same bytes by curl through
+ *      the service (a client that does not bound it), and by Node's fetch, the SDK's HTTP client,
+ *      to a server that drops them (bench/discard-server.ts: the most the SDK could move here).
  *   npm run build && node --import tsx bench/volumes.bench.ts
  * Options (env): BENCH_ROUNDS (10), BENCH_FILES (10000), BENCH_FILE_MIB (256). The microVM backend's
  * warm VMs are off here: restored under TCG they keep a core busy, which the figures would carry.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import type { Readable } from 'node:stream';
 import { Sandbox, Volume } from 'e2b';
 import { AgentRunnerClient } from '../src/client/index.js';
@@ -37,6 +42,16 @@ function shell(line: string): Promise<number> {
 /** `tar -c` of a directory as a stream. */
 function tarOf(dir: string): Readable {
   return spawn('tar', ['-c', '-f', '-', '-C', dir, '.'], { stdio: ['ignore', 'pipe', 'ignore'] }).stdout;
+}
+
+/** bench/discard-server.ts as a process of its own, once it listens. */
+async function discardServer(): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./discard-server.ts', import.meta.url))], {
+    env: { ...process.env, BENCH_FILE_MIB: String(fileMib) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [port] = (await once(createInterface({ input: child.stdout! }), 'line')) as [string];
+  return { url: `http://127.0.0.1:${port}`, child };
 }
 
 async function main(): Promise<void> {
@@ -121,9 +136,32 @@ async function main(): Promise<void> {
       await volume.readFile('/big.bin', { format: 'bytes' });
       results['volume read']!.push(performance.now() - started);
     }
+    // The same bytes by other clients, in turns: curl through the service (no client bound), and
+    // Node's fetch (the SDK's HTTP client) to a server that drops them (the client's own ceiling).
+    const envd = `-H 'E2b-Sandbox-Id: ${sandbox.id}' -H 'E2b-Sandbox-Port: 49983'${sandbox.envd_access_token ? ` -H 'X-Access-Token: ${sandbox.envd_access_token}'` : ''}`;
+    const ceiling = await discardServer();
+    const others: Record<string, number[]> = { 'curl write': [], 'curl read': [], 'fetch, dropped': [], 'fetch, served': [] };
+    try {
+      for (let round = 0; round < Math.max(2, Math.ceil(rounds / 3)); round++) {
+        others['curl write']!.push(
+          await shell(`curl -sf -o /dev/null -X POST ${envd} -H 'content-type: application/octet-stream' --data-binary @${big} '${service.url}/files?path=big.bin'`),
+        );
+        others['curl read']!.push(await shell(`curl -sf -o /dev/null ${envd} '${service.url}/files?path=big.bin'`));
+        const form = new FormData();
+        form.append('file', new Blob([bytes]), 'big.bin');
+        let started = performance.now();
+        await (await fetch(`${ceiling.url}/files`, { method: 'POST', body: form })).text();
+        others['fetch, dropped']!.push(performance.now() - started);
+        started = performance.now();
+        await (await fetch(`${ceiling.url}/files`)).arrayBuffer();
+        others['fetch, served']!.push(performance.now() - started);
+      }
+    } finally {
+      ceiling.child.kill();
+    }
     const mibps = (ms: number) => `${((fileMib * 1000) / ms).toFixed(0)} MiB/s`;
     console.log(`${fileMib} MiB: cp                 ${mibps(median(copies))}`);
-    for (const [what, samples] of Object.entries(results)) {
+    for (const [what, samples] of Object.entries({ ...results, ...others })) {
       console.log(`${fileMib} MiB: ${what.padEnd(15)}  ${mibps(median(samples))}  (${(median(copies) / median(samples)).toFixed(2)}x of cp)`);
     }
     await client.killSandbox(sandbox.id);

@@ -17,7 +17,7 @@ import {
 import { validate } from '../contract/validate.js';
 import { CappedCapture } from '../sandbox/output-capture.js';
 import type { OutputSink } from '../sandbox/types.js';
-import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
+import { encodeFrame, encodeFrameParts, FrameDecoder } from '../wire/frame-codec.js';
 import { AgentOperationError, SandboxGoneError, type ProcessListener, type SandboxAgentPort, type StartingOp } from './agent-port.js';
 
 /**
@@ -339,16 +339,16 @@ export class AgentChannel implements SandboxAgentPort {
     return new Promise((resolve, reject) => {
       const window = 'output_window' in request ? request.output_window : undefined;
       this.pending.set(id, { op: request.op, resolve, reject, ...(listener ? { listener } : {}), ...(window !== undefined && { window }) });
-      this.input.write(this.frameOf({ ...request, id }));
+      for (const part of this.frameOf({ ...request, id })) this.input.write(part);
     });
   }
 
-  /** A request's frame, its bytes (an input's, a write's) raw after the JSON or base64 in it, as the agent speaks. */
-  private frameOf(request: AgentRequest & { id: number }): Buffer {
-    if (!('data' in request)) return encodeFrame(request, MAX_AGENT_FRAME_BYTES);
+  /** A request's frame in parts, its bytes (an input's, a write's) raw after the JSON or base64 in it, as the agent speaks. */
+  private frameOf(request: AgentRequest & { id: number }): Uint8Array[] {
+    if (!('data' in request)) return [encodeFrame(request, MAX_AGENT_FRAME_BYTES)];
     const { data, ...fields } = request;
-    if (this.rawBytes) return encodeFrame(fields, MAX_AGENT_FRAME_BYTES, data);
-    return encodeFrame({ ...fields, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') }, MAX_AGENT_FRAME_BYTES);
+    if (this.rawBytes) return encodeFrameParts(fields, MAX_AGENT_FRAME_BYTES, data);
+    return [encodeFrame({ ...fields, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64') }, MAX_AGENT_FRAME_BYTES)];
   }
 
   private receive(chunk: Buffer): void {

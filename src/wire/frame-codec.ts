@@ -25,20 +25,32 @@ const BYTES_SEPARATOR = 0;
 
 /** A frame of `value`'s JSON, and `bytes` after it past a NUL when given. */
 export function encodeFrame(value: unknown, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES, bytes?: Uint8Array): Buffer {
+  if (bytes) return Buffer.concat(encodeFrameParts(value, maxFrameBytes, bytes));
   const json = Buffer.from(JSON.stringify(value), 'utf8');
-  const length = json.length + (bytes ? 1 + bytes.length : 0);
-  const limit = Math.min(maxFrameBytes, MAX_UINT32);
-  if (length > limit) {
-    throw new FrameError('frame.too_large', `frame of ${length} bytes exceeds the maximum of ${limit} bytes`);
-  }
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + length);
-  frame.writeUInt32BE(length, 0);
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + json.length);
+  frame.writeUInt32BE(checkedLength(json.length, maxFrameBytes), 0);
   json.copy(frame, FRAME_HEADER_BYTES);
-  if (bytes) {
-    frame[FRAME_HEADER_BYTES + json.length] = BYTES_SEPARATOR;
-    frame.set(bytes, FRAME_HEADER_BYTES + json.length + 1);
-  }
   return frame;
+}
+
+/**
+ * A frame of `value`'s JSON with `bytes` after it, as two parts written in turn: its head (the
+ * length, the JSON, the NUL) and the bytes themselves, not copied (a MiB of a file's bytes is
+ * otherwise copied once more on its way to the agent).
+ */
+export function encodeFrameParts(value: unknown, maxFrameBytes: number, bytes: Uint8Array): [Buffer, Uint8Array] {
+  const json = Buffer.from(JSON.stringify(value), 'utf8');
+  const head = Buffer.allocUnsafe(FRAME_HEADER_BYTES + json.length + 1);
+  head.writeUInt32BE(checkedLength(json.length + 1 + bytes.length, maxFrameBytes), 0);
+  json.copy(head, FRAME_HEADER_BYTES);
+  head[FRAME_HEADER_BYTES + json.length] = BYTES_SEPARATOR;
+  return [head, bytes];
+}
+
+function checkedLength(length: number, maxFrameBytes: number): number {
+  const limit = Math.min(maxFrameBytes, MAX_UINT32);
+  if (length > limit) throw new FrameError('frame.too_large', `frame of ${length} bytes exceeds the maximum of ${limit} bytes`);
+  return length;
 }
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FrameDecoder, FrameError, encodeFrame } from '../../../src/wire/frame-codec.js';
+import { FrameDecoder, FrameError, encodeFrame, encodeFrameParts } from '../../../src/wire/frame-codec.js';
 
 function header(length: number): Buffer {
   const buffer = Buffer.alloc(4);
@@ -60,6 +60,17 @@ describe('frame codec', () => {
 
   it('refuses to encode past the maximum', () => {
     expectFrameError(() => encodeFrame('x'.repeat(200), 100), 'frame.too_large');
+  });
+
+  it('writes a frame with bytes as its head and the bytes themselves, the same frame in two parts, the bytes not copied', () => {
+    const bytes = Buffer.from([0, 1, 2, 255]);
+    const [head, tail] = encodeFrameParts({ op: 'write' }, 64, bytes);
+    assert.equal(tail, bytes);
+    assert.deepEqual(Buffer.concat([head, tail]), encodeFrame({ op: 'write' }, 64, bytes));
+    const decoded: Array<[unknown, Buffer | undefined]> = [];
+    new FrameDecoder(64, true).push(Buffer.concat([head, tail]), (message, raw) => decoded.push([message, raw]));
+    assert.deepEqual(decoded, [[{ op: 'write' }, bytes]]);
+    assert.throws(() => encodeFrameParts({ op: 'write' }, 16, bytes), (error: FrameError) => error.code === 'frame.too_large');
   });
 
   it('reports a truncated frame at end of stream', () => {
