@@ -33,12 +33,14 @@
  *     and execs PROGRAM, which keeps no capability (a build's RUN after USER, in an image
  *     without su).
  *
- *   image-root idmap SOURCE TARGET --map FROM:TO[:COUNT][,...]
- *     Binds SOURCE at TARGET, writable, nosuid and nodev, in the caller's mount namespace,
+ *   image-root idmap SOURCE TARGET --map FROM:TO[:COUNT][,...] [--read-only]
+ *     Binds SOURCE at TARGET, writable (unless --read-only), nosuid and nodev, in the caller's mount namespace,
  *     idmapped: a file owned by a FROM id is shown as owned by the TO id, and one made through
  *     it by the TO id is stored as the FROM one (a sandbox's kept disk taken up by a sandbox of
  *     other host ids: no file is changed, whatever the tree holds). Ids not mapped show as the
- *     overflow id, and cannot make files there.
+ *     overflow id, and cannot make files there. A microVM's volume is bound so into the directory
+ *     its VM shares with the guest (9p), FROM the ids the volume stores, TO the guest's ids of
+ *     its job: QEMU, root here, stores what the guest's user makes as the volume's 1000.
  *
  *   image-root attach SOURCE PID TARGET [--read-only]
  *     Mounts SOURCE (a volume's file system, mounted on the host) at TARGET inside the running
@@ -465,13 +467,14 @@ static int shift(int argc, char **argv) {
 /* SOURCE bound writable at TARGET, in the caller's mount namespace, its files' FROM ids shown as TO. */
 static int idmap(int argc, char **argv) {
   struct id_range ranges[MAX_MAPS];
-  int count = map_argument(argc, argv, 6, "idmap SOURCE TARGET --map FROM:TO[:COUNT][,...]", ranges);
+  int read_only = argc == 7 && strcmp(argv[6], "--read-only") == 0;
+  int count = map_argument(read_only ? 6 : argc, argv, 6, "idmap SOURCE TARGET --map FROM:TO[:COUNT][,...] [--read-only]", ranges);
   char map[512] = "";
   for (int r = 0; r < count; r++) {
     size_t used = strlen(map);
     snprintf(map + used, sizeof map - used, "%lu %lu %lu\n", ranges[r].from, ranges[r].to, ranges[r].count);
   }
-  idmapped_bind(argv[2], argv[3], userns_of(map), 1);
+  idmapped_bind(argv[2], argv[3], userns_of(map), !read_only);
   return 0;
 }
 
@@ -538,6 +541,6 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "as-user") == 0) return as_user(argc, argv);
   if (argc >= 2 && strcmp(argv[1], "attach") == 0) return attach(argc, argv);
   errno = 0;
-  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ... | image-root idmap SOURCE TARGET --map ... | image-root attach SOURCE PID TARGET [--read-only]");
+  fail("usage: image-root marks TREE | image-root mount ... -- PROGRAM ARGS | image-root shift DIR --map ... | image-root idmap SOURCE TARGET --map ... [--read-only] | image-root attach SOURCE PID TARGET [--read-only]");
   return 125;
 }

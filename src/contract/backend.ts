@@ -50,9 +50,9 @@ export const BackendCapabilitiesSchema = Type.Object(
         "Whether a long-lived sandbox on it has a root beside its user (E2B's `user: 'root'`): uid 0 of the sandbox's own user namespace or VM, mapped to an unprivileged host uid, never the host's root. Where false, root's requests run as the user.",
     }),
     host_work_dir: Type.Boolean({ description: 'Whether the job work dir is a host directory (false: it lives inside the sandbox).' }),
-    volumes: Type.Union([Type.Literal('attach'), Type.Literal('bind'), Type.Literal('none')], {
+    volumes: Type.Union([Type.Literal('attach'), Type.Literal('bind'), Type.Literal('share'), Type.Literal('none')], {
       description:
-        'How a long-lived sandbox on it mounts volumes (docs/volumes.md): attach (into the running sandbox, so a pre-started one takes them), bind (bound in as it starts: it is not pre-started), none (refused, backend.unavailable).',
+        'How a long-lived sandbox on it mounts volumes (docs/volumes.md): attach (into the running sandbox, so a pre-started one takes them), bind (bound in as it starts: it is not pre-started), share (shared with the guest of a microVM through a 9p device, found as its job starts), none (refused, backend.unavailable).',
     }),
     profiles: Type.Array(Type.String(), { description: 'Sandbox profiles it can build (snippet, run-job, task, workspace).' }),
   },

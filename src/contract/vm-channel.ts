@@ -43,6 +43,8 @@ const TemplateSchema = Type.Object({
   vmNetwork: Type.Optional(Type.Boolean()),
   guardExec: Type.Optional(Type.Boolean()),
   withoutShells: Type.Optional(Type.Boolean()),
+  /** Volumes at these paths: the VM's share, mounted by the guest runner, its `<index>` bound in by the host once the job is prepared. */
+  volumes: Type.Optional(Type.Array(Type.Object({ sandbox: SandboxPath, writable: Type.Boolean() }), { maxItems: 64 })),
 });
 export type GuestTemplate = Static<typeof TemplateSchema>;
 
@@ -116,6 +118,8 @@ export const GuestRequestSchema = Type.Union([
 export type GuestRequest = Static<typeof GuestRequestSchema>;
 
 const Counted = Type.Union([Type.Number(), Type.Null()]);
+const Id = Type.Integer({ minimum: 0, maximum: 0xffff_fffe });
+const IdRangeSchema = Type.Object({ inside: Id, host: Id, count: Type.Integer({ minimum: 1, maximum: 65536 }) });
 
 const Exit = Type.Object({
   exitCode: Type.Union([Type.Integer(), Type.Null()]),
@@ -146,6 +150,8 @@ export const GuestMessageSchema = Type.Union([
     collected: Type.Optional(Collected),
     data: Type.Optional(Bytes),
     usage: Type.Optional(Type.Object({ cpuMs: Counted, memoryBytes: Counted, workDirUsedBytes: Counted, workDirTotalBytes: Counted })),
+    /** A prepared job's user namespace map: its ids and the guest's they are (PreparedSandbox.userIds). */
+    ids: Type.Optional(Type.Array(IdRangeSchema, { minItems: 1, maxItems: 2 })),
   }),
   Type.Object({ id: Type.Integer(), ok: Type.Literal(false), error: Type.String(), unavailable: Type.Optional(Type.Boolean()) }),
 ]);

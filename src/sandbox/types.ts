@@ -5,6 +5,7 @@ import type { BackendCapabilities } from '../contract/backend.js';
 import type { BackendKind } from '../contract/backend-kinds.js';
 import type { CollectedArtifacts } from '../workspace/artifacts.js';
 import type { SnapshotReport } from '../workspace/snapshot.js';
+import type { IdRange } from '../util/id-ranges.js';
 
 /**
  * The named shapes of sandbox the faces ask for. snippet, task and run-job see a minimal
@@ -25,6 +26,12 @@ export interface SandboxTemplate {
   env: Readonly<Record<string, string>>;
   /** Host paths made visible inside the sandbox (toolchains, a compiler's output dir). */
   mounts: readonly Mount[];
+  /**
+   * Volumes' file systems (host mounts, volumes/volume-store.ts) the sandbox finds at their paths
+   * as it starts, for a backend whose capabilities.volumes is `share` (a microVM: through the VM's
+   * shared directory); the others take volumes as mounts (bind) or attach them (attach).
+   */
+  volumes?: readonly Mount[];
   /** Per-job files, created empty and mounted read-only; their content is written just before start. */
   files: readonly StagedFile[];
   /**
@@ -272,6 +279,12 @@ export interface ArtifactRequest {
  * implements them over its own channel; callers never see a host path of the work dir.
  */
 export interface PreparedSandbox {
+  /**
+   * Its user namespace's map where the host gives it ids of its own (the pooled uids of a
+   * sandbox run as root): its ids inside and the host's they are. A microVM's guest says it to
+   * the host, which binds volumes through it (qemu-vm.ts shareVolume). Absent otherwise.
+   */
+  readonly userIds?: readonly IdRange[];
   writeFile(name: string, content: string | Buffer): Promise<void>;
   copyFile(name: string, hostSource: string): Promise<void>;
   /** Fills the empty work dir from a host directory; rejects with SnapshotError when it cannot. */

@@ -515,12 +515,14 @@ export class LiveSandbox {
     const { plan } = this;
     const guard = plan.execGuard;
     // Volumes are mounted into the running sandbox where its backend can (a pre-started one takes
-    // them), else bound in as it starts (its volumes' files keep the ids they have inside).
+    // them), else bound in as it starts (its volumes' files keep the ids they have inside), or
+    // shared with the VM it runs in.
     const volumesBy = plan.backend.capabilities.volumes;
     if (plan.volumes?.length && volumesBy === 'none') {
       throw refusedHere(new SandboxUnavailableError(`a sandbox on ${plan.backend.kind} cannot mount volumes here (docs/volumes.md)`));
     }
-    const boundVolumes: Mount[] = volumesBy === 'bind' ? (plan.volumes ?? []).map((volume) => ({ host: volume.source, sandbox: volume.path, writable: !volume.readOnly })) : [];
+    const volumeMounts: Mount[] = (plan.volumes ?? []).map((volume) => ({ host: volume.source, sandbox: volume.path, writable: !volume.readOnly }));
+    const boundVolumes = volumesBy === 'bind' ? volumeMounts : [];
     // The agent is root of the sandbox's own namespace, to start E2B's `root` processes; a
     // guarded sandbox (a session's policy) has no root: everything in it runs as the user.
     const rootInside = guard === undefined;
@@ -534,6 +536,7 @@ export class LiveSandbox {
       // differs per sandbox (its env vars) reaches its processes through the agent.
       env: { PATH: SANDBOX_SEARCH_PATH.join(':'), ...plan.image?.env, HOME: plan.home, USER: SANDBOX_USER, LANG: 'C.UTF-8' },
       mounts: [{ host: sandboxAgentProgram(), sandbox: AGENT_PATH, writable: false }, ...(plan.image ? [] : plan.python.mounts), ...boundVolumes],
+      ...(volumesBy === 'share' && volumeMounts.length > 0 && { volumes: volumeMounts }),
       ...(plan.image && { image: { layers: plan.image.layers, writableBytes: plan.image.writableBytes } }),
       files: [],
       // On an image the home is the image's own (what its build left there), in the sandbox's

@@ -56,7 +56,7 @@ const READY_BACKENDS: BackendDescription[] = (['local_process', 'gvisor', 'micro
     pause: 'files',
     root_inside: kind !== 'gvisor',
     host_work_dir: kind !== 'microvm',
-    volumes: kind === 'local_process' ? 'attach' : kind === 'gvisor' ? 'bind' : 'none',
+    volumes: kind === 'local_process' ? 'attach' : kind === 'gvisor' ? 'bind' : 'share',
     profiles: ['snippet', 'run-job', 'task', 'workspace'],
   },
 }));

@@ -202,7 +202,11 @@ export class BubblewrapBackend implements SandboxBackend {
       throw new Error("a job keeps its namespace's network only inside a microVM, with network none");
     // A compiler's writable output dir belongs to one job, and so do a proxied job's placeholders
     // and secrets, and a kept disk: such templates are never pre-started.
-    const ownsParts = template.mounts.some((mount) => mount.writable) || (template.network !== 'none' && 'proxy' in template.network) || template.fromDisk !== undefined;
+    const ownsParts =
+      template.mounts.some((mount) => mount.writable) ||
+      template.volumes !== undefined ||
+      (template.network !== 'none' && 'proxy' in template.network) ||
+      template.fromDisk !== undefined;
     const key = ownsParts || this.options.warmPerTemplate === 0 ? null : JSON.stringify(template);
     let sandbox = key === null ? undefined : this.warm.take(key);
     if (key !== null) this.warmTakes[sandbox ? 'hit' : 'miss'] += 1;
@@ -505,6 +509,7 @@ export class BubblewrapBackend implements SandboxBackend {
         ...(template.network !== 'none' && 'proxy' in template.network ? ProxiedNetwork.environment(template.network.proxy) : {}),
       },
       mounts,
+      ...(template.volumes && { volumes: template.volumes }),
       networkFiles,
       loopbackHosts: ready.loopbackHosts,
       ...(imageRoot && { imageRoot: `${imageRoot.target}/merged` }),

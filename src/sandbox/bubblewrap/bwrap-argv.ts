@@ -59,6 +59,8 @@ export interface BwrapPlan {
   cwd: string;
   env: Readonly<Record<string, string>>;
   mounts: readonly Mount[];
+  /** Volumes (a microVM's guest: SandboxTemplate.volumes), bound after the mounts, their missing parents made for everyone to pass. */
+  volumes?: readonly Mount[];
   /**
    * The job's own /etc/hosts and /etc/resolv.conf when it has egress (job-network.ts fills
    * them before the job starts); null: loopback only, so no resolver files.
@@ -183,6 +185,11 @@ export function buildBwrapArgs(plan: BwrapPlan): string[] {
   args.push('--dir', plan.cwd);
 
   for (const mount of plan.mounts) args.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.sandbox);
+  for (const volume of plan.volumes ?? []) {
+    // The user reaches its volume (bwrap would make /mnt of /mnt/data 0700, root's); a directory there already is left as it is.
+    for (const dir of parentsOf(volume.sandbox)) args.push('--perms', '0755', '--dir', dir);
+    args.push(volume.writable ? '--bind' : '--ro-bind', volume.host, volume.sandbox);
+  }
   if (plan.sudo !== undefined) {
     // Its directories 0755 where an image has none (bwrap makes a bind's parents 0700, root's).
     for (const dir of ['/usr/local', '/usr/local/bin']) args.push('--perms', '0755', '--dir', dir);
@@ -284,4 +291,11 @@ export function workspaceSandboxArgs(plan: WorkspacePlan): string[] {
   // The root bwrap builds is a tmpfs of mount points; freeze it so nothing lands beside them.
   args.push('--remount-ro', '/', '--chdir', plan.cwd, '--', ...plan.argv);
   return args;
+}
+
+/** The directories above an absolute path, outermost first, `/` left out: `/mnt/a/b` has `/mnt` and `/mnt/a`. */
+function parentsOf(path: string): string[] {
+  const parents: string[] = [];
+  for (let dir = posix.dirname(path); dir !== '/'; dir = posix.dirname(dir)) parents.unshift(dir);
+  return parents;
 }

@@ -12,6 +12,7 @@ import { dumpSandbox, loggedErrors, restoreLog } from '../host/criu.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { procIdMap, type IdRange } from '../../util/id-ranges.js';
+import { SANDBOX_UID } from './bwrap-argv.js';
 import { execFileWhenQuiet } from '../../util/fork-gate.js';
 import { IMAGE_ROOT_HELPER } from '../../images/image-root.js';
 import { BwrapStatus } from './bwrap-status.js';
@@ -105,6 +106,7 @@ export class LaunchedSandbox extends HostDirSandbox {
   readonly checkpointRunning?: (image: string, deadlineMs: number) => Promise<void>;
   readonly openNetworkNamespace?: () => number;
   readonly attachVolume?: (source: string, path: string, readOnly: boolean) => Promise<void>;
+  readonly userIds?: readonly IdRange[];
 
   constructor(private readonly parts: LaunchParts) {
     super(parts);
@@ -121,6 +123,9 @@ export class LaunchedSandbox extends HostDirSandbox {
     if (parts.ownNetwork) this.openNetworkNamespace = () => this.networkNamespace();
     // Only root mounts into another namespace; a microVM's guest mounts what its host shares instead.
     if (parts.ownNetwork && process.getuid?.() === 0) this.attachVolume = (source, path, readOnly) => this.attach(source, path, readOnly);
+    // bwrap maps the user alone to its pooled uid when no map is written.
+    const userIds = parts.userMap ?? (parts.uid !== null ? [{ inside: SANDBOX_UID, host: parts.uid, count: 1 }] : null);
+    if (userIds) this.userIds = userIds;
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {

@@ -11,12 +11,19 @@ export async function unmountLazily(path: string): Promise<void> {
   await execFileWhenQuiet('/usr/bin/umount', ['--lazy', path]);
 }
 
+/** The mount points beneath `root` in this process's mount namespace, deepest first (the order to unmount them in). */
+export async function mountPointsUnder(root: string): Promise<string[]> {
+  const mounts = await readFile('/proc/self/mounts', 'utf8').catch(() => '');
+  return mounts
+    .split('\n')
+    .map((line) => line.split(' ')[1]?.replace(/\\040/g, ' '))
+    .filter((mountPoint): mountPoint is string => mountPoint?.startsWith(`${root}/`) === true)
+    .reverse();
+}
+
 /** Unmounts what processes that died left mounted under `root` (their dirs are then reaped). */
 export async function unmountOrphans(root: string, isOwnerAlive: (pid: number) => boolean): Promise<void> {
-  const mounts = await readFile('/proc/self/mounts', 'utf8').catch(() => '');
-  for (const line of mounts.split('\n')) {
-    const mountPoint = line.split(' ')[1]?.replace(/\\040/g, ' ');
-    if (!mountPoint?.startsWith(`${root}/`)) continue;
+  for (const mountPoint of await mountPointsUnder(root)) {
     const owner = Number(mountPoint.slice(root.length + 1).split('-')[0]);
     if (!Number.isInteger(owner) || owner <= 0 || isOwnerAlive(owner)) continue;
     // A disk its owner froze to copy it (and died meanwhile) would hold its writers for ever.

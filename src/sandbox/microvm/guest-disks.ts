@@ -4,3 +4,7 @@
  * of this package but the ones its runner needs (guest-image.ts packageFiles).
  */
 export const GUEST_IMAGE_DISK = 'agent-runner-image';
+
+/** The tag of the VM's share (virtio-9p: qemu-vm.ts shareVolume) and where the guest runner mounts it, when its job has volumes. */
+export const GUEST_VOLUMES_TAG = 'agent-runner-volumes';
+export const GUEST_VOLUMES_DIR = '/run/agent-runner-volumes';

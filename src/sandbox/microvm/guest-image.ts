@@ -78,7 +78,7 @@ const LEFT_OUT = [/^\/usr\/share\/(doc|man|info|lintian|locale)\//, /^\/usr\/lib
 /**
  * Loaded by the initramfs, in order (the stock kernel builds virtio, squashfs and ext4 as
  * modules). ext4 is for an image's root disk (image-root-disk.ts), mounted by the guest runner;
- * it loads a crc32c driver at every mount, checksums or not.
+ * it loads a crc32c driver at every mount, checksums or not. 9p is for volumes (the VM's share).
  */
 const MODULES = [
   'virtio_ring',
@@ -97,6 +97,11 @@ const MODULES = [
   'mbcache',
   'jbd2',
   'ext4',
+  'netfs',
+  'fscache',
+  '9pnet',
+  '9pnet_virtio',
+  '9p',
 ];
 /** Where this package sits inside the guest. */
 export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
@@ -107,8 +112,9 @@ export const GUEST_PORT_NAME = 'agent-runner';
  * network link (virtio_net, GUEST_NETWORK); a new image id also names new snapshots, taken
  * with the VM's network device (a snapshot restores only into the device set it was taken with).
  * 4: python's compiled modules. 5: ext4, for images' root disks. 6: the image slot, a second drive.
+ * 7: 9p, and the VM's share of volumes (qemu-vm.ts shareVolume), a device of every VM.
  */
-const BUILDER_VERSION = 6;
+const BUILDER_VERSION = 7;
 /** The image slot's size as the guest sees it: a bound on an image's root disk (image-root-disk.ts). */
 export const IMAGE_SLOT_BYTES = 256 * 1024 ** 3;
 /**

@@ -4,6 +4,8 @@ import { basename, join } from 'node:path';
 import type { BackendCapabilities } from '../../contract/backend.js';
 import type { EgressHostOptions } from '../../egress/policy.js';
 import { ownedName, reapDeadOwners } from '../host/owned-dirs.js';
+import { unmountOrphans } from '../host/tmpfs.js';
+import { isAlive } from '../host/process-tree.js';
 import { removeTree } from '../host/tree-removal.js';
 import { writeFileAtomic } from '../../util/atomic-write.js';
 import {
@@ -84,7 +86,7 @@ export class MicrovmBackend implements SandboxBackend {
     // The guest's bubblewrap gives it, the guest's agent being the guest's root.
     root_inside: true,
     host_work_dir: false,
-    volumes: 'none',
+    volumes: 'share',
     profiles: ['snippet', 'task', 'run-job'],
   };
   private readonly options: Required<MicrovmOptions>;
@@ -196,6 +198,7 @@ export class MicrovmBackend implements SandboxBackend {
       restore !== undefined,
     );
     if (restore) return sandbox;
+    const volumes = template.volumes ?? [];
     try {
       const files = template.files.map((file) => ({ ...file }));
       let env = template.env;
@@ -219,8 +222,16 @@ export class MicrovmBackend implements SandboxBackend {
         writableRoot: false,
         network: 'none' as const,
         ...(proxy && { vmNetwork: true }),
+        volumes: volumes.map(({ sandbox, writable }) => ({ sandbox, writable })),
       };
-      await vm.channel.request({ op: 'prepare', template: guestTemplate, now: Date.now(), entropy: guestSeed() });
+      await vm.makeVolumeShares(volumes.length);
+      const prepared = await vm.channel.request({ op: 'prepare', template: guestTemplate, now: Date.now(), entropy: guestSeed() });
+      if (volumes.length > 0) {
+        // Bound through the ids the guest runs the job as, which it says: a guest that lied maps
+        // only its own job's files wrongly (the bind is nosuid and nodev, within the volume).
+        if (!prepared.ids) throw new SandboxUnavailableError("the VM's guest did not say its job's ids: its volumes cannot be shared");
+        for (const [index, volume] of volumes.entries()) await vm.shareVolume(index, volume.host, !volume.writable, prepared.ids);
+      }
       if (proxy) {
         // Listening where the VM's forward leads (qemu-vm.ts) until the VM is gone.
         const listening = await startEgressProxy(proxy, join(vm.dir, EGRESS_SOCKET), this.options.egress, (name, content) => sandbox.writeFile(name, content));
@@ -283,6 +294,8 @@ export class MicrovmBackend implements SandboxBackend {
     for (const dir of [join(runtimeDir, 'jobs'), join(runtimeDir, 'vms')]) await mkdir(dir, { recursive: true, mode: 0o700 });
     await mkdir(cacheDir, { recursive: true, mode: 0o755 });
     await reapDeadOwners(join(runtimeDir, 'jobs'));
+    // A dead process's VMs may have left their volumes bound in (qemu-vm.ts shareVolume): unbound before their dirs go.
+    await unmountOrphans(join(runtimeDir, 'vms'), isAlive);
     await reapDeadOwners(join(runtimeDir, 'vms'));
     const { signal } = this.stopping;
     const { image, release: releaseImage } = await progress.step('guest image', () => guestImage(join(cacheDir, 'images'), signal));

@@ -8,7 +8,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stdioWithoutLeaks } from '../host/fd-hygiene.js';
 import { removeTree } from '../host/tree-removal.js';
 import { withinReach } from '../../util/unix-socket-path.js';
-import { GUEST_IMAGE_DISK } from './guest-disks.js';
+import { GUEST_IMAGE_DISK, GUEST_VOLUMES_TAG } from './guest-disks.js';
+import { IMAGE_ROOT_HELPER } from '../../images/image-root.js';
+import { execFileWhenQuiet } from '../../util/fork-gate.js';
+import { mountPointsUnder, unmountLazily } from '../host/tmpfs.js';
+import type { IdRange } from '../../util/id-ranges.js';
 import { GuestChannel } from './guest-channel.js';
 import { GUEST_NETWORK, GUEST_PORT_NAME, type GuestImage } from './guest-image.js';
 
@@ -20,6 +24,20 @@ export const SOCAT_PATH = '/usr/bin/socat';
 export const EGRESS_SOCKET = 'egress.sock';
 const CHANNEL_SOCKET = 'channel.sock';
 const MONITOR_SOCKET = 'monitor.sock';
+/**
+ * In the VM's directory: what it shares with its guest (a virtio-9p device, GUEST_VOLUMES_TAG),
+ * empty until its job's volumes are bound into it (shareVolume). Every VM has the device, so
+ * that a VM restored from the warm snapshot has it too; a guest that has not mounted it can be
+ * saved (QEMU refuses to migrate a VM whose guest mounted a 9p share).
+ */
+const VOLUMES_DIR = 'volumes';
+/**
+ * The id a shared volume stores for the host's root: QEMU makes each file as itself, then gives
+ * it to the guest's id (passthrough), and a mount idmapped for the guest's ids alone refuses a
+ * maker it cannot map (EOVERFLOW). An id no sandbox has (above an image's 65,536), held by a
+ * new file for that instant only.
+ */
+const QEMU_MAKES_AS = 4_000_000_000;
 
 /** What a VM runs, as a VM saved whole must find it again (microvm-sandbox.ts resumeRefusal). */
 export interface VmMade {
@@ -90,6 +108,8 @@ export class QemuVm {
   static async start(dir: string, origin: VmOrigin, shape: VmShape, readyTimeoutMs: number, signal?: AbortSignal): Promise<QemuVm> {
     signal?.throwIfAborted();
     await mkdir(dir, { recursive: true, mode: 0o700 });
+    // The guest's jobs look up their volumes through it (each as its own ids): anyone may pass.
+    await mkdir(join(dir, VOLUMES_DIR), { mode: 0o755 });
     const socketPath = join(dir, CHANNEL_SOCKET);
     const consolePath = join(dir, 'console.log');
     const devNull = openSync('/dev/null', 'r');
@@ -221,10 +241,39 @@ export class QemuVm {
     return Monitor.connect(join(this.dir, MONITOR_SOCKET), Date.now() + 5000);
   }
 
-  /** Kills the VM and removes its directory. */
+  /**
+   * Makes the `count` empty directories of the share that volumes are bound onto (shareVolume),
+   * before the guest's job is prepared: its sandbox binds them in as it starts, and finds
+   * through them what the host binds there after (QEMU walks the share's paths anew each time).
+   */
+  async makeVolumeShares(count: number): Promise<void> {
+    for (let index = 0; index < count; index++) await mkdir(join(this.dir, VOLUMES_DIR, String(index)), { mode: 0o755 });
+  }
+
+  /**
+   * Binds a volume's file system (`source`, mounted on the host) where the guest finds it as
+   * `<GUEST_VOLUMES_DIR>/<index>`, idmapped so that what the volume stores as 0 and 1000 (its
+   * root's, its user's: volumes/volume-store.ts) is the job's root and user as the guest runs
+   * them (`ids`, the job's user namespace map in the guest, as the guest said it). QEMU writes
+   * the share as root, keeping the guest's ids (security_model=passthrough): through this mount
+   * they are stored as the volume's own, as a local_process sandbox's are.
+   */
+  async shareVolume(index: number, source: string, readOnly: boolean, ids: readonly IdRange[]): Promise<void> {
+    const target = join(this.dir, VOLUMES_DIR, String(index));
+    const map = [...ids, { inside: QEMU_MAKES_AS, host: 0, count: 1 }].map(({ inside, host, count }) => `${inside}:${host}:${count}`).join(',');
+    await execFileWhenQuiet(IMAGE_ROOT_HELPER, ['idmap', source, target, '--map', map, ...(readOnly ? ['--read-only'] : [])]);
+  }
+
+  /**
+   * Kills the VM and removes its directory, its shared volumes unbound first: a tree removal
+   * walks into mounts, and a volume's files are never the VM's to remove. Should one stay
+   * mounted, the directory is left for the reaper (unmountOrphans) rather than walked.
+   */
   async destroy(): Promise<void> {
     if (!this.exited) this.process.kill('SIGKILL');
     await this.ended;
+    for (const mountPoint of await mountPointsUnder(this.dir)) await unmountLazily(mountPoint).catch(() => undefined);
+    if ((await mountPointsUnder(this.dir)).length > 0) throw new Error(`the VM's directory ${this.dir} still holds a mount: left in place`);
     await removeTree(this.dir);
   }
 }
@@ -262,6 +311,10 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, consolePath: string): string
     ...imageDiskArgs(imageDiskOf(origin) ?? image.imageSlot),
     '-device',
     'virtio-rng-device',
+    '-fsdev',
+    `local,id=volumes,path=${VOLUMES_DIR},security_model=passthrough`,
+    '-device',
+    `virtio-9p-device,fsdev=volumes,mount_tag=${GUEST_VOLUMES_TAG}`,
     ...networkArgs(EGRESS_SOCKET),
     // A restored VM gets a new generation id, and the guest kernel reseeds its random
     // generator on it: clones of one snapshot never share their randomness.

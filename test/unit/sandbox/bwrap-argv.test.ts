@@ -102,6 +102,19 @@ describe('bubblewrap argv', () => {
     assert.ok(flags.includes('--unshare-user') && flags.includes('--cap-drop ALL'));
   });
 
+  it("binds a microVM guest's volumes after its mounts, their missing parents made for the user to pass (bwrap would make them root's, 0700)", () => {
+    const volumes = [
+      { host: '/run/agent-runner-volumes/0', sandbox: '/mnt/data/cache', writable: true },
+      { host: '/run/agent-runner-volumes/1', sandbox: '/srv', writable: false },
+    ];
+    const line = buildBwrapArgs({ ...plan, volumes }).join(' ');
+    const at = (flags: string) => line.indexOf(flags);
+    assert.ok(at('--perms 0755 --dir /mnt') >= 0 && at('--perms 0755 --dir /mnt') < at('--perms 0755 --dir /mnt/data'));
+    assert.ok(at('--perms 0755 --dir /mnt/data') < at('--bind /run/agent-runner-volumes/0 /mnt/data/cache'));
+    assert.ok(at('--ro-bind /run/agent-runner-volumes/1 /srv') > at('--bind /run/agent-runner-volumes/0 /mnt/data/cache'));
+    assert.ok(!line.includes('--perms 0755 --dir / '), 'the root is never made');
+  });
+
   it('passes argv through literally, never as shell text', () => {
     const hostile = ['--bind', '/', '/', '; id', '$(id)', 'a\nb'];
     const args = buildBwrapArgs({ ...plan, argv: hostile });

@@ -70,7 +70,10 @@ describe('frame codec', () => {
     const decoded: Array<[unknown, Buffer | undefined]> = [];
     new FrameDecoder(64, true).push(Buffer.concat([head, tail]), (message, raw) => decoded.push([message, raw]));
     assert.deepEqual(decoded, [[{ op: 'write' }, bytes]]);
-    assert.throws(() => encodeFrameParts({ op: 'write' }, 16, bytes), (error: FrameError) => error.code === 'frame.too_large');
+    assert.throws(
+      () => encodeFrameParts({ op: 'write' }, 16, bytes),
+      (error: FrameError) => error.code === 'frame.too_large',
+    );
   });
 
   it('reports a truncated frame at end of stream', () => {

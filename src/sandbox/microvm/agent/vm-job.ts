@@ -4,7 +4,7 @@ import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PassThrough } from 'node:stream';
 import type { GuestExit, GuestReply, GuestRequest, GuestTemplate } from '../../../contract/vm-channel.js';
-import { GUEST_IMAGE_DISK } from '../guest-disks.js';
+import { GUEST_IMAGE_DISK, GUEST_VOLUMES_DIR, GUEST_VOLUMES_TAG } from '../guest-disks.js';
 import { BubblewrapBackend } from '../../bubblewrap/bubblewrap-backend.js';
 import { probeTemplate } from '../../profiles.js';
 import type { PreparedSandbox, SandboxTemplate } from '../../types.js';
@@ -58,7 +58,8 @@ export class VmJob {
         await setClock(request.now);
         await reseedRandom(Buffer.from(request.entropy, 'base64'));
         this.sandbox = await this.backend.prepare(await asTemplate(request.template));
-        return {};
+        // The host binds the job's volumes through these ids (qemu-vm.ts shareVolume).
+        return this.sandbox.userIds ? { ids: [...this.sandbox.userIds] } : {};
       case 'write':
         await this.write(request.name, Buffer.from(request.data, 'base64'), request.more);
         return {};
@@ -183,10 +184,25 @@ export class VmJob {
  * helper maps and overlays, as the host's does with the store's layers.
  */
 async function asTemplate(template: GuestTemplate): Promise<SandboxTemplate> {
-  const { image, ...rest } = template;
-  if (!image) return rest;
+  const { image, volumes, ...rest } = template;
+  // The host binds each volume onto the share's `<index>` once the sandbox is prepared (its ids
+  // known): the sandbox, bound to `<index>` from its start, finds the volume there from then on.
+  const shared = (volumes ?? []).map(({ sandbox, writable }, index) => ({ host: posix.join(GUEST_VOLUMES_DIR, String(index)), sandbox, writable }));
+  if (shared.length > 0) await mountVolumesShare();
+  const withVolumes = { ...rest, ...(shared.length > 0 && { volumes: shared }) };
+  if (!image) return withVolumes;
   await mountImageDisk();
-  return { ...rest, image: { layers: [GUEST_IMAGE_ROOT], writableBytes: image.writableBytes } };
+  return { ...withVolumes, image: { layers: [GUEST_IMAGE_ROOT], writableBytes: image.writableBytes } };
+}
+
+/**
+ * The VM's share (qemu-vm.ts shareVolume), mounted once its job has volumes and not before: QEMU
+ * cannot save a VM whose guest mounted it, and every VM of the warm pool comes from a snapshot.
+ */
+async function mountVolumesShare(): Promise<void> {
+  await mkdir(GUEST_VOLUMES_DIR, { recursive: true, mode: 0o755 });
+  const options = 'trans=virtio,version=9p2000.L,msize=524288,nosuid,nodev';
+  await run('/usr/bin/mount', ['-t', '9p', '-o', options, GUEST_VOLUMES_TAG, GUEST_VOLUMES_DIR], "the VM's volumes could not be mounted");
 }
 
 /** The image disk, found by its serial (the kernel names disks in the order it probes them). */
