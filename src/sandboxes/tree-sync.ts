@@ -287,6 +287,8 @@ class TarProcess {
     readonly stdout: Readable,
     /** What it said on stderr, the first TAR_ERRORS_KEPT characters. */
     private readonly said: { stderr: string; lost?: SandboxGoneError },
+    /** From now on its output is let go of unread (kill). */
+    private readonly dropOutput: () => void,
   ) {}
 
   static async start(agent: SandboxAgentPort, args: string[], user: AgentUser, stdin: boolean): Promise<TarProcess> {
@@ -294,11 +296,11 @@ class TarProcess {
     const ended = new Promise<AgentEndEvent>((resolve) => (finish = resolve));
     const said: { stderr: string; lost?: SandboxGoneError } = { stderr: '' };
     const waiting: Array<() => void> = [];
-    const stdout = new Readable({
-      read: () => {
-        for (const resume of waiting.splice(0)) resume();
-      },
-    });
+    let dropping = false;
+    const letGo = () => {
+      for (const resume of waiting.splice(0)) resume();
+    };
+    const stdout = new Readable({ read: letGo });
     // A sync in never reads it; a lost sandbox destroys it with an error that its end already tells.
     stdout.on('error', () => undefined);
     const { pid } = await agent.start(
@@ -313,6 +315,7 @@ class TarProcess {
             return undefined;
           }
           // Held until read: the agent sends no more than its window meanwhile, and tar blocks.
+          if (dropping) return undefined;
           if (!stdout.push(Buffer.from(event.data))) return new Promise<void>((resume) => waiting.push(resume));
           return undefined;
         },
@@ -327,7 +330,11 @@ class TarProcess {
         },
       },
     );
-    return new TarProcess(agent, pid, ended, stdout, said);
+    const dropOutput = () => {
+      dropping = true;
+      letGo();
+    };
+    return new TarProcess(agent, pid, ended, stdout, said, dropOutput);
   }
 
   /** Bytes for tar's stdin, sent in batches of INPUT_BATCH_BYTES, each answered before the next (the agent's backpressure). */
@@ -372,6 +379,11 @@ class TarProcess {
   }
 
   async kill(): Promise<void> {
+    // Its output still on the way is let go of: the agent sends tar's end only after the output
+    // before it, whose window waits on the host's reading, and nothing reads it any more (a sync
+    // out stopped by its deadline while its receiver was slow waited here for ever; a resume()
+    // would not do: the judge's iterator still listens for 'readable').
+    this.dropOutput();
     await this.agent.request({ op: 'signal', pid: this.pid, signal: SIGKILL }).catch((error: unknown) => {
       if (!(error instanceof AgentOperationError)) throw error;
     });

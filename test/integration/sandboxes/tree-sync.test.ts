@@ -196,6 +196,39 @@ describe('bulk sync of a tree', () => {
     assert.equal((notTar as { code?: string }).code, 'validation.invalid_request');
   });
 
+  it('a sandbox killed under a sync in answers it at once; a sync out cut by its timeout, or left by its client, leaves the sandbox running', async () => {
+    const doomed = (await client.createSandbox({ timeout_seconds: 120 })).id;
+    const stalled = new PassThrough();
+    const archive = pack();
+    archive.on('error', () => undefined);
+    const half = archive.entry({ name: 'big.bin', size: 1 << 20 });
+    half.on('error', () => undefined);
+    half.write(Buffer.alloc(256 * 1024, 3));
+    archive.pipe(stalled);
+    const syncing = client.syncIn({ sandbox: doomed }, stalled, { path: 'x', timeout: 60 }).then(
+      (report) => ({ report }),
+      (error: { code?: string }) => ({ error }),
+    );
+    const { waitUntil } = await import('../../helpers/wait.js');
+    await waitUntil(async () => (await client.sandboxExec(doomed, { cmd: 'ls x 2>/dev/null' })).stdout === 'big.bin\n', 'the entry under way');
+    await client.killSandbox(doomed);
+    const ended = await syncing;
+    stalled.destroy();
+    assert.ok('error' in ended, `the sync in ends with its sandbox: ${JSON.stringify(ended)}`);
+
+    // A client that reads nothing for longer than the second allowed: the timeout falls inside the
+    // file, and the answer is cut short there, without a report.
+    await inSandbox('mkdir -p cutting && yes | head -c 200M > cutting/lines');
+    const cut = await client.syncOut({ sandbox }, { path: 'cutting', timeout: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    cut.tar.resume();
+    await assert.rejects(cut.report);
+    const left = await client.syncOut({ sandbox }, { path: 'cutting' });
+    left.report.catch(() => undefined);
+    left.tar.destroy();
+    assert.equal((await inSandbox('rm -r cutting && echo alive')).stdout, 'alive\n');
+  });
+
   it('from the CLI: volume create, sandbox create --volume, push and pull a tree, volume delete', async () => {
     const env = { AGENT_RUNNER_URL: server.url, AGENT_RUNNER_TOKEN: server.token! };
     const cli = async (...args: string[]) => {
