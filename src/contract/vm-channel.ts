@@ -8,7 +8,10 @@ import { ArtifactSchema } from './run-job.js';
  * one thing at a time and the guest answers each request (same `id`); while a job runs the
  * guest also sends its output as it comes. The guest may be under the job's control once the job has run (a kernel exploit in
  * the guest), so the host validates every message it receives against these schemas and
- * re-checks what it writes on the host (sizes, paths, digests).
+ * re-checks what it writes on the host (sizes, paths, digests). A message that carries bytes (a
+ * staged file's part, the workspace's tar, the job's stdin: write, untar, stdin; the job's output,
+ * an artifact's: the output event, read_artifact's answer) has them raw after its JSON in its
+ * frame (wire/frame-codec.ts), never as base64 inside it.
  */
 
 const Bytes = Type.String({ contentEncoding: 'base64', description: 'Bytes, base64.' });
@@ -63,7 +66,7 @@ export const GuestRequestSchema = Type.Union([
    */
   Type.Object({ id: Type.Integer(), op: Type.Literal('prepare'), template: TemplateSchema, now: Type.Integer({ minimum: 0 }), entropy: Bytes }),
   /** A staged file's bytes, in order; the last part has `more: false`. */
-  Type.Object({ id: Type.Integer(), op: Type.Literal('write'), name: Type.String(), data: Bytes, more: Type.Boolean() }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('write'), name: Type.String(), more: Type.Boolean() }),
   /**
    * The workspace, snapshotted on the host, as a tar stream in order; the last part carries
    * `end` with the import's bounds and filters, applied again as the guest fills the work dir.
@@ -71,7 +74,6 @@ export const GuestRequestSchema = Type.Union([
   Type.Object({
     id: Type.Integer(),
     op: Type.Literal('untar'),
-    data: Bytes,
     end: Type.Optional(
       Type.Object({
         maxFiles: Type.Integer({ minimum: 0 }),
@@ -99,7 +101,7 @@ export const GuestRequestSchema = Type.Union([
    */
   Type.Object({ id: Type.Integer(), op: Type.Literal('attach'), entropy: Bytes }),
   /** More of a streamed stdin, in order; `end` closes it. Overtakes the running start, as kill does. */
-  Type.Object({ id: Type.Integer(), op: Type.Literal('stdin'), data: Bytes, end: Type.Boolean() }),
+  Type.Object({ id: Type.Integer(), op: Type.Literal('stdin'), end: Type.Boolean() }),
   /** Cancels the running job (as an abort on the host does). */
   Type.Object({ id: Type.Integer(), op: Type.Literal('kill') }),
   /** What the running job uses now (a long-lived sandbox's metrics): its cgroup in the guest and its work dir. */
@@ -140,7 +142,7 @@ const Collected = Type.Object({
 });
 
 export const GuestMessageSchema = Type.Union([
-  Type.Object({ event: Type.Literal('output'), stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]), data: Bytes }),
+  Type.Object({ event: Type.Literal('output'), stream: Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]) }),
   Type.Object({
     id: Type.Integer(),
     ok: Type.Literal(true),
@@ -148,7 +150,6 @@ export const GuestMessageSchema = Type.Union([
     command: Type.Optional(Type.Union([Resolved, Type.Null()])),
     exit: Type.Optional(Exit),
     collected: Type.Optional(Collected),
-    data: Type.Optional(Bytes),
     usage: Type.Optional(Type.Object({ cpuMs: Counted, memoryBytes: Counted, workDirUsedBytes: Counted, workDirTotalBytes: Counted })),
     /** A prepared job's user namespace map: its ids and the guest's they are (PreparedSandbox.userIds). */
     ids: Type.Optional(Type.Array(IdRangeSchema, { minItems: 1, maxItems: 2 })),

@@ -2,7 +2,8 @@ import type { Duplex } from 'node:stream';
 import { DEFAULT_MAX_FRAME_BYTES, FrameDecoder, FrameError, encodeFrame } from './frame-codec.js';
 
 export interface FramedHandlers {
-  onMessage(message: unknown): void;
+  /** `bytes`: what follows the message's JSON in its frame, where the reader takes bytes (readFrames' `withBytes`). */
+  onMessage(message: unknown, bytes?: Buffer): void;
   /** A protocol error: after it no more messages are delivered from this stream. */
   onProtocolError(error: FrameError): void;
   onEnd?(): void;
@@ -14,8 +15,8 @@ export interface FrameReader {
 }
 
 /** Wires a FrameDecoder to a byte stream (socket or pipe) and reports messages in order. */
-export function readFrames(stream: NodeJS.ReadableStream | Duplex, handlers: FramedHandlers, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): FrameReader {
-  const decoder = new FrameDecoder(maxFrameBytes);
+export function readFrames(stream: NodeJS.ReadableStream | Duplex, handlers: FramedHandlers, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES, withBytes = false): FrameReader {
+  const decoder = new FrameDecoder(maxFrameBytes, withBytes);
   let failed = false;
   const fail = (error: unknown) => {
     if (failed) return;

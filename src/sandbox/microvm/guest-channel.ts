@@ -3,7 +3,7 @@ import { randomInt } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { GuestMessageSchema, type GuestReply, type GuestRequest } from '../../contract/vm-channel.js';
 import { validate } from '../../contract/validate.js';
-import { encodeFrame } from '../../wire/frame-codec.js';
+import { encodeFrame, encodeFrameParts } from '../../wire/frame-codec.js';
 import { readFrames } from '../../wire/framed-socket.js';
 
 /** Output kept for the job's taker before it attaches (a resumed VM's). */
@@ -12,7 +12,8 @@ const EARLY_OUTPUT_BYTES = 4 * 1024 * 1024;
 export const GUEST_MAX_FRAME_BYTES = 8 * 1024 * 1024;
 
 type RequestBody = GuestRequest extends infer R ? (R extends GuestRequest ? Omit<R, 'id'> : never) : never;
-export type GuestOk = Extract<GuestReply, { ok: true }>;
+/** A reply, and the bytes after its JSON when it has them (read_artifact's). */
+export type GuestOk = Extract<GuestReply, { ok: true }> & { bytes?: Buffer };
 
 /** The guest failed an operation on purpose (it says why), as opposed to the channel breaking. */
 export class GuestOperationError extends Error {
@@ -53,22 +54,25 @@ export class GuestChannel {
     readFrames(
       socket,
       {
-        onMessage: (message) => this.receive(message),
+        onMessage: (message, bytes) => this.receive(message, bytes),
         onProtocolError: (error) => this.fail(new Error(`the guest broke the channel protocol: ${error.message}`)),
         onEnd: () => this.fail(new Error('the guest closed its channel')),
       },
       GUEST_MAX_FRAME_BYTES,
+      true,
     );
     socket.on('error', (error) => this.fail(error));
     socket.on('close', () => this.fail(new Error('the guest closed its channel')));
   }
 
-  request(body: RequestBody): Promise<GuestOk> {
+  /** `bytes`: a request's bytes (vm-channel.ts WITH_BYTES), sent raw after its JSON. */
+  request(body: RequestBody, bytes?: Uint8Array): Promise<GuestOk> {
     if (this.broken) return Promise.reject(this.broken);
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      this.socket.write(encodeFrame({ ...body, id }, GUEST_MAX_FRAME_BYTES));
+      if (bytes === undefined) this.socket.write(encodeFrame({ ...body, id }, GUEST_MAX_FRAME_BYTES));
+      else for (const part of encodeFrameParts({ ...body, id }, GUEST_MAX_FRAME_BYTES, bytes)) this.socket.write(part);
     });
   }
 
@@ -88,7 +92,7 @@ export class GuestChannel {
     this.early.push({ stream, data });
   }
 
-  private receive(message: unknown): void {
+  private receive(message: unknown, bytes: Buffer | undefined): void {
     const checked = validate(GuestMessageSchema, message);
     if (!checked.ok) {
       this.fail(new Error(`the guest sent a malformed message: ${checked.message}`));
@@ -96,13 +100,13 @@ export class GuestChannel {
     }
     const value = checked.value;
     if ('event' in value) {
-      if (value.event === 'output') this.deliver(value.stream, Buffer.from(value.data, 'base64'));
+      if (value.event === 'output') this.deliver(value.stream, bytes ?? Buffer.alloc(0));
       return;
     }
     const pending = this.waiting.get(value.id);
     if (!pending) return;
     this.waiting.delete(value.id);
-    if (value.ok) pending.resolve(value);
+    if (value.ok) pending.resolve(bytes === undefined ? value : { ...value, bytes });
     else pending.reject(new GuestOperationError(value.error));
   }
 }

@@ -42,8 +42,8 @@ export async function resumeRefusal(image: string, now: VmMade): Promise<string 
   const made = (vm: VmMade) => `guest image ${vm.image} (${vm.memoryBytes} bytes, ${vm.vcpus} vCPU${vm.imageDisk ? `, image disk ${vm.imageDisk}` : ''})`;
   return `it was saved in a VM of ${made(saved)}; this host makes ${made(now)}`;
 }
-/** Bytes per frame of file data: base64 and the JSON around it stay under the frame limit. */
-const CHUNK_BYTES = Math.floor((GUEST_MAX_FRAME_BYTES * 3) / 4) - 64 * 1024;
+/** Bytes per frame of file data (raw after the frame's JSON): the JSON stays well within the rest of the frame limit. */
+const CHUNK_BYTES = GUEST_MAX_FRAME_BYTES - 64 * 1024;
 /** After asking the guest to kill the job, how long before the VM itself is killed. */
 const KILL_GRACE_MS = 1000;
 /** The host's deadline trails the guest's by this much: the guest reports its own timeout first. */
@@ -86,7 +86,7 @@ export class MicrovmSandbox implements PreparedSandbox {
     const data = typeof content === 'string' ? Buffer.from(content) : content;
     for (let offset = 0; offset === 0 || offset < data.length; offset += CHUNK_BYTES) {
       const more = offset + CHUNK_BYTES < data.length;
-      await this.vm.channel.request({ op: 'write', name, data: data.subarray(offset, offset + CHUNK_BYTES).toString('base64'), more });
+      await this.vm.channel.request({ op: 'write', name, more }, data.subarray(offset, offset + CHUNK_BYTES));
     }
   }
 
@@ -130,7 +130,7 @@ export class MicrovmSandbox implements PreparedSandbox {
       if (buffered < CHUNK_BYTES) continue;
       let pending = Buffer.concat(parts, buffered);
       while (pending.length >= CHUNK_BYTES) {
-        await this.vm.channel.request({ op: 'untar', data: pending.subarray(0, CHUNK_BYTES).toString('base64') });
+        await this.vm.channel.request({ op: 'untar' }, pending.subarray(0, CHUNK_BYTES));
         pending = pending.subarray(CHUNK_BYTES);
       }
       parts = [pending];
@@ -138,7 +138,7 @@ export class MicrovmSandbox implements PreparedSandbox {
     }
     const pending = Buffer.concat(parts, buffered);
     if ((await exited) !== 0) throw new Error('tar could not pack the workspace snapshot');
-    await this.vm.channel.request({ op: 'untar', data: pending.toString('base64'), end });
+    await this.vm.channel.request({ op: 'untar', end }, pending);
   }
 
   /** The job's cgroup and work dir as the guest reads them; a VM that is gone has nothing to say. */
@@ -247,8 +247,7 @@ export class MicrovmSandbox implements PreparedSandbox {
         denied.push({ path: listed.path, reason: 'not a path inside the work dir' });
         continue;
       }
-      const { data } = await this.vm.channel.request({ op: 'read_artifact', path: listed.path });
-      const content = Buffer.from(data ?? '', 'base64');
+      const { bytes: content = Buffer.alloc(0) } = await this.vm.channel.request({ op: 'read_artifact', path: listed.path });
       if (total + content.length > request.maxArtifactBytes) {
         denied.push({ path: listed.path, reason: `max_artifact_bytes reached (${content.length} bytes, ${request.maxArtifactBytes - total} left)` });
         continue;
@@ -283,12 +282,29 @@ function safeComponents(path: string): string[] | null {
   return posix.normalize(path) === path ? components : null;
 }
 
-/** Chunks small enough for one frame each, in base64. */
+/** Chunks of the job's stdin, a frame each. */
 const STDIN_CHUNK_BYTES = 1024 * 1024;
+/**
+ * Stdin sent to the guest and not yet taken by the job (the guest answers a part once its job's
+ * stdin took it): past this the host's stream is paused, so a job that stops reading holds the
+ * sender back (a sandbox agent's channel refuses more, agent-channel.ts) instead of filling memory.
+ */
+const STDIN_IN_FLIGHT_BYTES = 4 * 1024 * 1024;
 
-/** Sends a stream to the running job's stdin as it comes; a VM gone meanwhile just drops the rest. */
+/** Sends a stream to the running job's stdin as it comes, with backpressure; a VM gone meanwhile just drops the rest. */
 function streamStdin(vm: QemuVm, input: Readable): void {
-  const send = (data: Buffer, end: boolean) => void vm.channel.request({ op: 'stdin', data: data.toString('base64'), end }).catch(() => undefined);
+  let inFlight = 0;
+  const send = (data: Buffer, end: boolean) => {
+    inFlight += data.length;
+    if (inFlight > STDIN_IN_FLIGHT_BYTES) input.pause();
+    vm.channel
+      .request({ op: 'stdin', end }, data)
+      .catch(() => undefined)
+      .finally(() => {
+        inFlight -= data.length;
+        if (inFlight <= STDIN_IN_FLIGHT_BYTES && input.isPaused()) input.resume();
+      });
+  };
   input.on('data', (chunk: Buffer) => {
     for (let offset = 0; offset < chunk.length; offset += STDIN_CHUNK_BYTES) send(chunk.subarray(offset, offset + STDIN_CHUNK_BYTES), false);
   });

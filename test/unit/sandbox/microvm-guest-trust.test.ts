@@ -5,11 +5,11 @@ import { createServer, connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { GuestChannel } from '../../../src/sandbox/microvm/guest-channel.js';
+import { GUEST_MAX_FRAME_BYTES, GuestChannel } from '../../../src/sandbox/microvm/guest-channel.js';
 import { MicrovmSandbox } from '../../../src/sandbox/microvm/microvm-sandbox.js';
 import type { QemuVm } from '../../../src/sandbox/microvm/qemu-vm.js';
 import type { SandboxTemplate } from '../../../src/sandbox/types.js';
-import { encodeFrame } from '../../../src/wire/frame-codec.js';
+import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
 
 /**
  * Once a job has run, its guest may answer anything: the host takes nothing it says on trust.
@@ -30,7 +30,7 @@ function lyingGuest(files: Record<string, string>, listed: Array<{ path: string;
   const channel = {
     async request(body: { op: string; path?: string }) {
       if (body.op === 'collect') return { id: 1, ok: true, collected: { artifacts: listed.map((entry) => ({ ...entry, uri: 'file:///guest' })), denied: [], skipped: [] } };
-      if (body.op === 'read_artifact') return { id: 1, ok: true, data: Buffer.from(files[body.path!] ?? '').toString('base64') };
+      if (body.op === 'read_artifact') return { id: 1, ok: true, bytes: Buffer.from(files[body.path!] ?? '') };
       throw new Error(`unexpected ${body.op}`);
     },
   };
@@ -85,21 +85,53 @@ describe('a microVM guest is not trusted', () => {
   });
 
   it('a malformed message from the guest breaks the channel and fails what waits on it', async () => {
-    const path = join(mkdtempSync(join(tmpdir(), 'guest-channel-')), 'channel.sock');
-    const guestSide = new Promise<Socket>((resolve) => {
-      const server = createServer((socket) => {
-        server.close();
-        resolve(socket);
-      });
-      server.listen(path);
-    });
-    const host = await new Promise<Socket>((resolve) => {
-      const socket = connect(path, () => resolve(socket));
-    });
+    const { host, guestSide } = await channelSockets();
     const channel = new GuestChannel(host);
     const pending = channel.request({ op: 'ping' });
     (await guestSide).write(encodeFrame({ id: 1, ok: true, kind: 'a device, trust me' }));
     await assert.rejects(pending, /malformed message/);
     await assert.rejects(channel.request({ op: 'ping' }), /malformed message/);
   });
+
+  it("carries a message's bytes raw after its JSON both ways, never base64 in it", async () => {
+    const { host, guestSide } = await channelSockets();
+    const channel = new GuestChannel(host);
+    const output: Buffer[] = [];
+    channel.onOutput = (_stream, data) => output.push(data);
+    const bytes = Buffer.from([0, 1, 0xff, 0, 0x7b]);
+    const guest = await guestSide;
+    const seen: Array<{ message: { id: number; op: string }; bytes?: Buffer }> = [];
+    const decoder = new FrameDecoder(GUEST_MAX_FRAME_BYTES, true);
+    guest.on('data', (chunk: Buffer) =>
+      decoder.push(chunk, (message, raw) => {
+        const request = message as { id: number; op: string };
+        seen.push({ message: request, ...(raw && { bytes: raw }) });
+        if (request.op === 'read_artifact') guest.write(encodeFrame({ event: 'output', stream: 'stdout' }, GUEST_MAX_FRAME_BYTES, bytes));
+        guest.write(request.op === 'read_artifact' ? encodeFrame({ id: request.id, ok: true }, GUEST_MAX_FRAME_BYTES, bytes) : encodeFrame({ id: request.id, ok: true }));
+      }),
+    );
+    await channel.request({ op: 'stdin', end: false }, bytes);
+    assert.deepEqual(seen[0]?.bytes, bytes);
+    assert.ok(!('data' in seen[0]!.message));
+    const { bytes: artifact } = await channel.request({ op: 'read_artifact', path: 'a.bin' });
+    assert.deepEqual(artifact, bytes);
+    assert.deepEqual(output, [bytes]);
+    channel.fail(new Error('done'));
+  });
 });
+
+/** Both ends of a unix socket, as the host and its guest have them. */
+async function channelSockets(): Promise<{ host: Socket; guestSide: Promise<Socket> }> {
+  const path = join(mkdtempSync(join(tmpdir(), 'guest-channel-')), 'channel.sock');
+  const guestSide = new Promise<Socket>((resolve) => {
+    const server = createServer((socket) => {
+      server.close();
+      resolve(socket);
+    });
+    server.listen(path);
+  });
+  const host = await new Promise<Socket>((resolve) => {
+    const socket = connect(path, () => resolve(socket));
+  });
+  return { host, guestSide };
+}

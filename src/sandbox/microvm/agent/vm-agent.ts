@@ -4,7 +4,7 @@ import { encodeFrame } from '../../../wire/frame-codec.js';
 import { readFrames } from '../../../wire/framed-socket.js';
 import { VmJob } from './vm-job.js';
 
-/** Large enough for a chunk of workspace or artifact in base64, and no more. */
+/** Large enough for a chunk of workspace or an artifact (its bytes raw after the JSON), and no more. */
 const MAX_FRAME_BYTES = 8 * 1024 * 1024;
 /** How soon a port that read end of file is read again. */
 const RECONNECT_MS = 20;
@@ -21,20 +21,20 @@ function main(channelPath: string | undefined): void {
   // The job may fill the VM's memory; the kernel must not pick this process to free it.
   writeFileSync('/proc/self/oom_score_adj', '-1000');
   let writing = Promise.resolve();
-  const send = (message: GuestMessage) => {
-    const frame = encodeFrame(message, MAX_FRAME_BYTES);
+  const send = (message: GuestMessage, bytes?: Buffer) => {
+    const frame = bytes === undefined ? encodeFrame(message, MAX_FRAME_BYTES) : encodeFrame(message, MAX_FRAME_BYTES, bytes);
     writing = writing.then(() => writeAll(fd, frame));
   };
-  const job = new VmJob(VmJob.backend(), ({ stream, data }) => send({ event: 'output', stream, data: data.toString('base64') }));
+  const job = new VmJob(VmJob.backend(), ({ stream, data }) => send({ event: 'output', stream }, data));
   let queue = Promise.resolve();
   const handlers = {
-    onMessage(message: unknown) {
+    onMessage(message: unknown, bytes?: Buffer) {
       const request = message as GuestRequest;
       // kill, a streamed stdin, a usage reading, an attach and a ping (a resumed VM's host asks
       // whether it answers) must overtake a running start; everything else is answered in order.
       const answer = () =>
-        job.handle(request).then(
-          (reply) => send({ id: request.id, ok: true, ...reply }),
+        job.handle(request, bytes ?? Buffer.alloc(0)).then(
+          ({ bytes: replyBytes, ...reply }) => send({ id: request.id, ok: true, ...reply }, replyBytes),
           (error: Error) => send({ id: request.id, ok: false, error: error.message }),
         );
       if (request.op === 'kill' || request.op === 'stdin' || request.op === 'usage' || request.op === 'attach' || request.op === 'ping') void answer();
@@ -48,7 +48,7 @@ function main(channelPath: string | undefined): void {
     // panic. It reads again until the host is there.
     onEnd: () => setTimeout(serve, RECONNECT_MS),
   };
-  const serve = () => readFrames(createReadStream(channelPath, { fd, autoClose: false, highWaterMark: 256 * 1024 }), handlers, MAX_FRAME_BYTES);
+  const serve = () => readFrames(createReadStream(channelPath, { fd, autoClose: false, highWaterMark: 256 * 1024 }), handlers, MAX_FRAME_BYTES, true);
   serve();
 }
 

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,7 +10,8 @@ import { BubblewrapBackend } from '../../bubblewrap/bubblewrap-backend.js';
 import { probeTemplate } from '../../profiles.js';
 import type { PreparedSandbox, SandboxTemplate } from '../../types.js';
 
-type Reply = Omit<Extract<GuestReply, { ok: true }>, 'id' | 'ok'>;
+/** A reply's fields, and `bytes` sent raw after them (read_artifact's). */
+type Reply = Omit<Extract<GuestReply, { ok: true }>, 'id' | 'ok'> & { bytes?: Buffer };
 type UntarEnd = NonNullable<Extract<GuestRequest, { op: 'untar' }>['end']>;
 type OutputEvent = { stream: 'stdout' | 'stderr'; data: Buffer };
 
@@ -46,7 +48,8 @@ export class VmJob {
     return new BubblewrapBackend({ runtimeDir: '/run/agent-runner-sandbox', uidLockDir: '/run/agent-runner-uids', warmPerTemplate: 0, vmGuest: true });
   }
 
-  async handle(request: GuestRequest): Promise<Reply> {
+  /** `bytes`: what came after the request's JSON (empty where it carries none). */
+  async handle(request: GuestRequest, bytes: Buffer): Promise<Reply> {
     switch (request.op) {
       case 'ping':
         return {};
@@ -61,10 +64,10 @@ export class VmJob {
         // The host binds the job's volumes through these ids (qemu-vm.ts shareVolume).
         return this.sandbox.userIds ? { ids: [...this.sandbox.userIds] } : {};
       case 'write':
-        await this.write(request.name, Buffer.from(request.data, 'base64'), request.more);
+        await this.write(request.name, bytes, request.more);
         return {};
       case 'untar':
-        await this.untarPart(Buffer.from(request.data, 'base64'), request.end);
+        await this.untarPart(bytes, request.end);
         return {};
       case 'stat':
         return { kind: await this.prepared().statWorkPath(request.path) };
@@ -87,7 +90,9 @@ export class VmJob {
         return { exit: await this.running };
       case 'stdin': {
         const input = this.streamedStdin();
-        input.write(Buffer.from(request.data, 'base64'));
+        // Answered once the job's stdin took it (or the job ended): the host sends no more than a
+        // bound ahead (microvm-sandbox.ts streamStdin).
+        if (!input.write(bytes) && !request.end) await Promise.race([once(input, 'drain'), ...(this.running ? [this.running] : [])]);
         if (request.end) input.end();
         return {};
       }
@@ -101,7 +106,7 @@ export class VmJob {
         await mkdir(ARTIFACTS_DIR, { recursive: true, mode: 0o700 });
         return { collected: await this.prepared().collectArtifacts({ ...request, storeDir: ARTIFACTS_DIR }) };
       case 'read_artifact':
-        return { data: (await readFile(artifactPath(request.path))).toString('base64') };
+        return { bytes: await readFile(artifactPath(request.path)) };
     }
   }
 
