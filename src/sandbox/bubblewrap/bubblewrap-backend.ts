@@ -438,6 +438,8 @@ export class BubblewrapBackend implements SandboxBackend {
             // The image root's launcher mounts as root, then becomes the uid itself.
             uid: joinsAsRoot || imageRoot ? null : launchUid,
             userMap: restore ? null : uids.ids,
+            // With no root inside, the user alone is mapped, to its pooled uid.
+            userIds: uids.ids ?? (uid !== null ? [{ inside: SANDBOX_UID, host: uid, count: 1 }] : null),
             cgroup,
             jobDir: stagingDir,
             stagedFiles,

@@ -12,7 +12,6 @@ import { dumpSandbox, loggedErrors, restoreLog } from '../host/criu.js';
 import { watchRun } from '../run-watch.js';
 import { HostDirSandbox, type HostDirParts } from '../host-dir-sandbox.js';
 import { procIdMap, type IdRange } from '../../util/id-ranges.js';
-import { SANDBOX_UID } from './bwrap-argv.js';
 import { execFileWhenQuiet } from '../../util/fork-gate.js';
 import { IMAGE_ROOT_HELPER } from '../../images/image-root.js';
 import { BwrapStatus } from './bwrap-status.js';
@@ -58,6 +57,8 @@ export interface LaunchParts extends HostDirParts {
    */
   /** The user namespace's map, written once bwrap has made it (null: bwrap maps the user itself). */
   userMap: readonly IdRange[] | null;
+  /** Its ids inside and the host's they are (PreparedSandbox.userIds); null where it runs as the service's own uid. */
+  userIds: readonly IdRange[] | null;
   /** For a template made with guardExec: what its rules are checked against and encoded with. */
   execRules: { landlockAbi: number; systemTrees: readonly string[] } | null;
   /** Egress, connected while the job waits to exec and stopped when the sandbox ends; null: loopback only. */
@@ -123,9 +124,7 @@ export class LaunchedSandbox extends HostDirSandbox {
     if (parts.ownNetwork) this.openNetworkNamespace = () => this.networkNamespace();
     // Only root mounts into another namespace; a microVM's guest mounts what its host shares instead.
     if (parts.ownNetwork && process.getuid?.() === 0) this.attachVolume = (source, path, readOnly) => this.attach(source, path, readOnly);
-    // bwrap maps the user alone to its pooled uid when no map is written.
-    const userIds = parts.userMap ?? (parts.uid !== null ? [{ inside: SANDBOX_UID, host: parts.uid, count: 1 }] : null);
-    if (userIds) this.userIds = userIds;
+    if (parts.userIds) this.userIds = parts.userIds;
     const [command, ...args] = parts.argv;
     const keepSetupOutput = (stream: 'stdout' | 'stderr'): OutputSink => ({
       write: (chunk) => {

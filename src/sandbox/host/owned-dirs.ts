@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isAlive } from './process-tree.js';
+import { mountPointsUnder } from './tmpfs.js';
 
 /**
  * Scratch directories are named after the process that made them, so that after a crash the
@@ -16,8 +17,8 @@ const ownedNameOwner = (name: string): number => Number(name.split('-')[0]);
 
 /**
  * Removes directories (and files: a work dir's disk image) under `root` whose owning process no
- * longer exists; returns how many. One that cannot be removed now (still a mount point: EBUSY,
- * while another process's reaper unmounts it) is left for a later pass: an orphan is never a
+ * longer exists; returns how many. One that cannot be removed now (something still mounted in
+ * it, which its owner's reaper unmounts: never walked into) is left for a later pass: an orphan is never a
  * reason for the backend to be unavailable. `ownerOf` reads the owner's pid from a name (NaN:
  * not an owned entry, left alone); by default, as ownedName() writes it.
  */
@@ -26,8 +27,11 @@ export async function reapDeadOwners(root: string, ownerOf: (name: string) => nu
   for (const entry of await readdir(root, { withFileTypes: true }).catch(() => [])) {
     const owner = ownerOf(entry.name);
     if (!Number.isInteger(owner) || owner <= 0 || isAlive(owner)) continue;
+    const path = join(root, entry.name);
+    // Never walked into what is still mounted in it (a dead VM's volume binds: rm -r would remove the volume's files).
+    if ((await mountPointsUnder(path)).length > 0) continue;
     try {
-      await rm(join(root, entry.name), { recursive: true, force: true });
+      await rm(path, { recursive: true, force: true });
       reaped += 1;
     } catch {
       // Left for the next pass.

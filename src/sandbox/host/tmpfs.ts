@@ -14,11 +14,14 @@ export async function unmountLazily(path: string): Promise<void> {
 /** The mount points beneath `root` in this process's mount namespace, deepest first (the order to unmount them in). */
 export async function mountPointsUnder(root: string): Promise<string[]> {
   const mounts = await readFile('/proc/self/mounts', 'utf8').catch(() => '');
-  return mounts
-    .split('\n')
-    .map((line) => line.split(' ')[1]?.replace(/\\040/g, ' '))
-    .filter((mountPoint): mountPoint is string => mountPoint?.startsWith(`${root}/`) === true)
-    .reverse();
+  return (
+    mounts
+      .split('\n')
+      // The kernel writes a space, tab, newline or backslash in a path as an octal escape.
+      .map((line) => line.split(' ')[1]?.replace(/\\([0-7]{3})/g, (_escape, octal: string) => String.fromCharCode(parseInt(octal, 8))))
+      .filter((mountPoint): mountPoint is string => mountPoint?.startsWith(`${root}/`) === true)
+      .reverse()
+  );
 }
 
 /** Unmounts what processes that died left mounted under `root` (their dirs are then reaped). */

@@ -1,4 +1,5 @@
 import { Worker } from 'node:worker_threads';
+import { mountPointsUnder } from './tmpfs.js';
 
 /**
  * Deletes trees a job could fill (its work dir, its staging) on a thread of their own: a job
@@ -43,7 +44,14 @@ function removalThread(): Worker {
   return started;
 }
 
-export function removeTree(path: string): Promise<void> {
+/**
+ * Removes `path` and what is in it, on the removal thread. Refused (rejects) while anything is
+ * mounted beneath it: rm -r walks into mounts, and what is mounted there (a volume bound into a
+ * VM's share, volumes/volume-store.ts) is never removed with a tree; its owner unmounts first.
+ */
+export async function removeTree(path: string): Promise<void> {
+  const mounted = await mountPointsUnder(path);
+  if (mounted.length > 0) throw new Error(`${path} is not removed: ${mounted.join(', ')} ${mounted.length === 1 ? 'is' : 'are'} mounted in it`);
   const worker = removalThread();
   const id = nextId++;
   worker.ref();

@@ -87,9 +87,10 @@ export class GuestChannel {
 
   private deliver(stream: 'stdout' | 'stderr', data: Buffer): void {
     if (this.output) return this.output(stream, data);
-    if (this.earlyBytes + data.length > EARLY_OUTPUT_BYTES) return;
+    // Kept a copy, not a view of the socket's read it came in; an empty one is nothing to keep.
+    if (data.length === 0 || this.earlyBytes + data.length > EARLY_OUTPUT_BYTES) return;
     this.earlyBytes += data.length;
-    this.early.push({ stream, data });
+    this.early.push({ stream, data: Buffer.from(data) });
   }
 
   private receive(message: unknown, bytes: Buffer | undefined): void {
@@ -98,7 +99,8 @@ export class GuestChannel {
       this.fail(new Error(`the guest sent a malformed message: ${checked.message}`));
       return;
     }
-    const value = checked.value;
+    // A reply's bytes are what followed its JSON, never a field of it (the schema lets other fields through).
+    const { bytes: _claimed, ...value } = checked.value as typeof checked.value & { bytes?: unknown };
     if ('event' in value) {
       if (value.event === 'output') this.deliver(value.stream, bytes ?? Buffer.alloc(0));
       return;

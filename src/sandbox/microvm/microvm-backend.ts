@@ -232,6 +232,7 @@ export class MicrovmBackend implements SandboxBackend {
         if (!prepared.ids) throw new SandboxUnavailableError("the VM's guest did not say its job's ids: its volumes cannot be shared");
         for (const [index, volume] of volumes.entries()) await vm.shareVolume(index, volume.host, !volume.writable, prepared.ids);
       }
+      await vm.sealVolumeShares();
       if (proxy) {
         // Listening where the VM's forward leads (qemu-vm.ts) until the VM is gone.
         const listening = await startEgressProxy(proxy, join(vm.dir, EGRESS_SOCKET), this.options.egress, (name, content) => sandbox.writeFile(name, content));

@@ -108,8 +108,8 @@ export class QemuVm {
   static async start(dir: string, origin: VmOrigin, shape: VmShape, readyTimeoutMs: number, signal?: AbortSignal): Promise<QemuVm> {
     signal?.throwIfAborted();
     await mkdir(dir, { recursive: true, mode: 0o700 });
-    // The guest's jobs look up their volumes through it (each as its own ids): anyone may pass.
-    await mkdir(join(dir, VOLUMES_DIR), { mode: 0o755 });
+    // A VM resumed whole runs its job at once, and never has volumes (its pause kept memory): sealed from the start.
+    await makeShareRoot(join(dir, VOLUMES_DIR), 'resume' in origin);
     const socketPath = join(dir, CHANNEL_SOCKET);
     const consolePath = join(dir, 'console.log');
     const devNull = openSync('/dev/null', 'r');
@@ -165,6 +165,7 @@ export class QemuVm {
       const exited = await Promise.race([died.catch((reason: Error) => reason), sleep(200).then(() => null)]);
       child.kill('SIGKILL');
       const console = await readFile(consolePath, 'utf8').catch(() => '');
+      await unmountLazily(join(dir, VOLUMES_DIR)).catch(() => undefined);
       await removeTree(dir);
       const tail = console.trim().split('\n').slice(-8).join('\n');
       const message = (exited ?? (failure as Error)).message;
@@ -251,6 +252,16 @@ export class QemuVm {
   }
 
   /**
+   * Makes the share's root read-only, once its volumes are bound (or none is to be): from then on
+   * QEMU, root on the host, writes nothing there but into the volumes bound in (and a guest
+   * taken over by its job cannot fill the host's disk, nor plant a device or a setuid file).
+   * Called before the guest's job starts.
+   */
+  async sealVolumeShares(): Promise<void> {
+    if (process.getuid?.() === 0) await execFileWhenQuiet('/usr/bin/mount', ['-o', 'remount,ro', join(this.dir, VOLUMES_DIR)]);
+  }
+
+  /**
    * Binds a volume's file system (`source`, mounted on the host) where the guest finds it as
    * `<GUEST_VOLUMES_DIR>/<index>`, idmapped so that what the volume stores as 0 and 1000 (its
    * root's, its user's: volumes/volume-store.ts) is the job's root and user as the guest runs
@@ -312,7 +323,8 @@ function qemuArgs(origin: VmOrigin, shape: VmShape, consolePath: string): string
     '-device',
     'virtio-rng-device',
     '-fsdev',
-    `local,id=volumes,path=${VOLUMES_DIR},security_model=passthrough`,
+    // remap: volumes are file systems of their own under the share, whose inode numbers would clash (tar would take files for hard links).
+    `local,id=volumes,path=${VOLUMES_DIR},security_model=passthrough,multidevs=remap`,
     '-device',
     `virtio-9p-device,fsdev=volumes,mount_tag=${GUEST_VOLUMES_TAG}`,
     ...networkArgs(EGRESS_SOCKET),
@@ -479,4 +491,15 @@ async function connectWhenListening(path: string, deadline: number): Promise<Soc
       await sleep(20);
     }
   }
+}
+
+/**
+ * The root of a VM's share: a tmpfs of its own (as root), nosuid, nodev and noexec, a few KiB,
+ * so that what QEMU writes there before it is sealed (sealVolumeShares) is bounded; anyone may
+ * pass it, as the guest's jobs look up their volumes through it with their own ids.
+ */
+async function makeShareRoot(path: string, sealed: boolean): Promise<void> {
+  await mkdir(path, { mode: 0o755 });
+  const options = `size=64k,nr_inodes=256,mode=0755,nosuid,nodev,noexec${sealed ? ',ro' : ''}`;
+  if (process.getuid?.() === 0) await execFileWhenQuiet('/usr/bin/mount', ['-t', 'tmpfs', '-o', options, 'agent-runner-share', path]);
 }

@@ -48,6 +48,7 @@ async function launch(script: string, parts: Partial<LaunchParts> = {}): Promise
         seccompFile: null,
         uid: null,
         userMap: null,
+        userIds: null,
         execRules: null,
         network: null,
         cgroup: null,

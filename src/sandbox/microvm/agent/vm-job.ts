@@ -36,11 +36,18 @@ export class VmJob {
   private stdinStream: PassThrough | null = null;
   /** The job started, until it ends: what attach answers with. */
   private running: Promise<GuestExit> | null = null;
+  /** Resolves when the job has ended (however it ended). */
+  private readonly jobEnded: Promise<void>;
+  private endJob!: () => void;
+  /** Set once nothing takes the job's stdin any more: the job ended, or closed its stdin. */
+  private stdinGone = false;
 
   constructor(
     private readonly backend: BubblewrapBackend,
     private readonly onOutput: (event: OutputEvent) => void,
-  ) {}
+  ) {
+    this.jobEnded = new Promise((resolve) => (this.endJob = resolve));
+  }
 
   /** The guest's sandbox: no pre-started sandboxes (a VM runs one job), its files in the guest's /run. */
   static backend(): BubblewrapBackend {
@@ -90,10 +97,12 @@ export class VmJob {
         return { exit: await this.running };
       case 'stdin': {
         const input = this.streamedStdin();
-        // Answered once the job's stdin took it (or the job ended): the host sends no more than a
-        // bound ahead (microvm-sandbox.ts streamStdin).
-        if (!input.write(bytes) && !request.end) await Promise.race([once(input, 'drain'), ...(this.running ? [this.running] : [])]);
+        // What nothing will take (the job ended, or closed its stdin) is dropped.
+        if (this.stdinGone) return {};
+        const full = !input.write(bytes);
         if (request.end) input.end();
+        // Answered once the job's stdin took it: the host sends no more than a bound ahead (microvm-sandbox.ts streamStdin).
+        else if (full) await this.drained(input);
         return {};
       }
       case 'kill':
@@ -111,8 +120,24 @@ export class VmJob {
   }
 
   /** Made by whichever comes first, the start or its first stdin (which overtakes the start). */
+  /** Until the job's stdin took what waits in `input`, or the job ended; no listener is left behind. */
+  private async drained(input: PassThrough): Promise<void> {
+    const settled = new AbortController();
+    try {
+      await Promise.race([once(input, 'drain', { signal: settled.signal }), this.jobEnded]);
+    } catch {
+      // Its stream failed: the job's end says the rest.
+    } finally {
+      settled.abort();
+    }
+  }
+
   private streamedStdin(): PassThrough {
-    this.stdinStream ??= new PassThrough();
+    if (!this.stdinStream) {
+      this.stdinStream = new PassThrough();
+      // Unpiped when the job's stdin pipe closed (job-stdin.ts feedStdin pipes it).
+      this.stdinStream.once('unpipe', () => (this.stdinGone = true));
+    }
     return this.stdinStream;
   }
 
@@ -154,13 +179,19 @@ export class VmJob {
 
   private async start(timeoutMs: number, stdin: Buffer | PassThrough | undefined): Promise<GuestExit> {
     const sink = (stream: OutputEvent['stream']) => ({ write: (data: Buffer) => this.onOutput({ stream, data }) });
-    return (this.running = this.prepared().start({
+    this.running = this.prepared().start({
       timeoutMs,
       stdout: sink('stdout'),
       stderr: sink('stderr'),
       signal: this.cancel.signal,
       ...(stdin === undefined ? {} : { stdin }),
-    }));
+    });
+    const ended = () => {
+      this.stdinGone = true;
+      this.endJob();
+    };
+    this.running.then(ended, ended);
+    return this.running;
   }
 
   /**
