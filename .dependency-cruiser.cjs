@@ -15,12 +15,12 @@ const LAYERS = [
   ['runner'],
   ['templates'],
   ['volumes'],
-  ['tasks', 'session', 'sandboxes', 'envd', 'interpreter'],
+  ['tasks', 'sessions', 'sandboxes', 'envd', 'interpreter'],
   ['queue', 'store'],
   ['service'],
   ['postgres'],
   ['http', 'guest', 'agent-exec', 'mcp'],
-  ['server'],
+  ['composition'],
   ['cli'],
 ];
 
@@ -47,7 +47,7 @@ module.exports = {
     {
       name: 'http-is-fastify-only',
       severity: 'error',
-      comment: 'http/ serves routes over the ports it is handed; which queue, store and workers stand behind them (embedded or PostgreSQL) is for server/ to assemble.',
+      comment: 'http/ serves routes over the ports it is handed; which queue, store and workers stand behind them (embedded or PostgreSQL) is for composition/ to assemble.',
       from: { path: '^src/http/' },
       to: { path: '^src/postgres/' },
     },

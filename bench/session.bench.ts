@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
-import { Sessions } from '../src/session/sessions.js';
+import { Sessions } from '../src/sessions/sessions.js';
 import { timeBare } from './lean-spawner.js';
 import { formatMs, median, percentile, timeRuns } from './stats.js';
 

@@ -81,7 +81,7 @@ function keepModuleUrls(outfile, format) {
   };
 }
 
-/** The split bundle's entries, by the file each is built from: src/server/service.ts is dist/bundle/server.service.js. */
+/** The split bundle's entries, by the file each is built from: src/composition/service.ts is dist/bundle/composition.service.js. */
 const splitEntries = new Map();
 const splitEntry = (srcFile) => {
   const file = join(BUNDLE, `${srcFile.slice(SRC.length).replace(/\.ts$/, '').split(sep).join('.')}.js`);

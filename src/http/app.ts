@@ -3,7 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServ
 import type { Logger } from 'pino';
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
-import type { SessionHost } from '../session/session-host.js';
+import type { SessionHost } from '../sessions/session-host.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 import type { ServiceSettings } from '../config/schema.js';
 import { installBearerAuth } from './auth.js';

@@ -9,7 +9,7 @@ import { validate } from '../contract/validate.js';
 import { LANGUAGE_NAMES } from '../languages/catalog.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
 import type { Caller } from '../runner/workspace-path.js';
-import { Sessions } from '../session/sessions.js';
+import { Sessions } from '../sessions/sessions.js';
 import { Sandboxes } from '../sandboxes/sandboxes.js';
 import { toolInputSchema, toolOutputSchema } from './json-schema.js';
 import type { Tool, ToolAnswer } from './tool.js';

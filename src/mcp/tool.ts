@@ -3,7 +3,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import type { ContractError } from '../contract/errors.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import type { Sessions } from '../session/sessions.js';
+import type { Sessions } from '../sessions/sessions.js';
 import type { Sandboxes } from '../sandboxes/sandboxes.js';
 import type { Caller } from '../runner/workspace-path.js';
 

@@ -1,7 +1,7 @@
 import { AgentRunnerClient } from '../client/client.js';
 import { AgentRunnerError } from '../client/types.js';
 import { CodedError, contractError, ERROR_CODES, type ErrorCode } from '../contract/errors.js';
-import type { SessionHost } from '../session/session-host.js';
+import type { SessionHost } from '../sessions/session-host.js';
 import type { Owners } from './owners.js';
 
 /**

@@ -1,6 +1,6 @@
 import { RunnerRuntime } from '../runner/runtime.js';
 import { executeSnippet } from '../runner/snippet.js';
-import { Sessions } from '../session/sessions.js';
+import { Sessions } from '../sessions/sessions.js';
 import { Sandboxes } from '../sandboxes/sandboxes.js';
 import { createEnvdServer, envdLimits, type EnvdServer } from '../envd/envd-server.js';
 import { listenPrivateSocket } from '../sandbox/host/private-socket.js';

@@ -7,7 +7,7 @@ import type { SandboxFileWritten } from '../contract/sandbox.js';
 import type { SnippetResponse } from '../contract/snippet.js';
 import type { TaskResponse } from '../contract/task.js';
 import type { RunnerConfig } from '../runner/config.js';
-import type { SessionHost } from '../session/session-host.js';
+import type { SessionHost } from '../sessions/session-host.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 import type { MetricsJson } from '../util/metrics.js';
 import { IpcChannel, IpcClosedError, type IpcEndpoint } from './ipc-channel.js';

@@ -57,7 +57,7 @@ export type WorkerSide = {
     runtimes(): Runtime[];
     /** After its jobs ended: it ends its sessions, records what it holds and disposes of its sandboxes. */
     stop(): void;
-    // Sessions live in the worker process (session/sessions.ts); the front door routes to them by id.
+    // Sessions live in the worker process (sessions/sessions.ts); the front door routes to them by id.
     sessionCreate(request: SessionCreateRequest, apiKey?: string): Session;
     sessionList(): Session[];
     sessionDescribe(id: string): Session;

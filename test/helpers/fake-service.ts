@@ -20,7 +20,7 @@ import { RunnerRuntime } from '../../src/runner/runtime.js';
 import { LocalJobEvents } from '../../src/service/events.js';
 import { FrontDoor } from '../../src/service/front-door.js';
 import type { WorkerProcess } from '../../src/service/worker-process.js';
-import type { SessionHost } from '../../src/session/session-host.js';
+import type { SessionHost } from '../../src/sessions/session-host.js';
 import { DiskRunStore } from '../../src/store/disk-store.js';
 import { TEST_STATE_DIR } from './runtime.js';
 import type { TestHeaders } from './server.js';

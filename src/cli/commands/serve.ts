@@ -64,7 +64,7 @@ export function registerServe(program: Command): void {
       const [{ serviceLogger }, { parseHttpAddress }, { startService }, { RunnerRuntime }, { retentionPolicy }] = await Promise.all([
         import('../../util/service-logger.js'),
         import('../../http/listen-address.js'),
-        import('../../server/service.js'),
+        import('../../composition/service.js'),
         import('../../runner/runtime.js'),
         import('../../util/retention.js'),
       ]);

@@ -22,7 +22,7 @@ export function registerWorker(program: Command): void {
     .action(async (flags: WorkerFlags, command: Command) => {
       const [{ serviceLogger }, { startClusterWorker }, { RunnerRuntime }, { JobStaging }] = await Promise.all([
         import('../../util/service-logger.js'),
-        import('../../server/cluster.js'),
+        import('../../composition/cluster.js'),
         import('../../runner/runtime.js'),
         import('../../runner/staging.js'),
       ]);

@@ -9,7 +9,7 @@ import {
   SessionSchema,
 } from '../../contract/session.js';
 import type { SessionCreateRequest, SessionExecRequest } from '../../contract/session.js';
-import { sessionNotFound, type SessionHost } from '../../session/session-host.js';
+import { sessionNotFound, type SessionHost } from '../../sessions/session-host.js';
 import { creator, guardOwnedRoutes, sees } from '../api-key-scope.js';
 import { acceptFileBodies, BYTES_SCHEMA, FILE_RESPONSE, OCTET_STREAM } from '../file-bodies.js';
 import { JSON_BODY } from '../media-types.js';
@@ -23,7 +23,7 @@ type SessionRoute = { Params: { session_id: string } };
 type FileRoute = { Params: { session_id: string; '*': string } };
 
 /**
- * Sessions (session/): a sandbox that lives across calls. They live in a sandbox host (the
+ * Sessions (sessions/): a sandbox that lives across calls. They live in a sandbox host (the
  * worker process), never in this one: every route hands its session id to `sessions`, which
  * finds the session (in the distributed mode, through whichever front door's worker holds it).
  */

@@ -1,6 +1,6 @@
 import type { JobDesk } from '../service/job-desk.js';
 import type { WorkerProcess } from '../service/worker-process.js';
-import type { SessionHost } from '../session/session-host.js';
+import type { SessionHost } from '../sessions/session-host.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 
 /** What either mode (embedded, cluster) hands the HTTP face: a desk for jobs and the worker process beside it. */
