@@ -17,7 +17,7 @@ const LAYERS = [
   ['volumes'],
   ['tasks', 'sessions', 'sandboxes', 'envd', 'interpreter'],
   ['queue', 'store'],
-  ['service'],
+  ['jobs'],
   ['postgres'],
   ['http', 'guest', 'agent-exec', 'mcp'],
   ['composition'],

@@ -21,10 +21,10 @@
 //                             cannot import() on Node 20 without an experimental flag.
 //
 // and in dist/bundle/, one ES module build split into entries and shared chunks: each module
-// agent-runner.cjs imports dynamically, and the worker process's main (service/worker-main),
+// agent-runner.cjs imports dynamically, and the worker process's main (jobs/worker-main),
 // with our modules and the packages they use inlined (node_modules are hundreds of CommonJS
 // files: resolving, reading and wrapping them one by one was about two thirds of a service's
-// start, 0.75 s of CPU against 0.2 s bundled). tsc's dist/service/worker-main.js is replaced by one
+// start, 0.75 s of CPU against 0.2 s bundled). tsc's dist/jobs/worker-main.js is replaced by one
 // line that runs its entry, as the bins' .js are.
 //   agent-exec.js, agent-runner.js   tsc's entry points, replaced by one line that runs the .cjs,
 //                             for whatever names the .js (tests, scripts, `node dist/cli/...`)
@@ -202,7 +202,7 @@ for (const { name, outfile, plugins, check } of BINS) {
   }
 }
 // The split bundle: what agent-runner's commands load when they run, and the worker process.
-const WORKER_MAIN = join(SRC, 'service', 'worker-main.ts');
+const WORKER_MAIN = join(SRC, 'jobs', 'worker-main.ts');
 // pg's optional native binding: pg requires it only when `pg.native` is read, which nothing here does.
 const NEVER_LOADED = ['pg-native'];
 splitEntry(WORKER_MAIN);

@@ -1,6 +1,6 @@
 import type { RunnerRuntime } from '../runner/runtime.js';
-import { WorkerLoop } from '../service/worker-loop.js';
-import { WorkerProcess, type LogSink } from '../service/worker-process.js';
+import { WorkerLoop } from '../jobs/worker-loop.js';
+import { WorkerProcess, type LogSink } from '../jobs/worker-process.js';
 import { ClusterFrontDoor, type ClusterFrontDoorOptions } from '../postgres/cluster-front-door.js';
 import { Cluster } from '../postgres/cluster.js';
 import { ClusterSessions } from '../postgres/cluster-sessions.js';

@@ -1,5 +1,5 @@
-import type { JobDesk } from '../service/job-desk.js';
-import type { WorkerProcess } from '../service/worker-process.js';
+import type { JobDesk } from '../jobs/job-desk.js';
+import type { WorkerProcess } from '../jobs/worker-process.js';
 import type { SessionHost } from '../sessions/session-host.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
 import { MemoryQueue } from '../queue/memory-queue.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import { LocalJobEvents } from '../service/events.js';
-import { FrontDoor } from '../service/front-door.js';
-import { WorkerProcess } from '../service/worker-process.js';
+import { LocalJobEvents } from '../jobs/events.js';
+import { FrontDoor } from '../jobs/front-door.js';
+import { WorkerProcess } from '../jobs/worker-process.js';
 import { DiskRunStore } from '../store/disk-store.js';
 import type { RetentionPolicy } from '../util/retention.js';
 import type { DeskAndWorker } from './desk-and-worker.js';

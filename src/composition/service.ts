@@ -5,7 +5,7 @@ import type { ServiceSettings } from '../config/schema.js';
 import { buildApp } from '../http/app.js';
 import { isLoopback, type HttpAddress } from '../http/listen-address.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import type { JobDesk } from '../service/job-desk.js';
+import type { JobDesk } from '../jobs/job-desk.js';
 import type { RetentionPolicy } from '../util/retention.js';
 import { startClusterFrontDoor } from './cluster.js';
 import { startProcessMetrics } from '../util/metrics.js';

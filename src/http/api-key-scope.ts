@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CodedError, contractError } from '../contract/errors.js';
 import { sandboxNotFound, type SandboxHost } from '../sandboxes/sandbox-host.js';
-import { jobNotFound, type JobDesk } from '../service/job-desk.js';
+import { jobNotFound, type JobDesk } from '../jobs/job-desk.js';
 import { visibleTo } from '../util/tenant.js';
 
 /**

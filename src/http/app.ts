@@ -1,8 +1,8 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
-import type { JobDesk } from '../service/job-desk.js';
-import type { WorkerProcess } from '../service/worker-process.js';
+import type { JobDesk } from '../jobs/job-desk.js';
+import type { WorkerProcess } from '../jobs/worker-process.js';
 import type { SessionHost } from '../sessions/session-host.js';
 import type { SandboxHost } from '../sandboxes/sandbox-host.js';
 import type { ServiceSettings } from '../config/schema.js';

@@ -1,7 +1,7 @@
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { contractError, type ErrorCode } from '../contract/errors.js';
-import { ServiceError } from '../service/service-error.js';
+import { ServiceError } from '../jobs/service-error.js';
 
 /** Fastify's own default, should the instance not say. */
 const DEFAULT_BODY_LIMIT = 1024 * 1024;

@@ -1,5 +1,5 @@
 import type { OutputStream } from '../contract/job-events.js';
-import type { OutputChunk } from '../service/output-feed.js';
+import type { OutputChunk } from '../jobs/output-feed.js';
 import type { RunTable } from './run-table.js';
 
 /** Output is stored this often while a job writes: one transaction per job per interval, not per read. */

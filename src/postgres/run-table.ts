@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { EventCursor, OutputStream } from '../contract/job-events.js';
 import type { RunJobResult } from '../contract/run-job.js';
-import { unseen, type OutputChunk } from '../service/output-feed.js';
+import { unseen, type OutputChunk } from '../jobs/output-feed.js';
 import type { JobStatus } from '../contract/service.js';
 import { DuplicateJobError, type StatusRecord } from '../store/port.js';
 import { SCHEMA, type Database, type Queryable } from './database.js';

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { OutputStream } from '../contract/job-events.js';
 import type { RunJobResult } from '../contract/run-job.js';
 import type { Lease } from '../queue/port.js';
-import type { WorkerPorts } from '../service/worker-ports.js';
+import type { WorkerPorts } from '../jobs/worker-ports.js';
 import { StoreUnavailableError } from '../store/port.js';
 import { MAX_ATTEMPTS, type Cluster } from './cluster.js';
 import { CHANNELS } from './notifications.js';

@@ -17,9 +17,9 @@ import { MemoryQueue } from '../../src/queue/memory-queue.js';
 import { loadConfig } from '../../src/runner/config.js';
 import { unrunResult } from '../../src/runner/run-job.js';
 import { RunnerRuntime } from '../../src/runner/runtime.js';
-import { LocalJobEvents } from '../../src/service/events.js';
-import { FrontDoor } from '../../src/service/front-door.js';
-import type { WorkerProcess } from '../../src/service/worker-process.js';
+import { LocalJobEvents } from '../../src/jobs/events.js';
+import { FrontDoor } from '../../src/jobs/front-door.js';
+import type { WorkerProcess } from '../../src/jobs/worker-process.js';
 import type { SessionHost } from '../../src/sessions/session-host.js';
 import { DiskRunStore } from '../../src/store/disk-store.js';
 import { TEST_STATE_DIR } from './runtime.js';
@@ -39,7 +39,7 @@ import type { SandboxHost } from '../../src/sandboxes/sandbox-host.js';
  * This is the one place that knows buildApp's options: when they change, only this file does.
  */
 
-/** What the routes use of the worker process (src/service/worker-process.ts). */
+/** What the routes use of the worker process (src/jobs/worker-process.ts). */
 export type RouteWorker = Pick<WorkerProcess, 'exec' | 'task' | 'backends' | 'runtimes' | 'knownBackends'>;
 
 /** The three kinds, as a host with all of them ready describes them. */

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { BackendListSchema } from '../../contract/backend.js';
-import type { WorkerProcess } from '../../service/worker-process.js';
+import type { WorkerProcess } from '../../jobs/worker-process.js';
 import { namedSchema } from '../route-schema.js';
 
 /** The sandbox backends by kind, as the worker that runs jobs probes them. */

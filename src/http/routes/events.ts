@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { OutputEventSchema, parseEventId, StatusEventSchema, type JobEvent } from '../../contract/job-events.js';
 import { JobStateSchema } from '../../contract/service.js';
-import type { JobDesk } from '../../service/job-desk.js';
+import type { JobDesk } from '../../jobs/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { namedSchema, routeSchema } from '../route-schema.js';
 import { guardJobRoutes } from '../api-key-scope.js';

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { HealthSchema } from '../../contract/service.js';
-import type { JobDesk } from '../../service/job-desk.js';
-import type { WorkerProcess } from '../../service/worker-process.js';
+import type { JobDesk } from '../../jobs/job-desk.js';
+import type { WorkerProcess } from '../../jobs/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { namedSchema } from '../route-schema.js';
 

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { JobStatusSchema, RunJobRequestSchema, type RunJobRequest } from '../../contract/run-job.js';
 import { ArtifactListSchema, JobAcceptedSchema, JobCancelledSchema, JobPageSchema, JobStateSchema, type JobStatus } from '../../contract/service.js';
-import type { JobDesk } from '../../service/job-desk.js';
+import type { JobDesk } from '../../jobs/job-desk.js';
 import { hangUpSignal } from '../hang-up.js';
 import { JSON_BODY } from '../media-types.js';
 import { namedSchema, routeSchema } from '../route-schema.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { JobDesk } from '../../service/job-desk.js';
-import type { WorkerProcess } from '../../service/worker-process.js';
+import type { JobDesk } from '../../jobs/job-desk.js';
+import type { WorkerProcess } from '../../jobs/worker-process.js';
 import { gaugeOf, httpDuration, httpRequests, mergedMetrics } from '../../util/metrics.js';
 import { serviceTokenOnly } from '../api-key-scope.js';
 

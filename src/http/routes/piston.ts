@@ -6,7 +6,7 @@ import { jsonBoundsExceeded } from '../../contract/json-bounds.js';
 import { RuntimeListSchema } from '../../contract/runtimes.js';
 import { SNIPPET_EXIT, SNIPPET_TIMEOUT_NOTE, type SnippetRequest, type SnippetResponse } from '../../contract/snippet.js';
 import { findLanguage, versionedLanguage } from '../../languages/catalog.js';
-import type { WorkerProcess } from '../../service/worker-process.js';
+import type { WorkerProcess } from '../../jobs/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
 import { namedSchema } from '../route-schema.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { RuntimeListSchema } from '../../contract/runtimes.js';
-import type { WorkerProcess } from '../../service/worker-process.js';
+import type { WorkerProcess } from '../../jobs/worker-process.js';
 import { namedSchema } from '../route-schema.js';
 
 export function runtimeRoutes(worker: WorkerProcess) {

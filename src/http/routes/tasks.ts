@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { TaskRequestSchema, TaskResponseSchema } from '../../contract/task.js';
-import type { WorkerProcess } from '../../service/worker-process.js';
+import type { WorkerProcess } from '../../jobs/worker-process.js';
 import type { Semaphore } from '../../util/semaphore.js';
 import { hangUpSignal } from '../hang-up.js';
 import { JSON_BODY } from '../media-types.js';

@@ -10,7 +10,7 @@ import { contractError } from '../../../src/contract/errors.js';
 import { AgentRunnerClient, type JobEvent } from '../../../src/client/index.js';
 import { Cluster } from '../../../src/postgres/cluster.js';
 import { unrunResult } from '../../../src/runner/run-job.js';
-import { cursorOf } from '../../../src/service/job-cursor.js';
+import { cursorOf } from '../../../src/jobs/job-cursor.js';
 import { startWorker, type WorkerProcessHandle } from '../../helpers/cluster.js';
 import { startPostgres, type ThrowawayPostgres } from '../../helpers/postgres.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
-import { cursorOf } from '../../../src/service/job-cursor.js';
+import { cursorOf } from '../../../src/jobs/job-cursor.js';
 import { api, startServer, type ServerProcess } from '../../helpers/server.js';
 
 /**

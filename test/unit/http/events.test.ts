@@ -117,7 +117,7 @@ async function writeUntilStalled(job: RunningJob, serverSide: Socket, written: (
 
 describe('job events beside a follower that never reads', () => {
   // Each follower has its own generator, cursor and socket, and waits for a drain of its own
-  // socket only (routes/events.ts, service/job-follow.ts): a stalled one holds one frame, not the others.
+  // socket only (routes/events.ts, jobs/job-follow.ts): a stalled one holds one frame, not the others.
   it('a second follower gets every event, live, while the first is stalled on a socket it does not read', async () => {
     const service = await fakeService();
     try {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { MemoryQueue } from '../../../src/queue/memory-queue.js';
 import { QueueClosedError, QueueFullError } from '../../../src/queue/port.js';
-import { LocalJobEvents } from '../../../src/service/events.js';
+import { LocalJobEvents } from '../../../src/jobs/events.js';
 
 describe('the in-process queue', () => {
   it('hands jobs out in arrival order, one lease each, to workers already waiting or coming later', async () => {

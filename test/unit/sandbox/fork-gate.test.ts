@@ -19,7 +19,7 @@ const UNGATED: Record<string, string> = {
   'agent-exec/notify.ts': 'the agent-exec CLI, a process of its own',
   'agent-exec/launch.ts': 'the agent-exec CLI, a process of its own',
   'agent-exec/supervisor.ts': 'the agent-exec supervisor, a process of its own',
-  'service/worker-process.ts': 'the front door forks its worker; it stages no job',
+  'jobs/worker-process.ts': 'the front door forks its worker; it stages no job',
   'guest/vsock-bridge.ts': 'the guest server starts socat once, before it serves a job',
   'sandbox/bubblewrap/exec-guard.ts': 'the Landlock probe, at the first backend probe, before any job is staged',
   'sandbox/bubblewrap/launched-sandbox.ts': 'its constructor forks, and is called only inside the gate (bubblewrap-backend.ts)',

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { describe, it } from 'node:test';
 import { CodedError, contractError } from '../../../src/contract/errors.js';
-import { IpcChannel, IpcClosedError, type IpcEndpoint } from '../../../src/service/ipc-channel.js';
+import { IpcChannel, IpcClosedError, type IpcEndpoint } from '../../../src/jobs/ipc-channel.js';
 
 type Answerer = { calls: { double(n: number): number; refuse(id: string): void; hang(): string }; notices: { ping: string } };
 type Asker = { calls: Record<never, never>; notices: { pong: string } };
