@@ -10,7 +10,7 @@ const LAYERS = [
   ['workspace'],
   ['egress'],
   ['images'],
-  ['sandbox'],
+  ['isolation'],
   ['languages', 'policy'],
   ['runner'],
   ['templates'],

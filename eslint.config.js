@@ -4,9 +4,9 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  // src/envd/gen/ and src/sandbox/host/criu-gen/ are written by protoc-gen-es (npm run gen:envd,
+  // src/envd/gen/ and src/isolation/host/criu-gen/ are written by protoc-gen-es (npm run gen:envd,
   // gen:criu) and committed as generated.
-  { ignores: ['dist/', 'node_modules/', 'test/fixtures/', 'src/envd/gen/', 'src/sandbox/host/criu-gen/'] },
+  { ignores: ['dist/', 'node_modules/', 'test/fixtures/', 'src/envd/gen/', 'src/isolation/host/criu-gen/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

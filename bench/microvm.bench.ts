@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
-import { MicrovmBackend } from '../src/sandbox/microvm/microvm-backend.js';
+import { MicrovmBackend } from '../src/isolation/microvm/microvm-backend.js';
 import { timeBare } from './lean-spawner.js';
 import { formatMs, median, percentile, timeRuns } from './stats.js';
 

@@ -25,7 +25,7 @@ import { isMissing } from '../src/languages/toolchain.js';
 import { loadConfig } from '../src/runner/config.js';
 import { RunnerRuntime } from '../src/runner/runtime.js';
 import { executeSnippet } from '../src/runner/snippet.js';
-import type { PreparedSandbox, SandboxIO } from '../src/sandbox/types.js';
+import type { PreparedSandbox, SandboxIO } from '../src/isolation/types.js';
 import { leanSpawner, timeBare } from './lean-spawner.js';
 import { formatMs, median, timeRuns } from './stats.js';
 

@@ -1,6 +1,6 @@
 /*
  * seccomp-exec: the first program of a job in gVisor. It puts the sandbox's syscall filter
- * (src/sandbox/host/seccomp.ts, the one bubblewrap gives the kernel) on itself, then becomes the
+ * (src/isolation/host/seccomp.ts, the one bubblewrap gives the kernel) on itself, then becomes the
  * job's program: gVisor's own kernel enforces it as Linux does, for the job and all it starts.
  *
  *   seccomp-exec FILTER_FILE -- ARGV...

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds CRIU, which saves and restores local_process sandboxes with their memory
-# (src/sandbox/host/criu.ts), into /usr/local/lib/agent-runner/criu/criu. Idempotent: a build of
+# (src/isolation/host/criu.ts), into /usr/local/lib/agent-runner/criu/criu. Idempotent: a build of
 # the same source and patches is kept.
 #
 # Debian 12's criu (3.17) does not start on recent kernels; Debian 13's 4.1.1 does, and its

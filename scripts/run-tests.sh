@@ -38,7 +38,7 @@ HEAVY=(
   test/integration/security/attacks-microvm.test.ts
   test/integration/e2b/pause-fork.test.ts
   test/integration/snippet/conformance.test.ts
-  test/integration/sandbox/microvm.test.ts
+  test/integration/isolation/microvm.test.ts
 )
 SLOWEST=(
   test/integration/http/sessions.test.ts

@@ -3,7 +3,7 @@ import { homedir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import type { BackendKind } from '../contract/backend-kinds.js';
 import type { JobLimits, LimitEnforcement } from './limits.js';
-import type { NetworkMode } from '../sandbox/bubblewrap/workspace-profile.js';
+import type { NetworkMode } from '../isolation/bubblewrap/workspace-profile.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 
 /**
@@ -13,7 +13,7 @@ import { writeFileAtomic } from '../util/atomic-write.js';
  */
 
 export type SandboxMode = 'workspace' | 'none';
-export type { NetworkMode } from '../sandbox/bubblewrap/workspace-profile.js';
+export type { NetworkMode } from '../isolation/bubblewrap/workspace-profile.js';
 
 /** What to run; restart runs exactly this again. */
 export interface JobDefinition {

@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
 import type { JobState } from '../contract/agent-exec.js';
-import { isAlive } from '../sandbox/host/process-tree.js';
+import { isAlive } from '../isolation/host/process-tree.js';
 import { AgentExecError } from './errors.js';
 import { resolveJobId } from './job-id.js';
 import { jobPaths, listJobIds, readDefinition, readRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';

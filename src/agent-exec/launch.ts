@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { AgentExecError } from './errors.js';
-import { stdioWithoutLeaks } from '../sandbox/host/fd-hygiene.js';
+import { stdioWithoutLeaks } from '../isolation/host/fd-hygiene.js';
 import { writeRecord, type JobPaths } from './job-store.js';
 import { readJob, type JobView } from './job-view.js';
 import { watchJob } from './job-watch.js';

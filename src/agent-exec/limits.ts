@@ -1,9 +1,9 @@
-import { detectCgroups, JobCgroup } from '../sandbox/host/cgroups.js';
-import { resolveExecutable } from '../sandbox/command-path.js';
+import { detectCgroups, JobCgroup } from '../isolation/host/cgroups.js';
+import { resolveExecutable } from '../isolation/command-path.js';
 
 /**
  * What one job may use, whatever it runs: processes, memory, CPU, private tmpfs and log bytes.
- * The sandbox's own parts enforce them: a fresh cgroup per job (sandbox/host/cgroups.ts) joined
+ * The sandbox's own parts enforce them: a fresh cgroup per job (isolation/host/cgroups.ts) joined
  * before bwrap starts, rlimits through prlimit as the backstop, bwrap's --size for each tmpfs,
  * and the supervisor's log writer for the logs.
  */

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { signalGroup } from '../sandbox/host/process-tree.js';
+import { signalGroup } from '../isolation/host/process-tree.js';
 import type { JobDefinition } from './job-store.js';
 import { statusResponse } from './job-status.js';
 import type { JobView } from './job-view.js';

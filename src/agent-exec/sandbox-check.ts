@@ -1,6 +1,6 @@
 import { canonicalKind, type BackendKind } from '../contract/backend-kinds.js';
-import { resolveExecutable } from '../sandbox/command-path.js';
-import { within } from '../sandbox/bubblewrap/workspace-profile.js';
+import { resolveExecutable } from '../isolation/command-path.js';
+import { within } from '../isolation/bubblewrap/workspace-profile.js';
 import { AgentExecError, usageError } from './errors.js';
 
 /**

@@ -1,5 +1,5 @@
 import { writeFileAtomic } from '../util/atomic-write.js';
-import { killUntilGone, processesWithMarker, signalQuietly } from '../sandbox/host/process-tree.js';
+import { killUntilGone, processesWithMarker, signalQuietly } from '../isolation/host/process-tree.js';
 import { markerOf } from './job-env.js';
 import { isSettled, type JobView } from './job-view.js';
 import { watchJob } from './job-watch.js';

@@ -7,14 +7,14 @@ import type { Readable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { jobEnvironment, markerOf } from './job-env.js';
 import { logKeyOf, pathsIn, readDefinition, readRecord, writeRecord, type JobDefinition, type JobPaths, type JobRecord } from './job-store.js';
-import { descendantsOf, killUntilGone, processesWithMarker, signalAll } from '../sandbox/host/process-tree.js';
+import { descendantsOf, killUntilGone, processesWithMarker, signalAll } from '../isolation/host/process-tree.js';
 import { readExcerpt } from './log-ranges.js';
 import { LogWriter, type StreamName } from './log-writer.js';
 import { createJobCgroup, launcherArgv, launcherTools, limitsOf, type JobLimits, type LimitEnforcement } from './limits.js';
-import { workspaceSandboxArgs } from '../sandbox/bubblewrap/bwrap-argv.js';
-import { BwrapStatus } from '../sandbox/bubblewrap/bwrap-status.js';
-import type { JobCgroup } from '../sandbox/host/cgroups.js';
-import { executableDirFor, privateHome, readWorkspaceView } from '../sandbox/bubblewrap/workspace-profile.js';
+import { workspaceSandboxArgs } from '../isolation/bubblewrap/bwrap-argv.js';
+import { BwrapStatus } from '../isolation/bubblewrap/bwrap-status.js';
+import type { JobCgroup } from '../isolation/host/cgroups.js';
+import { executableDirFor, privateHome, readWorkspaceView } from '../isolation/bubblewrap/workspace-profile.js';
 
 /** bwrap's --json-status-fd, as the job's fd 3 is seen from bwrap. */
 const STATUS_FD = 3;

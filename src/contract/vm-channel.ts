@@ -4,7 +4,7 @@ import { ArtifactSchema } from './run-job.js';
 /**
  * What the host and the guest runner of a microVM say to each other over the VM's channel,
  * in the framing of wire/frame-codec.ts: the operations of a prepared sandbox
- * (sandbox/types.ts), which the guest performs on its own bubblewrap backend. The host asks
+ * (isolation/types.ts), which the guest performs on its own bubblewrap backend. The host asks
  * one thing at a time and the guest answers each request (same `id`); while a job runs the
  * guest also sends its output as it comes. The guest may be under the job's control once the job has run (a kernel exploit in
  * the guest), so the host validates every message it receives against these schemas and
@@ -18,7 +18,7 @@ const Bytes = Type.String({ contentEncoding: 'base64', description: 'Bytes, base
 const SandboxPath = Type.String({ minLength: 1, maxLength: 4096, pattern: '^/' });
 
 /**
- * The sandbox the guest makes for its one job: the template of sandbox/types.ts as the guest's
+ * The sandbox the guest makes for its one job: the template of isolation/types.ts as the guest's
  * own bubblewrap backend takes it. A VM has no host directory: its mounts are files of the
  * guest's own root (this package's, which the host's template named at their host path).
  */

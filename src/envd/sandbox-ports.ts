@@ -2,7 +2,7 @@ import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage,
 import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream';
 import { PortTunnel } from '../sandboxes/port-tunnel.js';
-import { PortClosedError } from '../sandbox/types.js';
+import { PortClosedError } from '../isolation/types.js';
 import type { EnvdTarget } from './target.js';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';
 import { jsonAnswer, requestHead, sendJson } from '../util/http-messages.js';

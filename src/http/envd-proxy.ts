@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import { forward, forwardUpgrade } from '../util/http-forward.js';
 import { connect, createServer as createNetServer, type Socket } from 'node:net';
-import { listenPrivateSocket } from '../sandbox/host/private-socket.js';
+import { listenPrivateSocket } from '../isolation/host/private-socket.js';
 import type { Duplex } from 'node:stream';
 import { jsonAnswer, sendJson } from '../util/http-messages.js';
 import { FORWARDED_HEADER } from '../contract/forwarded.js';

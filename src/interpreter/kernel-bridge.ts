@@ -3,7 +3,7 @@ import { BridgeMessageSchema, BridgeReadySchema, type BridgeRequest, type Output
 import type { AgentEndEvent, AgentOutputEvent } from '../contract/sandbox-agent.js';
 import { validate } from '../contract/validate.js';
 import type { ProcessListener, SandboxAgentPort } from '../sandboxes/agent-port.js';
-import { CappedCapture } from '../sandbox/output-capture.js';
+import { CappedCapture } from '../isolation/output-capture.js';
 import { encodeFrame, FrameDecoder } from '../wire/frame-codec.js';
 import { guestProgram } from '../util/guest-program.js';
 

@@ -1,4 +1,4 @@
-import type { Mount } from '../sandbox/types.js';
+import type { Mount } from '../isolation/types.js';
 import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
 import { findNativeExecutable, versionOf } from './resolve.js';

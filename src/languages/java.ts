@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { javaProgram } from './java-main-class.js';
-import type { Mount } from '../sandbox/types.js';
+import type { Mount } from '../isolation/types.js';
 import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
 import { configMount, findNativeExecutable, installRoot, versionOf } from './resolve.js';

@@ -1,4 +1,4 @@
-import type { MemoryMechanism } from '../sandbox/types.js';
+import type { MemoryMechanism } from '../isolation/types.js';
 import type { PrivateToolchains } from './private-toolchains.js';
 import type { SearchContext } from './resolve.js';
 import type { ToolchainResult, Toolchain } from './toolchain.js';

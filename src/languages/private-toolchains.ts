@@ -1,9 +1,9 @@
 import { mkdir, readdir, rmdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ownedName } from '../sandbox/host/owned-dirs.js';
-import { isAlive } from '../sandbox/host/process-tree.js';
-import { bindReadOnly } from '../sandbox/host/read-only-bind.js';
-import { unmountLazily, unmountOrphans } from '../sandbox/host/tmpfs.js';
+import { ownedName } from '../isolation/host/owned-dirs.js';
+import { isAlive } from '../isolation/host/process-tree.js';
+import { bindReadOnly } from '../isolation/host/read-only-bind.js';
+import { unmountLazily, unmountOrphans } from '../isolation/host/tmpfs.js';
 import { isWorldReachable } from './resolve.js';
 
 /**

@@ -1,8 +1,8 @@
 import { openSync, readSync, closeSync, realpathSync, statSync } from 'node:fs';
 import { delimiter, dirname, join, sep } from 'node:path';
 import { execFileWhenQuiet } from '../util/fork-gate.js';
-import { isExecutableFile } from '../sandbox/command-path.js';
-import type { Mount } from '../sandbox/types.js';
+import { isExecutableFile } from '../isolation/command-path.js';
+import type { Mount } from '../isolation/types.js';
 
 /** Where to look for toolchains: the well-known install paths, then a PATH-style list. */
 export interface SearchContext {

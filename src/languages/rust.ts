@@ -4,7 +4,7 @@ import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { LanguageDefinition } from './language.js';
 import { placeToolchain } from './place.js';
-import { isExecutableFile } from '../sandbox/command-path.js';
+import { isExecutableFile } from '../isolation/command-path.js';
 import { candidatePaths, versionOf } from './resolve.js';
 
 const run = promisify(execFile);

@@ -1,4 +1,4 @@
-import type { Mount } from '../sandbox/types.js';
+import type { Mount } from '../isolation/types.js';
 
 /** A resolved toolchain: real executables (never shell shims), their version, and what to mount. */
 export interface Toolchain {

@@ -1,7 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import { basename, isAbsolute } from 'node:path';
 import type { CommandRule } from '../contract/run-job.js';
-import type { ResolvedCommand } from '../sandbox/types.js';
+import type { ResolvedCommand } from '../isolation/types.js';
 
 export type CommandDecision = { allowed: true; rule: string } | { allowed: false; rule: string; message: string; details: Record<string, unknown> };
 

@@ -1,8 +1,8 @@
 import { basename, posix } from 'node:path';
 import type { CommandRule } from '../contract/run-job.js';
-import { interpreterOf } from '../sandbox/program-interpreter.js';
-import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import type { ExecRules, PreparedSandbox, ResolvedCommand } from '../sandbox/types.js';
+import { interpreterOf } from '../isolation/program-interpreter.js';
+import { SANDBOX_SEARCH_PATH } from '../isolation/profiles.js';
+import type { ExecRules, PreparedSandbox, ResolvedCommand } from '../isolation/types.js';
 import { pinMatches } from './command.js';
 
 export interface ExecPolicy {

@@ -1,5 +1,5 @@
 import { basename } from 'node:path';
-import { SHELL_NAMES } from '../sandbox/shell-files.js';
+import { SHELL_NAMES } from '../isolation/shell-files.js';
 import { findInlineCode, isInterpreter } from './inline-code.js';
 
 /**

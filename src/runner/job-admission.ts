@@ -4,7 +4,7 @@ import { argvProblem, environmentProblem } from '../contract/command-limits.js';
 import { contractError, type ContractError } from '../contract/errors.js';
 import { RunJobRequestSchema, type CommandRule, type NetworkPolicy, type RunJobRequest } from '../contract/run-job.js';
 import { validate } from '../contract/validate.js';
-import type { SandboxNetwork } from '../sandbox/types.js';
+import type { SandboxNetwork } from '../isolation/types.js';
 import type { RunJobLimitValues } from './config.js';
 import { admitNetwork } from './network-admission.js';
 import type { RunnerRuntime } from './runtime.js';

@@ -5,10 +5,10 @@ import type { Artifact, CapturedStream, RunJobResult } from '../contract/run-job
 import { checkCommand } from '../policy/command.js';
 import { execRulesFor } from '../policy/exec-rules.js';
 import { findShellUse } from '../policy/shell-rule.js';
-import { LogFile, teeSinks } from '../sandbox/log-file.js';
-import { CappedCapture } from '../sandbox/output-capture.js';
-import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import type { PreparedSandbox } from '../sandbox/types.js';
+import { LogFile, teeSinks } from '../isolation/log-file.js';
+import { CappedCapture } from '../isolation/output-capture.js';
+import { SANDBOX_SEARCH_PATH } from '../isolation/profiles.js';
+import type { PreparedSandbox } from '../isolation/types.js';
 import { SentWorkspaceError } from '../workspace/sent-workspace.js';
 import { SnapshotError } from '../workspace/snapshot.js';
 import { treeHash } from '../workspace/tree-hash.js';

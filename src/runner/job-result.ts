@@ -4,7 +4,7 @@ import { contractError, type ContractError } from '../contract/errors.js';
 import { JOB_ID_PATTERN, type Artifact, type CapturedStream, type RunJobResult, type SkippedEntry, type TerminalStatus } from '../contract/run-job.js';
 import { usageOf } from '../contract/usage.js';
 import { withinNesting } from '../contract/validate.js';
-import type { SandboxOutcome } from '../sandbox/types.js';
+import type { SandboxOutcome } from '../isolation/types.js';
 import { treeHash } from '../workspace/tree-hash.js';
 import type { NormalisedJob } from './job-admission.js';
 import { interruptionError, interruptionOf, interruptionStatus, type Interruption } from './outcome.js';

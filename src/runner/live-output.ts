@@ -1,6 +1,6 @@
 import { StringDecoder } from 'node:string_decoder';
 import type { OutputStream } from '../contract/job-events.js';
-import type { OutputSink } from '../sandbox/types.js';
+import type { OutputSink } from '../isolation/types.js';
 
 export type OutputListener = (stream: OutputStream, text: string) => void;
 

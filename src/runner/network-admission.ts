@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 import { contractError, type ContractError } from '../contract/errors.js';
 import type { NetworkPolicy } from '../contract/run-job.js';
 import { parseDomainRule, type DomainRule } from '../egress/domain-rule.js';
-import type { EgressTarget, SandboxNetwork } from '../sandbox/types.js';
+import type { EgressTarget, SandboxNetwork } from '../isolation/types.js';
 
 /**
  * A request's network as the sandbox takes it: "allow" is egress to anywhere but the host; a

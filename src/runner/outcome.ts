@@ -1,6 +1,6 @@
 import { contractError, type ContractError, type ErrorCode } from '../contract/errors.js';
 import type { TerminalStatus } from '../contract/run-job.js';
-import { SandboxUnavailableError, type SandboxOutcome } from '../sandbox/types.js';
+import { SandboxUnavailableError, type SandboxOutcome } from '../isolation/types.js';
 
 /**
  * How every face reads a sandbox's end. A kill explains the end better than the exit status

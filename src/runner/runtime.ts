@@ -1,14 +1,14 @@
 import { join } from 'node:path';
 import { CompileCache } from '../languages/compile-cache.js';
 import { ToolchainCache } from '../languages/catalog.js';
-import { BubblewrapBackend } from '../sandbox/bubblewrap/bubblewrap-backend.js';
-import { GvisorBackend } from '../sandbox/gvisor/gvisor-backend.js';
-import { MicrovmBackend } from '../sandbox/microvm/microvm-backend.js';
-import { BackendRegistry } from '../sandbox/registry.js';
+import { BubblewrapBackend } from '../isolation/bubblewrap/bubblewrap-backend.js';
+import { GvisorBackend } from '../isolation/gvisor/gvisor-backend.js';
+import { MicrovmBackend } from '../isolation/microvm/microvm-backend.js';
+import { BackendRegistry } from '../isolation/registry.js';
 import { canonicalKind } from '../contract/backend-kinds.js';
 import type { EgressHostOptions } from '../egress/policy.js';
 import type { SearchContext } from '../languages/resolve.js';
-import type { SandboxBackend } from '../sandbox/types.js';
+import type { SandboxBackend } from '../isolation/types.js';
 import { loadConfig, type RunnerConfig } from './config.js';
 
 /**

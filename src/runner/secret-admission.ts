@@ -3,7 +3,7 @@ import { contractError, type ContractError } from '../contract/errors.js';
 import type { Secrets } from '../contract/run-job.js';
 import { parseDomainRule, type DomainRule } from '../egress/domain-rule.js';
 import type { EgressSecret } from '../egress/policy.js';
-import type { SandboxNetwork } from '../sandbox/types.js';
+import type { SandboxNetwork } from '../isolation/types.js';
 
 /**
  * A request's secrets as the egress proxy takes them: each with a placeholder random for this

@@ -2,8 +2,8 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ContractError } from '../contract/errors.js';
 import type { SentWorkspace } from '../contract/run-job.js';
-import { ownedName } from '../sandbox/host/owned-dirs.js';
-import { removeTree } from '../sandbox/host/tree-removal.js';
+import { ownedName } from '../isolation/host/owned-dirs.js';
+import { removeTree } from '../isolation/host/tree-removal.js';
 import { readSentWorkspace, SentWorkspaceError, type SentWorkspaceCaps } from '../workspace/sent-workspace.js';
 import type { RunJobConfig } from './config.js';
 

@@ -10,8 +10,8 @@ import { findLanguage, versionMatches, versionNumber } from '../languages/catalo
 import type { Invocation, JobPaths, LanguageDefinition } from '../languages/language.js';
 import type { CompiledProgram } from '../languages/compile-cache.js';
 import { isMissing, type Toolchain } from '../languages/toolchain.js';
-import { CappedCapture } from '../sandbox/output-capture.js';
-import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxIO, type SandboxOutcome } from '../sandbox/types.js';
+import { CappedCapture } from '../isolation/output-capture.js';
+import { SandboxUnavailableError, type Mount, type ResourceLimits, type SandboxBackend, type SandboxIO, type SandboxOutcome } from '../isolation/types.js';
 import { withRuntime, type RunnerRuntime } from './runtime.js';
 import { interruptionOf } from './outcome.js';
 import { runStaged, type JobFile } from './staged-run.js';

@@ -1,4 +1,4 @@
-import type { SandboxBackend, SandboxIO, SandboxOutcome, SandboxTemplate, StagedFile } from '../sandbox/types.js';
+import type { SandboxBackend, SandboxIO, SandboxOutcome, SandboxTemplate, StagedFile } from '../isolation/types.js';
 
 /** A file put into the sandbox for one job: bytes we hold, or a host file (a cached program). */
 export type JobFile = StagedFile & ({ content: string | Buffer } | { hostSource: string });

@@ -1,6 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ownedName, reapDeadOwners } from '../sandbox/host/owned-dirs.js';
+import { ownedName, reapDeadOwners } from '../isolation/host/owned-dirs.js';
 
 /**
  * A job's host-side scratch directory (the compiler's output directory), readable by the

@@ -15,8 +15,8 @@ import {
   type AgentRequestOf,
 } from '../contract/sandbox-agent.js';
 import { validate } from '../contract/validate.js';
-import { CappedCapture } from '../sandbox/output-capture.js';
-import type { OutputSink } from '../sandbox/types.js';
+import { CappedCapture } from '../isolation/output-capture.js';
+import type { OutputSink } from '../isolation/types.js';
 import { encodeFrame, encodeFrameParts, FrameDecoder } from '../wire/frame-codec.js';
 import { AgentOperationError, SandboxGoneError, type ProcessListener, type SandboxAgentPort, type StartingOp } from './agent-port.js';
 

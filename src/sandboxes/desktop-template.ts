@@ -1,5 +1,5 @@
 import { accessSync, constants } from 'node:fs';
-import { SandboxUnavailableError, type SandboxBackend } from '../sandbox/types.js';
+import { SandboxUnavailableError, type SandboxBackend } from '../isolation/types.js';
 
 /** The template `@e2b/desktop` creates by default: a virtual display, XFCE, a browser and a VNC server its stream serves. */
 export const DESKTOP_TEMPLATE = 'desktop';

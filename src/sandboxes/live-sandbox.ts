@@ -8,9 +8,9 @@ import type { PauseKind } from '../contract/backend.js';
 import type { Sandbox, SandboxMetrics } from '../contract/sandbox.js';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import { execRulesFor, type ExecPolicy } from '../policy/exec-rules.js';
-import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../sandbox/types.js';
-import { SANDBOX_SEARCH_PATH } from '../sandbox/profiles.js';
-import { PortRelay } from '../sandbox/host/port-relay.js';
+import { CheckpointTimeoutError, SandboxUnavailableError, type ExecRules, type Mount, type PreparedSandbox, type SandboxBackend, type SandboxNetwork } from '../isolation/types.js';
+import { SANDBOX_SEARCH_PATH } from '../isolation/profiles.js';
+import { PortRelay } from '../isolation/host/port-relay.js';
 import { AgentChannel, type AgentHold } from './agent-channel.js';
 import { sandboxAgentProgram, sandboxAgentArgv } from './agent-program.js';
 import { refusedHere, ServedSandbox } from './served-sandbox.js';
@@ -382,7 +382,7 @@ export class LiveSandbox {
   /**
    * A TCP connection to `port` on its loopback made by the host, once made (rejects with
    * PortClosedError when nothing listens): through a relay in its network namespace
-   * (sandbox/host/port-relay.ts), no frame of its agent's protocol on the way. Null where its
+   * (isolation/host/port-relay.ts), no frame of its agent's protocol on the way. Null where its
    * backend lets the host into no network of its (then its agent connects: PortTunnel).
    */
   connectPort(port: number): Promise<Duplex> | null {

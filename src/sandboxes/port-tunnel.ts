@@ -1,7 +1,7 @@
 import { Duplex } from 'node:stream';
 import type { AgentOutputEvent } from '../contract/sandbox-agent.js';
 import { AgentOperationError, type SandboxAgentPort } from './agent-port.js';
-import { PortClosedError } from '../sandbox/types.js';
+import { PortClosedError } from '../isolation/types.js';
 
 /** The most of a write sent in one input request. */
 const INPUT_PIECE_BYTES = 256 * 1024;

@@ -26,7 +26,7 @@ import { MAX_CELL_RESULT_BYTES, runCell } from '../interpreter/run-cell.js';
 import { python } from '../languages/python.js';
 import { isMissing } from '../languages/toolchain.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
-import type { SandboxBackend, SandboxNetwork } from '../sandbox/types.js';
+import type { SandboxBackend, SandboxNetwork } from '../isolation/types.js';
 import { ANY_NAME } from '../egress/domain-rule.js';
 import { templateNames, templateSettings } from './templates.js';
 import { runTemplateStart } from './template-start.js';

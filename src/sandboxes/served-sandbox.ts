@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream';
 import { CodedError, contractError } from '../contract/errors.js';
-import type { CappedCapture } from '../sandbox/output-capture.js';
-import type { OutputSink, PreparedSandbox, SandboxOutcome } from '../sandbox/types.js';
-import { SandboxUnavailableError } from '../sandbox/types.js';
+import type { CappedCapture } from '../isolation/output-capture.js';
+import type { OutputSink, PreparedSandbox, SandboxOutcome } from '../isolation/types.js';
+import { SandboxUnavailableError } from '../isolation/types.js';
 
 /** The host's end of the pipes of a program that serves requests (a long-lived sandbox's agent). */
 export interface ServingChannel {

@@ -10,7 +10,7 @@ import type { Snapshot } from '../contract/sandbox.js';
 import { validate } from '../contract/validate.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 import { processIdentity, SELF_IDENTITY } from '../util/process-identity.js';
-import { isAlive } from '../sandbox/host/process-tree.js';
+import { isAlive } from '../isolation/host/process-tree.js';
 
 /** What a sandbox was made with, kept so that it (resume) or a copy (a snapshot as a template) is made again the same. */
 export const KeptSandboxSchema = Type.Object({

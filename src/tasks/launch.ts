@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { SnippetLimits } from '../runner/config.js';
 import type { LanguageDefinition } from '../languages/language.js';
 import type { Toolchain } from '../languages/toolchain.js';
-import type { SandboxTemplate } from '../sandbox/types.js';
+import type { SandboxTemplate } from '../isolation/types.js';
 import type { JobFile } from '../runner/staged-run.js';
 import type { TaskRequest } from '../contract/task.js';
 import { guestProgram } from '../util/guest-program.js';

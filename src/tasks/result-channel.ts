@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { validate } from '../contract/validate.js';
-import type { OutputSink } from '../sandbox/types.js';
+import type { OutputSink } from '../isolation/types.js';
 import { FrameDecoder, FrameError } from '../wire/frame-codec.js';
 import { PipeErrorMessageSchema, PipeResultMessageSchema, type PipeMessage, type PrintArgs } from '../contract/task.js';
 import { PrintLog, type PrintCaps } from './print-log.js';

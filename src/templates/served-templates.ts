@@ -1,5 +1,5 @@
 import type { RunnerConfig } from '../config/schema.js';
-import type { SandboxBackend } from '../sandbox/types.js';
+import type { SandboxBackend } from '../isolation/types.js';
 import { E2bTemplateBuilds } from './e2b-builds.js';
 import { TemplateBuilder } from './template-builder.js';
 import { openTemplateRegistry, type TemplateRegistry } from './template-registry.js';

@@ -4,8 +4,8 @@ import { dirname, join } from 'node:path';
 import { CodedError, contractError } from '../contract/errors.js';
 import type { Volume } from '../contract/volumes.js';
 import type { RunnerConfig } from '../config/schema.js';
-import { makeDisk, mountDisk } from '../sandbox/host/scratch-disk.js';
-import { unmountLazily } from '../sandbox/host/tmpfs.js';
+import { makeDisk, mountDisk } from '../isolation/host/scratch-disk.js';
+import { unmountLazily } from '../isolation/host/tmpfs.js';
 import { writeFileAtomic } from '../util/atomic-write.js';
 
 /** What is kept of a volume beside its disk (volume.json), the owner's and the service's. */

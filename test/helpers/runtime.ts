@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { loadConfig, type RunnerConfig } from '../../src/runner/config.js';
 import { RunnerRuntime } from '../../src/runner/runtime.js';
-import type { PreparedSandbox, SandboxBackend, SandboxTemplate } from '../../src/sandbox/types.js';
+import type { PreparedSandbox, SandboxBackend, SandboxTemplate } from '../../src/isolation/types.js';
 import { TEST_STATE_DIR } from './suite-env.js';
 
 export { processEnv, TEST_STATE_DIR } from './suite-env.js';

@@ -4,7 +4,7 @@ import { copyFile, rm, stat, writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Option, type Command } from 'commander';
-import { resolveExecutable } from '../../sandbox/command-path.js';
+import { resolveExecutable } from '../../isolation/command-path.js';
 import { argvProblem } from '../../contract/command-limits.js';
 import { AgentExecError, usageError } from '../errors.js';
 import { parseEnvPairs, readEnvFile } from '../job-env.js';
@@ -16,7 +16,7 @@ import { addObserveOptions, byteSize, cpuCount, httpUrl, processCount, rootOf, s
 import { respond } from '../respond.js';
 import { observeJob } from '../run-response.js';
 import { checkBackend, checkSandboxAvailable } from '../sandbox-check.js';
-import { executableVisible, locateBwrap, namedPathProblem, privateHome, readWorkspaceView } from '../../sandbox/bubblewrap/workspace-profile.js';
+import { executableVisible, locateBwrap, namedPathProblem, privateHome, readWorkspaceView } from '../../isolation/bubblewrap/workspace-profile.js';
 
 interface RunFlags extends ObserveFlags {
   cwd?: string;

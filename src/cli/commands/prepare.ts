@@ -1,7 +1,7 @@
 import { constants } from 'node:os';
 import type { Command } from 'commander';
 import { BACKEND_KINDS, canonicalKind, type BackendKind } from '../../contract/backend-kinds.js';
-import type { PreparationProgress } from '../../sandbox/types.js';
+import type { PreparationProgress } from '../../isolation/types.js';
 import { exitAfterFlush, printJson } from '../../util/stdio.js';
 import { withCommandRuntime } from '../command-config.js';
 

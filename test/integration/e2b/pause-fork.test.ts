@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox } from 'e2b';
 import type { BackendKind } from '../../../src/contract/backend-kinds.js';
-import { checkpointFeatures } from '../../../src/sandbox/gvisor/gvisor-backend.js';
+import { checkpointFeatures } from '../../../src/isolation/gvisor/gvisor-backend.js';
 import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Sandbox, Volume, VolumeError, VolumePathNotFoundError } from 'e2b';
 import { AgentRunnerClient } from '../../../src/client/index.js';
-import { childrenOf } from '../../../src/sandbox/host/process-tree.js';
+import { childrenOf } from '../../../src/isolation/host/process-tree.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
 import { availableKinds } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { runJob } from '../../../src/runner/run-job.js';
-import { resolveSandboxPath } from '../../../src/sandbox/host/sandbox-path.js';
+import { resolveSandboxPath } from '../../../src/isolation/host/sandbox-path.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 

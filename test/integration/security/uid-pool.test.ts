@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { runCli } from '../../helpers/cli.js';
 
-const POOL = fileURLToPath(new URL('../../../dist/sandbox/host/uid-pool.js', import.meta.url));
+const POOL = fileURLToPath(new URL('../../../dist/isolation/host/uid-pool.js', import.meta.url));
 
 /** A process that claims `count` uids from the shared range, reports them, and holds them until its stdin ends. */
 function holder(lockDir: string, count: number): Promise<{ uids: number[]; exit: () => Promise<void> }> {
@@ -43,7 +43,7 @@ describe('uids are allocated across processes', () => {
 
   it('two pools of one process (two runtimes) never hold the same uid', async () => {
     const lockDir = mkdtempSync(join(tmpdir(), 'uid-locks-'));
-    const { UidPool } = (await import(POOL)) as typeof import('../../../src/sandbox/host/uid-pool.js');
+    const { UidPool } = (await import(POOL)) as typeof import('../../../src/isolation/host/uid-pool.js');
     const first = new UidPool(70010, 4, lockDir);
     const second = new UidPool(70010, 4, lockDir);
     const uids = [first.tryAcquire(), first.tryAcquire(), second.tryAcquire(), second.tryAcquire(), second.tryAcquire()];

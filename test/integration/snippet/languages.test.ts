@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap/bubblewrap-backend.js';
+import { BubblewrapBackend } from '../../../src/isolation/bubblewrap/bubblewrap-backend.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
 import { findLanguage } from '../../../src/languages/catalog.js';
 import { isMissing } from '../../../src/languages/toolchain.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { BubblewrapBackend } from '../../../src/sandbox/bubblewrap/bubblewrap-backend.js';
+import { BubblewrapBackend } from '../../../src/isolation/bubblewrap/bubblewrap-backend.js';
 import { runTask } from '../../../src/tasks/run-task.js';
 import { countingBackend, TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
 

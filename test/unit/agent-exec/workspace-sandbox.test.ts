@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { realpathSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
-import { workspaceSandboxArgs } from '../../../src/sandbox/bubblewrap/bwrap-argv.js';
-import { executableDirFor, executableVisible, privateHome, visibleInSandbox, type WorkspacePlan, type WorkspaceView } from '../../../src/sandbox/bubblewrap/workspace-profile.js';
+import { workspaceSandboxArgs } from '../../../src/isolation/bubblewrap/bwrap-argv.js';
+import { executableDirFor, executableVisible, privateHome, visibleInSandbox, type WorkspacePlan, type WorkspaceView } from '../../../src/isolation/bubblewrap/workspace-profile.js';
 import { removeDir, tempDir } from '../../helpers/agent-exec.js';
 import { bwrapFlags } from '../../helpers/bwrap-flags.js';
 

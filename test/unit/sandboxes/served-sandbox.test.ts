@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { describe, it } from 'node:test';
-import { CappedCapture } from '../../../src/sandbox/output-capture.js';
-import { UNCOUNTED } from '../../../src/sandbox/host/cgroups.js';
-import type { PreparedSandbox, SandboxOutcome } from '../../../src/sandbox/types.js';
+import { CappedCapture } from '../../../src/isolation/output-capture.js';
+import { UNCOUNTED } from '../../../src/isolation/host/cgroups.js';
+import type { PreparedSandbox, SandboxOutcome } from '../../../src/isolation/types.js';
 import { ServedSandbox } from '../../../src/sandboxes/served-sandbox.js';
 
 const BY = { program: 'its agent', timedOut: 'timed out', aborted: 'killed', outOfMemory: 'out of memory' };
