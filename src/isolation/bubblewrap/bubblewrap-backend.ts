@@ -330,6 +330,8 @@ export class BubblewrapBackend implements SandboxBackend {
     // The launcher (bwrap) runs as the uid its namespace maps to the job's first identity: root
     // inside when there is one, else the user. The user's uid owns the work dir either way.
     const launchUid = rootUid ?? uid;
+    // Its ids inside and the host's: with no root inside, the user alone, mapped to its pooled uid.
+    const userIds = uids.ids ?? (uid !== null ? [{ inside: SANDBOX_UID, host: uid, count: 1 }] : null);
     try {
       const { limits } = template;
       if (ready.cgroups) {
@@ -352,7 +354,7 @@ export class BubblewrapBackend implements SandboxBackend {
           // Root can give the work dir its own size-limited file system; otherwise only
           // RLIMIT_FSIZE bounds a single file.
           // Its ids go with its disk, should it be kept: a later sandbox on it has others.
-          lease = await this.jobs.leaseWorkDir(template, uid, { withLayer: writableRoot, ids: uids.ids ?? [{ inside: SANDBOX_UID, host: uid, count: 1 }] });
+          lease = await this.jobs.leaseWorkDir(template, uid, { withLayer: writableRoot, ids: userIds! });
           workDir = lease.path;
         } else {
           workDir = join(stagingDir, 'work');
@@ -438,8 +440,7 @@ export class BubblewrapBackend implements SandboxBackend {
             // The image root's launcher mounts as root, then becomes the uid itself.
             uid: joinsAsRoot || imageRoot ? null : launchUid,
             userMap: restore ? null : uids.ids,
-            // With no root inside, the user alone is mapped, to its pooled uid.
-            userIds: uids.ids ?? (uid !== null ? [{ inside: SANDBOX_UID, host: uid, count: 1 }] : null),
+            userIds,
             cgroup,
             jobDir: stagingDir,
             stagedFiles,

@@ -65,7 +65,7 @@ export class GuestChannel {
     socket.on('close', () => this.fail(new Error('the guest closed its channel')));
   }
 
-  /** `bytes`: a request's bytes (vm-channel.ts WITH_BYTES), sent raw after its JSON. */
+  /** `bytes`: a request's bytes (write, untar, stdin: vm-channel.ts), sent raw after its JSON. */
   request(body: RequestBody, bytes?: Uint8Array): Promise<GuestOk> {
     if (this.broken) return Promise.reject(this.broken);
     const id = this.nextId++;

@@ -22,7 +22,7 @@ function main(channelPath: string | undefined): void {
   writeFileSync('/proc/self/oom_score_adj', '-1000');
   let writing = Promise.resolve();
   const send = (message: GuestMessage, bytes?: Buffer) => {
-    const frame = bytes === undefined ? encodeFrame(message, MAX_FRAME_BYTES) : encodeFrame(message, MAX_FRAME_BYTES, bytes);
+    const frame = encodeFrame(message, MAX_FRAME_BYTES, bytes);
     writing = writing.then(() => writeAll(fd, frame));
   };
   const job = new VmJob(VmJob.backend(), ({ stream, data }) => send({ event: 'output', stream }, data));
