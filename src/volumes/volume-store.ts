@@ -105,7 +105,7 @@ export class VolumeStore {
       await makeDisk(join(dir, DISK), bytes, { journal: true, rootOwner: SANDBOX_USER_IDS });
       // Empty as its owner sees it: mkfs's lost+found (fsck makes it again should it need one) goes
       // while no sandbox has written anything there yet.
-      await rmdir(join(await this.mountPath(id), 'lost+found'));
+      await rmdir(join(await this.mounted(id), 'lost+found'));
       const record: VolumeRecord = {
         id,
         name,
@@ -148,9 +148,17 @@ export class VolumeStore {
     return this.volumes.get(id);
   }
 
-  /** Where its file system is mounted on the host, mounted now if it was not. */
+  /**
+   * Where its file system is mounted on the host, mounted now if it was not. A volume being
+   * deleted is not found: its delete unmounts only the mounts it knows of.
+   */
   async mountPath(id: string): Promise<string> {
     await this.loaded;
+    if (!this.volumes.has(id)) throw new CodedError(contractError('volume.not_found', `no volume ${JSON.stringify(id)}`, { volume: id }));
+    return this.mounted(id);
+  }
+
+  private mounted(id: string): Promise<string> {
     let mounted = this.mounts.get(id);
     if (!mounted) {
       mounted = this.mount(id);
