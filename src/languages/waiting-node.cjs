@@ -1,8 +1,9 @@
 /**
- * A node that starts before its program is known (`node -e WAITING`, node.ts) and waits for it
- * on stdin, as waiting-python.py does: one JSON line `{"source", "bytes", "args"}`, the
- * program's bytes, then the program's own stdin (read here byte-exact with readSync, so none of
- * it is taken). The program then runs as `node PATH ARGS...` would, through node's own entry
+ * A node that starts before its program is known and waits for it on stdin, as waiting-python.py
+ * does: a snippet's job (src/runner/snippet.ts), run as `node -e WAITING` (node.ts) in a sandbox
+ * pre-started for the language, its stdin the job's pipe from the host: one JSON line
+ * `{"source", "bytes", "args"}`, the program's bytes, then the program's own stdin (read here
+ * byte-exact with readSync, so none of it is taken). The program then runs as `node PATH ARGS...` would, through node's own entry
  * point (`Module.runMain`): CommonJS or ES module by the same detection, `require.main`,
  * top-level await, and uncaught errors printed by node itself.
  */

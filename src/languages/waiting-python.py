@@ -1,10 +1,11 @@
-# A python that starts before its program is known (`python3 -c WAITING`, python.ts) and waits
-# for it on stdin: one JSON line `{"source": PATH, "bytes": N, "args": [...]}`, then the
-# program's N bytes; whatever follows is the program's own stdin, untouched (read here with
-# os.read, byte-exact, never buffered). It then runs as `python3 PATH ARGS...` would: the file
-# written at PATH, `__main__` with its `__file__`, `sys.argv`, `sys.path[0]` the program's
-# directory, and a traceback that starts at the program's own frames. Used by one job only: its
-# sandbox ends with it.
+# A python that starts before its program is known and waits for it on stdin: a snippet's job
+# (src/runner/snippet.ts), run as `python3 -c WAITING` (python.ts) in a sandbox pre-started for
+# the language, its stdin the job's pipe from the host: one JSON line `{"source": PATH, "bytes":
+# N, "args": [...]}`, then the program's N bytes; whatever follows is the program's own stdin,
+# untouched (read here with os.read, byte-exact, never buffered). It then runs as `python3 PATH
+# ARGS...` would: the file written at PATH, `__main__` with its `__file__`, `sys.argv`,
+# `sys.path[0]` the program's directory, and a traceback that starts at the program's own frames.
+# Used by one job only: its sandbox ends with it.
 import json
 
 def _run():

@@ -1,10 +1,13 @@
 """A sandbox's home as one tar stream: `pack DIR` writes DIR's tree to stdout, `unpack DIR`
 reads one from stdin into DIR.
 
-It runs inside the sandbox, as its root where it has one (else as its user), started by the
-sandbox's agent (home-archive.ts), so it reads and writes only what the sandbox may: the host never
-walks a tree the sandbox controls. As root it puts each file back with its owner. It is
-how a sandbox's files outlive it (pause with files, snapshots) and reach its copies (fork).
+It runs inside the sandbox, as its root where it has one (else as its user), so it reads and
+writes only what the sandbox may: the host never walks a tree the sandbox controls. It is started
+as `python3 -I -S -c SOURCE pack|unpack DIR` by src/sandboxes/home-archive.ts through the
+sandbox's agent (the stream is the process's stdout, or its stdin, as the agent carries them), or,
+to put a gVisor sandbox's home back before a restore, by src/isolation/gvisor/gvisor-sandbox.ts
+(runsc run, the archive on its stdin). As root it puts each file back with its owner. It is how a
+sandbox's files outlive it (pause with files, snapshots) and reach its copies (fork).
 
 Packing a tree that is still in use (a fork of a running sandbox) must never tear the stream: a
 file is stored at the size it had when opened, cut or padded with zeros if it changes meanwhile,

@@ -1,6 +1,6 @@
 /**
- * The node side of a code task, staged read-only into the sandbox and run as
- * `node task-harness.cjs <code file> <input file>` with fd 3 as the result pipe (see launch.ts):
+ * The node side of a code task, staged read-only into the sandbox by src/tasks/launch.ts and run
+ * as `node task-harness.cjs <code file> <input file>` with fd 3 as the result pipe:
  * each kept console.log() call as it is made, then one message. The code can write to fd 3
  * too, so the parent checks all of it (result-channel.ts): this side only has to keep to the
  * protocol. CommonJS, so the code can be handed `require`.

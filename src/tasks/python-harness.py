@@ -1,5 +1,5 @@
-# The python side of a code task, staged read-only into the sandbox and run as
-# `python3 task-harness.py <code file> <input file>` with fd 3 as the result pipe (see launch.ts):
+# The python side of a code task, staged read-only into the sandbox by src/tasks/launch.ts and run
+# as `python3 task-harness.py <code file> <input file>` with fd 3 as the result pipe:
 # each kept print() call as it is made, then one message. The code can write to fd 3 too, so
 # the parent checks all of it (result-channel.ts): this side only has to keep to the protocol.
 import builtins

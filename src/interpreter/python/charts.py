@@ -1,8 +1,10 @@
 # What a matplotlib figure shows, as data an agent can read without looking at pixels: the chart
 # shape of E2B's code interpreter (its `e2b/chart` format: line, scatter, bar, pie and box plots,
 # several axes as a superchart), read from the figure's artists. Runs inside the python kernel of a
-# code-interpreter context, imported by startup.py; written here, not taken from E2B's extractor,
-# which needs pydantic.
+# code-interpreter context (kernel-python.py): kernel-bridge.py, given this source in its argv,
+# writes it as agent_runner_charts.py on the kernel's PYTHONPATH, and startup.py's formatter
+# imports it when a figure is shown. Written here, not taken from E2B's extractor, which needs
+# pydantic.
 import datetime
 import math
 import re

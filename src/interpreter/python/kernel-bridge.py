@@ -1,7 +1,8 @@
-# The bridge of one code-interpreter context (src/interpreter/): runs inside a sandbox as its user,
-# started by the sandbox's agent, and drives the kernel that runs the context's cells, turning
-# what it says into the output lines of E2B's code interpreter (stdout, stderr, result, error,
-# number_of_executions). Each kernel is a process of its own: for python IPython's
+# The bridge of one code-interpreter context: runs inside a sandbox as its user, started through
+# the sandbox's agent by src/interpreter/kernel-bridge.ts (`python3 -I -c SOURCE LANGUAGE
+# SOURCES...`, for a code context or a session's kernel), and drives the kernel that runs the
+# context's cells, turning what it says into the output lines of E2B's code interpreter (stdout,
+# stderr, result, error, number_of_executions). Each kernel is a process of its own: for python IPython's
 # InteractiveShell (kernel-python.py), so the display protocol, magics, `!` lines and interrupts
 # are IPython's; for bash a bash; for javascript a node with kernel-node.cjs; for java a JVM
 # running JavaKernel.java (JShell's API); for r an R running kernel-r.R. Their output is

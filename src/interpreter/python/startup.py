@@ -1,9 +1,11 @@
-# Run in a code-interpreter context's python kernel (kernel-python.py) before its first cell, by the
-# bridge (kernel-bridge.py): the display formats E2B's code interpreter adds to IPython's, so that
-# a cell's results carry them. `e2b/chart` is a matplotlib figure as data (charts.py) and
-# `e2b/data` a pandas DataFrame as columns; both are computed only for those objects, and only
-# when the cell imported the library (sys.modules), so `1 + 1` pays for neither. A PIL image
-# shown (Image.show()) or saved to a file is displayed, as in E2B's kernel.
+# Run in a code-interpreter context's python kernel (kernel-python.py) before its first cell: the
+# bridge (kernel-bridge.py), given this source in its argv, writes it as agent_runner_startup.py
+# on the kernel's PYTHONPATH, and the kernel imports it. It adds the display formats E2B's code
+# interpreter adds to IPython's, so that a cell's results carry them. `e2b/chart` is a matplotlib
+# figure as data (charts.py) and `e2b/data` a pandas DataFrame as columns; both are computed only
+# for those objects, and only when the cell imported the library (sys.modules), so `1 + 1` pays
+# for neither. A PIL image shown (Image.show()) or saved to a file is displayed, as in E2B's
+# kernel.
 import importlib.machinery
 import os
 import sys

@@ -1,5 +1,8 @@
 package main
 
+// Opening a file under a root and never outside it (a read or write that names a `root`:
+// files.go filePath), one component at a time from directory descriptors the walk holds.
+
 import (
 	"strings"
 	"syscall"

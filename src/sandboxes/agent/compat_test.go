@@ -1,13 +1,13 @@
 package main
 
+// Expectations written by python 3.11 itself (json.dumps, posixpath.normpath,
+// json.dumps of strings): the few pure functions whose edge cases the
+// integration test (test/integration/guest-code/sandbox-agent.test.ts) does not reach.
+
 import (
 	"math"
 	"testing"
 )
-
-// Expectations written by python 3.11 itself (json.dumps, posixpath.normpath,
-// json.dumps of strings): the few pure functions whose edge cases the
-// integration test (test/integration/guest-code/sandbox-agent.test.ts) does not reach.
 
 func TestPythonFloat(t *testing.T) {
 	for _, c := range []struct {

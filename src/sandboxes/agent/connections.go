@@ -1,9 +1,5 @@
 package main
 
-import (
-	"syscall"
-)
-
 // A port of the sandbox reached from outside (E2B's `{port}-{id}.{domain}`): the agent, which is
 // in the sandbox's network namespace, makes the TCP connection to the port on the sandbox's
 // loopback itself, and serves it as a process whose stdin is what the host sends and whose
@@ -11,6 +7,10 @@ import (
 // server has closed its side. No process starts for it: a relay process a connection cost some
 // 5 ms a request. To the sandbox's server it is a client on its own loopback, whatever network
 // the sandbox has.
+
+import (
+	"syscall"
+)
 
 // firstConnection is above any pid the kernel gives (pid_max is at most 2^22), so the ids of
 // connections and processes never meet.

@@ -1,12 +1,13 @@
 package main
 
+// Entries: what the file operations say of one file (kind, mode string, owner names, a link's
+// target, envd's metadata in user.e2b.* attributes), read with lstat: a link is never followed.
+
 import (
 	"strconv"
 	"strings"
 	"syscall"
 )
-
-// An entry describes one file, read with lstat: a link is a symlink, never followed.
 
 // metadataXattr is envd's file metadata: extended attributes in this namespace, prefix cut.
 const metadataXattr = "user.e2b."

@@ -1,5 +1,8 @@
 package main
 
+// Failures as the wire says them: an errno's contract code and python's OSError text, a
+// refusal's own code, and the reply's `error` made of either.
+
 import (
 	"fmt"
 	"strings"

@@ -1,5 +1,8 @@
 package main
 
+// The file operations (stat, mkdir, move, list_dir, remove, read, write), each run as the user
+// its request names (users.go, loop.go perform).
+
 import (
 	"sort"
 	"strings"

@@ -1,13 +1,13 @@
 package main
 
+// Frames are a 4-byte big-endian length and that much UTF-8 JSON (src/wire/frame-codec.ts):
+// requests on the agent's input, replies and events on its output. A message with bytes (a
+// file's chunk, a process's input or output) has them raw after its JSON, past a NUL.
+
 import (
 	"strconv"
 	"syscall"
 )
-
-// Frames are a 4-byte big-endian length and that much UTF-8 JSON (src/wire/frame-codec.ts):
-// requests on the agent's input, replies and events on its output. A message with bytes (a
-// file's chunk, a process's input or output) has them raw after its JSON, past a NUL.
 
 // rawBytes is a reply member sent as the bytes after the JSON instead of in it (its key unused).
 type rawBytes []byte

@@ -1,12 +1,5 @@
 package main
 
-import (
-	"math"
-	"strconv"
-	"strings"
-	"unicode/utf8"
-)
-
 // The JSON of the agent's wire as python's json module wrote it (the first agent was python),
 // reproduced rather than taken from encoding/json: the host and its tests rely on those bytes.
 // That means objects that
@@ -15,6 +8,13 @@ import (
 // the rest escaped as \uXXXX. A string holds the bytes python would hand the system for it: a
 // lone surrogate U+DC80..U+DCFF is the byte it escapes (surrogateescape, how python decodes a
 // file name that is not UTF-8), and such a byte is written back as that surrogate.
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // object is a JSON object in the order of its keys; a repeated key keeps its first place and
 // takes its last value, as a python dict built from the pairs does.

@@ -1,5 +1,8 @@
 package main
 
+// The agent's one loop: poll over the host's requests, its processes' pipes and terminals,
+// inotify and the SIGCHLD wakeup; each request run by its operation and answered by its id.
+
 import (
 	"bytes"
 	"errors"

@@ -7,6 +7,12 @@
 // agent, whose bytes it keeps where they were fixed (its JSON, its paths). Nothing here trusts the
 // code it runs, which shares the sandbox: the protocol lives on private descriptors no child
 // inherits, and the host checks every frame anyway.
+//
+// Who runs it: src/sandboxes/live-sandbox.ts, through the sandbox's backend, as the sandbox's
+// first process and init (`/.agent-runner/sandbox-agent [root-inside]`: agent-program.ts). Its
+// channel is its stdin and stdout, length-prefixed JSON frames (frames.go), which the host reads
+// in src/sandboxes/agent-channel.ts. The same program has two other entries: `sudo` inside a
+// sandbox with root inside (sudo.go), and `port-relay`, run by the host (relay.go).
 package main
 
 import (

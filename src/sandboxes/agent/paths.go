@@ -1,14 +1,14 @@
 package main
 
+// Paths are handled as python's posixpath handles them (normpath keeps a leading "//", join
+// restarts at an absolute part, realpath walks links one component at a time): the paths the
+// agent reports are those the wire has always carried.
+
 import (
 	"os"
 	"strings"
 	"syscall"
 )
-
-// Paths are handled as python's posixpath handles them (normpath keeps a leading "//", join
-// restarts at an absolute part, realpath walks links one component at a time): the paths the
-// agent reports are those the wire has always carried.
 
 func normpath(path string) string {
 	if path == "" {

@@ -1,5 +1,8 @@
 package main
 
+// Processes and their lifecycle: start (pipes or a terminal, as the user or root), input within
+// its window, signals, resize, output within the host's credit, their end and reaping; list, ping.
+
 import (
 	"math"
 	"os"

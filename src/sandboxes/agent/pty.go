@@ -1,5 +1,7 @@
 package main
 
+// Pseudo-terminals for the processes started with one: openpty and the window size.
+
 import (
 	"strconv"
 	"syscall"

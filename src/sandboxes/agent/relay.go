@@ -1,8 +1,9 @@
 package main
 
 // The port relay: the same program, run by the host (never inside a sandbox) in one sandbox's
-// network namespace (nsenter --net), so the host reaches a server on the sandbox's loopback
-// without a round trip through the agent's protocol for each connection and each piece of it.
+// network namespace (src/isolation/host/port-relay.ts: nsenter --net, `port-relay SOCKET`), so
+// the host reaches a server on the sandbox's loopback without a round trip through the agent's
+// protocol for each connection and each piece of it.
 // It listens on a unix socket at a host path (unix sockets are named in the mount namespace,
 // which stays the host's), in a directory only the host's root may enter; then it drops to
 // nobody: all it does after is connect to the sandbox's loopback and copy bytes.

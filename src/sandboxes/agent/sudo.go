@@ -1,5 +1,14 @@
 package main
 
+// E2B's templates let their user run `sudo` without a password. Root here is the sandbox's own
+// (rootInside), and no setuid program can reach it: every mount is nosuid and no process may
+// gain privileges. So `sudo` asks the agent: this program, run under the name sudo (the host
+// binds it at /usr/local/bin/sudo: isolation/bubblewrap/bwrap-argv.ts), sends its command line,
+// environment and directory with its three stdio descriptors over the agent's unix socket
+// (sudoSocket); the agent starts the command as root on those descriptors, passes on the signals
+// sudo receives, and answers the command's exit status. Any process of the sandbox may ask, as
+// any may on E2B: the sandbox is the boundary, not its user.
+
 import (
 	"encoding/binary"
 	"fmt"
@@ -8,14 +17,6 @@ import (
 	"strings"
 	"syscall"
 )
-
-// E2B's templates let their user run `sudo` without a password. Root here is the sandbox's own
-// (rootInside), and no setuid program can reach it: every mount is nosuid and no process may
-// gain privileges. So `sudo` asks the agent: this program, run under the name sudo (the host
-// binds it at /usr/local/bin/sudo), sends its command line, environment and directory with its
-// three stdio descriptors over the agent's socket; the agent starts the command as root on those
-// descriptors, passes on the signals sudo receives, and answers the command's exit status. Any
-// process of the sandbox may ask, as any may on E2B: the sandbox is the boundary, not its user.
 
 const sudoSocket = "/run/agent-runner-sudo.sock"
 

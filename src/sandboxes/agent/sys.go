@@ -1,13 +1,13 @@
 package main
 
+// System calls the syscall package leaves out (the *at family with flags, the l- and f-
+// variants of the xattr calls, poll, per-thread credentials and capabilities), made directly.
+
 import (
 	"strings"
 	"syscall"
 	"unsafe"
 )
-
-// System calls the syscall package leaves out (the *at family with flags, the l- and f-
-// variants of the xattr calls, poll, per-thread credentials and capabilities), made directly.
 
 const (
 	atCWD             = -100

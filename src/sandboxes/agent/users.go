@@ -1,5 +1,8 @@
 package main
 
+// Whom a request acts as (E2B's user, or root inside), the ids and capabilities that takes, and
+// owner and group names read from the sandbox's /etc/passwd and /etc/group.
+
 import (
 	"os"
 	"strconv"

@@ -1,5 +1,8 @@
 package main
 
+// Directory watches (watch, unwatch) on inotify, recursive when asked, their events reported
+// under fsnotify's names.
+
 import (
 	"sort"
 	"strings"

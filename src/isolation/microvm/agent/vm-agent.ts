@@ -1,3 +1,12 @@
+/**
+ * The guest runner of a microVM: runs inside the VM as root and its init, exec'd by the guest
+ * image's init script (guest-image.ts writeRootExtras) as `node vm-agent.js /dev/vportNpM`, and
+ * serves the sandbox operations of one job (vm-job.ts) over the VM's virtio-serial port, framed as
+ * everywhere else (wire/frame-codec.ts; contract/vm-channel.ts). The host's end is
+ * guest-channel.ts, through the port's socket that qemu-vm.ts opens. One request at a time from
+ * the host, but for those that must overtake a running start; output events interleave with the
+ * replies.
+ */
 import { createReadStream, openSync, write, writeFileSync } from 'node:fs';
 import type { GuestMessage, GuestRequest } from '../../../contract/vm-channel.js';
 import { encodeFrame } from '../../../wire/frame-codec.js';
@@ -9,11 +18,7 @@ const MAX_FRAME_BYTES = 8 * 1024 * 1024;
 /** How soon a port that read end of file is read again. */
 const RECONNECT_MS = 20;
 
-/**
- * The guest runner of a microVM (started by the guest's init): serves the sandbox operations
- * of one job over the VM's virtio-serial port, framed as everywhere else. One request at a
- * time from the host; output events interleave with the replies.
- */
+/** Serves the host on the virtio port at `channelPath` until the VM is stopped. */
 function main(channelPath: string | undefined): void {
   if (!channelPath) throw new Error('usage: vm-agent.js /dev/vportNpM');
   // A virtio port opens once: reads and writes share the one descriptor.

@@ -1,3 +1,9 @@
+/**
+ * The guest side of one microVM's job, run inside the VM as root by vm-agent.ts, which hands it
+ * each request the host sent (contract/vm-channel.ts) and frames its replies and output events.
+ * The job runs in the host's own sandbox (VmJob below); the guest's tools it needs on the way
+ * (reseed-random.py, busybox, mount, tar) run as child processes, their input on stdin.
+ */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
