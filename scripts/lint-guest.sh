@@ -2,8 +2,8 @@
 # The python that runs inside sandboxes (src/**/*.py: task harness, code-interpreter kernels, waiting
 # interpreter; src/util/guest-program.ts) checked by pyflakes, under the python the project runs
 # (/usr/bin/python3: the one on PATH may be a pyenv shim without Debian's packages), and the Go
-# sandbox agent (src/sandboxes/agent/) by gofmt (nothing to reformat), go vet and its few unit
-# tests (compat_test.go: python's own answers; cached, so instant when nothing changed). `npm run lint`
+# sandbox agent (src/sandboxes/agent/) by gofmt (nothing to reformat) and go vet (its tests too;
+# they run with the unit tests: test/unit/guest-code/sandbox-agent-go.test.ts). `npm run lint`
 # runs it; eslint checks the node side (src/**/*.cjs). Usage: bash scripts/lint-guest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,4 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
-# As scripts/build-agent.sh builds it.
-export GOCACHE="$PWD/node_modules/.cache/go-build" GOPATH="$PWD/node_modules/.cache/go" \
-  GOPROXY=off GOTOOLCHAIN=local GO111MODULE=on CGO_ENABLED=0
-(cd src/sandboxes/agent && go vet ./... && go test ./...)
+bash scripts/go-agent.sh vet ./...
