@@ -33,7 +33,7 @@ export type RouteError = ErrorCode | readonly [ErrorCode, number];
 const ANY_ROUTE: readonly ErrorCode[] = ['request.malformed', 'request.timeout', 'request.too_large', 'internal.error'];
 
 const ERROR_BODY = '#/components/schemas/ErrorBody';
-/** Registered by the E2B routes, whose answers carry it (routes/e2b.ts). */
+/** Registered by the E2B routes, whose answers carry it (routes/e2b-route.ts). */
 const E2B_ERROR_BODY = '#/components/schemas/E2bError';
 
 /** Headers that come with an error status, whichever code it carries. */
