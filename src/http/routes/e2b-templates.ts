@@ -23,9 +23,8 @@ import type { TemplateRegistry } from '../../templates/template-registry.js';
 import { keyParts } from '../../templates/template-reference.js';
 import { creator } from '../api-key-scope.js';
 import { namedList, namedSchema, routeSchema } from '../route-schema.js';
+import { E2B_ROUTE } from './e2b-route.js';
 
-/** Its failures in E2B's shape (auth.ts, errors.ts). */
-const E2B_ROUTE = { foreignErrors: true, e2b: true };
 /** The signed upload of a build's files: no key, its signature instead (auth.ts OPEN_ROUTES). */
 export const BUILD_UPLOAD_ROUTE = '/templates/:templateID/files/:hash/upload';
 

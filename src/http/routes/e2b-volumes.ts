@@ -4,11 +4,11 @@ import { E2bNewVolumeSchema, E2bVolumeAndTokenSchema, E2bVolumeSchema, type E2bN
 import type { SandboxHost } from '../../sandboxes/sandbox-host.js';
 import type { VolumeGranted } from '../../sandboxes/sandbox-volumes.js';
 import { namedList, namedSchema, routeSchema } from '../route-schema.js';
+import { E2B_ROUTE } from './e2b-route.js';
 import { creator } from '../api-key-scope.js';
 
 const Params = routeSchema(Type.Object({ volumeID: Type.String() }));
 type VolumeRoute = { Params: { volumeID: string } };
-const E2B_ROUTE = { foreignErrors: true, e2b: true };
 
 /**
  * E2B's volumes (spec/openapi.yml `/volumes`), registered inside e2bRoutes (its error handler
