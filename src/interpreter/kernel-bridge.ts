@@ -9,13 +9,15 @@ import { guestProgram } from '../util/guest-program.js';
 
 /**
  * The largest frame read from a bridge: its honest ones hold one output line, a result at most
- * 16 MiB of JSON (kernel-bridge.py cuts a larger one); a larger frame ends the context.
+ * 16 MiB of JSON (the bridge cuts a larger one: python/bridge-lines.py); a larger frame ends the context.
  */
 const MAX_BRIDGE_FRAME_BYTES = 24 * 1024 * 1024;
 /** What the bridge says on its stderr (a kernel that would not start) is kept for the reason it ended. */
 const BRIDGE_STDERR_BYTES = 16 * 1024;
 
 const bridgeSource = guestProgram(new URL('./python/kernel-bridge.py', import.meta.url));
+/** The bridge's parts, in the order its PARTS loads them from its argv (before the language). */
+const bridgePartSources = [guestProgram(new URL('./python/bridge-lines.py', import.meta.url)), guestProgram(new URL('./python/bridge-kernels.py', import.meta.url))];
 const chartsSource = guestProgram(new URL('./python/charts.py', import.meta.url));
 const startupSource = guestProgram(new URL('./python/startup.py', import.meta.url));
 const nodeKernelSource = guestProgram(new URL('./node/kernel-node.cjs', import.meta.url));
@@ -96,7 +98,15 @@ export class KernelBridge {
       {
         op: 'start',
         cmd: python,
-        args: ['-I', '-c', bridgeSource(), language, ...KERNEL_SOURCES[language](), ...(language === 'javascript' && node !== undefined ? [node] : [])],
+        args: [
+          '-I',
+          '-c',
+          bridgeSource(),
+          ...bridgePartSources.map((part) => part()),
+          language,
+          ...KERNEL_SOURCES[language](),
+          ...(language === 'javascript' && node !== undefined ? [node] : []),
+        ],
         envs: workDir === undefined ? {} : { AGENT_RUNNER_WORK_DIR: workDir },
         cwd,
         stdin: true,

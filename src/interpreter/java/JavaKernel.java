@@ -1,4 +1,4 @@
-// The java kernel of a code-interpreter context (src/interpreter/python/kernel-bridge.py's
+// The java kernel of a code-interpreter context (src/interpreter/python/bridge-kernels.py's
 // JavaKernel): runs inside a sandbox, launched as a single-file source program (`java
 // JavaKernel.java CONTROL_FD CELLS_FD`), and evaluates cells with JShell's API (jdk.jshell) in
 // this JVM (its "local" execution engine), so what a cell prints goes straight to this process's

@@ -1,4 +1,4 @@
-# The r kernel of a code-interpreter context (src/interpreter/python/kernel-bridge.py's RKernel):
+# The r kernel of a code-interpreter context (src/interpreter/python/bridge-kernels.py's RKernel):
 # runs inside a sandbox as `R --no-echo --no-restore --no-save -f kernel-r.R --args CONTROL CELLS`.
 # Cells come on the CELLS fd as length-prefixed strings (a line with the byte length, then the
 # UTF-8 bytes): the cell's token, its code, the number of env vars, then each var's name and value.

@@ -11,6 +11,8 @@ import { waitUntil } from '../../helpers/wait.js';
 import { startGuest, stopGuests, type GuestProcess } from './guest-process.js';
 
 const source = (name: string) => readFileSync(new URL(`../../../src/interpreter/python/${name}`, import.meta.url), 'utf8');
+/** The bridge's argv before its language, as kernel-bridge.ts gives it: its source, then its parts' (`kernels`: bridge-kernels.py's unless given). */
+const bridgeArgv = (kernels = source('bridge-kernels.py')) => ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), source('bridge-lines.py'), kernels];
 
 /** charts.py on a figure drawn by `drawing` (matplotlib's Agg backend, no kernel): the chart it reads. */
 function chartOf(drawing: string): Record<string, unknown> {
@@ -122,7 +124,7 @@ describe('charts.py: a figure as data', () => {
 
 /**
  * kernel-bridge.py run on the host, as the agent starts it in a sandbox (`python3 -I -c SOURCE
- * python charts startup`), with an ipykernel behind it: every frame checked against the contract.
+ * PARTS... python charts startup`), with an ipykernel behind it: every frame checked against the contract.
  */
 describe('kernel-bridge.py', () => {
   let bridge: GuestProcess;
@@ -130,7 +132,7 @@ describe('kernel-bridge.py', () => {
   // The kernel's modules and IPython's dir go to the temp dir, as in a sandbox's own /tmp.
   const scratch = mkdtempSync(join(tmpdir(), 'kernel-bridge-'));
   before(async () => {
-    const argv = ['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), 'python', source('charts.py'), source('startup.py'), source('kernel-python.py')];
+    const argv = [...bridgeArgv(), 'python', source('charts.py'), source('startup.py'), source('kernel-python.py')];
     bridge = startGuest(argv, { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     const ready = await bridge.next();
     assert.ok(Value.Check(BridgeReadySchema, ready) && (ready as { ready: boolean }).ready, JSON.stringify(ready));
@@ -290,7 +292,7 @@ describe('kernel-bridge.py with bash, javascript, java and r kernels', () => {
   ): Promise<(code: string, interruptAtOnce?: boolean, envVars?: Record<string, string>) => Promise<OutputLine[]>> {
     const programs = { bash: [], javascript: ['node/kernel-node.cjs'], java: ['java/JavaKernel.java'], r: ['r/kernel-r.R'] }[language];
     const extra = programs.map((path) => readFileSync(new URL(`../../../src/interpreter/${path}`, import.meta.url), 'utf8'));
-    const bridge = startGuest(['/usr/bin/python3', '-I', '-c', source('kernel-bridge.py'), language, ...extra], { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
+    const bridge = startGuest([...bridgeArgv(), language, ...extra], { frameFd: 1, env: { ...process.env, TMPDIR: scratch } });
     bridges.push(bridge);
     assert.deepEqual(await bridge.next(), { ready: true, version: '1', language });
     let id = 0;
@@ -465,12 +467,12 @@ describe("kernel-bridge.py's start bounds", () => {
     rmSync(scratch, { recursive: true, force: true });
   });
   const bounded = (wallSeconds: number) =>
-    source('kernel-bridge.py')
+    source('bridge-kernels.py')
       .replace(/^KERNEL_START_CPU_SECONDS = .*$/m, 'KERNEL_START_CPU_SECONDS = 1.0')
       .replace(/^KERNEL_START_WALL_SECONDS = .*$/m, `KERNEL_START_WALL_SECONDS = ${wallSeconds}.0`);
   /** The bridge's first frame with `kernel` as its python kernel (argv: ... CONTROL_FD CELLS_FD). */
   async function readiness(kernel: string, wallSeconds: number): Promise<{ ready: boolean; error?: string }> {
-    const bridge = startGuest(['/usr/bin/python3', '-I', '-c', bounded(wallSeconds), 'python', source('charts.py'), source('startup.py'), kernel], {
+    const bridge = startGuest([...bridgeArgv(bounded(wallSeconds)), 'python', source('charts.py'), source('startup.py'), kernel], {
       frameFd: 1,
       env: { ...process.env, TMPDIR: scratch },
     });
