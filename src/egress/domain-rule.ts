@@ -22,7 +22,7 @@ export interface NameRule {
 
 /**
  * Every name and address, on every port: the internet an operator allows a long-lived sandbox
- * on a backend without user-mode networking (sandboxes.ts). Never written by a request. The
+ * on a backend without user-mode networking (sandboxes/sandbox-plan.ts). Never written by a request. The
  * proxy still refuses whatever resolves to the host or a private, loopback or link-local range
  * (refused-address.ts), as for any allowed name.
  */

@@ -10,7 +10,7 @@ import { visibleTo } from '../util/tenant.js';
  * sees everything (util/tenant.ts). Another key's object is answered as one that does not
  * exist, so ids do not say whom they belong to. Each route group guards the id in its path
  * (guardOwnedRoutes), filters its lists with `sees` and makes what it makes for `creator`; a
- * snapshot's name is looked up among its key's own by the sandbox host (sandboxes.ts).
+ * snapshot's name is looked up among its key's own by the sandbox host (sandboxes/kept-sandboxes.ts).
  */
 export function sees(request: FastifyRequest, owner: string | undefined): boolean {
   return visibleTo(creator(request), owner);

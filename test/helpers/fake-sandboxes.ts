@@ -262,7 +262,7 @@ export class FakeSandboxHost implements SandboxHost {
       );
   }
 
-  /** As sandboxes.ts: by id one the key sees, by name the key's own. */
+  /** As kept-sandboxes.ts: by id one the key sees, by name the key's own. */
   async deleteSnapshot(idOrName: string, apiKey?: string): Promise<Snapshot> {
     const found = [...this.snapshots.values()].find(
       ({ snapshot }) => visibleTo(apiKey, snapshot.api_key) && (snapshot.id === idOrName || (snapshot.name === idOrName && snapshot.api_key === apiKey)),
