@@ -200,8 +200,7 @@ export class Sandboxes {
   /** Runs a command to its end (sandbox-exec.ts), its timeout and output caps a snippet's. */
   exec(id: string, request: SandboxExecRequest): Promise<SandboxExecResult> {
     const limits = this.runtime.config.snippet;
-    const timeoutSeconds = request.timeout ?? limits.defaultTimeoutSeconds;
-    if (timeoutSeconds > limits.maxTimeoutSeconds) throw invalidField(`timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
+    const timeoutSeconds = this.snippetTimeout(request.timeout);
     return this.withAgent(id, (agent) =>
       runToEnd(
         id,
@@ -216,8 +215,7 @@ export class Sandboxes {
   /** Runs a cell in the sandbox's code interpreter to its end (interpreter/run-cell.ts), its timeout and output caps a snippet's. */
   runCode(id: string, request: SandboxRunCodeRequest): Promise<SandboxRunCodeResult> {
     const limits = this.runtime.config.snippet;
-    const timeoutSeconds = request.timeout ?? limits.defaultTimeoutSeconds;
-    if (timeoutSeconds > limits.maxTimeoutSeconds) throw invalidField(`timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
+    const timeoutSeconds = this.snippetTimeout(request.timeout);
     const sandbox = this.table.find(id);
     const cellLimits = {
       timeoutMs: Math.round(timeoutSeconds * 1000),
@@ -236,23 +234,33 @@ export class Sandboxes {
     });
   }
 
+  /** A command's or cell's timeout in seconds: the snippet default where absent, refused above the snippet maximum. */
+  private snippetTimeout(asked: number | undefined): number {
+    const { defaultTimeoutSeconds, maxTimeoutSeconds } = this.runtime.config.snippet;
+    const seconds = asked ?? defaultTimeoutSeconds;
+    if (seconds > maxTimeoutSeconds) throw invalidField(`timeout must be at most ${maxTimeoutSeconds} seconds, got ${seconds}`, 'timeout');
+    return seconds;
+  }
+
   /** A regular file's bytes; `path` absolute or relative to the sandbox user's home. */
   readFile(id: string, path: string): Promise<Buffer> {
     return this.withAgent(id, (agent) => readSandboxFile(agent, filePath(path), this.runtime.config.sandboxes.maxFileBytes));
   }
 
-  /** Writes a file (parents made, a file there replaced). */
-  /** `append`: `content` goes on the end of the file (a slice after the first), instead of replacing it. */
+  /**
+   * Writes a file (parents made, a file there replaced); with `append`, `content` goes on the end
+   * of the file (a slice after the first) instead.
+   */
   writeFile(id: string, path: string, content: Buffer, append = false): Promise<SandboxFileWritten> {
     return this.withAgent(id, (agent) => writeSandboxFile(agent, filePath(path), content, this.runtime.config.sandboxes.maxFileBytes, { append }));
   }
 
-  /** A running sandbox's agent and what guards it, or undefined when there is none by that id. */
   /** The ids of the running sandboxes. */
   runningIds(): string[] {
     return [...this.table.sandboxes.values()].filter((sandbox) => sandbox.running).map((sandbox) => sandbox.id);
   }
 
+  /** A running sandbox's agent and what guards it, or undefined when there is none by that id. */
   access(id: string): SandboxAccess | undefined {
     const sandbox = this.table.sandboxes.get(id);
     if (!sandbox?.running) return undefined;
@@ -421,7 +429,6 @@ export class Sandboxes {
     }
   }
 
-  /** `work` on a running sandbox's agent; the sandbox ending under it answers sandbox.ended. */
   /**
    * `work` with the agent of running sandbox `id` (sandbox.not_found, sandbox.ended otherwise; an
    * end under it is sandbox.ended too).
