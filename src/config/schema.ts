@@ -271,7 +271,7 @@ export const BackendsSchema = Section({
       }),
       vcpus: PositiveInteger(1, 'vCPUs of each job VM.'),
       warmPoolSize: Type.Integer({ minimum: 0, default: 2, description: 'VMs restored from the snapshot and kept ready (0: every job boots cold).' }),
-      bootTimeoutMs: PositiveInteger(60_000, 'How long a cold boot may take before the guest runner answers.'),
+      bootTimeoutMs: PositiveInteger(60_000, 'How long a cold boot may take before the VM agent answers.'),
       cacheDir: Nullable(
         Type.String({ minLength: 1 }),
         'Where guest images and their snapshots are kept, by the hash of what they are built from (null: <stateDir>/runtime/microvm/cache). Processes with different state dirs may share one.',

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ArtifactSchema } from './run-job.js';
 
 /**
- * What the host and the guest runner of a microVM say to each other over the VM's channel,
+ * What the host and the VM agent of a microVM say to each other over the VM's channel,
  * in the framing of wire/frame-codec.ts: the operations of a prepared sandbox
  * (isolation/types.ts), which the guest performs on its own bubblewrap backend. The host asks
  * one thing at a time and the guest answers each request (same `id`); while a job runs the
@@ -46,7 +46,7 @@ const TemplateSchema = Type.Object({
   vmNetwork: Type.Optional(Type.Boolean()),
   guardExec: Type.Optional(Type.Boolean()),
   withoutShells: Type.Optional(Type.Boolean()),
-  /** Volumes at these paths: the VM's share, mounted by the guest runner, its `<index>` bound in by the host once the job is prepared. */
+  /** Volumes at these paths: the VM's share, mounted by the VM agent, its `<index>` bound in by the host once the job is prepared. */
   volumes: Type.Optional(Type.Array(Type.Object({ sandbox: SandboxPath, writable: Type.Boolean() }), { maxItems: 64 })),
 });
 export type GuestTemplate = Static<typeof TemplateSchema>;

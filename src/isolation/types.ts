@@ -124,7 +124,7 @@ export interface SandboxTemplate {
    */
   fromDisk?: { image: string; take: boolean };
   /**
-   * Inside a microVM only (its guest runner sets it, with network `none`): the job stays in the
+   * Inside a microVM only (its VM agent sets it, with network `none`): the job stays in the
    * guest's network namespace, whose one link leads to the host's egress proxy of the VM's job and
    * nowhere else (qemu-vm.ts). A backend on the host refuses it: there it would be the host's network.
    */

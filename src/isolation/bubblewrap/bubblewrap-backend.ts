@@ -64,7 +64,7 @@ export interface BubblewrapOptions {
   networkTools?: NetworkTools;
   /** How every job's egress proxy resolves names and which upstream roots it trusts (proxied-network.ts). */
   egress?: EgressHostOptions;
-  /** This backend is a microVM guest runner's, whose network namespace is the VM's: it may keep a job there (`vmNetwork`). */
+  /** This backend is the VM agent's, inside a microVM, whose network namespace is the VM's: it may keep a job there (`vmNetwork`). */
   vmGuest?: boolean;
   /** The CRIU that saves sandboxes with their memory (criu.ts); where it is absent they pause with their files only. */
   criuPath?: string;

@@ -24,7 +24,7 @@ export class GuestOperationError extends Error {
 }
 
 /**
- * The host's end of a guest runner's channel: requests with ids, replies matched to them,
+ * The host's end of a VM agent's channel: requests with ids, replies matched to them,
  * output events handed to whoever runs the job. Every message from the guest is validated:
  * after the job has run, the guest may be the job's.
  */

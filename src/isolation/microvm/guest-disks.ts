@@ -5,6 +5,6 @@
  */
 export const GUEST_IMAGE_DISK = 'agent-runner-image';
 
-/** The tag of the VM's share (virtio-9p: qemu-vm.ts shareVolume) and where the guest runner mounts it, when its job has volumes. */
+/** The tag of the VM's share (virtio-9p: qemu-vm.ts shareVolume) and where the VM agent mounts it, when its job has volumes. */
 export const GUEST_VOLUMES_TAG = 'agent-runner-volumes';
 export const GUEST_VOLUMES_DIR = '/run/agent-runner-volumes';

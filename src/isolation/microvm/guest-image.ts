@@ -22,7 +22,7 @@ function runner(signal: AbortSignal | undefined): Run {
  * What the guest is made of: Debian's stock kernel, a small initramfs (busybox and the virtio
  * modules the stock kernel keeps out of its image) and a read-only squashfs root built from the
  * host's own Debian files: the interpreters, a shell and core tools, the libraries they link,
- * and this package's guest runner. Compiled languages are compiled on the host; their programs
+ * and this package's VM agent. Compiled languages are compiled on the host; their programs
  * need only the C runtime the root holds.
  */
 export interface GuestImage {
@@ -77,7 +77,7 @@ const ROOT_FILES = ['/usr/bin/node', '/usr/bin/prlimit', '/usr/bin/setpriv', '/u
 const LEFT_OUT = [/^\/usr\/share\/(doc|man|info|lintian|locale)\//, /^\/usr\/lib\/python3\.\d+\/test\//];
 /**
  * Loaded by the initramfs, in order (the stock kernel builds virtio, squashfs and ext4 as
- * modules). ext4 is for an image's root disk (image-root-disk.ts), mounted by the guest runner;
+ * modules). ext4 is for an image's root disk (image-root-disk.ts), mounted by the VM agent;
  * it loads a crc32c driver at every mount, checksums or not. 9p is for volumes (the VM's share).
  */
 const MODULES = [
@@ -105,7 +105,7 @@ const MODULES = [
 ];
 /** Where this package sits inside the guest. */
 export const GUEST_PACKAGE_DIR = '/opt/agent-runner';
-/** The virtio-serial port the guest runner serves (its name in /sys/class/virtio-ports). */
+/** The virtio-serial port the VM agent serves (its name in /sys/class/virtio-ports). */
 export const GUEST_PORT_NAME = 'agent-runner';
 /**
  * Bumped whenever what follows changes the image in a way its inputs do not show. 3: the guest's
@@ -318,12 +318,12 @@ async function readHead(path: string): Promise<Buffer> {
 
 /**
  * This package's files the guest runs: the compiled code, and the one dependency it loads. The
- * guest runner is tsc's modules (vm-agent.js and what it imports), never the bundle the host's
+ * VM agent is tsc's modules (vm-agent.js and what it imports), never the bundle the host's
  * commands load (dist/bundle/, scripts/bundle-cli.mjs), which is left out.
  */
 async function packageFiles(): Promise<string[]> {
   const dist = join(PACKAGE_ROOT, 'dist');
-  if (!existsSync(join(dist, 'isolation', 'microvm', 'agent', 'vm-agent.js'))) throw new SandboxUnavailableError(`the guest runner is not built at ${dist}: run npm run build`);
+  if (!existsSync(join(dist, 'isolation', 'microvm', 'agent', 'vm-agent.js'))) throw new SandboxUnavailableError(`the VM agent is not built at ${dist}: run npm run build`);
   const out: string[] = [join(PACKAGE_ROOT, 'package.json')];
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true })) {

@@ -34,7 +34,7 @@ export interface MicrovmOptions {
   vcpus?: number;
   /** Restored VMs kept ready (0: every job boots its own VM cold). */
   warmPoolSize?: number;
-  /** How long a cold boot may take before the guest runner answers. */
+  /** How long a cold boot may take before the VM agent answers. */
   bootTimeoutMs?: number;
   /** Guest images, snapshots and accelerator probes, by content hash (null: runtimeDir/cache). */
   cacheDir?: string | null;
@@ -69,7 +69,7 @@ const KVM_PROBE_TIMEOUT_MS = 15_000;
 /**
  * The `microvm` backend (alias `firecracker`): each job gets a VM of its own, QEMU's
  * `-M microvm` machine booting Debian's stock kernel on a read-only root built from the host's
- * files (guest-image.ts), and never reused. The guest runner inside (agent/vm-agent.ts) makes
+ * files (guest-image.ts), and never reused. The VM agent inside (agent/vm-agent.ts) makes
  * the job's sandbox with the same bubblewrap backend the host uses and performs the prepared
  * sandbox's operations for the host over the VM's channel; the guest kernel is one more
  * boundary. VMs come warm from a snapshot taken once a booted guest was ready (warm-vm-pool.ts).

@@ -71,7 +71,7 @@ export type VmOrigin =
 
 /**
  * One QEMU `-M microvm` process (Firecracker's device model: virtio-mmio only, no PCI, no
- * firmware to speak of) and the channel to its guest runner over virtio-serial. Its one network
+ * firmware to speak of) and the channel to its VM agent over virtio-serial. Its one network
  * device reaches nothing but the host's egress proxy of its job, when that listens (networkArgs).
  * Killing the process is the end of everything the job did.
  */
@@ -101,7 +101,7 @@ export class QemuVm {
   }
 
   /**
-   * Starts QEMU in `dir` (made here, removed by destroy) and returns once the guest runner answers.
+   * Starts QEMU in `dir` (made here, removed by destroy) and returns once the VM agent answers.
    * An abort of `signal` before then kills QEMU, and the start fails (a probe or a snapshot's boot
    * of a backend being disposed of).
    */

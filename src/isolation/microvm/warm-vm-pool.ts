@@ -28,7 +28,7 @@ const RESTORE_TIMEOUT_MS = 30_000;
 /**
  * VMs restored from one snapshot and answering, kept ready so a job's VM is there when it asks.
  * They wait frozen (stopped CPUs, no cost) and run on when taken.
- * The snapshot is taken once per image and VM shape (a cold boot, the guest runner primed,
+ * The snapshot is taken once per image and VM shape (a cold boot, the VM agent primed,
  * then saved) and kept in the cache dir. Each VM is handed out once; a job never gets a VM
  * another job touched, and the pool refills itself one restore at a time in the background.
  */

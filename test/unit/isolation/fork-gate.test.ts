@@ -15,7 +15,7 @@ const SRC = fileURLToPath(new URL('../../../src/', import.meta.url));
  */
 const UNGATED: Record<string, string> = {
   'util/fork-gate.ts': 'the gate itself',
-  'isolation/microvm/agent/vm-job.ts': 'the guest runner, inside a VM: it stages nothing for exec',
+  'isolation/microvm/agent/vm-job.ts': 'the VM agent, inside a VM: it stages nothing for exec',
   'agent-exec/notify.ts': 'the agent-exec CLI, a process of its own',
   'agent-exec/launch.ts': 'the agent-exec CLI, a process of its own',
   'agent-exec/supervisor.ts': 'the agent-exec supervisor, a process of its own',

@@ -1,5 +1,5 @@
 """Reseeds the guest kernel's random number generator with bytes from the host (stdin), run inside
-a microVM by its guest runner as root before each job (vm-job.ts: `python3 -I -S`, the seed the
+a microVM by its VM agent as root before each job (vm-job.ts: `python3 -I -S`, the seed the
 host sent in its prepare or attach request). Every VM restored from one warm snapshot wakes
 with the same generator state, so without this each would hand its job the same "random" bytes
 (/dev/urandom, getrandom: keys, tokens, UUIDs). The bytes are added to the input pool with their

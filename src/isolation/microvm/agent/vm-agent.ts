@@ -1,5 +1,5 @@
 /**
- * The guest runner of a microVM: runs inside the VM as root and its init, exec'd by the guest
+ * The VM agent of a microVM: runs inside the VM as root and its init, exec'd by the guest
  * image's init script (guest-image.ts writeRootExtras) as `node vm-agent.js /dev/vportNpM`, and
  * serves the sandbox operations of one job (vm-job.ts) over the VM's virtio-serial port, framed as
  * everywhere else (wire/frame-codec.ts; contract/vm-channel.ts). The host's end is
@@ -46,7 +46,7 @@ function main(channelPath: string | undefined): void {
       else queue = queue.then(answer);
     },
     onProtocolError(error: Error) {
-      process.stderr.write(`guest runner: ${error.message}\n`);
+      process.stderr.write(`VM agent: ${error.message}\n`);
     },
     // A virtio port read while the host is not connected (yet: a loaded host connects late)
     // returns end of file. This process is the guest's init: were it to end, the kernel would

@@ -21,7 +21,7 @@ type Reply = Omit<Extract<GuestReply, { ok: true }>, 'id' | 'ok'> & { bytes?: Bu
 type UntarEnd = NonNullable<Extract<GuestRequest, { op: 'untar' }>['end']>;
 type OutputEvent = { stream: 'stdout' | 'stderr'; data: Buffer };
 
-/** The guest runner's own files, root's only (each made 0700 below). */
+/** The VM agent's own files, root's only (each made 0700 below). */
 const AGENT_DIR = '/run/agent-runner';
 const WORKSPACE_DIR = join(AGENT_DIR, 'workspace');
 const ARTIFACTS_DIR = join(AGENT_DIR, 'artifacts');
