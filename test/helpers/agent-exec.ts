@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { Ajv } from 'ajv';
 import { runCli } from './cli.js';
 import { waitUntil } from './wait.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from './timeouts.js';
 import { SUPERVISE_ARG } from '../../src/agent-exec/supervise-arg.js';
 
 const SCHEMA = JSON.parse(readFileSync(new URL('../../schemas/agent-exec-response.schema.json', import.meta.url), 'utf8')) as object;
@@ -42,6 +43,13 @@ export interface Answer {
   response: Response;
   stderr: string;
 }
+
+/**
+ * The wait of a `run` (or `wait`, `restart`) whose subject is the job's end, not the wait: its
+ * default `--until 10` is not the subject; a loaded CI machine needs room (a run once answered
+ * while its job still ran, its stdout still '').
+ */
+export const UNTIL_IT_ENDS: readonly string[] = ['--until', String(NOT_THE_SUBJECT_TIMEOUT_S)];
 
 /** Runs the built agent-exec and checks its answer against the contract. */
 export async function agentExec(root: string, args: string[], options: { stdin?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Answer> {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { agentExec, jobDirs, ok, removeDir, rootWithFixtures, type Response } from '../../helpers/agent-exec.js';
+import { agentExec, jobDirs, ok, removeDir, rootWithFixtures, type Response, UNTIL_IT_ENDS } from '../../helpers/agent-exec.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const ids = (response: Response) => (response.jobs as Array<{ job_id: string }>).map((job) => job.job_id);
@@ -69,7 +69,7 @@ describe('agent-exec delete and retention with real jobs', () => {
   it('a job that ends applies the configured retention to its root (at most every intervalMinutes)', async () => {
     // Four jobs for two places: the two old fixtures that ended go, the unknown one and the new one stay.
     const env = { AGENT_RUNNER_RETENTION__MAX_COUNT: '2' };
-    const run = await ok(fixtures, ['run', '--cwd', cwd, '--sandbox', 'none', '--', 'true'], { env });
+    const run = await ok(fixtures, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--sandbox', 'none', '--', 'true'], { env });
     assert.equal(run.state, 'exited');
     await waitUntil(() => !existsSync(join(fixtures, 'jobs', 'c0ffee100002')), 'the supervisor has applied the retention');
     assert.deepEqual(readdirSync(join(fixtures, 'jobs')).sort(), [run.job_id, 'badbad000000', 'deadbeef0001'].sort());

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { postWithRetries, runCommand, type NotifyBounds } from '../../../src/agent-exec/notify.js';
-import { checkResponse, jobDirs, ok, pgrep, tempDir } from '../../helpers/agent-exec.js';
+import { checkResponse, jobDirs, ok, pgrep, tempDir, UNTIL_IT_ENDS } from '../../helpers/agent-exec.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 /** A local endpoint: each request's body, answered with the next status of `statuses` (the last one repeats), or never. */
@@ -51,7 +51,7 @@ describe('agent-exec --notify-url and --notify-command', () => {
     const out = tempDir('agent-exec-notify-out-');
     after(() => rmSync(out, { recursive: true, force: true }));
     const command = `cat > ${out}/notified.json; pwd > ${out}/pwd.txt; stat -c %a . > ${out}/mode.txt`;
-    const args = ['run', '--cwd', cwd, '--sandbox', 'none', '--notify-url', hook.url, '--notify-command', command, '--', 'sh', '-c', 'echo done; exit 3'];
+    const args = ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--sandbox', 'none', '--notify-url', hook.url, '--notify-command', command, '--', 'sh', '-c', 'echo done; exit 3'];
     const run = await ok(root, args);
     assert.equal(run.state, 'exited');
     await notified(root, run.job_id);
@@ -74,7 +74,7 @@ describe('agent-exec --notify-url and --notify-command', () => {
     writeFileSync(victim, 'root only\n');
     chmodSync(victim, 0o600);
     const plant = `import os; os.symlink(${JSON.stringify(victim)}, 'ends.txt')`;
-    const run = await ok(root, ['run', '--cwd', cwd, '--notify-command', 'jq .state >> ends.txt', '--', 'python3', '-c', plant]);
+    const run = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--notify-command', 'jq .state >> ends.txt', '--', 'python3', '-c', plant]);
     assert.deepEqual([run.state, run.exit_code], ['exited', 0], JSON.stringify(run));
     await notified(root, run.job_id);
     assert.equal(readFileSync(victim, 'utf8'), 'root only\n');
@@ -85,7 +85,7 @@ describe('agent-exec --notify-url and --notify-command', () => {
     const marker = join(outsideDir(tmpdir(), 'agent-exec-notify-marker-'), 'fsmonitor-ran');
     const repoDir = outsideDir(tmpdir(), 'agent-exec-notify-repo-');
     const configure = `git init -q . && touch tracked && git add tracked && git config core.fsmonitor 'id > ${marker}; true'`;
-    const run = await ok(root, ['run', '--cwd', repoDir, '--notify-command', 'git status > /dev/null 2>&1; true', '--', 'sh', '-c', configure]);
+    const run = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', repoDir, '--notify-command', 'git status > /dev/null 2>&1; true', '--', 'sh', '-c', configure]);
     assert.deepEqual([run.state, run.exit_code], ['exited', 0], JSON.stringify(run));
     await notified(root, run.job_id);
     assert.equal(existsSync(marker), false, `the job's fsmonitor ran on the host: ${existsSync(marker) ? readFileSync(marker, 'utf8') : ''}`);

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { agentExec, disposeRoot, ok, removeDir, tempDir } from '../../helpers/agent-exec.js';
+import { agentExec, disposeRoot, ok, removeDir, tempDir, UNTIL_IT_ENDS } from '../../helpers/agent-exec.js';
 
 describe('the workspace sandbox, for real', () => {
   const root = tempDir('agent-exec-sbx-');
@@ -21,7 +21,7 @@ describe('the workspace sandbox, for real', () => {
       'touch /var/tmp/agent-exec-escape 2>/dev/null && echo escaped-var',
       'touch /usr/local/agent-exec-escape 2>/dev/null || echo usr-read-only',
     ].join('; ');
-    const response = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', script]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', 'sh', '-c', script]);
     assert.equal(response.stdout, 'cwd-ok\nusr-read-only\n');
     assert.ok(existsSync(join(cwd, 'made-inside')));
     assert.ok(!existsSync(join(outside, 'escaped')));
@@ -31,7 +31,7 @@ describe('the workspace sandbox, for real', () => {
   it("cannot read /root, secret files, or agent-exec's own root", async () => {
     assert.ok(readdirSync('/root').length > 0, 'the host /root has entries to hide');
     const script = `ls -A /root | wc -l; cat /etc/shadow 2>/dev/null | wc -c; ls -A ${root} 2>/dev/null | wc -l`;
-    const response = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', script]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', 'sh', '-c', script]);
     assert.deepEqual(
       response.stdout.split('\n').map((line) => line.trim()),
       ['0', '0', '0', ''],
@@ -45,7 +45,7 @@ describe('the workspace sandbox, for real', () => {
     const hidden = await agentExec(root, ['run', '--cwd', cwd, '--', tool]);
     assert.equal(hidden.code, 1);
     assert.equal(hidden.response.error.code, 'command_not_found');
-    assert.equal((await ok(root, ['run', '--cwd', cwd, '--sandbox', 'none', '--', tool])).stdout, 'tool ran\n');
+    assert.equal((await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--sandbox', 'none', '--', tool])).stdout, 'tool ran\n');
   });
 
   it('fails closed when bwrap is missing: sandbox_unavailable, and no job at all', async () => {
@@ -67,7 +67,7 @@ describe('the workspace sandbox, for real', () => {
     writeFileSync(fake, '#!/bin/sh\necho "bwrap: No permissions to create new namespace" >&2\nexit 1\n');
     chmodSync(fake, 0o755);
     try {
-      const response = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', `touch ${cwd}/ran-unsandboxed`], { env: { AGENT_EXEC_BWRAP: fake } });
+      const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', 'sh', '-c', `touch ${cwd}/ran-unsandboxed`], { env: { AGENT_EXEC_BWRAP: fake } });
       assert.equal(response.state, 'failed');
       assert.match(response.error as unknown as string, /sandbox could not be set up: bwrap: No permissions/);
       assert.ok(!existsSync(join(cwd, 'ran-unsandboxed')));
@@ -102,9 +102,9 @@ describe('--network', () => {
   const probe = () => [process.execPath, '-e', `require('net').connect(${port}, '127.0.0.1').on('data', (d) => process.stdout.write(d)).on('error', (e) => console.log(e.code))`];
 
   it('none: only a loopback of its own, the host unreachable', async () => {
-    const response = await ok(root, ['run', '--cwd', cwd, '--network', 'none', '--', ...probe()]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--network', 'none', '--', ...probe()]);
     assert.equal(response.stdout, 'ECONNREFUSED\n');
-    const interfaces = await ok(root, ['run', '--cwd', cwd, '--network', 'none', '--', 'cat', '/proc/net/dev']);
+    const interfaces = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--network', 'none', '--', 'cat', '/proc/net/dev']);
     const names = interfaces.stdout
       .split('\n')
       .slice(2)
@@ -114,7 +114,7 @@ describe('--network', () => {
   });
 
   it('host (the default): the same connection works', async () => {
-    const response = await ok(root, ['run', '--cwd', cwd, '--', ...probe()]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', ...probe()]);
     assert.equal(response.stdout, 'hello from the host\n');
   });
 });

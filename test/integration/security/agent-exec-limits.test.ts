@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, sym
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { jobDirs, ok } from '../../helpers/agent-exec.js';
+import { jobDirs, ok, UNTIL_IT_ENDS } from '../../helpers/agent-exec.js';
 
 /**
  * Class 5 of the second security round: agent-exec jobs ran as host root with the whole host
@@ -37,14 +37,14 @@ describe('agent-exec: an allowlist view of the host', { skip: !asRoot && 'the jo
   it('a 0600 file in a 0700 directory outside the view is unreadable, by its path or through a link in the cwd', async () => {
     symlinkSync(join(secretDirs[0]!, 'key'), join(cwd, 'link-to-key'));
     const reads = [...secretDirs.map((dir) => join(dir, 'key')), 'link-to-key'].map((path) => `cat ${path} 2>/dev/null || echo "no ${path}"`);
-    const response = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', reads.join('; ')]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', 'sh', '-c', reads.join('; ')]);
     assert.equal(response.state, 'exited');
     assert.doesNotMatch(response.stdout, new RegExp(secret));
     assert.equal(response.stdout, [...secretDirs.map((dir) => `no ${join(dir, 'key')}`), 'no link-to-key', ''].join('\n'));
   });
 
   it('nothing of /srv, /var or /root is there at all; a named --read path is, read-only', async () => {
-    const listing = await ok(root, ['run', '--cwd', cwd, '--', 'sh', '-c', 'ls -A /srv /var/tmp /root 2>&1']);
+    const listing = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', 'sh', '-c', 'ls -A /srv /var/tmp /root 2>&1']);
     const lines = listing.stdout.split('\n');
     assert.match(lines[0]!, /\/srv.*No such file or directory/);
     assert.match(lines[1]!, /\/var\/tmp.*No such file or directory/);
@@ -52,6 +52,7 @@ describe('agent-exec: an allowlist view of the host', { skip: !asRoot && 'the jo
     assert.deepEqual(lines.slice(2), ['/root:', '']);
     const named = await ok(root, [
       'run',
+      ...UNTIL_IT_ENDS,
       '--cwd',
       cwd,
       '--read',
@@ -66,10 +67,10 @@ describe('agent-exec: an allowlist view of the host', { skip: !asRoot && 'the jo
 
   it('a unix socket outside the view (a docker.sock alike) is unreachable', async () => {
     const connect = `require('net').connect(${JSON.stringify(socketPath)}).on('data', (d) => process.stdout.write(d)).on('error', (e) => console.log(e.code))`;
-    const response = await ok(root, ['run', '--cwd', cwd, '--', process.execPath, '-e', connect]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--', process.execPath, '-e', connect]);
     assert.equal(response.stdout, 'ENOENT\n');
     // The host's daemon does answer: it is the view that keeps the job from it.
-    const host = await ok(root, ['run', '--cwd', cwd, '--sandbox', 'none', '--', process.execPath, '-e', connect]);
+    const host = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--sandbox', 'none', '--', process.execPath, '-e', connect]);
     assert.equal(host.stdout, 'daemon answered\n');
   });
 });
@@ -117,9 +118,20 @@ describe('agent-exec: resource limits', () => {
   it('filling /tmp, /dev/shm or the home stops at --tmp-size; the default is 1 GiB each; / and /dev take nothing', async () => {
     const fill = (path: string) => `head -c ${64 * MiB} /dev/zero > ${path} 2>/dev/null; stat -c %s ${path}`;
     const script = [fill('/tmp/fill'), fill('/dev/shm/fill'), fill('"$HOME/fill"'), 'touch /fill /dev/fill 2>/dev/null || echo read-only'].join('; ');
-    const response = await ok(root, ['run', '--cwd', cwd, '--tmp-size', '16M', '--env', 'HOME=/home/agent', '--', 'sh', '-c', script]);
+    const response = await ok(root, ['run', ...UNTIL_IT_ENDS, '--cwd', cwd, '--tmp-size', '16M', '--env', 'HOME=/home/agent', '--', 'sh', '-c', script]);
     assert.deepEqual(response.stdout.split('\n'), [String(16 * MiB), String(16 * MiB), String(16 * MiB), 'read-only', '']);
-    const sizes = await ok(root, ['run', '--cwd', cwd, '--env', 'HOME=/home/agent', '--', 'sh', '-c', 'for d in /tmp /dev/shm "$HOME"; do stat -f -c "%b %S" "$d"; done']);
+    const sizes = await ok(root, [
+      'run',
+      ...UNTIL_IT_ENDS,
+      '--cwd',
+      cwd,
+      '--env',
+      'HOME=/home/agent',
+      '--',
+      'sh',
+      '-c',
+      'for d in /tmp /dev/shm "$HOME"; do stat -f -c "%b %S" "$d"; done',
+    ]);
     for (const line of sizes.stdout.trim().split('\n')) {
       const [blocks, blockSize] = line.split(' ').map(Number);
       assert.equal(blocks! * blockSize!, 1024 * MiB);
@@ -167,7 +179,9 @@ describe('agent-exec: resource limits', () => {
 describe('agent-exec: logs are capped, with a truncation mark and the tail kept', () => {
   const { root, cwd } = jobDirs('agent-exec-logcap');
 
-  it('`yes` for 3 s leaves every log within --max-log-bytes; offsets stay those of the whole stream', async () => {
+  // A fixed volume, 8 MiB of `yes` (not `yes` for 3 s, whose volume is the machine's speed),
+  // far past each cap asserted.
+  it('8 MiB of `yes` leaves every log within --max-log-bytes; offsets stay those of the whole stream', async () => {
     const cap = MiB;
     const response = await ok(root, [
       'run',
@@ -175,14 +189,13 @@ describe('agent-exec: logs are capped, with a truncation mark and the tail kept'
       cwd,
       '--max-log-bytes',
       '1M',
-      '--until',
-      '60',
+      ...UNTIL_IT_ENDS,
       '--tail-lines',
       '1',
       '--',
       'sh',
       '-c',
-      'timeout 3 yes; echo tail-marker; echo err-tail >&2',
+      'yes | head -c 8M; echo tail-marker; echo err-tail >&2',
     ]);
     assert.equal(response.state, 'exited');
     const paths = [response.stdout_log_path, response.stderr_log_path, response.full_log_path] as string[];
@@ -191,7 +204,7 @@ describe('agent-exec: logs are capped, with a truncation mark and the tail kept'
     // stdout went far past the cap: the log is the mark, then the newest output.
     const total = response.stdout_total_bytes;
     const first = response.stdout_first_offset as number;
-    assert.ok(total > 4 * cap, `yes wrote only ${total} bytes in 3 s`);
+    assert.ok(total > 4 * cap, `yes wrote only ${total} bytes`);
     assert.ok(first > 0);
     assert.equal(statSync(paths[0]!).size, total - first);
     const log = readFileSync(paths[0]!, 'utf8');
@@ -228,12 +241,12 @@ describe('agent-exec: logs are capped, with a truncation mark and the tail kept'
     assert.ok(full.endsWith(' stdout tail-marker\n') || full.endsWith(' stderr err-tail\n'), full.slice(-200));
   });
 
-  it('the default cap is 64 MiB: `yes` for 3 s as the attack ran it', async () => {
-    const response = await ok(root, ['run', '--cwd', cwd, '--until', '60', '--', 'sh', '-c', 'timeout 3 yes; echo tail-marker']);
+  it('the default cap is 64 MiB: 8 MiB of `yes`, as the attack ran it for 3 s', async () => {
+    const response = await ok(root, ['run', '--cwd', cwd, ...UNTIL_IT_ENDS, '--', 'sh', '-c', 'yes | head -c 8M; echo tail-marker']);
     assert.equal(response.state, 'exited');
     const paths = [response.stdout_log_path, response.stderr_log_path, response.full_log_path] as string[];
     for (const path of paths) assert.ok(statSync(path).size <= 64 * MiB, `${path} holds ${statSync(path).size} bytes`);
-    // full.log frames every 2-byte line with a 31-byte prefix: it went past the cap for sure.
+    // full.log frames every 2-byte line with a 31-byte prefix: 4 Mi lines went past the cap for sure.
     const full = paths[2]!;
     assert.ok(readFileSync(full).subarray(0, 200).toString().startsWith('[agent-exec log '));
     assert.match(response.stdout, /y\ntail-marker\n$/);
