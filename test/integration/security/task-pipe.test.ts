@@ -30,6 +30,12 @@ const SEND: Record<Lang, string> = {
 const HARD_EXIT = (lang: Lang, code = 0) => (lang === 'python' ? `os._exit(${code})` : `process.reallyExit(${code});`);
 /** Keeps the task alive until its timeout. */
 const HANG: Record<Lang, string> = { python: 'time.sleep(30)', node: 'for (;;) {}' };
+/**
+ * The timeout of a task that hangs after doing what the test is about (the host judges the pipe
+ * only after the kill): room for the sandbox and interpreter to start and get that far first,
+ * which a loaded CI machine needs (700 ms was tight).
+ */
+const HANG_TIMEOUT_MS = 3_000;
 const PRINT = (lang: Lang, text: string) => (lang === 'python' ? `print(${JSON.stringify(text)})` : `console.log(${JSON.stringify(text)});`);
 const PRINT_LOOP = (lang: Lang, count: number) => (lang === 'python' ? `for i in range(${count}):\n    print(i)` : `for (let i = 0; i < ${count}; i++) console.log(i);`);
 const code = (lang: Lang, ...lines: string[]) => SEND[lang] + lines.join('\n');
@@ -116,8 +122,8 @@ describe('code tasks: a forged frame gains nothing', () => {
 
     it(`${lang}: a frame sent before the code hangs is not a result: the timeout is`, async () => {
       const forged = { result: [{ json: { forged: true } }], print_args: [] };
-      const response = failed(await task(lang, code(lang, `send(${message(lang, forged)})`, HANG[lang]), { timeout_ms: 700 }), 'run.timed_out');
-      assert.equal(response.error.message, 'timed out after 700 ms');
+      const response = failed(await task(lang, code(lang, `send(${message(lang, forged)})`, HANG[lang]), { timeout_ms: HANG_TIMEOUT_MS }), 'run.timed_out');
+      assert.equal(response.error.message, `timed out after ${HANG_TIMEOUT_MS} ms`);
     });
   }
 });
@@ -127,7 +133,7 @@ describe('code tasks: exactly one frame', () => {
     it(`${lang}: a second frame is a protocol error, even when a timeout follows`, async () => {
       const forged = { result: [], print_args: [] };
       const response = failed(
-        await task(lang, code(lang, `send(${message(lang, forged)})`, `send(${message(lang, forged)})`, HANG[lang]), { timeout_ms: 700 }),
+        await task(lang, code(lang, `send(${message(lang, forged)})`, `send(${message(lang, forged)})`, HANG[lang]), { timeout_ms: HANG_TIMEOUT_MS }),
         'task.protocol_error',
       );
       assert.equal(response.error.message, 'the task sent more than one message');
@@ -142,7 +148,7 @@ describe('code tasks: exactly one frame', () => {
     it(`${lang}: bytes trailing the frame are a protocol error, even when a timeout follows`, async () => {
       const forged = { result: [], print_args: [] };
       const trailing = lang === 'python' ? 'os.write(3, b"\\x00\\x00")' : 'fs.writeSync(3, Buffer.from([0, 0]));';
-      const response = failed(await task(lang, code(lang, `send(${message(lang, forged)})`, trailing, HANG[lang]), { timeout_ms: 700 }), 'task.protocol_error');
+      const response = failed(await task(lang, code(lang, `send(${message(lang, forged)})`, trailing, HANG[lang]), { timeout_ms: HANG_TIMEOUT_MS }), 'task.protocol_error');
       assert.match(response.error.message, /after its message/);
     });
   }
@@ -175,13 +181,14 @@ describe('code tasks: prints outlive a kill', () => {
   for (const lang of LANGS) {
     it(`${lang}: prints made before a timeout come back with run.timed_out`, async () => {
       const source = `${PRINT(lang, 'before the timeout')}\n${lang === 'python' ? 'import time\ntime.sleep(30)' : 'for (;;) {}'}`;
-      const response = failed(await task(lang, source, { timeout_ms: 700 }), 'run.timed_out');
+      const response = failed(await task(lang, source, { timeout_ms: HANG_TIMEOUT_MS }), 'run.timed_out');
       assert.deepEqual(response.print_args, [["'before the timeout'"]]);
     });
 
     it(`${lang}: 150 prints before a timeout come back capped at 100, with the note`, async () => {
       const source = `${PRINT_LOOP(lang, 150)}\n${lang === 'python' ? 'import time\ntime.sleep(30)' : 'for (;;) {}'}`;
-      const response = failed(await task(lang, source, { timeout_ms: 1500 }), 'run.timed_out');
+      // 150 prints before the hang: more room than the others.
+      const response = failed(await task(lang, source, { timeout_ms: 2 * HANG_TIMEOUT_MS }), 'run.timed_out');
       assert.equal(response.print_args.length, 101);
       assert.match(response.print_args[100]![0]!, /^\[50 more (print|console\.log)\(\) calls dropped: print_args keeps the first 100 calls/);
     });
@@ -189,7 +196,7 @@ describe('code tasks: prints outlive a kill', () => {
     // Python runs unbuffered now; node's stdout was already synchronous (a guard there).
     it(`${lang}: output written to stdout before a timeout reaches stderr`, async () => {
       const source = lang === 'python' ? 'import sys, time\nsys.stdout.write("partial line")\ntime.sleep(30)' : 'process.stdout.write("partial line");\nfor (;;) {}';
-      const response = failed(await task(lang, source, { timeout_ms: 700 }), 'run.timed_out');
+      const response = failed(await task(lang, source, { timeout_ms: HANG_TIMEOUT_MS }), 'run.timed_out');
       assert.match(response.error.stderr, /partial line/);
     });
   }
@@ -197,7 +204,7 @@ describe('code tasks: prints outlive a kill', () => {
   it('python: prints made before a cancel come back with run.canceled', async () => {
     const controller = new AbortController();
     const running = runTask({ lang: 'python', mode: 'all_items', items, code: 'import time\nprint("started")\ntime.sleep(30)' }, { runtime, signal: controller.signal });
-    setTimeout(() => controller.abort(), 700);
+    setTimeout(() => controller.abort(), HANG_TIMEOUT_MS);
     const response = failed(await running, 'run.canceled');
     assert.deepEqual(response.print_args, [["'started'"]]);
   });

@@ -156,7 +156,8 @@ describe('each language meets the snippet contract', { concurrency: 2 }, () => {
         assert.match(done.stderr, /oops/);
         assert.equal(done.exit_code, 3, done.stderr);
         assert.equal(done.error, '');
-        const hung = await executeSnippet({ lang, code: program, args: ['hang'], timeout: 1 }, { runtime: counted });
+        // Room for the interpreter's start (a JVM's) before `start`: a loaded CI machine needs it.
+        const hung = await executeSnippet({ lang, code: program, args: ['hang'], timeout: 5 }, { runtime: counted });
         assert.equal(hung.stdout, 'start\n', hung.stderr);
         assert.ok(hung.stderr.endsWith('\nExecution timed out'), hung.stderr);
         assert.equal(hung.exit_code, 124);
