@@ -1,21 +1,22 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
 import { runJob } from '../../../src/runner/run-job.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
-import { ok, jobDirs } from '../../helpers/agent-exec.js';
+import { ok, jobDirs, UNTIL_IT_ENDS } from '../../helpers/agent-exec.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 
-/** Every host process's command line, as `ps` shows them to any user. */
-function allCommandLines(): string[] {
-  const lines: string[] = [];
+/** Every host process's command line, as `ps` shows them to any user, by pid. */
+function allCommandLines(): Map<number, string> {
+  const lines = new Map<number, string>();
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      lines.push(readFileSync(`/proc/${name}/cmdline`).toString('utf8').split('\0').join(' '));
+      lines.set(Number(name), readFileSync(`/proc/${name}/cmdline`).toString('utf8').split('\0').join(' '));
     } catch {
       // Gone while we looked.
     }
@@ -24,8 +25,18 @@ function allCommandLines(): string[] {
 }
 
 /**
+ * A job's last command, `sleep BEACON || true`: a unique argument that lives a minute, however
+ * long a scan of /proc takes on a loaded machine, and ends (killed from here) once it was seen.
+ */
+function beaconSleep(): { beacon: string; command: string } {
+  const beacon = `60.${Date.now()}${randomInt(1000)}`;
+  return { beacon, command: `sleep ${beacon} || true` };
+}
+
+/**
  * Samples the command lines while `job` runs, until a process carrying `beacon` (a unique
- * argument of the job's own argv) has been seen, so the check covers the job while it lives.
+ * argument of the job's own argv) has been seen, so the check covers the job while it lives;
+ * then ends the job's `sleep BEACON` (beaconSleep), so it ends as soon as it was seen.
  */
 async function commandLinesDuring(beacon: string, job: Promise<unknown>): Promise<string[]> {
   let done = false;
@@ -34,8 +45,12 @@ async function commandLinesDuring(beacon: string, job: Promise<unknown>): Promis
   let sawJob = false;
   while (!done) {
     const lines = allCommandLines();
-    seen.push(...lines);
-    sawJob ||= lines.some((line) => line.includes(beacon));
+    seen.push(...lines.values());
+    for (const [pid, line] of lines) {
+      if (!line.includes(beacon)) continue;
+      sawJob = true;
+      if (line.trim() === `sleep ${beacon}`) process.kill(pid, 'SIGTERM');
+    }
     await sleep(10);
   }
   await job;
@@ -54,9 +69,9 @@ after(() => runtime.dispose());
 describe('environment values never appear in a host command line', () => {
   it('run jobs: the request env reaches the job, not /proc/*/cmdline', async () => {
     const secret = `secret-${randomUUID()}`;
-    const beacon = `0.${Date.now()}`;
+    const { beacon, command } = beaconSleep();
     const job = runJob(
-      { command: { argv: ['sh', '-c', `printf %s "$TOKEN"; sleep ${beacon}`], env: { TOKEN: secret } }, policy: { allowed_env: ['TOKEN'], allow_shell: true } },
+      { command: { argv: ['sh', '-c', `printf %s "$TOKEN"; ${command}`], env: { TOKEN: secret } }, policy: { allowed_env: ['TOKEN'], allow_shell: true } },
       { runtime },
     );
     const lines = await commandLinesDuring(beacon, job);
@@ -66,8 +81,8 @@ describe('environment values never appear in a host command line', () => {
   });
 
   it('snippets: the language environment travels the same way', async () => {
-    const beacon = `0.${Date.now()}7`;
-    const job = executeSnippet({ lang: 'bash', code: `echo "$LANG"; sleep ${beacon}` }, { runtime });
+    const { beacon, command } = beaconSleep();
+    const job = executeSnippet({ lang: 'bash', code: `echo "$LANG"; ${command}`, timeout: NOT_THE_SUBJECT_TIMEOUT_S }, { runtime });
     const lines = await commandLinesDuring(beacon, job);
     assert.equal((await job).stdout, 'C.UTF-8\n');
     assertNoneShows(lines, '--setenv');
@@ -80,8 +95,8 @@ describe('environment values never appear in a host command line', () => {
       const secret = `secret-${randomUUID()}`;
       const envFile = join(cwd, 'job.env');
       writeFileSync(envFile, `TOKEN=${secret}\n`);
-      const beacon = `0.${Date.now()}3`;
-      const job = ok(root, ['run', '--cwd', cwd, '--env-file', envFile, '--until', '30', '--', 'sh', '-c', `printf %s "$TOKEN"; sleep ${beacon}`]);
+      const { beacon, command } = beaconSleep();
+      const job = ok(root, ['run', '--cwd', cwd, '--env-file', envFile, ...UNTIL_IT_ENDS, '--', 'sh', '-c', `printf %s "$TOKEN"; ${command}`]);
       const lines = await commandLinesDuring(beacon, job);
       assert.equal((await job).stdout, secret);
       assertNoneShows(lines, secret);
