@@ -13,6 +13,7 @@ import { runCli } from '../../helpers/cli.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 import { processEnv } from '../../helpers/runtime.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 
 /**
  * Our own faces of long-lived sandboxes, on local_process: /v1/sandboxes through the typed
@@ -76,13 +77,21 @@ describe('sandboxes through the client, the CLI and MCP', () => {
   it('the client runs cells in a sandbox’s code interpreter: state, a DataFrame, a chart, an error, a timeout that keeps the state', async () => {
     const sandbox = await client.createSandbox({});
     made.push(sandbox.id);
-    const first = await client.sandboxRunCode(sandbox.id, { code: 'import pandas as pd\nframe = pd.DataFrame({"n": [1, 2]})\nprint("made")\nframe' });
+    // The kernel's start and the imports count against the first cells' timeouts: not the
+    // subject; a loaded CI machine needs room.
+    const first = await client.sandboxRunCode(sandbox.id, {
+      code: 'import pandas as pd\nframe = pd.DataFrame({"n": [1, 2]})\nprint("made")\nframe',
+      timeout: NOT_THE_SUBJECT_TIMEOUT_S,
+    });
     assert.equal(first.stdout, 'made\n');
     assert.equal(first.error, null);
     assert.equal(first.results.length, 1);
     assert.match(first.results[0]!.html!, /<table/);
     assert.deepEqual(first.results[0]!.data, { n: [1, 2] });
-    const chart = await client.sandboxRunCode(sandbox.id, { code: 'import matplotlib.pyplot as plt\nplt.scatter(frame["n"], [3, 4])\nplt.show()' });
+    const chart = await client.sandboxRunCode(sandbox.id, {
+      code: 'import matplotlib.pyplot as plt\nplt.scatter(frame["n"], [3, 4])\nplt.show()',
+      timeout: NOT_THE_SUBJECT_TIMEOUT_S,
+    });
     assert.equal((chart.results[0]!.chart as { type: string }).type, 'scatter');
     assert.ok(Buffer.from(chart.results[0]!.png!, 'base64').subarray(1, 4).equals(Buffer.from('PNG')));
     const failed = await client.sandboxRunCode(sandbox.id, { code: 'frame["missing"]' });

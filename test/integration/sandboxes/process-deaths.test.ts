@@ -7,6 +7,7 @@ import type { BackendKind } from '../../../src/contract/backend-kinds.js';
 import { availableKinds, kindLeftOut } from '../../helpers/backends.js';
 import { testRuntime } from '../../helpers/runtime.js';
 import { startServer, type ServerProcess } from '../../helpers/server.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 /**
@@ -242,7 +243,8 @@ describe('a process of the stack dies or wedges with requests in flight', async 
       made.push(sandbox.id);
       const cell = await client.sandboxRunCode(sandbox.id, { code: 'import os\nos.kill(os.getpid(), 9)', timeout: 300 });
       assert.ok(cell.error, JSON.stringify(cell));
-      const next = await client.sandboxRunCode(sandbox.id, { code: 'print(6 * 7)' });
+      // The next cell pays a new kernel's start: not the subject; a loaded CI machine needs room.
+      const next = await client.sandboxRunCode(sandbox.id, { code: 'print(6 * 7)', timeout: NOT_THE_SUBJECT_TIMEOUT_S });
       assert.equal(next.stdout, '42\n');
       assert.equal((await client.getSandbox(sandbox.id)).state, 'running');
       await client.killSandbox(sandbox.id);
@@ -253,7 +255,8 @@ describe('a process of the stack dies or wedges with requests in flight', async 
       made.push(sandbox.id);
       const cell = await client.sandboxRunCode(sandbox.id, { code: 'import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)', timeout: 2 });
       assert.ok(cell.error || cell.timed_out, JSON.stringify(cell));
-      const next = await client.sandboxRunCode(sandbox.id, { code: 'print(6 * 7)' });
+      // The next cell pays a new kernel's start: not the subject; a loaded CI machine needs room.
+      const next = await client.sandboxRunCode(sandbox.id, { code: 'print(6 * 7)', timeout: NOT_THE_SUBJECT_TIMEOUT_S });
       assert.equal(next.stdout, '42\n');
       await client.killSandbox(sandbox.id);
     });
