@@ -6,13 +6,16 @@ import { runJob } from '../../../src/runner/run-job.js';
 import { executeSnippet } from '../../../src/runner/snippet.js';
 import { kindLeftOut } from '../../helpers/backends.js';
 import { TEST_STATE_DIR, testRuntime } from '../../helpers/runtime.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
 /** The gvisor backend's isolation, on real runsc; reported as skipped, with why, where it is unavailable. */
 const runtime = testRuntime();
 after(() => runtime.dispose());
 const status = await runtime.backends.get('gvisor').status();
-const run = (lang: string, code: string, timeout = 10) => executeSnippet({ lang, code, timeout, backend: { kind: 'gvisor' } }, { runtime });
+// The snippets' timeout is not their subject (but in the test of timeouts); a loaded CI machine
+// needs room, runsc's ptrace platform above all.
+const run = (lang: string, code: string, timeout = NOT_THE_SUBJECT_TIMEOUT_S) => executeSnippet({ lang, code, timeout, backend: { kind: 'gvisor' } }, { runtime });
 
 describe('gvisor isolation', { skip: kindLeftOut('gvisor') || (status.available ? false : status.notes.join('; ')) }, () => {
   it('says which runsc and platform it runs on', () => {

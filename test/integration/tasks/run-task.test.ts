@@ -3,6 +3,7 @@ import { after, describe, it } from 'node:test';
 import type { TaskErrorResponse, TaskResponse, TaskResultResponse } from '../../../src/contract/task.js';
 import { runTask } from '../../../src/tasks/run-task.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 
 const runtime = testRuntime();
 after(() => runtime.dispose());
@@ -264,6 +265,8 @@ describe('code tasks: the result pipe', () => {
 });
 
 describe('code tasks: limits', () => {
+  // Building, framing and checking 20 MiB is not the subject of the timeout (10 s unless given); a loaded CI machine needs room.
+  const roomy = { timeout_ms: NOT_THE_SUBJECT_TIMEOUT_S * 1000 };
   eachLanguage(
     'a 20 MiB result is over the 16 MiB default: an error that says so',
     { python: 'return [{"blob": "x" * (20 * 1024 * 1024)}]', node: 'return [{ blob: "x".repeat(20 * 1024 * 1024) }];' },
@@ -272,13 +275,14 @@ describe('code tasks: limits', () => {
       assert.equal(error_code, 'task.failed');
       assert.match(error.message, /^the result is 2097\d{4} bytes of JSON, over max_result_bytes \(16777216\)$/);
     },
+    roomy,
   );
 
   eachLanguage(
     'max_result_bytes can be raised, and a 20 MiB result then comes back whole',
     { python: 'return [{"blob": "y" * (20 * 1024 * 1024)}]', node: 'return [{ blob: "y".repeat(20 * 1024 * 1024) }];' },
     (response) => assert.equal((succeeded(response).result[0]!.json.blob as string).length, 20 * 1024 * 1024),
-    { items: [], limits: { max_result_bytes: 32 * 1024 * 1024 } },
+    { items: [], limits: { max_result_bytes: 32 * 1024 * 1024 }, ...roomy },
   );
 
   it('node: a child killed by the memory limit is reported against the limit', async () => {
