@@ -1,17 +1,21 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import type { SnippetResponse } from '../../../src/contract/snippet.js';
 import { GuestClient } from '../../../src/guest/client.js';
+import type { ConnectionDeadlines } from '../../../src/guest/connection.js';
 import { startGuestServer, type GuestServer } from '../../../src/guest/server.js';
 import { encodeFrame, FrameDecoder } from '../../../src/wire/frame-codec.js';
 import { testRuntime } from '../../helpers/runtime.js';
+import { NOT_THE_SUBJECT_TIMEOUT_S } from '../../helpers/timeouts.js';
 import { waitUntil } from '../../helpers/wait.js';
 
 const TOKEN = 'guest-deadlines-token';
 const CONNECTIONS = 64;
 /** Small, so the test is quick; nothing below asserts how long anything took. */
 const DEADLINE_MS = 500;
+/** The deadlines a test is not about: a loaded CI machine needs room (an honest client's own auth or request once took longer than 500 ms). */
+const NOT_THE_SUBJECT_MS = NOT_THE_SUBJECT_TIMEOUT_S * 1000;
 
 /** A raw TCP client: the frames the server sent it, and whether the server closed it. */
 function rawClient(port: number): { socket: Socket; frames: Array<Partial<SnippetResponse> & { ok?: boolean }>; connected: Promise<void>; closed: Promise<void> } {
@@ -43,21 +47,22 @@ async function servedAnswer(port: number): Promise<SnippetResponse | null> {
 
 describe('the guest runner: connections that do not authenticate, idle, or stall in a frame do not hold its slots', () => {
   const runtime = testRuntime();
-  let server: GuestServer;
-  let port: number;
-  before(async () => {
-    server = await startGuestServer(
-      { kind: 'tcp', host: '127.0.0.1', port: 0 },
-      { runtime, token: TOKEN, deadlines: { authMs: DEADLINE_MS, idleMs: DEADLINE_MS, frameMs: DEADLINE_MS } },
-    );
-    port = (server.address as { port: number }).port;
-  });
+  const servers: GuestServer[] = [];
+  /** A server on which only the deadlines given are short: those of the test's subject. */
+  async function serverWith(short: Array<keyof ConnectionDeadlines>): Promise<number> {
+    const deadlines = { authMs: NOT_THE_SUBJECT_MS, idleMs: NOT_THE_SUBJECT_MS, frameMs: NOT_THE_SUBJECT_MS };
+    for (const name of short) deadlines[name] = DEADLINE_MS;
+    const server = await startGuestServer({ kind: 'tcp', host: '127.0.0.1', port: 0 }, { runtime, token: TOKEN, deadlines });
+    servers.push(server);
+    return (server.address as { port: number }).port;
+  }
   after(async () => {
-    await server.close();
+    for (const server of servers) await server.close();
     await runtime.dispose();
   });
 
   it(`${CONNECTIONS} idle connections that never send {"auth": ...} are closed with an error frame, and an authenticated client gets its answer`, async () => {
+    const port = await serverWith(['authMs']);
     const idle = Array.from({ length: CONNECTIONS }, () => rawClient(port));
     after(() => idle.forEach(({ socket }) => socket.destroy()));
     await Promise.all(idle.map(({ connected }) => connected));
@@ -73,7 +78,7 @@ describe('the guest runner: connections that do not authenticate, idle, or stall
   });
 
   it('an authenticated connection that begins a frame and stalls is closed with an error frame', async () => {
-    const client = rawClient(port);
+    const client = rawClient(await serverWith(['frameMs']));
     client.socket.write(encodeFrame({ auth: TOKEN }));
     await waitUntil(() => client.frames.length === 1, 'authenticated');
     const header = Buffer.alloc(4);
@@ -85,14 +90,16 @@ describe('the guest runner: connections that do not authenticate, idle, or stall
   });
 
   it('an authenticated connection with nothing to answer that sends nothing is closed as idle', async () => {
-    const client = rawClient(port);
+    const client = rawClient(await serverWith(['idleMs']));
     client.socket.write(encodeFrame({ auth: TOKEN }));
     await client.closed;
     assert.equal(client.frames[0]!.ok, true);
     assert.match(client.frames[1]?.error ?? '', /^idle: nothing received for/);
   });
 
+  // Past those that could cut a job: the auth deadline is over once the client has authenticated.
   it('a job that runs past every deadline is not cut: its client gets the answer', async () => {
+    const port = await serverWith(['idleMs', 'frameMs']);
     const client = await GuestClient.connect({ kind: 'tcp', host: '127.0.0.1', port }, { token: TOKEN });
     try {
       const response = await client.request({ lang: 'bash', code: `sleep ${(4 * DEADLINE_MS) / 1000}; echo finished` });
