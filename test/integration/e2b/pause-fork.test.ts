@@ -113,8 +113,11 @@ describe('pause, resume, fork and snapshots through the e2b SDK', async () => {
   });
 
   it('autoPause: a sandbox made so pauses at its timeout instead of ending, and comes back on connect', async () => {
-    const sandbox = await create('base', { timeoutMs: 2000, lifecycle: { onTimeout: 'pause' } });
+    // Made with room for the write (a loaded CI machine needs it), then given the short timeout:
+    // a write after the pause would not be the subject.
+    const sandbox = await create('base', { timeoutMs: 60_000, lifecycle: { onTimeout: 'pause' } });
     await sandbox.files.write('at-timeout.txt', 'kept');
+    await sandbox.setTimeout(2000);
     await waitUntil(async () => (await Sandbox.getInfo(sandbox.sandboxId, opts())).state === 'paused', 'the sandbox pauses at its timeout', 30_000);
     const resumed = await Sandbox.connect(sandbox.sandboxId, { ...opts(), timeoutMs: 60_000 });
     assert.equal(await resumed.files.read('at-timeout.txt'), 'kept');

@@ -300,8 +300,9 @@ print(json.dumps({
   for (const kind of kinds.filter((kind) => kind !== 'microvm')) {
     it(`leaves no relay behind on ${kind}, nor a holder of the job's namespace: after a timeout`, async () => {
       let seenRunning = false;
+      // The timeout leaves room to see the relay while the job runs: a loaded CI machine needs it.
       const timedOut = await runJob(
-        { command: { argv: ['sleep', '30'] }, policy: { network: { allow_domains: ['api.test.example'] } }, limits: { timeout_ms: 2000 }, backend: { kind } },
+        { command: { argv: ['sleep', '30'] }, policy: { network: { allow_domains: ['api.test.example'] } }, limits: { timeout_ms: 5000 }, backend: { kind } },
         {
           runtime,
           // The relay comes up as the sandbox does, around the time the job starts.
