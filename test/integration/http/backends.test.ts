@@ -48,11 +48,11 @@ describe('HTTP backends', () => {
   it('a kind no backend has ends backend_unavailable / backend.unavailable naming the known kinds, as a job and as a snippet', async () => {
     const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] }, backend: { kind: 'nope' } });
     assert.equal(submitted.status, 202, submitted.text);
-    const state = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}?wait=30`);
-    assert.equal(state.json.status, 'backend_unavailable', JSON.stringify(state.json.result));
-    assert.equal(state.json.result.error.code, 'backend.unavailable');
-    assert.match(state.json.result.error.message, /unknown backend kind "nope"; known kinds: local_process, gvisor, microvm/);
-    assert.deepEqual(state.json.result.backend, { kind: 'nope' });
+    const state = await waitTerminal(server.url, submitted.json.job_id);
+    assert.equal(state.status, 'backend_unavailable', JSON.stringify(state.result));
+    assert.equal(state.result.error.code, 'backend.unavailable');
+    assert.match(state.result.error.message, /unknown backend kind "nope"; known kinds: local_process, gvisor, microvm/);
+    assert.deepEqual(state.result.backend, { kind: 'nope' });
     const snippet = await api(server.url, 'POST', '/v1/exec', { lang: 'python', code: 'print(1)', backend: { kind: 'nope' } });
     assert.equal(snippet.json.exit_code, 126, snippet.text);
     assert.match(snippet.json.error, /^sandbox unavailable: unknown backend kind "nope"/);
@@ -61,9 +61,9 @@ describe('HTTP backends', () => {
   it('a job its kind cannot run ends backend_unavailable, and the service goes on', async () => {
     const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] }, policy: { network: 'allow' }, backend: { kind: 'microvm' } });
     assert.equal(submitted.status, 202);
-    const state = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}?wait=30`);
-    assert.equal(state.json.status, 'backend_unavailable');
-    assert.equal(state.json.result.error.code, 'backend.unavailable');
+    const state = await waitTerminal(server.url, submitted.json.job_id);
+    assert.equal(state.status, 'backend_unavailable');
+    assert.equal(state.result.error.code, 'backend.unavailable');
     const health = await api(server.url, 'GET', '/health');
     assert.equal(health.json.backend.kind, 'local_process');
   });

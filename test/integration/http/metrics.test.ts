@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { api, startServer, type ServerProcess } from '../../helpers/server.js';
+import { api, startServer, type ServerProcess, waitTerminal } from '../../helpers/server.js';
 
 /** The value of the sample `name{labels}` in Prometheus' text format, labels in any order; undefined when absent. */
 function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
@@ -36,7 +36,7 @@ describe('operations: GET /metrics, request ids and job-end log lines', () => {
     assert.equal(snippet.status, 200, snippet.text);
     const job = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['true'] } });
     assert.equal(job.status, 202, job.text);
-    assert.equal((await api(server.url, 'GET', `/v1/jobs/${job.json.job_id}?wait=30`)).json.status, 'completed');
+    assert.equal((await waitTerminal(server.url, job.json.job_id)).status, 'completed');
     const sandbox = await api(server.url, 'POST', '/v1/sandboxes', {});
     try {
       const text = await scrape();
@@ -67,8 +67,8 @@ describe('operations: GET /metrics, request ids and job-end log lines', () => {
   it("carries a request's id to its job's trace and the worker's line about its end, one JSON line per job", async () => {
     const submitted = await api(server.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'hi'] } }, { 'x-request-id': 'req-from-proxy-42' });
     assert.equal(submitted.headers.get('x-request-id'), 'req-from-proxy-42');
-    const state = await api(server.url, 'GET', `/v1/jobs/${submitted.json.job_id}?wait=30`);
-    assert.equal(state.json.result.trace.trace_id, 'req-from-proxy-42');
+    const state = await waitTerminal(server.url, submitted.json.job_id);
+    assert.equal(state.result.trace.trace_id, 'req-from-proxy-42');
     let ended: Record<string, unknown> | undefined;
     for (let attempt = 0; attempt < 60 && !ended; attempt++) {
       ended = server.logs.map((line) => JSON.parse(line) as Record<string, unknown>).find((entry) => entry.msg === 'job finished' && entry.job_id === submitted.json.job_id);

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { api, jobGate, startServer, waitForHealth, waitForStatus } from '../../helpers/server.js';
+import { api, jobGate, startServer, waitForHealth, waitForStatus, waitTerminal } from '../../helpers/server.js';
 import { waitUntil } from '../../helpers/wait.js';
 import { hostProcessesMatching } from '../../helpers/processes.js';
 
@@ -12,7 +12,7 @@ describe('restart survival and draining', () => {
     const marker = `restart-${randomUUID().slice(0, 8)}`;
     const first = await startServer(['--concurrency', '1']);
     const done = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['echo', 'finished before the crash'] } });
-    await api(first.url, 'GET', `/v1/jobs/${done.json.job_id}?wait=30`);
+    await waitTerminal(first.url, done.json.job_id);
     const running = await api(first.url, 'POST', '/v1/jobs', { command: { argv: ['bash', '-c', `exec -a ${marker} sleep 120`] }, policy: { allow_shell: true } });
     await waitForStatus(first.url, running.json.job_id, 'running');
     // Running is the sandbox started: its bash may not have renamed itself yet, and a check for
@@ -35,9 +35,9 @@ describe('restart survival and draining', () => {
       const interrupted = await api(second.url, 'GET', `/v1/jobs/${running.json.job_id}`);
       assert.equal(interrupted.json.status, 'failed');
       assert.equal(interrupted.json.result.error.code, 'run.interrupted');
-      const resumed = await api(second.url, 'GET', `/v1/jobs/${queued.json.job_id}?wait=30`);
-      assert.equal(resumed.json.status, 'completed');
-      assert.equal(resumed.json.result.stdout.text, 'ran after the restart\n');
+      const resumed = await waitTerminal(second.url, queued.json.job_id);
+      assert.equal(resumed.status, 'completed');
+      assert.equal(resumed.result.stdout.text, 'ran after the restart\n');
       const status = JSON.parse(readFileSync(join(first.storeDir, 'runs', queued.json.job_id, 'status.json'), 'utf8'));
       assert.equal(status.status, 'completed');
       assert.ok(existsSync(join(first.storeDir, 'runs', queued.json.job_id, 'result.json')));

@@ -8,7 +8,7 @@ import { contractError } from '../../../src/contract/errors.js';
 import { unrunResult } from '../../../src/runner/run-job.js';
 import { DiskRunStore } from '../../../src/store/disk-store.js';
 import { testRuntime } from '../../helpers/runtime.js';
-import { api, startServer, waitForStatus } from '../../helpers/server.js';
+import { api, startServer, waitForStatus, waitTerminal } from '../../helpers/server.js';
 import { makeWorkspace } from '../../helpers/workspace.js';
 
 /**
@@ -80,13 +80,13 @@ describe('the run store keeps no secrets and is private', () => {
       await first.exited;
 
       second = await startServer(['--concurrency', '1'], { storeDir: first.storeDir });
-      const redacted = await api(second.url, 'GET', `/v1/jobs/${withEnv.json.job_id}?wait=30`);
-      assert.equal(redacted.json.status, 'failed');
-      assert.equal(redacted.json.result.error.code, 'store.redacted');
-      assert.match(redacted.json.result.error.message, /never ran/);
-      assert.deepEqual(redacted.json.result.command.argv, ['printenv', 'TOKEN']);
-      assert.equal(redacted.json.result.stdout.observed_bytes, 0);
-      assert.equal(redacted.json.result.replay.request_sha256, '', 'no replay hash over values that are not kept');
+      const redacted = await waitTerminal(second.url, withEnv.json.job_id);
+      assert.equal(redacted.status, 'failed');
+      assert.equal(redacted.result.error.code, 'store.redacted');
+      assert.match(redacted.result.error.message, /never ran/);
+      assert.deepEqual(redacted.result.command.argv, ['printenv', 'TOKEN']);
+      assert.equal(redacted.result.stdout.observed_bytes, 0);
+      assert.equal(redacted.result.replay.request_sha256, '', 'no replay hash over values that are not kept');
       const ran = await api(second.url, 'GET', `/v1/jobs/${withoutEnv.json.job_id}?wait=60`);
       assert.equal(ran.json.status, 'completed');
       assert.equal(ran.json.result.stdout.text, 'no secrets here\n');

@@ -276,7 +276,6 @@ describe('sent workspaces: caps (limits.workspace_too_large, naming the cap)', (
     const bomb = await gzipBomb(64 * 1024 * 1024);
     assert.ok(bomb.length < 128 * 1024, `bomb is ${bomb.length} bytes`);
     const huge: SentWorkspaceCaps = { maxEntries: 200_000, maxBytes: 2 * 1024 ** 3, maxFileBytes: 2 * 1024 ** 3 };
-    const started = performance.now();
     const details = await assertRefused(
       { source: 'archive', format: 'tar.gz', data: bomb.toString('base64') },
       'limits.workspace_too_large',
@@ -284,8 +283,8 @@ describe('sent workspaces: caps (limits.workspace_too_large, naming the cap)', (
       huge,
     );
     assert.equal(details.cap, 'archive expansion');
+    // What it expanded says it stopped early; how long that took is the machine's.
     assert.ok((details.value as number) < 4 * 1024 * 1024, `expanded ${String(details.value)} bytes before the refusal`);
-    assert.ok(performance.now() - started < 10_000);
   });
 
   it('refuses a compressed file larger than the caps from its header, before expanding it', async () => {
