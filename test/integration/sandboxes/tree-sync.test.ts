@@ -182,12 +182,16 @@ describe('bulk sync of a tree', () => {
     const cutShort = archive.entry({ name: 'cut.bin', size: 1 << 20 });
     cutShort.on('error', () => undefined);
     archive.on('error', () => undefined);
-    cutShort.write(Buffer.alloc(128 * 1024, 2));
+    // Past one input batch to the sandbox's tar (256 KiB): first.txt reaches it while the sender is still there.
+    cutShort.write(Buffer.alloc(512 * 1024, 2));
     archive.pipe(cut);
-    setTimeout(() => cut.destroy(new Error('the sender went away')), 500);
-    await assert.rejects(client.syncIn({ sandbox }, cut, { path: 'cut' }));
-    // The worker notices the sender gone on its side, then removes what it was writing.
+    const refused = assert.rejects(client.syncIn({ sandbox }, cut, { path: 'cut' }));
+    // The sender goes once the sandbox has the whole first file, midway through the second.
     const { waitUntil } = await import('../../helpers/wait.js');
+    await waitUntil(async () => (await inSandbox('cat cut/first.txt 2>/dev/null')).stdout === 'whole', 'first.txt has reached the sandbox');
+    cut.destroy(new Error('the sender went away'));
+    await refused;
+    // The worker notices the sender gone on its side, then removes what it was writing.
     await waitUntil(async () => (await inSandbox('ls cut')).stdout === 'first.txt\n', 'only the whole file is left');
 
     const notTar = await client
