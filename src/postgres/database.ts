@@ -36,6 +36,13 @@ function unreachable(error: unknown): unknown {
  * migrations of our schema, applied once under an advisory lock by whichever process starts
  * first.
  */
+interface HeldConnection {
+  client: pg.PoolClient;
+  /** Cut while held: released to be dropped, never to be used again. */
+  broken: boolean;
+  release(): void;
+}
+
 export class Database {
   readonly pool: pg.Pool;
 
@@ -64,19 +71,19 @@ export class Database {
 
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.connect();
-    let broken = false;
+    const held = await this.connect();
+    const { client } = held;
     try {
       await client.query('BEGIN');
       const value = await work(client);
       await client.query('COMMIT');
       return value;
     } catch (error) {
-      broken = isUnreachable(error);
-      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
+      if (isUnreachable(error)) held.broken = true;
+      if (!held.broken) await client.query('ROLLBACK').catch(() => undefined);
       throw unreachable(error);
     } finally {
-      client.release(broken);
+      held.release();
     }
   }
 
@@ -85,7 +92,8 @@ export class Database {
    * connection of its own): processes starting together take turns.
    */
   async exclusively<T>(name: string, work: () => Promise<T>): Promise<T> {
-    const client = await this.connect();
+    const held = await this.connect();
+    const { client } = held;
     try {
       await client.query('SELECT pg_advisory_lock(hashtext($1))', [`${SCHEMA}.${name}`]);
       try {
@@ -96,7 +104,7 @@ export class Database {
     } catch (error) {
       throw unreachable(error);
     } finally {
-      client.release();
+      held.release();
     }
   }
 
@@ -119,11 +127,32 @@ export class Database {
     await this.pool.end();
   }
 
-  private async connect(): Promise<pg.PoolClient> {
+  /**
+   * A connection of the pool, held until `release`. The pool listens for a connection's errors
+   * only while it is idle: one cut while held and between queries (the database stopping under a
+   * transaction whose work awaits something else) would emit an 'error' no one hears, which ends
+   * the process. Heard here, it marks the connection broken (its next query fails as unreachable)
+   * and the pool drops it on release.
+   */
+  private async connect(): Promise<HeldConnection> {
+    let client: pg.PoolClient;
     try {
-      return await this.pool.connect();
+      client = await this.pool.connect();
     } catch (error) {
       throw unreachable(error);
     }
+    const held: HeldConnection = {
+      client,
+      broken: false,
+      release: () => {
+        client.removeListener('error', cut);
+        client.release(held.broken);
+      },
+    };
+    const cut = () => {
+      held.broken = true;
+    };
+    client.on('error', cut);
+    return held;
   }
 }

@@ -190,14 +190,18 @@ describe('the distributed mode on PostgreSQL', () => {
   test('the database going away: 503 store.unavailable, then it recovers by itself', async () => {
     const door = servers.at(-1)!;
     database.stop();
-    const read = await api(door.url, 'GET', '/v1/jobs/bulk-0');
-    assert.equal(read.status, 503, read.text);
-    assert.equal(read.json.error.code, 'store.unavailable');
-    const submit = await api(door.url, 'POST', '/v1/jobs', sleepJob(0));
-    assert.equal(submit.status, 503, submit.text);
-    assert.equal(submit.json.error.code, 'store.unavailable');
-    await waitForHealth(door.url, (health) => health.status === 'degraded', 'health says degraded');
-    database.start();
+    try {
+      const read = await api(door.url, 'GET', '/v1/jobs/bulk-0');
+      assert.equal(read.status, 503, read.text);
+      assert.equal(read.json.error.code, 'store.unavailable');
+      const submit = await api(door.url, 'POST', '/v1/jobs', sleepJob(0));
+      assert.equal(submit.status, 503, submit.text);
+      assert.equal(submit.json.error.code, 'store.unavailable');
+      await waitForHealth(door.url, (health) => health.status === 'degraded', 'health says degraded');
+    } finally {
+      // Back for the tests after this one, whatever happened here.
+      database.start();
+    }
     let accepted: Awaited<ReturnType<typeof api>> | undefined;
     await waitUntil(async () => (accepted = await api(door.url, 'POST', '/v1/jobs', sleepJob(0))).status === 202, 'the front door takes jobs again');
     const ended = await api(door.url, 'GET', `/v1/jobs/${accepted!.json.job_id}?wait=60`);
