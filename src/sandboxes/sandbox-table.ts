@@ -12,6 +12,11 @@ export class SandboxTable {
   readonly sandboxes = new Map<string, LiveSandbox>();
   /** The API key (undefined: the service token) of each sandbox being started. */
   readonly starting = new Map<object, string | undefined>();
+  /**
+   * The volumes of each sandbox being started, by its id, from its plan's mounts on: a delete of
+   * one without force is refused as in use while it is bound in, not only once it runs.
+   */
+  readonly startingVolumes = new Map<string, readonly string[]>();
   /** Paused sandboxes' states and snapshots, on disk under the state dir, by id. */
   readonly kept = new Map<string, KeptState>();
 
@@ -20,6 +25,14 @@ export class SandboxTable {
     let live = 0;
     for (const sandbox of this.sandboxes.values()) if (sandbox.running && (apiKey === undefined || sandbox.apiKey === apiKey)) live += 1;
     return live;
+  }
+
+  /** The sandboxes that mount the volume `volumeId`: those running and those being started. */
+  volumeUsers(volumeId: string): string[] {
+    const users = new Set<string>();
+    for (const sandbox of this.sandboxes.values()) if (sandbox.running && sandbox.volumeIds.includes(volumeId)) users.add(sandbox.id);
+    for (const [id, volumes] of this.startingVolumes) if (volumes.includes(volumeId)) users.add(id);
+    return [...users];
   }
 
   find(id: string): LiveSandbox {

@@ -349,6 +349,11 @@ export class Sandboxes {
         ...(from && this.kept.planFrom(from, takesDisk)),
       };
       id = plan.id;
+      if (plan.volumes?.length)
+        this.table.startingVolumes.set(
+          id,
+          plan.volumes.map((volume) => volume.id),
+        );
       this.endings.set(id, new AbortController());
       // Its timeout counts from when it is handed out: while its files are put back (within the
       // pause deadline) it is not yet anyone's.
@@ -391,6 +396,7 @@ export class Sandboxes {
       throw error;
     } finally {
       if (heldPlace === undefined) this.table.starting.delete(starting);
+      if (id !== undefined) this.table.startingVolumes.delete(id);
     }
   }
 
@@ -461,9 +467,9 @@ export class Sandboxes {
     return this.planner.templates();
   }
 
-  /** The running sandboxes that mount the volume `id`. */
+  /** The sandboxes that mount the volume `id`, running or being started. */
   volumeUsers(id: string): string[] {
-    return [...this.table.sandboxes.values()].filter((sandbox) => sandbox.running && sandbox.volumeIds.includes(id)).map((sandbox) => sandbox.id);
+    return this.table.volumeUsers(id);
   }
 }
 

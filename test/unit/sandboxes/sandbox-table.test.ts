@@ -7,8 +7,8 @@ import type { KeptState } from '../../../src/sandboxes/snapshot-store.js';
 
 const ENDED = new Error('it ended');
 
-function live(id: string, running: boolean, apiKey?: string): LiveSandbox {
-  return { id, running, apiKey, endedError: () => ENDED } as unknown as LiveSandbox;
+function live(id: string, running: boolean, apiKey?: string, volumeIds: string[] = []): LiveSandbox {
+  return { id, running, apiKey, volumeIds, endedError: () => ENDED } as unknown as LiveSandbox;
 }
 
 function kept(id: string, purpose: KeptState['purpose']): KeptState {
@@ -67,5 +67,17 @@ describe('the sandboxes of one process by id (SandboxTable)', () => {
     assert.equal(table.liveCount(), 2);
     assert.equal(table.liveCount('key-1'), 1);
     assert.equal(table.liveCount('key-2'), 0);
+  });
+
+  it('counts a volume in use by the sandboxes that run with it and by those still being started with it, each once', () => {
+    const table = new SandboxTable();
+    table.sandboxes.set('up', live('up', true, undefined, ['vol1']));
+    table.sandboxes.set('done', live('done', false, undefined, ['vol1']));
+    table.startingVolumes.set('coming', ['vol2', 'vol1']);
+    // Started and not yet out of its start: in both for a moment.
+    table.sandboxes.set('coming', live('coming', true, undefined, ['vol2', 'vol1']));
+    assert.deepEqual(table.volumeUsers('vol1').sort(), ['coming', 'up']);
+    assert.deepEqual(table.volumeUsers('vol2'), ['coming']);
+    assert.deepEqual(table.volumeUsers('vol3'), []);
   });
 });
