@@ -16,13 +16,13 @@ const SOURCE = /\.(ts|mjs|cjs|js|py|go|c|java|R|sh)$/;
 /** Paths written from the repository's root. */
 const FROM_ROOT = /^(src|test|scripts|bench|native|proto|deploy|docs)\//;
 
-/** Every file under `dir`, as paths relative to the repository's root. */
-function filesUnder(dir) {
+/** Every file under `base`, as paths relative to it. */
+function filesUnder(base, dir = base) {
   const found = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) found.push(...filesUnder(path));
-    else found.push(relative(ROOT, path));
+    if (entry.isDirectory()) found.push(...filesUnder(base, path));
+    else found.push(relative(base, path));
   }
   return found;
 }
@@ -42,7 +42,7 @@ export function mapProblems(mapText, root = ROOT) {
   });
   for (const [name, line] of tabled) if (!folders.includes(name)) problems.push(`${line}: the layer table names src/${name}/, which is gone`);
   for (const name of folders) if (!tabled.has(name)) problems.push(`src/${name}/ is in no row of the layer table`);
-  const files = filesUnder(join(root, 'src')).map((path) => relative(join(root, 'src'), join(root, path)));
+  const files = filesUnder(join(root, 'src'));
   lines.forEach((line, index) => {
     for (const [, token] of line.matchAll(/`([^`\s]+)`/g)) {
       if (!SOURCE.test(token) || !token.includes('/') || /[*{}<>$]/.test(token) || token.startsWith('dist/')) continue;
