@@ -138,7 +138,7 @@ export class VolumeStore {
     await this.loaded;
     const byId = this.volumes.get(idOrName);
     const found = byId && (apiKey === undefined || byId.apiKey === apiKey) ? byId : this.ownedBy(apiKey).find((volume) => volume.name === idOrName);
-    if (!found) throw new CodedError(contractError('volume.not_found', `no volume ${JSON.stringify(idOrName)}`, { volume: idOrName }));
+    if (!found) throw volumeNotFound(idOrName);
     return found;
   }
 
@@ -154,7 +154,7 @@ export class VolumeStore {
    */
   async mountPath(id: string): Promise<string> {
     await this.loaded;
-    if (!this.volumes.has(id)) throw new CodedError(contractError('volume.not_found', `no volume ${JSON.stringify(id)}`, { volume: id }));
+    if (!this.volumes.has(id)) throw volumeNotFound(id);
     return this.mounted(id);
   }
 
@@ -227,6 +227,10 @@ export class VolumeStore {
 }
 
 /** The volume as the API shows it; `mountedBy` the running sandboxes that mount it. */
+function volumeNotFound(idOrName: string): CodedError {
+  return new CodedError(contractError('volume.not_found', `no volume ${JSON.stringify(idOrName)}`, { volume: idOrName }));
+}
+
 export function describeVolume(record: VolumeRecord, mountedBy: string[], usedBytes?: number): Volume {
   return {
     id: record.id,
