@@ -137,6 +137,11 @@ export function contractError(code: ErrorCode, message: string, details?: Record
   return details === undefined ? { code, message } : { code, message, details };
 }
 
+/** A request refused for what it asks (validation.invalid_request), naming the field at fault. */
+export function invalidField(message: string, field: string): CodedError {
+  return new CodedError(contractError('validation.invalid_request', message, { field }));
+}
+
 /** A failure reported with a stable code (its HTTP status from the table, or `extra.http_status`). */
 export class CodedError extends Error {
   constructor(

@@ -17,6 +17,16 @@ import { interruptionOf } from './outcome.js';
 import { runStaged, type JobFile } from './staged-run.js';
 import { JobStaging } from './staging.js';
 
+/**
+ * The timeout, in seconds, that a snippet runs with, and a sandbox's command or cell and a
+ * session's too (their limits are a snippet's): the default where none is asked; above the
+ * maximum, the problem to refuse it with.
+ */
+export function snippetTimeout(limits: SnippetLimits, asked: number | undefined): { seconds: number; problem?: string } {
+  const seconds = asked ?? limits.defaultTimeoutSeconds;
+  return seconds > limits.maxTimeoutSeconds ? { seconds, problem: `timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${seconds}` } : { seconds };
+}
+
 export interface SnippetOptions {
   /** The runtime to run on; without one, a runtime made for this call from the environment's configuration (runtime.ts: withRuntime). */
   runtime?: RunnerRuntime;
@@ -55,10 +65,9 @@ async function executeOn(runtime: RunnerRuntime, request: unknown, signal: Abort
   } catch (error) {
     return failure(traceId, EXIT_SANDBOX_UNAVAILABLE, `sandbox unavailable: ${(error as Error).message}`);
   }
-  const timeoutSeconds = checked.value.timeout ?? limits.defaultTimeoutSeconds;
-  if (timeoutSeconds > limits.maxTimeoutSeconds) {
-    return invalidSnippetResponse(traceId, `timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`);
-  }
+  const timeout = snippetTimeout(limits, checked.value.timeout);
+  if (timeout.problem !== undefined) return invalidSnippetResponse(traceId, timeout.problem);
+  const timeoutSeconds = timeout.seconds;
 
   const language = findLanguage(lang);
   if (!language) return failure(traceId, SNIPPET_EXIT.unsupported, `unsupported language: ${lang}`);

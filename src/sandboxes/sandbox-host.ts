@@ -110,8 +110,3 @@ export function snapshotNotFound(idOrName: string): CodedError {
 export function keyFullError(apiKey: string, cap: number): CodedError {
   return new CodedError(contractError('sandboxes.key_full', `API key ${apiKey} holds ${cap} running sandboxes, the most it may; kill one of them first`, { max: cap }));
 }
-
-/** A request refused for what it asks (validation.invalid_request), naming the field at fault. */
-export function invalidField(message: string, field: string): CodedError {
-  return new CodedError(contractError('validation.invalid_request', message, { field }));
-}

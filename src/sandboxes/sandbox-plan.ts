@@ -1,7 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { posix } from 'node:path';
 import { environmentProblem } from '../contract/command-limits.js';
-import { CodedError, contractError } from '../contract/errors.js';
+import { CodedError, contractError, invalidField } from '../contract/errors.js';
 import type { SandboxCreateRequest } from '../contract/sandbox.js';
 import type { Template } from '../contract/templates.js';
 import type { VolumeMount } from '../contract/volumes.js';
@@ -16,7 +16,6 @@ import { openTemplateRegistry, type TemplateRegistry } from '../templates/templa
 import type { VolumeStore } from '../volumes/volume-store.js';
 import { checkDesktop, DESKTOP_TEMPLATE } from './desktop-template.js';
 import { SANDBOX_HOME, type PlannedVolume, type SandboxPlan } from './live-sandbox.js';
-import { invalidField } from './sandbox-host.js';
 import { refusedHere } from './served-sandbox.js';
 import { templateNames, templateSettings } from './templates.js';
 

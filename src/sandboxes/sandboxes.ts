@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 import type { Duplex } from 'node:stream';
-import { CodedError, contractError } from '../contract/errors.js';
+import { CodedError, contractError, invalidField } from '../contract/errors.js';
 import type { AgentUser } from '../contract/sandbox-agent.js';
 import type {
   Sandbox,
@@ -22,6 +22,7 @@ import { CodeContexts, ContextError } from '../interpreter/code-contexts.js';
 import { BridgeLost } from '../interpreter/kernel-bridge.js';
 import { MAX_CELL_RESULT_BYTES, runCell } from '../interpreter/run-cell.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import { snippetTimeout } from '../runner/snippet.js';
 import { sandboxDuration } from '../util/metrics.js';
 import { Semaphore } from '../util/semaphore.js';
 import type { VolumeStore } from '../volumes/volume-store.js';
@@ -30,7 +31,7 @@ import { busy, describePaused, fromState, KeptSandboxes, type SandboxIdentity } 
 import { LiveSandbox, SANDBOX_HOME, SANDBOX_USER } from './live-sandbox.js';
 import { runToEnd } from './sandbox-exec.js';
 import { readSandboxFile, writeSandboxFile } from './sandbox-files.js';
-import { invalidField, keyFullError } from './sandbox-host.js';
+import { keyFullError } from './sandbox-host.js';
 import { SandboxPlanner, type LaunchRequest } from './sandbox-plan.js';
 import { SandboxTable } from './sandbox-table.js';
 import type { KeptState } from './snapshot-store.js';
@@ -234,12 +235,11 @@ export class Sandboxes {
     });
   }
 
-  /** A command's or cell's timeout in seconds: the snippet default where absent, refused above the snippet maximum. */
+  /** A command's or cell's timeout in seconds (runner/snippet.ts snippetTimeout), refused above the snippet maximum. */
   private snippetTimeout(asked: number | undefined): number {
-    const { defaultTimeoutSeconds, maxTimeoutSeconds } = this.runtime.config.snippet;
-    const seconds = asked ?? defaultTimeoutSeconds;
-    if (seconds > maxTimeoutSeconds) throw invalidField(`timeout must be at most ${maxTimeoutSeconds} seconds, got ${seconds}`, 'timeout');
-    return seconds;
+    const timeout = snippetTimeout(this.runtime.config.snippet, asked);
+    if (timeout.problem !== undefined) throw invalidField(timeout.problem, 'timeout');
+    return timeout.seconds;
   }
 
   /** A regular file's bytes; `path` absolute or relative to the sandbox user's home. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { CodedError, contractError, type ContractError } from '../contract/errors.js';
+import { CodedError, contractError, invalidField, type ContractError } from '../contract/errors.js';
 import type { Session, SessionCreateRequest, SessionExecRequest, SessionExecResult, SessionFileWritten } from '../contract/session.js';
 import { findLanguage } from '../languages/catalog.js';
 import { node } from '../languages/node.js';
@@ -11,6 +11,7 @@ import type { ExecPolicy } from '../policy/exec-rules.js';
 import { findShellUse } from '../policy/shell-rule.js';
 import { admitNetwork } from '../runner/network-admission.js';
 import type { RunnerRuntime } from '../runner/runtime.js';
+import { snippetTimeout } from '../runner/snippet.js';
 import { refusedHere } from '../sandboxes/served-sandbox.js';
 import { LiveSession, SESSION_WORK_DIR, type SessionPlan } from './live-session.js';
 import { sessionNotFound } from './session-host.js';
@@ -65,18 +66,17 @@ export class Sessions {
   async exec(id: string, request: SessionExecRequest): Promise<SessionExecResult> {
     const { session, policy } = this.find(id);
     if ('code' in request) {
-      if (session.lang === null) throw invalid('code: this session has no interpreter (it was made without lang); run commands with argv', 'code');
+      if (session.lang === null) throw invalidField('code: this session has no interpreter (it was made without lang); run commands with argv', 'code');
       if (request.lang !== undefined && findLanguage(request.lang)?.name !== session.lang) {
-        throw invalid(`lang: this session runs ${session.lang} cells, not ${request.lang}`, 'lang');
+        throw invalidField(`lang: this session runs ${session.lang} cells, not ${request.lang}`, 'lang');
       }
     } else {
       const denied = await policyDecision(request.argv, policy);
       if (denied) throw new CodedError(denied, { http_status: 403 });
     }
-    const limits = this.runtime.config.snippet;
-    const timeoutSeconds = request.timeout ?? limits.defaultTimeoutSeconds;
-    if (timeoutSeconds > limits.maxTimeoutSeconds) throw invalid(`timeout must be at most ${limits.maxTimeoutSeconds} seconds, got ${timeoutSeconds}`, 'timeout');
-    return session.exec(request, { timeoutMs: Math.round(timeoutSeconds * 1000) });
+    const timeout = snippetTimeout(this.runtime.config.snippet, request.timeout);
+    if (timeout.problem !== undefined) throw invalidField(timeout.problem, 'timeout');
+    return session.exec(request, { timeoutMs: Math.round(timeout.seconds * 1000) });
   }
 
   writeFile(id: string, path: string, content: Buffer): Promise<SessionFileWritten> {
@@ -125,22 +125,22 @@ export class Sessions {
     const { config } = this.runtime;
     const settings = config.sessions;
     const language = request.lang === undefined ? null : findLanguage(request.lang);
-    if (language === undefined) throw invalid(`lang: unsupported language ${JSON.stringify(request.lang)}`, 'lang');
+    if (language === undefined) throw invalidField(`lang: unsupported language ${JSON.stringify(request.lang)}`, 'lang');
     if (language && language !== python && language !== node)
-      throw invalid(`lang: a session keeps a live interpreter for python and node only, not ${language.name}; omit lang for a session of commands`, 'lang');
+      throw invalidField(`lang: a session keeps a live interpreter for python and node only, not ${language.name}; omit lang for a session of commands`, 'lang');
     const allowShell = request.policy?.allow_shell ?? language !== null;
-    if (language && !allowShell) throw invalid('policy.allow_shell: cells are inline interpreter code, so a session with lang needs allow_shell', 'policy.allow_shell');
+    if (language && !allowShell) throw invalidField('policy.allow_shell: cells are inline interpreter code, so a session with lang needs allow_shell', 'policy.allow_shell');
     const rules = request.policy?.allowed_commands;
     if (rules?.some((rule) => typeof rule !== 'string'))
-      throw invalid('policy.allowed_commands: sessions take command names only, not pinned path or sha256 rules', 'policy.allowed_commands');
+      throw invalidField('policy.allowed_commands: sessions take command names only, not pinned path or sha256 rules', 'policy.allowed_commands');
     const policy: ExecPolicy = { allowed_commands: rules ?? null, allow_shell: allowShell };
     const memoryBytes = request.limits?.memory_bytes ?? settings.memoryBytes;
-    if (memoryBytes > settings.maxMemoryBytes) throw invalid(`limits.memory_bytes must be at most ${settings.maxMemoryBytes}, got ${memoryBytes}`, 'limits.memory_bytes');
+    if (memoryBytes > settings.maxMemoryBytes) throw invalidField(`limits.memory_bytes must be at most ${settings.maxMemoryBytes}, got ${memoryBytes}`, 'limits.memory_bytes');
     const maxProcesses = request.limits?.max_processes ?? settings.maxProcesses;
-    if (maxProcesses > settings.maxProcesses) throw invalid(`limits.max_processes must be at most ${settings.maxProcesses}, got ${maxProcesses}`, 'limits.max_processes');
+    if (maxProcesses > settings.maxProcesses) throw invalidField(`limits.max_processes must be at most ${settings.maxProcesses}, got ${maxProcesses}`, 'limits.max_processes');
     const idleTimeoutSeconds = request.idle_timeout_seconds ?? settings.idleTimeoutSeconds;
     if (idleTimeoutSeconds > settings.maxIdleTimeoutSeconds) {
-      throw invalid(`idle_timeout_seconds must be at most ${settings.maxIdleTimeoutSeconds}, got ${idleTimeoutSeconds}`, 'idle_timeout_seconds');
+      throw invalidField(`idle_timeout_seconds must be at most ${settings.maxIdleTimeoutSeconds}, got ${idleTimeoutSeconds}`, 'idle_timeout_seconds');
     }
     const network = admitNetwork(request.network ?? 'none', config.runJob.allowNetwork, 'network');
     if (network !== 'none' && 'error' in network) throw new CodedError(network.error);
@@ -209,8 +209,4 @@ async function policyDecision(argv: readonly string[], policy: ExecPolicy): Prom
   if (shell) return contractError('policy.shell_denied', `${shell.reason}: this session's policy has allow_shell false`, { program: shell.program });
   const decision = await checkCommand(argv[0]!, policy.allowed_commands ?? undefined, null);
   return decision.allowed ? null : contractError('policy.command_denied', decision.message, decision.details);
-}
-
-function invalid(message: string, field: string): CodedError {
-  return new CodedError(contractError('validation.invalid_request', message, { field }));
 }
